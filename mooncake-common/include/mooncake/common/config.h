@@ -1,0 +1,32 @@
+/* Configuration helpers shared by binaries and clients: sizes ("4gb", "512MB", "1024"),
+ * environment look-ups, and gflags-style command lines (--name=value, --name value, bare
+ * booleans, --noname, --help, --version) as the reference Mooncake's binaries accept them. */
+#ifndef MC_COMMON_CONFIG_H
+#define MC_COMMON_CONFIG_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parses a size with optional suffix b, k/kb/kib, m/mb/mib, g/gb/gib, t/tb/tib (case-insensitive,
+ * powers of 1024). Returns 0 or MC_ERR_INVALID_ARGUMENT (garbage, negative, overflow). */
+int mc__parse_size(const char *s, uint64_t *out);
+/* Strict integer / double / bool parsing; 0 or MC_ERR_INVALID_ARGUMENT. */
+int mc__parse_i64(const char *s, int64_t *out);
+int mc__parse_double(const char *s, double *out);
+int mc__parse_bool(const char *s, int *out); /* 1/0, true/false, yes/no, on/off */
+
+enum mc_flag_type { MC_FLAG_BOOL, MC_FLAG_INT, MC_FLAG_DOUBLE, MC_FLAG_STRING, MC_FLAG_SIZE };
+
+typedef struct mc_flag {
+    const char *name; /* without dashes */
+    enum mc_flag_type type;
+    void *value;      /* int*, int64_t*, double*, const char**, uint64_t* (size) */
+    const char *help;
+} mc_flag_t;
+
+/* Parses argv against flags[0..n). On --help prints usage to stdout and returns 1; on --version
+ * prints "<prog> <version>" and returns 2; on an unknown flag or bad value prints a one-line
+ * message naming it to stderr and returns MC_ERR_INVALID_ARGUMENT. Positional arguments are an
+ * error. */
+int mc__flags_parse(int argc, char **argv, const mc_flag_t *flags, size_t n, const char *prog,
+                    const char *version, const char *usage_line);
+#endif

@@ -1,0 +1,134 @@
+/* Mooncake Transfer Engine: the public C API.
+ *
+ * An engine owns the memory its process registered and serves remote READ/WRITE requests into it;
+ * it moves bytes to and from peers' registered memory with batched asynchronous requests against
+ * named segments (one segment per engine, named by its local server name; with P2PHANDSHAKE the
+ * name is "host:rpc_port").
+ *
+ * Addressing follows the reference: a request's target_offset is the *peer's virtual address*
+ * inside one of the peer's registered buffers, as published in its segment descriptor.
+ *
+ * All functions return 0 or a negative code from mooncake/error.h unless documented otherwise.
+ * String arguments are not retained after a call returns. All functions are thread-safe. */
+#ifndef MOONCAKE_TRANSFER_ENGINE_H
+#define MOONCAKE_TRANSFER_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/error.h"
+#include "mooncake/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mc_engine mc_engine_t;
+typedef int64_t mc_segment_id_t; /* >= 0 when valid */
+typedef uint64_t mc_batch_id_t;  /* 0 is never a valid batch */
+
+#define MC_LOCAL_SEGMENT_ID 0 /* the engine's own segment (loopback transfers) */
+
+enum mc_opcode { MC_OPCODE_READ = 0, MC_OPCODE_WRITE = 1 };
+
+/* Same numbering as the reference's TransferStatusEnum. */
+enum mc_task_status {
+    MC_STATUS_WAITING = 0,
+    MC_STATUS_PENDING = 1,
+    MC_STATUS_INVALID = 2,
+    MC_STATUS_CANCELED = 3,
+    MC_STATUS_COMPLETED = 4,
+    MC_STATUS_TIMEOUT = 5,
+    MC_STATUS_FAILED = 6,
+};
+
+typedef struct mc_request {
+    int opcode;              /* enum mc_opcode */
+    void *source;            /* local address, inside memory registered with this engine */
+    mc_segment_id_t target_id;
+    uint64_t target_offset;  /* peer virtual address */
+    uint64_t length;
+} mc_request_t;
+
+typedef struct mc_task_state {
+    int status;                 /* enum mc_task_status */
+    int error;                  /* 0, or the MC_ERR_* that made it FAILED/TIMEOUT */
+    uint64_t transferred_bytes;
+} mc_task_state_t;
+
+typedef struct mc_engine_options {
+    /* Name of this engine's segment. For P2PHANDSHAKE: "host" or "host:port"; the port is
+     * picked from MC_MIN_RPC_PORT..MC_MAX_RPC_PORT (15000..17000) when absent. */
+    const char *local_server_name;
+    /* "P2PHANDSHAKE" (default when NULL/empty) or "http://host:port/metadata". */
+    const char *metadata_conn;
+    /* "tcp", "shm", "auto" (default: shm to same-host peers for shareable memory, else tcp),
+     * or a protocol unavailable here ("rdma", ...) which falls back to auto with one warning.
+     * MC_FORCE_TCP=1 in the environment forces tcp. */
+    const char *protocol;
+    const char *device_name;  /* accepted for compatibility; unused by tcp/shm */
+    int transfer_timeout_ms;  /* per-task deadline; 0 = default (MC_TRANSFER_TIMEOUT env, s; 30 s) */
+} mc_engine_options_t;
+
+MC_API int mc_engine_create(mc_engine_t **out);
+/* Starts the RPC listener and publishes the segment descriptor. Call once. */
+MC_API int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts);
+/* Closes connections, unpublishes the segment, frees everything. NULL is accepted. */
+MC_API void mc_engine_destroy(mc_engine_t *e);
+
+/* The segment name peers use to open this engine ("host:port" for P2PHANDSHAKE). */
+MC_API const char *mc_engine_local_name(const mc_engine_t *e);
+MC_API int mc_engine_rpc_port(const mc_engine_t *e);
+/* The transport actually chosen: "tcp", "shm" or "auto". */
+MC_API const char *mc_engine_protocol(const mc_engine_t *e);
+
+/* Registers [addr, addr+len) for remote access. location is a tag such as "cpu:0" or "*".
+ * Overlap with an existing registration: MC_ERR_ADDRESS_OVERLAPPED. */
+MC_API int mc_engine_register_memory(mc_engine_t *e, void *addr, size_t len, const char *location);
+MC_API int mc_engine_unregister_memory(mc_engine_t *e, void *addr);
+
+/* Allocates and registers engine-managed memory that same-host peers can map (shm transport).
+ * Freed with mc_engine_free_managed (which unregisters it). */
+MC_API int mc_engine_alloc_managed(mc_engine_t *e, size_t len, void **out);
+MC_API int mc_engine_free_managed(mc_engine_t *e, void *addr);
+
+/* Opens a peer's segment by name (fetches and caches its descriptor). */
+MC_API int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *out);
+MC_API int mc_engine_close_segment(mc_engine_t *e, mc_segment_id_t id);
+/* Address and length of the first buffer the peer registered (0 if none). */
+MC_API int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,
+                                          uint64_t *len);
+
+/* Batches. A batch holds up to batch_size tasks; submit may be called several times until full
+ * (MC_ERR_TOO_MANY_REQUESTS beyond). free fails with MC_ERR_BATCH_BUSY while tasks run. */
+MC_API int mc_engine_batch_alloc(mc_engine_t *e, size_t batch_size, mc_batch_id_t *out);
+MC_API int mc_engine_batch_submit(mc_engine_t *e, mc_batch_id_t b, const mc_request_t *reqs,
+                                  size_t n);
+MC_API int mc_engine_task_status(mc_engine_t *e, mc_batch_id_t b, size_t task,
+                                 mc_task_state_t *out);
+/* Waits until every task submitted to the batch ended or timeout_ms passed (-1 = the engine's
+ * transfer timeout). Returns 0 if all COMPLETED, else the first task's error code
+ * (MC_ERR_... ) — per-task states stay readable. */
+MC_API int mc_engine_batch_wait(mc_engine_t *e, mc_batch_id_t b, int timeout_ms);
+MC_API int mc_engine_batch_free(mc_engine_t *e, mc_batch_id_t b);
+
+/* Synchronous helper: allocate, submit n requests, wait, free. */
+MC_API int mc_engine_transfer_sync(mc_engine_t *e, const mc_request_t *reqs, size_t n);
+
+/* Notifies: small messages (name + payload, payload at most 64 KiB) delivered to a peer's queue. */
+typedef struct mc_notify {
+    char *from;    /* sender's segment name */
+    char *name;
+    uint8_t *msg;
+    size_t msg_len;
+} mc_notify_t;
+MC_API int mc_engine_notify_send(mc_engine_t *e, const char *peer_segment, const char *name,
+                                 const void *msg, size_t len);
+/* Moves all received notifies out; free the array with mc_engine_notifies_free. */
+MC_API int mc_engine_notifies_fetch(mc_engine_t *e, mc_notify_t **out, size_t *count);
+MC_API void mc_engine_notifies_free(mc_notify_t *arr, size_t count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the system packages the build and the tests need (Debian/Ubuntu, as root or with sudo).
+# Idempotent: exits quickly when everything is already there.
+set -euo pipefail
+
+build_pkgs=(libcjson-dev libxxhash-dev pkg-config)
+test_pkgs=(libcmocka-dev clang iproute2 redis-server iperf3)
+want=("${build_pkgs[@]}")
+[ "${1:-}" = "--build-only" ] || want+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "installing system packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
