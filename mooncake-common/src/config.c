@@ -1,0 +1,133 @@
+/* Strict value parsing: a value is accepted only when the whole string is consumed, so "12abc"
+ * or "1e999" are errors rather than silently truncated numbers. */
+#include "mooncake/common/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "mooncake/error.h"
+
+static const char *mc__skip_space(const char *s) {
+    while (*s && isspace((unsigned char)*s))
+        s++;
+    return s;
+}
+
+/* True when [s, end) is only whitespace. */
+static int mc__only_space(const char *s) {
+    return *mc__skip_space(s) == '\0';
+}
+
+int mc__parse_i64(const char *s, int64_t *out) {
+    char *end = NULL;
+    long long v;
+    if (!s || !out)
+        return MC_ERR_INVALID_ARGUMENT;
+    s = mc__skip_space(s);
+    if (!*s)
+        return MC_ERR_INVALID_ARGUMENT;
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno || end == s || !mc__only_space(end))
+        return MC_ERR_INVALID_ARGUMENT;
+    *out = v;
+    return 0;
+}
+
+int mc__parse_double(const char *s, double *out) {
+    char *end = NULL;
+    double v;
+    if (!s || !out)
+        return MC_ERR_INVALID_ARGUMENT;
+    s = mc__skip_space(s);
+    if (!*s)
+        return MC_ERR_INVALID_ARGUMENT;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s || !mc__only_space(end) || !isfinite(v))
+        return MC_ERR_INVALID_ARGUMENT;
+    *out = v;
+    return 0;
+}
+
+int mc__parse_bool(const char *s, int *out) {
+    static const char *const yes[] = {"1", "true", "yes", "on", "y", "t"};
+    static const char *const no[] = {"0", "false", "no", "off", "n", "f"};
+    if (!s || !out)
+        return MC_ERR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return MC_ERR_INVALID_ARGUMENT;
+}
+
+int mc__parse_size(const char *s, uint64_t *out) {
+    static const char *const units[] = {"k", "m", "g", "t"};
+    char *end = NULL;
+    uint64_t mult = 1;
+    char suffix[8];
+    size_t sl = 0;
+    const char *p;
+    if (!s || !out)
+        return MC_ERR_INVALID_ARGUMENT;
+    p = mc__skip_space(s);
+    if (!isdigit((unsigned char)*p) && *p != '.')
+        return MC_ERR_INVALID_ARGUMENT; /* rejects signs, "", "gb" */
+    errno = 0;
+    double d = strtod(p, &end);
+    if (errno || end == p || !isfinite(d))
+        return MC_ERR_INVALID_ARGUMENT;
+    end = (char *)mc__skip_space(end);
+    while (end[sl] && !isspace((unsigned char)end[sl])) {
+        if (sl + 1 >= sizeof(suffix))
+            return MC_ERR_INVALID_ARGUMENT;
+        suffix[sl] = (char)tolower((unsigned char)end[sl]);
+        sl++;
+    }
+    suffix[sl] = '\0';
+    if (!mc__only_space(end + sl))
+        return MC_ERR_INVALID_ARGUMENT;
+    if (sl > 0 && strcmp(suffix, "b") != 0) {
+        int found = 0;
+        for (size_t i = 0; i < 4 && !found; i++) {
+            mult *= 1024;
+            char a[4], b[4], c[5];
+            strcpy(a, units[i]);
+            strcpy(b, units[i]);
+            strcat(b, "b");
+            strcpy(c, units[i]);
+            strcat(c, "ib");
+            found = !strcmp(suffix, a) || !strcmp(suffix, b) || !strcmp(suffix, c);
+        }
+        if (!found)
+            return MC_ERR_INVALID_ARGUMENT;
+    }
+    /* Integers are parsed exactly; only fractional inputs go through double. */
+    if (!memchr(p, '.', (size_t)(end - p)) && !memchr(p, 'e', (size_t)(end - p)) &&
+        !memchr(p, 'E', (size_t)(end - p)) && !memchr(p, 'x', (size_t)(end - p)) &&
+        !memchr(p, 'X', (size_t)(end - p))) {
+        char *e2 = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(p, &e2, 10);
+        if (errno || v > UINT64_MAX / mult)
+            return MC_ERR_INVALID_ARGUMENT;
+        *out = (uint64_t)v * mult;
+        return 0;
+    }
+    d *= (double)mult;
+    if (d < 0 || d >= 18446744073709551616.0)
+        return MC_ERR_INVALID_ARGUMENT;
+    *out = (uint64_t)d;
+    return 0;
+}

@@ -1,0 +1,277 @@
+/* Blocking sockets with deadlines. Waits go through poll() with the time left to the caller's
+ * absolute deadline, so no call can block past it; EINTR restarts the wait with the time left. */
+#include "mooncake/common/sock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+
+/* Waits until fd is ready for events or the deadline passes (errno ETIMEDOUT). */
+static int mc__wait_fd(int fd, short events, uint64_t deadline_ms) {
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int timeout = -1;
+        int rc;
+        if (deadline_ms) {
+            uint64_t now = mc__now_ms();
+            if (now >= deadline_ms) {
+                errno = ETIMEDOUT;
+                return MC_ERR_SOCKET;
+            }
+            timeout = deadline_ms - now > 1000000 ? 1000000 : (int)(deadline_ms - now);
+        }
+        rc = poll(&pfd, 1, timeout);
+        if (rc > 0)
+            return 0;
+        if (rc < 0 && errno != EINTR)
+            return MC_ERR_SOCKET;
+    }
+}
+
+static void mc__set_nodelay(int fd) {
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* Binds a listening TCP socket; returns the fd, or a negative code with errno kept. */
+static int mc__tcp_listen_once(const char *host, uint16_t port, int backlog,
+                               uint16_t *bound_port) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    char service[8];
+    int fd = -1;
+    int rc = MC_ERR_SOCKET;
+    int saved = 0;
+    snprintf(service, sizeof(service), "%u", (unsigned)port);
+    if (getaddrinfo(host && *host ? host : NULL, service, &hints, &res) != 0) {
+        rc = MC_ERR_DNS;
+        goto out;
+    }
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int one = 1;
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            saved = errno;
+            continue;
+        }
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, backlog) == 0)
+            break;
+        saved = errno;
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0) {
+        errno = saved;
+        goto out;
+    }
+    if (bound_port) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+            saved = errno;
+            close(fd);
+            fd = -1;
+            errno = saved;
+            goto out;
+        }
+        *bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                     : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    rc = fd;
+out:
+    if (res)
+        freeaddrinfo(res);
+    return rc;
+}
+
+int mc__tcp_listen(const char *host, uint16_t port, int backlog, uint16_t *bound_port) {
+    return mc__tcp_listen_once(host, port, backlog > 0 ? backlog : 128, bound_port);
+}
+
+int mc__tcp_listen_range(const char *host, uint16_t lo, uint16_t hi, int backlog,
+                         uint16_t *bound_port) {
+    uint32_t span = 0;
+    uint32_t start = 0;
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (lo == 0 || hi < lo)
+        return MC_ERR_INVALID_ARGUMENT;
+    span = (uint32_t)hi - lo + 1;
+    /* A random start spreads concurrent processes over the range instead of all racing for lo. */
+    start = (uint32_t)((mc__now_ns() ^ ((uint64_t)getpid() * 2654435761u)) % span);
+    for (uint32_t i = 0; i < span; i++) {
+        uint16_t port = (uint16_t)(lo + (start + i) % span);
+        rc = mc__tcp_listen(host, port, backlog, bound_port);
+        if (rc >= 0 || rc == MC_ERR_DNS || errno != EADDRINUSE)
+            return rc;
+    }
+    errno = EADDRINUSE;
+    return rc;
+}
+
+int mc__tcp_connect(const char *host, uint16_t port, uint64_t deadline_ms) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    char service[8];
+    int fd = -1;
+    int rc = MC_ERR_SOCKET;
+    int saved = ECONNREFUSED;
+    snprintf(service, sizeof(service), "%u", (unsigned)port);
+    if (!host || !*host || getaddrinfo(host, service, &hints, &res) != 0) {
+        rc = MC_ERR_DNS;
+        goto out;
+    }
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int err = 0;
+        socklen_t el = sizeof(err);
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                    ai->ai_protocol);
+        if (fd < 0) {
+            saved = errno;
+            continue;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+            goto connected;
+        if (errno == EINPROGRESS && mc__wait_fd(fd, POLLOUT, deadline_ms) == 0 &&
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
+            goto connected;
+        saved = err ? err : errno;
+        close(fd);
+        fd = -1;
+        if (saved == ETIMEDOUT && deadline_ms && mc__now_ms() >= deadline_ms)
+            break;
+    }
+    errno = saved;
+    goto out;
+connected:
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    mc__set_nodelay(fd);
+    rc = fd;
+out:
+    if (res)
+        freeaddrinfo(res);
+    return rc;
+}
+
+int mc__split_host_port(const char *s, char *host, size_t host_cap, uint16_t *port) {
+    const char *hb = s;
+    const char *he = NULL;
+    const char *ps = NULL;
+    char *end = NULL;
+    unsigned long v = 0;
+    if (!s || !host || host_cap == 0)
+        return MC_ERR_INVALID_ARGUMENT;
+    if (*s == '[') {
+        hb = s + 1;
+        he = strchr(hb, ']');
+        if (!he || he[1] != ':')
+            return MC_ERR_INVALID_ARGUMENT;
+        ps = he + 2;
+    } else {
+        he = strrchr(s, ':');
+        if (!he)
+            return MC_ERR_INVALID_ARGUMENT;
+        ps = he + 1;
+    }
+    if ((size_t)(he - hb) >= host_cap || he == hb || *ps < '0' || *ps > '9')
+        return MC_ERR_INVALID_ARGUMENT;
+    errno = 0;
+    v = strtoul(ps, &end, 10);
+    if (errno || *end || v > 65535)
+        return MC_ERR_INVALID_ARGUMENT;
+    memcpy(host, hb, (size_t)(he - hb));
+    host[he - hb] = '\0';
+    *port = (uint16_t)v;
+    return 0;
+}
+
+int mc__accept(int lfd) {
+    int fd;
+    do {
+        fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return MC_ERR_SOCKET;
+    mc__set_nodelay(fd); /* fails harmlessly on unix sockets */
+    return fd;
+}
+
+int mc__send_all(int fd, const void *p, size_t n, uint64_t deadline_ms) {
+    return mc__send2(fd, p, n, NULL, 0, deadline_ms);
+}
+
+int mc__send2(int fd, const void *a, size_t an, const void *b, size_t bn, uint64_t deadline_ms) {
+    struct iovec iov[2] = {{(void *)a, an}, {(void *)b, bn}};
+    struct iovec *v = iov;
+    int cnt = 2;
+    while (cnt > 0 && v->iov_len == 0) {
+        v++;
+        cnt--;
+    }
+    while (cnt > 0) {
+        struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)cnt};
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | (deadline_ms ? MSG_DONTWAIT : 0));
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if ((errno == EAGAIN || errno == EWOULDBLOCK) && mc__wait_fd(fd, POLLOUT, deadline_ms) == 0)
+                continue;
+            return MC_ERR_SOCKET;
+        }
+        while (cnt > 0 && (size_t)w >= v->iov_len) {
+            w -= (ssize_t)v->iov_len;
+            v++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            v->iov_base = (char *)v->iov_base + w;
+            v->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
+    char *c = p;
+    while (n > 0) {
+        ssize_t r = recv(fd, c, n, deadline_ms ? MSG_DONTWAIT : 0);
+        if (r == 0) {
+            errno = ECONNRESET;
+            return MC_ERR_SOCKET;
+        }
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            if ((errno == EAGAIN || errno == EWOULDBLOCK) && mc__wait_fd(fd, POLLIN, deadline_ms) == 0)
+                continue;
+            return MC_ERR_SOCKET;
+        }
+        c += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+int mc__set_buffers(int fd, int sndbuf, int rcvbuf) {
+    if (sndbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) != 0)
+        return MC_ERR_SOCKET;
+    if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)) != 0)
+        return MC_ERR_SOCKET;
+    return 0;
+}

@@ -1,0 +1,19 @@
+#include "mooncake/common/time.h"
+
+#include <time.h>
+
+uint64_t mc__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t mc__now_ms(void) {
+    return mc__now_ns() / 1000000ull;
+}
+
+uint64_t mc__wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
+}
