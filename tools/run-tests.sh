@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The whole test suite, as a newcomer and CI run it:  bash tools/run-tests.sh
+#
+#   1. system packages (tools/dev/install-deps.sh)
+#   2. C build with tests (build/ctest) and ctest: common, transfer engine, compat, master, client
+#   3. the Python package installed editable into .venv-test, then pytest (unit, integration, e2e)
+#   4. packaging: actionlint on the workflows, the release tools' tests, and the wheel gate
+#      (sdist + wheel built from a clean clone, inspected, installed into a fresh venv, tested)
+#
+# Options: --quick skips the wheel gate; MC_TEST_JOBS sets build parallelism (default: nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+QUICK=0
+for a in "$@"; do
+  case "$a" in
+    --quick) QUICK=1 ;;
+    *) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+  esac
+done
+JOBS=${MC_TEST_JOBS:-$(nproc)}
+stage() { printf '\n=== %s ===\n' "$*"; }
+start=$(date +%s)
+
+stage "system packages"
+bash tools/dev/install-deps.sh
+
+stage "C build with tests"
+cmake -S . -B build/ctest -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOONCAKE_BUILD_TESTS=ON \
+  -DMOONCAKE_BUILD_PYTHON=OFF >build/ctest.configure.log 2>&1 || { cat build/ctest.configure.log; exit 1; }
+cmake --build build/ctest -j "$JOBS"
+
+stage "C tests (ctest)"
+ctest --test-dir build/ctest --output-on-failure -j "$JOBS" --timeout 300
+
+stage "Python package (editable) into .venv-test"
+if [ ! -x .venv-test/bin/python ]; then
+  python3 -m venv --system-site-packages .venv-test
+fi
+# The build backend comes from the registry too, so a bare machine needs nothing preinstalled.
+.venv-test/bin/python -m pip install -q "scikit-build-core>=0.10" "pytest>=7"
+.venv-test/bin/python -m pip install -q --no-build-isolation -e ".[dev]" -Cbuild-dir=build/editable
+
+stage "Python tests (pytest)"
+set +e
+.venv-test/bin/python -m pytest python/tests --ignore=python/tests/packaging -q
+rc=$?
+set -e
+# pytest exits 5 when it selected no test: that is a broken suite, not a pass.
+if [ "$rc" -ne 0 ]; then
+  echo "pytest failed (exit $rc)" >&2
+  exit "$rc"
+fi
+
+stage "packaging: workflows and release tools"
+.venv-test/bin/python tools/packaging/check_all.py --quick
+
+if [ "$QUICK" -eq 0 ]; then
+  stage "packaging: wheel gate"
+  .venv-test/bin/python tools/packaging/wheel_gate.py
+fi
+
+echo
+echo "all test stages passed in $(( $(date +%s) - start )) s"
