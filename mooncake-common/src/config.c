@@ -82,12 +82,18 @@ int mc__parse_size(const char *s, uint64_t *out) {
     if (!s || !out)
         return MC_ERR_INVALID_ARGUMENT;
     p = mc__skip_space(s);
-    if (!isdigit((unsigned char)*p) && *p != '.')
-        return MC_ERR_INVALID_ARGUMENT; /* rejects signs, "", "gb" */
-    errno = 0;
-    double d = strtod(p, &end);
-    if (errno || end == p || !isfinite(d))
+    /* Only plain decimals ("12", "1.5"): no sign, exponent, hex or inf/nan forms. */
+    end = (char *)p;
+    while (isdigit((unsigned char)*end))
+        end++;
+    if (*end == '.') {
+        end++;
+        while (isdigit((unsigned char)*end))
+            end++;
+    }
+    if (end == p || (end == p + 1 && *p == '.'))
         return MC_ERR_INVALID_ARGUMENT;
+    int fractional = memchr(p, '.', (size_t)(end - p)) != NULL;
     end = (char *)mc__skip_space(end);
     while (end[sl] && !isspace((unsigned char)end[sl])) {
         if (sl + 1 >= sizeof(suffix))
@@ -114,9 +120,7 @@ int mc__parse_size(const char *s, uint64_t *out) {
             return MC_ERR_INVALID_ARGUMENT;
     }
     /* Integers are parsed exactly; only fractional inputs go through double. */
-    if (!memchr(p, '.', (size_t)(end - p)) && !memchr(p, 'e', (size_t)(end - p)) &&
-        !memchr(p, 'E', (size_t)(end - p)) && !memchr(p, 'x', (size_t)(end - p)) &&
-        !memchr(p, 'X', (size_t)(end - p))) {
+    if (!fractional) {
         char *e2 = NULL;
         errno = 0;
         unsigned long long v = strtoull(p, &e2, 10);
@@ -125,7 +129,7 @@ int mc__parse_size(const char *s, uint64_t *out) {
         *out = (uint64_t)v * mult;
         return 0;
     }
-    d *= (double)mult;
+    double d = strtod(p, NULL) * (double)mult;
     if (d < 0 || d >= 18446744073709551616.0)
         return MC_ERR_INVALID_ARGUMENT;
     *out = (uint64_t)d;

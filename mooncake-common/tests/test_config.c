@@ -1,0 +1,137 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mooncake/common/config.h"
+#include "mooncake/error.h"
+
+static void test_sizes(void **state) {
+    uint64_t v = 0;
+    assert_int_equal(mc__parse_size("1024", &v), 0);
+    assert_int_equal(v, 1024);
+    assert_int_equal(mc__parse_size("4gb", &v), 0);
+    assert_true(v == 4ull << 30);
+    assert_int_equal(mc__parse_size("512MB", &v), 0);
+    assert_true(v == 512ull << 20);
+    assert_int_equal(mc__parse_size(" 3 KiB ", &v), 0);
+    assert_int_equal(v, 3072);
+    assert_int_equal(mc__parse_size("2t", &v), 0);
+    assert_true(v == 2ull << 40);
+    assert_int_equal(mc__parse_size("1.5g", &v), 0);
+    assert_true(v == 3ull << 29);
+    assert_int_equal(mc__parse_size("10b", &v), 0);
+    assert_int_equal(v, 10);
+    const char *bad[] = {"", "gb", "-1", "-1gb", "12abc", "1 2", "1pb", "99999999999999999999",
+                         "16777216tb", "1e400", "nan", "+5", "0x10", "1.5.5"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = 77;
+        assert_int_equal(mc__parse_size(bad[i], &v), MC_ERR_INVALID_ARGUMENT);
+        assert_int_equal(v, 77);
+    }
+    assert_int_equal(mc__parse_size(NULL, &v), MC_ERR_INVALID_ARGUMENT);
+}
+
+static void test_numbers_and_bools(void **state) {
+    int64_t i = 0;
+    double d = 0;
+    int b = -1;
+    assert_int_equal(mc__parse_i64("-42", &i), 0);
+    assert_int_equal(i, -42);
+    assert_int_equal(mc__parse_i64("42x", &i), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc__parse_i64("", &i), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc__parse_i64("9223372036854775808", &i), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc__parse_double("0.25", &d), 0);
+    assert_true(d == 0.25);
+    assert_int_equal(mc__parse_double("inf", &d), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc__parse_double("1.0.0", &d), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc__parse_bool("TRUE", &b), 0);
+    assert_int_equal(b, 1);
+    assert_int_equal(mc__parse_bool("off", &b), 0);
+    assert_int_equal(b, 0);
+    assert_int_equal(mc__parse_bool("maybe", &b), MC_ERR_INVALID_ARGUMENT);
+}
+
+typedef struct {
+    int verbose;
+    int64_t port;
+    double ratio;
+    const char *host;
+    uint64_t size;
+    mc_flag_t flags[5];
+} opts_t;
+
+static void opts_init(opts_t *o) {
+    memset(o, 0, sizeof(*o));
+    o->verbose = 1;
+    o->port = 8080;
+    o->ratio = 0.5;
+    o->host = "0.0.0.0";
+    o->size = 1024;
+    o->flags[0] = (mc_flag_t){"verbose", MC_FLAG_BOOL, &o->verbose, "log more"};
+    o->flags[1] = (mc_flag_t){"port", MC_FLAG_INT, &o->port, "port"};
+    o->flags[2] = (mc_flag_t){"ratio", MC_FLAG_DOUBLE, &o->ratio, "ratio"};
+    o->flags[3] = (mc_flag_t){"host", MC_FLAG_STRING, &o->host, "host"};
+    o->flags[4] = (mc_flag_t){"size", MC_FLAG_SIZE, &o->size, "size"};
+}
+
+static int parse(opts_t *o, int argc, char **argv) {
+    return mc__flags_parse(argc, argv, o->flags, 5, "prog", "1.2.3", "prog [flags]");
+}
+
+static void test_flags_forms(void **state) {
+    opts_t o;
+    char *argv[] = {"prog", "--port=9000", "-ratio", "0.75", "--host", "127.0.0.1",
+                    "--noverbose", "--size=2mb", NULL};
+    opts_init(&o);
+    assert_int_equal(parse(&o, 8, argv), 0);
+    assert_int_equal(o.port, 9000);
+    assert_true(o.ratio == 0.75);
+    assert_string_equal(o.host, "127.0.0.1");
+    assert_int_equal(o.verbose, 0);
+    assert_int_equal(o.size, 2 << 20);
+    char *argv2[] = {"prog", "--verbose", "--verbose=false", "--verbose", NULL};
+    assert_int_equal(parse(&o, 4, argv2), 0);
+    assert_int_equal(o.verbose, 1);
+}
+
+static void test_flags_errors(void **state) {
+    opts_t o;
+    char *unknown[] = {"prog", "--bogus=1", NULL};
+    char *badval[] = {"prog", "--port=eighty", NULL};
+    char *missing[] = {"prog", "--port", NULL};
+    char *positional[] = {"prog", "extra", NULL};
+    char *nobool[] = {"prog", "--noport", NULL};
+    char *badsize[] = {"prog", "--size=-3", NULL};
+    char *empty[] = {"prog", "--=3", NULL};
+    opts_init(&o);
+    assert_int_equal(parse(&o, 2, unknown), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(parse(&o, 2, badval), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(o.port, 8080);
+    assert_int_equal(parse(&o, 2, missing), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(parse(&o, 2, positional), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(parse(&o, 2, nobool), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(parse(&o, 2, badsize), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(parse(&o, 2, empty), MC_ERR_INVALID_ARGUMENT);
+}
+
+static void test_flags_help_version(void **state) {
+    opts_t o;
+    char *help[] = {"prog", "--port=1", "--help", NULL};
+    char *version[] = {"prog", "-version", NULL};
+    opts_init(&o);
+    assert_int_equal(parse(&o, 3, help), 1);
+    assert_int_equal(parse(&o, 2, version), 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sizes),       cmocka_unit_test(test_numbers_and_bools),
+        cmocka_unit_test(test_flags_forms), cmocka_unit_test(test_flags_errors),
+        cmocka_unit_test(test_flags_help_version),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
