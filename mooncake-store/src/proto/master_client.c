@@ -1,0 +1,500 @@
+/* Blocking master RPC client: one connection, calls serialized, transparent reconnect + remount. */
+#include "proto/master_client.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+
+typedef struct mc__mount {
+    char name[MC_MP_MAX_SEGMENT_NAME + 1];
+    uint64_t base, size;
+} mc__mount_t;
+
+struct mc__master_client {
+    pthread_mutex_t mu;
+    char host[256];
+    uint16_t port;
+    int fd;
+    int timeout_ms;
+    uint64_t next_id;
+    uint8_t id[MC_MP_CLIENT_ID_LEN];
+    mc_buf_t out;  /* request being sent */
+    uint8_t *in;   /* reply body */
+    size_t in_cap;
+    mc__mount_t *mounts; /* what to mount again after a reconnect */
+    size_t n_mounts, cap_mounts;
+};
+
+void mc__uuid_generate(uint8_t id[MC_MP_CLIENT_ID_LEN]) {
+    size_t got = 0;
+    while (got < MC_MP_CLIENT_ID_LEN) {
+        ssize_t r = getrandom(id + got, MC_MP_CLIENT_ID_LEN - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    if (got < MC_MP_CLIENT_ID_LEN) {
+        /* No entropy source: time and address still make ids unique within a host. */
+        uint64_t a = mc__now_ns() ^ ((uint64_t)getpid() << 32);
+        uint64_t b = (uint64_t)(uintptr_t)id ^ mc__wall_ms();
+        memcpy(id, &a, 8);
+        memcpy(id + 8, &b, 8);
+    }
+    id[6] = (uint8_t)((id[6] & 0x0f) | 0x40);
+    id[8] = (uint8_t)((id[8] & 0x3f) | 0x80);
+}
+
+void mc__uuid_format(const uint8_t id[MC_MP_CLIENT_ID_LEN], char out[37]) {
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (size_t i = 0; i < MC_MP_CLIENT_ID_LEN; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hex[id[i] >> 4];
+        out[o++] = hex[id[i] & 15];
+    }
+    out[o] = '\0';
+}
+
+static uint64_t mc__mc_deadline(const mc__master_client_t *c) {
+    return mc__now_ms() + (uint64_t)(c->timeout_ms > 0 ? c->timeout_ms : 1);
+}
+
+static void mc__mc_disconnect(mc__master_client_t *c) {
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+}
+
+/* Sends c->out (one request frame) and reads the matching reply into c->in. */
+static int mc__mc_roundtrip(mc__master_client_t *c, uint64_t deadline, mc_frame_header_t *h) {
+    uint8_t hdr[MC_FRAME_HEADER_SIZE];
+    uint64_t want_id = c->next_id - 1;
+    int rc = mc__send_all(c->fd, c->out.data, c->out.len, deadline);
+    if (rc)
+        goto out;
+    for (;;) {
+        rc = mc__recv_all(c->fd, hdr, sizeof(hdr), deadline);
+        if (rc)
+            goto out;
+        if (mc__frame_header_decode(hdr, sizeof(hdr), MC_MP_MAX_BODY, h)) {
+            rc = MC_ERR_RPC_FAIL;
+            goto out;
+        }
+        if (h->body_len > c->in_cap) {
+            uint8_t *p = mc__realloc(c->in, (size_t)h->body_len);
+            if (!p) {
+                rc = MC_ERR_MEMORY;
+                goto out;
+            }
+            c->in = p;
+            c->in_cap = (size_t)h->body_len;
+        }
+        rc = h->body_len ? mc__recv_all(c->fd, c->in, (size_t)h->body_len, deadline) : 0;
+        if (rc)
+            goto out;
+        /* A stale reply to a request that timed out earlier is skipped, not misread. */
+        if (h->request_id == want_id)
+            break;
+    }
+out:
+    return rc;
+}
+
+static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline);
+
+/* Encodes r, sends it and waits for the reply; reconnects once if the connection is broken. */
+static int mc__mc_call(mc__master_client_t *c, mc__mp_request_t *r, mc_frame_header_t *h) {
+    uint64_t deadline = mc__mc_deadline(c);
+    int rc = 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (c->fd < 0) {
+            rc = mc__mc_connect_locked(c, deadline);
+            if (rc)
+                goto out;
+        }
+        mc__buf_reset(&c->out);
+        memcpy(r->client_id, c->id, MC_MP_CLIENT_ID_LEN);
+        r->request_id = c->next_id++;
+        rc = mc__mp_encode_request(&c->out, r);
+        if (rc)
+            goto out;
+        rc = mc__mc_roundtrip(c, deadline, h);
+        if (rc == 0)
+            goto out;
+        mc__mc_disconnect(c);
+        if (rc == MC_ERR_MEMORY)
+            goto out;
+        if (mc__now_ms() >= deadline)
+            break;
+    }
+    rc = MC_ERR_RPC_FAIL;
+out:
+    return rc;
+}
+
+static int mc__mc_mount_rpc(mc__master_client_t *c, const mc__mount_t *m, int mount) {
+    mc__mp_request_t r;
+    mc_frame_header_t h;
+    int rc = 0;
+    memset(&r, 0, sizeof(r));
+    r.type = mount ? MC_MP_MOUNT_SEGMENT : MC_MP_UNMOUNT_SEGMENT;
+    r.segment_name.p = (const uint8_t *)m->name;
+    r.segment_name.len = (uint32_t)strlen(m->name);
+    r.base = m->base;
+    r.size = m->size;
+    rc = mc__mc_call(c, &r, &h);
+    if (rc == 0)
+        rc = mc__mp_decode_empty_reply(&h, c->in, (size_t)h.body_len);
+    return rc;
+}
+
+/* Connects and, since a fresh master knows nothing of us, mounts our segments again. Mounting
+ * goes over the raw connection (not mc__mc_call) so it cannot recurse into reconnecting. */
+static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline) {
+    int fd = -1;
+    int rc = 0;
+    while ((fd = mc__tcp_connect(c->host, c->port, deadline)) < 0) {
+        /* The master may be restarting; keep trying until the deadline. */
+        if (mc__now_ms() + 50 >= deadline) {
+            rc = MC_ERR_RPC_FAIL;
+            goto out;
+        }
+        usleep(50 * 1000);
+    }
+    c->fd = fd;
+    for (size_t i = 0; i < c->n_mounts; i++) {
+        mc__mp_request_t r;
+        mc_frame_header_t h;
+        memset(&r, 0, sizeof(r));
+        r.type = MC_MP_MOUNT_SEGMENT;
+        memcpy(r.client_id, c->id, MC_MP_CLIENT_ID_LEN);
+        r.segment_name.p = (const uint8_t *)c->mounts[i].name;
+        r.segment_name.len = (uint32_t)strlen(c->mounts[i].name);
+        r.base = c->mounts[i].base;
+        r.size = c->mounts[i].size;
+        r.request_id = c->next_id++;
+        mc__buf_reset(&c->out);
+        rc = mc__mp_encode_request(&c->out, &r);
+        if (rc == 0)
+            rc = mc__mc_roundtrip(c, deadline, &h);
+        if (rc) {
+            mc__mc_disconnect(c);
+            rc = MC_ERR_RPC_FAIL;
+            goto out;
+        }
+        rc = mc__mp_decode_empty_reply(&h, c->in, (size_t)h.body_len);
+        if (rc)
+            MC_WARN("remount of segment %s failed: %s", c->mounts[i].name,
+                    mc_store_strerror(rc));
+        rc = 0;
+    }
+out:
+    return rc;
+}
+
+int mc__master_client_connect(const char *addr, int timeout_ms,
+                              const uint8_t client_id[MC_MP_CLIENT_ID_LEN],
+                              mc__master_client_t **out) {
+    mc__master_client_t *c = NULL;
+    int rc = 0;
+    *out = NULL;
+    if (!addr) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    c = mc__calloc(1, sizeof(*c));
+    if (!c) {
+        rc = MC_ERR_MEMORY;
+        goto out;
+    }
+    c->fd = -1;
+    c->next_id = 1;
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
+    mc__buf_init(&c->out);
+    pthread_mutex_init(&c->mu, NULL);
+    if (client_id)
+        memcpy(c->id, client_id, MC_MP_CLIENT_ID_LEN);
+    else
+        mc__uuid_generate(c->id);
+    if (mc__split_host_port(addr, c->host, sizeof(c->host), &c->port) || c->port == 0) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    rc = mc__mc_connect_locked(c, mc__mc_deadline(c));
+out:
+    if (rc && c) {
+        mc__master_client_close(c);
+        c = NULL;
+    }
+    *out = c;
+    return rc;
+}
+
+void mc__master_client_close(mc__master_client_t *c) {
+    if (!c)
+        return;
+    mc__mc_disconnect(c);
+    mc__buf_free(&c->out);
+    mc__free(c->in);
+    mc__free(c->mounts);
+    pthread_mutex_destroy(&c->mu);
+    mc__free(c);
+}
+
+const uint8_t *mc__master_client_id(const mc__master_client_t *c) {
+    return c->id;
+}
+
+void mc__master_client_set_timeout(mc__master_client_t *c, int timeout_ms) {
+    pthread_mutex_lock(&c->mu);
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int mc__mc_fill_mount(mc__mount_t *m, const char *name, uint64_t base, uint64_t size) {
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > MC_MP_MAX_SEGMENT_NAME)
+        return MC_ERR_INVALID_PARAMS;
+    memcpy(m->name, name, n + 1);
+    m->base = base;
+    m->size = size;
+    return 0;
+}
+
+int mc__master_client_mount_segment(mc__master_client_t *c, const char *segment_name,
+                                    uint64_t base, uint64_t size) {
+    mc__mount_t m;
+    int rc = mc__mc_fill_mount(&m, segment_name, base, size);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&c->mu);
+    rc = mc__mc_mount_rpc(c, &m, 1);
+    if (rc == 0) {
+        size_t i = 0;
+        while (i < c->n_mounts && !(c->mounts[i].base == base && !strcmp(c->mounts[i].name, m.name)))
+            i++;
+        if (i == c->n_mounts) {
+            if (c->n_mounts == c->cap_mounts) {
+                size_t cap = c->cap_mounts ? c->cap_mounts * 2 : 4;
+                mc__mount_t *p = mc__realloc(c->mounts, cap * sizeof(*p));
+                if (!p) {
+                    rc = MC_ERR_MEMORY;
+                    goto out;
+                }
+                c->mounts = p;
+                c->cap_mounts = cap;
+            }
+            c->mounts[c->n_mounts++] = m;
+        }
+    }
+out:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int mc__master_client_unmount_segment(mc__master_client_t *c, const char *segment_name,
+                                      uint64_t base) {
+    mc__mount_t m;
+    int rc = mc__mc_fill_mount(&m, segment_name, base, 0);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&c->mu);
+    /* Forget it first: even if the RPC fails, a reconnect must not mount it again. */
+    for (size_t i = 0; i < c->n_mounts; i++) {
+        if (c->mounts[i].base == base && !strcmp(c->mounts[i].name, m.name)) {
+            c->mounts[i] = c->mounts[--c->n_mounts];
+            break;
+        }
+    }
+    rc = mc__mc_mount_rpc(c, &m, 0);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* Fills key views for keys[0..n); 0 or MC_ERR_INVALID_KEY. */
+static int mc__mc_key_views(size_t n, const char *const *keys, mc__mp_str_t *views) {
+    for (size_t i = 0; i < n; i++) {
+        size_t len = keys[i] ? strnlen(keys[i], MC_MP_MAX_KEY + 1) : 0;
+        if (len == 0 || len > MC_MP_MAX_KEY)
+            return MC_ERR_INVALID_KEY;
+        views[i].p = (const uint8_t *)keys[i];
+        views[i].len = (uint32_t)len;
+    }
+    return 0;
+}
+
+enum { MC__OUT_CODES, MC__OUT_REPLICAS };
+
+/* Runs a keyed batch in chunks of MC_MP_MAX_BATCH. */
+static int mc__mc_batch(mc__master_client_t *c, uint8_t type, size_t n, const char *const *keys,
+                        const uint64_t *value_lens, const mc__replicate_config_t *cfg, int force,
+                        int32_t *codes, mc__key_replicas_t *reps) {
+    mc__mp_str_t *views = NULL;
+    int rc = 0;
+    if (n == 0)
+        return 0;
+    if (!keys || (!codes && !reps))
+        return MC_ERR_INVALID_PARAMS;
+    views = mc__malloc(sizeof(*views) * (n < MC_MP_MAX_BATCH ? n : MC_MP_MAX_BATCH));
+    if (!views)
+        return MC_ERR_MEMORY;
+    pthread_mutex_lock(&c->mu);
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < MC_MP_MAX_BATCH ? n - done : MC_MP_MAX_BATCH;
+        mc__mp_request_t r;
+        mc_frame_header_t h;
+        memset(&r, 0, sizeof(r));
+        rc = mc__mc_key_views(k, keys + done, views);
+        if (rc)
+            goto out;
+        r.type = type;
+        r.n_keys = (uint32_t)k;
+        r.keys = views;
+        r.force = force ? 1 : 0;
+        if (type == MC_MP_PUT_START) {
+            r.value_lens = (uint64_t *)(uintptr_t)(value_lens + done);
+            if (cfg)
+                r.config = *cfg;
+            else
+                r.config.replica_num = 1;
+        }
+        rc = mc__mc_call(c, &r, &h);
+        if (rc)
+            goto out;
+        if (reps)
+            rc = mc__mp_decode_replicas_reply(&h, c->in, (size_t)h.body_len, (uint32_t)k,
+                                              reps + done);
+        else
+            rc = mc__mp_decode_codes_reply(&h, c->in, (size_t)h.body_len, (uint32_t)k,
+                                           codes + done);
+        if (rc)
+            goto out;
+        done += k;
+    }
+out:
+    pthread_mutex_unlock(&c->mu);
+    mc__free(views);
+    return rc;
+}
+
+int mc__master_client_batch_put_start(mc__master_client_t *c, size_t n, const char *const *keys,
+                                      const uint64_t *value_lens,
+                                      const mc__replicate_config_t *cfg,
+                                      mc__key_replicas_t *out) {
+    if (n && !value_lens)
+        return MC_ERR_INVALID_PARAMS;
+    return mc__mc_batch(c, MC_MP_PUT_START, n, keys, value_lens, cfg, 0, NULL, out);
+}
+
+int mc__master_client_batch_put_end(mc__master_client_t *c, size_t n, const char *const *keys,
+                                    int32_t *codes) {
+    return mc__mc_batch(c, MC_MP_PUT_END, n, keys, NULL, NULL, 0, codes, NULL);
+}
+
+int mc__master_client_batch_put_revoke(mc__master_client_t *c, size_t n,
+                                       const char *const *keys, int32_t *codes) {
+    return mc__mc_batch(c, MC_MP_PUT_REVOKE, n, keys, NULL, NULL, 0, codes, NULL);
+}
+
+int mc__master_client_batch_get_replica_list(mc__master_client_t *c, size_t n,
+                                             const char *const *keys, mc__key_replicas_t *out) {
+    return mc__mc_batch(c, MC_MP_GET_REPLICA_LIST, n, keys, NULL, NULL, 0, NULL, out);
+}
+
+int mc__master_client_batch_exist(mc__master_client_t *c, size_t n, const char *const *keys,
+                                  int32_t *results) {
+    return mc__mc_batch(c, MC_MP_EXIST, n, keys, NULL, NULL, 0, results, NULL);
+}
+
+int mc__master_client_batch_remove(mc__master_client_t *c, size_t n, const char *const *keys,
+                                   int force, int32_t *codes) {
+    return mc__mc_batch(c, MC_MP_REMOVE, n, keys, NULL, NULL, force, codes, NULL);
+}
+
+int mc__master_client_put_start(mc__master_client_t *c, const char *key, uint64_t value_len,
+                                const mc__replicate_config_t *cfg, mc__key_replicas_t *out) {
+    int rc = mc__master_client_batch_put_start(c, 1, &key, &value_len, cfg, out);
+    return rc ? rc : out->code;
+}
+
+static int mc__mc_single(mc__master_client_t *c, uint8_t type, const char *key, int force) {
+    int32_t code = 0;
+    int rc = mc__mc_batch(c, type, 1, &key, NULL, NULL, force, &code, NULL);
+    return rc ? rc : code;
+}
+
+int mc__master_client_put_end(mc__master_client_t *c, const char *key) {
+    return mc__mc_single(c, MC_MP_PUT_END, key, 0);
+}
+
+int mc__master_client_put_revoke(mc__master_client_t *c, const char *key) {
+    return mc__mc_single(c, MC_MP_PUT_REVOKE, key, 0);
+}
+
+int mc__master_client_exist(mc__master_client_t *c, const char *key) {
+    return mc__mc_single(c, MC_MP_EXIST, key, 0);
+}
+
+int mc__master_client_remove(mc__master_client_t *c, const char *key, int force) {
+    return mc__mc_single(c, MC_MP_REMOVE, key, force);
+}
+
+int mc__master_client_get_replica_list(mc__master_client_t *c, const char *key,
+                                       mc__key_replicas_t *out) {
+    int rc = mc__master_client_batch_get_replica_list(c, 1, &key, out);
+    return rc ? rc : out->code;
+}
+
+int64_t mc__master_client_remove_all(mc__master_client_t *c, int force) {
+    mc__mp_request_t r;
+    mc_frame_header_t h;
+    int64_t removed = 0;
+    int rc = 0;
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_REMOVE_ALL;
+    r.force = force ? 1 : 0;
+    pthread_mutex_lock(&c->mu);
+    rc = mc__mc_call(c, &r, &h);
+    if (rc == 0)
+        rc = mc__mp_decode_remove_all_reply(&h, c->in, (size_t)h.body_len, &removed);
+    pthread_mutex_unlock(&c->mu);
+    return rc ? rc : removed;
+}
+
+int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status) {
+    mc__mp_request_t r;
+    mc_frame_header_t h;
+    uint8_t st = 0;
+    uint64_t view = 0;
+    int rc = 0;
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_HEARTBEAT;
+    pthread_mutex_lock(&c->mu);
+    rc = mc__mc_call(c, &r, &h);
+    if (rc == 0)
+        rc = mc__mp_decode_heartbeat_reply(&h, c->in, (size_t)h.body_len, &st, &view);
+    if (rc == 0 && st == MC_MP_CLIENT_NEED_REMOUNT) {
+        /* The master forgot us (expired or restarted on the same connection's peer address):
+         * mount everything again now rather than lose our segments' capacity. */
+        for (size_t i = 0; i < c->n_mounts; i++) {
+            int mrc = mc__mc_mount_rpc(c, &c->mounts[i], 1);
+            if (mrc)
+                MC_WARN("remount of segment %s failed: %s", c->mounts[i].name,
+                        mc_store_strerror(mrc));
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (status)
+        *status = st;
+    return rc;
+}

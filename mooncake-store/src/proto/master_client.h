@@ -1,0 +1,94 @@
+/* Blocking RPC client for mooncake_master.
+ *
+ * One client is one identity (a 128-bit client id chosen at connect) and one TCP connection.
+ * Calls are serialized on that connection (thread-safe; one call in flight at a time).
+ *
+ * Deadlines: every call finishes within timeout_ms (given at connect) or fails with
+ * MC_ERR_RPC_FAIL.
+ *
+ * Reconnect: when the connection breaks (master restart, network error), the next call reconnects
+ * within its deadline, mounts again every segment this client mounted (the restarted master does
+ * not know them), and sends the request once more. Objects stored before a restart are gone (the
+ * master keeps metadata in memory only, as the reference does without HA).
+ *
+ * Return values: 0 or a negative MC_ERR_* (mooncake/error.h, Store meaning). Batch calls return 0
+ * when the RPC itself worked and put each key's result in the per-key output; a whole-call failure
+ * (RPC_FAIL, INVALID_PARAMS) is returned directly and leaves the per-key outputs undefined.
+ * Batches longer than MC_MP_MAX_BATCH are split into several RPCs transparently.
+ *
+ * Keys are NUL-terminated strings of 1..MC_MP_MAX_KEY bytes (else MC_ERR_INVALID_KEY). */
+#ifndef MC_STORE_PROTO_MASTER_CLIENT_H
+#define MC_STORE_PROTO_MASTER_CLIENT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/master_proto.h"
+
+typedef struct mc__master_client mc__master_client_t;
+
+/* Fills id with 16 random bytes (a version-4 UUID). */
+void mc__uuid_generate(uint8_t id[MC_MP_CLIENT_ID_LEN]);
+/* Formats a client id as the canonical 36-char UUID text (out must hold 37 bytes). */
+void mc__uuid_format(const uint8_t id[MC_MP_CLIENT_ID_LEN], char out[37]);
+
+/* Connects to addr ("host:port"). client_id NULL: a fresh random id. Fails with MC_ERR_RPC_FAIL
+ * when the master cannot be reached within timeout_ms, MC_ERR_INVALID_PARAMS on a bad address. */
+int mc__master_client_connect(const char *addr, int timeout_ms,
+                              const uint8_t client_id[MC_MP_CLIENT_ID_LEN],
+                              mc__master_client_t **out);
+void mc__master_client_close(mc__master_client_t *c);
+const uint8_t *mc__master_client_id(const mc__master_client_t *c);
+void mc__master_client_set_timeout(mc__master_client_t *c, int timeout_ms);
+
+/* Segments: a region [base, base+size) of memory that TE segment `segment_name` exposes; replicas
+ * placed there are addressed by absolute addresses inside it. Mounting the same (name, base)
+ * again is a no-op for the same client; a different client gets MC_ERR_SEGMENT_ALREADY_EXISTS.
+ * Unmounting drops every replica on it (objects whose last replica was there disappear). */
+int mc__master_client_mount_segment(mc__master_client_t *c, const char *segment_name,
+                                    uint64_t base, uint64_t size);
+int mc__master_client_unmount_segment(mc__master_client_t *c, const char *segment_name,
+                                      uint64_t base);
+
+/* Two-phase put. put_start allocates replicas (status PROCESSING) and returns where to write;
+ * the object stays invisible to readers until put_end. put_revoke abandons it (space freed).
+ * cfg NULL means replica_num 1, no pins, no preference. value_len 0 is MC_ERR_INVALID_PARAMS. */
+int mc__master_client_put_start(mc__master_client_t *c, const char *key, uint64_t value_len,
+                                const mc__replicate_config_t *cfg, mc__key_replicas_t *out);
+int mc__master_client_put_end(mc__master_client_t *c, const char *key);
+int mc__master_client_put_revoke(mc__master_client_t *c, const char *key);
+int mc__master_client_batch_put_start(mc__master_client_t *c, size_t n, const char *const *keys,
+                                      const uint64_t *value_lens,
+                                      const mc__replicate_config_t *cfg,
+                                      mc__key_replicas_t *out);
+int mc__master_client_batch_put_end(mc__master_client_t *c, size_t n, const char *const *keys,
+                                    int32_t *codes);
+int mc__master_client_batch_put_revoke(mc__master_client_t *c, size_t n,
+                                       const char *const *keys, int32_t *codes);
+
+/* Replica list of a complete object; grants a lease (out->lease_ttl_ms) during which the object
+ * is neither removed (without force) nor evicted. Missing or incomplete: MC_ERR_OBJECT_NOT_FOUND. */
+int mc__master_client_get_replica_list(mc__master_client_t *c, const char *key,
+                                       mc__key_replicas_t *out);
+int mc__master_client_batch_get_replica_list(mc__master_client_t *c, size_t n,
+                                             const char *const *keys, mc__key_replicas_t *out);
+
+/* 1 if a complete object exists, 0 if not, negative on error. */
+int mc__master_client_exist(mc__master_client_t *c, const char *key);
+/* results[i] = 1 / 0 / negative code. */
+int mc__master_client_batch_exist(mc__master_client_t *c, size_t n, const char *const *keys,
+                                  int32_t *results);
+
+/* Removes an object. Leased: MC_ERR_OBJECT_HAS_LEASE unless force. An unfinished put:
+ * MC_ERR_REPLICA_IS_NOT_READY unless force. Missing: MC_ERR_OBJECT_NOT_FOUND. */
+int mc__master_client_remove(mc__master_client_t *c, const char *key, int force);
+int mc__master_client_batch_remove(mc__master_client_t *c, size_t n, const char *const *keys,
+                                   int force, int32_t *codes);
+/* Removes every complete object (leased ones only with force). Returns the count removed or a
+ * negative code. */
+int64_t mc__master_client_remove_all(mc__master_client_t *c, int force);
+
+/* Keeps this client alive (the master expires clients after client_ttl without one). When the
+ * master did not know the client (restart, expiry) the segments are mounted again here and
+ * *status (may be NULL) reports MC_MP_CLIENT_NEED_REMOUNT. */
+int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status);
+#endif

@@ -1,0 +1,428 @@
+/* Master RPC codec. No I/O; see master_proto.h for the body layouts. */
+#include "proto/master_proto.h"
+
+#include <string.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/error.h"
+
+/* Smallest encoded size of one key entry: the u32 length and at least one byte. */
+#define MC_MP_MIN_KEY_ENTRY 5u
+
+const char *mc__mp_type_name(uint8_t type) {
+    switch (type) {
+    case MC_MP_MOUNT_SEGMENT: return "mount_segment";
+    case MC_MP_UNMOUNT_SEGMENT: return "unmount_segment";
+    case MC_MP_PUT_START: return "put_start";
+    case MC_MP_PUT_END: return "put_end";
+    case MC_MP_PUT_REVOKE: return "put_revoke";
+    case MC_MP_GET_REPLICA_LIST: return "get_replica_list";
+    case MC_MP_EXIST: return "exist";
+    case MC_MP_REMOVE: return "remove";
+    case MC_MP_REMOVE_ALL: return "remove_all";
+    case MC_MP_HEARTBEAT: return "heartbeat";
+    default: return "unknown";
+    }
+}
+
+static int mc__mp_has_keys(uint8_t type) {
+    return type == MC_MP_PUT_START || type == MC_MP_PUT_END || type == MC_MP_PUT_REVOKE ||
+           type == MC_MP_GET_REPLICA_LIST || type == MC_MP_EXIST || type == MC_MP_REMOVE;
+}
+
+/* --- requests --- */
+
+int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
+    size_t start = 0;
+    size_t body_start = 0;
+    int rc = 0;
+    if (r->type == 0 || r->type >= MC_MP_TYPE_MAX_)
+        return MC_ERR_INVALID_PARAMS;
+    if (mc__mp_has_keys(r->type)) {
+        if (r->n_keys > MC_MP_MAX_BATCH || (r->n_keys && !r->keys))
+            return MC_ERR_INVALID_PARAMS;
+        for (uint32_t i = 0; i < r->n_keys; i++)
+            if (r->keys[i].len == 0 || r->keys[i].len > MC_MP_MAX_KEY)
+                return MC_ERR_INVALID_KEY;
+    }
+    if ((r->type == MC_MP_MOUNT_SEGMENT || r->type == MC_MP_UNMOUNT_SEGMENT) &&
+        (r->segment_name.len == 0 || r->segment_name.len > MC_MP_MAX_SEGMENT_NAME))
+        return MC_ERR_INVALID_PARAMS;
+    if (r->type == MC_MP_PUT_START && r->config.n_preferred > MC_MP_MAX_PREFERRED)
+        return MC_ERR_INVALID_PARAMS;
+
+    rc = mc__buf_frame_begin(b, r->type, 0, r->request_id, &start);
+    if (rc)
+        return rc;
+    body_start = b->len;
+    mc__buf_put(b, r->client_id, MC_MP_CLIENT_ID_LEN);
+    switch (r->type) {
+    case MC_MP_MOUNT_SEGMENT:
+    case MC_MP_UNMOUNT_SEGMENT:
+        mc__buf_bytes(b, r->segment_name.p, r->segment_name.len);
+        mc__buf_u64(b, r->base);
+        if (r->type == MC_MP_MOUNT_SEGMENT)
+            mc__buf_u64(b, r->size);
+        break;
+    case MC_MP_REMOVE_ALL:
+        mc__buf_u8(b, r->force ? 1 : 0);
+        break;
+    case MC_MP_HEARTBEAT:
+        break;
+    default:
+        if (r->type == MC_MP_REMOVE)
+            mc__buf_u8(b, r->force ? 1 : 0);
+        mc__buf_u32(b, r->n_keys);
+        for (uint32_t i = 0; i < r->n_keys; i++) {
+            mc__buf_bytes(b, r->keys[i].p, r->keys[i].len);
+            if (r->type == MC_MP_PUT_START)
+                mc__buf_u64(b, r->value_lens ? r->value_lens[i] : 0);
+        }
+        if (r->type == MC_MP_PUT_START) {
+            const mc__replicate_config_t *cfg = &r->config;
+            mc__buf_u32(b, cfg->replica_num);
+            mc__buf_u8(b, cfg->flags);
+            mc__buf_u64(b, cfg->soft_pin_ttl_ms);
+            mc__buf_u32(b, cfg->n_preferred);
+            for (uint32_t i = 0; i < cfg->n_preferred; i++)
+                mc__buf_bytes(b, cfg->preferred[i].p, cfg->preferred[i].len);
+        }
+        break;
+    }
+    if (b->failed)
+        return MC_ERR_MEMORY;
+    if (b->len - body_start > MC_MP_MAX_BODY) {
+        b->len = start;
+        return MC_ERR_INVALID_PARAMS;
+    }
+    mc__buf_frame_end(b, start);
+    return 0;
+}
+
+void mc__mp_request_free(mc__mp_request_t *r) {
+    if (!r)
+        return;
+    mc__free(r->owned_);
+    r->owned_ = NULL;
+    r->keys = NULL;
+    r->value_lens = NULL;
+}
+
+static int mc__mp_decode_keys(mc_cursor_t *cur, mc__mp_request_t *out) {
+    int put = out->type == MC_MP_PUT_START;
+    size_t min_entry = MC_MP_MIN_KEY_ENTRY + (put ? 8u : 0u);
+    size_t item = sizeof(mc__mp_str_t) + (put ? sizeof(uint64_t) : 0u);
+    uint8_t *mem = NULL;
+    uint32_t n = 0;
+    if (mc__cur_count(cur, MC_MP_MAX_BATCH, min_entry, &n))
+        return MC_ERR_INVALID_PARAMS;
+    out->n_keys = n;
+    if (n == 0)
+        return 0;
+    /* Bounded by the bytes the peer actually sent (mc__cur_count), not by its claim alone. */
+    mem = mc__malloc((size_t)n * item);
+    if (!mem)
+        return MC_ERR_MEMORY;
+    out->owned_ = mem;
+    out->keys = (mc__mp_str_t *)(void *)mem;
+    if (put)
+        out->value_lens = (uint64_t *)(void *)(mem + (size_t)n * sizeof(mc__mp_str_t));
+    for (uint32_t i = 0; i < n; i++) {
+        mc__mp_str_t *k = &out->keys[i];
+        if (mc__cur_bytes(cur, UINT32_MAX, &k->p, &k->len))
+            return MC_ERR_INVALID_PARAMS;
+        if (k->len == 0 || k->len > MC_MP_MAX_KEY)
+            return MC_ERR_INVALID_KEY;
+        if (put && mc__cur_u64(cur, &out->value_lens[i]))
+            return MC_ERR_INVALID_PARAMS;
+    }
+    return 0;
+}
+
+static int mc__mp_decode_config(mc_cursor_t *cur, mc__replicate_config_t *cfg) {
+    if (mc__cur_u32(cur, &cfg->replica_num) || mc__cur_u8(cur, &cfg->flags) ||
+        mc__cur_u64(cur, &cfg->soft_pin_ttl_ms) ||
+        mc__cur_count(cur, MC_MP_MAX_PREFERRED, 4, &cfg->n_preferred))
+        return MC_ERR_INVALID_PARAMS;
+    for (uint32_t i = 0; i < cfg->n_preferred; i++)
+        if (mc__cur_bytes(cur, MC_MP_MAX_SEGMENT_NAME, &cfg->preferred[i].p,
+                          &cfg->preferred[i].len))
+            return MC_ERR_INVALID_PARAMS;
+    return 0;
+}
+
+int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                          mc__mp_request_t *out) {
+    mc_cursor_t cur = {body, body + len};
+    const uint8_t *id = NULL;
+    uint32_t id_len = 0;
+    int rc = 0;
+    memset(out, 0, sizeof(*out));
+    out->type = h->type;
+    out->request_id = h->request_id;
+    if (h->type == 0 || h->type >= MC_MP_TYPE_MAX_) {
+        rc = MC_ERR_NOT_IMPLEMENTED;
+        goto out;
+    }
+    if (!body && len) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    if (mc__cur_left(&cur) < MC_MP_CLIENT_ID_LEN) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    id = cur.pos;
+    id_len = MC_MP_CLIENT_ID_LEN;
+    memcpy(out->client_id, id, id_len);
+    cur.pos += id_len;
+    switch (h->type) {
+    case MC_MP_MOUNT_SEGMENT:
+    case MC_MP_UNMOUNT_SEGMENT:
+        if (mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &out->segment_name.p,
+                          &out->segment_name.len) ||
+            out->segment_name.len == 0 || mc__cur_u64(&cur, &out->base) ||
+            (h->type == MC_MP_MOUNT_SEGMENT && mc__cur_u64(&cur, &out->size)))
+            rc = MC_ERR_INVALID_PARAMS;
+        break;
+    case MC_MP_REMOVE_ALL:
+        if (mc__cur_u8(&cur, &out->force))
+            rc = MC_ERR_INVALID_PARAMS;
+        break;
+    case MC_MP_HEARTBEAT:
+        break;
+    default:
+        if (h->type == MC_MP_REMOVE && mc__cur_u8(&cur, &out->force)) {
+            rc = MC_ERR_INVALID_PARAMS;
+            break;
+        }
+        rc = mc__mp_decode_keys(&cur, out);
+        if (rc == 0 && h->type == MC_MP_PUT_START)
+            rc = mc__mp_decode_config(&cur, &out->config);
+        break;
+    }
+    /* Trailing bytes mean the peer and we disagree on the layout; refuse rather than guess. */
+    if (rc == 0 && mc__cur_left(&cur) != 0)
+        rc = MC_ERR_INVALID_PARAMS;
+out:
+    if (rc)
+        mc__mp_request_free(out);
+    return rc;
+}
+
+/* --- reply encoders --- */
+
+int mc__mp_encode_error_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, int32_t code,
+                              const char *msg) {
+    size_t start = 0;
+    int rc = mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY | MC_FRAME_F_ERROR, request_id, &start);
+    if (rc)
+        return rc;
+    mc__buf_i32(b, code);
+    mc__buf_str(b, msg ? msg : "");
+    mc__buf_frame_end(b, start);
+    return b->failed ? MC_ERR_MEMORY : 0;
+}
+
+int mc__mp_encode_empty_reply(mc_buf_t *b, uint8_t type, uint64_t request_id) {
+    size_t start = 0;
+    int rc = mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY, request_id, &start);
+    if (rc)
+        return rc;
+    mc__buf_frame_end(b, start);
+    return 0;
+}
+
+int mc__mp_encode_codes_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
+                              const int32_t *codes) {
+    size_t start = 0;
+    int rc = mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY, request_id, &start);
+    if (rc)
+        return rc;
+    mc__buf_reserve(b, 4 + (size_t)n * 4);
+    mc__buf_u32(b, n);
+    for (uint32_t i = 0; i < n; i++)
+        mc__buf_i32(b, codes[i]);
+    mc__buf_frame_end(b, start);
+    return b->failed ? MC_ERR_MEMORY : 0;
+}
+
+int mc__mp_replicas_reply_begin(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
+                                size_t *frame_start) {
+    int rc = mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY, request_id, frame_start);
+    if (rc)
+        return rc;
+    return mc__buf_u32(b, n);
+}
+
+int mc__mp_replicas_reply_item(mc_buf_t *b, int32_t code, uint64_t size, uint64_t lease_ttl_ms,
+                               uint32_t n_replicas) {
+    mc__buf_i32(b, code);
+    mc__buf_u64(b, size);
+    mc__buf_u64(b, lease_ttl_ms);
+    return mc__buf_u32(b, n_replicas);
+}
+
+int mc__mp_replicas_reply_replica(mc_buf_t *b, const char *segment_name, uint32_t name_len,
+                                  uint64_t addr, uint64_t size, uint8_t status) {
+    mc__buf_bytes(b, segment_name, name_len);
+    mc__buf_u64(b, addr);
+    mc__buf_u64(b, size);
+    return mc__buf_u8(b, status);
+}
+
+int mc__mp_encode_replicas_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
+                                 const mc__key_replicas_t *items) {
+    size_t start = 0;
+    int rc = mc__mp_replicas_reply_begin(b, type, request_id, n, &start);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < n; i++) {
+        const mc__key_replicas_t *it = &items[i];
+        uint32_t nr = it->n_replicas > MC_MP_MAX_REPLICA_NUM ? MC_MP_MAX_REPLICA_NUM
+                                                             : it->n_replicas;
+        mc__mp_replicas_reply_item(b, it->code, it->size, it->lease_ttl_ms, nr);
+        for (uint32_t j = 0; j < nr; j++) {
+            const mc__replica_desc_t *d = &it->replicas[j];
+            mc__mp_replicas_reply_replica(b, d->segment_name,
+                                          (uint32_t)strnlen(d->segment_name,
+                                                            MC_MP_MAX_SEGMENT_NAME),
+                                          d->addr, d->size, d->status);
+        }
+    }
+    mc__buf_frame_end(b, start);
+    return b->failed ? MC_ERR_MEMORY : 0;
+}
+
+int mc__mp_encode_remove_all_reply(mc_buf_t *b, uint64_t request_id, int64_t removed) {
+    size_t start = 0;
+    int rc = mc__buf_frame_begin(b, MC_MP_REMOVE_ALL, MC_FRAME_F_REPLY, request_id, &start);
+    if (rc)
+        return rc;
+    mc__buf_i64(b, removed);
+    mc__buf_frame_end(b, start);
+    return b->failed ? MC_ERR_MEMORY : 0;
+}
+
+int mc__mp_encode_heartbeat_reply(mc_buf_t *b, uint64_t request_id, uint8_t status,
+                                  uint64_t view_version) {
+    size_t start = 0;
+    int rc = mc__buf_frame_begin(b, MC_MP_HEARTBEAT, MC_FRAME_F_REPLY, request_id, &start);
+    if (rc)
+        return rc;
+    mc__buf_u8(b, status);
+    mc__buf_u64(b, view_version);
+    mc__buf_frame_end(b, start);
+    return b->failed ? MC_ERR_MEMORY : 0;
+}
+
+/* --- reply decoders --- */
+
+int mc__mp_decode_error(const mc_frame_header_t *h, const uint8_t *body, size_t len, char *err,
+                        size_t err_cap) {
+    mc_cursor_t cur = {body, body + len};
+    int32_t code = 0;
+    const uint8_t *msg = NULL;
+    uint32_t msg_len = 0;
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!(h->flags & MC_FRAME_F_ERROR))
+        return 0;
+    if (!body || mc__cur_i32(&cur, &code) || mc__cur_bytes(&cur, UINT32_MAX, &msg, &msg_len))
+        return MC_ERR_RPC_FAIL;
+    /* A peer claiming success in an error frame is itself broken. */
+    if (code >= 0)
+        return MC_ERR_RPC_FAIL;
+    if (err && err_cap) {
+        size_t n = msg_len < err_cap - 1 ? msg_len : err_cap - 1;
+        memcpy(err, msg, n);
+        err[n] = '\0';
+    }
+    return code;
+}
+
+static int mc__mp_reply_check(const mc_frame_header_t *h, const uint8_t *body, size_t len) {
+    if (!(h->flags & MC_FRAME_F_REPLY))
+        return MC_ERR_RPC_FAIL;
+    if (h->flags & MC_FRAME_F_ERROR)
+        return mc__mp_decode_error(h, body, len, NULL, 0);
+    if (!body && len)
+        return MC_ERR_RPC_FAIL;
+    return 0;
+}
+
+int mc__mp_decode_empty_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len) {
+    int rc = mc__mp_reply_check(h, body, len);
+    if (rc)
+        return rc;
+    return len == 0 ? 0 : MC_ERR_RPC_FAIL;
+}
+
+int mc__mp_decode_codes_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                              uint32_t n, int32_t *codes) {
+    mc_cursor_t cur = {body, body + len};
+    uint32_t got = 0;
+    int rc = mc__mp_reply_check(h, body, len);
+    if (rc)
+        return rc;
+    if (mc__cur_count(&cur, MC_MP_MAX_BATCH, 4, &got) || got != n)
+        return MC_ERR_RPC_FAIL;
+    for (uint32_t i = 0; i < n; i++)
+        if (mc__cur_i32(&cur, &codes[i]))
+            return MC_ERR_RPC_FAIL;
+    return mc__cur_left(&cur) == 0 ? 0 : MC_ERR_RPC_FAIL;
+}
+
+int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                                 uint32_t n, mc__key_replicas_t *out) {
+    mc_cursor_t cur = {body, body + len};
+    uint32_t got = 0;
+    int rc = mc__mp_reply_check(h, body, len);
+    if (rc)
+        return rc;
+    if (mc__cur_count(&cur, MC_MP_MAX_BATCH, 24, &got) || got != n)
+        return MC_ERR_RPC_FAIL;
+    for (uint32_t i = 0; i < n; i++) {
+        mc__key_replicas_t *it = &out[i];
+        if (mc__cur_i32(&cur, &it->code) || mc__cur_u64(&cur, &it->size) ||
+            mc__cur_u64(&cur, &it->lease_ttl_ms) ||
+            mc__cur_count(&cur, MC_MP_MAX_REPLICA_NUM, 21, &it->n_replicas))
+            return MC_ERR_RPC_FAIL;
+        if (it->code > 0)
+            return MC_ERR_RPC_FAIL;
+        for (uint32_t j = 0; j < it->n_replicas; j++) {
+            mc__replica_desc_t *d = &it->replicas[j];
+            const uint8_t *name = NULL;
+            uint32_t name_len = 0;
+            if (mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &name, &name_len) ||
+                mc__cur_u64(&cur, &d->addr) || mc__cur_u64(&cur, &d->size) ||
+                mc__cur_u8(&cur, &d->status))
+                return MC_ERR_RPC_FAIL;
+            memcpy(d->segment_name, name, name_len);
+            d->segment_name[name_len] = '\0';
+        }
+    }
+    return mc__cur_left(&cur) == 0 ? 0 : MC_ERR_RPC_FAIL;
+}
+
+int mc__mp_decode_remove_all_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                                   int64_t *removed) {
+    mc_cursor_t cur = {body, body + len};
+    int rc = mc__mp_reply_check(h, body, len);
+    if (rc)
+        return rc;
+    if (mc__cur_i64(&cur, removed) || mc__cur_left(&cur) != 0)
+        return MC_ERR_RPC_FAIL;
+    return 0;
+}
+
+int mc__mp_decode_heartbeat_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                                  uint8_t *status, uint64_t *view_version) {
+    mc_cursor_t cur = {body, body + len};
+    int rc = mc__mp_reply_check(h, body, len);
+    if (rc)
+        return rc;
+    if (mc__cur_u8(&cur, status) || mc__cur_u64(&cur, view_version) || mc__cur_left(&cur) != 0)
+        return MC_ERR_RPC_FAIL;
+    return 0;
+}

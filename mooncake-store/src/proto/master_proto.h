@@ -1,0 +1,170 @@
+/* Master RPC protocol: message types, the one request struct both sides share, and encoders /
+ * decoders with no I/O (bytes in, structs out), so every decoder can be fuzzed.
+ *
+ * Every message is one frame of mooncake/common/frame.h. A request body always starts with the
+ * 16-byte client id; the rest depends on the type:
+ *
+ *   MOUNT_SEGMENT      str segment_name, u64 base, u64 size
+ *   UNMOUNT_SEGMENT    str segment_name, u64 base
+ *   PUT_START          u32 n, n x (str key, u64 value_len), config
+ *   PUT_END / PUT_REVOKE / GET_REPLICA_LIST / EXIST
+ *                      u32 n, n x str key
+ *   REMOVE             u8 force, u32 n, n x str key
+ *   REMOVE_ALL         u8 force
+ *   HEARTBEAT          (nothing)
+ *   config:            u32 replica_num, u8 flags (1 soft pin, 2 hard pin), u64 soft_pin_ttl_ms,
+ *                      u32 n_preferred, n_preferred x str segment_name
+ *
+ * Single-key operations are batches of one on the wire. Replies carry MC_FRAME_F_REPLY and the
+ * request id; a request that failed as a whole carries MC_FRAME_F_ERROR and (i32 code, str msg).
+ * Reply bodies:
+ *
+ *   MOUNT / UNMOUNT                 (empty)
+ *   PUT_END / PUT_REVOKE / REMOVE   u32 n, n x i32 code
+ *   EXIST                           u32 n, n x i32 (1 present, 0 absent, or a negative code)
+ *   PUT_START / GET_REPLICA_LIST    u32 n, n x key_replicas
+ *   key_replicas:                   i32 code, u64 object size, u64 lease_ttl_ms, u32 n_replicas,
+ *                                   n_replicas x (str segment_name, u64 addr, u64 size, u8 status)
+ *   REMOVE_ALL                      i64 removed count
+ *   HEARTBEAT                       u8 status (MC_MP_CLIENT_*), u64 view_version
+ */
+#ifndef MC_STORE_PROTO_MASTER_PROTO_H
+#define MC_STORE_PROTO_MASTER_PROTO_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/common/frame.h"
+
+/* Limits enforced by both encoder and decoder. */
+#define MC_MP_MAX_BODY (72u << 20)  /* bytes in one frame body */
+#define MC_MP_MAX_BATCH 16384u      /* keys in one frame; the client splits longer batches */
+#define MC_MP_MAX_KEY 4096u         /* key length in bytes (1..MAX) */
+#define MC_MP_MAX_SEGMENT_NAME 255u /* TE segment name length */
+#define MC_MP_MAX_REPLICA_NUM 8u    /* replicas per object */
+#define MC_MP_MAX_PREFERRED 8u      /* preferred segments in one config */
+#define MC_MP_CLIENT_ID_LEN 16u
+
+enum mc__mp_type {
+    MC_MP_MOUNT_SEGMENT = 1,
+    MC_MP_UNMOUNT_SEGMENT = 2,
+    MC_MP_PUT_START = 3,
+    MC_MP_PUT_END = 4,
+    MC_MP_PUT_REVOKE = 5,
+    MC_MP_GET_REPLICA_LIST = 6,
+    MC_MP_EXIST = 7,
+    MC_MP_REMOVE = 8,
+    MC_MP_REMOVE_ALL = 9,
+    MC_MP_HEARTBEAT = 10,
+    MC_MP_TYPE_MAX_ = 11
+};
+
+/* Heartbeat status. NEED_REMOUNT: the master does not know this client (it restarted, or expired
+ * the client after client_ttl); the client must mount its segments again. */
+enum { MC_MP_CLIENT_OK = 0, MC_MP_CLIENT_NEED_REMOUNT = 1 };
+
+/* Replica status as seen by clients. */
+enum { MC_MP_REPLICA_PROCESSING = 0, MC_MP_REPLICA_COMPLETE = 1 };
+
+/* Config flags. */
+#define MC_MP_CFG_SOFT_PIN 0x1u
+#define MC_MP_CFG_HARD_PIN 0x2u
+
+/* A byte string borrowed from someone else's buffer (not NUL-terminated). */
+typedef struct mc__mp_str {
+    const uint8_t *p;
+    uint32_t len;
+} mc__mp_str_t;
+
+typedef struct mc__replicate_config {
+    uint32_t replica_num;     /* 1..MC_MP_MAX_REPLICA_NUM */
+    uint8_t flags;            /* MC_MP_CFG_* */
+    uint64_t soft_pin_ttl_ms; /* 0: the master's default_kv_soft_pin_ttl */
+    uint32_t n_preferred;
+    mc__mp_str_t preferred[MC_MP_MAX_PREFERRED];
+} mc__replicate_config_t;
+
+/* One decoded (or to-be-encoded) request. Strings borrow from the frame body (decode) or from
+ * the caller (encode); keys / value_lens are arrays of n_keys. */
+typedef struct mc__mp_request {
+    uint8_t type;
+    uint64_t request_id;
+    uint8_t client_id[MC_MP_CLIENT_ID_LEN];
+    uint32_t n_keys;
+    mc__mp_str_t *keys;
+    uint64_t *value_lens;         /* PUT_START only */
+    mc__replicate_config_t config; /* PUT_START only */
+    uint8_t force;                 /* REMOVE, REMOVE_ALL */
+    mc__mp_str_t segment_name;     /* MOUNT, UNMOUNT */
+    uint64_t base, size;           /* MOUNT (size), UNMOUNT (base only) */
+    /* decoder-owned storage; freed by mc__mp_request_free */
+    void *owned_;
+} mc__mp_request_t;
+
+/* Appends one complete request frame to b. Returns 0, MC_ERR_INVALID_PARAMS (limits broken: empty
+ * or long key, batch too large, body too large), MC_ERR_INVALID_KEY, or MC_ERR_MEMORY. */
+int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r);
+
+/* Decodes a request body of a frame whose header is h. On success fills *out (free it with
+ * mc__mp_request_free) and returns 0. Returns MC_ERR_INVALID_PARAMS on a malformed body (short,
+ * trailing bytes, count beyond limits or bytes present), MC_ERR_INVALID_KEY on a key outside
+ * 1..MC_MP_MAX_KEY, MC_ERR_NOT_IMPLEMENTED on an unknown type, MC_ERR_MEMORY. */
+int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                          mc__mp_request_t *out);
+void mc__mp_request_free(mc__mp_request_t *r);
+
+/* --- replies --- */
+
+typedef struct mc__replica_desc {
+    char segment_name[MC_MP_MAX_SEGMENT_NAME + 1]; /* NUL-terminated TE segment name */
+    uint64_t addr;                                 /* remote address inside that segment */
+    uint64_t size;
+    uint8_t status; /* MC_MP_REPLICA_* */
+} mc__replica_desc_t;
+
+typedef struct mc__key_replicas {
+    int32_t code;          /* 0 or a negative MC_ERR_* for this key */
+    uint64_t size;         /* object size in bytes */
+    uint64_t lease_ttl_ms; /* GET_REPLICA_LIST: how long the granted lease lasts */
+    uint32_t n_replicas;
+    mc__replica_desc_t replicas[MC_MP_MAX_REPLICA_NUM];
+} mc__key_replicas_t;
+
+/* Reply encoders append a complete reply frame (header included). */
+int mc__mp_encode_error_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, int32_t code,
+                              const char *msg);
+int mc__mp_encode_empty_reply(mc_buf_t *b, uint8_t type, uint64_t request_id);
+int mc__mp_encode_codes_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
+                              const int32_t *codes);
+int mc__mp_encode_replicas_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
+                                 const mc__key_replicas_t *items);
+int mc__mp_encode_remove_all_reply(mc_buf_t *b, uint64_t request_id, int64_t removed);
+int mc__mp_encode_heartbeat_reply(mc_buf_t *b, uint64_t request_id, uint8_t status,
+                                  uint64_t view_version);
+
+/* Replicas replies are large; the master writes them one key at a time without building
+ * mc__key_replicas_t arrays: begin (n), n x item header + replicas, then frame_end. */
+int mc__mp_replicas_reply_begin(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
+                                size_t *frame_start);
+int mc__mp_replicas_reply_item(mc_buf_t *b, int32_t code, uint64_t size, uint64_t lease_ttl_ms,
+                               uint32_t n_replicas);
+int mc__mp_replicas_reply_replica(mc_buf_t *b, const char *segment_name, uint32_t name_len,
+                                  uint64_t addr, uint64_t size, uint8_t status);
+
+/* Reply decoders (client side). Each takes the frame header and body. A reply with
+ * MC_FRAME_F_ERROR yields its code (negative) and copies its message into err (may be NULL).
+ * A malformed reply, or one whose count differs from `n`, is MC_ERR_RPC_FAIL. */
+int mc__mp_decode_error(const mc_frame_header_t *h, const uint8_t *body, size_t len, char *err,
+                        size_t err_cap);
+int mc__mp_decode_codes_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                              uint32_t n, int32_t *codes);
+int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                                 uint32_t n, mc__key_replicas_t *out);
+int mc__mp_decode_remove_all_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                                   int64_t *removed);
+int mc__mp_decode_heartbeat_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                                  uint8_t *status, uint64_t *view_version);
+/* For MOUNT / UNMOUNT: 0, or the error reply's code. */
+int mc__mp_decode_empty_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len);
+
+const char *mc__mp_type_name(uint8_t type);
+#endif
