@@ -1,0 +1,238 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+
+static uint64_t checksum(const uint8_t *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+typedef struct {
+    int lfd;
+    size_t n;
+    uint64_t sum;
+    int rc;
+} echo_t;
+
+/* Receives n bytes, checksums them, sends them back. */
+static void *echo_main(void *arg) {
+    echo_t *e = arg;
+    int fd = mc__accept(e->lfd);
+    uint8_t *buf = malloc(e->n);
+    e->rc = fd < 0 ? -1 : mc__recv_all(fd, buf, e->n, mc__now_ms() + 10000);
+    if (e->rc == 0) {
+        e->sum = checksum(buf, e->n);
+        e->rc = mc__send_all(fd, buf, e->n, mc__now_ms() + 10000);
+    }
+    free(buf);
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+static void test_tcp_roundtrip(void **state) {
+    uint16_t port = 0;
+    echo_t e = {0};
+    pthread_t t;
+    size_t n = 8 << 20;
+    uint8_t *out = malloc(n), *in = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (uint8_t)(i * 131 + (i >> 9));
+    e.lfd = mc__tcp_listen("127.0.0.1", 0, 16, &port);
+    assert_true(e.lfd >= 0);
+    assert_true(port != 0);
+    e.n = n;
+    pthread_create(&t, NULL, echo_main, &e);
+    int fd = mc__tcp_connect("127.0.0.1", port, mc__now_ms() + 5000);
+    assert_true(fd >= 0);
+    assert_int_equal(mc__send2(fd, out, 100, out + 100, n - 100, mc__now_ms() + 10000), 0);
+    assert_int_equal(mc__recv_all(fd, in, n, mc__now_ms() + 10000), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(e.rc, 0);
+    assert_true(e.sum == checksum(out, n));
+    assert_memory_equal(in, out, n);
+    /* peer closed: EOF is an error for recv_all */
+    assert_int_equal(mc__recv_all(fd, in, 1, mc__now_ms() + 2000), MC_ERR_SOCKET);
+    close(fd);
+    close(e.lfd);
+    free(in);
+    free(out);
+}
+
+static void test_deadlines(void **state) {
+    uint16_t port = 0;
+    int lfd = mc__tcp_listen("127.0.0.1", 0, 16, &port);
+    int fd = mc__tcp_connect("127.0.0.1", port, mc__now_ms() + 2000);
+    uint8_t b;
+    uint64_t t0 = mc__now_ms();
+    assert_true(fd >= 0);
+    /* Connected through the backlog, but nobody ever writes. */
+    assert_int_equal(mc__recv_all(fd, &b, 1, mc__now_ms() + 200), MC_ERR_SOCKET);
+    assert_int_equal(errno, ETIMEDOUT);
+    assert_true(mc__now_ms() - t0 >= 190);
+    assert_true(mc__now_ms() - t0 < 2000);
+    close(fd);
+    close(lfd);
+}
+
+static void test_connect_errors(void **state) {
+    uint16_t port = 0;
+    int lfd = mc__tcp_listen("127.0.0.1", 0, 16, &port);
+    close(lfd); /* nothing listens there now */
+    assert_int_equal(mc__tcp_connect("127.0.0.1", port, mc__now_ms() + 2000), MC_ERR_SOCKET);
+    assert_int_equal(mc__tcp_connect("no-such-host.invalid", 80, mc__now_ms() + 2000), MC_ERR_DNS);
+    assert_int_equal(mc__tcp_connect("", 80, 0), MC_ERR_DNS);
+    assert_true(mc__tcp_listen("256.1.1.1", 0, 1, NULL) < 0);
+}
+
+static void test_listen_range(void **state) {
+    uint16_t p1 = 0, p2 = 0, p3 = 0;
+    /* learn a free ephemeral port region to work in */
+    int probe = mc__tcp_listen("127.0.0.1", 0, 1, &p1);
+    close(probe);
+    uint16_t lo = p1 > 60000 ? 20000 : p1;
+    int a = mc__tcp_listen_range("127.0.0.1", lo, (uint16_t)(lo + 1), 4, &p2);
+    int b = mc__tcp_listen_range("127.0.0.1", lo, (uint16_t)(lo + 1), 4, &p3);
+    if (a >= 0 && b >= 0) {
+        assert_true(p2 != p3);
+        assert_true(p2 >= lo && p2 <= lo + 1);
+        assert_true(p3 >= lo && p3 <= lo + 1);
+        /* range exhausted */
+        uint16_t p4 = 0;
+        assert_true(mc__tcp_listen_range("127.0.0.1", lo, (uint16_t)(lo + 1), 4, &p4) < 0);
+        assert_int_equal(errno, EADDRINUSE);
+    } else {
+        /* another process took a port of the range meanwhile; at least one must have bound */
+        assert_true(a >= 0 || b >= 0);
+    }
+    if (a >= 0)
+        close(a);
+    if (b >= 0)
+        close(b);
+    assert_int_equal(mc__tcp_listen_range("127.0.0.1", 10, 5, 4, &p2), MC_ERR_INVALID_ARGUMENT);
+}
+
+static void test_split_host_port(void **state) {
+    char host[64];
+    uint16_t port = 0;
+    assert_int_equal(mc__split_host_port("10.0.0.1:8080", host, sizeof(host), &port), 0);
+    assert_string_equal(host, "10.0.0.1");
+    assert_int_equal(port, 8080);
+    assert_int_equal(mc__split_host_port("[::1]:17000", host, sizeof(host), &port), 0);
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 17000);
+    assert_int_equal(mc__split_host_port("node-3:0", host, sizeof(host), &port), 0);
+    const char *bad[] = {"host", "host:", ":80", "host:65536", "host:-1", "host:80x", "[::1]80",
+                         "[::1", "h:+1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(mc__split_host_port(bad[i], host, sizeof(host), &port),
+                         MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc__split_host_port("verylonghostname:1", host, 4, &port),
+                     MC_ERR_INVALID_ARGUMENT);
+}
+
+static void test_unix_fd_passing(void **state) {
+    char path[64];
+    int fds[4] = {-1, -1, -1, -1};
+    int n = 0;
+    char msg[6] = {0};
+    snprintf(path, sizeof(path), "@mc-test-%d-%llu", (int)getpid(),
+             (unsigned long long)mc__now_ns());
+    int lfd = mc__unix_listen(path);
+    assert_true(lfd >= 0);
+    int c = mc__unix_connect(path, mc__now_ms() + 2000);
+    assert_true(c >= 0);
+    int s = mc__accept(lfd);
+    assert_true(s >= 0);
+    /* share a memory region by descriptor and check both sides see the same bytes */
+    int mfd = memfd_create("mc-test", MFD_CLOEXEC);
+    assert_true(mfd >= 0);
+    assert_int_equal(ftruncate(mfd, 4096), 0);
+    char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    strcpy(m, "shared bytes");
+    int pass[2] = {mfd, mfd};
+    assert_int_equal(mc__send_fds(c, "hello", 5, pass, 2), 0);
+    assert_int_equal(mc__recv_fds(s, msg, 5, fds, 4, &n, mc__now_ms() + 2000), 0);
+    assert_string_equal(msg, "hello");
+    assert_int_equal(n, 2);
+    char *m2 = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fds[0], 0);
+    assert_string_equal(m2, "shared bytes");
+    munmap(m2, 4096);
+    close(fds[0]);
+    close(fds[1]);
+    /* more descriptors than the receiver can hold: extras are closed, the call succeeds with max */
+    assert_int_equal(mc__send_fds(c, "x", 1, pass, 2), 0);
+    assert_int_equal(mc__recv_fds(s, msg, 1, fds, 1, &n, mc__now_ms() + 2000), 0);
+    assert_int_equal(n, 1);
+    close(fds[0]);
+    /* timeout with nothing to receive */
+    assert_int_equal(mc__recv_fds(s, msg, 1, fds, 1, &n, mc__now_ms() + 100), MC_ERR_SOCKET);
+    /* bad arguments */
+    assert_int_equal(mc__send_fds(c, "x", 0, pass, 1), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc__send_fds(c, "x", 1, pass, 65), MC_ERR_INVALID_ARGUMENT);
+    /* peer gone */
+    close(c);
+    assert_int_equal(mc__recv_fds(s, msg, 1, fds, 1, &n, mc__now_ms() + 1000), MC_ERR_SOCKET);
+    munmap(m, 4096);
+    close(mfd);
+    close(s);
+    close(lfd);
+    assert_int_equal(mc__unix_connect(path, mc__now_ms() + 500), MC_ERR_SOCKET); /* gone */
+    assert_int_equal(mc__unix_listen(""), MC_ERR_INVALID_ARGUMENT);
+}
+
+static void test_unix_filesystem_path(void **state) {
+    char path[128];
+    snprintf(path, sizeof(path), "/tmp/mc-test-%d.sock", (int)getpid());
+    int lfd = mc__unix_listen(path);
+    assert_true(lfd >= 0);
+    int c = mc__unix_connect(path, mc__now_ms() + 1000);
+    assert_true(c >= 0);
+    close(c);
+    close(lfd);
+    /* a stale file left behind does not block the next listener */
+    lfd = mc__unix_listen(path);
+    assert_true(lfd >= 0);
+    close(lfd);
+    unlink(path);
+}
+
+static void test_host_identity(void **state) {
+    char ip[64];
+    const char *id = mc__host_id();
+    assert_non_null(id);
+    assert_true(strlen(id) > 3);
+    assert_non_null(strchr(id, '/'));
+    assert_ptr_equal(id, mc__host_id());
+    assert_int_equal(mc__local_ip(ip, sizeof(ip)), 0);
+    assert_true(strlen(ip) >= 7);
+    assert_int_equal(mc__local_ip(ip, 4), MC_ERR_INVALID_ARGUMENT);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tcp_roundtrip),      cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_connect_errors),     cmocka_unit_test(test_listen_range),
+        cmocka_unit_test(test_split_host_port),    cmocka_unit_test(test_unix_fd_passing),
+        cmocka_unit_test(test_unix_filesystem_path), cmocka_unit_test(test_host_identity),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
