@@ -1,0 +1,255 @@
+/* TransferEngine: lifetime (initialize, close, context manager, get_engine) and the method table. */
+#include "engine_py.h"
+
+PyObject *mcpy_get_rpc_port(PyObject *self, PyObject *unused);
+PyObject *mcpy_get_local_segment_name(PyObject *self, PyObject *unused);
+PyObject *mcpy_allocate_managed_buffer(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *mcpy_free_managed_buffer(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *mcpy_register_memory(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *mcpy_unregister_memory(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *mcpy_batch_register_memory(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *mcpy_batch_unregister_memory(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *mcpy_write_bytes_to_buffer(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *mcpy_read_bytes_from_buffer(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *mcpy_get_first_buffer_address(PyObject *self, PyObject *args, PyObject *kw);
+
+mc_engine_t *mcpy_engine_get(mcpy_engine_t *self)
+{
+    return self->closed ? NULL : self->engine;
+}
+
+int mcpy_segment(mcpy_engine_t *self, const char *name, mc_segment_id_t *out)
+{
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    mc_engine_t *e = mcpy_engine_get(self);
+    if (!e)
+        goto out;
+    PyObject *cached = PyDict_GetItemString(self->segments, name);
+    if (cached) {
+        *out = (mc_segment_id_t)PyLong_AsLongLong(cached);
+        rc = 0;
+        goto out;
+    }
+    mc_segment_id_t id = -1;
+    MCPY_NOGIL(self, rc = mc_engine_open_segment(e, name, &id));
+    if (rc < 0)
+        goto out;
+    /* Failing to cache only costs a second open later; the handle itself is good. */
+    PyObject *v = PyLong_FromLongLong(id);
+    if (!v || PyDict_SetItemString(self->segments, name, v) < 0)
+        PyErr_Clear();
+    Py_XDECREF(v);
+    *out = id;
+out:
+    return rc;
+}
+
+static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    mcpy_engine_t *self = (mcpy_engine_t *)alloc(type, 0);
+    if (!self)
+        return NULL;
+    self->segments = PyDict_New();
+    if (!self->segments) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void engine_release(mcpy_engine_t *self)
+{
+    mc_engine_t *e = self->engine;
+    self->engine = NULL;
+    if (!e)
+        return;
+    /* destroy joins the engine's threads and closes its connections: never under the GIL. */
+    Py_BEGIN_ALLOW_THREADS
+    mc_engine_destroy(e);
+    Py_END_ALLOW_THREADS
+}
+
+static void engine_dealloc(PyObject *obj)
+{
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    PyTypeObject *tp = Py_TYPE(obj);
+    /* No capsule can be alive here: each one holds a reference to self. */
+    engine_release(self);
+    Py_CLEAR(self->segments);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(obj);
+    Py_DECREF(tp);
+}
+
+static PyObject *engine_initialize(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"local_hostname", "metadata_server", "protocol", "device_name",
+                             NULL};
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    const char *host = NULL, *meta = "P2PHANDSHAKE", *proto = "tcp", *dev = "";
+    mc_engine_t *e = NULL;
+    int rc;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|sss:initialize", kwlist, &host, &meta, &proto,
+                                     &dev))
+        return NULL;
+    /* One engine per object: a second initialize (or one racing the first) is refused. */
+    if (self->engine || self->closed || self->busy) {
+        rc = MC_ERR_INVALID_ARGUMENT;
+        goto out;
+    }
+    rc = mc_engine_create(&e);
+    if (rc < 0)
+        goto out;
+    mc_engine_options_t opts = {
+        .local_server_name = host,
+        .metadata_conn = meta,
+        .protocol = proto,
+        .device_name = dev,
+    };
+    MCPY_NOGIL(self, rc = mc_engine_init(e, &opts));
+    if (rc < 0)
+        goto out;
+    self->engine = e;
+    e = NULL;
+out:
+    if (e) {
+        Py_BEGIN_ALLOW_THREADS
+        mc_engine_destroy(e);
+        Py_END_ALLOW_THREADS
+    }
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *engine_close(PyObject *obj, PyObject *unused)
+{
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "close() called while another thread is still using this TransferEngine");
+        return NULL;
+    }
+    self->closed = 1;
+    PyDict_Clear(self->segments);
+    /* A handle from get_engine() shares the engine (as the reference's shared_ptr does): the
+     * last capsule to go destroys it. */
+    if (self->handles == 0)
+        engine_release(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *engine_enter(PyObject *self, PyObject *unused)
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *engine_exit(PyObject *self, PyObject *args)
+{
+    PyObject *r = engine_close(self, NULL);
+    if (!r)
+        return NULL;
+    Py_DECREF(r);
+    Py_RETURN_FALSE;
+}
+
+static void handle_destructor(PyObject *capsule)
+{
+    mcpy_engine_t *self = (mcpy_engine_t *)PyCapsule_GetContext(capsule);
+    if (!self)
+        return;
+    self->handles--;
+    if (self->closed && self->handles == 0)
+        engine_release(self);
+    Py_DECREF(self);
+}
+
+static PyObject *engine_get_engine(PyObject *obj, PyObject *unused)
+{
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    mc_engine_t *e = mcpy_engine_get(self);
+    if (!e)
+        Py_RETURN_NONE;
+    PyObject *cap = PyCapsule_New(e, MCPY_ENGINE_CAPSULE, handle_destructor);
+    if (!cap)
+        return NULL;
+    if (PyCapsule_SetContext(cap, obj) < 0) {
+        Py_DECREF(cap);
+        return NULL;
+    }
+    Py_INCREF(obj);
+    self->handles++;
+    return cap;
+}
+
+static PyMethodDef engine_methods[] = {
+    {"initialize", (PyCFunction)(void (*)(void))engine_initialize, METH_VARARGS | METH_KEYWORDS,
+     "initialize(local_hostname, metadata_server='P2PHANDSHAKE', protocol='tcp', device_name='')"
+     " -> 0 or a negative error code"},
+    {"close", engine_close, METH_NOARGS,
+     "Stops the engine and frees its memory; handles from get_engine() keep it alive until they "
+     "are released."},
+    {"__enter__", engine_enter, METH_NOARGS, NULL},
+    {"__exit__", engine_exit, METH_VARARGS, NULL},
+    {"get_engine", engine_get_engine, METH_NOARGS,
+     "A capsule named 'mooncake.engine_handle' holding the mc_engine_t* (None before initialize)."
+     " It keeps the engine alive; hold it as long as the pointer is used."},
+    {"get_rpc_port", mcpy_get_rpc_port, METH_NOARGS, "The RPC port peers reach this engine on."},
+    {"get_local_segment_name", mcpy_get_local_segment_name, METH_NOARGS,
+     "The segment name peers pass as target_hostname to reach this engine."},
+#define KWM(name, doc) {#name, (PyCFunction)(void (*)(void))mcpy_##name, METH_VARARGS | METH_KEYWORDS, doc}
+    KWM(allocate_managed_buffer, "allocate_managed_buffer(length) -> address, 0 on failure"),
+    KWM(free_managed_buffer, "free_managed_buffer(buffer_addr, length) -> 0 or negative"),
+    KWM(register_memory, "register_memory(buffer_addr, capacity, location='*') -> 0 or negative"),
+    KWM(unregister_memory, "unregister_memory(buffer_addr) -> 0 or negative"),
+    KWM(batch_register_memory,
+        "batch_register_memory(buffer_addresses, capacities, location='*') -> 0 or negative"),
+    KWM(batch_unregister_memory, "batch_unregister_memory(buffer_addresses) -> 0 or negative"),
+    KWM(write_bytes_to_buffer, "write_bytes_to_buffer(dest_address, src_bytes, length) -> 0"),
+    KWM(read_bytes_from_buffer, "read_bytes_from_buffer(source_address, length) -> bytes"),
+    KWM(get_first_buffer_address,
+        "get_first_buffer_address(segment_name) -> address of the peer's first buffer, 0 if none"),
+    KWM(transfer_sync_write,
+        "transfer_sync_write(target_hostname, buffer, peer_buffer_address, length) -> 0 or negative"),
+    KWM(transfer_sync_read,
+        "transfer_sync_read(target_hostname, buffer, peer_buffer_address, length) -> 0 or negative"),
+    KWM(transfer_sync, "transfer_sync(target_hostname, buffer, peer_buffer_address, length, opcode,"
+                       " notify=None) -> 0 or negative"),
+    KWM(batch_transfer_sync_write,
+        "batch_transfer_sync_write(target_hostname, buffers, peer_buffer_addresses, lengths)"),
+    KWM(batch_transfer_sync_read,
+        "batch_transfer_sync_read(target_hostname, buffers, peer_buffer_addresses, lengths)"),
+    KWM(batch_transfer_sync, "batch_transfer_sync(target_hostname, buffers, peer_buffer_addresses,"
+                             " lengths, opcode, notify=None) -> 0 or negative"),
+    KWM(batch_transfer_async_write, "batch_transfer_async_write(...) -> batch id, 0 on failure"),
+    KWM(batch_transfer_async_read, "batch_transfer_async_read(...) -> batch id, 0 on failure"),
+    KWM(batch_transfer_async, "batch_transfer_async(..., opcode) -> batch id, 0 on failure"),
+    KWM(get_batch_transfer_status,
+        "get_batch_transfer_status(batch_ids) -> 0 all completed, -1 any failed or timed out;"
+        " waits for the batches and frees them"),
+    KWM(transfer_submit_write,
+        "transfer_submit_write(target_hostname, buffer, peer_buffer_address, length) -> id or"
+        " negative"),
+    KWM(transfer_check_status,
+        "transfer_check_status(batch_id) -> 1 done, 0 pending, -1 failed, -2 timed out"),
+    KWM(send_notify, "send_notify(target_hostname, notify) -> 0 or negative"),
+#undef KWM
+    {"get_notifies", (PyCFunction)(void (*)(void))mcpy_get_notifies,
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "get_notifies() -> list of TransferNotify received since the last call"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot engine_slots[] = {
+    {Py_tp_new, engine_new},
+    {Py_tp_dealloc, engine_dealloc},
+    {Py_tp_methods, engine_methods},
+    {Py_tp_doc, "TransferEngine(): moves bytes between registered memory of processes."},
+    {0, NULL},
+};
+
+PyType_Spec mcpy_engine_spec = {
+    .name = "mooncake._engine.TransferEngine",
+    .basicsize = sizeof(mcpy_engine_t),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .slots = engine_slots,
+};

@@ -1,0 +1,247 @@
+/* TransferEngine methods about local memory: managed buffers, registration, raw byte access,
+ * and what this engine and its peers publish about themselves. */
+#include <string.h>
+
+#include "engine_py.h"
+
+/* From about a MiB on, a copy takes long enough to be worth letting other threads run. */
+#define MCPY_NOGIL_COPY (1u << 20)
+
+PyObject *mcpy_get_rpc_port(PyObject *obj, PyObject *unused)
+{
+    mc_engine_t *e = mcpy_engine_get((mcpy_engine_t *)obj);
+    return PyLong_FromLong(e ? mc_engine_rpc_port(e) : MC_ERR_INVALID_ARGUMENT);
+}
+
+PyObject *mcpy_get_local_segment_name(PyObject *obj, PyObject *unused)
+{
+    mc_engine_t *e = mcpy_engine_get((mcpy_engine_t *)obj);
+    const char *name = e ? mc_engine_local_name(e) : NULL;
+    if (!name)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(name);
+}
+
+PyObject *mcpy_allocate_managed_buffer(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"length", NULL};
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    size_t len;
+    void *addr = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:allocate_managed_buffer", kwlist,
+                                     mcpy_conv_size, &len))
+        return NULL;
+    mc_engine_t *e = mcpy_engine_get(self);
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (e)
+        MCPY_NOGIL(self, rc = mc_engine_alloc_managed(e, len, &addr));
+    return PyLong_FromUnsignedLongLong(rc < 0 ? 0 : (uintptr_t)addr);
+}
+
+PyObject *mcpy_free_managed_buffer(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"buffer_addr", "length", NULL};
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    uint64_t addr;
+    size_t len = 0; /* the engine knows each buffer's length; kept for the reference signature */
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|O&:free_managed_buffer", kwlist, mcpy_conv_u64,
+                                     &addr, mcpy_conv_size, &len))
+        return NULL;
+    mc_engine_t *e = mcpy_engine_get(self);
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (e)
+        MCPY_NOGIL(self, rc = mc_engine_free_managed(e, (void *)(uintptr_t)addr));
+    return PyLong_FromLong(rc);
+}
+
+PyObject *mcpy_register_memory(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"buffer_addr", "capacity", "location", NULL};
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    uint64_t addr;
+    size_t len;
+    const char *loc = "*";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|s:register_memory", kwlist, mcpy_conv_u64,
+                                     &addr, mcpy_conv_size, &len, &loc))
+        return NULL;
+    mc_engine_t *e = mcpy_engine_get(self);
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (e)
+        MCPY_NOGIL(self, rc = mc_engine_register_memory(e, (void *)(uintptr_t)addr, len, loc));
+    return PyLong_FromLong(rc);
+}
+
+PyObject *mcpy_unregister_memory(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"buffer_addr", NULL};
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    uint64_t addr;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:unregister_memory", kwlist, mcpy_conv_u64,
+                                     &addr))
+        return NULL;
+    mc_engine_t *e = mcpy_engine_get(self);
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (e)
+        MCPY_NOGIL(self, rc = mc_engine_unregister_memory(e, (void *)(uintptr_t)addr));
+    return PyLong_FromLong(rc);
+}
+
+/* Registers every region or none: a failure part-way unregisters what this call registered. */
+static int register_all(mc_engine_t *e, const uint64_t *addrs, const uint64_t *lens, size_t n,
+                        const char *loc)
+{
+    int rc = 0;
+    size_t done = 0;
+    for (; done < n; done++) {
+        rc = mc_engine_register_memory(e, (void *)(uintptr_t)addrs[done], (size_t)lens[done], loc);
+        if (rc < 0)
+            goto out;
+    }
+out:
+    if (rc < 0)
+        while (done-- > 0)
+            mc_engine_unregister_memory(e, (void *)(uintptr_t)addrs[done]);
+    return rc;
+}
+
+PyObject *mcpy_batch_register_memory(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"buffer_addresses", "capacities", "location", NULL};
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    PyObject *addr_seq, *len_seq, *ret = NULL;
+    const char *loc = "*";
+    uint64_t *addrs = NULL, *lens = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|s:batch_register_memory", kwlist, &addr_seq,
+                                     &len_seq, &loc))
+        return NULL;
+    Py_ssize_t n = mcpy_u64_array(addr_seq, "buffer_addresses", &addrs);
+    if (n < 0)
+        goto out;
+    Py_ssize_t m = mcpy_u64_array(len_seq, "capacities", &lens);
+    if (m < 0)
+        goto out;
+    if (m != n) {
+        PyErr_Format(PyExc_ValueError, "buffer_addresses has %zd entries but capacities has %zd",
+                     n, m);
+        goto out;
+    }
+    mc_engine_t *e = mcpy_engine_get(self);
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (e)
+        MCPY_NOGIL(self, rc = register_all(e, addrs, lens, (size_t)n, loc));
+    ret = PyLong_FromLong(rc);
+out:
+    PyMem_Free(addrs);
+    PyMem_Free(lens);
+    return ret;
+}
+
+/* Unregisters every region it can and reports the first failure. */
+static int unregister_all(mc_engine_t *e, const uint64_t *addrs, size_t n)
+{
+    int first = 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = mc_engine_unregister_memory(e, (void *)(uintptr_t)addrs[i]);
+        if (rc < 0 && first == 0)
+            first = rc;
+    }
+    return first;
+}
+
+PyObject *mcpy_batch_unregister_memory(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"buffer_addresses", NULL};
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    PyObject *addr_seq;
+    uint64_t *addrs = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_unregister_memory", kwlist, &addr_seq))
+        return NULL;
+    Py_ssize_t n = mcpy_u64_array(addr_seq, "buffer_addresses", &addrs);
+    if (n < 0)
+        return NULL;
+    mc_engine_t *e = mcpy_engine_get(self);
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (e)
+        MCPY_NOGIL(self, rc = unregister_all(e, addrs, (size_t)n));
+    PyMem_Free(addrs);
+    return PyLong_FromLong(rc);
+}
+
+PyObject *mcpy_write_bytes_to_buffer(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"dest_address", "src_bytes", "length", NULL};
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    uint64_t dest;
+    PyObject *src, *ret = NULL;
+    size_t len = SIZE_MAX;
+    Py_buffer view = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O|O&:write_bytes_to_buffer", kwlist,
+                                     mcpy_conv_u64, &dest, &src, mcpy_conv_size, &len))
+        return NULL;
+    if (PyObject_GetBuffer(src, &view, PyBUF_SIMPLE) < 0)
+        goto out;
+    if (len == SIZE_MAX)
+        len = (size_t)view.len;
+    if (len > (size_t)view.len) {
+        PyErr_Format(PyExc_ValueError, "length %zu is larger than src_bytes (%zd bytes)", len,
+                     view.len);
+        goto out;
+    }
+    if (dest == 0 && len > 0) {
+        PyErr_SetString(PyExc_ValueError, "dest_address is NULL");
+        goto out;
+    }
+    if (len >= MCPY_NOGIL_COPY)
+        MCPY_NOGIL(self, memcpy((void *)(uintptr_t)dest, view.buf, len));
+    else if (len > 0)
+        memcpy((void *)(uintptr_t)dest, view.buf, len);
+    ret = PyLong_FromLong(0);
+out:
+    if (view.obj)
+        PyBuffer_Release(&view);
+    return ret;
+}
+
+PyObject *mcpy_read_bytes_from_buffer(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"source_address", "length", NULL};
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    uint64_t src;
+    size_t len;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&:read_bytes_from_buffer", kwlist,
+                                     mcpy_conv_u64, &src, mcpy_conv_size, &len))
+        return NULL;
+    if (src == 0 && len > 0) {
+        PyErr_SetString(PyExc_ValueError, "source_address is NULL");
+        return NULL;
+    }
+    if (len > (size_t)PY_SSIZE_T_MAX) {
+        PyErr_SetString(PyExc_ValueError, "length is too large");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
+    if (!out)
+        return NULL;
+    char *dst = PyBytes_AsString(out); /* not shared yet: filling it in place is safe */
+    if (len >= MCPY_NOGIL_COPY)
+        MCPY_NOGIL(self, memcpy(dst, (const void *)(uintptr_t)src, len));
+    else if (len > 0)
+        memcpy(dst, (const void *)(uintptr_t)src, len);
+    return out;
+}
+
+PyObject *mcpy_get_first_buffer_address(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"segment_name", NULL};
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    const char *name;
+    mc_segment_id_t seg;
+    uint64_t addr = 0, len = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s:get_first_buffer_address", kwlist, &name))
+        return NULL;
+    int rc = mcpy_segment(self, name, &seg);
+    mc_engine_t *e = mcpy_engine_get(self);
+    if (rc == 0 && e)
+        MCPY_NOGIL(self, rc = mc_engine_segment_first_buffer(e, seg, &addr, &len));
+    return PyLong_FromUnsignedLongLong(rc < 0 ? 0 : addr);
+}

@@ -1,0 +1,63 @@
+"""Mooncake Transfer Engine: move bytes between registered memory of processes.
+
+Same names and return conventions as the reference Mooncake's ``mooncake.engine``::
+
+    from mooncake.engine import TransferEngine, TransferOpcode
+
+    engine = TransferEngine()
+    engine.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "")
+    addr = engine.allocate_managed_buffer(1 << 20)
+    engine.transfer_sync_write("10.0.0.2:15001", addr, peer_addr, 1 << 20)
+
+API-level failures are returned as the reference's negative integers (``strerror(code)`` explains
+one); only wrong argument types (``TypeError``) and values (``ValueError``) raise.
+
+``TransferEngine.get_engine()`` returns a capsule named ``"mooncake.engine_handle"`` holding the
+C ``mc_engine_t *``; ``MooncakeDistributedStore.setup(..., engine=handle)`` shares the engine
+through it. The capsule keeps the engine alive while it exists.
+"""
+
+import enum as _enum
+
+from mooncake._engine import (  # noqa: F401  (re-exported)
+    ENGINE_HANDLE_CAPSULE,
+    TransferEngine,
+    TransferNotify,
+    err_name,
+    strerror,
+)
+
+__all__ = [
+    "TransferEngine",
+    "TransferOpcode",
+    "TransferNotify",
+    "ENGINE_HANDLE_CAPSULE",
+    "strerror",
+    "err_name",
+    "SUPPORT_CUDA",
+    "SUPPORT_EFA",
+    "SUPPORT_HIP",
+    "SUPPORT_MNNVL",
+    "SUPPORT_INTRA_NVLINK",
+]
+
+
+class TransferOpcode(_enum.IntEnum):
+    """Direction of a transfer, valued as the C API's ``MC_OPCODE_*`` (and the reference's)."""
+
+    Read = 0
+    Write = 1
+    # The reference's docs also spell them in capitals; both name the same members.
+    READ = 0
+    WRITE = 1
+
+
+# The reference exposes the enum on the class too (TransferEngine.TransferOpcode.Write).
+TransferEngine.TransferOpcode = TransferOpcode
+
+# Build-time feature flags the reference exposes; none of these transports is in this build.
+SUPPORT_CUDA = False
+SUPPORT_EFA = False
+SUPPORT_HIP = False
+SUPPORT_MNNVL = False
+SUPPORT_INTRA_NVLINK = False
