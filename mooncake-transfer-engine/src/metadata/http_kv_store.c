@@ -4,6 +4,8 @@
 
 #include <pthread.h>
 #include <string.h>
+/* header-only use: no libxxhash at run time */
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "mooncake/common/alloc.h"

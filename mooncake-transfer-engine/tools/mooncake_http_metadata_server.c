@@ -1,0 +1,57 @@
+/* mooncake_http_metadata_server: the reference's standalone HTTP metadata service
+ * (GET/PUT/DELETE /metadata?key=K), for clusters that use `http://host:port/metadata` as the
+ * Transfer Engine's metadata connection string. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "metadata/http_kv_store.h"
+#include "mooncake/common/config.h"
+#include "mooncake/common/version.h"
+
+#define PROG "mooncake_http_metadata_server"
+
+int main(int argc, char **argv) {
+    const char *host = "0.0.0.0";
+    int64_t port = 8080;
+    const mc_flag_t flags[] = {
+        {"host", MC_FLAG_STRING, &host, "address to listen on"},
+        {"port", MC_FLAG_INT, &port, "port to listen on (0 picks a free one)"},
+    };
+    mc_http_kv_store_t *store = NULL;
+    sigset_t sigs;
+    int sig = 0;
+    int rc = mc__flags_parse(argc, argv, flags, sizeof(flags) / sizeof(flags[0]), PROG,
+                             MC_VERSION_STRING, "serves Transfer Engine metadata over HTTP");
+    if (rc == 1 || rc == 2)
+        return 0;
+    if (rc < 0)
+        return 2;
+    if (port < 0 || port > 65535) {
+        fprintf(stderr, "%s: invalid value '%lld' for flag '--port' (expected 0..65535)\n", PROG,
+                (long long)port);
+        return 2;
+    }
+    /* Block the stop signals before any server thread exists so all threads inherit the mask
+     * and only sigwait below ever sees them. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    rc = mc__http_kv_store_start(host, (uint16_t)port, &store);
+    if (rc) {
+        fprintf(stderr, "%s: cannot listen on %s:%lld: %s\n", PROG, host, (long long)port,
+                errno ? strerror(errno) : "address could not be resolved");
+        return 1;
+    }
+    printf("listening on %s:%u\n", host, (unsigned)mc__http_kv_store_port(store));
+    fflush(stdout);
+    while (sigwait(&sigs, &sig) != 0)
+        ;
+    mc__http_kv_store_stop(store);
+    fprintf(stderr, "%s: stopped by signal %d\n", PROG, sig);
+    return 0;
+}
