@@ -1,0 +1,5 @@
+import sys
+
+from benchmarks.compare.run import main
+
+sys.exit(main())
