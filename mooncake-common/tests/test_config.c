@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -127,11 +128,39 @@ static void test_flags_help_version(void **state) {
     assert_int_equal(parse(&o, 2, version), 2);
 }
 
+static void test_env(void **state) {
+    uint64_t sz = 0;
+    int64_t i = 0;
+    int b = 0;
+    unsetenv("MC_TEST_ENV");
+    assert_string_equal(mc__env_str("MC_TEST_ENV", "dflt"), "dflt");
+    assert_int_equal(mc__env_size("MC_TEST_ENV", 7, &sz), 0);
+    assert_int_equal(sz, 7);
+    setenv("MC_TEST_ENV", "", 1);
+    assert_string_equal(mc__env_str("MC_TEST_ENV", "dflt"), "dflt");
+    setenv("MC_TEST_ENV", "2gb", 1);
+    assert_int_equal(mc__env_size("MC_TEST_ENV", 7, &sz), 0);
+    assert_true(sz == 2ull << 30);
+    assert_int_equal(mc__env_i64("MC_TEST_ENV", 5, &i), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(i, 5);
+    assert_int_equal(mc__env_bool("MC_TEST_ENV", 1, &b), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(b, 1);
+    setenv("MC_TEST_ENV", "off", 1);
+    assert_int_equal(mc__env_bool("MC_TEST_ENV", 1, &b), 0);
+    assert_int_equal(b, 0);
+    setenv("MC_TEST_ENV", "-12", 1);
+    assert_int_equal(mc__env_i64("MC_TEST_ENV", 5, &i), 0);
+    assert_int_equal(i, -12);
+    assert_int_equal(mc__env_size("MC_TEST_ENV", 9, &sz), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(sz, 9);
+    unsetenv("MC_TEST_ENV");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes),       cmocka_unit_test(test_numbers_and_bools),
         cmocka_unit_test(test_flags_forms), cmocka_unit_test(test_flags_errors),
-        cmocka_unit_test(test_flags_help_version),
+        cmocka_unit_test(test_flags_help_version), cmocka_unit_test(test_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,4 +29,12 @@ typedef struct mc_flag {
  * error. */
 int mc__flags_parse(int argc, char **argv, const mc_flag_t *flags, size_t n, const char *prog,
                     const char *version, const char *usage_line);
+
+/* Environment look-ups: *out gets def when the variable is unset or empty. A value that does not
+ * parse returns MC_ERR_INVALID_ARGUMENT (with a warning naming the variable) and leaves *out = def,
+ * so callers can choose between refusing to start and carrying on with the default. */
+const char *mc__env_str(const char *name, const char *def);
+int mc__env_size(const char *name, uint64_t def, uint64_t *out);
+int mc__env_i64(const char *name, int64_t def, int64_t *out);
+int mc__env_bool(const char *name, int def, int *out);
 #endif
