@@ -1,7 +1,8 @@
 """Console scripts: each one execs a C binary bundled in ``mooncake/bin`` (or runs a Python tool).
 
 The launcher is the only place that knows where the binaries live, so tests and tools call
-``binary_path(name)`` instead of guessing.
+``binary_path(name)`` instead of guessing. Every console script answers ``--version`` with
+``"<name> <package version>"``: the C binaries print it themselves, the Python tools here.
 """
 
 import os
@@ -15,15 +16,25 @@ _PKG_DIR = Path(__file__).resolve().parent.parent
 
 
 def binary_path(name: str) -> str:
-    """Absolute path of a bundled binary; MOONCAKE_BIN_DIR overrides the directory."""
+    """Absolute path of a bundled binary.
+
+    MOONCAKE_BIN_DIR, when set, replaces the bundled directory (no fallback), so a developer can
+    point the console scripts at a build tree and be sure which binary runs.
+    """
+    if os.sep in name or name in ("", ".", ".."):
+        raise ValueError(f"not a binary name: {name!r}")
     override = os.environ.get("MOONCAKE_BIN_DIR")
-    candidates = [Path(override)] if override else []
-    candidates.append(_PKG_DIR / "bin")
-    for d in candidates:
-        p = d / name
-        if p.is_file() and os.access(p, os.X_OK):
-            return str(p)
-    raise FileNotFoundError(f"bundled binary {name!r} not found in {', '.join(map(str, candidates))}")
+    d = Path(override) if override else _PKG_DIR / "bin"
+    p = d / name
+    if p.is_file() and os.access(p, os.X_OK):
+        return str(p)
+    raise FileNotFoundError(f"bundled binary {name!r} not found in {d}")
+
+
+def _version() -> str:
+    from mooncake import __version__
+
+    return __version__
 
 
 def _exec(name: str) -> None:
@@ -48,6 +59,9 @@ def mooncake_transfer_bench() -> None:
 
 
 def mooncake_store_bench() -> None:
+    if sys.argv[1:] == ["--version"]:
+        print(f"mooncake_store_bench {_version()}")
+        raise SystemExit(0)
     from mooncake.cli import store_bench  # pure Python over the mooncake.store facade
 
     raise SystemExit(store_bench.main(sys.argv[1:]))
