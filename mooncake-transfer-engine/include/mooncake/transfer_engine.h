@@ -115,6 +115,11 @@ MC_API int mc_engine_batch_free(mc_engine_t *e, mc_batch_id_t b);
 /* Synchronous helper: allocate, submit n requests, wait, free. */
 MC_API int mc_engine_transfer_sync(mc_engine_t *e, const mc_request_t *reqs, size_t n);
 
+/* Per-transport counters of completed tasks and their bytes, since the engine started.
+ * transport: "tcp", "shm" or "local" (own segment). MC_ERR_INVALID_ARGUMENT for other names. */
+MC_API int mc_engine_get_stats(mc_engine_t *e, const char *transport, uint64_t *tasks,
+                               uint64_t *bytes);
+
 /* Notifies: small messages (name + payload, payload at most 64 KiB) delivered to a peer's queue. */
 typedef struct mc_notify {
     char *from;    /* sender's segment name */

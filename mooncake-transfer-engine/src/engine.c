@@ -1,0 +1,294 @@
+/* Engine lifecycle: options, the RPC listener, transports, publishing the segment descriptor. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/config.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
+#include "te_internal.h"
+#include "transports/shm.h"
+
+#define MC__DEFAULT_TIMEOUT_MS 30000
+
+static int mc__mutex_init_all(mc_engine_t *e) {
+    if (pthread_mutex_init(&e->peers_lock, NULL) || pthread_mutex_init(&e->batches_lock, NULL) ||
+        pthread_mutex_init(&e->notify_lock, NULL))
+        return MC_ERR_MEMORY;
+    return mc__reg_init(&e->reg);
+}
+
+int mc_engine_create(mc_engine_t **out) {
+    mc_engine_t *e = NULL;
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (!out)
+        goto out;
+    *out = NULL;
+    rc = MC_ERR_MEMORY;
+    e = mc__calloc(1, sizeof(*e));
+    if (!e)
+        goto out;
+    rc = mc__mutex_init_all(e);
+    if (rc) {
+        mc__free(e);
+        goto out;
+    }
+    for (int i = 0; i < MC__TP_COUNT; i++) {
+        atomic_init(&e->stat_tasks[i], 0);
+        atomic_init(&e->stat_bytes[i], 0);
+    }
+    *out = e;
+    rc = 0;
+out:
+    return rc;
+}
+
+static int mc__env_int(const char *name, int64_t def, int64_t lo, int64_t hi) {
+    const char *s = getenv(name);
+    int64_t v = 0;
+    if (!s || !*s)
+        return (int)def;
+    if (mc__parse_i64(s, &v) || v < lo || v > hi) {
+        MC_WARN("ignoring %s=%s (expected %" PRId64 "..%" PRId64 ")", name, s, lo, hi);
+        return (int)def;
+    }
+    return (int)v;
+}
+
+static int mc__parse_protocol(const char *p) {
+    const char *force = getenv("MC_FORCE_TCP");
+    int forced = 0;
+    if (force && *force && mc__parse_bool(force, &forced) == 0 && forced)
+        return MC__PROTO_TCP;
+    if (!p || !*p || !strcmp(p, "auto"))
+        return MC__PROTO_AUTO;
+    if (!strcmp(p, "tcp"))
+        return MC__PROTO_TCP;
+    if (!strcmp(p, "shm"))
+        return MC__PROTO_SHM;
+    /* vLLM and SGLang ask for "rdma" whatever the host has; the reference then runs over TCP. */
+    MC_WARN("protocol \"%s\" is not available on this host; using tcp/shm (auto)", p);
+    return MC__PROTO_AUTO;
+}
+
+static int mc__transfer_timeout(int opt_ms) {
+    const char *s = getenv("MC_TRANSFER_TIMEOUT");
+    double sec = 0;
+    if (opt_ms > 0)
+        return opt_ms;
+    if (s && *s) {
+        if (mc__parse_double(s, &sec) == 0 && sec > 0 && sec < 86400)
+            return (int)(sec * 1000);
+        MC_WARN("ignoring MC_TRANSFER_TIMEOUT=%s", s);
+    }
+    return MC__DEFAULT_TIMEOUT_MS;
+}
+
+/* Binds the RPC listener; fills e->host, e->port, e->name. */
+static int mc__engine_listen(mc_engine_t *e, const char *given, int p2p) {
+    char host[MC__TE_NAME_MAX - 16]; /* room for "[...]:port" in the name */
+    uint16_t port = 0, bound = 0;
+    int has_port = 0;
+    int fd;
+    if (given && *given && mc__split_host_port(given, host, sizeof(host), &port) == 0) {
+        has_port = 1;
+    } else if (given && *given) {
+        if (strlen(given) >= sizeof(host))
+            return MC_ERR_INVALID_ARGUMENT;
+        snprintf(host, sizeof(host), "%s", given);
+    } else if (mc__local_ip(host, sizeof(host))) {
+        snprintf(host, sizeof(host), "127.0.0.1");
+    }
+    if (has_port) {
+        fd = mc__tcp_listen(host, port, 256, &bound);
+    } else {
+        int lo = mc__env_int("MC_MIN_RPC_PORT", 15000, 1, 65535);
+        int hi = mc__env_int("MC_MAX_RPC_PORT", 17000, 1, 65535);
+        fd = mc__tcp_listen_range(host, (uint16_t)lo, (uint16_t)hi, 256, &bound);
+    }
+    if (fd < 0) {
+        MC_ERROR("cannot listen on %s:%u: %s", host, (unsigned)port, strerror(errno));
+        return fd;
+    }
+    snprintf(e->host, sizeof(e->host), "%s", host);
+    e->port = bound;
+    if (p2p || !given || !*given) {
+        if (strchr(host, ':'))
+            snprintf(e->name, sizeof(e->name), "[%s]:%u", host, (unsigned)bound);
+        else
+            snprintf(e->name, sizeof(e->name), "%s:%u", host, (unsigned)bound);
+    } else {
+        snprintf(e->name, sizeof(e->name), "%s", given);
+    }
+    return fd;
+}
+
+int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
+    const char *meta;
+    int p2p;
+    int lfd = -1;
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (!e || e->initialized)
+        goto out;
+    meta = opts && opts->metadata_conn && *opts->metadata_conn ? opts->metadata_conn
+                                                               : "P2PHANDSHAKE";
+    p2p = !strcmp(meta, "P2PHANDSHAKE");
+    if (!p2p) {
+        if (strncmp(meta, "http://", 7)) {
+            MC_ERROR("metadata server \"%s\" is not supported (P2PHANDSHAKE or http://)", meta);
+            rc = MC_ERR_NOT_IMPLEMENTED;
+            goto out;
+        }
+        e->metadata_url = mc__strdup(meta);
+        if (!e->metadata_url) {
+            rc = MC_ERR_MEMORY;
+            goto out;
+        }
+    }
+    if (opts && opts->local_server_name && strlen(opts->local_server_name) >= MC__TE_NAME_MAX)
+        goto out;
+    e->proto = mc__parse_protocol(opts ? opts->protocol : NULL);
+    e->timeout_ms = mc__transfer_timeout(opts ? opts->transfer_timeout_ms : 0);
+    if (getrandom(&e->instance_id, sizeof(e->instance_id), 0) != sizeof(e->instance_id))
+        e->instance_id = mc__now_ns() ^ ((uint64_t)getpid() << 32);
+    e->instance_id |= 1;
+    lfd = mc__engine_listen(e, opts ? opts->local_server_name : NULL, p2p);
+    if (lfd < 0) {
+        rc = lfd;
+        goto out;
+    }
+    if (mc__shm_owner_start(e))
+        MC_WARN("shared memory transport unavailable; same-host peers will use tcp");
+    rc = mc__tp_tcp.init(e);
+    if (rc)
+        goto out;
+    rc = mc__server_start(e, lfd, &e->server);
+    if (rc)
+        goto out;
+    lfd = -1;
+    e->initialized = 1;
+    rc = mc__meta_publish(e);
+    if (rc) {
+        MC_ERROR("cannot publish segment %s to %s: %s", e->name, meta, mc_strerror(rc));
+        e->initialized = 0;
+        goto out;
+    }
+    MC_INFO("transfer engine %s up (instance %016" PRIx64 ")", e->name, e->instance_id);
+out:
+    if (lfd >= 0)
+        close(lfd);
+    if (rc && e && !e->initialized) {
+        /* leave the handle reusable for destroy only */
+        mc__server_stop(e->server);
+        e->server = NULL;
+        mc__tp_tcp.close(e);
+        mc__shm_owner_stop(e);
+    }
+    return rc;
+}
+
+void mc_engine_destroy(mc_engine_t *e) {
+    if (!e)
+        return;
+    if (e->initialized)
+        mc__meta_unpublish(e);
+    mc__server_stop(e->server);
+    mc__tp_tcp.close(e);
+    for (size_t i = 0; i < e->npeers; i++)
+        mc__peer_destroy(e->peers[i]);
+    mc__free(e->peers);
+    for (size_t i = 0; i < e->nslots; i++) {
+        mc__batch_t *b = e->slots[i].b;
+        if (!b)
+            continue;
+        pthread_mutex_destroy(&b->lock);
+        pthread_cond_destroy(&b->cond);
+        mc__free(b->tasks);
+        mc__free(b);
+    }
+    mc__free(e->slots);
+    /* bumps the generation same-host peers watch before their mappings' pages are orphaned */
+    mc__shm_owner_stop(e);
+    for (size_t i = 0; i < e->reg.n; i++) {
+        mc__region_t *g = &e->reg.regions[i];
+        if (g->memfd >= 0) {
+            munmap((void *)(uintptr_t)g->addr, g->map_len);
+            close(g->memfd);
+        }
+    }
+    mc__reg_destroy(&e->reg);
+    mc__notify_clear(e);
+    pthread_mutex_destroy(&e->peers_lock);
+    pthread_mutex_destroy(&e->batches_lock);
+    pthread_mutex_destroy(&e->notify_lock);
+    mc__free(e->metadata_url);
+    mc__free(e);
+}
+
+const char *mc_engine_local_name(const mc_engine_t *e) {
+    return e && e->initialized ? e->name : "";
+}
+
+int mc_engine_rpc_port(const mc_engine_t *e) {
+    return e && e->initialized ? e->port : 0;
+}
+
+const char *mc_engine_protocol(const mc_engine_t *e) {
+    if (!e)
+        return "";
+    return e->proto == MC__PROTO_TCP ? "tcp" : e->proto == MC__PROTO_SHM ? "shm" : "auto";
+}
+
+int mc_engine_get_stats(mc_engine_t *e, const char *transport, uint64_t *tasks, uint64_t *bytes) {
+    for (int i = 0; e && transport && i < MC__TP_COUNT; i++) {
+        if (strcmp(mc__transport_get(i)->name, transport))
+            continue;
+        if (tasks)
+            *tasks = atomic_load(&e->stat_tasks[i]);
+        if (bytes)
+            *bytes = atomic_load(&e->stat_bytes[i]);
+        return 0;
+    }
+    return MC_ERR_INVALID_ARGUMENT;
+}
+
+int mc__engine_desc_json(mc_engine_t *e, char **json) {
+    mc__desc_t d;
+    int rc = MC_ERR_MEMORY;
+    memset(&d, 0, sizeof(d));
+    snprintf(d.name, sizeof(d.name), "%s", e->name);
+    d.instance_id = e->instance_id;
+    snprintf(d.host_id, sizeof(d.host_id), "%s", mc__host_id());
+    snprintf(d.rpc_host, sizeof(d.rpc_host), "%s", e->host);
+    d.rpc_port = e->port;
+    snprintf(d.shm_socket, sizeof(d.shm_socket), "%s", mc__shm_owner_socket(e));
+    pthread_rwlock_rdlock(&e->reg.lock);
+    if (e->reg.n) {
+        d.bufs = mc__calloc(e->reg.n, sizeof(*d.bufs));
+        if (!d.bufs)
+            goto out;
+    }
+    for (size_t i = 0; i < e->reg.n; i++) {
+        d.bufs[i].addr = e->reg.regions[i].addr;
+        d.bufs[i].len = e->reg.regions[i].len;
+        d.bufs[i].shm_id = e->reg.regions[i].shm_id;
+        snprintf(d.bufs[i].location, sizeof(d.bufs[i].location), "%s",
+                 e->reg.regions[i].location);
+    }
+    d.nbufs = e->reg.n;
+    rc = 0;
+out:
+    pthread_rwlock_unlock(&e->reg.lock);
+    if (!rc)
+        rc = mc__desc_encode(&d, json);
+    mc__free(d.bufs);
+    return rc;
+}

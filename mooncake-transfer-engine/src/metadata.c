@@ -1,0 +1,142 @@
+/* Metadata back ends. P2PHANDSHAKE: the descriptor is asked from the peer itself over its RPC
+ * port (the segment name is "host:port"). http://...: the descriptor is a value in a key/value
+ * store, key "mooncake/ram/<segment name>". */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/http.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
+#include "proto.h"
+#include "te_internal.h"
+#include "transports/tcp.h"
+
+#define MC__META_TIMEOUT_MS 5000
+#define MC__META_KEY_PREFIX "mooncake/ram/"
+
+static int mc__meta_url(const mc_engine_t *e, const char *name, char **out) {
+    char key[MC__TE_NAME_MAX + 32];
+    char enc[3 * sizeof(key)];
+    size_t n;
+    *out = NULL;
+    snprintf(key, sizeof(key), MC__META_KEY_PREFIX "%s", name);
+    if (mc__http_url_encode(key, enc, sizeof(enc)))
+        return MC_ERR_INVALID_ARGUMENT;
+    n = strlen(e->metadata_url) + strlen(enc) + 8;
+    *out = mc__malloc(n);
+    if (!*out)
+        return MC_ERR_MEMORY;
+    snprintf(*out, n, "%s%ckey=%s", e->metadata_url, strchr(e->metadata_url, '?') ? '&' : '?',
+             enc);
+    return 0;
+}
+
+int mc__meta_publish(mc_engine_t *e) {
+    char *url = NULL, *json = NULL;
+    int status = 0;
+    int rc = 0;
+    if (!e->metadata_url)
+        goto out;
+    rc = mc__meta_url(e, e->name, &url);
+    if (!rc)
+        rc = mc__engine_desc_json(e, &json);
+    if (!rc)
+        rc = mc__http_request("PUT", url, json, strlen(json), MC__META_TIMEOUT_MS, &status, NULL,
+                              NULL);
+    if (!rc && (status < 200 || status > 299))
+        rc = MC_ERR_METADATA;
+    else if (rc && rc != MC_ERR_MEMORY)
+        rc = MC_ERR_METADATA;
+out:
+    mc__free(url);
+    mc__free(json);
+    return rc;
+}
+
+void mc__meta_unpublish(mc_engine_t *e) {
+    char *url = NULL;
+    int status = 0;
+    if (!e->metadata_url || mc__meta_url(e, e->name, &url))
+        return;
+    if (mc__http_request("DELETE", url, NULL, 0, MC__META_TIMEOUT_MS, &status, NULL, NULL) ||
+        (status != 200 && status != 204 && status != 404))
+        MC_WARN("could not remove segment %s from the metadata server", e->name);
+    mc__free(url);
+}
+
+static int mc__meta_fetch_http(mc_engine_t *e, const char *name, mc__desc_t **out) {
+    char *url = NULL, *body = NULL;
+    size_t len = 0;
+    int status = 0;
+    int rc = mc__meta_url(e, name, &url);
+    if (rc)
+        goto out;
+    rc = mc__http_request("GET", url, NULL, 0, MC__META_TIMEOUT_MS, &status, &body, &len);
+    if (rc) {
+        rc = MC_ERR_METADATA;
+        goto out;
+    }
+    if (status != 200) {
+        MC_DEBUG("segment %s: metadata server answered %d", name, status);
+        rc = MC_ERR_METADATA;
+        goto out;
+    }
+    rc = mc__desc_decode(body, len, out);
+out:
+    mc__free(url);
+    mc__free(body);
+    return rc;
+}
+
+static int mc__meta_fetch_p2p(mc_engine_t *e, const char *name, mc__desc_t **out) {
+    char host[MC__TE_NAME_MAX];
+    uint16_t port = 0;
+    uint8_t req[MC_FRAME_HEADER_SIZE];
+    mc_frame_header_t h = {.magic = MC_FRAME_MAGIC, .version = MC_FRAME_VERSION,
+                           .type = MC__TE_GET_DESC, .request_id = 1};
+    uint64_t dl = mc__now_ms() + MC__META_TIMEOUT_MS;
+    char *json = NULL;
+    int remote_err = 0;
+    int fd = -1;
+    int rc = mc__split_host_port(name, host, sizeof(host), &port);
+    if (rc || port == 0) {
+        rc = MC_ERR_INVALID_ARGUMENT;
+        goto out;
+    }
+    fd = mc__tcp_connect(host, port, dl);
+    if (fd < 0) {
+        rc = fd == MC_ERR_DNS ? MC_ERR_DNS : MC_ERR_SOCKET;
+        goto out;
+    }
+    mc__frame_header_encode(&h, req);
+    rc = MC_ERR_SOCKET;
+    if (mc__send_all(fd, req, sizeof(req), dl) ||
+        mc__tcp_read_reply(fd, MC__TE_GET_DESC, 1, MC__DESC_MAX_JSON, dl, &h, &remote_err))
+        goto out;
+    if (remote_err) {
+        rc = remote_err;
+        goto out;
+    }
+    json = mc__malloc(h.body_len + 1);
+    if (!json) {
+        rc = MC_ERR_MEMORY;
+        goto out;
+    }
+    if (mc__recv_all(fd, json, h.body_len, dl))
+        goto out;
+    json[h.body_len] = '\0';
+    rc = mc__desc_decode(json, h.body_len, out);
+out:
+    if (fd >= 0)
+        close(fd);
+    mc__free(json);
+    return rc;
+}
+
+int mc__meta_fetch(mc_engine_t *e, const char *name, mc__desc_t **out) {
+    *out = NULL;
+    return e->metadata_url ? mc__meta_fetch_http(e, name, out) : mc__meta_fetch_p2p(e, name, out);
+}

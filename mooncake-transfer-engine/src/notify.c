@@ -1,0 +1,126 @@
+/* Notifies: small {name, message} pairs sent to a peer's queue over its RPC port. */
+#include <string.h>
+#include <unistd.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
+#include "proto.h"
+#include "te_internal.h"
+#include "transports/tcp.h"
+
+/* A peer that never fetches must not make us grow without bound. */
+#define MC__NOTIFY_QUEUE_MAX 65536
+
+int mc__notify_push(mc_engine_t *e, const char *from, size_t from_len, const char *name,
+                    size_t name_len, const uint8_t *msg, size_t msg_len) {
+    mc_notify_t n = {0};
+    int rc = MC_ERR_MEMORY;
+    n.from = mc__strndup(from ? from : "", from_len);
+    n.name = mc__strndup(name ? name : "", name_len);
+    n.msg = mc__malloc(msg_len ? msg_len : 1);
+    if (!n.from || !n.name || !n.msg)
+        goto out;
+    if (msg_len)
+        memcpy(n.msg, msg, msg_len);
+    n.msg_len = msg_len;
+    pthread_mutex_lock(&e->notify_lock);
+    if (e->nnotifies >= MC__NOTIFY_QUEUE_MAX) {
+        rc = MC_ERR_TOO_MANY_REQUESTS;
+    } else if (e->nnotifies == e->notifies_cap) {
+        size_t ncap = e->notifies_cap ? e->notifies_cap * 2 : 16;
+        mc_notify_t *na = mc__realloc(e->notifies, ncap * sizeof(*na));
+        if (na) {
+            e->notifies = na;
+            e->notifies_cap = ncap;
+        }
+    }
+    if (rc != MC_ERR_TOO_MANY_REQUESTS && e->nnotifies < e->notifies_cap) {
+        e->notifies[e->nnotifies++] = n;
+        memset(&n, 0, sizeof(n));
+        rc = 0;
+    }
+    pthread_mutex_unlock(&e->notify_lock);
+out:
+    mc__free(n.from);
+    mc__free(n.name);
+    mc__free(n.msg);
+    return rc;
+}
+
+void mc__notify_clear(mc_engine_t *e) {
+    mc_engine_notifies_free(e->notifies, e->nnotifies);
+    e->notifies = NULL;
+    e->nnotifies = e->notifies_cap = 0;
+}
+
+static int mc__notify_remote(mc_engine_t *e, mc__peer_t *p, const mc_buf_t *frame) {
+    uint64_t dl = mc__now_ms() + (uint64_t)e->timeout_ms;
+    mc_frame_header_t h;
+    int rc = MC_ERR_SOCKET;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int reused = 0, remote_err = 0;
+        int fd = mc__tcp_pool_get(e, p, dl, &reused);
+        if (fd < 0) {
+            rc = MC_ERR_SOCKET;
+            break;
+        }
+        if (mc__send_all(fd, frame->data, frame->len, dl) == 0 &&
+            mc__tcp_read_reply(fd, MC__TE_NOTIFY, 1, 0, dl, &h, &remote_err) == 0) {
+            mc__tcp_pool_put(p, fd);
+            return remote_err;
+        }
+        close(fd);
+        if (!reused)
+            break;
+    }
+    mc__peer_mark_broken(p);
+    return rc;
+}
+
+int mc_engine_notify_send(mc_engine_t *e, const char *peer_segment, const char *name,
+                          const void *msg, size_t len) {
+    mc_segment_id_t id = 0;
+    mc__peer_t *p;
+    mc_buf_t b;
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    mc__buf_init(&b);
+    if (!e || !e->initialized || !peer_segment || !name || (!msg && len) ||
+        len > MC__TE_MAX_NOTIFY_MSG || strlen(name) > MC__TE_MAX_NOTIFY_NAME)
+        goto out;
+    rc = mc_engine_open_segment(e, peer_segment, &id);
+    if (rc)
+        goto out;
+    if (id == MC_LOCAL_SEGMENT_ID) {
+        rc = mc__notify_push(e, e->name, strlen(e->name), name, strlen(name), msg, len);
+        goto out;
+    }
+    p = mc__peer_get(e, id);
+    rc = mc__te_encode_notify(&b, 1, e->name, name, msg ? msg : "", len);
+    if (!rc)
+        rc = mc__notify_remote(e, p, &b);
+out:
+    mc__buf_free(&b);
+    return rc;
+}
+
+int mc_engine_notifies_fetch(mc_engine_t *e, mc_notify_t **out, size_t *count) {
+    if (!e || !out || !count)
+        return MC_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&e->notify_lock);
+    *out = e->notifies;
+    *count = e->nnotifies;
+    e->notifies = NULL;
+    e->nnotifies = e->notifies_cap = 0;
+    pthread_mutex_unlock(&e->notify_lock);
+    return 0;
+}
+
+void mc_engine_notifies_free(mc_notify_t *arr, size_t count) {
+    for (size_t i = 0; arr && i < count; i++) {
+        mc__free(arr[i].from);
+        mc__free(arr[i].name);
+        mc__free(arr[i].msg);
+    }
+    mc__free(arr);
+}

@@ -1,0 +1,67 @@
+/* Messages on the TE RPC/data port, on top of the common framing. No I/O here (fuzzed).
+ *
+ *   PING      body empty                       reply empty
+ *   GET_DESC  body empty                       reply descriptor JSON
+ *   WRITE     u64 addr, u64 len, len bytes     reply empty
+ *   READ      u64 addr, u64 len                reply len bytes
+ *   NOTIFY    str from, str name, bytes msg    reply empty
+ * Any request may be answered with an error frame (MC_FRAME_F_ERROR: i32 code, str message). */
+#ifndef MC_TE_PROTO_H
+#define MC_TE_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/common/frame.h"
+
+enum mc__te_msg {
+    MC__TE_PING = 1,
+    MC__TE_GET_DESC = 2,
+    MC__TE_WRITE = 3,
+    MC__TE_READ = 4,
+    MC__TE_NOTIFY = 5,
+};
+
+#define MC__TE_RW_BODY 16u
+#define MC__TE_RW_HEAD (MC_FRAME_HEADER_SIZE + MC__TE_RW_BODY)
+#define MC__TE_MAX_SLICE (64ull << 20)
+#define MC__TE_MAX_NOTIFY_MSG (64u << 10)
+#define MC__TE_MAX_NOTIFY_NAME 1024u
+#define MC__TE_MAX_NOTIFY_BODY (MC__TE_MAX_NOTIFY_MSG + 2 * MC__TE_MAX_NOTIFY_NAME + 12)
+#define MC__TE_MAX_ERROR_BODY 4096u
+/* The largest body a request frame may announce (checked before anything is buffered). */
+#define MC__TE_MAX_REQUEST_BODY (MC__TE_MAX_SLICE + MC__TE_RW_BODY)
+
+/* Checks that a request header's type and body length agree. Returns 0,
+ * MC_ERR_NOT_IMPLEMENTED (unknown type: the body may be skipped and an error returned) or
+ * MC_ERR_INVALID_ARGUMENT (inconsistent: the connection must be closed). */
+int mc__te_check_request(const mc_frame_header_t *h);
+
+/* Header + addr/len of a WRITE or READ request (40 bytes). For WRITE the payload follows. */
+void mc__te_encode_rw(uint8_t out[MC__TE_RW_HEAD], uint8_t type, uint64_t request_id,
+                      uint64_t addr, uint64_t len);
+/* Decodes the 16-byte addr/len part. For WRITE, body_len must be 16 + len. */
+int mc__te_decode_rw(const mc_frame_header_t *h, const uint8_t *body, size_t n, uint64_t *addr,
+                     uint64_t *len);
+
+/* A reply header with an empty or raw body of body_len bytes. */
+void mc__te_encode_reply(uint8_t out[MC_FRAME_HEADER_SIZE], uint8_t type, uint64_t request_id,
+                         uint64_t body_len);
+int mc__te_encode_error(mc_buf_t *b, uint8_t type, uint64_t request_id, int code,
+                        const char *msg);
+/* code is forced negative (a peer cannot make a failure look like success). */
+int mc__te_decode_error(const uint8_t *body, size_t n, int *code, char *msg, size_t cap);
+
+typedef struct mc__te_notify_view {
+    const char *from;
+    uint32_t from_len;
+    const char *name;
+    uint32_t name_len;
+    const uint8_t *msg;
+    uint32_t msg_len;
+} mc__te_notify_view_t;
+
+int mc__te_encode_notify(mc_buf_t *b, uint64_t request_id, const char *from, const char *name,
+                         const void *msg, size_t len);
+int mc__te_decode_notify(const uint8_t *body, size_t n, mc__te_notify_view_t *out);
+#endif

@@ -1,0 +1,243 @@
+/* Peers' segments: opening by name, the cached descriptor and its refresh. A peer entry lives as
+ * long as the engine, so a restarted peer keeps its segment id; its descriptor, pooled
+ * connections and shm mappings are replaced when its instance id changes. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/sock.h"
+#include "te_internal.h"
+#include "transports/shm.h"
+#include "transports/tcp.h"
+
+static mc__peer_t *mc__peer_new(const char *name) {
+    mc__peer_t *p = mc__calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_rwlock_init(&p->shm_rw, NULL);
+    p->gen_seen = UINT64_MAX;
+    return p;
+}
+
+void mc__peer_destroy(mc__peer_t *p) {
+    if (!p)
+        return;
+    mc__tcp_pool_drop_locked(p);
+    mc__shm_peer_reset(&p->shm);
+    mc__desc_free(p->desc);
+    pthread_mutex_destroy(&p->lock);
+    pthread_rwlock_destroy(&p->shm_rw);
+    mc__free(p);
+}
+
+mc__peer_t *mc__peer_get(mc_engine_t *e, mc_segment_id_t id) {
+    mc__peer_t *p = NULL;
+    pthread_mutex_lock(&e->peers_lock);
+    if (id > 0 && (uint64_t)id <= e->npeers)
+        p = e->peers[id - 1];
+    pthread_mutex_unlock(&e->peers_lock);
+    return p;
+}
+
+void mc__peer_mark_broken(mc__peer_t *p) {
+    pthread_mutex_lock(&p->lock);
+    p->stale = 1;
+    mc__tcp_pool_drop_locked(p);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Where the peer's RPC port is reached: with P2P the name says it; with a metadata service the
+ * descriptor does. */
+static void mc__peer_set_addr(mc_engine_t *e, mc__peer_t *p, const mc__desc_t *d) {
+    if (e->metadata_url ||
+        mc__split_host_port(p->name, p->host, sizeof(p->host), &p->port) != 0) {
+        snprintf(p->host, sizeof(p->host), "%s", d->rpc_host);
+        p->port = d->rpc_port;
+    }
+}
+
+int mc__peer_refresh(mc_engine_t *e, mc__peer_t *p) {
+    mc__desc_t *d = NULL;
+    mc__desc_t *old = NULL;
+    uint64_t gen = UINT64_MAX;
+    int restarted = 0;
+    int rc;
+    /* read before the fetch: the descriptor is at least as new as this generation */
+    pthread_rwlock_rdlock(&p->shm_rw);
+    if (p->shm.gen)
+        gen = atomic_load(p->shm.gen);
+    pthread_rwlock_unlock(&p->shm_rw);
+    rc = mc__meta_fetch(e, p->name, &d);
+    if (rc) {
+        mc__peer_mark_broken(p);
+        return rc;
+    }
+    pthread_mutex_lock(&p->lock);
+    old = p->desc;
+    restarted = old && old->instance_id != d->instance_id;
+    p->desc = d;
+    p->stale = 0;
+    p->gen_seen = gen;
+    mc__peer_set_addr(e, p, d);
+    if (restarted)
+        mc__tcp_pool_drop_locked(p);
+    pthread_mutex_unlock(&p->lock);
+    mc__desc_free(old);
+    pthread_rwlock_wrlock(&p->shm_rw);
+    if (p->shm.instance_id && p->shm.instance_id != d->instance_id) {
+        MC_INFO("segment %s restarted; dropping its mappings", p->name);
+        mc__shm_peer_reset(&p->shm);
+    } else if (p->shm.nmaps) {
+        /* drop mappings of buffers the owner no longer registers (their pages stay alive while
+         * we map them) */
+        size_t k = 0;
+        pthread_mutex_lock(&p->lock);
+        for (size_t i = 0; i < p->shm.nmaps; i++) {
+            mc__shm_map_t *m = &p->shm.maps[i];
+            long j = mc__desc_find(p->desc, m->addr, m->len);
+            if (j >= 0 && p->desc->bufs[j].shm_id == m->id)
+                p->shm.maps[k++] = *m;
+            else
+                munmap(m->ptr, m->map_len);
+        }
+        p->shm.nmaps = k;
+        pthread_mutex_unlock(&p->lock);
+    }
+    pthread_rwlock_unlock(&p->shm_rw);
+    return 0;
+}
+
+int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t len,
+                         int64_t *shm_id, int *same_host) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int rc;
+        pthread_mutex_lock(&p->lock);
+        if (p->desc && !p->stale) {
+            long i = mc__desc_find(p->desc, addr, len);
+            if (i >= 0) {
+                *shm_id = p->desc->shm_socket[0] ? p->desc->bufs[i].shm_id : -1;
+                *same_host = !strcmp(p->desc->host_id, mc__host_id());
+                pthread_mutex_unlock(&p->lock);
+                return 0;
+            }
+            if (attempt) {
+                pthread_mutex_unlock(&p->lock);
+                break;
+            }
+        }
+        pthread_mutex_unlock(&p->lock);
+        if (attempt)
+            break;
+        /* unknown range: the peer may have registered it since we looked */
+        rc = mc__peer_refresh(e, p);
+        if (rc)
+            return rc;
+    }
+    return MC_ERR_ADDRESS_NOT_REGISTERED;
+}
+
+int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
+    mc__peer_t *p = NULL;
+    mc__desc_t *d = NULL;
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (!e || !name || !*name || !out || strlen(name) >= MC__TE_NAME_MAX || !e->initialized)
+        goto out;
+    if (!strcmp(name, e->name)) {
+        *out = MC_LOCAL_SEGMENT_ID;
+        rc = 0;
+        goto out;
+    }
+    pthread_mutex_lock(&e->peers_lock);
+    for (size_t i = 0; i < e->npeers; i++) {
+        if (!strcmp(e->peers[i]->name, name)) {
+            *out = (mc_segment_id_t)i + 1;
+            pthread_mutex_unlock(&e->peers_lock);
+            rc = 0;
+            goto out;
+        }
+    }
+    pthread_mutex_unlock(&e->peers_lock);
+    rc = mc__meta_fetch(e, name, &d);
+    if (rc)
+        goto out;
+    rc = MC_ERR_MEMORY;
+    p = mc__peer_new(name);
+    if (!p)
+        goto out;
+    p->desc = d;
+    d = NULL;
+    mc__peer_set_addr(e, p, p->desc);
+    pthread_mutex_lock(&e->peers_lock);
+    for (size_t i = 0; i < e->npeers; i++) {
+        if (!strcmp(e->peers[i]->name, name)) { /* opened concurrently */
+            *out = (mc_segment_id_t)i + 1;
+            pthread_mutex_unlock(&e->peers_lock);
+            rc = 0;
+            goto out;
+        }
+    }
+    if (e->npeers == e->peers_cap) {
+        size_t ncap = e->peers_cap ? e->peers_cap * 2 : 8;
+        mc__peer_t **np = mc__realloc(e->peers, ncap * sizeof(*np));
+        if (!np) {
+            pthread_mutex_unlock(&e->peers_lock);
+            goto out;
+        }
+        e->peers = np;
+        e->peers_cap = ncap;
+    }
+    e->peers[e->npeers++] = p;
+    *out = (mc_segment_id_t)e->npeers;
+    p = NULL;
+    pthread_mutex_unlock(&e->peers_lock);
+    rc = 0;
+out:
+    mc__peer_destroy(p);
+    mc__desc_free(d);
+    return rc;
+}
+
+int mc_engine_close_segment(mc_engine_t *e, mc_segment_id_t id) {
+    if (!e)
+        return MC_ERR_INVALID_ARGUMENT;
+    /* Ids stay valid for the engine's life (in-flight tasks refer to the peer); closing only
+     * checks the id. */
+    return id == MC_LOCAL_SEGMENT_ID || mc__peer_get(e, id) ? 0 : MC_ERR_INVALID_ARGUMENT;
+}
+
+int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,
+                                   uint64_t *len) {
+    mc__peer_t *p;
+    int rc;
+    if (!e || !addr || !len)
+        return MC_ERR_INVALID_ARGUMENT;
+    *addr = *len = 0;
+    if (id == MC_LOCAL_SEGMENT_ID) {
+        pthread_rwlock_rdlock(&e->reg.lock);
+        if (e->reg.n) {
+            *addr = e->reg.regions[0].addr;
+            *len = e->reg.regions[0].len;
+        }
+        pthread_rwlock_unlock(&e->reg.lock);
+        return 0;
+    }
+    p = mc__peer_get(e, id);
+    if (!p)
+        return MC_ERR_INVALID_ARGUMENT;
+    /* always fresh: callers ask this after a peer restarted to learn its new addresses */
+    rc = mc__peer_refresh(e, p);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&p->lock);
+    if (p->desc && p->desc->nbufs) {
+        *addr = p->desc->bufs[0].addr;
+        *len = p->desc->bufs[0].len;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}

@@ -1,0 +1,113 @@
+/* Submitting requests: every request of a call is validated before any starts (so a bad one
+ * leaves the batch untouched), then each goes to the transport that suits it. */
+#include <string.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/time.h"
+#include "te_internal.h"
+
+typedef struct mc__plan {
+    mc__peer_t *peer;
+    int tp;
+} mc__plan_t;
+
+static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, mc__plan_t *pl) {
+    int64_t shm_id = -1;
+    int same_host = 0;
+    int rc;
+    if ((r->opcode != MC_OPCODE_READ && r->opcode != MC_OPCODE_WRITE) || !r->source ||
+        r->length == 0 || r->target_id < 0)
+        return MC_ERR_INVALID_ARGUMENT;
+    if (!mc__reg_contains(&e->reg, (uint64_t)(uintptr_t)r->source, r->length))
+        return MC_ERR_ADDRESS_NOT_REGISTERED;
+    if (r->target_id == MC_LOCAL_SEGMENT_ID) {
+        if (!mc__reg_contains(&e->reg, r->target_offset, r->length))
+            return MC_ERR_ADDRESS_NOT_REGISTERED;
+        pl->peer = NULL;
+        pl->tp = MC__TP_LOCAL;
+        return 0;
+    }
+    pl->peer = mc__peer_get(e, r->target_id);
+    if (!pl->peer)
+        return MC_ERR_INVALID_ARGUMENT;
+    rc = mc__peer_check_range(e, pl->peer, r->target_offset, r->length, &shm_id, &same_host);
+    if (rc)
+        return rc;
+    pl->tp = e->proto != MC__PROTO_TCP && same_host && shm_id >= 0 ? MC__TP_SHM : MC__TP_TCP;
+    return 0;
+}
+
+int mc_engine_batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n) {
+    mc__plan_t stack_plan[16];
+    mc__plan_t *plan = stack_plan;
+    mc__batch_t *b = NULL;
+    size_t first = 0;
+    uint64_t deadline;
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (!e || !e->initialized || (!reqs && n))
+        goto out;
+    b = mc__batch_acquire(e, id);
+    if (!b)
+        goto out;
+    if (n == 0) {
+        rc = 0;
+        goto out;
+    }
+    if (n > b->cap) {
+        rc = MC_ERR_TOO_MANY_REQUESTS;
+        goto out;
+    }
+    if (n > sizeof(stack_plan) / sizeof(stack_plan[0])) {
+        plan = mc__calloc(n, sizeof(*plan));
+        if (!plan) {
+            rc = MC_ERR_MEMORY;
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        rc = mc__plan_one(e, &reqs[i], &plan[i]);
+        if (rc)
+            goto out;
+    }
+    pthread_mutex_lock(&b->lock);
+    if (b->cap - b->used < n) {
+        pthread_mutex_unlock(&b->lock);
+        rc = MC_ERR_TOO_MANY_REQUESTS;
+        goto out;
+    }
+    first = b->used;
+    deadline = mc__now_ms() + (uint64_t)e->timeout_ms;
+    for (size_t i = 0; i < n; i++) {
+        mc__task_t *t = &b->tasks[first + i];
+        memset(t, 0, sizeof(*t));
+        t->batch = b;
+        t->peer = plan[i].peer;
+        t->opcode = reqs[i].opcode;
+        t->local = reqs[i].source;
+        t->remote = reqs[i].target_offset;
+        t->len = reqs[i].length;
+        t->deadline_ms = deadline;
+        t->transport = plan[i].tp;
+        atomic_init(&t->status, MC_STATUS_PENDING);
+    }
+    b->used += n;
+    b->unfinished += n;
+    pthread_mutex_unlock(&b->lock);
+    /* our reference keeps the batch alive even if inline transports finish every task and
+     * another thread frees it meanwhile */
+    for (size_t i = 0; i < n; i++) {
+        mc__task_t *t = &b->tasks[first + i];
+        if (t->transport != MC__TP_TCP &&
+            mc__transport_get(t->transport)->submit(e, t) != MC__TP_DECLINED)
+            continue;
+        t->transport = MC__TP_TCP;
+        mc__tp_tcp.submit(e, t);
+    }
+    rc = 0;
+out:
+    if (plan != stack_plan)
+        mc__free(plan);
+    if (b)
+        mc__batch_release(e, b);
+    return rc;
+}

@@ -1,0 +1,168 @@
+/* Transfer Engine internals shared by the engine core, the RPC server and the transports.
+ *
+ * Lifetimes: peers live until the engine is destroyed (a restarted peer reuses its entry);
+ * batches are reference counted through the handle table (batch.c); tasks live inside their
+ * batch and the batch cannot be freed while any of its tasks is unfinished. */
+#ifndef MC_TE_INTERNAL_H
+#define MC_TE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "desc.h"
+#include "mooncake/transfer_engine.h"
+#include "registry.h"
+#include "transports/transport.h"
+
+#define MC__TE_NAME_MAX 256
+#define MC__TE_POOL_MAX 16 /* idle pooled connections kept per peer */
+
+enum mc__proto { MC__PROTO_AUTO = 0, MC__PROTO_TCP, MC__PROTO_SHM };
+
+typedef struct mc__shm_map {
+    int64_t id;
+    uint64_t addr;
+    uint64_t len;
+    uint8_t *ptr;
+    size_t map_len;
+} mc__shm_map_t;
+
+/* Initiator-side view of a same-host peer's shared memory. Guarded by mc__peer.shm_rw:
+ * copies hold it for reading so a mapping is never unmapped under a running memcpy. */
+typedef struct mc__shm_peer {
+    uint64_t instance_id;        /* owner instance the mappings belong to */
+    _Atomic uint64_t *gen;       /* owner's generation counter, mapped from its control memfd */
+    void *ctrl_map;
+    size_t ctrl_len;
+    mc__shm_map_t *maps;
+    size_t nmaps;
+    size_t cap;
+    int failed;                  /* handshake failed for this instance: use tcp */
+} mc__shm_peer_t;
+
+typedef struct mc__peer {
+    pthread_mutex_t lock;        /* desc, stale, gen_seen, pool */
+    char name[MC__TE_NAME_MAX];
+    mc__desc_t *desc;            /* immutable once published here; replaced as a whole */
+    int stale;                   /* re-fetch before the next use */
+    uint64_t gen_seen;           /* owner's shm generation when desc was fetched */
+    char host[MC__TE_NAME_MAX];  /* where its RPC port is reached */
+    uint16_t port;
+    int idle[MC__TE_POOL_MAX];
+    int nidle;
+    pthread_rwlock_t shm_rw;
+    mc__shm_peer_t shm;
+} mc__peer_t;
+
+struct mc__batch;
+
+typedef struct mc__task {
+    struct mc__task *next;       /* tcp work queue link */
+    struct mc__batch *batch;
+    mc__peer_t *peer;            /* NULL for the local segment */
+    int opcode;
+    uint8_t *local;
+    uint64_t remote;
+    uint64_t len;
+    uint64_t deadline_ms;
+    uint32_t nslices;
+    uint32_t next_slice;         /* guarded by the tcp queue lock */
+    _Atomic uint32_t slices_done;
+    _Atomic int error;           /* first error of any slice */
+    _Atomic int status;
+    _Atomic uint64_t transferred;
+    int transport;               /* enum mc__tp */
+} mc__task_t;
+
+typedef struct mc__batch {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    size_t cap;
+    size_t used;                 /* tasks submitted */
+    size_t unfinished;           /* submitted tasks not yet ended */
+    mc__task_t *tasks;
+    int refs;                    /* handle-table references (under the table lock) */
+    int freed;
+} mc__batch_t;
+
+typedef struct mc__batch_slot {
+    mc__batch_t *b;
+    uint32_t gen;
+} mc__batch_slot_t;
+
+typedef struct mc__server mc__server_t;
+typedef struct mc__shm_owner mc__shm_owner_t;
+typedef struct mc__tcp mc__tcp_t;
+
+struct mc_engine {
+    int initialized;
+    char name[MC__TE_NAME_MAX];
+    char host[MC__TE_NAME_MAX];
+    uint16_t port;
+    char *metadata_url;          /* NULL for P2PHANDSHAKE */
+    int proto;
+    int timeout_ms;
+    uint64_t instance_id;
+
+    mc__registry_t reg;
+    mc__server_t *server;
+    mc__shm_owner_t *shm_owner;
+    mc__tcp_t *tcp;
+
+    pthread_mutex_t peers_lock;
+    mc__peer_t **peers;          /* segment id = index + 1 */
+    size_t npeers;
+    size_t peers_cap;
+
+    pthread_mutex_t batches_lock;
+    mc__batch_slot_t *slots;
+    size_t nslots;
+    size_t slots_cap;
+
+    pthread_mutex_t notify_lock;
+    mc_notify_t *notifies;
+    size_t nnotifies;
+    size_t notifies_cap;
+
+    _Atomic uint64_t stat_tasks[MC__TP_COUNT];
+    _Atomic uint64_t stat_bytes[MC__TP_COUNT];
+};
+
+/* engine.c */
+int mc__engine_desc_json(mc_engine_t *e, char **json);
+
+/* metadata.c: publishing our descriptor and fetching peers'. */
+int mc__meta_publish(mc_engine_t *e);
+void mc__meta_unpublish(mc_engine_t *e);
+int mc__meta_fetch(mc_engine_t *e, const char *name, mc__desc_t **out);
+
+/* segment.c */
+mc__peer_t *mc__peer_get(mc_engine_t *e, mc_segment_id_t id);
+/* Re-fetches the peer's descriptor (also drops pooled connections and shm mappings when the
+ * peer restarted). */
+int mc__peer_refresh(mc_engine_t *e, mc__peer_t *p);
+/* Ensures a current descriptor and checks [addr, addr+len) lies in one of its buffers, re-fetching
+ * once when not; on success *shm_id receives that buffer's shm id (-1: not shareable). */
+int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t len,
+                         int64_t *shm_id, int *same_host);
+void mc__peer_mark_broken(mc__peer_t *p);
+void mc__peer_destroy(mc__peer_t *p);
+
+/* batch.c */
+mc__batch_t *mc__batch_acquire(mc_engine_t *e, mc_batch_id_t id);
+void mc__batch_release(mc_engine_t *e, mc__batch_t *b);
+/* Ends a task (status COMPLETED/FAILED/TIMEOUT) and wakes waiters. */
+void mc__task_finish(mc__task_t *t, int status, int error);
+
+/* server.c: the RPC/data listener. */
+int mc__server_start(mc_engine_t *e, int lfd, mc__server_t **out);
+void mc__server_stop(mc__server_t *s);
+
+/* notify.c */
+int mc__notify_push(mc_engine_t *e, const char *from, size_t from_len, const char *name,
+                    size_t name_len, const uint8_t *msg, size_t msg_len);
+void mc__notify_clear(mc_engine_t *e);
+
+#endif

@@ -1,0 +1,258 @@
+/* Initiator side of the shm transport: a same-host peer's managed buffers are mapped once (memfd
+ * received over its unix socket) and a transfer is one memcpy in the submitting thread.
+ *
+ * Staleness: the owner bumps a generation counter (in a page we map) before it lets a buffer go.
+ * A copy is trusted only when the generation equals the one our descriptor was fetched under;
+ * when it moves during the copy, the descriptor is re-fetched and the copy counts only if the
+ * buffer is still registered. */
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
+#include "transports/shm.h"
+#include "transports/shm_wire.h"
+
+#define MC__SHM_HANDSHAKE_MS 2000
+
+void mc__shm_peer_reset(mc__shm_peer_t *s) {
+    for (size_t i = 0; i < s->nmaps; i++)
+        munmap(s->maps[i].ptr, s->maps[i].map_len);
+    mc__free(s->maps);
+    if (s->ctrl_map)
+        munmap(s->ctrl_map, s->ctrl_len);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Asks the owner for one memfd (the control page or a buffer) and maps it. */
+static int mc__shm_fetch(const char *sock, uint32_t op, uint64_t id, int prot,
+                         mc__shm_rep_t *rep, void **map) {
+    mc__shm_req_t req = {.op = op, .id = id};
+    uint64_t dl = mc__now_ms() + MC__SHM_HANDSHAKE_MS;
+    int fds[1] = {-1};
+    int nfds = 0;
+    int rc = MC_ERR_SOCKET;
+    int fd = mc__unix_connect(sock, dl);
+    void *p;
+    *map = NULL;
+    if (fd < 0)
+        goto out;
+    if (mc__send_all(fd, &req, sizeof(req), dl) ||
+        mc__recv_fds(fd, rep, sizeof(*rep), fds, 1, &nfds, dl))
+        goto out;
+    rc = rep->rc < 0 ? rep->rc : MC_ERR_SOCKET;
+    if (rep->rc != 0 || nfds != 1 || rep->map_len < rep->len || rep->map_len == 0)
+        goto out;
+    p = mmap(NULL, rep->map_len, prot, MAP_SHARED, fds[0], 0);
+    if (p == MAP_FAILED) {
+        rc = MC_ERR_MEMORY;
+        goto out;
+    }
+    *map = p;
+    rc = 0;
+out:
+    if (nfds > 0 && fds[0] >= 0)
+        close(fds[0]);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* Snapshot of what a copy needs from the peer's descriptor. */
+typedef struct mc__shm_target {
+    uint64_t instance;
+    char sock[108];
+    int64_t shm_id;
+    uint64_t buf_addr;
+    uint64_t buf_len;
+    long idx;
+} mc__shm_target_t;
+
+/* Reads the descriptor under p->lock: 1 = usable now, 0 = needs a refresh. */
+static int mc__shm_snapshot(mc__peer_t *p, uint64_t gen, const mc__task_t *t,
+                            mc__shm_target_t *out) {
+    int ok = 0;
+    pthread_mutex_lock(&p->lock);
+    if (p->desc && !p->stale && p->gen_seen == gen) {
+        out->instance = p->desc->instance_id;
+        memcpy(out->sock, p->desc->shm_socket, sizeof(out->sock));
+        out->idx = mc__desc_find(p->desc, t->remote, t->len);
+        out->shm_id = out->idx >= 0 ? p->desc->bufs[out->idx].shm_id : -1;
+        out->buf_addr = out->idx >= 0 ? p->desc->bufs[out->idx].addr : 0;
+        out->buf_len = out->idx >= 0 ? p->desc->bufs[out->idx].len : 0;
+        ok = 1;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return ok;
+}
+
+static int mc__shm_map_ctrl(mc__peer_t *p) {
+    mc__shm_target_t tg;
+    mc__shm_rep_t rep;
+    void *map = NULL;
+    int rc;
+    pthread_mutex_lock(&p->lock);
+    if (!p->desc || !p->desc->shm_socket[0]) {
+        pthread_mutex_unlock(&p->lock);
+        return MC_ERR_NOT_IMPLEMENTED;
+    }
+    tg.instance = p->desc->instance_id;
+    memcpy(tg.sock, p->desc->shm_socket, sizeof(tg.sock));
+    pthread_mutex_unlock(&p->lock);
+    rc = mc__shm_fetch(tg.sock, MC__SHM_OP_CTRL, 0, PROT_READ, &rep, &map);
+    if (!rc && ((mc__shm_ctrl_t *)map)->magic != MC__SHM_CTRL_MAGIC) {
+        munmap(map, rep.map_len);
+        rc = MC_ERR_REJECT_HANDSHAKE;
+    }
+    pthread_rwlock_wrlock(&p->shm_rw);
+    if (rc) {
+        p->shm.failed = 1;
+        p->shm.instance_id = tg.instance;
+    } else if (p->shm.gen) {
+        munmap(map, rep.map_len); /* another thread won the race */
+    } else {
+        p->shm.ctrl_map = map;
+        p->shm.ctrl_len = rep.map_len;
+        p->shm.gen = &((mc__shm_ctrl_t *)map)->gen;
+        p->shm.instance_id = tg.instance;
+    }
+    pthread_rwlock_unlock(&p->shm_rw);
+    if (rc)
+        MC_WARN("shm hand-off with %s failed (%s); using tcp", p->name, mc_strerror(rc));
+    return rc;
+}
+
+static int mc__shm_map_buffer(mc__peer_t *p, const mc__shm_target_t *tg) {
+    mc__shm_rep_t rep;
+    void *map = NULL;
+    int rc = mc__shm_fetch(tg->sock, MC__SHM_OP_BUFFER, (uint64_t)tg->shm_id,
+                           PROT_READ | PROT_WRITE, &rep, &map);
+    if (rc)
+        return rc;
+    if (rep.addr != tg->buf_addr || rep.len != tg->buf_len) {
+        munmap(map, rep.map_len);
+        return MC_ERR_ADDRESS_NOT_REGISTERED;
+    }
+    pthread_rwlock_wrlock(&p->shm_rw);
+    if (p->shm.instance_id != tg->instance || !p->shm.gen) {
+        rc = MC_ERR_CONTEXT;
+    } else if (p->shm.nmaps == p->shm.cap) {
+        size_t ncap = p->shm.cap ? p->shm.cap * 2 : 8;
+        mc__shm_map_t *nm = mc__realloc(p->shm.maps, ncap * sizeof(*nm));
+        if (!nm)
+            rc = MC_ERR_MEMORY;
+        else {
+            p->shm.maps = nm;
+            p->shm.cap = ncap;
+        }
+    }
+    if (!rc) {
+        mc__shm_map_t *m = &p->shm.maps[p->shm.nmaps++];
+        m->id = tg->shm_id;
+        m->addr = rep.addr;
+        m->len = rep.len;
+        m->ptr = map;
+        m->map_len = rep.map_len;
+        map = NULL;
+    }
+    pthread_rwlock_unlock(&p->shm_rw);
+    if (map)
+        munmap(map, rep.map_len);
+    return rc;
+}
+
+static mc__shm_map_t *mc__shm_find_map(mc__shm_peer_t *s, int64_t id) {
+    for (size_t i = 0; i < s->nmaps; i++)
+        if (s->maps[i].id == id)
+            return &s->maps[i];
+    return NULL;
+}
+
+/* After the generation moved under a copy: is the buffer we copied into still the same one? */
+static int mc__shm_still_registered(mc_engine_t *e, mc__peer_t *p, const mc__shm_target_t *tg) {
+    int ok = 0;
+    if (mc__peer_refresh(e, p))
+        return 0;
+    pthread_mutex_lock(&p->lock);
+    if (p->desc && p->desc->instance_id == tg->instance) {
+        long i = mc__desc_find(p->desc, tg->buf_addr, tg->buf_len);
+        ok = i >= 0 && p->desc->bufs[i].shm_id == tg->shm_id &&
+             p->desc->bufs[i].addr == tg->buf_addr && p->desc->bufs[i].len == tg->buf_len;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return ok;
+}
+
+static int mc__shm_submit(mc_engine_t *e, mc__task_t *t) {
+    mc__peer_t *p = t->peer;
+    mc__shm_target_t tg;
+    if (!p)
+        return MC__TP_DECLINED;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        mc__shm_map_t *m;
+        uint64_t g0, g1;
+        uint8_t *ptr;
+        pthread_rwlock_rdlock(&p->shm_rw);
+        if (p->shm.failed) {
+            pthread_rwlock_unlock(&p->shm_rw);
+            return MC__TP_DECLINED;
+        }
+        if (!p->shm.gen) {
+            pthread_rwlock_unlock(&p->shm_rw);
+            if (mc__shm_map_ctrl(p))
+                return MC__TP_DECLINED;
+            continue;
+        }
+        g0 = atomic_load(p->shm.gen);
+        if (!mc__shm_snapshot(p, g0, t, &tg) || tg.instance != p->shm.instance_id) {
+            pthread_rwlock_unlock(&p->shm_rw);
+            if (mc__peer_refresh(e, p))
+                return MC__TP_DECLINED; /* tcp reports the failure */
+            continue;
+        }
+        if (tg.idx < 0) {
+            pthread_rwlock_unlock(&p->shm_rw);
+            mc__task_finish(t, MC_STATUS_FAILED, MC_ERR_ADDRESS_NOT_REGISTERED);
+            return 0;
+        }
+        if (tg.shm_id < 0) {
+            pthread_rwlock_unlock(&p->shm_rw);
+            return MC__TP_DECLINED;
+        }
+        m = mc__shm_find_map(&p->shm, tg.shm_id);
+        if (!m) {
+            pthread_rwlock_unlock(&p->shm_rw);
+            if (mc__shm_map_buffer(p, &tg))
+                return MC__TP_DECLINED;
+            continue;
+        }
+        ptr = m->ptr + (t->remote - m->addr);
+        if (t->opcode == MC_OPCODE_WRITE)
+            memcpy(ptr, t->local, t->len);
+        else
+            memcpy(t->local, ptr, t->len);
+        g1 = atomic_load(p->shm.gen);
+        pthread_rwlock_unlock(&p->shm_rw);
+        if (g1 != g0 && !mc__shm_still_registered(e, p, &tg)) {
+            mc__task_finish(t, MC_STATUS_FAILED, MC_ERR_ADDRESS_NOT_REGISTERED);
+            return 0;
+        }
+        atomic_store(&t->transferred, t->len);
+        mc__transport_account(e, MC__TP_SHM, t->len);
+        mc__task_finish(t, MC_STATUS_COMPLETED, 0);
+        return 0;
+    }
+    return MC__TP_DECLINED;
+}
+
+static int mc__shm_init(mc_engine_t *e) {
+    return 0;
+}
+
+static void mc__shm_close(mc_engine_t *e) {
+}
+
+const mc__transport_t mc__tp_shm = {"shm", mc__shm_init, mc__shm_submit, mc__shm_close};

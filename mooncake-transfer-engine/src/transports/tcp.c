@@ -1,0 +1,305 @@
+/* TCP transport. Tasks are cut into slices that a fixed set of worker threads pull from one
+ * queue, so a large transfer spreads over several pooled connections while small ones cost one
+ * hand-off. A slice moves straight between user memory and the socket (header + payload in one
+ * sendmsg, payload received in place): no staging copies, no allocation per slice. */
+#include "transports/tcp.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/config.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
+#include "proto.h"
+
+#define MC__TCP_CONNECT_MS 5000
+
+struct mc__tcp {
+    mc_engine_t *e;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    mc__task_t *head;
+    mc__task_t *tail;
+    int stop;
+    pthread_t *workers;
+    int nworkers;
+    uint64_t slice;
+    int sockbuf;
+};
+
+static int64_t mc__tcp_env(const char *name, int64_t def, int64_t lo, int64_t hi) {
+    const char *s = getenv(name);
+    uint64_t v = 0;
+    if (!s || !*s)
+        return def;
+    if (mc__parse_size(s, &v) || (int64_t)v < lo || (int64_t)v > hi) {
+        MC_WARN("ignoring %s=%s", name, s);
+        return def;
+    }
+    return (int64_t)v;
+}
+
+void mc__tcp_pool_drop_locked(mc__peer_t *p) {
+    while (p->nidle > 0)
+        close(p->idle[--p->nidle]);
+}
+
+/* An idle pooled socket that is readable has either been closed by the peer or carries bytes we
+ * never asked for; either way it is unusable. */
+static int mc__tcp_idle_alive(int fd) {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) == 0;
+}
+
+int mc__tcp_pool_get(mc_engine_t *e, mc__peer_t *p, uint64_t deadline_ms, int *reused) {
+    char host[MC__TE_NAME_MAX];
+    uint16_t port;
+    uint64_t cdl = mc__now_ms() + MC__TCP_CONNECT_MS;
+    int fd = -1;
+    *reused = 0;
+    pthread_mutex_lock(&p->lock);
+    while (p->nidle > 0) {
+        fd = p->idle[--p->nidle];
+        if (mc__tcp_idle_alive(fd))
+            break;
+        close(fd);
+        fd = -1;
+    }
+    memcpy(host, p->host, sizeof(host));
+    port = p->port;
+    pthread_mutex_unlock(&p->lock);
+    if (fd >= 0) {
+        *reused = 1;
+        return fd;
+    }
+    if (deadline_ms && deadline_ms < cdl)
+        cdl = deadline_ms;
+    fd = mc__tcp_connect(host, port, cdl);
+    if (fd < 0) {
+        MC_DEBUG("connect to %s:%u failed: %s", host, (unsigned)port, strerror(errno));
+        return fd;
+    }
+    if (e->tcp && e->tcp->sockbuf > 0)
+        (void)mc__set_buffers(fd, e->tcp->sockbuf, e->tcp->sockbuf);
+    return fd;
+}
+
+void mc__tcp_pool_put(mc__peer_t *p, int fd) {
+    pthread_mutex_lock(&p->lock);
+    if (p->nidle < MC__TE_POOL_MAX) {
+        p->idle[p->nidle++] = fd;
+        fd = -1;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (fd >= 0)
+        close(fd);
+}
+
+int mc__tcp_read_reply(int fd, uint8_t type, uint64_t request_id, uint64_t max_body,
+                       uint64_t deadline_ms, mc_frame_header_t *h, int *remote_err) {
+    uint8_t raw[MC_FRAME_HEADER_SIZE];
+    uint8_t body[MC__TE_MAX_ERROR_BODY];
+    uint64_t lim = max_body > MC__TE_MAX_ERROR_BODY ? max_body : MC__TE_MAX_ERROR_BODY;
+    *remote_err = 0;
+    if (mc__recv_all(fd, raw, sizeof(raw), deadline_ms) ||
+        mc__frame_header_decode(raw, sizeof(raw), lim, h))
+        return MC_ERR_SOCKET;
+    if (!(h->flags & MC_FRAME_F_REPLY) || h->type != type || h->request_id != request_id)
+        return MC_ERR_SOCKET;
+    if (h->flags & MC_FRAME_F_ERROR) {
+        if (h->body_len > sizeof(body) || mc__recv_all(fd, body, h->body_len, deadline_ms) ||
+            mc__te_decode_error(body, h->body_len, remote_err, NULL, 0))
+            return MC_ERR_SOCKET;
+        return 0;
+    }
+    return h->body_len <= max_body ? 0 : MC_ERR_SOCKET;
+}
+
+/* One request on one connection. Returns MC_ERR_SOCKET when the connection is unusable;
+ * otherwise 0 with *remote_err set to the peer's verdict. */
+static int mc__tcp_io(int fd, uint64_t id, int opcode, uint8_t *local, uint64_t remote,
+                      uint64_t n, uint64_t deadline, int *remote_err) {
+    uint8_t req[MC__TE_RW_HEAD];
+    mc_frame_header_t h;
+    int rc;
+    if (opcode == MC_OPCODE_WRITE) {
+        mc__te_encode_rw(req, MC__TE_WRITE, id, remote, n);
+        if (mc__send2(fd, req, sizeof(req), local, n, deadline))
+            return MC_ERR_SOCKET;
+        return mc__tcp_read_reply(fd, MC__TE_WRITE, id, 0, deadline, &h, remote_err);
+    }
+    mc__te_encode_rw(req, MC__TE_READ, id, remote, n);
+    if (mc__send_all(fd, req, sizeof(req), deadline))
+        return MC_ERR_SOCKET;
+    rc = mc__tcp_read_reply(fd, MC__TE_READ, id, n, deadline, &h, remote_err);
+    if (rc || *remote_err)
+        return rc;
+    if (h.body_len != n || mc__recv_all(fd, local, n, deadline))
+        return MC_ERR_SOCKET;
+    return 0;
+}
+
+static int mc__tcp_slice(mc_engine_t *e, mc__task_t *t, uint32_t idx, uint64_t *req_id) {
+    uint64_t slice = e->tcp->slice;
+    uint64_t off = (uint64_t)idx * slice;
+    uint64_t n = t->len - off < slice ? t->len - off : slice;
+    int rc = MC_ERR_SOCKET;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int reused = 0;
+        int remote_err = 0;
+        int fd = mc__tcp_pool_get(e, t->peer, t->deadline_ms, &reused);
+        if (fd < 0) {
+            rc = fd == MC_ERR_DNS ? fd : MC_ERR_SOCKET;
+            break;
+        }
+        rc = mc__tcp_io(fd, ++*req_id, t->opcode, t->local + off, t->remote + off, n,
+                        t->deadline_ms, &remote_err);
+        if (rc == 0) {
+            mc__tcp_pool_put(t->peer, fd);
+            if (!remote_err)
+                atomic_fetch_add(&t->transferred, n);
+            return remote_err;
+        }
+        close(fd);
+        /* A pooled connection may have died with a restarted peer: one retry on a fresh one
+         * (READ and WRITE of the same bytes are idempotent). */
+        if (!reused || mc__now_ms() >= t->deadline_ms)
+            break;
+        pthread_mutex_lock(&t->peer->lock);
+        mc__tcp_pool_drop_locked(t->peer);
+        pthread_mutex_unlock(&t->peer->lock);
+    }
+    mc__peer_mark_broken(t->peer);
+    return rc;
+}
+
+static void mc__tcp_slice_done(mc_engine_t *e, mc__task_t *t, int rc) {
+    if (rc) {
+        int zero = 0;
+        atomic_compare_exchange_strong(&t->error, &zero, rc);
+    }
+    if (atomic_fetch_add(&t->slices_done, 1) + 1 == t->nslices) {
+        int err = atomic_load(&t->error);
+        int status = MC_STATUS_COMPLETED;
+        if (err)
+            status = err == MC_ERR_SOCKET && mc__now_ms() >= t->deadline_ms ? MC_STATUS_TIMEOUT
+                                                                            : MC_STATUS_FAILED;
+        else
+            mc__transport_account(e, MC__TP_TCP, t->len);
+        mc__task_finish(t, status, err);
+    }
+}
+
+static void *mc__tcp_worker(void *arg) {
+    mc__tcp_t *q = arg;
+    uint64_t req_id = 0;
+    for (;;) {
+        mc__task_t *t;
+        uint32_t idx;
+        int rc;
+        int stop;
+        pthread_mutex_lock(&q->lock);
+        while (!q->head && !q->stop)
+            pthread_cond_wait(&q->cond, &q->lock);
+        if (!q->head) {
+            pthread_mutex_unlock(&q->lock);
+            break;
+        }
+        t = q->head;
+        idx = t->next_slice++;
+        if (t->next_slice == t->nslices) {
+            q->head = t->next;
+            if (!q->head)
+                q->tail = NULL;
+        }
+        stop = q->stop;
+        pthread_mutex_unlock(&q->lock);
+        if (stop)
+            rc = MC_ERR_CONTEXT;
+        else if (atomic_load(&t->error))
+            rc = 0; /* the task already failed: skip the rest quickly */
+        else if (mc__now_ms() >= t->deadline_ms)
+            rc = MC_ERR_SOCKET;
+        else
+            rc = mc__tcp_slice(q->e, t, idx, &req_id);
+        mc__tcp_slice_done(q->e, t, rc);
+    }
+    return NULL;
+}
+
+static int mc__tcp_submit(mc_engine_t *e, mc__task_t *t) {
+    mc__tcp_t *q = e->tcp;
+    uint64_t ns = (t->len + q->slice - 1) / q->slice;
+    t->nslices = (uint32_t)ns;
+    t->next_slice = 0;
+    t->next = NULL;
+    pthread_mutex_lock(&q->lock);
+    if (q->tail)
+        q->tail->next = t;
+    else
+        q->head = t;
+    q->tail = t;
+    if (ns > 1)
+        pthread_cond_broadcast(&q->cond);
+    else
+        pthread_cond_signal(&q->cond);
+    pthread_mutex_unlock(&q->lock);
+    return 0;
+}
+
+static void mc__tcp_close(mc_engine_t *e) {
+    mc__tcp_t *q = e->tcp;
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->lock);
+    q->stop = 1;
+    pthread_cond_broadcast(&q->cond);
+    pthread_mutex_unlock(&q->lock);
+    /* workers fail whatever is still queued, then exit */
+    for (int i = 0; i < q->nworkers; i++)
+        pthread_join(q->workers[i], NULL);
+    mc__free(q->workers);
+    pthread_mutex_destroy(&q->lock);
+    pthread_cond_destroy(&q->cond);
+    mc__free(q);
+    e->tcp = NULL;
+}
+
+static int mc__tcp_init(mc_engine_t *e) {
+    mc__tcp_t *q = mc__calloc(1, sizeof(*q));
+    int want;
+    if (!q)
+        return MC_ERR_MEMORY;
+    q->e = e;
+    want = (int)mc__tcp_env("MC_TCP_WORKERS", 4, 1, 64);
+    /* 4 MiB slices: big enough that per-request costs vanish, small enough that a large
+     * transfer spreads over every worker */
+    q->slice = (uint64_t)mc__tcp_env("MC_SLICE_SIZE", 4 << 20, 64 << 10, (int64_t)MC__TE_MAX_SLICE);
+    q->sockbuf = (int)mc__tcp_env("MC_TCP_SOCKBUF", 4 << 20, 0, 1 << 30);
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->cond, NULL);
+    q->workers = mc__calloc((size_t)want, sizeof(*q->workers));
+    e->tcp = q;
+    if (!q->workers) {
+        mc__tcp_close(e);
+        return MC_ERR_MEMORY;
+    }
+    for (int i = 0; i < want; i++) {
+        if (pthread_create(&q->workers[i], NULL, mc__tcp_worker, q))
+            break;
+        q->nworkers++;
+    }
+    if (q->nworkers == 0) {
+        mc__tcp_close(e);
+        return MC_ERR_MEMORY;
+    }
+    return 0;
+}
+
+const mc__transport_t mc__tp_tcp = {"tcp", mc__tcp_init, mc__tcp_submit, mc__tcp_close};
