@@ -1,0 +1,737 @@
+/* Store methods: parse, call the C client without the GIL, build the reference's return values. */
+#include <string.h>
+
+#include "store_py.h"
+
+#define NOGIL(stmt)                                                                                \
+    do {                                                                                           \
+        Py_BEGIN_ALLOW_THREADS                                                                     \
+        stmt;                                                                                      \
+        Py_END_ALLOW_THREADS                                                                       \
+    } while (0)
+
+/* ---- puts ---- */
+
+PyObject *mcpy_put(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"key", "value", "config", NULL};
+    PyObject *key, *value, *cfg = NULL;
+    Py_buffer view;
+    mcpy_rconfig_t rc;
+    const char *k;
+    int code;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:put", kwl, &key, &value, &cfg) ||
+        !mcpy_key(key, &k))
+        return NULL;
+    if (PyObject_GetBuffer(value, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (!mcpy_rconfig(cfg, &rc)) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    NOGIL(code = mc_store_put(MCPY_STORE(self), k, view.buf, (size_t)view.len, &rc.rc));
+    mcpy_rconfig_release(&rc);
+    PyBuffer_Release(&view);
+    return PyLong_FromLong(code);
+}
+
+/* Buffers of a sequence of bytes-like objects; *views is PyMem_Malloc'ed, *got views are held. */
+static int get_views(PyObject *seq, Py_ssize_t n, Py_buffer **views, Py_ssize_t *got)
+{
+    *got = 0;
+    *views = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_buffer));
+    if (!*views) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyTuple_GetItem(seq, i);
+        if (PyObject_GetBuffer(o, &(*views)[i], PyBUF_SIMPLE) < 0)
+            return 0;
+        (*got)++;
+    }
+    return 1;
+}
+
+static void release_views(Py_buffer *views, Py_ssize_t got)
+{
+    for (Py_ssize_t i = 0; views && i < got; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+}
+
+/* Only "config" may be passed by keyword to methods taking *args. */
+static int only_config_kw(PyObject *kw, const char *fn, PyObject **cfg)
+{
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
+    *cfg = NULL;
+    while (kw && PyDict_Next(kw, &pos, &key, &val)) {
+        if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "config") == 0) {
+            *cfg = val;
+            continue;
+        }
+        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn, key);
+        return 0;
+    }
+    return 1;
+}
+
+PyObject *mcpy_put_parts(PyObject *self, PyObject *args, PyObject *kw)
+{
+    PyObject *cfg, *parts = NULL, *ret = NULL;
+    Py_buffer *views = NULL;
+    Py_ssize_t n, got = 0;
+    mc_store_iov_t *iov = NULL;
+    mcpy_rconfig_t rc = {0};
+    const char *k;
+    int code;
+    if (!only_config_kw(kw, "put_parts", &cfg))
+        return NULL;
+    if (PyTuple_Size(args) < 1) {
+        PyErr_SetString(PyExc_TypeError, "put_parts() missing required argument 'key'");
+        return NULL;
+    }
+    if (!mcpy_key(PyTuple_GetItem(args, 0), &k))
+        return NULL;
+    parts = PyTuple_GetSlice(args, 1, PyTuple_Size(args));
+    if (!parts)
+        return NULL;
+    n = PyTuple_Size(parts);
+    if (!get_views(parts, n, &views, &got) || !mcpy_rconfig(cfg, &rc))
+        goto out;
+    iov = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*iov));
+    if (!iov) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        iov[i].base = views[i].buf;
+        iov[i].len = (size_t)views[i].len;
+    }
+    NOGIL(code = mc_store_put_parts(MCPY_STORE(self), k, iov, (size_t)n, &rc.rc));
+    ret = PyLong_FromLong(code);
+out:
+    mcpy_rconfig_release(&rc);
+    PyMem_Free(iov);
+    release_views(views, got);
+    Py_XDECREF(parts);
+    return ret;
+}
+
+/* A batch of single-part items from keys and one iov per key. */
+static PyObject *batch_put(PyObject *self, const char **keys, mc_store_iov_t *iov, size_t n,
+                           PyObject *cfg, int as_list)
+{
+    mc_store_item_t *items = PyMem_Calloc(n ? n : 1, sizeof(*items));
+    int *res = PyMem_Calloc(n ? n : 1, sizeof(*res));
+    mcpy_rconfig_t rc = {0};
+    PyObject *ret = NULL;
+    int code;
+    if (!items || !res) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (!mcpy_rconfig(cfg, &rc))
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        items[i].key = keys[i];
+        items[i].iov = &iov[i];
+        items[i].iovcnt = 1;
+    }
+    NOGIL(code = mc_store_batch_put(MCPY_STORE(self), items, n, &rc.rc, res));
+    ret = as_list ? mcpy_int_list(res, (Py_ssize_t)n) : PyLong_FromLong(code);
+out:
+    mcpy_rconfig_release(&rc);
+    PyMem_Free(res);
+    PyMem_Free(items);
+    return ret;
+}
+
+PyObject *mcpy_put_batch(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"keys", "values", "config", NULL};
+    PyObject *keys_o, *values_o, *cfg = NULL, *hold = NULL, *vals = NULL, *ret = NULL;
+    const char **keys = NULL;
+    Py_buffer *views = NULL;
+    mc_store_iov_t *iov = NULL;
+    Py_ssize_t n, got = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:put_batch", kwl, &keys_o, &values_o, &cfg))
+        return NULL;
+    n = mcpy_keys(keys_o, "keys", &hold, &keys);
+    if (n < 0)
+        return NULL;
+    if (PyUnicode_Check(values_o) || !PySequence_Check(values_o) ||
+        !(vals = PySequence_Tuple(values_o))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "values must be a list of bytes-like objects");
+        goto out;
+    }
+    if (PyTuple_Size(vals) != n) {
+        PyErr_SetString(PyExc_ValueError, "keys and values must have the same length");
+        goto out;
+    }
+    if (!get_views(vals, n, &views, &got))
+        goto out;
+    iov = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*iov));
+    if (!iov) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        iov[i].base = views[i].buf;
+        iov[i].len = (size_t)views[i].len;
+    }
+    ret = batch_put(self, keys, iov, (size_t)n, cfg, 0);
+out:
+    PyMem_Free(iov);
+    release_views(views, got);
+    Py_XDECREF(vals);
+    Py_XDECREF(hold);
+    PyMem_Free(keys);
+    return ret;
+}
+
+PyObject *mcpy_put_from(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"key", "buffer_ptr", "size", "config", NULL};
+    PyObject *key, *cfg = NULL;
+    uint64_t ptr;
+    size_t size;
+    mcpy_rconfig_t rc;
+    const char *k;
+    int code;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&O&|O:put_from", kwl, &key, mcpy_conv_u64,
+                                     &ptr, mcpy_conv_size, &size, &cfg) ||
+        !mcpy_key(key, &k) || !mcpy_rconfig(cfg, &rc))
+        return NULL;
+    NOGIL(code = mc_store_put(MCPY_STORE(self), k, (void *)(uintptr_t)ptr, size, &rc.rc));
+    mcpy_rconfig_release(&rc);
+    return PyLong_FromLong(code);
+}
+
+/* keys + flat pointer and size lists of equal length -> iov array (PyMem). */
+static Py_ssize_t flat_iovs(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o,
+                            PyObject **hold, const char ***keys, mc_store_iov_t **iov)
+{
+    uint64_t *ptrs = NULL, *sizes = NULL;
+    Py_ssize_t n, np, ns;
+    *iov = NULL;
+    n = mcpy_keys(keys_o, "keys", hold, keys);
+    if (n < 0)
+        return -1;
+    np = mcpy_u64_array(ptrs_o, "buffer_ptrs", &ptrs);
+    ns = np < 0 ? -1 : mcpy_u64_array(sizes_o, "sizes", &sizes);
+    if (np >= 0 && ns >= 0 && (np != n || ns != n))
+        PyErr_SetString(PyExc_ValueError, "keys, buffer_ptrs and sizes must have the same length");
+    else if (np >= 0 && ns >= 0 && !(*iov = PyMem_Calloc((size_t)(n ? n : 1), sizeof(**iov))))
+        PyErr_NoMemory();
+    for (Py_ssize_t i = 0; *iov && i < n; i++) {
+        (*iov)[i].base = (void *)(uintptr_t)ptrs[i];
+        (*iov)[i].len = (size_t)sizes[i];
+    }
+    PyMem_Free(ptrs);
+    PyMem_Free(sizes);
+    if (!*iov) {
+        Py_CLEAR(*hold);
+        PyMem_Free(*keys);
+        *keys = NULL;
+        return -1;
+    }
+    return n;
+}
+
+PyObject *mcpy_batch_put_from(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"keys", "buffer_ptrs", "sizes", "config", NULL};
+    PyObject *keys_o, *ptrs_o, *sizes_o, *cfg = NULL, *hold = NULL, *ret;
+    const char **keys = NULL;
+    mc_store_iov_t *iov = NULL;
+    Py_ssize_t n;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from", kwl, &keys_o, &ptrs_o,
+                                     &sizes_o, &cfg))
+        return NULL;
+    n = flat_iovs(keys_o, ptrs_o, sizes_o, &hold, &keys, &iov);
+    if (n < 0)
+        return NULL;
+    ret = batch_put(self, keys, iov, (size_t)n, cfg, 1);
+    PyMem_Free(iov);
+    PyMem_Free(keys);
+    Py_XDECREF(hold);
+    return ret;
+}
+
+/* keys + lists of pointer lists and size lists -> items with several iovs each. */
+typedef struct {
+    PyObject *hold;
+    const char **keys;
+    mc_store_item_t *items;
+    mc_store_iov_t *iov;
+    Py_ssize_t n;
+} multi_t;
+
+static void multi_free(multi_t *m)
+{
+    Py_CLEAR(m->hold);
+    PyMem_Free(m->keys);
+    PyMem_Free(m->items);
+    PyMem_Free(m->iov);
+    memset(m, 0, sizeof(*m));
+}
+
+static int multi_parse(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, multi_t *m)
+{
+    PyObject *pt = NULL, *st = NULL;
+    uint64_t **ptrs = NULL, **sizes = NULL;
+    Py_ssize_t *counts = NULL, total = 0;
+    int ok = 0;
+    memset(m, 0, sizeof(*m));
+    m->n = mcpy_keys(keys_o, "keys", &m->hold, &m->keys);
+    if (m->n < 0)
+        return 0;
+    if (PyUnicode_Check(ptrs_o) || PyUnicode_Check(sizes_o) || !PySequence_Check(ptrs_o) ||
+        !PySequence_Check(sizes_o)) {
+        PyErr_SetString(PyExc_TypeError, "buffer_ptrs and sizes must be lists of lists of int");
+        goto out;
+    }
+    pt = PySequence_Tuple(ptrs_o);
+    st = pt ? PySequence_Tuple(sizes_o) : NULL;
+    if (!st)
+        goto out;
+    if (PyTuple_Size(pt) != m->n || PyTuple_Size(st) != m->n) {
+        PyErr_SetString(PyExc_ValueError, "keys, buffer_ptrs and sizes must have the same length");
+        goto out;
+    }
+    ptrs = PyMem_Calloc((size_t)(m->n ? m->n : 1), sizeof(*ptrs));
+    sizes = PyMem_Calloc((size_t)(m->n ? m->n : 1), sizeof(*sizes));
+    counts = PyMem_Calloc((size_t)(m->n ? m->n : 1), sizeof(*counts));
+    if (!ptrs || !sizes || !counts) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < m->n; i++) {
+        Py_ssize_t a = mcpy_u64_array(PyTuple_GetItem(pt, i), "buffer_ptrs[i]", &ptrs[i]);
+        Py_ssize_t b = a < 0 ? -1 : mcpy_u64_array(PyTuple_GetItem(st, i), "sizes[i]", &sizes[i]);
+        if (a < 0 || b < 0)
+            goto out;
+        if (a != b) {
+            PyErr_Format(PyExc_ValueError, "buffer_ptrs[%zd] and sizes[%zd] differ in length", i,
+                         i);
+            goto out;
+        }
+        counts[i] = a;
+        total += a;
+    }
+    m->items = PyMem_Calloc((size_t)(m->n ? m->n : 1), sizeof(*m->items));
+    m->iov = PyMem_Calloc((size_t)(total ? total : 1), sizeof(*m->iov));
+    if (!m->items || !m->iov) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    total = 0;
+    for (Py_ssize_t i = 0; i < m->n; i++) {
+        m->items[i].key = m->keys[i];
+        m->items[i].iov = &m->iov[total];
+        m->items[i].iovcnt = (size_t)counts[i];
+        for (Py_ssize_t j = 0; j < counts[i]; j++) {
+            m->iov[total].base = (void *)(uintptr_t)ptrs[i][j];
+            m->iov[total].len = (size_t)sizes[i][j];
+            total++;
+        }
+    }
+    ok = 1;
+out:
+    for (Py_ssize_t i = 0; ptrs && i < m->n; i++) {
+        PyMem_Free(ptrs[i]);
+        PyMem_Free(sizes[i]);
+    }
+    PyMem_Free(ptrs);
+    PyMem_Free(sizes);
+    PyMem_Free(counts);
+    Py_XDECREF(pt);
+    Py_XDECREF(st);
+    if (!ok)
+        multi_free(m);
+    return ok;
+}
+
+PyObject *mcpy_batch_put_from_multi_buffers(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"keys", "buffer_ptrs", "sizes", "config", NULL};
+    PyObject *keys_o, *ptrs_o, *sizes_o, *cfg = NULL, *ret = NULL;
+    mcpy_rconfig_t rc = {0};
+    multi_t m;
+    int *res = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from_multi_buffers", kwl,
+                                     &keys_o, &ptrs_o, &sizes_o, &cfg) ||
+        !multi_parse(keys_o, ptrs_o, sizes_o, &m))
+        return NULL;
+    res = PyMem_Calloc((size_t)(m.n ? m.n : 1), sizeof(*res));
+    if (!res) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (!mcpy_rconfig(cfg, &rc))
+        goto out;
+    NOGIL(mc_store_batch_put(MCPY_STORE(self), m.items, (size_t)m.n, &rc.rc, res));
+    ret = mcpy_int_list(res, m.n);
+out:
+    mcpy_rconfig_release(&rc);
+    PyMem_Free(res);
+    multi_free(&m);
+    return ret;
+}
+
+/* ---- gets ---- */
+
+/* bytes from a read buffer; the copy runs without the GIL (the new bytes is not shared yet). */
+static PyObject *bytes_from(mc_store_buffer_t *b)
+{
+    size_t n = mc_store_buffer_size(b);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
+    char *dst;
+    if (!out || !(dst = PyBytes_AsString(out))) {
+        NOGIL(mc_store_buffer_free(b));
+        Py_XDECREF(out);
+        return NULL;
+    }
+    NOGIL(memcpy(dst, mc_store_buffer_data(b), n); mc_store_buffer_free(b));
+    return out;
+}
+
+PyObject *mcpy_get(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"key", NULL};
+    PyObject *key;
+    mc_store_buffer_t *b = NULL;
+    const char *k;
+    int code;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:get", kwl, &key) || !mcpy_key(key, &k))
+        return NULL;
+    NOGIL(code = mc_store_get_buffer(MCPY_STORE(self), k, &b));
+    if (code != 0)
+        return PyBytes_FromStringAndSize("", 0);
+    return bytes_from(b);
+}
+
+PyObject *mcpy_get_batch(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"keys", NULL};
+    PyObject *keys_o, *hold = NULL, *ret = NULL;
+    const char **keys = NULL;
+    mc_store_buffer_t **bufs = NULL;
+    int *res = NULL;
+    Py_ssize_t n, i = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:get_batch", kwl, &keys_o))
+        return NULL;
+    n = mcpy_keys(keys_o, "keys", &hold, &keys);
+    if (n < 0)
+        return NULL;
+    bufs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*bufs));
+    res = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*res));
+    if (!bufs || !res) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    NOGIL(mc_store_batch_get_buffer(MCPY_STORE(self), keys, (size_t)n, bufs, res));
+    ret = PyList_New(n);
+    for (i = 0; ret && i < n; i++) {
+        PyObject *item = bufs[i] ? bytes_from(bufs[i]) : PyBytes_FromStringAndSize("", 0);
+        bufs[i] = NULL;
+        if (!item) {
+            Py_CLEAR(ret);
+            break;
+        }
+        PyList_SetItem(ret, i, item);
+    }
+out:
+    for (Py_ssize_t j = 0; bufs && j < n; j++)
+        mc_store_buffer_free(bufs[j]);
+    PyMem_Free(bufs);
+    PyMem_Free(res);
+    PyMem_Free(keys);
+    Py_XDECREF(hold);
+    return ret;
+}
+
+PyObject *mcpy_get_into(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"key", "buffer_ptr", "size", NULL};
+    PyObject *key;
+    uint64_t ptr;
+    size_t size;
+    const char *k;
+    int64_t n;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&O&:get_into", kwl, &key, mcpy_conv_u64, &ptr,
+                                     mcpy_conv_size, &size) ||
+        !mcpy_key(key, &k))
+        return NULL;
+    NOGIL(n = mc_store_get_into(MCPY_STORE(self), k, (void *)(uintptr_t)ptr, size));
+    return PyLong_FromLongLong(n);
+}
+
+static PyObject *batch_get_items(PyObject *self, mc_store_item_t *items, Py_ssize_t n)
+{
+    int64_t *res = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*res));
+    PyObject *ret;
+    if (!res)
+        return PyErr_NoMemory();
+    NOGIL(mc_store_batch_get_into(MCPY_STORE(self), items, (size_t)n, res));
+    ret = mcpy_i64_list(res, n);
+    PyMem_Free(res);
+    return ret;
+}
+
+PyObject *mcpy_batch_get_into(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"keys", "buffer_ptrs", "sizes", NULL};
+    PyObject *keys_o, *ptrs_o, *sizes_o, *hold = NULL, *ret = NULL;
+    const char **keys = NULL;
+    mc_store_iov_t *iov = NULL;
+    mc_store_item_t *items = NULL;
+    Py_ssize_t n;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:batch_get_into", kwl, &keys_o, &ptrs_o,
+                                     &sizes_o))
+        return NULL;
+    n = flat_iovs(keys_o, ptrs_o, sizes_o, &hold, &keys, &iov);
+    if (n < 0)
+        return NULL;
+    items = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*items));
+    if (!items) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        items[i].key = keys[i];
+        items[i].iov = &iov[i];
+        items[i].iovcnt = 1;
+    }
+    ret = batch_get_items(self, items, n);
+out:
+    PyMem_Free(items);
+    PyMem_Free(iov);
+    PyMem_Free(keys);
+    Py_XDECREF(hold);
+    return ret;
+}
+
+PyObject *mcpy_batch_get_into_multi_buffers(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"keys", "buffer_ptrs", "sizes", NULL};
+    PyObject *keys_o, *ptrs_o, *sizes_o, *ret;
+    multi_t m;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:batch_get_into_multi_buffers", kwl, &keys_o,
+                                     &ptrs_o, &sizes_o) ||
+        !multi_parse(keys_o, ptrs_o, sizes_o, &m))
+        return NULL;
+    ret = batch_get_items(self, m.items, m.n);
+    multi_free(&m);
+    return ret;
+}
+
+/* Fastcall methods that need the module state (the Buffer type) through their defining class. */
+static int one_arg(const char *fn, const char *name, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
+    if (nargs + nkw != 1) {
+        PyErr_Format(PyExc_TypeError, "%s() takes exactly one argument (%zd given)", fn,
+                     nargs + nkw);
+        return 0;
+    }
+    if (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GetItem(kwnames, 0), name) != 0) {
+        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn,
+                     PyTuple_GetItem(kwnames, 0));
+        return 0;
+    }
+    *out = args[0];
+    return 1;
+}
+
+PyObject *mcpy_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *args,
+                          Py_ssize_t nargs, PyObject *kwnames)
+{
+    mcpy_store_state_t *st = PyType_GetModuleState(cls);
+    mc_store_buffer_t *b = NULL;
+    PyObject *key;
+    const char *k;
+    int code;
+    if (!st || !one_arg("get_buffer", "key", args, nargs, kwnames, &key) || !mcpy_key(key, &k))
+        return NULL;
+    NOGIL(code = mc_store_get_buffer(MCPY_STORE(self), k, &b));
+    if (code != 0)
+        Py_RETURN_NONE;
+    return mcpy_buffer_new(st->buffer_type, self, b);
+}
+
+PyObject *mcpy_batch_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *args,
+                                Py_ssize_t nargs, PyObject *kwnames)
+{
+    mcpy_store_state_t *st = PyType_GetModuleState(cls);
+    PyObject *keys_o, *hold = NULL, *ret = NULL;
+    const char **keys = NULL;
+    mc_store_buffer_t **bufs = NULL;
+    int *res = NULL;
+    Py_ssize_t n;
+    if (!st || !one_arg("batch_get_buffer", "keys", args, nargs, kwnames, &keys_o))
+        return NULL;
+    n = mcpy_keys(keys_o, "keys", &hold, &keys);
+    if (n < 0)
+        return NULL;
+    bufs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*bufs));
+    res = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*res));
+    if (!bufs || !res) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    NOGIL(mc_store_batch_get_buffer(MCPY_STORE(self), keys, (size_t)n, bufs, res));
+    ret = PyList_New(n);
+    for (Py_ssize_t i = 0; ret && i < n; i++) {
+        PyObject *item;
+        if (bufs[i]) {
+            item = mcpy_buffer_new(st->buffer_type, self, bufs[i]);
+            bufs[i] = NULL;
+        } else {
+            item = Py_NewRef(Py_None);
+        }
+        if (!item) {
+            Py_CLEAR(ret);
+            break;
+        }
+        PyList_SetItem(ret, i, item);
+    }
+out:
+    for (Py_ssize_t j = 0; bufs && j < n; j++)
+        mc_store_buffer_free(bufs[j]);
+    PyMem_Free(bufs);
+    PyMem_Free(res);
+    PyMem_Free(keys);
+    Py_XDECREF(hold);
+    return ret;
+}
+
+/* ---- metadata ---- */
+
+PyObject *mcpy_is_exist(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"key", NULL};
+    PyObject *key;
+    const char *k;
+    int code;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:is_exist", kwl, &key) || !mcpy_key(key, &k))
+        return NULL;
+    NOGIL(code = mc_store_is_exist(MCPY_STORE(self), k));
+    return PyLong_FromLong(code < 0 ? -1 : code);
+}
+
+PyObject *mcpy_batch_is_exist(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"keys", NULL};
+    PyObject *keys_o, *hold = NULL, *ret = NULL;
+    const char **keys = NULL;
+    int *res;
+    Py_ssize_t n;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_is_exist", kwl, &keys_o))
+        return NULL;
+    n = mcpy_keys(keys_o, "keys", &hold, &keys);
+    if (n < 0)
+        return NULL;
+    res = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*res));
+    if (res) {
+        NOGIL(mc_store_batch_is_exist(MCPY_STORE(self), keys, (size_t)n, res));
+        for (Py_ssize_t i = 0; i < n; i++)
+            res[i] = res[i] < 0 ? -1 : res[i];
+        ret = mcpy_int_list(res, n);
+    } else {
+        PyErr_NoMemory();
+    }
+    PyMem_Free(res);
+    PyMem_Free(keys);
+    Py_XDECREF(hold);
+    return ret;
+}
+
+PyObject *mcpy_get_size(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"key", NULL};
+    PyObject *key;
+    const char *k;
+    int64_t n;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:get_size", kwl, &key) || !mcpy_key(key, &k))
+        return NULL;
+    NOGIL(n = mc_store_get_size(MCPY_STORE(self), k));
+    return PyLong_FromLongLong(n);
+}
+
+PyObject *mcpy_remove(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"key", "force", NULL};
+    PyObject *key;
+    const char *k;
+    int force = 0, code;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:remove", kwl, &key, &force) ||
+        !mcpy_key(key, &k))
+        return NULL;
+    NOGIL(code = mc_store_remove(MCPY_STORE(self), k, force));
+    return PyLong_FromLong(code);
+}
+
+PyObject *mcpy_batch_remove(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"keys", "force", NULL};
+    PyObject *keys_o, *hold = NULL, *ret = NULL;
+    const char **keys = NULL;
+    int force = 0, *res;
+    Py_ssize_t n;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:batch_remove", kwl, &keys_o, &force))
+        return NULL;
+    n = mcpy_keys(keys_o, "keys", &hold, &keys);
+    if (n < 0)
+        return NULL;
+    res = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*res));
+    if (res) {
+        NOGIL(mc_store_batch_remove(MCPY_STORE(self), keys, (size_t)n, force, res));
+        ret = mcpy_int_list(res, n);
+    } else {
+        PyErr_NoMemory();
+    }
+    PyMem_Free(res);
+    PyMem_Free(keys);
+    Py_XDECREF(hold);
+    return ret;
+}
+
+PyObject *mcpy_remove_all(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"force", NULL};
+    int force = 0;
+    int64_t n;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|p:remove_all", kwl, &force))
+        return NULL;
+    NOGIL(n = mc_store_remove_all(MCPY_STORE(self), force));
+    return PyLong_FromLongLong(n);
+}
+
+PyObject *mcpy_register_buffer(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"buffer_ptr", "size", NULL};
+    uint64_t ptr;
+    size_t size;
+    int code;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&:register_buffer", kwl, mcpy_conv_u64, &ptr,
+                                     mcpy_conv_size, &size))
+        return NULL;
+    NOGIL(code = mc_store_register_buffer(MCPY_STORE(self), (void *)(uintptr_t)ptr, size));
+    return PyLong_FromLong(code);
+}
+
+PyObject *mcpy_unregister_buffer(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"buffer_ptr", NULL};
+    uint64_t ptr;
+    int code;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:unregister_buffer", kwl, mcpy_conv_u64, &ptr))
+        return NULL;
+    NOGIL(code = mc_store_unregister_buffer(MCPY_STORE(self), (void *)(uintptr_t)ptr));
+    return PyLong_FromLong(code);
+}

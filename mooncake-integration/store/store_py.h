@@ -1,0 +1,95 @@
+/* Private declarations shared by the files of the mooncake._store extension.
+ *
+ * Marshalling only: every behaviour lives in the C client (mooncake/store.h) so C users get it
+ * too. Calls that talk to the master or move bytes run without the GIL. */
+#ifndef MC_STORE_PY_H
+#define MC_STORE_PY_H
+
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030B0000
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+
+#include "mooncake/store.h"
+
+#define MCPY_ENGINE_CAPSULE "mooncake.engine_handle"
+
+typedef struct {
+    PyTypeObject *store_type;
+    PyTypeObject *buffer_type;
+} mcpy_store_state_t;
+
+typedef struct {
+    PyObject_HEAD
+    mc_store_t *store;
+    PyObject *engine; /* the shared engine's capsule: keeps that engine alive while we use it */
+} mcpy_store_t;
+
+/* A read result in client-owned memory, exported through the buffer protocol without a copy. */
+typedef struct {
+    PyObject_HEAD
+    mc_store_buffer_t *buf;
+    PyObject *owner; /* the store object: its staging memory must outlive this buffer */
+} mcpy_buffer_t;
+
+extern PyType_Spec mcpy_store_spec;
+extern PyType_Spec mcpy_buffer_spec;
+
+/* Keys: str only (TypeError otherwise, ValueError on an embedded NUL). The pointer lives as long
+ * as the str object. */
+int mcpy_key(PyObject *obj, const char **out);
+/* A list/tuple of keys. *hold keeps them alive (a tuple; DECREF it), *keys is PyMem_Malloc'ed. */
+Py_ssize_t mcpy_keys(PyObject *seq, const char *what, PyObject **hold, const char ***keys);
+/* Non-negative integers (addresses, sizes); "O&" converters. */
+int mcpy_conv_u64(PyObject *obj, void *out);
+int mcpy_conv_size(PyObject *obj, void *out);
+/* A sequence of integers as a PyMem_Malloc'ed array; returns the count or -1. */
+Py_ssize_t mcpy_u64_array(PyObject *seq, const char *what, uint64_t **out);
+/* A Python list of ints from C ints / int64s. */
+PyObject *mcpy_int_list(const int *v, Py_ssize_t n);
+PyObject *mcpy_i64_list(const int64_t *v, Py_ssize_t n);
+
+/* A ReplicateConfig (or None) read into the C struct; strings borrowed from held objects. */
+typedef struct {
+    mc_replicate_config_t rc;
+    const char *pref[8];
+    PyObject *hold;
+} mcpy_rconfig_t;
+int mcpy_rconfig(PyObject *cfg, mcpy_rconfig_t *out);
+void mcpy_rconfig_release(mcpy_rconfig_t *c);
+
+/* The C store behind self; NULL with RuntimeError never happens: calls before setup return the
+ * client's own error code (MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS). */
+#define MCPY_STORE(self) (((mcpy_store_t *)(self))->store)
+
+/* Store methods implemented in store_ops.c. */
+#define MCPY_DECL(name) PyObject *mcpy_##name(PyObject *self, PyObject *args, PyObject *kw)
+MCPY_DECL(put);
+MCPY_DECL(put_parts);
+MCPY_DECL(put_batch);
+MCPY_DECL(put_from);
+MCPY_DECL(batch_put_from);
+MCPY_DECL(batch_put_from_multi_buffers);
+MCPY_DECL(get);
+MCPY_DECL(get_batch);
+MCPY_DECL(get_into);
+MCPY_DECL(batch_get_into);
+MCPY_DECL(batch_get_into_multi_buffers);
+MCPY_DECL(is_exist);
+MCPY_DECL(batch_is_exist);
+MCPY_DECL(get_size);
+MCPY_DECL(remove);
+MCPY_DECL(batch_remove);
+MCPY_DECL(remove_all);
+MCPY_DECL(register_buffer);
+MCPY_DECL(unregister_buffer);
+PyObject *mcpy_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *args,
+                          Py_ssize_t nargs, PyObject *kwnames);
+PyObject *mcpy_batch_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *args,
+                                Py_ssize_t nargs, PyObject *kwnames);
+/* A buffer object owning b (which must be non-NULL). */
+PyObject *mcpy_buffer_new(PyTypeObject *type, PyObject *owner, mc_store_buffer_t *b);
+#endif

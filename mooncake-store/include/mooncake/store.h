@@ -1,0 +1,168 @@
+/* Mooncake Store: the public C client API.
+ *
+ * A client contributes a global segment of memory to the pool (mounted at mooncake_master), keeps
+ * a registered staging buffer for copies, and moves object bytes directly between processes with
+ * the Transfer Engine; the master only holds metadata.
+ *
+ * Return conventions follow the reference Mooncake so Python callers see the same integers:
+ * 0 on success, a negative MC_ERR_* (Store meaning, see mooncake/error.h) on error. Calls that
+ * return a size return it as int64_t (>= 0) or a negative code. All calls are thread-safe once
+ * setup returned 0; none of them keep a pointer to caller memory after they return, except
+ * registered buffers (see mc_store_register_buffer). */
+#ifndef MOONCAKE_STORE_H
+#define MOONCAKE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/error.h"
+#include "mooncake/export.h"
+#include "mooncake/transfer_engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mc_store mc_store_t;
+
+#define MC_STORE_DEFAULT_SEGMENT_SIZE (16ull << 20)
+#define MC_STORE_DEFAULT_BUFFER_SIZE (16ull << 20)
+#define MC_STORE_DEFAULT_MASTER "127.0.0.1:50051"
+/* Longest key accepted (bytes). Longer keys fail with MC_ERR_INVALID_KEY before any RPC. */
+#define MC_STORE_MAX_KEY_LEN 4096
+#define MC_STORE_STR_MAX 256
+
+/* ---- configuration ---------------------------------------------------------------------------
+ * Precedence, lowest first: built-in defaults < the JSON file named by MOONCAKE_CONFIG_PATH <
+ * MOONCAKE_* environment variables < values the caller sets explicitly. Strings are copied in. */
+typedef struct mc_store_config {
+    char local_hostname[MC_STORE_STR_MAX];     /* "" = this host's IP */
+    char metadata_server[MC_STORE_STR_MAX];    /* "P2PHANDSHAKE" or "http://host:port/metadata" */
+    char protocol[32];                         /* "tcp", "shm", "auto", "rdma" (falls back) */
+    char device_name[MC_STORE_STR_MAX];        /* rdma_devices; accepted, unused by tcp/shm */
+    char master_server_addr[MC_STORE_STR_MAX]; /* "host:port" */
+    uint64_t global_segment_size;              /* 0 = pure client (contributes nothing) */
+    uint64_t local_buffer_size;                /* 0 = no staging: only zero-copy calls work */
+    int heartbeat_interval_ms;                 /* 0 = default (1000) */
+    int rpc_timeout_ms;                        /* 0 = default (5000) */
+    mc_engine_t *engine; /* a shared, initialized engine; NULL = the store creates its own */
+} mc_store_config_t;
+
+/* Fills the built-in defaults. */
+MC_API void mc_store_config_init(mc_store_config_t *c);
+/* Sets one key from a string, as the JSON file, the environment and Python's setup(dict) spell
+ * them: local_hostname, metadata_server, protocol, device_name (alias rdma_devices),
+ * master_server_address (alias master_server_addr), global_segment_size, local_buffer_size
+ * (sizes as integers or "4gb", "512MB", ...). Keys of the reference this client accepts but
+ * does not use (tenant_id, enable_ssd_offload=false, ssd_offload_path, enable_client_http_server,
+ * client_http_port) are ignored. Unknown key or bad value: MC_ERR_INVALID_PARAMS. */
+MC_API int mc_store_config_set(mc_store_config_t *c, const char *key, const char *value);
+/* Applies a JSON object file (values may be strings or numbers). */
+MC_API int mc_store_config_load_file(mc_store_config_t *c, const char *path);
+/* Applies MOONCAKE_CONFIG_PATH (if set) and then MOONCAKE_MASTER, MOONCAKE_LOCAL_HOSTNAME,
+ * MOONCAKE_TE_META_DATA_SERVER, MOONCAKE_PROTOCOL, MOONCAKE_DEVICE,
+ * MOONCAKE_GLOBAL_SEGMENT_SIZE, MOONCAKE_LOCAL_BUFFER_SIZE. */
+MC_API int mc_store_config_load_env(mc_store_config_t *c);
+
+/* ---- replication ------------------------------------------------------------------------------ */
+typedef struct mc_replicate_config {
+    int replica_num;         /* >= 1; replicas on distinct segments, best effort */
+    int with_soft_pin;       /* evicted last */
+    int with_hard_pin;       /* never evicted */
+    int64_t soft_pin_ttl_ms; /* < 0: the master's default */
+    /* Segments (names as mounted, i.e. the owners' local hostnames) tried first, in order. */
+    const char *const *preferred_segments;
+    size_t preferred_segment_count;
+} mc_replicate_config_t;
+
+MC_API void mc_replicate_config_init(mc_replicate_config_t *rc);
+
+/* ---- lifecycle -------------------------------------------------------------------------------- */
+MC_API int mc_store_create(mc_store_t **out);
+/* Creates or adopts the engine, connects to the master, allocates and mounts the global segment,
+ * allocates the staging buffer and starts the heartbeat thread. Call once. Master unreachable:
+ * MC_ERR_RPC_FAIL. */
+MC_API int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg);
+/* Stops heartbeats, unmounts the segment at the master, releases the engine's memory. Safe to
+ * call twice; later calls then fail with MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS. Buffers returned
+ * by mc_store_get_buffer stay valid until freed. */
+MC_API int mc_store_close(mc_store_t *s);
+/* Closes and frees. Every mc_store_buffer_t must have been freed before. NULL is accepted. */
+MC_API void mc_store_destroy(mc_store_t *s);
+/* 0 healthy, 1 not set up (or closed), 2 master unreachable. */
+MC_API int mc_store_health_check(mc_store_t *s);
+/* The segment name this client mounts and peers open ("host:port"); "" before setup. */
+MC_API const char *mc_store_hostname(const mc_store_t *s);
+MC_API mc_engine_t *mc_store_engine(mc_store_t *s);
+
+/* ---- buffers ----------------------------------------------------------------------------------
+ * Registered user memory is used directly as a transfer source or destination (zero copy); any
+ * other memory goes through the staging buffer. The memory must stay valid until unregistered. */
+MC_API int mc_store_register_buffer(mc_store_t *s, void *addr, size_t len);
+MC_API int mc_store_unregister_buffer(mc_store_t *s, void *addr);
+
+typedef struct mc_store_iov {
+    void *base;
+    size_t len;
+} mc_store_iov_t;
+
+/* One key and its parts: for puts the value is the concatenation of the parts; for get-into the
+ * object is scattered into the parts in order. */
+typedef struct mc_store_item {
+    const char *key;
+    const mc_store_iov_t *iov;
+    size_t iovcnt;
+} mc_store_item_t;
+
+/* ---- writes: 0 or a negative code ------------------------------------------------------------
+ * put start at the master, a WRITE of the bytes into every replica, put end; on any failure the
+ * put is revoked. A value that fits no segment even after eviction: MC_ERR_NO_AVAILABLE_HANDLE.
+ * A zero-length value: MC_ERR_INVALID_PARAMS. An existing key: MC_ERR_OBJECT_ALREADY_EXISTS. */
+MC_API int mc_store_put(mc_store_t *s, const char *key, const void *data, size_t len,
+                        const mc_replicate_config_t *rc);
+MC_API int mc_store_put_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
+                              size_t nparts, const mc_replicate_config_t *rc);
+/* results[i] gets each item's code; returns 0 when every item succeeded, else the first error. */
+MC_API int mc_store_batch_put(mc_store_t *s, const mc_store_item_t *items, size_t n,
+                              const mc_replicate_config_t *rc, int *results);
+
+/* ---- reads ------------------------------------------------------------------------------------
+ * A read asks the master for the replica list (which grants a lease), reads from one replica and
+ * falls back to the others when a transfer fails. Returns the object's byte length, or a negative
+ * code: MC_ERR_OBJECT_NOT_FOUND on a miss, MC_ERR_BUFFER_OVERFLOW when the buffer is too small. */
+MC_API int64_t mc_store_get_into(mc_store_t *s, const char *key, void *buf, size_t cap);
+MC_API int64_t mc_store_get_into_parts(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
+                                       size_t iovcnt);
+/* results[i] gets each item's length or code; returns 0 when all succeeded, else the first error. */
+MC_API int mc_store_batch_get_into(mc_store_t *s, const mc_store_item_t *items, size_t n,
+                                   int64_t *results);
+
+/* A read into memory the client owns (the staging buffer when it fits, so the bytes are moved
+ * once); freed with mc_store_buffer_free. */
+typedef struct mc_store_buffer mc_store_buffer_t;
+MC_API int mc_store_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out);
+/* outs[i] is NULL where results[i] < 0. Returns 0 or the first error. */
+MC_API int mc_store_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
+                                     mc_store_buffer_t **outs, int *results);
+MC_API void *mc_store_buffer_data(const mc_store_buffer_t *b);
+MC_API size_t mc_store_buffer_size(const mc_store_buffer_t *b);
+MC_API void mc_store_buffer_free(mc_store_buffer_t *b);
+
+/* ---- metadata ---------------------------------------------------------------------------------- */
+/* 1 exists, 0 not, negative on error. */
+MC_API int mc_store_is_exist(mc_store_t *s, const char *key);
+MC_API int mc_store_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n,
+                                   int *results);
+/* Size in bytes, or a negative code (MC_ERR_OBJECT_NOT_FOUND). */
+MC_API int64_t mc_store_get_size(mc_store_t *s, const char *key);
+/* MC_ERR_OBJECT_HAS_LEASE while a reader holds a lease, unless force. */
+MC_API int mc_store_remove(mc_store_t *s, const char *key, int force);
+MC_API int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force,
+                                 int *results);
+/* Number of objects removed, or a negative code. */
+MC_API int64_t mc_store_remove_all(mc_store_t *s, int force);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

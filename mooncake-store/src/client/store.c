@@ -1,0 +1,263 @@
+/* Client lifecycle: engine, master connection, the contributed segment, staging, heartbeats. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/store_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/log.h"
+
+#define MC__DEFAULT_HEARTBEAT_MS 1000
+#define MC__DEFAULT_RPC_TIMEOUT_MS 5000
+
+int mc_store_create(mc_store_t **out) {
+    mc_store_t *s;
+    if (!out)
+        return MC_ERR_INVALID_PARAMS;
+    s = mc__calloc(1, sizeof(*s));
+    if (!s)
+        return MC_ERR_INTERNAL_ERROR;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->hb_mu, NULL);
+    pthread_cond_init(&s->hb_cv, NULL);
+    pthread_mutex_init(&s->seg_mu, NULL);
+    pthread_rwlock_init(&s->reg_lock, NULL);
+    atomic_init(&s->state, MC__STORE_NEW);
+    atomic_init(&s->master_ok, 0);
+    mc__staging_init(&s->staging, NULL, 0);
+    *out = s;
+    return 0;
+}
+
+int mc__store_ready(mc_store_t *s) {
+    if (!s || atomic_load(&s->state) != MC__STORE_READY)
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    return 0;
+}
+
+static void mc__deadline_in(struct timespec *ts, int ms) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+/* The master expires clients that stop heartbeating; when it forgot us (restart, expiry), the
+ * master client mounts our segment again inside the heartbeat call. */
+static void *mc__heartbeat_main(void *arg) {
+    mc_store_t *s = arg;
+    int interval = s->cfg.heartbeat_interval_ms > 0 ? s->cfg.heartbeat_interval_ms
+                                                     : MC__DEFAULT_HEARTBEAT_MS;
+    pthread_mutex_lock(&s->hb_mu);
+    while (!s->hb_stop) {
+        struct timespec ts;
+        uint8_t status = 0;
+        int rc;
+        pthread_mutex_unlock(&s->hb_mu);
+        rc = mc__master_client_heartbeat(s->master, &status);
+        atomic_store(&s->master_ok, rc == 0);
+        if (rc != 0)
+            MC_DEBUG("store: heartbeat failed: %s", mc_store_strerror(rc));
+        else if (status == MC_MP_CLIENT_NEED_REMOUNT)
+            MC_WARN("store: the master had forgotten this client; segment mounted again");
+        pthread_mutex_lock(&s->hb_mu);
+        mc__deadline_in(&ts, interval);
+        while (!s->hb_stop)
+            if (pthread_cond_timedwait(&s->hb_cv, &s->hb_mu, &ts) == ETIMEDOUT)
+                break;
+    }
+    pthread_mutex_unlock(&s->hb_mu);
+    return NULL;
+}
+
+static int mc__setup_engine(mc_store_t *s) {
+    mc_engine_options_t eo;
+    int rc;
+    if (s->cfg.engine) {
+        s->engine = s->cfg.engine;
+        s->own_engine = 0;
+        return 0;
+    }
+    rc = mc_engine_create(&s->engine);
+    if (rc != 0)
+        return rc;
+    s->own_engine = 1;
+    memset(&eo, 0, sizeof(eo));
+    eo.local_server_name = s->cfg.local_hostname;
+    eo.metadata_conn = s->cfg.metadata_server;
+    eo.protocol = s->cfg.protocol;
+    eo.device_name = s->cfg.device_name;
+    rc = mc_engine_init(s->engine, &eo);
+    if (rc != 0)
+        MC_ERROR("store: transfer engine init failed: %s", mc_strerror(rc));
+    return rc;
+}
+
+static int mc__setup_memory(mc_store_t *s) {
+    void *p = NULL;
+    int rc;
+    if (s->cfg.global_segment_size > 0) {
+        rc = mc_engine_alloc_managed(s->engine, (size_t)s->cfg.global_segment_size, &p);
+        if (rc != 0) {
+            MC_ERROR("store: cannot allocate a %llu-byte global segment: %s",
+                     (unsigned long long)s->cfg.global_segment_size, mc_strerror(rc));
+            return MC_ERR_NO_AVAILABLE_HANDLE;
+        }
+        s->segment = p;
+        s->segment_size = (size_t)s->cfg.global_segment_size;
+    }
+    if (s->cfg.local_buffer_size > 0) {
+        rc = mc_engine_alloc_managed(s->engine, (size_t)s->cfg.local_buffer_size, &p);
+        if (rc != 0) {
+            MC_ERROR("store: cannot allocate a %llu-byte local buffer: %s",
+                     (unsigned long long)s->cfg.local_buffer_size, mc_strerror(rc));
+            return MC_ERR_NO_AVAILABLE_HANDLE;
+        }
+        s->staging_mem = p;
+        mc__staging_fini(&s->staging);
+        rc = mc__staging_init(&s->staging, p, (size_t)s->cfg.local_buffer_size);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Undoes setup in reverse; used by a failed setup and by destroy. */
+static void mc__teardown(mc_store_t *s) {
+    if (s->hb_started) {
+        pthread_mutex_lock(&s->hb_mu);
+        s->hb_stop = 1;
+        pthread_cond_broadcast(&s->hb_cv);
+        pthread_mutex_unlock(&s->hb_mu);
+        pthread_join(s->hb_thread, NULL);
+        s->hb_started = 0;
+    }
+    if (s->master && s->segment) {
+        int rc = mc__master_client_unmount_segment(s->master, s->hostname,
+                                                   (uint64_t)(uintptr_t)s->segment);
+        if (rc != 0)
+            MC_WARN("store: unmount at the master failed: %s", mc_store_strerror(rc));
+    }
+    mc__master_client_close(s->master);
+    s->master = NULL;
+    mc__store_segments_clear(s);
+    if (s->engine && s->segment)
+        mc_engine_free_managed(s->engine, s->segment);
+    s->segment = NULL;
+    s->segment_size = 0;
+}
+
+int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
+    int rc = MC_ERR_INVALID_PARAMS;
+    int timeout;
+    if (!s || !cfg)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&s->mu);
+    if (atomic_load(&s->state) != MC__STORE_NEW) {
+        rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+        goto out;
+    }
+    s->cfg = *cfg;
+    if (!s->cfg.master_server_addr[0]) {
+        MC_ERROR("store: no master address");
+        goto out;
+    }
+    timeout = s->cfg.rpc_timeout_ms > 0 ? s->cfg.rpc_timeout_ms : MC__DEFAULT_RPC_TIMEOUT_MS;
+    /* The master first: a master that is down fails setup fast, before memory is taken. */
+    rc = mc__master_client_connect(s->cfg.master_server_addr, timeout, NULL, &s->master);
+    if (rc != 0) {
+        MC_ERROR("store: cannot reach the master at %s: %s", s->cfg.master_server_addr,
+                 mc_store_strerror(rc));
+        goto out;
+    }
+    rc = mc__setup_engine(s);
+    if (rc != 0)
+        goto out;
+    snprintf(s->hostname, sizeof(s->hostname), "%s", mc_engine_local_name(s->engine));
+    rc = mc__setup_memory(s);
+    if (rc != 0)
+        goto out;
+    if (s->segment) {
+        rc = mc__master_client_mount_segment(s->master, s->hostname,
+                                             (uint64_t)(uintptr_t)s->segment, s->segment_size);
+        if (rc != 0) {
+            MC_ERROR("store: mounting segment %s at the master failed: %s", s->hostname,
+                     mc_store_strerror(rc));
+            goto out;
+        }
+    }
+    atomic_store(&s->master_ok, 1);
+    s->hb_stop = 0;
+    if (pthread_create(&s->hb_thread, NULL, mc__heartbeat_main, s) != 0) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    s->hb_started = 1;
+    atomic_store(&s->state, MC__STORE_READY);
+    rc = 0;
+out:
+    if (rc != 0 && s && cfg)
+        mc__teardown(s);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int mc_store_close(mc_store_t *s) {
+    int rc = 0;
+    if (!s)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&s->mu);
+    if (atomic_load(&s->state) != MC__STORE_READY) {
+        rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+        goto out;
+    }
+    atomic_store(&s->state, MC__STORE_CLOSED);
+    mc__teardown(s);
+out:
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void mc_store_destroy(mc_store_t *s) {
+    if (!s)
+        return;
+    mc_store_close(s);
+    if (s->engine && s->staging_mem)
+        mc_engine_free_managed(s->engine, s->staging_mem);
+    mc__staging_fini(&s->staging);
+    if (s->own_engine)
+        mc_engine_destroy(s->engine);
+    /* A shared engine outlives us: leave none of our registrations behind in it. */
+    for (size_t i = 0; !s->own_engine && s->engine && i < s->nregs; i++)
+        mc_engine_unregister_memory(s->engine, s->regs[i].base);
+    mc__free(s->regs);
+    mc__free(s->segs);
+    pthread_rwlock_destroy(&s->reg_lock);
+    pthread_mutex_destroy(&s->seg_mu);
+    pthread_cond_destroy(&s->hb_cv);
+    pthread_mutex_destroy(&s->hb_mu);
+    pthread_mutex_destroy(&s->mu);
+    mc__free(s);
+}
+
+int mc_store_health_check(mc_store_t *s) {
+    uint8_t status = 0;
+    int rc;
+    if (mc__store_ready(s) != 0)
+        return 1;
+    rc = mc__master_client_heartbeat(s->master, &status);
+    atomic_store(&s->master_ok, rc == 0);
+    return rc == 0 ? 0 : 2;
+}
+
+const char *mc_store_hostname(const mc_store_t *s) {
+    return s ? s->hostname : "";
+}
+
+mc_engine_t *mc_store_engine(mc_store_t *s) {
+    return s ? s->engine : NULL;
+}

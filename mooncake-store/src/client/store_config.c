@@ -1,0 +1,220 @@
+/* Client configuration: one setter that every source (JSON file, environment, Python dict or
+ * keywords) goes through, so each source spells keys and sizes the same way. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/config.h"
+#include "mooncake/common/log.h"
+#include "mooncake/store.h"
+
+void mc_store_config_init(mc_store_config_t *c) {
+    if (!c)
+        return;
+    memset(c, 0, sizeof(*c));
+    snprintf(c->metadata_server, sizeof(c->metadata_server), "P2PHANDSHAKE");
+    snprintf(c->protocol, sizeof(c->protocol), "tcp");
+    snprintf(c->master_server_addr, sizeof(c->master_server_addr), "%s", MC_STORE_DEFAULT_MASTER);
+    c->global_segment_size = MC_STORE_DEFAULT_SEGMENT_SIZE;
+    c->local_buffer_size = MC_STORE_DEFAULT_BUFFER_SIZE;
+}
+
+static int mc__set_str(char *dst, size_t cap, const char *key, const char *value) {
+    size_t n = strlen(value);
+    if (n >= cap) {
+        MC_ERROR("store config: value of %s is too long (%zu bytes, at most %zu)", key, n,
+                 cap - 1);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    memcpy(dst, value, n + 1);
+    return 0;
+}
+
+static int mc__set_size(uint64_t *dst, const char *key, const char *value) {
+    uint64_t v = 0;
+    if (mc__parse_size(value, &v) != 0) {
+        MC_ERROR("store config: %s=\"%s\" is not a size (e.g. 1073741824, \"4gb\")", key, value);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    *dst = v;
+    return 0;
+}
+
+/* Keys of the reference that select features this client does not have; accepted so configs
+ * written for the reference keep working, as long as they do not turn the feature on. */
+static int mc__ignored_key(const char *key, const char *value) {
+    static const char *const keys[] = {"tenant_id", "ssd_offload_path", "client_http_port"};
+    static const char *const off_keys[] = {"enable_ssd_offload", "enable_client_http_server"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (strcmp(key, keys[i]) == 0)
+            return 0;
+    for (size_t i = 0; i < sizeof(off_keys) / sizeof(off_keys[0]); i++) {
+        int on = 0;
+        if (strcmp(key, off_keys[i]) != 0)
+            continue;
+        if (mc__parse_bool(value, &on) != 0) {
+            MC_ERROR("store config: %s=\"%s\" is not a boolean", key, value);
+            return MC_ERR_INVALID_PARAMS;
+        }
+        if (on) {
+            MC_ERROR("store config: %s is not supported by this client", key);
+            return MC_ERR_INVALID_PARAMS;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+int mc_store_config_set(mc_store_config_t *c, const char *key, const char *value) {
+    int rc;
+    if (!c || !key || !value)
+        return MC_ERR_INVALID_PARAMS;
+    if (strcmp(key, "local_hostname") == 0)
+        return mc__set_str(c->local_hostname, sizeof(c->local_hostname), key, value);
+    if (strcmp(key, "metadata_server") == 0)
+        return mc__set_str(c->metadata_server, sizeof(c->metadata_server), key, value);
+    if (strcmp(key, "protocol") == 0)
+        return mc__set_str(c->protocol, sizeof(c->protocol), key, value);
+    if (strcmp(key, "device_name") == 0 || strcmp(key, "rdma_devices") == 0)
+        return mc__set_str(c->device_name, sizeof(c->device_name), key, value);
+    if (strcmp(key, "master_server_address") == 0 || strcmp(key, "master_server_addr") == 0)
+        return mc__set_str(c->master_server_addr, sizeof(c->master_server_addr), key, value);
+    if (strcmp(key, "global_segment_size") == 0)
+        return mc__set_size(&c->global_segment_size, key, value);
+    if (strcmp(key, "local_buffer_size") == 0)
+        return mc__set_size(&c->local_buffer_size, key, value);
+    rc = mc__ignored_key(key, value);
+    if (rc <= 0)
+        return rc;
+    MC_ERROR("store config: unknown key \"%s\"", key);
+    return MC_ERR_INVALID_PARAMS;
+}
+
+static int mc__read_file(const char *path, char **out) {
+    FILE *f = NULL;
+    char *data = NULL;
+    long n;
+    int rc = MC_ERR_FILE_NOT_FOUND;
+
+    f = fopen(path, "rb");
+    if (!f) {
+        MC_ERROR("store config: cannot open %s", path);
+        goto out;
+    }
+    rc = MC_ERR_INVALID_PARAMS;
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || n > (1 << 20) ||
+        fseek(f, 0, SEEK_SET) != 0) {
+        MC_ERROR("store config: %s is unreadable or larger than 1 MiB", path);
+        goto out;
+    }
+    data = mc__malloc((size_t)n + 1);
+    if (!data) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    if (fread(data, 1, (size_t)n, f) != (size_t)n) {
+        MC_ERROR("store config: short read from %s", path);
+        goto out;
+    }
+    data[n] = '\0';
+    *out = data;
+    data = NULL;
+    rc = 0;
+out:
+    mc__free(data);
+    if (f)
+        fclose(f);
+    return rc;
+}
+
+int mc_store_config_load_file(mc_store_config_t *c, const char *path) {
+    char *text = NULL;
+    cJSON *root = NULL;
+    const cJSON *item;
+    char num[64];
+    int rc;
+
+    if (!c || !path)
+        return MC_ERR_INVALID_PARAMS;
+    rc = mc__read_file(path, &text);
+    if (rc != 0)
+        goto out;
+    rc = MC_ERR_INVALID_PARAMS;
+    root = cJSON_Parse(text);
+    if (!root || !cJSON_IsObject(root)) {
+        MC_ERROR("store config: %s is not a JSON object", path);
+        goto out;
+    }
+    cJSON_ArrayForEach(item, root) {
+        const char *value = NULL;
+        if (cJSON_IsString(item)) {
+            value = item->valuestring;
+        } else if (cJSON_IsNumber(item)) {
+            /* Sizes past 2^53 lose precision in JSON numbers; strings like "4gb" do not. */
+            if (item->valuedouble < 0 || item->valuedouble > 9.0e15) {
+                MC_ERROR("store config: %s in %s is out of range", item->string, path);
+                goto out;
+            }
+            snprintf(num, sizeof(num), "%.0f", item->valuedouble);
+            value = num;
+        } else if (cJSON_IsBool(item)) {
+            value = cJSON_IsTrue(item) ? "true" : "false";
+        } else {
+            MC_ERROR("store config: %s in %s must be a string or a number", item->string, path);
+            goto out;
+        }
+        rc = mc_store_config_set(c, item->string, value);
+        if (rc != 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    cJSON_Delete(root);
+    mc__free(text);
+    return rc;
+}
+
+int mc_store_config_load_env(mc_store_config_t *c) {
+    static const char *const env_keys[][2] = {
+        {"MOONCAKE_MASTER", "master_server_address"},
+        {"MOONCAKE_LOCAL_HOSTNAME", "local_hostname"},
+        {"MOONCAKE_TE_META_DATA_SERVER", "metadata_server"},
+        {"MOONCAKE_PROTOCOL", "protocol"},
+        {"MOONCAKE_DEVICE", "device_name"},
+        {"MOONCAKE_GLOBAL_SEGMENT_SIZE", "global_segment_size"},
+        {"MOONCAKE_LOCAL_BUFFER_SIZE", "local_buffer_size"},
+    };
+    const char *path;
+    int rc = 0;
+
+    if (!c)
+        return MC_ERR_INVALID_PARAMS;
+    path = getenv("MOONCAKE_CONFIG_PATH");
+    if (path && *path) {
+        rc = mc_store_config_load_file(c, path);
+        if (rc != 0)
+            return rc;
+    }
+    for (size_t i = 0; i < sizeof(env_keys) / sizeof(env_keys[0]); i++) {
+        const char *v = getenv(env_keys[i][0]);
+        if (!v || !*v)
+            continue;
+        rc = mc_store_config_set(c, env_keys[i][1], v);
+        if (rc != 0) {
+            MC_ERROR("store config: bad environment variable %s", env_keys[i][0]);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void mc_replicate_config_init(mc_replicate_config_t *rc) {
+    if (!rc)
+        return;
+    memset(rc, 0, sizeof(*rc));
+    rc->replica_num = 1;
+    rc->soft_pin_ttl_ms = -1;
+}

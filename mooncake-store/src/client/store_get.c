@@ -1,0 +1,212 @@
+/* Reads: the replica list (a lease) from the master, then the bytes from one replica, falling
+ * back to the next when a transfer fails. */
+#include <string.h>
+
+#include "client/store_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/log.h"
+
+static int64_t mc__get_one(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
+                           size_t iovcnt) {
+    mc__key_replicas_t *kr = NULL;
+    int64_t rc = mc__store_ready(s);
+    if (rc != 0)
+        return rc;
+    if ((rc = mc__store_check_key(key)) != 0)
+        return rc;
+    if (iovcnt && !iov)
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < iovcnt; i++)
+        if (iov[i].len && !iov[i].base)
+            return MC_ERR_INVALID_PARAMS;
+    kr = mc__calloc(1, sizeof(*kr));
+    if (!kr)
+        return MC_ERR_INTERNAL_ERROR;
+    rc = mc__master_client_get_replica_list(s->master, key, kr);
+    if (rc == 0)
+        rc = mc__store_read_replicas(s, kr, iov, iovcnt);
+    mc__free(kr);
+    return rc;
+}
+
+int64_t mc_store_get_into(mc_store_t *s, const char *key, void *buf, size_t cap) {
+    mc_store_iov_t v = {buf, cap};
+    return mc__get_one(s, key, &v, 1);
+}
+
+int64_t mc_store_get_into_parts(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
+                                size_t iovcnt) {
+    return mc__get_one(s, key, iov, iovcnt);
+}
+
+/* Replica lists for n keys in one RPC; NULL keys or bad ones get their code in kr[i].code. */
+static int mc__batch_replicas(mc_store_t *s, const char *const *keys, size_t n,
+                              mc__key_replicas_t *kr) {
+    const char **ok = NULL;
+    size_t *idx = NULL;
+    mc__key_replicas_t *tmp = NULL;
+    size_t m = 0;
+    int rc = MC_ERR_INTERNAL_ERROR;
+
+    ok = mc__calloc(n, sizeof(*ok));
+    idx = mc__calloc(n, sizeof(*idx));
+    tmp = mc__calloc(n, sizeof(*tmp));
+    if (!ok || !idx || !tmp)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        memset(&kr[i], 0, sizeof(kr[i]));
+        kr[i].code = mc__store_check_key(keys[i]);
+        if (kr[i].code == 0) {
+            ok[m] = keys[i];
+            idx[m++] = i;
+        }
+    }
+    rc = 0;
+    if (m > 0)
+        rc = mc__master_client_batch_get_replica_list(s->master, m, ok, tmp);
+    for (size_t j = 0; j < m; j++) {
+        if (rc != 0)
+            kr[idx[j]].code = rc;
+        else
+            kr[idx[j]] = tmp[j];
+    }
+out:
+    mc__free(tmp);
+    mc__free(idx);
+    mc__free(ok);
+    return rc;
+}
+
+int mc_store_batch_get_into(mc_store_t *s, const mc_store_item_t *items, size_t n,
+                            int64_t *results) {
+    mc__key_replicas_t *kr = NULL;
+    const char **keys = NULL;
+    int first = 0;
+    int rc = mc__store_ready(s);
+    if (rc != 0)
+        return rc;
+    if (n && (!items || !results))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return 0;
+    kr = mc__calloc(n, sizeof(*kr));
+    keys = mc__calloc(n, sizeof(*keys));
+    if (!kr || !keys) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        keys[i] = items[i].key;
+    rc = mc__batch_replicas(s, keys, n, kr);
+    if (rc != 0)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        results[i] = (items[i].iovcnt && !items[i].iov)
+                         ? MC_ERR_INVALID_PARAMS
+                         : mc__store_read_replicas(s, &kr[i], items[i].iov, items[i].iovcnt);
+        if (results[i] < 0 && first == 0)
+            first = (int)results[i];
+    }
+out:
+    mc__free(keys);
+    mc__free(kr);
+    return rc != 0 ? rc : first;
+}
+
+/* Reads into a staging block when one is free (bytes land once, in registered memory), else into
+ * heap memory through the staged path. */
+static int mc__read_to_buffer(mc_store_t *s, const mc__key_replicas_t *kr,
+                              mc_store_buffer_t **out) {
+    mc_store_buffer_t *b = NULL;
+    mc_store_iov_t v;
+    int64_t n;
+    int rc = kr->code;
+    if (rc != 0)
+        return rc;
+    b = mc__calloc(1, sizeof(*b));
+    if (!b)
+        return MC_ERR_INTERNAL_ERROR;
+    b->store = s;
+    b->size = (size_t)kr->size;
+    b->data = mc__staging_try_alloc(&s->staging, b->size);
+    b->staged = b->data != NULL;
+    if (!b->data)
+        b->data = mc__malloc(b->size ? b->size : 1);
+    if (!b->data) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    v.base = b->data;
+    v.len = b->size;
+    n = mc__store_read_replicas(s, kr, &v, 1);
+    rc = n < 0 ? (int)n : 0;
+out:
+    if (rc != 0) {
+        mc_store_buffer_free(b);
+        b = NULL;
+    }
+    *out = b;
+    return rc;
+}
+
+int mc_store_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
+    mc__key_replicas_t *kr = NULL;
+    int rc = mc__store_ready(s);
+    if (!out)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    if (rc != 0 || (rc = mc__store_check_key(key)) != 0)
+        return rc;
+    kr = mc__calloc(1, sizeof(*kr));
+    if (!kr)
+        return MC_ERR_INTERNAL_ERROR;
+    rc = mc__master_client_get_replica_list(s->master, key, kr);
+    if (rc == 0)
+        rc = mc__read_to_buffer(s, kr, out);
+    mc__free(kr);
+    return rc;
+}
+
+int mc_store_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
+                              mc_store_buffer_t **outs, int *results) {
+    mc__key_replicas_t *kr = NULL;
+    int first = 0;
+    int rc = mc__store_ready(s);
+    if (rc != 0)
+        return rc;
+    if (n && (!keys || !outs || !results))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        outs[i] = NULL;
+    kr = mc__calloc(n, sizeof(*kr));
+    if (!kr)
+        return MC_ERR_INTERNAL_ERROR;
+    rc = mc__batch_replicas(s, keys, n, kr);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        results[i] = mc__read_to_buffer(s, &kr[i], &outs[i]);
+        if (results[i] != 0 && first == 0)
+            first = results[i];
+    }
+    mc__free(kr);
+    return rc != 0 ? rc : first;
+}
+
+void *mc_store_buffer_data(const mc_store_buffer_t *b) {
+    return b ? b->data : NULL;
+}
+
+size_t mc_store_buffer_size(const mc_store_buffer_t *b) {
+    return b ? b->size : 0;
+}
+
+void mc_store_buffer_free(mc_store_buffer_t *b) {
+    if (!b)
+        return;
+    if (b->staged)
+        mc__staging_free(&b->store->staging, b->data, b->size);
+    else
+        mc__free(b->data);
+    mc__free(b);
+}

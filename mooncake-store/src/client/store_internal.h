@@ -1,0 +1,76 @@
+/* The client's private state, shared by the files of src/client (one job each: lifecycle,
+ * data movement, puts, gets, metadata calls). */
+#ifndef MC_STORE_CLIENT_STORE_INTERNAL_H
+#define MC_STORE_CLIENT_STORE_INTERNAL_H
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "client/staging.h"
+#include "mooncake/store.h"
+#include "proto/master_client.h"
+
+enum { MC__STORE_NEW = 0, MC__STORE_READY = 1, MC__STORE_CLOSED = 2 };
+
+typedef struct mc__seg_entry {
+    char name[MC_MP_MAX_SEGMENT_NAME + 1];
+    mc_segment_id_t id;
+} mc__seg_entry_t;
+
+struct mc_store {
+    pthread_mutex_t mu; /* state transitions */
+    _Atomic int state;
+    mc_store_config_t cfg;
+    mc_engine_t *engine;
+    int own_engine;
+    mc__master_client_t *master;
+    char hostname[MC_MP_MAX_SEGMENT_NAME + 1];
+
+    uint8_t *segment; /* the contributed global segment (NULL for a pure client) */
+    size_t segment_size;
+    uint8_t *staging_mem;
+    mc__staging_t staging;
+
+    pthread_t hb_thread;
+    int hb_started;
+    int hb_stop;
+    pthread_mutex_t hb_mu;
+    pthread_cond_t hb_cv;
+    _Atomic int master_ok;
+
+    pthread_mutex_t seg_mu; /* segment-name -> engine segment id cache */
+    mc__seg_entry_t *segs;
+    size_t nsegs, segs_cap;
+
+    pthread_rwlock_t reg_lock; /* user buffers registered for zero copy */
+    mc_store_iov_t *regs;
+    size_t nregs, regs_cap;
+};
+
+struct mc_store_buffer {
+    mc_store_t *store;
+    uint8_t *data;
+    size_t size;
+    int staged; /* data lives in the staging buffer (else mc__malloc) */
+};
+
+/* READY, or MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS. */
+int mc__store_ready(mc_store_t *s);
+/* 0, or MC_ERR_INVALID_KEY for a NULL, empty or over-long key. */
+int mc__store_check_key(const char *key);
+/* Converts the public replicate config (NULL = defaults); strings are borrowed. */
+int mc__store_wire_config(const mc_replicate_config_t *rc, mc__replicate_config_t *out);
+
+/* Moves the bytes of iov (total = the object size) to every replica (WRITE) or from rep[0]
+ * (READ). Registered memory moves directly; other memory goes through the staging buffer, or
+ * is registered for the call when there is no staging buffer. */
+int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
+                   const mc__replica_desc_t *reps, size_t nreps);
+/* Reads a whole object described by kr into iov, trying each complete replica (ours first);
+ * returns the size or a negative code. */
+int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
+                                const mc_store_iov_t *iov, size_t iovcnt);
+/* 1 when [p, p+len) lies inside one registered user buffer or the staging buffer. */
+int mc__store_is_registered(mc_store_t *s, const void *p, size_t len);
+void mc__store_forget_segment(mc_store_t *s, const char *name);
+void mc__store_segments_clear(mc_store_t *s);
+#endif

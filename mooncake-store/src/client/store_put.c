@@ -1,0 +1,134 @@
+/* Puts: put start at the master, WRITE into every replica, put end; revoke on any failure so a
+ * half-written object never becomes visible and its space comes back. */
+#include <string.h>
+
+#include "client/store_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/log.h"
+
+static int mc__check_parts(const mc_store_iov_t *parts, size_t nparts, uint64_t *total) {
+    uint64_t t = 0;
+    if (nparts && !parts)
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < nparts; i++) {
+        if (parts[i].len && !parts[i].base)
+            return MC_ERR_INVALID_PARAMS;
+        t += parts[i].len;
+    }
+    /* A zero-size object is refused, as the reference's master refuses it. */
+    if (t == 0)
+        return MC_ERR_INVALID_PARAMS;
+    *total = t;
+    return 0;
+}
+
+/* Writes the parts into the replicas put start granted, then ends or revokes the put. */
+static int mc__finish_put(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
+                          size_t nparts, const mc__key_replicas_t *kr) {
+    int rc = mc__store_move(s, MC_OPCODE_WRITE, parts, nparts, kr->replicas, kr->n_replicas);
+    if (rc == 0) {
+        rc = mc__master_client_put_end(s->master, key);
+        if (rc != 0)
+            MC_WARN("store: put end of %s failed: %s", key, mc_store_strerror(rc));
+        return rc;
+    }
+    if (mc__master_client_put_revoke(s->master, key) != 0)
+        MC_WARN("store: revoking the put of %s failed; the master discards it later", key);
+    return rc;
+}
+
+int mc_store_put_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
+                       size_t nparts, const mc_replicate_config_t *rc_cfg) {
+    mc__replicate_config_t wc;
+    mc__key_replicas_t *kr = NULL;
+    uint64_t total = 0;
+    int rc = mc__store_ready(s);
+    if (rc != 0)
+        return rc;
+    if ((rc = mc__store_check_key(key)) != 0 || (rc = mc__check_parts(parts, nparts, &total)) != 0 ||
+        (rc = mc__store_wire_config(rc_cfg, &wc)) != 0)
+        return rc;
+    kr = mc__calloc(1, sizeof(*kr));
+    if (!kr)
+        return MC_ERR_INTERNAL_ERROR;
+    rc = mc__master_client_put_start(s->master, key, total, &wc, kr);
+    if (rc == 0)
+        rc = kr->code;
+    if (rc == 0 && kr->n_replicas == 0)
+        rc = MC_ERR_NO_AVAILABLE_HANDLE;
+    if (rc != 0)
+        goto out;
+    rc = mc__finish_put(s, key, parts, nparts, kr);
+out:
+    mc__free(kr);
+    return rc;
+}
+
+int mc_store_put(mc_store_t *s, const char *key, const void *data, size_t len,
+                 const mc_replicate_config_t *rc) {
+    mc_store_iov_t part = {(void *)(uintptr_t)data, len};
+    return mc_store_put_parts(s, key, &part, 1, rc);
+}
+
+int mc_store_batch_put(mc_store_t *s, const mc_store_item_t *items, size_t n,
+                       const mc_replicate_config_t *rc_cfg, int *results) {
+    mc__replicate_config_t wc;
+    mc__key_replicas_t *kr = NULL;
+    const char **keys = NULL;
+    uint64_t *lens = NULL;
+    size_t *idx = NULL; /* items that passed local checks, in order */
+    size_t m = 0;
+    int first = 0;
+    int rc = mc__store_ready(s);
+
+    if (rc != 0)
+        return rc;
+    if ((n && (!items || !results)) || (rc = mc__store_wire_config(rc_cfg, &wc)) != 0)
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return 0;
+    keys = mc__calloc(n, sizeof(*keys));
+    lens = mc__calloc(n, sizeof(*lens));
+    idx = mc__calloc(n, sizeof(*idx));
+    kr = mc__calloc(n, sizeof(*kr));
+    if (!keys || !lens || !idx || !kr) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int r = mc__store_check_key(items[i].key);
+        if (r == 0)
+            r = mc__check_parts(items[i].iov, items[i].iovcnt, &lens[m]);
+        results[i] = r;
+        if (r != 0)
+            continue;
+        keys[m] = items[i].key;
+        idx[m++] = i;
+    }
+    if (m > 0) {
+        rc = mc__master_client_batch_put_start(s->master, m, keys, lens, &wc, kr);
+        if (rc != 0) {
+            for (size_t j = 0; j < m; j++)
+                results[idx[j]] = rc;
+            goto out;
+        }
+    }
+    for (size_t j = 0; j < m; j++) {
+        const mc_store_item_t *it = &items[idx[j]];
+        int r = kr[j].code;
+        if (r == 0 && kr[j].n_replicas == 0)
+            r = MC_ERR_NO_AVAILABLE_HANDLE;
+        if (r == 0)
+            r = mc__finish_put(s, it->key, it->iov, it->iovcnt, &kr[j]);
+        results[idx[j]] = r;
+    }
+    rc = 0;
+out:
+    for (size_t i = 0; i < n && rc == 0 && first == 0; i++)
+        first = results[i];
+    mc__free(kr);
+    mc__free(idx);
+    mc__free(lens);
+    mc__free(keys);
+    return rc != 0 ? rc : first;
+}

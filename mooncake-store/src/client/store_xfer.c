@@ -1,0 +1,373 @@
+/* Data movement between caller memory and replicas: registered memory goes straight to the
+ * engine; anything else is copied through staging blocks (or registered for the call when the
+ * client has no staging buffer). */
+#include <stdio.h>
+#include <string.h>
+
+#include "client/store_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/log.h"
+
+/* Staged copies move in pieces this large, so big objects need no big staging buffer and several
+ * threads can stage at once. */
+#define MC__STAGE_CHUNK (4u << 20)
+#define MC__STAGE_MIN (64u << 10)
+#define MC__STAGE_WAIT_MS 10000
+#define MC__MAX_REQS 64
+
+int mc__store_check_key(const char *key) {
+    size_t n;
+    if (!key)
+        return MC_ERR_INVALID_KEY;
+    n = strnlen(key, MC_STORE_MAX_KEY_LEN + 1);
+    if (n == 0 || n > MC_STORE_MAX_KEY_LEN)
+        return MC_ERR_INVALID_KEY;
+    return 0;
+}
+
+int mc__store_wire_config(const mc_replicate_config_t *rc, mc__replicate_config_t *out) {
+    memset(out, 0, sizeof(*out));
+    out->replica_num = 1;
+    if (!rc)
+        return 0;
+    if (rc->replica_num < 1 || rc->replica_num > (int)MC_MP_MAX_REPLICA_NUM ||
+        rc->preferred_segment_count > MC_MP_MAX_PREFERRED ||
+        (rc->preferred_segment_count && !rc->preferred_segments))
+        return MC_ERR_INVALID_PARAMS;
+    out->replica_num = (uint32_t)rc->replica_num;
+    out->flags = (uint8_t)((rc->with_soft_pin ? MC_MP_CFG_SOFT_PIN : 0) |
+                           (rc->with_hard_pin ? MC_MP_CFG_HARD_PIN : 0));
+    out->soft_pin_ttl_ms = rc->soft_pin_ttl_ms > 0 ? (uint64_t)rc->soft_pin_ttl_ms : 0;
+    for (size_t i = 0; i < rc->preferred_segment_count; i++) {
+        const char *name = rc->preferred_segments[i];
+        size_t n = name ? strlen(name) : 0;
+        if (n == 0 || n > MC_MP_MAX_SEGMENT_NAME)
+            return MC_ERR_INVALID_PARAMS;
+        out->preferred[out->n_preferred].p = (const uint8_t *)name;
+        out->preferred[out->n_preferred].len = (uint32_t)n;
+        out->n_preferred++;
+    }
+    return 0;
+}
+
+/* ---- registered user buffers ---- */
+
+int mc__store_is_registered(mc_store_t *s, const void *p, size_t len) {
+    uintptr_t a = (uintptr_t)p;
+    int found = 0;
+    if (s->staging_mem && a >= (uintptr_t)s->staging_mem &&
+        a + len <= (uintptr_t)s->staging_mem + s->cfg.local_buffer_size)
+        return 1;
+    pthread_rwlock_rdlock(&s->reg_lock);
+    for (size_t i = 0; i < s->nregs && !found; i++) {
+        uintptr_t b = (uintptr_t)s->regs[i].base;
+        found = a >= b && a + len <= b + s->regs[i].len;
+    }
+    pthread_rwlock_unlock(&s->reg_lock);
+    return found;
+}
+
+int mc_store_register_buffer(mc_store_t *s, void *addr, size_t len) {
+    int rc = mc__store_ready(s);
+    if (rc != 0)
+        return rc;
+    if (!addr || len == 0)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_rwlock_wrlock(&s->reg_lock);
+    if (s->nregs == s->regs_cap) {
+        size_t cap = s->regs_cap ? s->regs_cap * 2 : 8;
+        mc_store_iov_t *n = mc__realloc(s->regs, cap * sizeof(*n));
+        if (!n) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+        s->regs = n;
+        s->regs_cap = cap;
+    }
+    rc = mc_engine_register_memory(s->engine, addr, len, "*");
+    if (rc != 0) {
+        MC_ERROR("store: registering %zu bytes at %p failed: %s", len, addr, mc_strerror(rc));
+        goto out;
+    }
+    s->regs[s->nregs].base = addr;
+    s->regs[s->nregs].len = len;
+    s->nregs++;
+out:
+    pthread_rwlock_unlock(&s->reg_lock);
+    return rc;
+}
+
+int mc_store_unregister_buffer(mc_store_t *s, void *addr) {
+    int rc = mc__store_ready(s);
+    size_t i;
+    if (rc != 0)
+        return rc;
+    pthread_rwlock_wrlock(&s->reg_lock);
+    for (i = 0; i < s->nregs && s->regs[i].base != addr; i++)
+        ;
+    if (i == s->nregs) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    rc = mc_engine_unregister_memory(s->engine, addr);
+    s->regs[i] = s->regs[s->nregs - 1];
+    s->nregs--;
+out:
+    pthread_rwlock_unlock(&s->reg_lock);
+    return rc;
+}
+
+/* ---- segment ids ---- */
+
+static int mc__segment_id(mc_store_t *s, const char *name, mc_segment_id_t *out) {
+    int rc = 0;
+    pthread_mutex_lock(&s->seg_mu);
+    for (size_t i = 0; i < s->nsegs; i++) {
+        if (strcmp(s->segs[i].name, name) == 0) {
+            *out = s->segs[i].id;
+            goto out;
+        }
+    }
+    if (s->nsegs == s->segs_cap) {
+        size_t cap = s->segs_cap ? s->segs_cap * 2 : 8;
+        mc__seg_entry_t *n = mc__realloc(s->segs, cap * sizeof(*n));
+        if (!n) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+        s->segs = n;
+        s->segs_cap = cap;
+    }
+    rc = mc_engine_open_segment(s->engine, name, out);
+    if (rc != 0) {
+        MC_WARN("store: cannot open segment %s: %s", name, mc_strerror(rc));
+        goto out;
+    }
+    snprintf(s->segs[s->nsegs].name, sizeof(s->segs[s->nsegs].name), "%s", name);
+    s->segs[s->nsegs].id = *out;
+    s->nsegs++;
+out:
+    pthread_mutex_unlock(&s->seg_mu);
+    return rc;
+}
+
+/* After a failed transfer the peer may have restarted: reopen it next time. */
+void mc__store_forget_segment(mc_store_t *s, const char *name) {
+    pthread_mutex_lock(&s->seg_mu);
+    for (size_t i = 0; i < s->nsegs; i++) {
+        if (strcmp(s->segs[i].name, name) == 0) {
+            mc_engine_close_segment(s->engine, s->segs[i].id);
+            s->segs[i] = s->segs[s->nsegs - 1];
+            s->nsegs--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->seg_mu);
+}
+
+void mc__store_segments_clear(mc_store_t *s) {
+    pthread_mutex_lock(&s->seg_mu);
+    for (size_t i = 0; s->engine && i < s->nsegs; i++)
+        mc_engine_close_segment(s->engine, s->segs[i].id);
+    s->nsegs = 0;
+    pthread_mutex_unlock(&s->seg_mu);
+}
+
+/* ---- moving bytes ---- */
+
+typedef struct mc__mover {
+    mc_store_t *s;
+    int opcode;
+    const mc__replica_desc_t *reps;
+    size_t nreps;
+    mc_segment_id_t ids[MC_MP_MAX_REPLICA_NUM];
+    int local[MC_MP_MAX_REPLICA_NUM]; /* the replica lies in our own segment */
+    mc_request_t reqs[MC__MAX_REQS];
+    size_t nreqs;
+} mc__mover_t;
+
+static int mc__flush(mc__mover_t *m) {
+    int rc = 0;
+    if (m->nreqs)
+        rc = mc_engine_transfer_sync(m->s->engine, m->reqs, m->nreqs);
+    m->nreqs = 0;
+    if (rc != 0)
+        MC_WARN("store: transfer failed: %s", mc_strerror(rc));
+    return rc == 0 ? 0 : MC_ERR_TRANSFER_FAIL;
+}
+
+/* local (registered) bytes <-> object bytes [off, off+len) of every replica. */
+static int mc__add(mc__mover_t *m, void *local, uint64_t off, size_t len) {
+    for (size_t r = 0; r < m->nreps; r++) {
+        int rc;
+        uint8_t *remote = (uint8_t *)(uintptr_t)(m->reps[r].addr + off);
+        if (m->local[r]) {
+            /* Our own segment: the master placed the replica inside it (bounds checked when the
+             * mover was built), so a plain copy does what the engine would. */
+            if (m->opcode == MC_OPCODE_WRITE)
+                memcpy(remote, local, len);
+            else
+                memcpy(local, remote, len);
+            continue;
+        }
+        if (m->nreqs == MC__MAX_REQS && (rc = mc__flush(m)) != 0)
+            return rc;
+        m->reqs[m->nreqs].opcode = m->opcode;
+        m->reqs[m->nreqs].source = local;
+        m->reqs[m->nreqs].target_id = m->ids[r];
+        m->reqs[m->nreqs].target_offset = m->reps[r].addr + off;
+        m->reqs[m->nreqs].length = len;
+        m->nreqs++;
+    }
+    return 0;
+}
+
+static int mc__move_staged(mc__mover_t *m, uint8_t *user, uint64_t off, size_t len) {
+    mc_store_t *s = m->s;
+    while (len > 0) {
+        size_t want = len < MC__STAGE_CHUNK ? len : MC__STAGE_CHUNK;
+        size_t min = want < MC__STAGE_MIN ? want : MC__STAGE_MIN;
+        size_t got = 0;
+        int rc;
+        uint8_t *blk = mc__staging_alloc_range(&s->staging, min, want, MC__STAGE_WAIT_MS, &got);
+        if (!blk) {
+            MC_ERROR("store: no staging space for %zu bytes", min);
+            return MC_ERR_NO_AVAILABLE_HANDLE;
+        }
+        if (m->opcode == MC_OPCODE_WRITE)
+            memcpy(blk, user, got);
+        rc = mc__add(m, blk, off, got);
+        if (rc == 0)
+            rc = mc__flush(m);
+        if (rc == 0 && m->opcode == MC_OPCODE_READ)
+            memcpy(user, blk, got);
+        mc__staging_free(&s->staging, blk, got);
+        if (rc != 0)
+            return rc;
+        user += got;
+        off += got;
+        len -= got;
+    }
+    return 0;
+}
+
+/* No staging buffer (a pure storage node): register the caller's memory for this call only. */
+static int mc__move_registered_once(mc__mover_t *m, uint8_t *user, uint64_t off, size_t len) {
+    int rc = mc_engine_register_memory(m->s->engine, user, len, "*");
+    if (rc != 0) {
+        MC_ERROR("store: cannot register caller memory: %s", mc_strerror(rc));
+        return MC_ERR_INVALID_PARAMS;
+    }
+    rc = mc__add(m, user, off, len);
+    if (rc == 0)
+        rc = mc__flush(m);
+    mc_engine_unregister_memory(m->s->engine, user);
+    return rc;
+}
+
+int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
+                   const mc__replica_desc_t *reps, size_t nreps) {
+    mc__mover_t *m = NULL;
+    uint64_t off = 0;
+    int all_local;
+    int rc = MC_ERR_INVALID_PARAMS;
+
+    if (nreps == 0 || nreps > MC_MP_MAX_REPLICA_NUM)
+        return MC_ERR_INVALID_REPLICA;
+    m = mc__calloc(1, sizeof(*m));
+    if (!m)
+        return MC_ERR_INTERNAL_ERROR;
+    m->s = s;
+    m->opcode = opcode;
+    m->reps = reps;
+    m->nreps = nreps;
+    for (size_t r = 0; r < nreps; r++) {
+        uint64_t seg = (uint64_t)(uintptr_t)s->segment;
+        m->local[r] = s->segment && strcmp(reps[r].segment_name, s->hostname) == 0 &&
+                      reps[r].addr >= seg && reps[r].size <= s->segment_size &&
+                      reps[r].addr - seg <= s->segment_size - reps[r].size;
+        if (!m->local[r]) {
+            rc = mc__segment_id(s, reps[r].segment_name, &m->ids[r]);
+            if (rc != 0) {
+                rc = MC_ERR_TRANSFER_FAIL;
+                goto out;
+            }
+        }
+    }
+    all_local = 1;
+    for (size_t r = 0; r < nreps; r++)
+        all_local &= m->local[r];
+    rc = 0;
+    for (size_t i = 0; i < iovcnt && rc == 0; i++) {
+        uint8_t *p = iov[i].base;
+        size_t len = iov[i].len;
+        if (len == 0)
+            continue;
+        for (size_t r = 0; r < nreps; r++) {
+            if (off + len > reps[r].size) {
+                rc = MC_ERR_INVALID_PARAMS;
+                goto out;
+            }
+        }
+        if (all_local || mc__store_is_registered(s, p, len))
+            rc = mc__add(m, p, off, len);
+        else if (s->staging.base)
+            rc = mc__move_staged(m, p, off, len);
+        else
+            rc = mc__move_registered_once(m, p, off, len);
+        off += len;
+    }
+    if (rc == 0)
+        rc = mc__flush(m);
+out:
+    if (rc == MC_ERR_TRANSFER_FAIL && m) {
+        for (size_t r = 0; r < nreps; r++)
+            if (!m->local[r])
+                mc__store_forget_segment(s, reps[r].segment_name);
+    }
+    mc__free(m);
+    return rc;
+}
+
+int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
+                                const mc_store_iov_t *iov, size_t iovcnt) {
+    size_t cap = 0;
+    int rc = MC_ERR_OBJECT_NOT_FOUND;
+    uint32_t n = kr->n_replicas < MC_MP_MAX_REPLICA_NUM ? kr->n_replicas : MC_MP_MAX_REPLICA_NUM;
+    int tried[MC_MP_MAX_REPLICA_NUM] = {0};
+
+    if (kr->code != 0)
+        return kr->code;
+    for (size_t i = 0; i < iovcnt; i++)
+        cap += iov[i].len;
+    if (cap < kr->size)
+        return MC_ERR_BUFFER_OVERFLOW;
+    /* Ours first (a memcpy), then the others in the master's order. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t r = 0; r < n; r++) {
+            const mc__replica_desc_t *d = &kr->replicas[r];
+            int ours = strcmp(d->segment_name, s->hostname) == 0;
+            mc_store_iov_t sub[64];
+            size_t nsub = 0;
+            uint64_t left = kr->size;
+            if (tried[r] || d->status != MC_MP_REPLICA_COMPLETE || (pass == 0 && !ours))
+                continue;
+            tried[r] = 1;
+            /* Only the object's bytes: the caller's buffers may be larger. */
+            for (size_t i = 0; i < iovcnt && left > 0 && nsub < 64; i++) {
+                sub[nsub].base = iov[i].base;
+                sub[nsub].len = iov[i].len < left ? iov[i].len : (size_t)left;
+                left -= sub[nsub].len;
+                nsub++;
+            }
+            if (left > 0)
+                return MC_ERR_INVALID_PARAMS;
+            rc = mc__store_move(s, MC_OPCODE_READ, sub, nsub, d, 1);
+            if (rc == 0)
+                return (int64_t)kr->size;
+            MC_WARN("store: reading a replica from %s failed (%s); trying another",
+                    d->segment_name, mc_store_strerror(rc));
+        }
+    }
+    return rc == MC_ERR_OBJECT_NOT_FOUND ? rc : MC_ERR_TRANSFER_FAIL;
+}
