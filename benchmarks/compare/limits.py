@@ -92,14 +92,14 @@ def find_mc_limits(ours_python, repo):
                 return r.stdout.strip()
         except (OSError, subprocess.TimeoutExpired):
             pass
-    for d in sorted(repo.glob("build*/**/mc_limits")):
-        if d.is_file() and os.access(d, os.X_OK):
-            return str(d)
+    found = [d for d in repo.glob("build*/**/mc_limits") if d.is_file() and os.access(d, os.X_OK)]
+    if found:
+        return str(max(found, key=lambda d: d.stat().st_mtime))  # the freshest build
     return None
 
 
 def run_mc_limits(path, duration):
-    tries = [[path, "--json", "--block-size", str(BLOCK), "--duration", str(duration)],
+    tries = [[path, "--json", f"--block_size={BLOCK}", f"--duration={duration:g}"],
              [path, "--json"], [path]]
     last = ""
     for argv in tries:
