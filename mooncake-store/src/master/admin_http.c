@@ -1,0 +1,323 @@
+/* Admin HTTP endpoints on --metrics_port: Prometheus metrics, health, and read-only views of
+ * keys and segments as JSON. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "master/master_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/http.h"
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+#include "proto/master_client.h"
+
+static const uint64_t mc__lat_le_us[MC__LAT_BUCKETS] = {10,   25,   50,    100,   250,   500,
+                                                        1000, 2500, 10000, 50000, 250000, 1000000};
+
+void mc__op_record(mc__master_t *m, uint8_t type, uint32_t keys, uint32_t errors,
+                   uint64_t elapsed_ns) {
+    mc__op_stats_t *st = NULL;
+    uint64_t us = elapsed_ns / 1000u;
+    int b = 0;
+    if (type == 0 || type >= MC_MP_TYPE_MAX_)
+        return;
+    st = &m->op[type];
+    atomic_fetch_add_explicit(&st->ops, keys, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->errors, errors, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->rpcs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->lat_sum_us, us, memory_order_relaxed);
+    while (b < MC__LAT_BUCKETS && us > mc__lat_le_us[b])
+        b++;
+    atomic_fetch_add_explicit(&st->lat_bucket[b], 1, memory_order_relaxed);
+}
+
+static void mc__gauge(mc_buf_t *b, const char *name, const char *help, long long v) {
+    char line[512];
+    int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help,
+                     name, name, v);
+    mc__buf_put(b, line, (size_t)n);
+}
+
+static void mc__counter(mc_buf_t *b, const char *name, const char *help, unsigned long long v) {
+    char line[512];
+    int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help,
+                     name, name, v);
+    mc__buf_put(b, line, (size_t)n);
+}
+
+static void mc__metrics(mc__master_t *m, mc_buf_t *b) {
+    char line[256];
+    int n;
+    size_t clients;
+    pthread_mutex_lock(&m->clients_mu);
+    clients = m->n_clients;
+    pthread_mutex_unlock(&m->clients_mu);
+    mc__gauge(b, "mooncake_master_objects", "complete objects stored",
+              (long long)atomic_load(&m->n_objects));
+    mc__gauge(b, "mooncake_master_object_bytes", "bytes of complete objects (one replica each)",
+              (long long)atomic_load(&m->object_bytes));
+    mc__gauge(b, "mooncake_master_segments", "mounted segments",
+              (long long)atomic_load(&m->n_segments));
+    mc__gauge(b, "mooncake_master_capacity_bytes", "total bytes of mounted segments",
+              (long long)atomic_load(&m->capacity_bytes));
+    mc__gauge(b, "mooncake_master_used_bytes", "allocated bytes in segments (all replicas)",
+              (long long)atomic_load(&m->used_bytes));
+    mc__gauge(b, "mooncake_master_clients", "clients seen alive", (long long)clients);
+    mc__counter(b, "mooncake_master_evictions_total", "objects evicted",
+                (unsigned long long)atomic_load(&m->evictions));
+    mc__counter(b, "mooncake_master_evicted_bytes_total", "replica bytes freed by eviction",
+                (unsigned long long)atomic_load(&m->evicted_bytes));
+    mc__counter(b, "mooncake_master_eviction_runs_total", "eviction passes",
+                (unsigned long long)atomic_load(&m->eviction_runs));
+    mc__counter(b, "mooncake_master_discarded_puts_total",
+                "unfinished puts discarded after the discard timeout",
+                (unsigned long long)atomic_load(&m->discarded_puts));
+    mc__counter(b, "mooncake_master_expired_clients_total",
+                "clients expired after client_ttl without heartbeat",
+                (unsigned long long)atomic_load(&m->expired_clients));
+
+    n = snprintf(line, sizeof(line),
+                 "# HELP mooncake_master_ops_total keys processed per operation\n"
+                 "# TYPE mooncake_master_ops_total counter\n");
+    mc__buf_put(b, line, (size_t)n);
+    for (int t = 1; t < MC_MP_TYPE_MAX_; t++) {
+        n = snprintf(line, sizeof(line), "mooncake_master_ops_total{op=\"%s\"} %llu\n",
+                     mc__mp_type_name((uint8_t)t),
+                     (unsigned long long)atomic_load(&m->op[t].ops));
+        mc__buf_put(b, line, (size_t)n);
+    }
+    n = snprintf(line, sizeof(line),
+                 "# HELP mooncake_master_errors_total keys that failed per operation\n"
+                 "# TYPE mooncake_master_errors_total counter\n");
+    mc__buf_put(b, line, (size_t)n);
+    for (int t = 1; t < MC_MP_TYPE_MAX_; t++) {
+        n = snprintf(line, sizeof(line), "mooncake_master_errors_total{op=\"%s\"} %llu\n",
+                     mc__mp_type_name((uint8_t)t),
+                     (unsigned long long)atomic_load(&m->op[t].errors));
+        mc__buf_put(b, line, (size_t)n);
+    }
+    n = snprintf(line, sizeof(line),
+                 "# HELP mooncake_master_rpc_latency_us time to serve one RPC\n"
+                 "# TYPE mooncake_master_rpc_latency_us histogram\n");
+    mc__buf_put(b, line, (size_t)n);
+    for (int t = 1; t < MC_MP_TYPE_MAX_; t++) {
+        const char *op = mc__mp_type_name((uint8_t)t);
+        uint64_t cum = 0;
+        for (int k = 0; k <= MC__LAT_BUCKETS; k++) {
+            cum += atomic_load(&m->op[t].lat_bucket[k]);
+            if (k < MC__LAT_BUCKETS)
+                n = snprintf(line, sizeof(line),
+                             "mooncake_master_rpc_latency_us_bucket{op=\"%s\",le=\"%llu\"} %llu\n",
+                             op, (unsigned long long)mc__lat_le_us[k], (unsigned long long)cum);
+            else
+                n = snprintf(line, sizeof(line),
+                             "mooncake_master_rpc_latency_us_bucket{op=\"%s\",le=\"+Inf\"} %llu\n",
+                             op, (unsigned long long)cum);
+            mc__buf_put(b, line, (size_t)n);
+        }
+        n = snprintf(line, sizeof(line),
+                     "mooncake_master_rpc_latency_us_sum{op=\"%s\"} %llu\n"
+                     "mooncake_master_rpc_latency_us_count{op=\"%s\"} %llu\n",
+                     op, (unsigned long long)atomic_load(&m->op[t].lat_sum_us), op,
+                     (unsigned long long)atomic_load(&m->op[t].rpcs));
+        mc__buf_put(b, line, (size_t)n);
+    }
+}
+
+static void mc__summary(mc__master_t *m, mc_buf_t *b) {
+    char line[512];
+    int n = snprintf(line, sizeof(line),
+                     "objects=%lld object_bytes=%lld segments=%lld capacity_bytes=%lld "
+                     "used_bytes=%lld evictions=%llu discarded_puts=%llu expired_clients=%llu "
+                     "uptime_s=%llu\n",
+                     (long long)atomic_load(&m->n_objects),
+                     (long long)atomic_load(&m->object_bytes),
+                     (long long)atomic_load(&m->n_segments),
+                     (long long)atomic_load(&m->capacity_bytes),
+                     (long long)atomic_load(&m->used_bytes),
+                     (unsigned long long)atomic_load(&m->evictions),
+                     (unsigned long long)atomic_load(&m->discarded_puts),
+                     (unsigned long long)atomic_load(&m->expired_clients),
+                     (unsigned long long)((mc__now_ms() - m->start_ms) / 1000));
+    mc__buf_put(b, line, (size_t)n);
+}
+
+/* JSON description of one key, or NULL when it does not exist. */
+static cJSON *mc__key_json(mc__master_t *m, const char *key) {
+    size_t len = strlen(key);
+    uint32_t hash;
+    mc__shard_t *s;
+    mc__object_t *o;
+    mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
+    uint8_t n = 0, flags = 0;
+    uint64_t size = 0, lease = 0, now = mc__now_ms();
+    cJSON *j = NULL, *arr = NULL;
+    if (len == 0 || len > MC_MP_MAX_KEY)
+        return NULL;
+    hash = mc__key_hash((const uint8_t *)key, (uint32_t)len);
+    s = mc__shard_of(m, hash);
+    pthread_mutex_lock(&s->mu);
+    o = mc__shard_find(s, hash, (const uint8_t *)key, (uint32_t)len);
+    if (o) {
+        n = o->n_replicas;
+        flags = o->flags;
+        size = o->size;
+        lease = o->lease_until > now ? o->lease_until - now : 0;
+        memcpy(reps, mc__obj_reps(o), (size_t)n * sizeof(*reps));
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!o)
+        return NULL;
+    j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "key", key);
+    cJSON_AddNumberToObject(j, "size", (double)size);
+    cJSON_AddBoolToObject(j, "complete", (flags & MC__OBJ_COMPLETE) != 0);
+    cJSON_AddNumberToObject(j, "lease_ttl_ms_left", (double)lease);
+    cJSON_AddBoolToObject(j, "hard_pinned", (flags & MC__OBJ_HARD_PIN) != 0);
+    cJSON_AddBoolToObject(j, "soft_pinned", (flags & MC__OBJ_SOFT_PIN) != 0);
+    arr = cJSON_AddArrayToObject(j, "replicas");
+    for (uint8_t i = 0; i < n; i++) {
+        char name[MC_MP_MAX_SEGMENT_NAME + 1];
+        uint64_t base = 0;
+        cJSON *r = NULL;
+        if (!mc__segment_name(m, reps[i].seg, name, &base))
+            continue;
+        r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "segment", name);
+        cJSON_AddNumberToObject(r, "addr", (double)(base + reps[i].off));
+        cJSON_AddNumberToObject(r, "size", (double)size);
+        cJSON_AddStringToObject(r, "status",
+                                (flags & MC__OBJ_COMPLETE) ? "COMPLETE" : "PROCESSING");
+        cJSON_AddItemToArray(arr, r);
+    }
+    return j;
+}
+
+static int mc__all_keys_visit(mc__master_t *m, mc__object_t *o, void *arg) {
+    char key[MC_MP_MAX_KEY + 1];
+    (void)m;
+    if (!(o->flags & MC__OBJ_COMPLETE))
+        return 0;
+    memcpy(key, o->data, o->key_len);
+    key[o->key_len] = '\0';
+    cJSON_AddItemToArray((cJSON *)arg, cJSON_CreateString(key));
+    return 0;
+}
+
+static cJSON *mc__segments_json(mc__master_t *m, const char *only) {
+    cJSON *arr = cJSON_CreateArray();
+    pthread_rwlock_rdlock(&m->registry);
+    for (uint32_t i = 0; i < m->n_slots; i++) {
+        mc__segment_t *s = m->slots[i];
+        char id[37];
+        cJSON *j;
+        if (!s || (only && strcmp(only, s->name) != 0))
+            continue;
+        j = cJSON_CreateObject();
+        mc__uuid_format(s->owner, id);
+        cJSON_AddStringToObject(j, "name", s->name);
+        cJSON_AddNumberToObject(j, "base", (double)s->base);
+        cJSON_AddNumberToObject(j, "size", (double)s->alloc.total_bytes);
+        pthread_mutex_lock(&s->mu);
+        cJSON_AddNumberToObject(j, "used", (double)s->alloc.used_bytes);
+        cJSON_AddNumberToObject(j, "allocations", (double)s->alloc.n_allocs);
+        cJSON_AddNumberToObject(j, "largest_free", (double)mc__seg_alloc_largest_free(&s->alloc));
+        pthread_mutex_unlock(&s->mu);
+        cJSON_AddStringToObject(j, "client_id", id);
+        cJSON_AddBoolToObject(j, "unmounting", s->dying != 0);
+        cJSON_AddItemToArray(arr, j);
+    }
+    pthread_rwlock_unlock(&m->registry);
+    return arr;
+}
+
+static void mc__respond_json(mc_http_response_t *resp, int status, cJSON *j) {
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    if (!text) {
+        mc__http_respond(resp, 500, "text/plain", "out of memory\n", 14);
+    } else {
+        mc__http_respond(resp, status, "application/json", text, strlen(text));
+        cJSON_free(text);
+    }
+    cJSON_Delete(j);
+}
+
+static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_response_t *resp) {
+    mc__master_t *m = ctx;
+    static const char bad_method[] = "only GET is served here\n";
+    char arg[2048];
+    mc_buf_t b;
+    mc__buf_init(&b);
+    if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
+        mc__http_respond(resp, 405, "text/plain", bad_method, sizeof(bad_method) - 1);
+        goto out;
+    }
+    if (!strcmp(req->path, "/metrics")) {
+        mc__metrics(m, &b);
+        mc__http_respond(resp, b.failed ? 500 : 200, "text/plain; version=0.0.4", b.data, b.len);
+    } else if (!strcmp(req->path, "/metrics/summary")) {
+        mc__summary(m, &b);
+        mc__http_respond(resp, 200, "text/plain", b.data, b.len);
+    } else if (!strcmp(req->path, "/health")) {
+        mc__http_respond(resp, 200, "text/plain", "OK\n", 3);
+    } else if (!strcmp(req->path, "/query_key")) {
+        cJSON *j = NULL;
+        if (mc__http_query_get(req->query, "key", arg, sizeof(arg)) || !arg[0]) {
+            mc__http_respond(resp, 400, "text/plain", "missing ?key=\n", 14);
+            goto out;
+        }
+        j = mc__key_json(m, arg);
+        if (!j) {
+            j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "key", arg);
+            cJSON_AddStringToObject(j, "error", "OBJECT_NOT_FOUND");
+            cJSON_AddNumberToObject(j, "code", MC_ERR_OBJECT_NOT_FOUND);
+            mc__respond_json(resp, 404, j);
+        } else {
+            mc__respond_json(resp, 200, j);
+        }
+    } else if (!strcmp(req->path, "/batch_query_keys")) {
+        cJSON *all = NULL;
+        char *save = NULL;
+        if (mc__http_query_get(req->query, "keys", arg, sizeof(arg))) {
+            mc__http_respond(resp, 400, "text/plain", "missing ?keys=a,b\n", 18);
+            goto out;
+        }
+        all = cJSON_CreateObject();
+        for (char *k = strtok_r(arg, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+            cJSON *j = mc__key_json(m, k);
+            if (!j) {
+                j = cJSON_CreateObject();
+                cJSON_AddStringToObject(j, "error", "OBJECT_NOT_FOUND");
+                cJSON_AddNumberToObject(j, "code", MC_ERR_OBJECT_NOT_FOUND);
+            }
+            cJSON_AddItemToObject(all, k, j);
+        }
+        mc__respond_json(resp, 200, all);
+    } else if (!strcmp(req->path, "/get_all_keys")) {
+        cJSON *arr = cJSON_CreateArray();
+        mc__objects_sweep(m, mc__all_keys_visit, arr);
+        mc__respond_json(resp, 200, arr);
+    } else if (!strcmp(req->path, "/get_all_segments")) {
+        mc__respond_json(resp, 200, mc__segments_json(m, NULL));
+    } else if (!strcmp(req->path, "/query_segment")) {
+        cJSON *arr = NULL;
+        if (mc__http_query_get(req->query, "segment", arg, sizeof(arg)) || !arg[0]) {
+            mc__http_respond(resp, 400, "text/plain", "missing ?segment=\n", 18);
+            goto out;
+        }
+        arr = mc__segments_json(m, arg);
+        mc__respond_json(resp, cJSON_GetArraySize(arr) ? 200 : 404, arr);
+    } else {
+        static const char nf[] = "not found; try /metrics, /metrics/summary, /health, "
+                                 "/query_key?key=, /batch_query_keys?keys=, /get_all_keys, "
+                                 "/get_all_segments, /query_segment?segment=\n";
+        mc__http_respond(resp, 404, "text/plain", nf, sizeof(nf) - 1);
+    }
+out:
+    mc__buf_free(&b);
+}
+
+int mc__admin_http_start(mc__master_t *m, uint16_t port) {
+    return mc__http_server_start(m->cfg.rpc_address, port, 0, mc__admin_handle, m, &m->admin);
+}

@@ -1,0 +1,243 @@
+/* Approximate-LRU eviction, discard of abandoned puts, and the monitor thread that runs them
+ * together with client expiry. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "master/master_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+
+typedef struct mc__cand {
+    uint64_t access_ms;
+    uint64_t bytes;
+} mc__cand_t;
+
+typedef struct mc__collect {
+    uint64_t now;
+    int soft; /* 0: plain objects; 1: soft-pinned ones */
+    mc__cand_t *v;
+    size_t n, cap;
+    int oom;
+} mc__collect_t;
+
+/* Tier of an object for eviction: -1 never (leased, unfinished, hard-pinned), 0 plain,
+ * 1 soft-pinned (only when allowed, and only after every plain candidate). */
+static int mc__evict_tier(const mc__master_t *m, const mc__object_t *o, uint64_t now) {
+    if (!(o->flags & MC__OBJ_COMPLETE) || (o->flags & MC__OBJ_HARD_PIN) || o->lease_until > now)
+        return -1;
+    if ((o->flags & MC__OBJ_SOFT_PIN) && o->soft_pin_until > now)
+        return m->cfg.allow_evict_soft_pinned_objects ? 1 : -1;
+    return 0;
+}
+
+static uint64_t mc__obj_bytes(mc__object_t *o) {
+    return mc__seg_round(o->size) * o->n_replicas;
+}
+
+static int mc__collect_visit(mc__master_t *m, mc__object_t *o, void *arg) {
+    mc__collect_t *c = arg;
+    if (c->oom || mc__evict_tier(m, o, c->now) != c->soft)
+        return 0;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1024;
+        mc__cand_t *p = mc__realloc(c->v, cap * sizeof(*p));
+        if (!p) {
+            c->oom = 1;
+            return 0;
+        }
+        c->v = p;
+        c->cap = cap;
+    }
+    c->v[c->n].access_ms = o->access_ms;
+    c->v[c->n].bytes = mc__obj_bytes(o);
+    c->n++;
+    return 0;
+}
+
+static int mc__cand_cmp(const void *a, const void *b) {
+    uint64_t x = ((const mc__cand_t *)a)->access_ms;
+    uint64_t y = ((const mc__cand_t *)b)->access_ms;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct mc__evict_pass {
+    uint64_t now;
+    int soft;
+    uint64_t threshold; /* evict objects last used at or before this */
+    uint64_t target, freed, count;
+} mc__evict_pass_t;
+
+static int mc__evict_visit(mc__master_t *m, mc__object_t *o, void *arg) {
+    mc__evict_pass_t *p = arg;
+    if (p->freed >= p->target || mc__evict_tier(m, o, p->now) != p->soft ||
+        o->access_ms > p->threshold)
+        return 0;
+    p->freed += mc__obj_bytes(o);
+    p->count++;
+    return 1;
+}
+
+/* One tier: find the access time below which enough bytes are, then evict up to it. The two
+ * passes see slightly different states (the shards are not frozen): that is the approximation. */
+static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, uint64_t target, uint64_t *count) {
+    mc__collect_t c;
+    mc__evict_pass_t p;
+    uint64_t sum = 0;
+    memset(&c, 0, sizeof(c));
+    memset(&p, 0, sizeof(p));
+    c.now = mc__now_ms();
+    c.soft = soft;
+    mc__objects_sweep(m, mc__collect_visit, &c);
+    if (c.n == 0)
+        goto out;
+    qsort(c.v, c.n, sizeof(*c.v), mc__cand_cmp);
+    p.threshold = c.v[c.n - 1].access_ms;
+    for (size_t i = 0; i < c.n; i++) {
+        sum += c.v[i].bytes;
+        if (sum >= target) {
+            p.threshold = c.v[i].access_ms;
+            break;
+        }
+    }
+    p.now = c.now;
+    p.soft = soft;
+    p.target = target;
+    mc__objects_sweep(m, mc__evict_visit, &p);
+    *count += p.count;
+out:
+    mc__free(c.v);
+    return p.freed;
+}
+
+uint64_t mc__evict(mc__master_t *m, uint64_t need, int blocking) {
+    uint64_t cap = (uint64_t)atomic_load(&m->capacity_bytes);
+    uint64_t used = (uint64_t)atomic_load(&m->used_bytes);
+    uint64_t target = (uint64_t)(m->cfg.eviction_ratio * (double)cap);
+    uint64_t high = (uint64_t)(m->cfg.eviction_high_watermark_ratio * (double)cap);
+    uint64_t freed = 0, count = 0;
+    if (blocking) {
+        pthread_mutex_lock(&m->evict_mu);
+    } else if (pthread_mutex_trylock(&m->evict_mu) != 0) {
+        return 0;
+    }
+    if (target < need)
+        target = need;
+    if (used > high && target < used - high)
+        target = used - high;
+    if (target == 0)
+        goto out;
+    freed = mc__evict_tier_run(m, 0, target, &count);
+    if (freed < target && m->cfg.allow_evict_soft_pinned_objects)
+        freed += mc__evict_tier_run(m, 1, target - freed, &count);
+    atomic_fetch_add(&m->eviction_runs, 1);
+    atomic_fetch_add(&m->evictions, count);
+    atomic_fetch_add(&m->evicted_bytes, freed);
+    if (count)
+        MC_INFO("evicted %llu objects, %llu bytes", (unsigned long long)count,
+                (unsigned long long)freed);
+out:
+    pthread_mutex_unlock(&m->evict_mu);
+    return freed;
+}
+
+int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
+
+void mc__discard_stale_puts(mc__master_t *m, uint64_t now) {
+    for (int si = 0; si < MC__SHARDS; si++) {
+        mc__shard_t *s = &m->shards[si];
+        pthread_mutex_lock(&s->mu);
+        for (uint32_t b = 0; s->incomplete && b <= s->mask; b++) {
+            mc__object_t *o = s->buckets[b];
+            while (o) {
+                mc__object_t *next = o->next;
+                mc__maybe_discard(m, s, o, now);
+                o = next;
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+void mc__grave_release(mc__master_t *m, uint64_t now, int all) {
+    uint64_t release = (uint64_t)m->cfg.put_start_release_timeout_s * 1000u;
+    mc__object_t *due = NULL;
+    mc__object_t **pp = NULL;
+    pthread_mutex_lock(&m->grave_mu);
+    pp = &m->grave;
+    while (*pp) {
+        mc__object_t *o = *pp;
+        if (all || o->access_ms + release <= now) {
+            *pp = o->next;
+            o->next = due;
+            due = o;
+        } else {
+            pp = &o->next;
+        }
+    }
+    pthread_mutex_unlock(&m->grave_mu);
+    /* Freed outside grave_mu: freeing takes the registry lock. */
+    while (due) {
+        mc__object_t *next = due->next;
+        mc__object_destroy(m, due);
+        due = next;
+    }
+}
+
+static void mc__report(mc__master_t *m) {
+    fprintf(stderr,
+            "mooncake_master: objects=%lld bytes=%lld segments=%lld capacity=%lld used=%lld "
+            "evictions=%llu\n",
+            (long long)atomic_load(&m->n_objects), (long long)atomic_load(&m->object_bytes),
+            (long long)atomic_load(&m->n_segments), (long long)atomic_load(&m->capacity_bytes),
+            (long long)atomic_load(&m->used_bytes),
+            (unsigned long long)atomic_load(&m->evictions));
+}
+
+void *mc__monitor_main(void *arg) {
+    mc__master_t *m = arg;
+    uint64_t last_report = mc__now_ms();
+    uint64_t last_evict = 0;
+    pthread_mutex_lock(&m->mon_mu);
+    while (!m->stopping) {
+        struct timespec ts;
+        int evict = 0;
+        uint64_t now;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (!m->evict_wanted)
+            pthread_cond_timedwait(&m->mon_cv, &m->mon_mu, &ts);
+        if (m->stopping)
+            break;
+        evict = m->evict_wanted;
+        m->evict_wanted = 0;
+        pthread_mutex_unlock(&m->mon_mu);
+
+        now = mc__now_ms();
+        mc__clients_expire(m, now);
+        mc__discard_stale_puts(m, now);
+        mc__grave_release(m, now, 0);
+        /* Background eviction scans every object; when nothing is evictable (all leased) that
+         * scan must not run back to back. */
+        if ((evict || (double)atomic_load(&m->used_bytes) >=
+                          m->cfg.eviction_high_watermark_ratio *
+                              (double)atomic_load(&m->capacity_bytes)) &&
+            atomic_load(&m->capacity_bytes) > 0 && now - last_evict >= 200) {
+            mc__evict(m, 0, 0);
+            last_evict = now;
+        }
+        if (m->cfg.enable_metric_reporting && now - last_report >= 10000) {
+            mc__report(m);
+            last_report = now;
+        }
+        pthread_mutex_lock(&m->mon_mu);
+    }
+    pthread_mutex_unlock(&m->mon_mu);
+    return NULL;
+}

@@ -1,0 +1,154 @@
+/* Master lifecycle and configuration checks. */
+#include <stdio.h>
+#include <string.h>
+
+#include "master/master_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/http.h"
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+
+void mc__master_config_defaults(mc__master_config_t *c) {
+    memset(c, 0, sizeof(*c));
+    c->rpc_address = "0.0.0.0";
+    c->port = 50051;
+    c->rpc_thread_num = 4;
+    c->default_kv_lease_ttl_ms = 10000;
+    c->default_kv_soft_pin_ttl_ms = 30 * 60 * 1000;
+    c->allow_evict_soft_pinned_objects = 1;
+    c->eviction_ratio = 0.05;
+    c->eviction_high_watermark_ratio = 0.90;
+    c->client_ttl_s = 10;
+    c->put_start_discard_timeout_s = 30;
+    c->put_start_release_timeout_s = 600;
+    c->http_metadata_server_port = 8080;
+    c->http_metadata_server_host = "0.0.0.0";
+    c->metrics_port = 9003;
+}
+
+static int mc__bad(char *err, size_t cap, const char *what) {
+    snprintf(err, cap, "%s", what);
+    return MC_ERR_INVALID_PARAMS;
+}
+
+int mc__master_config_validate(const mc__master_config_t *c, char *err, size_t cap) {
+    if (c->port < 0 || c->port > 65535)
+        return mc__bad(err, cap, "--port must be in 0..65535");
+    if (c->metrics_port < 0 || c->metrics_port > 65535)
+        return mc__bad(err, cap, "--metrics_port must be in 0..65535");
+    if (c->http_metadata_server_port < 0 || c->http_metadata_server_port > 65535)
+        return mc__bad(err, cap, "--http_metadata_server_port must be in 0..65535");
+    if (c->rpc_thread_num < 1 || c->rpc_thread_num > 1024)
+        return mc__bad(err, cap, "--rpc_thread_num must be in 1..1024");
+    if (c->default_kv_lease_ttl_ms < 0)
+        return mc__bad(err, cap, "--default_kv_lease_ttl must be >= 0 (milliseconds)");
+    if (c->default_kv_soft_pin_ttl_ms < 0)
+        return mc__bad(err, cap, "--default_kv_soft_pin_ttl must be >= 0 (milliseconds)");
+    if (!(c->eviction_ratio >= 0.0 && c->eviction_ratio <= 1.0))
+        return mc__bad(err, cap, "--eviction_ratio must be in [0, 1]");
+    if (!(c->eviction_high_watermark_ratio >= 0.0 && c->eviction_high_watermark_ratio <= 1.0))
+        return mc__bad(err, cap, "--eviction_high_watermark_ratio must be in [0, 1]");
+    if (c->client_ttl_s < 1)
+        return mc__bad(err, cap, "--client_ttl must be >= 1 (seconds)");
+    if (c->put_start_discard_timeout_s < 1)
+        return mc__bad(err, cap, "--put_start_discard_timeout_sec must be >= 1");
+    if (c->put_start_release_timeout_s < 1)
+        return mc__bad(err, cap, "--put_start_release_timeout_sec must be >= 1");
+    return 0;
+}
+
+uint16_t mc__master_rpc_port(const mc__master_t *m) {
+    return mc__rpc_server_port(m->rpc);
+}
+
+uint16_t mc__master_metrics_port(const mc__master_t *m) {
+    return mc__http_server_port(m->admin);
+}
+
+int mc__meta_start(mc__master_t *m);
+void mc__meta_stop(mc__master_t *m);
+uint16_t mc__meta_port(const mc__master_t *m);
+
+uint16_t mc__master_http_metadata_port(const mc__master_t *m) {
+    return mc__meta_port(m);
+}
+
+int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
+    mc__master_t *m = NULL;
+    int rc = 0;
+    *out = NULL;
+    m = mc__calloc(1, sizeof(*m));
+    if (!m) {
+        rc = MC_ERR_MEMORY;
+        goto out;
+    }
+    m->cfg = *cfg;
+    m->start_ms = mc__now_ms();
+    pthread_rwlock_init(&m->placement, NULL);
+    pthread_rwlock_init(&m->registry, NULL);
+    pthread_mutex_init(&m->clients_mu, NULL);
+    pthread_mutex_init(&m->grave_mu, NULL);
+    pthread_mutex_init(&m->evict_mu, NULL);
+    pthread_mutex_init(&m->mon_mu, NULL);
+    pthread_cond_init(&m->mon_cv, NULL);
+    for (int i = 0; i < MC__SHARDS; i++) {
+        rc = mc__shard_init(&m->shards[i]);
+        if (rc)
+            goto out;
+    }
+    if (pthread_create(&m->monitor, NULL, mc__monitor_main, m) != 0) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    m->monitor_started = 1;
+    rc = mc__rpc_server_start(m, cfg->rpc_address, (uint16_t)cfg->port, &m->rpc);
+    if (rc)
+        goto out;
+    rc = mc__admin_http_start(m, (uint16_t)cfg->metrics_port);
+    if (rc)
+        goto out;
+    if (cfg->enable_http_metadata_server) {
+        rc = mc__meta_start(m);
+        if (rc)
+            goto out;
+    }
+out:
+    if (rc && m) {
+        mc__master_stop(m);
+        m = NULL;
+    }
+    *out = m;
+    return rc;
+}
+
+void mc__master_stop(mc__master_t *m) {
+    if (!m)
+        return;
+    /* Stop the doors first so no request runs while the state is torn down. */
+    mc__rpc_server_stop(m->rpc);
+    mc__http_server_stop(m->admin);
+    mc__meta_stop(m);
+    if (m->monitor_started) {
+        pthread_mutex_lock(&m->mon_mu);
+        m->stopping = 1;
+        pthread_cond_signal(&m->mon_cv);
+        pthread_mutex_unlock(&m->mon_mu);
+        pthread_join(m->monitor, NULL);
+    }
+    for (int i = 0; i < MC__SHARDS; i++)
+        mc__shard_destroy(m, &m->shards[i]);
+    while (m->grave) {
+        mc__object_t *next = m->grave->next;
+        mc__free(m->grave);
+        m->grave = next;
+    }
+    mc__segments_destroy(m);
+    pthread_rwlock_destroy(&m->placement);
+    pthread_rwlock_destroy(&m->registry);
+    pthread_mutex_destroy(&m->clients_mu);
+    pthread_mutex_destroy(&m->grave_mu);
+    pthread_mutex_destroy(&m->evict_mu);
+    pthread_mutex_destroy(&m->mon_mu);
+    pthread_cond_destroy(&m->mon_cv);
+    mc__free(m);
+}

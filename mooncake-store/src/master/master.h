@@ -1,0 +1,48 @@
+/* mooncake_master service: configuration, lifecycle, and the operations that the RPC server and
+ * the admin HTTP endpoints call. The binary (tools/mooncake_master.c) only parses flags and
+ * calls mc__master_start / mc__master_stop. */
+#ifndef MC_STORE_MASTER_MASTER_H
+#define MC_STORE_MASTER_MASTER_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/common/frame.h"
+#include "proto/master_proto.h"
+
+typedef struct mc__master_config {
+    const char *rpc_address;   /* host to bind; "" or NULL = 0.0.0.0 */
+    int64_t port;              /* 0 = ephemeral */
+    int64_t rpc_thread_num;    /* accepted for compatibility; one thread per connection */
+    int64_t default_kv_lease_ttl_ms;
+    int64_t default_kv_soft_pin_ttl_ms;
+    int allow_evict_soft_pinned_objects;
+    double eviction_ratio;
+    double eviction_high_watermark_ratio;
+    int64_t client_ttl_s;
+    int64_t put_start_discard_timeout_s;
+    int64_t put_start_release_timeout_s;
+    int enable_http_metadata_server;
+    int64_t http_metadata_server_port;
+    const char *http_metadata_server_host;
+    int64_t metrics_port; /* admin HTTP; 0 = ephemeral */
+    int enable_metric_reporting; /* log a one-line summary periodically */
+} mc__master_config_t;
+
+void mc__master_config_defaults(mc__master_config_t *c);
+/* Checks ranges; on error writes a one-line reason into err and returns MC_ERR_INVALID_PARAMS. */
+int mc__master_config_validate(const mc__master_config_t *c, char *err, size_t cap);
+
+typedef struct mc__master mc__master_t;
+
+/* Creates the state and starts the RPC listener, the admin HTTP server, the optional HTTP
+ * metadata server and the monitor thread. Prints nothing; see the *_port getters. */
+int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out);
+void mc__master_stop(mc__master_t *m);
+uint16_t mc__master_rpc_port(const mc__master_t *m);
+uint16_t mc__master_metrics_port(const mc__master_t *m);
+uint16_t mc__master_http_metadata_port(const mc__master_t *m); /* 0 when disabled */
+
+/* Handles one decoded request, appending the reply frame to out. Returns 0, or MC_ERR_MEMORY when
+ * the reply could not be built (the connection is then closed). */
+int mc__master_handle(mc__master_t *m, const mc__mp_request_t *req, mc_buf_t *out);
+#endif

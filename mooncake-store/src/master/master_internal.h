@@ -1,0 +1,173 @@
+/* Master state shared by its files (objects, segments, clients, metrics).
+ *
+ * Lock order, never reversed: placement (rw) -> shard -> registry (rw) -> segment; the client
+ * table, graveyard and eviction locks are leaves or taken with nothing else held. */
+#ifndef MC_STORE_MASTER_INTERNAL_H
+#define MC_STORE_MASTER_INTERNAL_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "master/master.h"
+#include "master/seg_alloc.h"
+
+#define MC__SHARDS 64
+#define MC__OBJ_COMPLETE 0x1u
+#define MC__OBJ_HARD_PIN 0x2u
+#define MC__OBJ_SOFT_PIN 0x4u
+
+typedef struct mc__replica {
+    uint32_t seg;   /* registry slot */
+    uint32_t block; /* seg_alloc handle */
+    uint64_t off;   /* byte offset in the segment (immutable while allocated) */
+} mc__replica_t;
+
+/* One object, one allocation: a 48-byte header, the key (padded to 8), then 16 bytes per
+ * replica. Replicas only ever shrink (segment lost), so the layout never moves. */
+typedef struct mc__object {
+    struct mc__object *next; /* hash chain, or graveyard chain */
+    uint64_t size;
+    uint64_t access_ms;   /* last get (LRU clock); for an unfinished put, when put_start ran */
+    uint64_t lease_until; /* monotonic ms; 0 = no lease */
+    uint64_t soft_pin_until;
+    uint32_t hash;
+    uint16_t key_len; /* MC_MP_MAX_KEY fits */
+    uint8_t flags;
+    uint8_t n_replicas;
+    uint8_t data[]; /* key, then replicas: use mc__obj_reps */
+} mc__object_t;
+
+typedef struct mc__shard {
+    pthread_mutex_t mu;
+    mc__object_t **buckets;
+    uint32_t mask;       /* buckets - 1 */
+    uint64_t count;      /* objects, complete or not */
+    uint64_t incomplete; /* unfinished puts, so the monitor can skip idle shards */
+} __attribute__((aligned(64))) mc__shard_t;
+
+typedef struct mc__segment {
+    pthread_mutex_t mu;
+    char name[MC_MP_MAX_SEGMENT_NAME + 1];
+    uint32_t name_len;
+    uint64_t base, size;
+    uint8_t owner[MC_MP_CLIENT_ID_LEN];
+    int dying; /* being unmounted: no new placements */
+    mc__seg_alloc_t alloc;
+} mc__segment_t;
+
+typedef struct mc__client_rec {
+    uint8_t id[MC_MP_CLIENT_ID_LEN];
+    uint64_t last_seen_ms;
+} mc__client_rec_t;
+
+#define MC__LAT_BUCKETS 12
+typedef struct mc__op_stats {
+    _Atomic uint64_t ops;    /* keys processed */
+    _Atomic uint64_t errors; /* keys that failed */
+    _Atomic uint64_t rpcs;
+    _Atomic uint64_t lat_sum_us;
+    _Atomic uint64_t lat_bucket[MC__LAT_BUCKETS + 1];
+} mc__op_stats_t;
+
+typedef struct mc__rpc_server mc__rpc_server_t;
+typedef struct mc_http_server mc_http_server_t;
+
+struct mc__master {
+    mc__master_config_t cfg;
+    uint64_t start_ms;
+    mc__shard_t shards[MC__SHARDS];
+
+    pthread_rwlock_t placement;
+    pthread_rwlock_t registry;
+    mc__segment_t **slots;
+    uint32_t n_slots;
+    uint32_t place_cursor; /* spreads placements across segments */
+    _Atomic uint64_t view_version;
+
+    pthread_mutex_t clients_mu;
+    mc__client_rec_t *clients;
+    size_t n_clients, cap_clients;
+
+    pthread_mutex_t grave_mu;
+    mc__object_t *grave; /* discarded puts whose space is held until release time */
+
+    pthread_mutex_t evict_mu;
+
+    /* gauges and counters */
+    _Atomic int64_t n_objects;      /* complete objects */
+    _Atomic int64_t object_bytes;   /* their sizes */
+    _Atomic int64_t n_segments;
+    _Atomic int64_t capacity_bytes;
+    _Atomic int64_t used_bytes;
+    _Atomic uint64_t evictions, evicted_bytes, eviction_runs;
+    _Atomic uint64_t discarded_puts, expired_clients;
+    mc__op_stats_t op[MC_MP_TYPE_MAX_];
+
+    pthread_t monitor;
+    int monitor_started;
+    pthread_mutex_t mon_mu;
+    pthread_cond_t mon_cv;
+    int stopping;
+    int evict_wanted;
+
+    mc__rpc_server_t *rpc;
+    mc_http_server_t *admin;
+    void *meta_store;
+};
+
+static inline mc__replica_t *mc__obj_reps(mc__object_t *o) {
+    return (mc__replica_t *)(void *)(o->data + (((size_t)o->key_len + 7u) & ~(size_t)7u));
+}
+
+/* objects.c */
+uint32_t mc__key_hash(const uint8_t *key, uint32_t len);
+mc__shard_t *mc__shard_of(mc__master_t *m, uint32_t hash);
+int mc__shard_init(mc__shard_t *s);
+void mc__shard_destroy(mc__master_t *m, mc__shard_t *s);
+/* With the shard locked: the object or NULL. */
+mc__object_t *mc__shard_find(mc__shard_t *s, uint32_t hash, const uint8_t *key, uint32_t len);
+/* With the shard locked: inserts o (caller checked absence). 0 or MC_ERR_MEMORY is never
+ * returned: a failed table growth only lengthens chains. */
+void mc__shard_insert(mc__shard_t *s, mc__object_t *o);
+void mc__shard_unlink(mc__shard_t *s, mc__object_t *o);
+mc__object_t *mc__object_new(const uint8_t *key, uint32_t len, uint32_t hash, uint8_t n_replicas);
+/* Frees the replicas' space (shard lock may be held) and the record. Updates gauges. */
+void mc__object_destroy(mc__master_t *m, mc__object_t *o);
+void mc__free_replica(mc__master_t *m, const mc__replica_t *r);
+/* Iterates every shard under its lock. fn returns 1 to unlink-and-destroy the object. */
+typedef int (*mc__obj_visit_fn)(mc__master_t *m, mc__object_t *o, void *arg);
+void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg);
+
+/* segments.c */
+int mc__segment_mount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t *name,
+                      uint64_t base, uint64_t size);
+int mc__segment_unmount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t *name,
+                        uint64_t base);
+void mc__segments_destroy(mc__master_t *m);
+/* Places up to cfg->replica_num replicas of len bytes. Returns count placed (>= 1) or a negative
+ * code (NO_AVAILABLE_HANDLE). Caller holds placement (read). */
+int mc__place(mc__master_t *m, uint64_t len, const mc__replicate_config_t *cfg,
+              mc__replica_t *out);
+/* Fills a reply replica descriptor's name for slot; returns name length (0 if gone). With the
+ * registry read lock taken inside. */
+uint32_t mc__segment_name(mc__master_t *m, uint32_t slot, char *out, uint64_t *base);
+int mc__client_touch(mc__master_t *m, const uint8_t *id); /* 1 when it was unknown */
+void mc__clients_expire(mc__master_t *m, uint64_t now);
+
+/* evict.c */
+/* Frees at least need bytes (and eviction_ratio of capacity). Returns bytes freed. */
+uint64_t mc__evict(mc__master_t *m, uint64_t need, int blocking);
+void mc__discard_stale_puts(mc__master_t *m, uint64_t now);
+void mc__grave_release(mc__master_t *m, uint64_t now, int all);
+void *mc__monitor_main(void *arg);
+
+/* rpc_server.c */
+int mc__rpc_server_start(mc__master_t *m, const char *host, uint16_t port, mc__rpc_server_t **out);
+uint16_t mc__rpc_server_port(const mc__rpc_server_t *s);
+void mc__rpc_server_stop(mc__rpc_server_t *s);
+
+/* admin_http.c */
+int mc__admin_http_start(mc__master_t *m, uint16_t port);
+void mc__op_record(mc__master_t *m, uint8_t type, uint32_t keys, uint32_t errors,
+                   uint64_t elapsed_ns);
+#endif

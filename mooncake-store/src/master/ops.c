@@ -1,0 +1,330 @@
+/* The master's operations: one decoded request in, one reply frame out. */
+#include <string.h>
+
+#include "master/master_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+
+static int mc__leased(const mc__object_t *o, uint64_t now) {
+    return o->lease_until > now;
+}
+
+/* Appends the replicas of one key to a replicas reply. */
+static void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t size,
+                             uint64_t lease_ms, const mc__replica_t *reps, uint8_t n,
+                             uint8_t status) {
+    char names[MC_MP_MAX_REPLICA_NUM][MC_MP_MAX_SEGMENT_NAME + 1];
+    uint64_t bases[MC_MP_MAX_REPLICA_NUM];
+    uint32_t lens[MC_MP_MAX_REPLICA_NUM];
+    uint8_t shown = 0;
+    /* Names first: a replica whose segment vanished meanwhile is left out of the count. */
+    for (uint8_t i = 0; i < n; i++) {
+        lens[i] = mc__segment_name(m, reps[i].seg, names[i], &bases[i]);
+        shown = (uint8_t)(shown + (lens[i] != 0));
+    }
+    if (code == 0 && n > 0 && shown == 0)
+        code = MC_ERR_OBJECT_NOT_FOUND;
+    mc__mp_replicas_reply_item(out, code, code ? 0 : size, code ? 0 : lease_ms,
+                               code ? 0 : shown);
+    if (code)
+        return;
+    for (uint8_t i = 0; i < n; i++)
+        if (lens[i])
+            mc__mp_replicas_reply_replica(out, names[i], lens[i], bases[i] + reps[i].off, size,
+                                          status);
+}
+
+static void mc__grave_add(mc__master_t *m, mc__object_t *o) {
+    pthread_mutex_lock(&m->grave_mu);
+    o->next = m->grave;
+    m->grave = o;
+    pthread_mutex_unlock(&m->grave_mu);
+}
+
+/* With the shard locked: an unfinished put older than the discard timeout gives up its key.
+ * Its space stays reserved until the release timeout, because the slow writer may still be
+ * copying into it. Returns 1 when o was discarded (unlinked). */
+int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
+int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now) {
+    uint64_t discard = (uint64_t)m->cfg.put_start_discard_timeout_s * 1000u;
+    uint64_t release = (uint64_t)m->cfg.put_start_release_timeout_s * 1000u;
+    if ((o->flags & MC__OBJ_COMPLETE) || o->access_ms + discard > now)
+        return 0;
+    mc__shard_unlink(s, o);
+    atomic_fetch_add(&m->discarded_puts, 1);
+    if (o->access_ms + release <= now)
+        mc__object_destroy(m, o);
+    else
+        mc__grave_add(m, o);
+    return 1;
+}
+
+static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
+                                 const mc__replicate_config_t *cfg, uint64_t now,
+                                 mc__replica_t *reps, uint8_t *n_out) {
+    uint32_t hash = mc__key_hash(key->p, key->len);
+    mc__shard_t *s = mc__shard_of(m, hash);
+    mc__object_t *o = NULL;
+    int32_t code = 0;
+    int placed = 0;
+    *n_out = 0;
+    if (len == 0)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&s->mu);
+    o = mc__shard_find(s, hash, key->p, key->len);
+    if (o && !mc__maybe_discard(m, s, o, now))
+        code = MC_ERR_OBJECT_ALREADY_EXISTS;
+    pthread_mutex_unlock(&s->mu);
+    if (code)
+        return code;
+
+    pthread_rwlock_rdlock(&m->placement);
+    placed = mc__place(m, len, cfg, reps);
+    /* Nowhere to put even one replica: make room (LRU eviction) and try once more. Fewer
+     * replicas than asked is accepted (best effort) and visible in the reply. */
+    if (placed < 0 && mc__evict(m, mc__seg_round(len) * cfg->replica_num, 1) > 0)
+        placed = mc__place(m, len, cfg, reps);
+    if (placed < 0) {
+        code = placed;
+        goto out;
+    }
+    o = mc__object_new(key->p, key->len, hash, (uint8_t)placed);
+    if (!o) {
+        code = MC_ERR_INTERNAL_ERROR;
+        goto free_reps;
+    }
+    o->size = len;
+    o->access_ms = now;
+    o->flags = (uint8_t)(((cfg->flags & MC_MP_CFG_HARD_PIN) ? MC__OBJ_HARD_PIN : 0) |
+                         ((cfg->flags & MC_MP_CFG_SOFT_PIN) ? MC__OBJ_SOFT_PIN : 0));
+    o->soft_pin_until = cfg->soft_pin_ttl_ms ? cfg->soft_pin_ttl_ms
+                                             : (uint64_t)m->cfg.default_kv_soft_pin_ttl_ms;
+    memcpy(mc__obj_reps(o), reps, (size_t)placed * sizeof(*reps));
+    pthread_mutex_lock(&s->mu);
+    if (mc__shard_find(s, hash, key->p, key->len)) {
+        code = MC_ERR_OBJECT_ALREADY_EXISTS; /* a concurrent put_start won the key */
+    } else {
+        mc__shard_insert(s, o);
+        o = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (code == 0) {
+        *n_out = (uint8_t)placed;
+        goto out;
+    }
+free_reps:
+    mc__free(o);
+    for (int i = 0; i < placed; i++)
+        mc__free_replica(m, &reps[i]);
+out:
+    pthread_rwlock_unlock(&m->placement);
+    return code;
+}
+
+static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                             uint32_t *errors) {
+    const mc__replicate_config_t *cfg = &r->config;
+    int bad_cfg = cfg->replica_num == 0 || cfg->replica_num > MC_MP_MAX_REPLICA_NUM;
+    uint64_t now = mc__now_ms();
+    size_t start = 0;
+    mc__mp_replicas_reply_begin(out, r->type, r->request_id, r->n_keys, &start);
+    for (uint32_t i = 0; i < r->n_keys; i++) {
+        mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
+        uint8_t n = 0;
+        int32_t code = bad_cfg ? MC_ERR_INVALID_PARAMS
+                               : mc__put_start_one(m, &r->keys[i], r->value_lens[i], cfg, now,
+                                                   reps, &n);
+        *errors += code != 0;
+        mc__put_replicas(m, out, code, r->value_lens[i], 0, reps, n, MC_MP_REPLICA_PROCESSING);
+    }
+    mc__buf_frame_end(out, start);
+    /* Above the high watermark: let the monitor evict in the background. */
+    if ((double)atomic_load(&m->used_bytes) >=
+        m->cfg.eviction_high_watermark_ratio * (double)atomic_load(&m->capacity_bytes)) {
+        pthread_mutex_lock(&m->mon_mu);
+        m->evict_wanted = 1;
+        pthread_cond_signal(&m->mon_cv);
+        pthread_mutex_unlock(&m->mon_mu);
+    }
+}
+
+static void mc__op_get(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                       uint32_t *errors) {
+    uint64_t now = mc__now_ms();
+    uint64_t ttl = (uint64_t)m->cfg.default_kv_lease_ttl_ms;
+    size_t start = 0;
+    mc__mp_replicas_reply_begin(out, r->type, r->request_id, r->n_keys, &start);
+    for (uint32_t i = 0; i < r->n_keys; i++) {
+        const mc__mp_str_t *k = &r->keys[i];
+        uint32_t hash = mc__key_hash(k->p, k->len);
+        mc__shard_t *s = mc__shard_of(m, hash);
+        mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
+        uint8_t n = 0;
+        uint64_t size = 0;
+        int32_t code = 0;
+        mc__object_t *o = NULL;
+        pthread_mutex_lock(&s->mu);
+        o = mc__shard_find(s, hash, k->p, k->len);
+        if (!o || !(o->flags & MC__OBJ_COMPLETE)) {
+            code = MC_ERR_OBJECT_NOT_FOUND;
+        } else {
+            if (o->lease_until < now + ttl)
+                o->lease_until = now + ttl;
+            o->access_ms = now;
+            if (o->flags & MC__OBJ_SOFT_PIN)
+                o->soft_pin_until = now + (uint64_t)m->cfg.default_kv_soft_pin_ttl_ms;
+            n = o->n_replicas;
+            size = o->size;
+            memcpy(reps, mc__obj_reps(o), (size_t)n * sizeof(*reps));
+        }
+        pthread_mutex_unlock(&s->mu);
+        *errors += code != 0;
+        mc__put_replicas(m, out, code, size, ttl, reps, n, MC_MP_REPLICA_COMPLETE);
+    }
+    mc__buf_frame_end(out, start);
+}
+
+/* Per-key operations that answer with a code each. */
+static int32_t mc__code_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *k, int force,
+                            uint64_t now) {
+    uint32_t hash = mc__key_hash(k->p, k->len);
+    mc__shard_t *s = mc__shard_of(m, hash);
+    mc__object_t *o = NULL;
+    mc__object_t *dead = NULL;
+    int32_t code = 0;
+    pthread_mutex_lock(&s->mu);
+    o = mc__shard_find(s, hash, k->p, k->len);
+    switch (type) {
+    case MC_MP_EXIST:
+        code = o && (o->flags & MC__OBJ_COMPLETE) ? 1 : 0;
+        break;
+    case MC_MP_PUT_END:
+        if (!o) {
+            code = MC_ERR_OBJECT_NOT_FOUND;
+        } else if (!(o->flags & MC__OBJ_COMPLETE)) {
+            o->flags |= MC__OBJ_COMPLETE;
+            s->incomplete--;
+            o->access_ms = now;
+            if (o->flags & MC__OBJ_SOFT_PIN)
+                o->soft_pin_until += now; /* put_start stored the TTL there */
+            atomic_fetch_add(&m->n_objects, 1);
+            atomic_fetch_add(&m->object_bytes, (int64_t)o->size);
+        }
+        break;
+    case MC_MP_PUT_REVOKE:
+        if (!o)
+            code = MC_ERR_OBJECT_NOT_FOUND;
+        else if (o->flags & MC__OBJ_COMPLETE)
+            code = MC_ERR_INVALID_PARAMS; /* a finished put cannot be revoked; remove it */
+        else
+            dead = o;
+        break;
+    case MC_MP_REMOVE:
+        if (!o)
+            code = MC_ERR_OBJECT_NOT_FOUND;
+        else if (!force && !(o->flags & MC__OBJ_COMPLETE))
+            code = MC_ERR_REPLICA_IS_NOT_READY;
+        else if (!force && mc__leased(o, now))
+            code = MC_ERR_OBJECT_HAS_LEASE;
+        else
+            dead = o;
+        break;
+    default:
+        code = MC_ERR_INVALID_PARAMS;
+        break;
+    }
+    if (dead) {
+        mc__shard_unlink(s, dead);
+        mc__object_destroy(m, dead);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return code;
+}
+
+static int mc__op_codes(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                        uint32_t *errors) {
+    int32_t small[64];
+    int32_t *codes = r->n_keys <= 64 ? small : mc__malloc((size_t)r->n_keys * sizeof(int32_t));
+    uint64_t now = mc__now_ms();
+    int rc = 0;
+    if (!codes)
+        return MC_ERR_MEMORY;
+    for (uint32_t i = 0; i < r->n_keys; i++) {
+        codes[i] = mc__code_one(m, r->type, &r->keys[i], r->force, now);
+        *errors += codes[i] < 0;
+    }
+    rc = mc__mp_encode_codes_reply(out, r->type, r->request_id, r->n_keys, codes);
+    if (codes != small)
+        mc__free(codes);
+    return rc;
+}
+
+typedef struct mc__remove_all_arg {
+    uint64_t now;
+    int force;
+    int64_t removed;
+} mc__remove_all_arg_t;
+
+static int mc__remove_all_visit(mc__master_t *m, mc__object_t *o, void *arg) {
+    mc__remove_all_arg_t *a = arg;
+    (void)m;
+    if (!(o->flags & MC__OBJ_COMPLETE) || (!a->force && mc__leased(o, a->now)))
+        return 0;
+    a->removed++;
+    return 1;
+}
+
+int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out) {
+    uint64_t t0 = mc__now_ns();
+    uint32_t errors = 0;
+    uint32_t keys = r->n_keys;
+    int rc = 0;
+    switch (r->type) {
+    case MC_MP_MOUNT_SEGMENT:
+    case MC_MP_UNMOUNT_SEGMENT:
+        keys = 1;
+        rc = r->type == MC_MP_MOUNT_SEGMENT
+                 ? mc__segment_mount(m, r->client_id, &r->segment_name, r->base, r->size)
+                 : mc__segment_unmount(m, r->client_id, &r->segment_name, r->base);
+        errors = rc != 0;
+        rc = rc ? mc__mp_encode_error_reply(out, r->type, r->request_id, rc, mc_store_strerror(rc))
+                : mc__mp_encode_empty_reply(out, r->type, r->request_id);
+        break;
+    case MC_MP_PUT_START:
+        mc__op_put_start(m, r, out, &errors);
+        break;
+    case MC_MP_GET_REPLICA_LIST:
+        mc__op_get(m, r, out, &errors);
+        break;
+    case MC_MP_PUT_END:
+    case MC_MP_PUT_REVOKE:
+    case MC_MP_EXIST:
+    case MC_MP_REMOVE:
+        rc = mc__op_codes(m, r, out, &errors);
+        break;
+    case MC_MP_REMOVE_ALL: {
+        mc__remove_all_arg_t a = {mc__now_ms(), r->force, 0};
+        keys = 1;
+        mc__objects_sweep(m, mc__remove_all_visit, &a);
+        rc = mc__mp_encode_remove_all_reply(out, r->request_id, a.removed);
+        break;
+    }
+    case MC_MP_HEARTBEAT: {
+        int unknown = mc__client_touch(m, r->client_id);
+        keys = 1;
+        rc = mc__mp_encode_heartbeat_reply(out, r->request_id,
+                                           unknown ? MC_MP_CLIENT_NEED_REMOUNT : MC_MP_CLIENT_OK,
+                                           atomic_load(&m->view_version));
+        break;
+    }
+    default:
+        rc = mc__mp_encode_error_reply(out, r->type, r->request_id, MC_ERR_NOT_IMPLEMENTED,
+                                       "unknown message type");
+        return rc;
+    }
+    if (out->failed)
+        rc = MC_ERR_MEMORY;
+    mc__op_record(m, r->type, keys, errors, mc__now_ns() - t0);
+    return rc;
+}

@@ -1,0 +1,316 @@
+/* Segment registry (mount, unmount, placement) and client liveness. */
+#include <string.h>
+
+#include "master/master_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+
+static int mc__seg_is(const mc__segment_t *s, const mc__mp_str_t *name, uint64_t base) {
+    return s->base == base && s->name_len == name->len && memcmp(s->name, name->p, name->len) == 0;
+}
+
+int mc__client_touch(mc__master_t *m, const uint8_t *id) {
+    uint64_t now = mc__now_ms();
+    int unknown = 1;
+    pthread_mutex_lock(&m->clients_mu);
+    for (size_t i = 0; i < m->n_clients; i++) {
+        if (memcmp(m->clients[i].id, id, MC_MP_CLIENT_ID_LEN) == 0) {
+            m->clients[i].last_seen_ms = now;
+            unknown = 0;
+            goto out;
+        }
+    }
+    if (m->n_clients == m->cap_clients) {
+        size_t cap = m->cap_clients ? m->cap_clients * 2 : 16;
+        mc__client_rec_t *p = mc__realloc(m->clients, cap * sizeof(*p));
+        if (!p)
+            goto out; /* untracked: it simply never expires */
+        m->clients = p;
+        m->cap_clients = cap;
+    }
+    memcpy(m->clients[m->n_clients].id, id, MC_MP_CLIENT_ID_LEN);
+    m->clients[m->n_clients].last_seen_ms = now;
+    m->n_clients++;
+out:
+    pthread_mutex_unlock(&m->clients_mu);
+    return unknown;
+}
+
+int mc__segment_mount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t *name,
+                      uint64_t base, uint64_t size) {
+    mc__segment_t *seg = NULL;
+    uint32_t slot = 0;
+    int rc = 0;
+    if (name->len == 0 || name->len > MC_MP_MAX_SEGMENT_NAME || size < MC_SEG_ALIGN ||
+        base + size < base)
+        return MC_ERR_INVALID_PARAMS;
+    mc__client_touch(m, client);
+    pthread_rwlock_wrlock(&m->registry);
+    for (uint32_t i = 0; i < m->n_slots; i++) {
+        mc__segment_t *s = m->slots[i];
+        if (!s || !mc__seg_is(s, name, base))
+            continue;
+        if (memcmp(s->owner, client, MC_MP_CLIENT_ID_LEN) != 0 || s->dying)
+            rc = MC_ERR_SEGMENT_ALREADY_EXISTS;
+        else if (s->size != size)
+            rc = MC_ERR_INVALID_PARAMS;
+        goto out; /* the same mount again: nothing to do */
+    }
+    for (slot = 0; slot < m->n_slots && m->slots[slot]; slot++)
+        ;
+    if (slot == m->n_slots) {
+        mc__segment_t **p = mc__realloc(m->slots, (size_t)(m->n_slots + 1) * sizeof(*p));
+        if (!p) {
+            rc = MC_ERR_MEMORY;
+            goto out;
+        }
+        m->slots = p;
+        m->slots[m->n_slots++] = NULL;
+    }
+    seg = mc__calloc(1, sizeof(*seg));
+    if (!seg) {
+        rc = MC_ERR_MEMORY;
+        goto out;
+    }
+    rc = mc__seg_alloc_init(&seg->alloc, size);
+    if (rc) {
+        mc__free(seg);
+        goto out;
+    }
+    pthread_mutex_init(&seg->mu, NULL);
+    memcpy(seg->name, name->p, name->len);
+    seg->name_len = name->len;
+    seg->base = base;
+    seg->size = size;
+    memcpy(seg->owner, client, MC_MP_CLIENT_ID_LEN);
+    m->slots[slot] = seg;
+    atomic_fetch_add(&m->n_segments, 1);
+    atomic_fetch_add(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
+    atomic_fetch_add(&m->view_version, 1);
+    MC_INFO("mounted segment %.*s base=0x%llx size=%llu", (int)name->len, (const char *)name->p,
+            (unsigned long long)base, (unsigned long long)size);
+out:
+    pthread_rwlock_unlock(&m->registry);
+    return rc;
+}
+
+/* Drops the replicas that live in segment `slot`; objects left without one disappear. */
+static int mc__drop_replicas_in(mc__master_t *m, mc__object_t *o, void *arg) {
+    uint32_t slot = *(const uint32_t *)arg;
+    mc__replica_t *reps = mc__obj_reps(o);
+    uint8_t kept = 0;
+    for (uint8_t i = 0; i < o->n_replicas; i++)
+        if (reps[i].seg != slot)
+            reps[kept++] = reps[i];
+    if (kept == o->n_replicas)
+        return 0;
+    o->n_replicas = kept;
+    return kept == 0;
+}
+
+static void mc__segment_drop(mc__master_t *m, uint32_t slot) {
+    mc__segment_t *seg = NULL;
+    mc__object_t **pp = NULL;
+    /* 1. No new placements; the write lock also waits out put_starts that already allocated
+     *    here but have not inserted their object yet. */
+    pthread_rwlock_wrlock(&m->placement);
+    pthread_rwlock_wrlock(&m->registry);
+    m->slots[slot]->dying = 1;
+    pthread_rwlock_unlock(&m->registry);
+    pthread_rwlock_unlock(&m->placement);
+    /* 2. Nothing may reference the slot afterwards. */
+    mc__objects_sweep(m, mc__drop_replicas_in, &slot);
+    pthread_mutex_lock(&m->grave_mu);
+    pp = &m->grave;
+    while (*pp) {
+        mc__object_t *o = *pp;
+        if (mc__drop_replicas_in(m, o, &slot)) {
+            *pp = o->next;
+            mc__free(o);
+        } else {
+            pp = &o->next;
+        }
+    }
+    pthread_mutex_unlock(&m->grave_mu);
+    /* 3. Forget it. */
+    pthread_rwlock_wrlock(&m->registry);
+    seg = m->slots[slot];
+    m->slots[slot] = NULL;
+    atomic_fetch_sub(&m->n_segments, 1);
+    atomic_fetch_sub(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
+    atomic_fetch_sub(&m->used_bytes, (int64_t)seg->alloc.used_bytes);
+    atomic_fetch_add(&m->view_version, 1);
+    pthread_rwlock_unlock(&m->registry);
+    MC_INFO("unmounted segment %s base=0x%llx", seg->name, (unsigned long long)seg->base);
+    mc__seg_alloc_destroy(&seg->alloc);
+    pthread_mutex_destroy(&seg->mu);
+    mc__free(seg);
+}
+
+int mc__segment_unmount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t *name,
+                        uint64_t base) {
+    uint32_t slot = UINT32_MAX;
+    int rc = MC_ERR_SEGMENT_NOT_FOUND;
+    pthread_rwlock_wrlock(&m->registry);
+    for (uint32_t i = 0; i < m->n_slots; i++) {
+        mc__segment_t *s = m->slots[i];
+        if (s && !s->dying && mc__seg_is(s, name, base)) {
+            if (memcmp(s->owner, client, MC_MP_CLIENT_ID_LEN) != 0) {
+                rc = MC_ERR_ILLEGAL_CLIENT;
+            } else {
+                /* Claim it so a concurrent unmount or expiry does not drop it twice. */
+                s->dying = 1;
+                slot = i;
+                rc = 0;
+            }
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&m->registry);
+    if (rc == 0)
+        mc__segment_drop(m, slot);
+    return rc;
+}
+
+void mc__clients_expire(mc__master_t *m, uint64_t now) {
+    uint64_t ttl = (uint64_t)m->cfg.client_ttl_s * 1000u;
+    for (;;) {
+        uint8_t id[MC_MP_CLIENT_ID_LEN];
+        int found = 0;
+        pthread_mutex_lock(&m->clients_mu);
+        for (size_t i = 0; i < m->n_clients; i++) {
+            if (m->clients[i].last_seen_ms + ttl <= now) {
+                memcpy(id, m->clients[i].id, sizeof(id));
+                m->clients[i] = m->clients[--m->n_clients];
+                found = 1;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&m->clients_mu);
+        if (!found)
+            return;
+        atomic_fetch_add(&m->expired_clients, 1);
+        MC_WARN("client expired after %llds without heartbeat; unmounting its segments",
+                (long long)m->cfg.client_ttl_s);
+        for (;;) {
+            uint32_t slot = UINT32_MAX;
+            pthread_rwlock_wrlock(&m->registry);
+            for (uint32_t i = 0; i < m->n_slots; i++) {
+                mc__segment_t *s = m->slots[i];
+                if (s && !s->dying && memcmp(s->owner, id, sizeof(id)) == 0) {
+                    s->dying = 1;
+                    slot = i;
+                    break;
+                }
+            }
+            pthread_rwlock_unlock(&m->registry);
+            if (slot == UINT32_MAX)
+                break;
+            mc__segment_drop(m, slot);
+        }
+    }
+}
+
+void mc__segments_destroy(mc__master_t *m) {
+    for (uint32_t i = 0; i < m->n_slots; i++) {
+        mc__segment_t *s = m->slots[i];
+        if (!s)
+            continue;
+        mc__seg_alloc_destroy(&s->alloc);
+        pthread_mutex_destroy(&s->mu);
+        mc__free(s);
+    }
+    mc__free(m->slots);
+    m->slots = NULL;
+    m->n_slots = 0;
+    mc__free(m->clients);
+    m->clients = NULL;
+}
+
+uint32_t mc__segment_name(mc__master_t *m, uint32_t slot, char *out, uint64_t *base) {
+    uint32_t n = 0;
+    pthread_rwlock_rdlock(&m->registry);
+    if (slot < m->n_slots && m->slots[slot]) {
+        n = m->slots[slot]->name_len;
+        memcpy(out, m->slots[slot]->name, n);
+        *base = m->slots[slot]->base;
+    }
+    out[n] = '\0';
+    pthread_rwlock_unlock(&m->registry);
+    return n;
+}
+
+/* --- placement --- */
+
+static int mc__name_used(mc__master_t *m, const mc__replica_t *out, int n, const mc__segment_t *s) {
+    for (int i = 0; i < n; i++) {
+        const mc__segment_t *o = m->slots[out[i].seg];
+        if (o == s || (o->name_len == s->name_len && !memcmp(o->name, s->name, s->name_len)))
+            return 1;
+    }
+    return 0;
+}
+
+static int mc__slot_used(const mc__replica_t *out, int n, uint32_t slot) {
+    for (int i = 0; i < n; i++)
+        if (out[i].seg == slot)
+            return 1;
+    return 0;
+}
+
+static int mc__is_preferred(const mc__replicate_config_t *cfg, const mc__segment_t *s) {
+    for (uint32_t i = 0; i < cfg->n_preferred; i++)
+        if (cfg->preferred[i].len == s->name_len &&
+            !memcmp(cfg->preferred[i].p, s->name, s->name_len))
+            return 1;
+    return 0;
+}
+
+static int mc__try_alloc(mc__master_t *m, uint32_t slot, uint64_t len, mc__replica_t *r) {
+    mc__segment_t *s = m->slots[slot];
+    uint64_t off = 0;
+    uint32_t h;
+    pthread_mutex_lock(&s->mu);
+    h = mc__seg_alloc(&s->alloc, len, &off);
+    pthread_mutex_unlock(&s->mu);
+    if (h == MC_SEG_NIL)
+        return 0;
+    atomic_fetch_add(&m->used_bytes, (int64_t)mc__seg_round(len));
+    r->seg = slot;
+    r->block = h;
+    r->off = off;
+    return 1;
+}
+
+/* Passes, each filling what the previous left: preferred segments, then segments on hosts not
+ * used yet (distinct names survive a host loss), then any unused segment. */
+int mc__place(mc__master_t *m, uint64_t len, const mc__replicate_config_t *cfg,
+              mc__replica_t *out) {
+    int want = (int)cfg->replica_num;
+    int n = 0;
+    uint32_t start;
+    pthread_rwlock_rdlock(&m->registry);
+    if (m->n_slots == 0)
+        goto out;
+    start = __atomic_fetch_add(&m->place_cursor, 1, __ATOMIC_RELAXED) % m->n_slots;
+    for (int pass = 0; pass < 3 && n < want; pass++) {
+        if (pass == 0 && cfg->n_preferred == 0)
+            continue;
+        for (uint32_t k = 0; k < m->n_slots && n < want; k++) {
+            uint32_t slot = (start + k) % m->n_slots;
+            mc__segment_t *s = m->slots[slot];
+            if (!s || s->dying || s->alloc.total_bytes < len || mc__slot_used(out, n, slot))
+                continue;
+            if (pass == 0 && !mc__is_preferred(cfg, s))
+                continue;
+            if (pass == 1 && mc__name_used(m, out, n, s))
+                continue;
+            n += mc__try_alloc(m, slot, len, &out[n]);
+        }
+    }
+out:
+    pthread_rwlock_unlock(&m->registry);
+    return n > 0 ? n : MC_ERR_NO_AVAILABLE_HANDLE;
+}
