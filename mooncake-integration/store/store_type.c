@@ -214,7 +214,8 @@ static PyObject *store_get_hostname(PyObject *obj, PyObject *unused)
     return PyUnicode_FromString(mc_store_hostname(MCPY_STORE(obj)));
 }
 
-#define KW(name, doc) {#name, (PyCFunction)(void (*)(void))mcpy_##name, METH_VARARGS | METH_KEYWORDS, doc}
+#define KW(name, doc)                                                                              \
+    {#name, (PyCFunction)(void (*)(void))mcpy_##name, METH_VARARGS | METH_KEYWORDS, doc}
 static PyMethodDef store_methods[] = {
     {"setup", (PyCFunction)(void (*)(void))store_setup, METH_VARARGS | METH_KEYWORDS,
      "setup(local_hostname, metadata_server, global_segment_size=16MiB, local_buffer_size=16MiB, "
@@ -223,7 +224,8 @@ static PyMethodDef store_methods[] = {
     {"close", store_close, METH_NOARGS, "close() -> 0"},
     {"health_check", store_health_check, METH_NOARGS,
      "health_check() -> 0 healthy, 1 not set up, 2 master unreachable"},
-    {"get_hostname", store_get_hostname, METH_NOARGS, "get_hostname() -> this client's segment name"},
+    {"get_hostname", store_get_hostname, METH_NOARGS,
+     "get_hostname() -> this client's segment name"},
     KW(put, "put(key, value, config=None) -> 0 or a negative code"),
     KW(put_parts, "put_parts(key, *parts, config=None) -> 0 or a negative code"),
     KW(put_batch, "put_batch(keys, values, config=None) -> 0 or the first negative code"),

@@ -64,7 +64,7 @@ MC_API int mc_store_config_load_file(mc_store_config_t *c, const char *path);
  * MOONCAKE_GLOBAL_SEGMENT_SIZE, MOONCAKE_LOCAL_BUFFER_SIZE. */
 MC_API int mc_store_config_load_env(mc_store_config_t *c);
 
-/* ---- replication ------------------------------------------------------------------------------ */
+/* ---- replication ----------------------------------------------------------------------------- */
 typedef struct mc_replicate_config {
     int replica_num;         /* >= 1; replicas on distinct segments, best effort */
     int with_soft_pin;       /* evicted last */
@@ -77,7 +77,7 @@ typedef struct mc_replicate_config {
 
 MC_API void mc_replicate_config_init(mc_replicate_config_t *rc);
 
-/* ---- lifecycle -------------------------------------------------------------------------------- */
+/* ---- lifecycle ------------------------------------------------------------------------------- */
 MC_API int mc_store_create(mc_store_t **out);
 /* Creates or adopts the engine, connects to the master, allocates and mounts the global segment,
  * allocates the staging buffer and starts the heartbeat thread. Call once. Master unreachable:
@@ -133,7 +133,8 @@ MC_API int mc_store_batch_put(mc_store_t *s, const mc_store_item_t *items, size_
 MC_API int64_t mc_store_get_into(mc_store_t *s, const char *key, void *buf, size_t cap);
 MC_API int64_t mc_store_get_into_parts(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
                                        size_t iovcnt);
-/* results[i] gets each item's length or code; returns 0 when all succeeded, else the first error. */
+/* results[i] gets each item's length or code; returns 0 when all succeeded, else the first
+ * error. */
 MC_API int mc_store_batch_get_into(mc_store_t *s, const mc_store_item_t *items, size_t n,
                                    int64_t *results);
 
@@ -148,7 +149,7 @@ MC_API void *mc_store_buffer_data(const mc_store_buffer_t *b);
 MC_API size_t mc_store_buffer_size(const mc_store_buffer_t *b);
 MC_API void mc_store_buffer_free(mc_store_buffer_t *b);
 
-/* ---- metadata ---------------------------------------------------------------------------------- */
+/* ---- metadata -------------------------------------------------------------------------------- */
 /* 1 exists, 0 not, negative on error. */
 MC_API int mc_store_is_exist(mc_store_t *s, const char *key);
 MC_API int mc_store_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n,

@@ -12,6 +12,7 @@
 #define MC__DEFAULT_RPC_TIMEOUT_MS 5000
 
 int mc_store_create(mc_store_t **out) {
+    pthread_rwlockattr_t ra;
     mc_store_t *s;
     if (!out)
         return MC_ERR_INVALID_PARAMS;
@@ -19,6 +20,11 @@ int mc_store_create(mc_store_t **out) {
     if (!s)
         return MC_ERR_INTERNAL_ERROR;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_rwlockattr_init(&ra);
+    /* Writer preference: a close under steady load must not wait forever. */
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->op_lock, &ra);
+    pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&s->hb_mu, NULL);
     pthread_cond_init(&s->hb_cv, NULL);
     pthread_mutex_init(&s->seg_mu, NULL);
@@ -34,6 +40,21 @@ int mc__store_ready(mc_store_t *s) {
     if (!s || atomic_load(&s->state) != MC__STORE_READY)
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     return 0;
+}
+
+int mc__store_enter(mc_store_t *s) {
+    if (!s)
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    pthread_rwlock_rdlock(&s->op_lock);
+    if (atomic_load(&s->state) != MC__STORE_READY) {
+        pthread_rwlock_unlock(&s->op_lock);
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    }
+    return 0;
+}
+
+void mc__store_leave(mc_store_t *s) {
+    pthread_rwlock_unlock(&s->op_lock);
 }
 
 static void mc__deadline_in(struct timespec *ts, int ms) {
@@ -216,7 +237,9 @@ int mc_store_close(mc_store_t *s) {
         goto out;
     }
     atomic_store(&s->state, MC__STORE_CLOSED);
+    pthread_rwlock_wrlock(&s->op_lock);
     mc__teardown(s);
+    pthread_rwlock_unlock(&s->op_lock);
 out:
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -237,6 +260,7 @@ void mc_store_destroy(mc_store_t *s) {
     mc__free(s->regs);
     mc__free(s->segs);
     pthread_rwlock_destroy(&s->reg_lock);
+    pthread_rwlock_destroy(&s->op_lock);
     pthread_mutex_destroy(&s->seg_mu);
     pthread_cond_destroy(&s->hb_cv);
     pthread_mutex_destroy(&s->hb_mu);
@@ -247,10 +271,11 @@ void mc_store_destroy(mc_store_t *s) {
 int mc_store_health_check(mc_store_t *s) {
     uint8_t status = 0;
     int rc;
-    if (mc__store_ready(s) != 0)
+    if (mc__store_enter(s) != 0)
         return 1;
     rc = mc__master_client_heartbeat(s->master, &status);
     atomic_store(&s->master_ok, rc == 0);
+    mc__store_leave(s);
     return rc == 0 ? 0 : 2;
 }
 

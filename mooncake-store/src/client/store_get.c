@@ -29,12 +29,12 @@ static int64_t mc__get_one(mc_store_t *s, const char *key, const mc_store_iov_t 
     return rc;
 }
 
-int64_t mc_store_get_into(mc_store_t *s, const char *key, void *buf, size_t cap) {
+static int64_t mc__get_into_impl(mc_store_t *s, const char *key, void *buf, size_t cap) {
     mc_store_iov_t v = {buf, cap};
     return mc__get_one(s, key, &v, 1);
 }
 
-int64_t mc_store_get_into_parts(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
+static int64_t mc__get_into_parts_impl(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
                                 size_t iovcnt) {
     return mc__get_one(s, key, iov, iovcnt);
 }
@@ -77,7 +77,7 @@ out:
     return rc;
 }
 
-int mc_store_batch_get_into(mc_store_t *s, const mc_store_item_t *items, size_t n,
+static int mc__batch_get_into_impl(mc_store_t *s, const mc_store_item_t *items, size_t n,
                             int64_t *results) {
     mc__key_replicas_t *kr = NULL;
     const char **keys = NULL;
@@ -149,7 +149,7 @@ out:
     return rc;
 }
 
-int mc_store_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
+static int mc__get_buffer_impl(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
     mc__key_replicas_t *kr = NULL;
     int rc = mc__store_ready(s);
     if (!out)
@@ -167,7 +167,7 @@ int mc_store_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out)
     return rc;
 }
 
-int mc_store_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
+static int mc__batch_get_buffer_impl(mc_store_t *s, const char *const *keys, size_t n,
                               mc_store_buffer_t **outs, int *results) {
     mc__key_replicas_t *kr = NULL;
     int first = 0;
@@ -209,4 +209,57 @@ void mc_store_buffer_free(mc_store_buffer_t *b) {
     else
         mc__free(b->data);
     mc__free(b);
+}
+
+/* Public entry points: each holds the store open (close waits for it) while it runs. */
+
+int64_t mc_store_get_into(mc_store_t *s, const char *key, void *buf, size_t cap) {
+    int64_t rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__get_into_impl(s, key, buf, cap);
+    mc__store_leave(s);
+    return rc;
+}
+
+int64_t mc_store_get_into_parts(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
+                                size_t iovcnt) {
+    int64_t rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__get_into_parts_impl(s, key, iov, iovcnt);
+    mc__store_leave(s);
+    return rc;
+}
+
+int mc_store_batch_get_into(mc_store_t *s, const mc_store_item_t *items, size_t n,
+                            int64_t *results) {
+    int rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__batch_get_into_impl(s, items, n, results);
+    mc__store_leave(s);
+    return rc;
+}
+
+int mc_store_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
+    int rc;
+    if (out)
+        *out = NULL;
+    rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__get_buffer_impl(s, key, out);
+    mc__store_leave(s);
+    return rc;
+}
+
+int mc_store_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
+                              mc_store_buffer_t **outs, int *results) {
+    int rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__batch_get_buffer_impl(s, keys, n, outs, results);
+    mc__store_leave(s);
+    return rc;
 }

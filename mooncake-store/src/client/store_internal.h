@@ -18,6 +18,9 @@ typedef struct mc__seg_entry {
 
 struct mc_store {
     pthread_mutex_t mu; /* state transitions */
+    /* Calls hold it shared while they run; close takes it exclusively, so it never pulls the
+     * master connection or the segment away from a call in flight. */
+    pthread_rwlock_t op_lock;
     _Atomic int state;
     mc_store_config_t cfg;
     mc_engine_t *engine;
@@ -55,6 +58,9 @@ struct mc_store_buffer {
 
 /* READY, or MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS. */
 int mc__store_ready(mc_store_t *s);
+/* Like ready, and holds op_lock shared until mc__store_leave. Public calls only: never nest. */
+int mc__store_enter(mc_store_t *s);
+void mc__store_leave(mc_store_t *s);
 /* 0, or MC_ERR_INVALID_KEY for a NULL, empty or over-long key. */
 int mc__store_check_key(const char *key);
 /* Converts the public replicate config (NULL = defaults); strings are borrowed. */

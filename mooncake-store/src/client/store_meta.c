@@ -2,7 +2,7 @@
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 
-int mc_store_is_exist(mc_store_t *s, const char *key) {
+static int mc__is_exist_impl(mc_store_t *s, const char *key) {
     int rc = mc__store_ready(s);
     if (rc != 0 || (rc = mc__store_check_key(key)) != 0)
         return rc;
@@ -55,11 +55,11 @@ out:
     return rc != 0 ? rc : first;
 }
 
-int mc_store_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n, int *results) {
+static int mc__batch_is_exist_impl(mc_store_t *s, const char *const *keys, size_t n, int *results) {
     return mc__batch_keys(s, keys, n, 0, results, 0);
 }
 
-int64_t mc_store_get_size(mc_store_t *s, const char *key) {
+static int64_t mc__get_size_impl(mc_store_t *s, const char *key) {
     mc__key_replicas_t *kr;
     int64_t rc = mc__store_ready(s);
     if (rc != 0 || (rc = mc__store_check_key(key)) != 0)
@@ -75,21 +75,78 @@ int64_t mc_store_get_size(mc_store_t *s, const char *key) {
     return rc;
 }
 
-int mc_store_remove(mc_store_t *s, const char *key, int force) {
+static int mc__remove_impl(mc_store_t *s, const char *key, int force) {
     int rc = mc__store_ready(s);
     if (rc != 0 || (rc = mc__store_check_key(key)) != 0)
         return rc;
     return mc__master_client_remove(s->master, key, force);
 }
 
-int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force,
+static int mc__batch_remove_impl(mc_store_t *s, const char *const *keys, size_t n, int force,
                           int *results) {
     return mc__batch_keys(s, keys, n, force, results, 1);
 }
 
-int64_t mc_store_remove_all(mc_store_t *s, int force) {
+static int64_t mc__remove_all_impl(mc_store_t *s, int force) {
     int rc = mc__store_ready(s);
     if (rc != 0)
         return rc;
     return mc__master_client_remove_all(s->master, force);
+}
+
+/* Public entry points: each holds the store open (close waits for it) while it runs. */
+
+int mc_store_is_exist(mc_store_t *s, const char *key) {
+    int rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__is_exist_impl(s, key);
+    mc__store_leave(s);
+    return rc;
+}
+
+int mc_store_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n, int *results) {
+    int rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__batch_is_exist_impl(s, keys, n, results);
+    mc__store_leave(s);
+    return rc;
+}
+
+int64_t mc_store_get_size(mc_store_t *s, const char *key) {
+    int64_t rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__get_size_impl(s, key);
+    mc__store_leave(s);
+    return rc;
+}
+
+int mc_store_remove(mc_store_t *s, const char *key, int force) {
+    int rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__remove_impl(s, key, force);
+    mc__store_leave(s);
+    return rc;
+}
+
+int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force,
+                          int *results) {
+    int rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__batch_remove_impl(s, keys, n, force, results);
+    mc__store_leave(s);
+    return rc;
+}
+
+int64_t mc_store_remove_all(mc_store_t *s, int force) {
+    int64_t rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__remove_all_impl(s, force);
+    mc__store_leave(s);
+    return rc;
 }

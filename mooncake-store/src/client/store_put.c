@@ -37,7 +37,7 @@ static int mc__finish_put(mc_store_t *s, const char *key, const mc_store_iov_t *
     return rc;
 }
 
-int mc_store_put_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
+static int mc__put_parts_impl(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
                        size_t nparts, const mc_replicate_config_t *rc_cfg) {
     mc__replicate_config_t wc;
     mc__key_replicas_t *kr = NULL;
@@ -45,7 +45,8 @@ int mc_store_put_parts(mc_store_t *s, const char *key, const mc_store_iov_t *par
     int rc = mc__store_ready(s);
     if (rc != 0)
         return rc;
-    if ((rc = mc__store_check_key(key)) != 0 || (rc = mc__check_parts(parts, nparts, &total)) != 0 ||
+    if ((rc = mc__store_check_key(key)) != 0 ||
+        (rc = mc__check_parts(parts, nparts, &total)) != 0 ||
         (rc = mc__store_wire_config(rc_cfg, &wc)) != 0)
         return rc;
     kr = mc__calloc(1, sizeof(*kr));
@@ -70,7 +71,7 @@ int mc_store_put(mc_store_t *s, const char *key, const void *data, size_t len,
     return mc_store_put_parts(s, key, &part, 1, rc);
 }
 
-int mc_store_batch_put(mc_store_t *s, const mc_store_item_t *items, size_t n,
+static int mc__batch_put_impl(mc_store_t *s, const mc_store_item_t *items, size_t n,
                        const mc_replicate_config_t *rc_cfg, int *results) {
     mc__replicate_config_t wc;
     mc__key_replicas_t *kr = NULL;
@@ -131,4 +132,26 @@ out:
     mc__free(lens);
     mc__free(keys);
     return rc != 0 ? rc : first;
+}
+
+/* Public entry points: each holds the store open (close waits for it) while it runs. */
+
+int mc_store_put_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts, size_t nparts,
+                       const mc_replicate_config_t *rc_cfg) {
+    int rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__put_parts_impl(s, key, parts, nparts, rc_cfg);
+    mc__store_leave(s);
+    return rc;
+}
+
+int mc_store_batch_put(mc_store_t *s, const mc_store_item_t *items, size_t n,
+                       const mc_replicate_config_t *rc_cfg, int *results) {
+    int rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__batch_put_impl(s, items, n, rc_cfg, results);
+    mc__store_leave(s);
+    return rc;
 }

@@ -67,7 +67,7 @@ int mc__store_is_registered(mc_store_t *s, const void *p, size_t len) {
     return found;
 }
 
-int mc_store_register_buffer(mc_store_t *s, void *addr, size_t len) {
+static int mc__register_buffer_impl(mc_store_t *s, void *addr, size_t len) {
     int rc = mc__store_ready(s);
     if (rc != 0)
         return rc;
@@ -97,7 +97,7 @@ out:
     return rc;
 }
 
-int mc_store_unregister_buffer(mc_store_t *s, void *addr) {
+static int mc__unregister_buffer_impl(mc_store_t *s, void *addr) {
     int rc = mc__store_ready(s);
     size_t i;
     if (rc != 0)
@@ -370,4 +370,24 @@ int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
         }
     }
     return rc == MC_ERR_OBJECT_NOT_FOUND ? rc : MC_ERR_TRANSFER_FAIL;
+}
+
+/* Public entry points: each holds the store open (close waits for it) while it runs. */
+
+int mc_store_register_buffer(mc_store_t *s, void *addr, size_t len) {
+    int rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__register_buffer_impl(s, addr, len);
+    mc__store_leave(s);
+    return rc;
+}
+
+int mc_store_unregister_buffer(mc_store_t *s, void *addr) {
+    int rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__unregister_buffer_impl(s, addr);
+    mc__store_leave(s);
+    return rc;
 }
