@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="clone: a clone of HEAD (default); tree: the working tree itself")
     ap.add_argument("--release", action="store_true", help="also repair with auditwheel and test the repaired wheel")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--dist-out", type=Path, help="copy the validated sdist and wheel(s) here when every check passed")
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("MC_TEST_JOBS") or os.cpu_count() or 2))
     args = ap.parse_args(argv)
 
@@ -108,10 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     tools = toolenv.ensure()
     work = Path(tempfile.mkdtemp(prefix="mc-wheel-gate-")).resolve()
     (work / "tmp").mkdir()
-    dev_status = gc.git_status(REPO_ROOT)
     print(f"wheel gate: work dir {work}, tools {tools.python}", flush=True)
     try:
-        return _gate(args, gate, tools, work, dev_status)
+        return _gate(args, gate, tools, work)
     finally:
         if args.keep:
             print(f"kept {work}")
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _gate(args, gate: Gate, tools: toolenv.Tools, work: Path, dev_status: str) -> int:
+def _gate(args, gate: Gate, tools: toolenv.Tools, work: Path) -> int:
     gate.step(f"source ({args.source})")
     src = make_source(args, work)
     src_status = gc.git_status(src)
@@ -219,7 +219,7 @@ def _gate(args, gate: Gate, tools: toolenv.Tools, work: Path, dev_status: str) -
         r = run([vpy, "-m", "pip", "install", "-q", "--disable-pip-version-check", *test_requirements()])
         ok = r.returncode == 0
     if not tool_result(gate, "install wheel into fresh venv", r, f"{under_test.name} into {venv_dir}") or not ok:
-        return finish(gate, src, src_status, dev_status)
+        return finish(gate, src, src_status)
     tests = work / "tests" / "packaging"
     shutil.copytree(src / "python" / "tests" / "packaging", tests)
     rundir = work / "run"
@@ -232,10 +232,16 @@ def _gate(args, gate: Gate, tools: toolenv.Tools, work: Path, dev_status: str) -
                         str(tests)], cwd=rundir, env=tenv, capture_output=True, text=True, timeout=900)
     print(tail(r.stdout + r.stderr, 60 if r.returncode else 3))
     gate.report("packaging tests (installed wheel)", r.returncode == 0, f"pytest exit {r.returncode}")
-    return finish(gate, src, src_status, dev_status)
+    rc = finish(gate, src, src_status)
+    if rc == 0 and args.dist_out:
+        args.dist_out.mkdir(parents=True, exist_ok=True)
+        for f in {sdist, wheel, under_test}:
+            shutil.copy2(f, args.dist_out / f.name)
+        print(f"validated distributions copied to {args.dist_out}")
+    return rc
 
 
-def finish(gate: Gate, src: Path | None = None, src_status: str | None = None, dev_status: str | None = None) -> int:
+def finish(gate: Gate, src: Path | None = None, src_status: str | None = None) -> int:
     if src is not None:
         after = gc.git_status(src)
         if src == REPO_ROOT:  # --source tree: the build must leave the tree as it found it
