@@ -195,6 +195,9 @@ def _client_main(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mooncake_demo", description=__doc__.splitlines()[0])
+    from mooncake import __version__
+
+    ap.add_argument("--version", action="version", version=f"mooncake_demo {__version__}")
     ap.add_argument("--role", choices=["client", "storage"], default="client",
                     help=argparse.SUPPRESS)
     ap.add_argument("--master", help=argparse.SUPPRESS)
