@@ -1,0 +1,174 @@
+"""Fixtures for the Store's multi-process tests: a real mooncake_master on ephemeral ports and
+store clients, each in its own process (store_worker.py)."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from mooncake.cli import binary_path
+
+HERE = Path(__file__).resolve().parent
+WORKER = HERE / "store_worker.py"
+
+
+class Master:
+    """mooncake_master on 127.0.0.1 with ephemeral RPC and admin ports."""
+
+    def __init__(self, *flags, port=0):
+        self.flags = list(flags)
+        self.proc = None
+        self.port = port
+        self.metrics_port = None
+        self.start()
+
+    def start(self):
+        cmd = [binary_path("mooncake_master"), f"--port={self.port}", "--metrics_port=0",
+               "--rpc_address=127.0.0.1", *self.flags]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"listening on rpc [\d.]+:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+            m = re.search(r"metrics on [\d.]+:(\d+)", line)
+            if m:
+                self.metrics_port = int(m.group(1))
+            if self.port and self.metrics_port:
+                break
+        if not (self.port and self.metrics_port):
+            self.stop()
+            raise RuntimeError("mooncake_master did not start")
+        # Keep draining its output so it never blocks on a full pipe.
+        import threading
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+
+    @property
+    def addr(self):
+        return f"127.0.0.1:{self.port}"
+
+    def http(self, path):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}{path}", timeout=5) as r:
+            return r.read().decode()
+
+    def metric(self, name):
+        """Sum of every sample of a Prometheus metric (labels ignored)."""
+        total = 0.0
+        for line in self.http("/metrics").splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Worker:
+    """A store client process; run() executes code in it and returns its ``result``."""
+
+    def __init__(self, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=e)
+        self.pid = self._read()["result"]
+
+    def _read(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"store worker exited (rc={self.proc.poll()})")
+        return json.loads(line)
+
+    def run(self, code):
+        self.proc.stdin.write(json.dumps({"code": code}) + "\n")
+        self.proc.stdin.flush()
+        reply = self._read()
+        if not reply["ok"]:
+            raise AssertionError("worker failed:\n" + reply["error"])
+        return reply["result"]
+
+    def setup(self, master, segment=32 << 20, buffer=16 << 20, protocol="tcp", extra=""):
+        rc = self.run(f"result = store.setup('127.0.0.1', 'P2PHANDSHAKE', {segment}, {buffer}, "
+                      f"{protocol!r}, '', {master.addr!r}{extra})")
+        assert rc == 0, f"setup returned {rc}"
+        return self.run("result = store.get_hostname()")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.run("result = store.close()")
+            except Exception:  # noqa: BLE001 - best effort at teardown
+                pass
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def make_master():
+    masters = []
+
+    def make(*flags, port=0):
+        m = Master(*flags, port=port)
+        masters.append(m)
+        return m
+
+    yield make
+    for m in masters:
+        m.stop()
+
+
+@pytest.fixture
+def make_worker():
+    workers = []
+
+    def make(env=None):
+        w = Worker(env)
+        workers.append(w)
+        return w
+
+    yield make
+    for w in workers:
+        w.close()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A master, two storage clients and one pure client (global_segment_size=0), shared by the
+    tests of a module that only add objects under their own keys."""
+    master = Master()
+    storage = [Worker(), Worker()]
+    pure = Worker()
+    try:
+        names = [w.setup(master, segment=96 << 20) for w in storage]
+        pure.setup(master, segment=0)
+        yield master, storage, pure, names
+    finally:
+        for w in [pure, *storage]:
+            w.close()
+        master.stop()
