@@ -15,6 +15,18 @@ __all__ = ["binary_path", "mooncake_master", "mooncake_http_metadata_server",
 _PKG_DIR = Path(__file__).resolve().parent.parent
 
 
+def _bin_dirs() -> list:
+    override = os.environ.get("MOONCAKE_BIN_DIR")
+    if override:
+        return [Path(override)]
+    import mooncake
+
+    # mooncake.__path__ lists the installed package; an editable install (redirect mode) also lists
+    # the source tree, while the binaries are installed beside the extensions in site-packages.
+    dirs = [Path(p) / "bin" for p in getattr(mooncake, "__path__", [])]
+    return dirs or [_PKG_DIR / "bin"]
+
+
 def binary_path(name: str) -> str:
     """Absolute path of a bundled binary.
 
@@ -23,12 +35,12 @@ def binary_path(name: str) -> str:
     """
     if os.sep in name or name in ("", ".", ".."):
         raise ValueError(f"not a binary name: {name!r}")
-    override = os.environ.get("MOONCAKE_BIN_DIR")
-    d = Path(override) if override else _PKG_DIR / "bin"
-    p = d / name
-    if p.is_file() and os.access(p, os.X_OK):
-        return str(p)
-    raise FileNotFoundError(f"bundled binary {name!r} not found in {d}")
+    dirs = _bin_dirs()
+    for d in dirs:
+        p = d / name
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+    raise FileNotFoundError(f"bundled binary {name!r} not found in {', '.join(map(str, dirs))}")
 
 
 def _version() -> str:
