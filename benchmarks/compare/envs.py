@@ -82,13 +82,21 @@ for mod in ("mooncake.engine", "mooncake.store"):
         out[mod] = "ok"
     except Exception as e:
         out[mod] = f"{type(e).__name__}: {e}"
-try:
-    from mooncake.cli import binary_path
-    out["master"] = binary_path("mooncake_master")
-except Exception as e:
-    out["master_error"] = f"{type(e).__name__}: {e}"
-import mooncake, sys
+import mooncake, os, sys
 out["package_dir"] = list(getattr(mooncake, "__path__", []))
+for name, key in (("mooncake_master", "master"), ("mc_limits", "mc_limits")):
+    try:
+        from mooncake.cli import binary_path
+        out[key] = binary_path(name)
+    except Exception as e:
+        # An editable install keeps binaries beside the extensions, not in the source tree.
+        for d in out["package_dir"]:
+            p = os.path.join(d, "bin", name)
+            if os.path.isfile(p) and os.access(p, os.X_OK):
+                out[key] = p
+                break
+        else:
+            out[key + "_error"] = f"{type(e).__name__}: {e}"
 out["python"] = sys.version.split()[0]
 print(json.dumps(out))
 """

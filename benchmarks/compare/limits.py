@@ -82,20 +82,21 @@ def parse_mc_limits(text):
     return out
 
 
-def find_mc_limits(ours_python, repo):
-    if ours_python:
-        try:
-            r = subprocess.run([ours_python, "-c",
-                                "from mooncake.cli import binary_path; print(binary_path('mc_limits'))"],
-                               capture_output=True, text=True, timeout=60)
-            if r.returncode == 0 and r.stdout.strip():
-                return r.stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+def find_mc_limits(bundled, repo):
+    """The bundled tool (path found by the probe of our package), else one from a build tree."""
+    if bundled and os.access(bundled, os.X_OK):
+        return bundled
     found = [d for d in repo.glob("build*/**/mc_limits") if d.is_file() and os.access(d, os.X_OK)]
     if found:
         return str(max(found, key=lambda d: d.stat().st_mtime))  # the freshest build
     return None
+
+
+def _short(path, repo):
+    try:
+        return os.path.relpath(path, repo) if str(path).startswith(str(repo)) else path
+    except ValueError:
+        return path
 
 
 def run_mc_limits(path, duration):
@@ -209,16 +210,16 @@ def iperf3_pump(duration):
             srv.wait()
 
 
-def measure(duration, ours_python, repo, log=print):
+def measure(duration, bundled, repo, log=print):
     """Return {"memcpy": {...}, "tcp": {...}}, each with gbps, source and how it was run."""
     res = {}
-    path = find_mc_limits(ours_python, repo)
+    path = find_mc_limits(bundled, repo)
     if path:
         try:
             got, how = run_mc_limits(path, duration)
             for k in ("memcpy", "tcp"):
                 if k in got and got[k] > 0:
-                    res[k] = {"gbps": got[k], "source": "mc_limits", "command": how}
+                    res[k] = {"gbps": got[k], "source": f"mc_limits ({_short(path, repo)})", "command": how}
         except RuntimeError as exc:
             log(f"  mc_limits at {path} not usable: {exc}")
     else:

@@ -83,7 +83,8 @@ def _ratio_of(rats, key, vs):
         if q["vs"] == vs and q["bench"] == key["bench"] and q["protocol"] == key["protocol"] and \
                 q["op"] == key["op"] and q["size"] == key["size"] and q.get("threads") == key.get("threads") \
                 and q.get("batch") == key.get("batch") and q.get("zc") == key.get("zc"):
-            return f"{q['ratio']:.2f}"
+            r = q["ratio"]
+            return f"{r:.3f}" if r < 0.1 else f"{r:.2f}"
     return "—"
 
 

@@ -128,7 +128,8 @@ class Run:
         wl = self.te_workloads()
         label = f"te {system}/{protocol}"
         base = {"bench": "te", "system": system, "protocol": protocol}
-        size = max(w["block"] for w in wl) * max(w["threads"] for w in wl)
+        span = max([w["block"] for w in wl] + [self.args.span_mib * MiB])
+        size = span * max(w["threads"] for w in wl)
         env = envs.clean_env()
         worker = str(HERE / "worker_te.py")
         tag = f"te-{system}-{protocol}"
@@ -148,7 +149,8 @@ class Run:
                 return
             init = procs.Worker([python, worker, "initiator", "--protocol", protocol,
                                  "--target", ready["session"], "--remote-addr", str(ready["addr"]),
-                                 "--remote-size", str(ready["size"]), "--workloads", json.dumps(wl)],
+                                 "--remote-size", str(ready["size"]), "--span", str(span),
+                                 "--workloads", json.dumps(wl)],
                                 self.logs / f"{tag}-initiator.log", env)
 
             def fmt(r):
@@ -234,7 +236,11 @@ class Run:
             self._collect(driver, base, label, fmt, len(wl))
         finally:
             for p in started:
+                t = time.monotonic()
                 p.stop()
+                if time.monotonic() - t > 2:
+                    self.log(f"  {label}: stopping {Path(p.log_path).stem} took "
+                             f"{time.monotonic() - t:.1f} s")
 
     def run_redis(self, info, tools_py):
         port = procs.free_port()
@@ -307,8 +313,8 @@ class Run:
     def measure(self):
         a = self.args
         self.log("limits: memcpy and single-stream TCP pump (1 MiB blocks)")
-        ours_py = self.systems.get("ours", {}).get("python_path")
-        self.limits = limits.measure(a.limit_duration, ours_py, REPO, log=self.log)
+        bundled = self.systems.get("ours", {}).get("mc_limits")
+        self.limits = limits.measure(a.limit_duration, bundled, REPO, log=self.log)
         for k, v in self.limits.items():
             self.log(f"  {k:6}: {v['gbps']:.2f} GB/s  [{v['source']}]")
         ours = self.systems.get("ours", {})
@@ -401,6 +407,7 @@ class Run:
             "settings": {"quick": a.quick, "duration_s": a.duration, "systems": a.systems,
                          "benches": a.benches, "te_protocols": a.te_protocols,
                          "store_protocols": a.store_protocols, "segment_mib": a.segment_mib,
+                         "span_mib": a.span_mib,
                          "te_blocks": self.te_blocks(), "store_sizes": self.store_sizes(),
                          "store_batches": {str(s): self.batch_for(s) for s in self.store_sizes()}},
             "machine": self.facts(),
@@ -454,6 +461,8 @@ def parse_args(argv):
     ap.add_argument("--te-protocols", default="tcp,shm", help="our TE protocols (default tcp,shm)")
     ap.add_argument("--store-protocols", default="tcp,shm", help="our store protocols (default tcp,shm)")
     ap.add_argument("--segment-mib", type=int, default=256, help="storage client segment size")
+    ap.add_argument("--span-mib", type=int, default=64,
+                    help="TE: bytes each thread walks through, so blocks are not cache-hot (default 64)")
     ap.add_argument("--build-dir", default=str(REPO / "build" / "compare"),
                     help="where the reference and tools venvs live (default build/compare)")
     ap.add_argument("--no-install", action="store_true",

@@ -12,12 +12,14 @@ Two roles, two processes:
   then runs each workload of ``--workloads`` (JSON list of ``{op, block, threads, duration}``) and
   prints one JSON line per workload with the op count, bytes, wall time and latency percentiles.
 
-Each thread moves blocks between its own slice of the local and of the remote buffer with
-``transfer_sync_write`` / ``transfer_sync_read``, one block per call, for ``duration`` seconds
-(and at least ``min_ops`` calls); latency is the time of each call.
+Each thread moves blocks between its own slice of the local and of the remote buffer (``--span``
+bytes, at least the largest block; successive calls walk through it) with ``transfer_sync_write`` /
+``transfer_sync_read``, one block per call, for ``duration`` seconds (and at least ``min_ops``
+calls); latency is the time of each call.
 """
 
 import argparse
+import ctypes
 import json
 import os
 import sys
@@ -57,6 +59,8 @@ def alloc(eng, size):
     addr = eng.allocate_managed_buffer(size)
     if not addr:
         raise RuntimeError(f"allocate_managed_buffer({size}) failed")
+    # Fault every page in now, untimed, on both sides: first-touch costs are not transfer costs.
+    ctypes.memset(addr, 0, size)
     return addr
 
 
@@ -97,6 +101,8 @@ def run_workload(eng, session, laddr, raddr, slot, w):
     start = threading.Barrier(threads + 1)
     t_end = [0.0]
 
+    positions = max(1, slot // block)
+
     def loop(tid):
         loc, rem = laddr + tid * slot, raddr + tid * slot
         # One untimed call per thread: connection setup is not steady-state throughput.
@@ -107,9 +113,14 @@ def run_workload(eng, session, laddr, raddr, slot, w):
         start.wait()
         clock = time.perf_counter_ns
         stop_at = t_end[0]
+        i = 0
         while True:
+            # Walk the thread's whole slot (at least --span bytes) so that blocks come from
+            # memory, not from a cache that one block would stay hot in.
+            off = (i % positions) * block
+            i += 1
             t0 = clock()
-            rc = fn(session, loc, rem, block)
+            rc = fn(session, loc + off, rem + off, block)
             t1 = clock()
             if rc != 0:
                 errors.append(rc)
@@ -138,7 +149,7 @@ def run_workload(eng, session, laddr, raddr, slot, w):
 def run_initiator(args):
     workloads = json.loads(args.workloads)
     eng = make_engine(args)
-    slot = max(int(w["block"]) for w in workloads)
+    slot = max([int(w["block"]) for w in workloads] + [args.span])
     nthreads = max(int(w["threads"]) for w in workloads)
     size = slot * nthreads
     if size > args.remote_size:
@@ -167,6 +178,8 @@ def main(argv=None):
     ap.add_argument("--target", help="target session name host:port")
     ap.add_argument("--remote-addr", type=int)
     ap.add_argument("--remote-size", type=int)
+    ap.add_argument("--span", type=int, default=64 << 20,
+                    help="initiator: bytes each thread cycles through (at least the largest block)")
     ap.add_argument("--workloads", default="[]")
     args = ap.parse_args(argv)
     try:
