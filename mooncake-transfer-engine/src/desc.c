@@ -82,9 +82,10 @@ static int mc__json_u64(const cJSON *o, const char *k, uint64_t *out) {
     if (!cJSON_IsString(v) || !v->valuestring || !*v->valuestring)
         return -1;
     for (s = v->valuestring; *s; s++) {
-        if (*s < '0' || *s > '9' || acc > (UINT64_MAX - 9) / 10)
+        uint64_t d = (uint64_t)(*s - '0');
+        if (*s < '0' || *s > '9' || acc > (UINT64_MAX - d) / 10)
             return -1;
-        acc = acc * 10 + (uint64_t)(*s - '0');
+        acc = acc * 10 + d;
     }
     *out = acc;
     return 0;

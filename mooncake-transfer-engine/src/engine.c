@@ -107,12 +107,20 @@ static int mc__engine_listen(mc_engine_t *e, const char *given, int p2p) {
     } else if (mc__local_ip(host, sizeof(host))) {
         snprintf(host, sizeof(host), "127.0.0.1");
     }
-    if (has_port) {
-        fd = mc__tcp_listen(host, port, 256, &bound);
-    } else {
-        int lo = mc__env_int("MC_MIN_RPC_PORT", 15000, 1, 65535);
-        int hi = mc__env_int("MC_MAX_RPC_PORT", 17000, 1, 65535);
-        fd = mc__tcp_listen_range(host, (uint16_t)lo, (uint16_t)hi, 256, &bound);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (has_port) {
+            fd = mc__tcp_listen(host, port, 256, &bound);
+        } else {
+            int lo = mc__env_int("MC_MIN_RPC_PORT", 15000, 1, 65535);
+            int hi = mc__env_int("MC_MAX_RPC_PORT", 17000, 1, 65535);
+            fd = mc__tcp_listen_range(host, (uint16_t)lo, (uint16_t)hi, 256, &bound);
+        }
+        /* With a metadata service the segment name is just a name ("prefill-0"); the RPC port
+         * then lives on this host's address, which the descriptor tells peers. */
+        if (fd != MC_ERR_DNS || p2p || attempt)
+            break;
+        if (mc__local_ip(host, sizeof(host)))
+            snprintf(host, sizeof(host), "127.0.0.1");
     }
     if (fd < 0) {
         MC_ERROR("cannot listen on %s:%u: %s", host, (unsigned)port, strerror(errno));

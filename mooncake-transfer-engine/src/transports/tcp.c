@@ -164,6 +164,12 @@ static int mc__tcp_slice(mc_engine_t *e, mc__task_t *t, uint32_t idx, uint64_t *
             mc__tcp_pool_put(t->peer, fd);
             if (!remote_err)
                 atomic_fetch_add(&t->transferred, n);
+            if (remote_err == MC_ERR_ADDRESS_NOT_REGISTERED) {
+                /* our copy of its descriptor is out of date: fetch it before the next use */
+                pthread_mutex_lock(&t->peer->lock);
+                t->peer->stale = 1;
+                pthread_mutex_unlock(&t->peer->lock);
+            }
             return remote_err;
         }
         close(fd);

@@ -1,0 +1,196 @@
+/* The RPC message codec and the descriptor JSON codec, without I/O. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "desc.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/error.h"
+#include "proto.h"
+
+static void test_rw_roundtrip(void **state) {
+    uint8_t raw[MC__TE_RW_HEAD];
+    mc_frame_header_t h;
+    uint64_t a = 0, l = 0;
+    (void)state;
+    mc__te_encode_rw(raw, MC__TE_WRITE, 5, 0x7f0012345678ull, 1000);
+    assert_int_equal(mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h), 0);
+    assert_int_equal(h.type, MC__TE_WRITE);
+    assert_true(h.body_len == 1016);
+    assert_int_equal(mc__te_check_request(&h), 0);
+    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 16, &a, &l), 0);
+    assert_true(a == 0x7f0012345678ull && l == 1000);
+    /* short body, zero length, oversized length, WRITE length mismatch */
+    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 15, &a, &l),
+                     MC_ERR_INVALID_ARGUMENT);
+    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, 0);
+    mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h);
+    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 16, &a, &l),
+                     MC_ERR_INVALID_ARGUMENT);
+    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, MC__TE_MAX_SLICE + 1);
+    mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h);
+    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 16, &a, &l),
+                     MC_ERR_INVALID_ARGUMENT);
+    h.type = MC__TE_WRITE;
+    h.body_len = 16 + 10;
+    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, 11);
+    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 16, &a, &l),
+                     MC_ERR_INVALID_ARGUMENT);
+}
+
+static void test_check_request(void **state) {
+    mc_frame_header_t h = {.magic = MC_FRAME_MAGIC, .version = 1};
+    (void)state;
+    h.type = MC__TE_PING;
+    assert_int_equal(mc__te_check_request(&h), 0);
+    h.body_len = 1;
+    assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
+    h.type = MC__TE_READ;
+    h.body_len = 16;
+    assert_int_equal(mc__te_check_request(&h), 0);
+    h.body_len = 17;
+    assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
+    h.type = MC__TE_WRITE;
+    h.body_len = 15;
+    assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
+    h.type = MC__TE_NOTIFY;
+    h.body_len = MC__TE_MAX_NOTIFY_BODY + 1;
+    assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
+    h.type = 200;
+    h.body_len = 10;
+    assert_int_equal(mc__te_check_request(&h), MC_ERR_NOT_IMPLEMENTED);
+    h.body_len = 1u << 30;
+    assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
+    h.type = MC__TE_PING;
+    h.body_len = 0;
+    h.flags = MC_FRAME_F_REPLY;
+    assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
+}
+
+static void test_error_and_notify(void **state) {
+    mc_buf_t b;
+    mc_frame_header_t h;
+    mc__te_notify_view_t v;
+    char msg[16];
+    int code = 0;
+    (void)state;
+    mc__buf_init(&b);
+    assert_int_equal(mc__te_encode_error(&b, MC__TE_READ, 7, MC_ERR_ADDRESS_NOT_REGISTERED,
+                                         "a rather long message"), 0);
+    assert_int_equal(mc__frame_header_decode(b.data, b.len, 4096, &h), 0);
+    assert_true(h.flags == (MC_FRAME_F_REPLY | MC_FRAME_F_ERROR) && h.request_id == 7);
+    assert_int_equal(mc__te_decode_error(b.data + MC_FRAME_HEADER_SIZE, h.body_len, &code, msg,
+                                         sizeof(msg)), 0);
+    assert_int_equal(code, MC_ERR_ADDRESS_NOT_REGISTERED);
+    assert_string_equal(msg, "a rather long m"); /* truncated to the buffer */
+    /* a peer cannot turn an error into success */
+    {
+        uint8_t body[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        assert_int_equal(mc__te_decode_error(body, sizeof(body), &code, NULL, 0), 0);
+        assert_true(code < 0);
+        assert_int_equal(mc__te_decode_error(body, 3, &code, NULL, 0), MC_ERR_INVALID_ARGUMENT);
+    }
+    mc__buf_reset(&b);
+    assert_int_equal(mc__te_encode_notify(&b, 1, "me:1", "done", "xyz", 3), 0);
+    assert_int_equal(mc__frame_header_decode(b.data, b.len, MC__TE_MAX_NOTIFY_BODY, &h), 0);
+    assert_int_equal(mc__te_decode_notify(b.data + MC_FRAME_HEADER_SIZE, h.body_len, &v), 0);
+    assert_true(v.from_len == 4 && !memcmp(v.from, "me:1", 4));
+    assert_true(v.name_len == 4 && v.msg_len == 3 && !memcmp(v.msg, "xyz", 3));
+    /* truncated, trailing garbage, embedded NUL in a name */
+    assert_int_equal(mc__te_decode_notify(b.data + MC_FRAME_HEADER_SIZE, h.body_len - 1, &v),
+                     MC_ERR_INVALID_ARGUMENT);
+    mc__buf_u8(&b, 0);
+    assert_int_equal(mc__te_decode_notify(b.data + MC_FRAME_HEADER_SIZE, h.body_len + 1, &v),
+                     MC_ERR_INVALID_ARGUMENT);
+    mc__buf_reset(&b);
+    assert_int_equal(mc__te_encode_notify(&b, 1, "a", "b\0c", "", 0), 0);
+    b.data[MC_FRAME_HEADER_SIZE + 4 + 1 + 4] = 0;
+    assert_int_equal(mc__te_decode_notify(b.data + MC_FRAME_HEADER_SIZE, b.len - MC_FRAME_HEADER_SIZE, &v),
+                     MC_ERR_INVALID_ARGUMENT);
+    mc__buf_free(&b);
+}
+
+static void test_desc_roundtrip(void **state) {
+    mc__desc_buf_t bufs[2] = {{.addr = 0xffff000000001000ull, .len = 4096, .location = "cpu:0",
+                               .shm_id = 3},
+                              {.addr = 4096, .len = 100, .location = "*", .shm_id = -1}};
+    mc__desc_t d = {.name = "h:1", .instance_id = UINT64_MAX - 5, .host_id = "boot/host",
+                    .rpc_host = "h", .rpc_port = 1, .shm_socket = "@x", .nbufs = 2,
+                    .bufs = bufs};
+    mc__desc_t *o = NULL;
+    char *json = NULL;
+    (void)state;
+    assert_int_equal(mc__desc_encode(&d, &json), 0);
+    assert_int_equal(mc__desc_decode(json, strlen(json), &o), 0);
+    assert_string_equal(o->name, "h:1");
+    assert_true(o->instance_id == UINT64_MAX - 5);
+    assert_int_equal(o->nbufs, 2);
+    /* sorted by address, 64-bit addresses intact */
+    assert_true(o->bufs[0].addr == 4096 && o->bufs[1].addr == 0xffff000000001000ull);
+    assert_true(o->bufs[1].shm_id == 3 && o->bufs[0].shm_id == -1);
+    assert_int_equal(mc__desc_find(o, 4096, 100), 0);
+    assert_int_equal(mc__desc_find(o, 4096 + 99, 1), 0);
+    assert_int_equal(mc__desc_find(o, 4096 + 99, 2), -1);
+    assert_int_equal(mc__desc_find(o, 4095, 1), -1);
+    assert_int_equal(mc__desc_find(o, 0xffff000000001000ull + 10, 4086), 1);
+    assert_int_equal(mc__desc_find(o, 0xffff000000001000ull + 10, UINT64_MAX), -1);
+    assert_int_equal(mc__desc_find(o, 4096, 0), -1);
+    mc__desc_free(o);
+    mc__free(json);
+}
+
+static void test_desc_malformed(void **state) {
+    static const char *bad[] = {
+        "",
+        "[]",
+        "{\"name\":\"x\"}",
+        "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":0,"
+        "\"shm_socket\":\"\",\"buffers\":[]}",
+        "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":70000,"
+        "\"shm_socket\":\"\",\"buffers\":[]}",
+        "{\"name\":\"x\",\"instance_id\":\"1x\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
+        "\"shm_socket\":\"\",\"buffers\":[]}",
+        "{\"name\":\"x\",\"instance_id\":\"99999999999999999999999\",\"host_id\":\"h\",\"rpc_host\":"
+        "\"h\",\"rpc_port\":1,\"shm_socket\":\"\",\"buffers\":[]}",
+        /* overlapping buffers */
+        "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
+        "\"shm_socket\":\"\",\"buffers\":[{\"addr\":\"100\",\"length\":\"50\",\"location\":\"*\","
+        "\"shm\":-1},{\"addr\":\"120\",\"length\":\"5\",\"location\":\"*\",\"shm\":-1}]}",
+        /* wrapping range, zero length, bad shm */
+        "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
+        "\"shm_socket\":\"\",\"buffers\":[{\"addr\":\"18446744073709551615\",\"length\":\"2\","
+        "\"location\":\"*\",\"shm\":-1}]}",
+        "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
+        "\"shm_socket\":\"\",\"buffers\":[{\"addr\":\"1\",\"length\":\"0\",\"location\":\"*\","
+        "\"shm\":-1}]}",
+        "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
+        "\"shm_socket\":\"\",\"buffers\":[{\"addr\":\"1\",\"length\":\"1\",\"location\":\"*\","
+        "\"shm\":-7}]}",
+        "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
+        "\"shm_socket\":\"\",\"buffers\":[7]}",
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        mc__desc_t *o = (mc__desc_t *)1;
+        assert_int_equal(mc__desc_decode(bad[i], strlen(bad[i]), &o), MC_ERR_MALFORMED_JSON);
+        assert_null(o);
+    }
+    assert_int_equal(mc__alloc_live_bytes(), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rw_roundtrip),
+        cmocka_unit_test(test_check_request),
+        cmocka_unit_test(test_error_and_notify),
+        cmocka_unit_test(test_desc_roundtrip),
+        cmocka_unit_test(test_desc_malformed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

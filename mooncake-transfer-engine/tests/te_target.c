@@ -1,0 +1,83 @@
+/* A target engine in its own process for the TE tests. Prints
+ *   READY <name> <plain_addr> <plain_len> <managed_addr> <managed_len>
+ * then answers one command per stdin line:
+ *   H addr len        -> OK <xxh3 of the bytes>
+ *   F addr len seed   -> OK            (fill with the test pattern)
+ *   U addr            -> OK <rc>       (unregister plain memory; the bytes stay readable)
+ *   M addr            -> OK <rc>       (free a managed buffer)
+ *   N                 -> OK <count> [<from> <name> <msg>] of the first notify
+ *   Q                 -> exits
+ * usage: te_target <metadata> <name|-> <protocol> <plain_len> <managed_len> */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mooncake/transfer_engine.h"
+#include "te_test_util.h"
+
+int main(int argc, char **argv) {
+    mc_engine_t *e = NULL;
+    mc_engine_options_t o = {0};
+    size_t plain_len, managed_len;
+    void *plain = NULL, *managed = NULL;
+    char line[512];
+    int rc;
+    if (argc != 6)
+        return 2;
+    plain_len = strtoull(argv[4], NULL, 10);
+    managed_len = strtoull(argv[5], NULL, 10);
+    o.metadata_conn = argv[1];
+    o.local_server_name = strcmp(argv[2], "-") ? argv[2] : "127.0.0.1";
+    o.protocol = argv[3];
+    if (mc_engine_create(&e) || (rc = mc_engine_init(e, &o)) != 0) {
+        printf("FAIL init\n");
+        return 1;
+    }
+    if (plain_len) {
+        plain = aligned_alloc(4096, (plain_len + 4095) / 4096 * 4096);
+        te_fill(plain, plain_len, 1);
+        if (mc_engine_register_memory(e, plain, plain_len, "cpu:0"))
+            return 1;
+    }
+    if (managed_len) {
+        if (mc_engine_alloc_managed(e, managed_len, &managed))
+            return 1;
+        te_fill(managed, managed_len, 2);
+    }
+    printf("READY %s %" PRIu64 " %zu %" PRIu64 " %zu\n", mc_engine_local_name(e),
+           (uint64_t)(uintptr_t)plain, plain_len, (uint64_t)(uintptr_t)managed, managed_len);
+    fflush(stdout);
+    while (fgets(line, sizeof(line), stdin)) {
+        uint64_t a = 0, l = 0;
+        unsigned seed = 0;
+        if (line[0] == 'H' && sscanf(line + 1, "%" SCNu64 " %" SCNu64, &a, &l) == 2) {
+            printf("OK %016" PRIx64 "\n", te_hash((void *)(uintptr_t)a, l));
+        } else if (line[0] == 'F' && sscanf(line + 1, "%" SCNu64 " %" SCNu64 " %u", &a, &l, &seed) == 3) {
+            te_fill((void *)(uintptr_t)a, l, seed);
+            printf("OK\n");
+        } else if (line[0] == 'U' && sscanf(line + 1, "%" SCNu64, &a) == 1) {
+            printf("OK %d\n", mc_engine_unregister_memory(e, (void *)(uintptr_t)a));
+        } else if (line[0] == 'M' && sscanf(line + 1, "%" SCNu64, &a) == 1) {
+            printf("OK %d\n", mc_engine_free_managed(e, (void *)(uintptr_t)a));
+        } else if (line[0] == 'N') {
+            mc_notify_t *n = NULL;
+            size_t cnt = 0;
+            mc_engine_notifies_fetch(e, &n, &cnt);
+            if (cnt)
+                printf("OK %zu %s %s %.*s\n", cnt, n[0].from, n[0].name, (int)n[0].msg_len,
+                       (const char *)n[0].msg);
+            else
+                printf("OK 0\n");
+            mc_engine_notifies_free(n, cnt);
+        } else if (line[0] == 'Q') {
+            break;
+        } else {
+            printf("ERR\n");
+        }
+        fflush(stdout);
+    }
+    mc_engine_destroy(e);
+    free(plain);
+    return 0;
+}

@@ -1,0 +1,40 @@
+/* Helpers for the TE tests: a target engine in its own process (te_target, driven over a pipe),
+ * data patterns and checksums. */
+#ifndef TE_TEST_UTIL_H
+#define TE_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct te_target {
+    pid_t pid;
+    int to_child;
+    int from_child;
+    char name[256];
+    uint64_t plain_addr;
+    uint64_t plain_len;
+    uint64_t managed_addr;
+    uint64_t managed_len;
+} te_target_t;
+
+/* Starts te_target: an engine named name (NULL: "127.0.0.1" with a picked port) using metadata,
+ * with a plain registered buffer and a managed one, both filled with pattern seed 1 / 2.
+ * Returns 0 once the target is serving. */
+int te_target_start(te_target_t *t, const char *metadata, const char *name, size_t plain_len,
+                    size_t managed_len);
+/* Sends one command line and reads the reply line (without "OK "); -1 on failure. */
+int te_target_cmd(te_target_t *t, char *reply, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+uint64_t te_target_hash(te_target_t *t, uint64_t addr, uint64_t len);
+int te_target_fill(te_target_t *t, uint64_t addr, uint64_t len, unsigned seed);
+/* Asks it to exit cleanly and reaps it. */
+void te_target_stop(te_target_t *t);
+/* SIGKILL and reap. */
+void te_target_kill(te_target_t *t);
+
+void te_fill(void *p, size_t len, unsigned seed);
+uint64_t te_hash(const void *p, size_t len);
+uint64_t te_pattern_hash(size_t len, unsigned seed, size_t offset);
+uint64_t te_now_ms(void);
+#endif

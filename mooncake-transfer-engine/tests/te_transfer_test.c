@@ -1,0 +1,315 @@
+/* Two processes over loopback: this test's engines against te_target processes. Moves 1 KiB,
+ * 1 MiB, 64 MiB and mixed batches with READ and WRITE over tcp and shm, with P2PHANDSHAKE and
+ * HTTP metadata, and checks every byte by checksum on the side that received it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "metadata/http_kv_store.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/transfer_engine.h"
+#include "te_test_util.h"
+
+#define MiB (1u << 20)
+#define LOCAL_LEN (80u * MiB)
+
+typedef struct fixture {
+    mc_engine_t *tcp;  /* protocol "tcp" */
+    mc_engine_t *any;  /* protocol "auto" */
+    uint8_t *tcp_buf;
+    uint8_t *any_buf;
+    te_target_t target;
+} fixture_t;
+
+static mc_engine_t *new_engine(const char *meta, const char *name, const char *proto) {
+    mc_engine_t *e = NULL;
+    mc_engine_options_t o = {.local_server_name = name, .metadata_conn = meta, .protocol = proto};
+    assert_int_equal(mc_engine_create(&e), 0);
+    assert_int_equal(mc_engine_init(e, &o), 0);
+    return e;
+}
+
+static int setup(void **state) {
+    fixture_t *f = calloc(1, sizeof(*f));
+    f->tcp = new_engine("P2PHANDSHAKE", "127.0.0.1", "tcp");
+    f->any = new_engine(NULL, "127.0.0.1", "auto");
+    f->tcp_buf = aligned_alloc(4096, LOCAL_LEN);
+    f->any_buf = aligned_alloc(4096, LOCAL_LEN);
+    assert_int_equal(mc_engine_register_memory(f->tcp, f->tcp_buf, LOCAL_LEN, "cpu:0"), 0);
+    assert_int_equal(mc_engine_register_memory(f->any, f->any_buf, LOCAL_LEN, "*"), 0);
+    assert_int_equal(te_target_start(&f->target, "P2PHANDSHAKE", NULL, 72 * MiB, 72 * MiB), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture_t *f = *state;
+    te_target_stop(&f->target);
+    mc_engine_destroy(f->tcp);
+    mc_engine_destroy(f->any);
+    free(f->tcp_buf);
+    free(f->any_buf);
+    free(f);
+    return 0;
+}
+
+static int xfer(mc_engine_t *e, mc_segment_id_t seg, int op, void *local, uint64_t remote,
+                uint64_t len) {
+    mc_request_t r = {.opcode = op, .source = local, .target_id = seg, .target_offset = remote,
+                      .length = len};
+    return mc_engine_transfer_sync(e, &r, 1);
+}
+
+static uint64_t stat_tasks(mc_engine_t *e, const char *tp) {
+    uint64_t t = 0;
+    assert_int_equal(mc_engine_get_stats(e, tp, &t, NULL), 0);
+    return t;
+}
+
+/* WRITE then READ of each size against one remote buffer; returns nothing, asserts inside. */
+static void roundtrip(mc_engine_t *e, uint8_t *buf, te_target_t *t, uint64_t remote) {
+    static const uint64_t sizes[] = {1024, MiB, 64 * MiB};
+    mc_segment_id_t seg = -1;
+    assert_int_equal(mc_engine_open_segment(e, t->name, &seg), 0);
+    assert_true(seg > 0);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        uint64_t n = sizes[i];
+        /* an odd offset: nothing may depend on alignment */
+        uint64_t off = 4097 * (i + 1);
+        te_fill(buf, n, 100 + (unsigned)i);
+        assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, buf, remote + off, n), 0);
+        assert_true(te_target_hash(t, remote + off, n) == te_hash(buf, n));
+
+        assert_int_equal(te_target_fill(t, remote, n + off, 200 + (unsigned)i), 0);
+        memset(buf, 0, n);
+        assert_int_equal(xfer(e, seg, MC_OPCODE_READ, buf, remote + off, n), 0);
+        assert_true(te_hash(buf, n) == te_pattern_hash(n, 200 + (unsigned)i, off));
+    }
+}
+
+static void test_tcp_sizes(void **state) {
+    fixture_t *f = *state;
+    uint64_t shm0 = stat_tasks(f->tcp, "shm"), tcp0 = stat_tasks(f->tcp, "tcp");
+    roundtrip(f->tcp, f->tcp_buf, &f->target, f->target.plain_addr);
+    /* protocol "tcp" never uses shm, not even for managed memory on this host */
+    roundtrip(f->tcp, f->tcp_buf, &f->target, f->target.managed_addr);
+    assert_int_equal(stat_tasks(f->tcp, "shm"), shm0);
+    assert_int_equal(stat_tasks(f->tcp, "tcp"), tcp0 + 12);
+}
+
+static void test_shm_sizes(void **state) {
+    fixture_t *f = *state;
+    uint64_t shm0 = stat_tasks(f->any, "shm"), tcp0 = stat_tasks(f->any, "tcp");
+    uint64_t b0 = 0, b1 = 0;
+    assert_int_equal(mc_engine_get_stats(f->any, "shm", NULL, &b0), 0);
+    roundtrip(f->any, f->any_buf, &f->target, f->target.managed_addr);
+    assert_int_equal(stat_tasks(f->any, "shm"), shm0 + 6);
+    assert_int_equal(stat_tasks(f->any, "tcp"), tcp0);
+    assert_int_equal(mc_engine_get_stats(f->any, "shm", NULL, &b1), 0);
+    assert_true(b1 - b0 == 2 * (1024 + MiB + 64 * MiB));
+}
+
+static void test_auto_plain_memory_uses_tcp(void **state) {
+    fixture_t *f = *state;
+    uint64_t shm0 = stat_tasks(f->any, "shm"), tcp0 = stat_tasks(f->any, "tcp");
+    roundtrip(f->any, f->any_buf, &f->target, f->target.plain_addr);
+    assert_int_equal(stat_tasks(f->any, "shm"), shm0);
+    assert_int_equal(stat_tasks(f->any, "tcp"), tcp0 + 6);
+}
+
+/* One batch, many sizes (some cut into several slices), READ and WRITE, plain and managed
+ * targets at once. */
+static void test_mixed_batch(void **state) {
+    fixture_t *f = *state;
+    static const uint64_t sizes[] = {1, 7, 4096, 65537, MiB + 3, 5 * MiB + 1, 9 * MiB, 333333};
+    enum { N = 16 };
+    mc_request_t r[N];
+    uint64_t loff[N], roff[N];
+    mc_segment_id_t seg;
+    mc_batch_id_t b = 0;
+    uint64_t lpos = 0, rpos = 0;
+    assert_int_equal(mc_engine_open_segment(f->any, f->target.name, &seg), 0);
+    assert_int_equal(te_target_fill(&f->target, f->target.plain_addr, 40 * MiB, 7), 0);
+    assert_int_equal(te_target_fill(&f->target, f->target.managed_addr, 40 * MiB, 8), 0);
+    for (int i = 0; i < N; i++) {
+        uint64_t n = sizes[i % 8];
+        int managed = i & 1;
+        loff[i] = lpos;
+        roff[i] = rpos;
+        r[i].opcode = (i / 2) % 2 ? MC_OPCODE_READ : MC_OPCODE_WRITE;
+        r[i].source = f->any_buf + lpos;
+        r[i].target_id = seg;
+        r[i].target_offset = (managed ? f->target.managed_addr : f->target.plain_addr) + rpos;
+        r[i].length = n;
+        if (r[i].opcode == MC_OPCODE_WRITE)
+            te_fill(f->any_buf + lpos, n, 300 + (unsigned)i);
+        else
+            memset(f->any_buf + lpos, 0, n);
+        lpos += n + 11;
+        rpos += n + 13;
+    }
+    assert_int_equal(mc_engine_batch_alloc(f->any, N, &b), 0);
+    /* two submits into one batch */
+    assert_int_equal(mc_engine_batch_submit(f->any, b, r, N / 2), 0);
+    assert_int_equal(mc_engine_batch_submit(f->any, b, r + N / 2, N / 2), 0);
+    assert_int_equal(mc_engine_batch_wait(f->any, b, -1), 0);
+    for (int i = 0; i < N; i++) {
+        mc_task_state_t st;
+        assert_int_equal(mc_engine_task_status(f->any, b, (size_t)i, &st), 0);
+        assert_int_equal(st.status, MC_STATUS_COMPLETED);
+        assert_true(st.transferred_bytes == r[i].length);
+        if (r[i].opcode == MC_OPCODE_WRITE) {
+            assert_true(te_target_hash(&f->target, r[i].target_offset, r[i].length) ==
+                        te_hash(f->any_buf + loff[i], r[i].length));
+        } else {
+            unsigned seed = (i & 1) ? 8 : 7;
+            assert_true(te_hash(f->any_buf + loff[i], r[i].length) ==
+                        te_pattern_hash(r[i].length, seed, roff[i]));
+        }
+    }
+    assert_int_equal(mc_engine_batch_free(f->any, b), 0);
+}
+
+static void test_local_segment(void **state) {
+    fixture_t *f = *state;
+    mc_segment_id_t self = -1;
+    uint64_t l0 = stat_tasks(f->tcp, "local");
+    te_fill(f->tcp_buf, MiB, 9);
+    assert_int_equal(xfer(f->tcp, MC_LOCAL_SEGMENT_ID, MC_OPCODE_WRITE, f->tcp_buf,
+                          (uint64_t)(uintptr_t)(f->tcp_buf + 8 * MiB), MiB),
+                     0);
+    assert_true(te_hash(f->tcp_buf + 8 * MiB, MiB) == te_hash(f->tcp_buf, MiB));
+    assert_int_equal(mc_engine_open_segment(f->tcp, mc_engine_local_name(f->tcp), &self), 0);
+    assert_int_equal(self, MC_LOCAL_SEGMENT_ID);
+    memset(f->tcp_buf + 16 * MiB, 0, MiB);
+    assert_int_equal(xfer(f->tcp, self, MC_OPCODE_READ, f->tcp_buf + 16 * MiB,
+                          (uint64_t)(uintptr_t)f->tcp_buf, MiB),
+                     0);
+    assert_true(te_hash(f->tcp_buf + 16 * MiB, MiB) == te_pattern_hash(MiB, 9, 0));
+    assert_int_equal(stat_tasks(f->tcp, "local"), l0 + 2);
+}
+
+static void test_notify(void **state) {
+    fixture_t *f = *state;
+    char reply[512], want[512];
+    mc_notify_t *n = NULL;
+    size_t cnt = 0;
+    assert_int_equal(mc_engine_notify_send(f->tcp, f->target.name, "kv_done", "req-42", 6), 0);
+    assert_int_equal(te_target_cmd(&f->target, reply, sizeof(reply), "N"), 0);
+    snprintf(want, sizeof(want), "1 %s kv_done req-42", mc_engine_local_name(f->tcp));
+    assert_string_equal(reply, want);
+    /* drained */
+    assert_int_equal(te_target_cmd(&f->target, reply, sizeof(reply), "N"), 0);
+    assert_string_equal(reply, "0");
+    /* to ourselves */
+    assert_int_equal(mc_engine_notify_send(f->any, mc_engine_local_name(f->any), "x", "y", 1), 0);
+    assert_int_equal(mc_engine_notifies_fetch(f->any, &n, &cnt), 0);
+    assert_int_equal(cnt, 1);
+    assert_string_equal(n[0].name, "x");
+    mc_engine_notifies_free(n, cnt);
+    /* too large, unknown peer */
+    assert_int_equal(mc_engine_notify_send(f->tcp, f->target.name, "big", f->tcp_buf, 65 * 1024),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_true(mc_engine_notify_send(f->tcp, "127.0.0.1:1", "x", "y", 1) < 0);
+}
+
+static void test_http_metadata(void **state) {
+    fixture_t *f = *state;
+    mc_http_kv_store_t *kv = NULL;
+    char url[128];
+    te_target_t t;
+    mc_engine_t *e;
+    uint8_t *buf = f->any_buf;
+    mc_segment_id_t seg = -1;
+    uint64_t a = 0, l = 0, shm0;
+    uint8_t *val = NULL;
+    size_t vlen = 0;
+    assert_int_equal(mc__http_kv_store_start("127.0.0.1", 0, &kv), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/metadata", mc__http_kv_store_port(kv));
+    assert_int_equal(te_target_start(&t, url, "target-http", 2 * MiB, 2 * MiB), 0);
+    assert_string_equal(t.name, "target-http");
+    e = new_engine(url, "initiator-http", "auto");
+    assert_int_equal(mc_engine_register_memory(e, buf, LOCAL_LEN, "*"), 0);
+    assert_int_equal(mc_engine_open_segment(e, "target-http", &seg), 0);
+    assert_int_equal(mc_engine_segment_first_buffer(e, seg, &a, &l), 0);
+    assert_true(a == t.plain_addr || a == t.managed_addr);
+    shm0 = stat_tasks(e, "shm");
+    for (int managed = 0; managed < 2; managed++) {
+        uint64_t remote = managed ? t.managed_addr : t.plain_addr;
+        te_fill(buf, MiB, 11);
+        assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, buf, remote + 5, MiB), 0);
+        assert_true(te_target_hash(&t, remote + 5, MiB) == te_hash(buf, MiB));
+        memset(buf, 0, MiB);
+        assert_int_equal(xfer(e, seg, MC_OPCODE_READ, buf, remote + 5, MiB), 0);
+        assert_true(te_hash(buf, MiB) == te_pattern_hash(MiB, 11, 0));
+    }
+    assert_int_equal(stat_tasks(e, "shm"), shm0 + 2);
+    /* published under the reference's key; removed when the engine goes */
+    assert_int_equal(mc__http_kv_store_get(kv, "mooncake/ram/initiator-http", &val, &vlen), 0);
+    mc__free(val);
+    assert_int_equal(mc_engine_unregister_memory(e, buf), 0);
+    mc_engine_destroy(e);
+    assert_int_equal(mc__http_kv_store_get(kv, "mooncake/ram/initiator-http", &val, &vlen),
+                     MC_ERR_METADATA);
+    /* a segment nobody published */
+    e = new_engine(url, "initiator-http2", "tcp");
+    assert_int_equal(mc_engine_open_segment(e, "no-such-segment", &seg), MC_ERR_METADATA);
+    mc_engine_destroy(e);
+    te_target_stop(&t);
+    assert_int_equal(mc__http_kv_store_get(kv, "mooncake/ram/target-http", &val, &vlen),
+                     MC_ERR_METADATA);
+    mc__http_kv_store_stop(kv);
+}
+
+static void test_rdma_falls_back(void **state) {
+    fixture_t *f = *state;
+    mc_engine_t *e = new_engine("P2PHANDSHAKE", "127.0.0.1", "rdma");
+    mc_segment_id_t seg;
+    assert_string_equal(mc_engine_protocol(e), "auto");
+    assert_int_equal(mc_engine_register_memory(e, f->any_buf, MiB, "*"), 0);
+    assert_int_equal(mc_engine_open_segment(e, f->target.name, &seg), 0);
+    te_fill(f->any_buf, MiB, 12);
+    assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, f->any_buf, f->target.plain_addr, MiB), 0);
+    assert_true(te_target_hash(&f->target, f->target.plain_addr, MiB) == te_hash(f->any_buf, MiB));
+    mc_engine_destroy(e);
+}
+
+static void test_port_range(void **state) {
+    mc_engine_t *e;
+    int port;
+    (void)state;
+    setenv("MC_MIN_RPC_PORT", "16100", 1);
+    setenv("MC_MAX_RPC_PORT", "16900", 1);
+    e = new_engine(NULL, "127.0.0.1", NULL);
+    port = mc_engine_rpc_port(e);
+    assert_true(port >= 16100 && port <= 16900);
+    {
+        char want[64];
+        snprintf(want, sizeof(want), "127.0.0.1:%d", port);
+        assert_string_equal(mc_engine_local_name(e), want);
+    }
+    mc_engine_destroy(e);
+    unsetenv("MC_MIN_RPC_PORT");
+    unsetenv("MC_MAX_RPC_PORT");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tcp_sizes),
+        cmocka_unit_test(test_shm_sizes),
+        cmocka_unit_test(test_auto_plain_memory_uses_tcp),
+        cmocka_unit_test(test_mixed_batch),
+        cmocka_unit_test(test_local_segment),
+        cmocka_unit_test(test_notify),
+        cmocka_unit_test(test_http_metadata),
+        cmocka_unit_test(test_rdma_falls_back),
+        cmocka_unit_test(test_port_range),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
