@@ -393,6 +393,20 @@ class Run:
         for src in {x.get("source", "") for x in self.limits.values()}:
             if src:
                 v.setdefault("limits_tools", []).append(src)
+        for lim in self.limits.values():
+            cmd = lim.get("command", "").split()
+            if cmd and "mc_limits" in cmd[0]:
+                r = subprocess.run([cmd[0], "--version"], capture_output=True, text=True)
+                v["mc_limits"] = (r.stdout.strip().splitlines() or ["?"])[0]
+        for name, info in self.systems.items():
+            if info.get("status") == "ok" and info.get("master"):
+                try:
+                    r = subprocess.run([info["master"], "--version"], capture_output=True, text=True,
+                                       timeout=10)
+                    out = (r.stdout + r.stderr).strip().splitlines()
+                    v[f"{name}_mooncake_master"] = "; ".join(out) if out and r.returncode == 0 else "no --version"
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
         if shutil.which("iperf3"):
             r = subprocess.run(["iperf3", "--version"], capture_output=True, text=True)
             v["iperf3"] = (r.stdout.splitlines() or ["?"])[0]
