@@ -1,0 +1,97 @@
+"""A Transfer Engine peer process driven over stdin/stdout, for the multi-process engine tests.
+
+It initializes an engine, allocates one managed buffer and prints
+
+    READY <segment_name> <buffer_address> <buffer_size>
+
+then answers one line per command (``OK ...`` or ``ERR ...``). Checksums are SHA-256 of the
+peer's own memory, read back by the peer itself, so a test never trusts the initiator's view.
+
+    FILL <offset> <length> <seed>     fill buffer[offset:offset+length] with pattern(seed) -> OK <sha>
+    SHA <offset> <length>             -> OK <sha of buffer[offset:offset+length]>
+    RAWBUF <length> <seed>            allocate memory the engine does NOT know, filled -> OK <addr> <sha>
+    SHAADDR <addr> <length>           -> OK <sha of that memory>
+    NOTIFIES                          -> OK <json [[name, msg_hex], ...]> (drains the queue)
+    SENDNOTIFY <target> <name> <hex>  -> OK <return code>
+    QUIT                              close the engine and exit 0
+"""
+
+import argparse
+import ctypes
+import hashlib
+import json
+import random
+import sys
+
+
+def pattern(seed: int, length: int) -> bytes:
+    return random.Random(seed).randbytes(length)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--metadata", default="P2PHANDSHAKE")
+    ap.add_argument("--protocol", default="tcp")
+    ap.add_argument("--size", type=int, default=1 << 20)
+    args = ap.parse_args()
+
+    from mooncake.engine import TransferEngine, TransferNotify
+
+    engine = TransferEngine()
+    rc = engine.initialize(args.host, args.metadata, args.protocol, "")
+    if rc != 0:
+        print(f"ERR initialize {rc}", flush=True)
+        return 1
+    base = engine.allocate_managed_buffer(args.size)
+    if base == 0:
+        print("ERR allocate_managed_buffer", flush=True)
+        return 1
+    raw = []  # keeps RAWBUF memory alive
+    print(f"READY {engine.get_local_segment_name()} {base} {args.size}", flush=True)
+
+    for line in sys.stdin:
+        cmd, *a = line.split()
+        try:
+            if cmd == "FILL":
+                off, n, seed = int(a[0]), int(a[1]), int(a[2])
+                data = pattern(seed, n)
+                engine.write_bytes_to_buffer(base + off, data, n)
+                reply = sha(engine.read_bytes_from_buffer(base + off, n))
+            elif cmd == "SHA":
+                reply = sha(engine.read_bytes_from_buffer(base + int(a[0]), int(a[1])))
+            elif cmd == "RAWBUF":
+                n, seed = int(a[0]), int(a[1])
+                buf = ctypes.create_string_buffer(pattern(seed, n), n)
+                raw.append(buf)
+                reply = f"{ctypes.addressof(buf)} {sha(ctypes.string_at(buf, n))}"
+            elif cmd == "SHAADDR":
+                reply = sha(engine.read_bytes_from_buffer(int(a[0]), int(a[1])))
+            elif cmd == "NOTIFIES":
+                out = []
+                for n in engine.get_notifies():
+                    msg = n.msg.encode() if isinstance(n.msg, str) else bytes(n.msg)
+                    out.append([n.name, msg.hex()])
+                reply = json.dumps(out, separators=(",", ":"))
+            elif cmd == "SENDNOTIFY":
+                note = TransferNotify(a[1], bytes.fromhex(a[2]) if len(a) > 2 else b"")
+                reply = str(engine.send_notify(a[0], note))
+            elif cmd == "QUIT":
+                engine.close()
+                print("OK bye", flush=True)
+                return 0
+            else:
+                raise ValueError(f"unknown command {cmd!r}")
+        except Exception as exc:  # report, keep serving: the test decides what is fatal
+            print(f"ERR {type(exc).__name__}: {exc}", flush=True)
+            continue
+        print(f"OK {reply}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Helpers shared by the Transfer Engine integration tests: the peer process driver, initiator
+buffers, deterministic data and checksums."""
+
+import hashlib
+import os
+import queue
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from mooncake.engine import TransferEngine
+
+PEER_SCRIPT = Path(__file__).with_name("peer.py")
+REPLY_TIMEOUT_S = 30.0
+
+
+def pattern(seed: int, length: int) -> bytes:
+    return random.Random(seed).randbytes(length)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def free_port() -> int:
+    """A port nobody listens on right now. Only for names that must carry a port before the
+    engine binds it (non-P2P metadata); P2PHANDSHAKE picks its own."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Peer:
+    """A peer.py process: its own engine with one managed buffer, driven line by line."""
+
+    def __init__(self, tmp_dir: Path, protocol: str, metadata: str, size: int, host: str):
+        self.stderr_path = tmp_dir / f"peer-{os.getpid()}-{random.getrandbits(32):08x}.err"
+        self._err = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(PEER_SCRIPT), "--protocol", protocol, "--metadata", metadata,
+             "--size", str(size), "--host", host],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True, bufsize=1,
+        )
+        self._lines: "queue.Queue[str | None]" = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        ready = self._reply()
+        assert ready.startswith("READY "), f"peer failed to start: {ready!r}\n{self.stderr()}"
+        _, self.name, addr, size_s = ready.split()
+        self.addr, self.size = int(addr), int(size_s)
+
+    def _pump(self) -> None:
+        for line in self.proc.stdout:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)
+
+    def _reply(self) -> str:
+        try:
+            line = self._lines.get(timeout=REPLY_TIMEOUT_S)
+        except queue.Empty:
+            raise AssertionError(f"peer did not answer in {REPLY_TIMEOUT_S}s\n{self.stderr()}")
+        if line is None:
+            raise AssertionError(f"peer exited ({self.proc.poll()})\n{self.stderr()}")
+        return line
+
+    def cmd(self, *words) -> str:
+        self.proc.stdin.write(" ".join(str(w) for w in words) + "\n")
+        self.proc.stdin.flush()
+        line = self._reply()
+        assert line.startswith("OK"), f"peer command {words} failed: {line}"
+        return line[3:]
+
+    def fill(self, off: int, n: int, seed: int) -> str:
+        return self.cmd("FILL", off, n, seed)
+
+    def sha(self, off: int, n: int) -> str:
+        return self.cmd("SHA", off, n)
+
+    def stderr(self) -> str:
+        self._err.flush()
+        return self.stderr_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("QUIT\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        self._err.close()
+
+
+class LocalBuffer:
+    """Initiator memory registered with an engine: managed, or plain (ctypes) + register_memory."""
+
+    def __init__(self, engine: TransferEngine, size: int, managed: bool):
+        import ctypes
+
+        self.engine, self.size, self.managed = engine, size, managed
+        if managed:
+            self.addr = engine.allocate_managed_buffer(size)
+            assert self.addr != 0
+        else:
+            self._mem = ctypes.create_string_buffer(size)
+            self.addr = ctypes.addressof(self._mem)
+            assert engine.register_memory(self.addr, size, "cpu:0") == 0
+
+    def put(self, off: int, data: bytes) -> str:
+        assert self.engine.write_bytes_to_buffer(self.addr + off, data, len(data)) == 0
+        return sha(data)
+
+    def sha(self, off: int, n: int) -> str:
+        return sha(self.engine.read_bytes_from_buffer(self.addr + off, n))
+
+    def release(self) -> None:
+        if self.managed:
+            self.engine.free_managed_buffer(self.addr, self.size)
+        else:
+            self.engine.unregister_memory(self.addr)
+
+
+def peer_host(metadata: str) -> str:
+    # With P2PHANDSHAKE the engine picks a port and names itself host:port; with a metadata
+    # server the name is what we pass, so it must be unique per process.
+    return "127.0.0.1" if metadata == "P2PHANDSHAKE" else f"127.0.0.1:{free_port()}"
