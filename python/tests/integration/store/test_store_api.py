@@ -1,0 +1,155 @@
+"""The Python surface: argument checking, return conventions, configuration forms, engine
+sharing, pure client and pure storage node."""
+
+import json
+
+import pytest
+
+from mooncake.store import MAX_KEY_LEN, MooncakeDistributedStore, ReplicateConfig, strerror
+
+
+@pytest.fixture
+def store(make_master):
+    master = make_master()
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 4 << 20, "tcp", "", master.addr) == 0
+    yield s
+    s.close()
+
+
+def test_unknown_keywords_raise_type_error_naming_them(store):
+    s = MooncakeDistributedStore()
+    with pytest.raises(TypeError, match="no_such_option"):
+        s.setup("127.0.0.1", "P2PHANDSHAKE", no_such_option=1)
+    with pytest.raises(TypeError, match="bogus"):
+        store.put("k", b"v", bogus=1)
+    with pytest.raises(TypeError, match="extra"):
+        store.put_parts("k", b"v", extra=1)
+    with pytest.raises(TypeError, match="other"):
+        store.get_buffer(other="k")
+    with pytest.raises(TypeError, match="nope"):
+        s.setup({"local_hostname": "127.0.0.1", "nope": "1"})
+
+
+def test_wrong_types_raise_type_error(store):
+    for call in (lambda: store.put(1, b"v"), lambda: store.put("k", "not bytes"),
+                 lambda: store.get(None), lambda: store.put_from("k", "addr", 1),
+                 lambda: store.batch_is_exist("abc"), lambda: store.get_batch([1, 2]),
+                 lambda: store.put("k", b"v", config=5),
+                 lambda: store.put("k", b"v", config=ReplicateConfig(replica_num="2")),
+                 lambda: store.register_buffer(1.5, 10), lambda: store.remove(b"k"),
+                 lambda: MooncakeDistributedStore().setup("h", "P2PHANDSHAKE", [1]),
+                 lambda: MooncakeDistributedStore().setup("h", "P2PHANDSHAKE", engine=object())):
+        with pytest.raises(TypeError):
+            call()
+    with pytest.raises(ValueError):
+        store.get_into("k", -1, 10)
+    with pytest.raises(ValueError):
+        store.put("a\0b", b"v")
+    with pytest.raises(ValueError):
+        store.batch_put_from(["a", "b"], [1], [1, 2])
+    with pytest.raises(ValueError):
+        store.put("k", b"v", config=ReplicateConfig(replica_num=0))
+    # The store still works after all that.
+    assert store.put("still-ok", b"v") == 0
+    assert store.get("still-ok") == b"v"
+
+
+def test_bad_keys_and_values_get_codes(store):
+    assert store.put("", b"v") == -400
+    assert store.put("k" * (MAX_KEY_LEN + 1), b"v") == -400
+    assert store.put("k" * MAX_KEY_LEN, b"v") == 0
+    assert store.get("k" * MAX_KEY_LEN) == b"v"
+    assert store.get("") == b""
+    assert store.is_exist("") == -1
+    assert store.get_size("") == -400
+    assert store.batch_is_exist(["", "k" * MAX_KEY_LEN, "absent"]) == [-1, 1, 0]
+    assert store.put("zero", b"") == -600
+    assert store.put("toolarge", bytes(17 << 20)) == -200
+    assert store.get_into("absent", 0, 0) == -704
+    assert store.put_from("k2", 0, 10) < 0  # NULL source
+    assert store.health_check() == 0
+    assert "not found" in strerror(-704)
+
+
+def test_calls_before_setup_and_after_close(make_master):
+    s = MooncakeDistributedStore()
+    assert s.health_check() == 1
+    assert s.put("k", b"v") == -1010
+    assert s.get("k") == b""
+    assert s.is_exist("k") == -1
+    assert s.get_hostname() == ""
+    master = make_master()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 1 << 20, "tcp", "", master.addr) == 0
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 1 << 20, "tcp", "", master.addr) < 0
+    assert s.close() == 0
+    assert s.close() == 0
+    assert s.health_check() == 1
+    assert s.put("k", b"v") == -1010
+
+
+def test_setup_from_dict_with_string_values(make_master, make_worker):
+    master = make_master()
+    w = make_worker()
+    cfg = {"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
+           "global_segment_size": "8mb", "local_buffer_size": "2MiB", "protocol": "tcp",
+           "rdma_devices": "", "master_server_addr": master.addr}
+    assert w.run(f"result = store.setup({cfg!r})") == 0
+    assert master.metric("mooncake_master_capacity_bytes") == 8 << 20
+    assert w.run("result = store.put('d', b'dict')") == 0
+    bad = dict(cfg, global_segment_size="lots")
+    w2 = make_worker()
+    assert w2.run(f"result = store.setup({bad!r})") == -600
+
+
+def test_setup_from_environment_and_config_file(make_master, make_worker, tmp_path):
+    master = make_master()
+    conf = tmp_path / "mooncake.json"
+    conf.write_text(json.dumps({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
+                                "master_server_address": "127.0.0.1:1",
+                                "global_segment_size": "4gb", "local_buffer_size": 1048576,
+                                "protocol": "tcp", "device_name": ""}))
+    # The environment overrides the file (the master address and the segment size here).
+    w = make_worker({"MOONCAKE_CONFIG_PATH": str(conf), "MOONCAKE_MASTER": master.addr,
+                     "MOONCAKE_GLOBAL_SEGMENT_SIZE": "12mb"})
+    assert w.run("result = store.setup()") == 0
+    assert master.metric("mooncake_master_capacity_bytes") == 12 << 20
+    # Explicit arguments override both.
+    w2 = make_worker({"MOONCAKE_CONFIG_PATH": str(conf), "MOONCAKE_MASTER": master.addr})
+    assert w2.run("result = store.setup('127.0.0.1', 'P2PHANDSHAKE', 2 << 20, 1 << 20)") == 0
+    assert master.metric("mooncake_master_capacity_bytes") == 14 << 20
+    # A bad value in the environment fails setup with INVALID_PARAMS.
+    w3 = make_worker({"MOONCAKE_LOCAL_BUFFER_SIZE": "-3", "MOONCAKE_MASTER": master.addr})
+    assert w3.run("result = store.setup()") == -600
+    w4 = make_worker({"MOONCAKE_CONFIG_PATH": str(tmp_path / "missing.json")})
+    assert w4.run("result = store.setup()") < 0
+
+
+def test_shared_engine(make_master):
+    from mooncake.engine import TransferEngine
+    master = make_master()
+    te = TransferEngine()
+    assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 4 << 20, 1 << 20, "tcp", "", master.addr,
+                   engine=te.get_engine()) == 0
+    assert s.get_hostname() == f"127.0.0.1:{te.get_rpc_port()}"
+    assert s.put("shared", b"through a shared engine") == 0
+    assert s.get("shared") == b"through a shared engine"
+    assert s.close() == 0
+
+
+def test_pure_storage_node_and_pure_client(make_master, make_worker):
+    master = make_master()
+    node, client = make_worker(), make_worker()
+    node.setup(master, segment=16 << 20, buffer=0)  # no staging buffer
+    client.setup(master, segment=0, buffer=4 << 20)
+    d = client.run("v = pattern(3 << 20, 'pure'); result = [store.put('pure', v), sha(v)]")
+    assert d[0] == 0
+    # The storage node reads without a staging buffer (its memory is registered per call).
+    assert node.run("result = sha(store.get('pure'))") == d[1]
+    assert node.run("result = store.put('node', pattern(5000, 'n'))") == 0
+    assert client.run("result = sha(store.get('node')) == sha(pattern(5000, 'n'))") is True
+    # A buffer-protocol object from get_buffer is a zero-copy view that outlives close().
+    assert client.run("b = store.get_buffer('node'); store.close();"
+                      " result = sha(memoryview(b)) == sha(pattern(5000, 'n'))") is True
