@@ -283,22 +283,16 @@ class Run:
                 self.log(f"  reference unavailable: {info['reason']}")
             else:
                 self.log(f"  reference {info['version']} in {info['python_path']}")
-        need_tools = []
-        if "redis" in want:
-            need_tools += ["redis", "hiredis"]
-        if not a.no_plots:
-            need_tools += ["matplotlib"]
         self.tools = {"status": "unavailable", "reason": "not needed"}
-        if need_tools:
-            self.log(f"setup: python tools ({', '.join(need_tools)})")
-            self.tools = envs.ensure_tools(self.build, a, self.log, need_tools)
-            if self.tools["status"] != "ok":
-                # Try with only what plotting needs, so plots can still come.
-                if "matplotlib" in need_tools:
-                    self.plot_tools = envs.ensure_tools(self.build, a, self.log, ["matplotlib"])
-                self.log(f"  tools unavailable: {self.tools['reason']}")
-        self.plot_tools = self.tools if self.tools["status"] == "ok" else getattr(
-            self, "plot_tools", self.tools)
+        if "redis" in want:
+            self.log("setup: python Redis client (redis-py, hiredis)")
+            self.tools = envs.ensure_tools(self.build, a, self.log, ["redis", "hiredis"])
+        self.plot_tools = {"status": "unavailable", "reason": "--no-plots given"}
+        if not a.no_plots:
+            self.log("setup: matplotlib")
+            self.plot_tools = envs.ensure_tools(self.build, a, self.log, ["matplotlib"])
+            if self.plot_tools["status"] != "ok":
+                self.log(f"  no plots: {self.plot_tools['reason']}")
         if "redis" in want:
             self.log("setup: Redis")
             info = envs.ensure_redis(a, self.log)
@@ -386,8 +380,8 @@ class Run:
             v["reference_pinned"] = f"{envs.REFERENCE_DIST}=={envs.REFERENCE_VERSION}"
         if self.tools.get("status") == "ok":
             v.update({f"py:{k}": x for k, x in envs.tool_versions(
-                self.tools["python_path"], ["redis", "hiredis", "matplotlib"]).items() if x})
-        elif getattr(self, "plot_tools", {}).get("status") == "ok":
+                self.tools["python_path"], ["redis", "hiredis"]).items() if x})
+        if self.plot_tools.get("status") == "ok":
             v.update({f"py:{k}": x for k, x in envs.tool_versions(
                 self.plot_tools["python_path"], ["matplotlib"]).items() if x})
         for src in {x.get("source", "") for x in self.limits.values()}:
