@@ -71,13 +71,13 @@ def limits(ax, doc):
     lim = doc.get("limits", {})
     for k, c in (("memcpy", "black"), ("tcp", "dimgray")):
         if k in lim:
-            ax.axhline(lim[k]["gbps"], color=c, linestyle=":", linewidth=1.2,
+            ax.axhline(lim[k]["gbps"], color=c, linestyle="-", linewidth=2.5, alpha=0.25,
                        label=f"{k} limit {lim[k]['gbps']:.1f} GB/s")
 
 
 def te_throughput(doc, out):
     res = doc["results"]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.2), sharey=True)
     drawn = False
     for ax, op in zip(axes, ("write", "read")):
         xs = set()
@@ -93,13 +93,13 @@ def te_throughput(doc, out):
         ax.set_xlabel("block size")
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("GB/s (log)")
-    axes[1].legend(fontsize=7, loc="upper left")
+    axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return save(fig, out / "te_throughput.png") if drawn else None
 
 
 def store_throughput(doc, out):
     res = doc["results"]
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9), sharey=True)
+    fig, axes = plt.subplots(2, 2, figsize=(14, 9), sharey=True)
     drawn = False
     for i, op in enumerate(("put", "get")):
         for j, batched in enumerate((False, True)):
@@ -119,13 +119,13 @@ def store_throughput(doc, out):
             ax.grid(True, alpha=0.3)
             if j == 0:
                 ax.set_ylabel("GB/s (log)")
-    axes[0][1].legend(fontsize=7, loc="upper left")
+    axes[0][1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return save(fig, out / "store_throughput.png") if drawn else None
 
 
 def latency(doc, out):
     res = doc["results"]
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig, axes = plt.subplots(2, 2, figsize=(16, 9))
     drawn = False
     panels = [(axes[0][0], "te", "write", {"threads": 1}, "TE write, 1 thread"),
               (axes[0][1], "te", "read", {"threads": 1}, "TE read, 1 thread"),
@@ -148,7 +148,7 @@ def latency(doc, out):
         ax.set_title(title)
         ax.set_ylabel("latency per call (µs)")
         ax.grid(True, alpha=0.3, which="both")
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return save(fig, out / "latency.png") if drawn else None
 
 
