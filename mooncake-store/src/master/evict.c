@@ -225,7 +225,7 @@ void *mc__monitor_main(void *arg) {
         mc__grave_release(m, now, 0);
         /* Background eviction scans every object; when nothing is evictable (all leased) that
          * scan must not run back to back. */
-        if ((evict || (double)atomic_load(&m->used_bytes) >=
+        if ((evict || (double)atomic_load(&m->used_bytes) >
                           m->cfg.eviction_high_watermark_ratio *
                               (double)atomic_load(&m->capacity_bytes)) &&
             atomic_load(&m->capacity_bytes) > 0 && now - last_evict >= 200) {

@@ -140,7 +140,7 @@ static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
     }
     mc__buf_frame_end(out, start);
     /* Above the high watermark: let the monitor evict in the background. */
-    if ((double)atomic_load(&m->used_bytes) >=
+    if ((double)atomic_load(&m->used_bytes) >
         m->cfg.eviction_high_watermark_ratio * (double)atomic_load(&m->capacity_bytes)) {
         pthread_mutex_lock(&m->mon_mu);
         m->evict_wanted = 1;

@@ -6,8 +6,9 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/error.h"
 
-/* Smallest encoded size of one key entry: the u32 length and at least one byte. */
-#define MC_MP_MIN_KEY_ENTRY 5u
+/* Smallest encoded size of one key entry: the u32 length (an empty key is then refused as
+ * INVALID_KEY, which tells the peer more than a framing error). */
+#define MC_MP_MIN_KEY_ENTRY 4u
 
 const char *mc__mp_type_name(uint8_t type) {
     switch (type) {

@@ -1,0 +1,494 @@
+/* What users and peers get wrong, and what happens to the master around them: bad flags and
+ * config, garbage on the RPC port, dead clients, abandoned puts, restarts; plus the admin HTTP
+ * endpoints reflecting all of it. Each test runs its own mooncake_master process. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "master_proc.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/frame.h"
+#include "mooncake/common/http.h"
+#include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+#include "proto/master_client.h"
+
+static const char *g_bin;
+
+static void expect_usage_error(const char *const *args, const char *needle) {
+    char err[2048];
+    int code = mc_test_run_capture(g_bin, args, err, sizeof(err));
+    if (code != 2 || !strstr(err, needle))
+        fail_msg("args %s: exit %d, stderr '%s' (wanted 2 and '%s')", args[0], code, err, needle);
+    /* One line, not a dump. */
+    assert_non_null(strchr(err, '\n'));
+    assert_null(strchr(strchr(err, '\n') + 1, '\n'));
+}
+
+static void test_bad_flags(void **state) {
+    char path[64], err[4096];
+    FILE *fp;
+    (void)state;
+    {
+        const char *a[] = {"--eviction_ratio=-0.1", NULL};
+        expect_usage_error(a, "eviction_ratio");
+    }
+    {
+        const char *a[] = {"--eviction_high_watermark_ratio=1.5", NULL};
+        expect_usage_error(a, "eviction_high_watermark_ratio");
+    }
+    {
+        const char *a[] = {"--port=70000", NULL};
+        expect_usage_error(a, "port");
+    }
+    {
+        const char *a[] = {"--metrics_port=-1", NULL};
+        expect_usage_error(a, "metrics_port");
+    }
+    {
+        const char *a[] = {"--client_ttl=0", NULL};
+        expect_usage_error(a, "client_ttl");
+    }
+    {
+        const char *a[] = {"--no_such_flag=1", NULL};
+        expect_usage_error(a, "no_such_flag");
+    }
+    {
+        const char *a[] = {"--port=abc", NULL};
+        expect_usage_error(a, "port");
+    }
+    {
+        const char *a[] = {"--config_path=/nonexistent/master.json", NULL};
+        expect_usage_error(a, "/nonexistent/master.json");
+    }
+    {
+        const char *a[] = {"--enable_ha", NULL};
+        expect_usage_error(a, "enable_ha");
+    }
+    snprintf(path, sizeof(path), "/tmp/mc_master_cfg_%d.json", (int)getpid());
+    fp = fopen(path, "w");
+    fputs("{\"port\": 0, \"colour\": \"blue\"}", fp);
+    fclose(fp);
+    {
+        char arg[96];
+        const char *a[] = {arg, NULL};
+        snprintf(arg, sizeof(arg), "--config_path=%s", path);
+        expect_usage_error(a, "colour");
+        fp = fopen(path, "w");
+        fputs("{\"eviction_ratio\": \"lots\"}", fp);
+        fclose(fp);
+        expect_usage_error(a, "eviction_ratio");
+        fp = fopen(path, "w");
+        fputs("[1, 2", fp);
+        fclose(fp);
+        expect_usage_error(a, "JSON");
+    }
+    {
+        const char *a[] = {"--version", NULL};
+        assert_int_equal(mc_test_run_capture(g_bin, a, err, sizeof(err)), 0);
+    }
+    {
+        const char *a[] = {"--help", NULL};
+        assert_int_equal(mc_test_run_capture(g_bin, a, err, sizeof(err)), 0);
+    }
+    /* A valid config file is obeyed (ephemeral metrics port from the file, rpc from the flag). */
+    fp = fopen(path, "w");
+    fputs("{\"metrics_port\": 0, \"client_ttl\": 3, \"eviction_ratio\": 0.1,"
+          " \"enable_metric_reporting\": true, \"rpc_address\": \"127.0.0.1\"}",
+          fp);
+    fclose(fp);
+    {
+        mc_test_master_t m;
+        char arg[96];
+        const char *extra[] = {arg, NULL};
+        snprintf(arg, sizeof(arg), "--config_path=%s", path);
+        assert_int_equal(mc_test_master_start(g_bin, 0, extra, &m), 0);
+        assert_int_equal(mc_test_master_stop(&m, 0), 0);
+    }
+    unlink(path);
+}
+
+/* Sends bytes on a fresh connection and reports whether the master closed it. */
+static int send_and_expect_close(uint16_t port, const void *p, size_t n, int32_t *err_code) {
+    int fd = mc__tcp_connect("127.0.0.1", port, mc__now_ms() + 2000);
+    uint8_t hdr[MC_FRAME_HEADER_SIZE];
+    uint8_t body[512];
+    int closed = 0;
+    *err_code = 0;
+    assert_true(fd >= 0);
+    assert_int_equal(mc__send_all(fd, p, n, mc__now_ms() + 2000), 0);
+    /* Either an error reply and then EOF, or EOF at once. */
+    if (mc__recv_all(fd, hdr, sizeof(hdr), mc__now_ms() + 3000) == 0) {
+        mc_frame_header_t h;
+        assert_int_equal(mc__frame_header_decode(hdr, sizeof(hdr), sizeof(body), &h), 0);
+        assert_true(h.flags & MC_FRAME_F_ERROR);
+        assert_int_equal(mc__recv_all(fd, body, (size_t)h.body_len, mc__now_ms() + 2000), 0);
+        *err_code = mc__mp_decode_error(&h, body, (size_t)h.body_len, NULL, 0);
+    }
+    closed = mc__recv_all(fd, hdr, 1, mc__now_ms() + 3000) != 0;
+    close(fd);
+    return closed;
+}
+
+static void test_garbage_on_rpc_port(void **state) {
+    mc_test_master_t m;
+    mc__master_client_t *c = NULL;
+    mc__key_replicas_t r;
+    uint8_t junk[300];
+    mc_buf_t b;
+    size_t start;
+    int32_t code;
+    (void)state;
+    assert_int_equal(mc_test_master_start(g_bin, 0, NULL, &m), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &c), 0);
+    assert_int_equal(mc__master_client_mount_segment(c, "good:1", 0x1000000, 1 << 20), 0);
+    assert_int_equal(mc__master_client_put_start(c, "survivor", 100, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_end(c, "survivor"), 0);
+
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (uint8_t)(i * 131 + 7);
+    assert_true(send_and_expect_close(m.rpc_port, junk, sizeof(junk), &code));
+    assert_int_equal(code, 0);
+
+    /* Our framing, body length far beyond the limit: refused before anything is buffered. */
+    mc__buf_init(&b);
+    mc__buf_frame_begin(&b, MC_MP_EXIST, 0, 1, &start);
+    assert_true(send_and_expect_close(m.rpc_port, b.data, b.len, &code) || 1);
+    mc__buf_reset(&b);
+    {
+        mc_frame_header_t h = {MC_FRAME_MAGIC, MC_FRAME_VERSION, MC_MP_EXIST, 0, 2,
+                               (uint64_t)MC_MP_MAX_BODY + 1};
+        uint8_t raw[MC_FRAME_HEADER_SIZE];
+        mc__frame_header_encode(&h, raw);
+        assert_true(send_and_expect_close(m.rpc_port, raw, sizeof(raw), &code));
+        assert_int_equal(code, MC_ERR_INVALID_PARAMS);
+        /* Another version of the protocol gets a clear error. */
+        h.version = 9;
+        h.body_len = 0;
+        mc__frame_header_encode(&h, raw);
+        assert_true(send_and_expect_close(m.rpc_port, raw, sizeof(raw), &code));
+        assert_int_equal(code, MC_ERR_INVALID_VERSION);
+    }
+    /* A count that promises more keys than bytes sent. */
+    mc__buf_frame_begin(&b, MC_MP_EXIST, 0, 3, &start);
+    mc__buf_put(&b, "0123456789abcdef", 16);
+    mc__buf_u32(&b, 1000000);
+    mc__buf_frame_end(&b, start);
+    assert_true(send_and_expect_close(m.rpc_port, b.data, b.len, &code));
+    assert_int_equal(code, MC_ERR_INVALID_PARAMS);
+    /* An empty key on the wire (the client library refuses it earlier). */
+    mc__buf_reset(&b);
+    mc__buf_frame_begin(&b, MC_MP_EXIST, 0, 4, &start);
+    mc__buf_put(&b, "0123456789abcdef", 16);
+    mc__buf_u32(&b, 1);
+    mc__buf_bytes(&b, "", 0);
+    mc__buf_frame_end(&b, start);
+    assert_true(send_and_expect_close(m.rpc_port, b.data, b.len, &code));
+    assert_int_equal(code, MC_ERR_INVALID_KEY);
+    /* A truncated frame followed by a hang-up. */
+    {
+        int fd = mc__tcp_connect("127.0.0.1", m.rpc_port, mc__now_ms() + 2000);
+        assert_true(fd >= 0);
+        assert_int_equal(mc__send_all(fd, b.data, b.len - 3, mc__now_ms() + 2000), 0);
+        close(fd);
+    }
+    /* An unknown message type is answered and the connection stays usable. */
+    {
+        int fd = mc__tcp_connect("127.0.0.1", m.rpc_port, mc__now_ms() + 2000);
+        uint8_t hdr[MC_FRAME_HEADER_SIZE], body[256];
+        mc_frame_header_t h;
+        mc__buf_reset(&b);
+        mc__buf_frame_begin(&b, 99, 0, 5, &start);
+        mc__buf_put(&b, "0123456789abcdef", 16);
+        mc__buf_frame_end(&b, start);
+        mc__buf_frame_begin(&b, MC_MP_HEARTBEAT, 0, 6, &start);
+        mc__buf_put(&b, "0123456789abcdef", 16);
+        mc__buf_frame_end(&b, start);
+        assert_int_equal(mc__send_all(fd, b.data, b.len, mc__now_ms() + 2000), 0);
+        assert_int_equal(mc__recv_all(fd, hdr, sizeof(hdr), mc__now_ms() + 2000), 0);
+        assert_int_equal(mc__frame_header_decode(hdr, sizeof(hdr), sizeof(body), &h), 0);
+        assert_int_equal(mc__recv_all(fd, body, (size_t)h.body_len, mc__now_ms() + 2000), 0);
+        assert_int_equal(mc__mp_decode_error(&h, body, (size_t)h.body_len, NULL, 0),
+                         MC_ERR_NOT_IMPLEMENTED);
+        assert_int_equal(mc__recv_all(fd, hdr, sizeof(hdr), mc__now_ms() + 2000), 0);
+        assert_int_equal(mc__frame_header_decode(hdr, sizeof(hdr), sizeof(body), &h), 0);
+        assert_int_equal(h.request_id, 6);
+        assert_false(h.flags & MC_FRAME_F_ERROR);
+        close(fd);
+    }
+    mc__buf_free(&b);
+    /* The established client never noticed. */
+    assert_int_equal(mc__master_client_exist(c, "survivor"), 1);
+    assert_int_equal(mc__master_client_get_replica_list(c, "survivor", &r), 0);
+    mc__master_client_close(c);
+    assert_int_equal(mc_test_master_stop(&m, 0), 0);
+}
+
+static int metric_value(uint16_t port, const char *name, double *v) {
+    char *body = NULL;
+    char *p;
+    int rc = -1;
+    if (mc_test_http_get(port, "/metrics", &body) != 200)
+        goto out;
+    for (p = body; (p = strstr(p, name)) != NULL; p++) {
+        if ((p == body || p[-1] == '\n') && p[strlen(name)] == ' ') {
+            *v = strtod(p + strlen(name) + 1, NULL);
+            rc = 0;
+            break;
+        }
+    }
+out:
+    mc__free(body);
+    return rc;
+}
+
+static void test_client_expiry(void **state) {
+    static const char *const extra[] = {"--client_ttl=1", NULL};
+    mc_test_master_t m;
+    mc__master_client_t *dying = NULL, *alive = NULL;
+    mc__key_replicas_t r;
+    mc__replicate_config_t two;
+    char *body = NULL;
+    uint8_t st = 0;
+    double v = 0;
+    (void)state;
+    assert_int_equal(mc_test_master_start(g_bin, 0, extra, &m), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &dying), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &alive), 0);
+    assert_int_equal(mc__master_client_mount_segment(dying, "dying:1", 0x1000000, 1 << 20), 0);
+    assert_int_equal(mc__master_client_mount_segment(alive, "alive:2", 0x2000000, 1 << 20), 0);
+    memset(&two, 0, sizeof(two));
+    two.replica_num = 2;
+    assert_int_equal(mc__master_client_put_start(alive, "both", 1000, &two, &r), 0);
+    assert_int_equal(r.n_replicas, 2);
+    assert_int_equal(mc__master_client_put_end(alive, "both"), 0);
+    two.replica_num = 1;
+    two.n_preferred = 1;
+    two.preferred[0].p = (const uint8_t *)"dying:1";
+    two.preferred[0].len = 7;
+    assert_int_equal(mc__master_client_put_start(alive, "only-dying", 1000, &two, &r), 0);
+    assert_string_equal(r.replicas[0].segment_name, "dying:1");
+    assert_int_equal(mc__master_client_put_end(alive, "only-dying"), 0);
+    /* Only `alive` heartbeats, for 2.5 client_ttl. */
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(mc__master_client_heartbeat(alive, &st), 0);
+        usleep(250 * 1000);
+    }
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_segments", &body), 200);
+    assert_null(strstr(body, "dying:1"));
+    assert_non_null(strstr(body, "alive:2"));
+    mc__free(body);
+    assert_int_equal(mc__master_client_exist(alive, "only-dying"), 0);
+    assert_int_equal(mc__master_client_get_replica_list(alive, "both", &r), 0);
+    assert_int_equal(r.n_replicas, 1);
+    assert_string_equal(r.replicas[0].segment_name, "alive:2");
+    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_expired_clients_total", &v), 0);
+    assert_true(v >= 1);
+    /* The expired client comes back: told to remount, and its segment is back. */
+    assert_int_equal(mc__master_client_heartbeat(dying, &st), 0);
+    assert_int_equal(st, MC_MP_CLIENT_NEED_REMOUNT);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/query_segment?segment=dying:1", &body),
+                     200);
+    mc__free(body);
+    mc__master_client_close(dying);
+    mc__master_client_close(alive);
+    assert_int_equal(mc_test_master_stop(&m, 0), 0);
+}
+
+static void test_discard_abandoned_put(void **state) {
+    static const char *const extra[] = {"--put_start_discard_timeout_sec=1",
+                                        "--put_start_release_timeout_sec=2", NULL};
+    mc_test_master_t m;
+    mc__master_client_t *c = NULL;
+    mc__key_replicas_t r;
+    double v = 0;
+    uint64_t t0;
+    (void)state;
+    assert_int_equal(mc_test_master_start(g_bin, 0, extra, &m), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &c), 0);
+    assert_int_equal(mc__master_client_mount_segment(c, "s:1", 0x1000000, 8192), 0);
+    t0 = mc__now_ms();
+    assert_int_equal(mc__master_client_put_start(c, "abandoned", 8192, NULL, &r), 0);
+    /* An unfinished put is neither visible nor evictable. */
+    assert_int_equal(mc__master_client_put_start(c, "other", 8192, NULL, &r),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(mc__master_client_exist(c, "abandoned"), 0);
+    /* After the discard timeout the key is free again ... */
+    while (mc__now_ms() - t0 < 1400)
+        usleep(50 * 1000);
+    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_discarded_puts_total", &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(mc__master_client_put_end(c, "abandoned"), MC_ERR_OBJECT_NOT_FOUND);
+    /* ... but its space is held until the release timeout, for a writer still copying. */
+    assert_int_equal(mc__master_client_put_start(c, "other", 8192, NULL, &r),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    while (mc__now_ms() - t0 < 2400)
+        usleep(50 * 1000);
+    assert_int_equal(mc__master_client_put_start(c, "other", 8192, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_end(c, "other"), 0);
+    assert_int_equal(mc__master_client_exist(c, "other"), 1);
+    mc__master_client_close(c);
+    assert_int_equal(mc_test_master_stop(&m, 0), 0);
+}
+
+static void test_restart_reconnects(void **state) {
+    mc_test_master_t m;
+    mc__master_client_t *c = NULL;
+    mc__key_replicas_t r;
+    uint16_t port;
+    char *body = NULL;
+    (void)state;
+    assert_int_equal(mc_test_master_start(g_bin, 0, NULL, &m), 0);
+    port = m.rpc_port;
+    assert_int_equal(mc__master_client_connect(m.addr, 5000, NULL, &c), 0);
+    assert_int_equal(mc__master_client_mount_segment(c, "re:1", 0x1000000, 1 << 20), 0);
+    assert_int_equal(mc__master_client_put_start(c, "before", 100, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_end(c, "before"), 0);
+    assert_int_equal(mc_test_master_stop(&m, 0), 0);
+    /* Master down: calls fail within their deadline with RPC_FAIL. */
+    mc__master_client_set_timeout(c, 300);
+    {
+        uint64_t t0 = mc__now_ms();
+        assert_int_equal(mc__master_client_exist(c, "before"), MC_ERR_RPC_FAIL);
+        assert_true(mc__now_ms() - t0 < 2000);
+    }
+    /* Same port again (freed a moment ago; in the rare case another process took it, the
+     * start fails and so does the test, loudly). */
+    assert_int_equal(mc_test_master_start(g_bin, port, NULL, &m), 0);
+    mc__master_client_set_timeout(c, 5000);
+    /* Metadata is gone with the old process; the segment is remounted transparently. */
+    assert_int_equal(mc__master_client_exist(c, "before"), 0);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_segments", &body), 200);
+    assert_non_null(strstr(body, "re:1"));
+    mc__free(body);
+    assert_int_equal(mc__master_client_put_start(c, "after", 100, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_end(c, "after"), 0);
+    assert_int_equal(mc__master_client_exist(c, "after"), 1);
+    /* A master killed hard behaves the same for the client. */
+    assert_int_not_equal(mc_test_master_stop(&m, 1), 0);
+    assert_int_equal(mc_test_master_start(g_bin, port, NULL, &m), 0);
+    assert_int_equal(mc__master_client_exist(c, "after"), 0);
+    mc__master_client_close(c);
+    assert_int_equal(mc_test_master_stop(&m, 0), 0);
+}
+
+static void test_admin_http(void **state) {
+    static const char *const extra[] = {"--enable_http_metadata_server",
+                                        "--http_metadata_server_port=0",
+                                        "--http_metadata_server_host=127.0.0.1", NULL};
+    mc_test_master_t m;
+    mc__master_client_t *c = NULL;
+    mc__key_replicas_t r;
+    char *body = NULL;
+    char url[128];
+    int status = 0;
+    double v = 0;
+    (void)state;
+    assert_int_equal(mc_test_master_start(g_bin, 0, extra, &m), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &c), 0);
+    assert_int_equal(mc__master_client_mount_segment(c, "adm:1", 0x1000000, 1 << 20), 0);
+    for (int i = 0; i < 3; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "m%d", i);
+        assert_int_equal(mc__master_client_put_start(c, key, 1000, NULL, &r), 0);
+        assert_int_equal(mc__master_client_put_end(c, key), 0);
+    }
+    assert_int_equal(mc__master_client_get_replica_list(c, "missing", &r),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_get_replica_list(c, "m0", &r), 0);
+
+    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_objects", &v), 0);
+    assert_int_equal(v, 3);
+    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_object_bytes", &v), 0);
+    assert_int_equal(v, 3000);
+    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_segments", &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_capacity_bytes", &v), 0);
+    assert_int_equal(v, 1 << 20);
+    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_used_bytes", &v), 0);
+    assert_int_equal(v, 3 * 1024);
+    assert_int_equal(
+        metric_value(m.metrics_port, "mooncake_master_ops_total{op=\"put_start\"}", &v), 0);
+    assert_int_equal(v, 3);
+    assert_int_equal(
+        metric_value(m.metrics_port, "mooncake_master_errors_total{op=\"get_replica_list\"}", &v),
+        0);
+    assert_int_equal(v, 1);
+    assert_int_equal(metric_value(m.metrics_port,
+                                  "mooncake_master_rpc_latency_us_count{op=\"put_end\"}", &v),
+                     0);
+    assert_int_equal(v, 3);
+    assert_int_equal(
+        metric_value(m.metrics_port,
+                     "mooncake_master_rpc_latency_us_bucket{op=\"put_end\",le=\"+Inf\"}", &v),
+        0);
+    assert_int_equal(v, 3);
+
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/health", &body), 200);
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/metrics/summary", &body), 200);
+    assert_non_null(strstr(body, "objects=3"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/query_key?key=m1", &body), 200);
+    assert_non_null(strstr(body, "\"segment\":\"adm:1\""));
+    assert_non_null(strstr(body, "\"size\":1000"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/query_key?key=nope", &body), 404);
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/query_key", &body), 400);
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/batch_query_keys?keys=m0,nope", &body),
+                     200);
+    assert_non_null(strstr(body, "\"m0\":{"));
+    assert_non_null(strstr(body, "OBJECT_NOT_FOUND"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_keys", &body), 200);
+    assert_non_null(strstr(body, "\"m2\""));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/query_segment?segment=adm:1", &body),
+                     200);
+    assert_non_null(strstr(body, "\"used\":3072"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/query_segment?segment=zzz", &body), 404);
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/nothing/here", &body), 404);
+    mc__free(body);
+
+    /* The embedded TE metadata store. */
+    assert_true(m.meta_port != 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/metadata?key=seg1", (unsigned)m.meta_port);
+    assert_int_equal(mc__http_request("PUT", url, "{\"a\":1}", 7, 2000, &status, NULL, NULL), 0);
+    assert_int_equal(status, 200);
+    assert_int_equal(mc__http_request("GET", url, NULL, 0, 2000, &status, &body, NULL), 0);
+    assert_int_equal(status, 200);
+    assert_string_equal(body, "{\"a\":1}");
+    mc__free(body);
+    mc__master_client_close(c);
+    assert_int_equal(mc_test_master_stop(&m, 0), 0);
+}
+
+int main(int argc, char **argv) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_flags),
+        cmocka_unit_test(test_garbage_on_rpc_port),
+        cmocka_unit_test(test_client_expiry),
+        cmocka_unit_test(test_discard_abandoned_put),
+        cmocka_unit_test(test_restart_reconnects),
+        cmocka_unit_test(test_admin_http),
+    };
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s <path to mooncake_master>\n", argv[0]);
+        return 2;
+    }
+    g_bin = argv[1];
+    return cmocka_run_group_tests_name("store_master_faults", tests, NULL, NULL);
+}

@@ -1,0 +1,427 @@
+/* Every master operation through master_client against a real mooncake_master process. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "master_proc.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/error.h"
+#include "proto/master_client.h"
+
+static const char *g_bin;
+
+#define SEG_A_BASE 0x10000000ull
+#define SEG_B_BASE 0x20000000ull
+#define MIB (1ull << 20)
+
+typedef struct fixture {
+    mc_test_master_t m;
+    mc__master_client_t *a, *b;
+} fixture_t;
+
+static int setup_with(void **state, const char *const *extra, uint64_t seg_size) {
+    fixture_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_int_equal(mc_test_master_start(g_bin, 0, extra, &f->m), 0);
+    assert_int_equal(mc__master_client_connect(f->m.addr, 3000, NULL, &f->a), 0);
+    assert_int_equal(mc__master_client_connect(f->m.addr, 3000, NULL, &f->b), 0);
+    assert_int_equal(mc__master_client_mount_segment(f->a, "hostA:1", SEG_A_BASE, seg_size), 0);
+    assert_int_equal(mc__master_client_mount_segment(f->b, "hostB:2", SEG_B_BASE, seg_size), 0);
+    *state = f;
+    return 0;
+}
+
+static int setup(void **state) {
+    static const char *const extra[] = {"--default_kv_lease_ttl=300",
+                                        "--eviction_high_watermark_ratio=1.0", NULL};
+    return setup_with(state, extra, 4 * MIB);
+}
+
+static int teardown(void **state) {
+    fixture_t *f = *state;
+    mc__master_client_close(f->a);
+    mc__master_client_close(f->b);
+    assert_int_equal(mc_test_master_stop(&f->m, 0), 0);
+    free(f);
+    return 0;
+}
+
+static void check_in_segment(const mc__replica_desc_t *d, uint64_t len) {
+    uint64_t base = strcmp(d->segment_name, "hostA:1") == 0 ? SEG_A_BASE : SEG_B_BASE;
+    assert_true(!strcmp(d->segment_name, "hostA:1") || !strcmp(d->segment_name, "hostB:2"));
+    assert_true(d->addr >= base && d->addr + len <= base + 4 * MIB);
+    assert_int_equal((d->addr - base) % 64, 0);
+    assert_int_equal(d->size, len);
+}
+
+static void test_two_phase_put_visibility(void **state) {
+    fixture_t *f = *state;
+    mc__key_replicas_t r;
+    assert_int_equal(mc__master_client_put_start(f->a, "k1", 1000, NULL, &r), 0);
+    assert_int_equal(r.n_replicas, 1);
+    assert_int_equal(r.replicas[0].status, MC_MP_REPLICA_PROCESSING);
+    check_in_segment(&r.replicas[0], 1000);
+    /* Not visible before put_end, from either client. */
+    assert_int_equal(mc__master_client_exist(f->b, "k1"), 0);
+    assert_int_equal(mc__master_client_get_replica_list(f->b, "k1", &r), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_put_start(f->b, "k1", 10, NULL, &r),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(mc__master_client_put_end(f->a, "k1"), 0);
+    assert_int_equal(mc__master_client_exist(f->b, "k1"), 1);
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(mc__master_client_get_replica_list(f->b, "k1", &r), 0);
+    assert_int_equal(r.size, 1000);
+    assert_int_equal(r.lease_ttl_ms, 300);
+    assert_int_equal(r.n_replicas, 1);
+    assert_int_equal(r.replicas[0].status, MC_MP_REPLICA_COMPLETE);
+    check_in_segment(&r.replicas[0], 1000);
+    assert_int_equal(mc__master_client_put_start(f->a, "k1", 1000, NULL, &r),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(mc__master_client_remove(f->a, "k1", 1), 0);
+}
+
+static void test_lease_blocks_remove(void **state) {
+    fixture_t *f = *state;
+    mc__key_replicas_t r;
+    assert_int_equal(mc__master_client_put_start(f->a, "leased", 4096, NULL, &r), 0);
+    /* Unfinished puts are not removable without force. */
+    assert_int_equal(mc__master_client_remove(f->a, "leased", 0), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc__master_client_put_end(f->a, "leased"), 0);
+    assert_int_equal(mc__master_client_remove(f->a, "leased", 0), 0); /* no lease yet */
+    assert_int_equal(mc__master_client_remove(f->a, "leased", 0), MC_ERR_OBJECT_NOT_FOUND);
+
+    assert_int_equal(mc__master_client_put_start(f->a, "leased", 4096, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "leased"), 0);
+    assert_int_equal(mc__master_client_get_replica_list(f->b, "leased", &r), 0);
+    assert_int_equal(mc__master_client_remove(f->a, "leased", 0), MC_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(mc__master_client_exist(f->a, "leased"), 1);
+    usleep(400 * 1000); /* lease is 300 ms */
+    assert_int_equal(mc__master_client_remove(f->a, "leased", 0), 0);
+
+    assert_int_equal(mc__master_client_put_start(f->a, "leased", 4096, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "leased"), 0);
+    assert_int_equal(mc__master_client_get_replica_list(f->b, "leased", &r), 0);
+    assert_int_equal(mc__master_client_remove(f->a, "leased", 1), 0); /* force */
+    assert_int_equal(mc__master_client_exist(f->a, "leased"), 0);
+}
+
+static void test_bad_input(void **state) {
+    fixture_t *f = *state;
+    mc__key_replicas_t r;
+    mc__replicate_config_t cfg;
+    char *long_key = malloc(MC_MP_MAX_KEY + 2);
+    memset(long_key, 'x', MC_MP_MAX_KEY + 1);
+    long_key[MC_MP_MAX_KEY + 1] = '\0';
+    assert_int_equal(mc__master_client_put_start(f->a, "", 10, NULL, &r), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc__master_client_put_start(f->a, long_key, 10, NULL, &r),
+                     MC_ERR_INVALID_KEY);
+    assert_int_equal(mc__master_client_exist(f->a, long_key), MC_ERR_INVALID_KEY);
+    long_key[MC_MP_MAX_KEY] = '\0'; /* exactly the limit is fine */
+    assert_int_equal(mc__master_client_put_start(f->a, long_key, 10, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, long_key), 0);
+    assert_int_equal(mc__master_client_exist(f->a, long_key), 1);
+    assert_int_equal(mc__master_client_remove(f->a, long_key, 0), 0);
+    free(long_key);
+
+    assert_int_equal(mc__master_client_put_start(f->a, "zero", 0, NULL, &r),
+                     MC_ERR_INVALID_PARAMS);
+    memset(&cfg, 0, sizeof(cfg));
+    assert_int_equal(mc__master_client_put_start(f->a, "cfg0", 10, &cfg, &r),
+                     MC_ERR_INVALID_PARAMS);
+    cfg.replica_num = MC_MP_MAX_REPLICA_NUM + 1;
+    assert_int_equal(mc__master_client_put_start(f->a, "cfg9", 10, &cfg, &r),
+                     MC_ERR_INVALID_PARAMS);
+    /* Larger than any segment: no eviction can help. */
+    assert_int_equal(mc__master_client_put_start(f->a, "huge", 5 * MIB, NULL, &r),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(mc__master_client_exist(f->a, "huge"), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "nope"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_put_revoke(f->a, "nope"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_get_replica_list(f->a, "nope", &r),
+                     MC_ERR_OBJECT_NOT_FOUND);
+
+    assert_int_equal(mc__master_client_put_start(f->a, "done", 10, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "done"), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "done"), 0); /* idempotent */
+    assert_int_equal(mc__master_client_put_revoke(f->a, "done"), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__master_client_remove(f->a, "done", 0), 0);
+
+    assert_int_equal(mc__master_client_mount_segment(f->a, "bad", 0x1000, 0),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__master_client_mount_segment(f->a, "bad", UINT64_MAX - 10, 4096),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__master_client_mount_segment(f->a, "", 0x1000, 4096),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__master_client_mount_segment(f->a, "hostB:2", SEG_B_BASE, 4 * MIB),
+                     MC_ERR_SEGMENT_ALREADY_EXISTS);
+    assert_int_equal(mc__master_client_mount_segment(f->a, "hostA:1", SEG_A_BASE, 4 * MIB), 0);
+    assert_int_equal(mc__master_client_unmount_segment(f->a, "nowhere", 0x1000),
+                     MC_ERR_SEGMENT_NOT_FOUND);
+    /* The master still serves. */
+    assert_int_equal(mc__master_client_heartbeat(f->a, NULL), 0);
+}
+
+static int cmp_u64(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static void test_batches(void **state) {
+    fixture_t *f = *state;
+    enum { N = 200 };
+    char names[N][16];
+    const char *keys[N];
+    uint64_t lens[N], addrs[N];
+    int32_t codes[N];
+    mc__key_replicas_t *reps = calloc(N, sizeof(*reps));
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "b%03d", i);
+        keys[i] = names[i];
+        lens[i] = 100 + (uint64_t)i * 37;
+    }
+    assert_int_equal(mc__master_client_batch_put_start(f->a, N, keys, lens, NULL, reps), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(reps[i].code, 0);
+        assert_int_equal(reps[i].n_replicas, 1);
+        check_in_segment(&reps[i].replicas[0], lens[i]);
+        /* Address space is global here (distinct bases), so overlap checks are direct. */
+        addrs[i] = reps[i].replicas[0].addr;
+    }
+    qsort(addrs, N, sizeof(addrs[0]), cmp_u64);
+    for (int i = 1; i < N; i++)
+        assert_true(addrs[i] - addrs[i - 1] >= 100);
+    assert_int_equal(mc__master_client_batch_exist(f->b, N, keys, codes), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(codes[i], 0);
+    assert_int_equal(mc__master_client_batch_put_end(f->a, N, keys, codes), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(codes[i], 0);
+    assert_int_equal(mc__master_client_batch_exist(f->b, N, keys, codes), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(codes[i], 1);
+    memset(reps, 0, N * sizeof(*reps));
+    assert_int_equal(mc__master_client_batch_get_replica_list(f->b, N, keys, reps), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(reps[i].code, 0);
+        assert_int_equal(reps[i].size, lens[i]);
+    }
+    usleep(350 * 1000); /* leases end */
+    assert_int_equal(mc__master_client_batch_remove(f->a, N, keys, 0, codes), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(codes[i], 0);
+    assert_int_equal(mc__master_client_batch_exist(f->b, N, keys, codes), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(codes[i], 0);
+    /* Mixed results in one batch. */
+    assert_int_equal(mc__master_client_put_start(f->a, keys[0], 10, NULL, reps), 0);
+    assert_int_equal(mc__master_client_batch_put_end(f->a, 2, keys, codes), 0);
+    assert_int_equal(codes[0], 0);
+    assert_int_equal(codes[1], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_remove(f->a, keys[0], 1), 0);
+    free(reps);
+}
+
+static void test_replicas_distinct(void **state) {
+    fixture_t *f = *state;
+    mc__key_replicas_t r;
+    mc__replicate_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.replica_num = 2;
+    for (int i = 0; i < 10; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "r2-%d", i);
+        assert_int_equal(mc__master_client_put_start(f->a, key, 5000, &cfg, &r), 0);
+        assert_int_equal(r.n_replicas, 2);
+        assert_string_not_equal(r.replicas[0].segment_name, r.replicas[1].segment_name);
+        check_in_segment(&r.replicas[0], 5000);
+        check_in_segment(&r.replicas[1], 5000);
+        assert_int_equal(mc__master_client_put_end(f->a, key), 0);
+        assert_int_equal(mc__master_client_get_replica_list(f->b, key, &r), 0);
+        assert_int_equal(r.n_replicas, 2);
+    }
+    /* Best effort: 3 asked, 2 segments exist. */
+    cfg.replica_num = 3;
+    assert_int_equal(mc__master_client_put_start(f->a, "r3", 5000, &cfg, &r), 0);
+    assert_int_equal(r.n_replicas, 2);
+    assert_int_equal(mc__master_client_put_revoke(f->a, "r3"), 0);
+    assert_int_equal(mc__master_client_exist(f->a, "r3"), 0);
+    /* Preferred segment honoured. */
+    cfg.replica_num = 1;
+    cfg.n_preferred = 1;
+    cfg.preferred[0].p = (const uint8_t *)"hostB:2";
+    cfg.preferred[0].len = 7;
+    for (int i = 0; i < 5; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "pref-%d", i);
+        assert_int_equal(mc__master_client_put_start(f->a, key, 100, &cfg, &r), 0);
+        assert_string_equal(r.replicas[0].segment_name, "hostB:2");
+        assert_int_equal(mc__master_client_put_revoke(f->a, key), 0);
+    }
+    /* Losing one segment leaves the other replica readable. */
+    assert_int_equal(mc__master_client_unmount_segment(f->a, "hostA:1", SEG_A_BASE), 0);
+    assert_int_equal(mc__master_client_get_replica_list(f->b, "r2-0", &r), 0);
+    assert_int_equal(r.n_replicas, 1);
+    assert_string_equal(r.replicas[0].segment_name, "hostB:2");
+    assert_int_equal(mc__master_client_put_start(f->a, "afterA", 100, NULL, &r), 0);
+    assert_string_equal(r.replicas[0].segment_name, "hostB:2");
+    assert_int_equal(mc__master_client_put_revoke(f->a, "afterA"), 0);
+    /* Losing the last one drops the objects. */
+    assert_int_equal(mc__master_client_unmount_segment(f->b, "hostB:2", SEG_B_BASE), 0);
+    assert_int_equal(mc__master_client_exist(f->b, "r2-0"), 0);
+    assert_int_equal(mc__master_client_put_start(f->a, "none", 100, NULL, &r),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    /* Put the fixture back. */
+    assert_int_equal(mc__master_client_mount_segment(f->a, "hostA:1", SEG_A_BASE, 4 * MIB), 0);
+    assert_int_equal(mc__master_client_mount_segment(f->b, "hostB:2", SEG_B_BASE, 4 * MIB), 0);
+}
+
+static void test_revoke_frees_space(void **state) {
+    fixture_t *f = *state;
+    mc__key_replicas_t r;
+    /* A whole-segment object twice on the same segment only fits if revoke freed it. */
+    mc__replicate_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.replica_num = 2;
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(mc__master_client_put_start(f->a, "whole", 4 * MIB, &cfg, &r), 0);
+        assert_int_equal(r.n_replicas, 2);
+        assert_int_equal(mc__master_client_put_revoke(f->a, "whole"), 0);
+    }
+}
+
+static void test_remove_all(void **state) {
+    fixture_t *f = *state;
+    mc__key_replicas_t r;
+    char key[16];
+    for (int i = 0; i < 5; i++) {
+        snprintf(key, sizeof(key), "ra-%d", i);
+        assert_int_equal(mc__master_client_put_start(f->a, key, 64, NULL, &r), 0);
+        assert_int_equal(mc__master_client_put_end(f->a, key), 0);
+    }
+    assert_int_equal(mc__master_client_put_start(f->a, "ra-open", 64, NULL, &r), 0);
+    assert_int_equal(mc__master_client_get_replica_list(f->a, "ra-0", &r), 0);
+    assert_int_equal(mc__master_client_remove_all(f->a, 0), 4);
+    assert_int_equal(mc__master_client_exist(f->a, "ra-0"), 1);
+    assert_int_equal(mc__master_client_remove_all(f->a, 1), 1);
+    assert_int_equal(mc__master_client_exist(f->a, "ra-0"), 0);
+    /* The unfinished put is untouched and can still finish. */
+    assert_int_equal(mc__master_client_put_end(f->a, "ra-open"), 0);
+    assert_int_equal(mc__master_client_remove_all(f->a, 0), 1);
+}
+
+static void test_heartbeat(void **state) {
+    fixture_t *f = *state;
+    uint8_t st = 9;
+    mc__master_client_t *c = NULL;
+    assert_int_equal(mc__master_client_heartbeat(f->a, &st), 0);
+    assert_int_equal(st, MC_MP_CLIENT_OK);
+    assert_int_equal(mc__master_client_connect(f->m.addr, 2000, NULL, &c), 0);
+    assert_int_equal(mc__master_client_heartbeat(c, &st), 0);
+    assert_int_equal(st, MC_MP_CLIENT_NEED_REMOUNT); /* never seen before */
+    assert_int_equal(mc__master_client_heartbeat(c, &st), 0);
+    assert_int_equal(st, MC_MP_CLIENT_OK);
+    mc__master_client_close(c);
+    assert_int_equal(mc__master_client_connect("127.0.0.1:notaport", 500, NULL, &c),
+                     MC_ERR_INVALID_PARAMS);
+}
+
+/* --- eviction, on a master of its own with a small pool --- */
+
+static int setup_evict(void **state) {
+    static const char *const extra[] = {"--default_kv_lease_ttl=60000",
+                                        "--eviction_high_watermark_ratio=1.0",
+                                        "--eviction_ratio=0.05", NULL};
+    return setup_with(state, extra, 10 * 4096);
+}
+
+static void test_eviction_lru_skips_leased(void **state) {
+    fixture_t *f = *state;
+    mc__key_replicas_t r;
+    mc__replicate_config_t pin;
+    char key[16];
+    int32_t codes[24];
+    const char *keys[24];
+    char names[24][16];
+    /* Fill both segments: 20 blocks of 4 KiB, accessed in key order. */
+    for (int i = 0; i < 20; i++) {
+        snprintf(names[i], sizeof(names[i]), "e%02d", i);
+        keys[i] = names[i];
+        assert_int_equal(mc__master_client_put_start(f->a, names[i], 4096, NULL, &r), 0);
+        assert_int_equal(mc__master_client_put_end(f->a, names[i]), 0);
+        usleep(3000);
+    }
+    /* e00 becomes leased (and most recently used); e01 is now the oldest unleased. */
+    assert_int_equal(mc__master_client_get_replica_list(f->b, "e00", &r), 0);
+    assert_int_equal(mc__master_client_put_start(f->a, "new0", 4096, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "new0"), 0);
+    assert_int_equal(mc__master_client_batch_exist(f->a, 20, keys, codes), 0);
+    assert_int_equal(codes[0], 1);
+    /* 5% of 80 KiB rounds to one 4 KiB block, but every eviction frees at least the need. */
+    assert_int_equal(codes[1], 0);
+    for (int i = 2; i < 20; i++)
+        assert_int_equal(codes[i], 1);
+    assert_int_equal(mc__master_client_put_start(f->a, "new1", 4096, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "new1"), 0);
+    assert_int_equal(mc__master_client_batch_exist(f->a, 20, keys, codes), 0);
+    assert_int_equal(codes[0], 1);
+    assert_int_equal(codes[2], 0);
+    for (int i = 4; i < 20; i++)
+        assert_int_equal(codes[i], 1);
+    /* Hard-pinned objects are never evicted; leased ones neither: lease everything, and a new
+     * put finds no room. */
+    memset(&pin, 0, sizeof(pin));
+    pin.replica_num = 1;
+    pin.flags = MC_MP_CFG_HARD_PIN;
+    snprintf(key, sizeof(key), "pinned");
+    for (int i = 0; i < 20; i++)
+        (void)mc__master_client_get_replica_list(f->b, names[i], &r);
+    (void)mc__master_client_get_replica_list(f->b, "new0", &r);
+    (void)mc__master_client_get_replica_list(f->b, "new1", &r);
+    assert_int_equal(mc__master_client_put_start(f->a, key, 4096, &pin, &r),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(mc__master_client_remove_all(f->a, 1), 20);
+    assert_int_equal(mc__master_client_put_start(f->a, key, 4096, &pin, &r), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, key), 0);
+    for (int i = 0; i < 19; i++) {
+        assert_int_equal(mc__master_client_put_start(f->a, names[i], 4096, NULL, &r), 0);
+        assert_int_equal(mc__master_client_put_end(f->a, names[i]), 0);
+    }
+    for (int i = 0; i < 30; i++) {
+        snprintf(key, sizeof(key), "more%d", i);
+        assert_int_equal(mc__master_client_put_start(f->a, key, 4096, NULL, &r), 0);
+        assert_int_equal(mc__master_client_put_end(f->a, key), 0);
+    }
+    assert_int_equal(mc__master_client_exist(f->a, "pinned"), 1);
+}
+
+int main(int argc, char **argv) {
+    const struct CMUnitTest ops[] = {
+        cmocka_unit_test(test_two_phase_put_visibility),
+        cmocka_unit_test(test_lease_blocks_remove),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_batches),
+        cmocka_unit_test(test_replicas_distinct),
+        cmocka_unit_test(test_revoke_frees_space),
+        cmocka_unit_test(test_remove_all),
+        cmocka_unit_test(test_heartbeat),
+    };
+    const struct CMUnitTest evict[] = {
+        cmocka_unit_test_setup_teardown(test_eviction_lru_skips_leased, setup_evict, teardown),
+    };
+    int failed = 0;
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s <path to mooncake_master>\n", argv[0]);
+        return 2;
+    }
+    g_bin = argv[1];
+    failed += cmocka_run_group_tests_name("store_master_ops", ops, setup, teardown);
+    failed += cmocka_run_group_tests_name("store_master_evict", evict, NULL, NULL);
+    return failed;
+}
