@@ -1,0 +1,270 @@
+/* The C client against a real mooncake_master process: data verified by checksum, batches,
+ * zero copy, leases, bad input, a master that is down, and a writer that dies mid-put. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#define XXH_INLINE_ALL /* header-only: the test needs no libxxhash */
+#include <xxhash.h>
+
+#include "master_proc.h"
+#include "mooncake/store.h"
+#include "proto/master_client.h"
+
+#define MIB (1u << 20)
+
+static const char *g_bin;
+
+typedef struct fixture {
+    mc_test_master_t m;
+    mc_store_t *node; /* contributes a segment */
+    mc_store_t *pure; /* global_segment_size = 0 */
+} fixture_t;
+
+static mc_store_t *make_store(const char *addr, uint64_t seg, uint64_t buf) {
+    mc_store_config_t c;
+    mc_store_t *s = NULL;
+    mc_store_config_init(&c);
+    snprintf(c.local_hostname, sizeof(c.local_hostname), "127.0.0.1");
+    snprintf(c.master_server_addr, sizeof(c.master_server_addr), "%s", addr);
+    c.global_segment_size = seg;
+    c.local_buffer_size = buf;
+    assert_int_equal(mc_store_create(&s), 0);
+    assert_int_equal(mc_store_setup(s, &c), 0);
+    return s;
+}
+
+static int setup(void **state) {
+    static const char *const extra[] = {"--default_kv_lease_ttl=400",
+                                        "--put_start_discard_timeout_sec=1", NULL};
+    fixture_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_int_equal(mc_test_master_start(g_bin, 0, extra, &f->m), 0);
+    f->node = make_store(f->m.addr, 32 * MIB, 4 * MIB);
+    f->pure = make_store(f->m.addr, 0, 4 * MIB);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture_t *f = *state;
+    mc_store_destroy(f->pure);
+    mc_store_destroy(f->node);
+    assert_int_equal(mc_test_master_stop(&f->m, 0), 0);
+    free(f);
+    return 0;
+}
+
+static uint8_t *pattern(size_t n, unsigned seed) {
+    uint8_t *p = malloc(n ? n : 1);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p[i] = (uint8_t)x;
+    }
+    return p;
+}
+
+static void test_roundtrip_sizes(void **state) {
+    fixture_t *f = *state;
+    static const size_t sizes[] = {1, 1000, MIB, 10 * MIB + 7};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t n = sizes[i];
+        char key[32];
+        uint8_t *v = pattern(n, (unsigned)i), *out = malloc(n + 64);
+        mc_store_buffer_t *b = NULL;
+        snprintf(key, sizeof(key), "rt-%zu", n);
+        assert_int_equal(mc_store_put(f->pure, key, v, n, NULL), 0);
+        assert_int_equal(mc_store_get_into(f->node, key, out, n + 64), (int64_t)n);
+        assert_true(XXH64(out, n, 0) == XXH64(v, n, 0));
+        assert_int_equal(mc_store_get_buffer(f->pure, key, &b), 0);
+        assert_int_equal(mc_store_buffer_size(b), n);
+        assert_true(XXH64(mc_store_buffer_data(b), n, 0) == XXH64(v, n, 0));
+        mc_store_buffer_free(b);
+        assert_int_equal(mc_store_get_size(f->pure, key), (int64_t)n);
+        assert_int_equal(mc_store_is_exist(f->node, key), 1);
+        /* a buffer one byte short is an error, not a truncated read */
+        assert_int_equal(mc_store_get_into(f->node, key, out, n - 1), MC_ERR_BUFFER_OVERFLOW);
+        free(v);
+        free(out);
+    }
+}
+
+static void test_parts_batches_zero_copy(void **state) {
+    fixture_t *f = *state;
+    size_t n = 3 * MIB;
+    uint8_t *src = pattern(n, 42), *dst = calloc(1, n);
+    mc_store_iov_t parts[3] = {{src, 10}, {src + 10, 1000}, {src + 1010, n - 1010}};
+    mc_store_iov_t half[2] = {{src, n / 2}, {src + n / 2, n - n / 2}};
+    mc_store_iov_t out2[2] = {{dst, n / 2}, {dst + n / 2, n - n / 2}};
+    mc_store_item_t items[3] = {{"zc-a", &half[0], 1}, {"zc-b", &half[1], 1}, {"", &half[0], 1}};
+    mc_store_item_t gets[3] = {
+        {"zc-a", &out2[0], 1}, {"zc-b", &out2[1], 1}, {"zc-none", &out2[0], 1}};
+    int res[3];
+    int64_t got[3];
+
+    assert_int_equal(mc_store_register_buffer(f->pure, src, n), 0);
+    assert_int_equal(mc_store_register_buffer(f->pure, dst, n), 0);
+    assert_int_equal(mc_store_register_buffer(f->pure, src + 5, 10), MC_ERR_ADDRESS_OVERLAPPED);
+    assert_int_equal(mc_store_put_parts(f->pure, "parts", parts, 3, NULL), 0);
+    assert_int_equal(mc_store_get_into_parts(f->node, "parts", out2, 2), (int64_t)n);
+    assert_memory_equal(dst, src, n);
+
+    assert_int_equal(mc_store_batch_put(f->pure, items, 3, NULL, res), MC_ERR_INVALID_KEY);
+    assert_int_equal(res[0], 0);
+    assert_int_equal(res[1], 0);
+    assert_int_equal(res[2], MC_ERR_INVALID_KEY);
+    memset(dst, 0, n);
+    assert_int_equal(mc_store_batch_get_into(f->pure, gets, 3, got), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(got[0], (int64_t)(n / 2));
+    assert_int_equal(got[1], (int64_t)(n - n / 2));
+    assert_int_equal(got[2], MC_ERR_OBJECT_NOT_FOUND);
+    assert_memory_equal(dst, src, n);
+
+    const char *keys[3] = {"zc-a", "zc-none", "zc-b"};
+    int ex[3];
+    assert_int_equal(mc_store_batch_is_exist(f->node, keys, 3, ex), 0);
+    assert_int_equal(ex[0], 1);
+    assert_int_equal(ex[1], 0);
+    assert_int_equal(ex[2], 1);
+    mc_store_buffer_t *bufs[3];
+    assert_int_equal(mc_store_batch_get_buffer(f->node, keys, 3, bufs, ex),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_non_null(bufs[0]);
+    assert_null(bufs[1]);
+    assert_memory_equal(mc_store_buffer_data(bufs[2]), src + n / 2, n - n / 2);
+    mc_store_buffer_free(bufs[0]);
+    mc_store_buffer_free(bufs[2]);
+
+    assert_int_equal(mc_store_unregister_buffer(f->pure, src), 0);
+    assert_int_equal(mc_store_unregister_buffer(f->pure, src), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_unregister_buffer(f->pure, dst), 0);
+    free(src);
+    free(dst);
+}
+
+static void test_leases_and_remove(void **state) {
+    fixture_t *f = *state;
+    uint8_t v[100] = {1, 2, 3};
+    uint8_t out[100];
+    assert_int_equal(mc_store_put(f->node, "leased", v, sizeof(v), NULL), 0);
+    assert_int_equal(mc_store_remove(f->node, "leased", 0), 0); /* never read: no lease */
+    assert_int_equal(mc_store_put(f->node, "leased", v, sizeof(v), NULL), 0);
+    assert_int_equal(mc_store_get_into(f->pure, "leased", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_int_equal(mc_store_remove(f->node, "leased", 0), MC_ERR_OBJECT_HAS_LEASE);
+    usleep(600 * 1000); /* the lease (400 ms) runs out */
+    assert_int_equal(mc_store_remove(f->node, "leased", 0), 0);
+    assert_int_equal(mc_store_remove(f->node, "leased", 0), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_store_put(f->node, "again", v, sizeof(v), NULL), 0);
+    assert_int_equal(mc_store_put(f->node, "again", v, sizeof(v), NULL),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_true(mc_store_remove_all(f->pure, 1) >= 1);
+    assert_int_equal(mc_store_is_exist(f->pure, "again"), 0);
+}
+
+static void test_bad_input(void **state) {
+    fixture_t *f = *state;
+    char longkey[MC_STORE_MAX_KEY_LEN + 2];
+    uint8_t v[16] = {0};
+    mc_replicate_config_t rc;
+    memset(longkey, 'k', sizeof(longkey) - 1);
+    longkey[sizeof(longkey) - 1] = '\0';
+    assert_int_equal(mc_store_put(f->pure, "", v, 1, NULL), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_store_put(f->pure, NULL, v, 1, NULL), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_store_put(f->pure, longkey, v, 1, NULL), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_store_put(f->pure, "zero", v, 0, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_put(f->pure, "null", NULL, 5, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_get_into(f->pure, "", v, 1), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_store_get_into(f->pure, "absent", v, 1), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_store_get_size(f->pure, "absent"), MC_ERR_OBJECT_NOT_FOUND);
+    mc_replicate_config_init(&rc);
+    rc.replica_num = 0;
+    assert_int_equal(mc_store_put(f->pure, "rc", v, 1, &rc), MC_ERR_INVALID_PARAMS);
+    rc.replica_num = 99;
+    assert_int_equal(mc_store_put(f->pure, "rc", v, 1, &rc), MC_ERR_INVALID_PARAMS);
+    /* larger than any segment, even after eviction */
+    uint8_t *big = calloc(1, 33 * MIB);
+    assert_int_equal(mc_store_put(f->pure, "big", big, 33 * MIB, NULL),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    free(big);
+    assert_int_equal(mc_store_health_check(f->pure), 0);
+    assert_int_equal(mc_store_health_check(NULL), 1);
+    assert_int_equal(mc_store_put(NULL, "k", v, 1, NULL), MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+}
+
+/* A writer that dies between put start and put end: readers never see the object, and the
+ * master discards the unfinished put so the key can be written again. */
+static void test_writer_dies_mid_put(void **state) {
+    fixture_t *f = *state;
+    uint8_t v[4096];
+    int status = 0;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        mc__master_client_t *c = NULL;
+        mc__key_replicas_t kr;
+        if (mc__master_client_connect(f->m.addr, 3000, NULL, &c) != 0 ||
+            mc__master_client_put_start(c, "half", sizeof(v), NULL, &kr) != 0 || kr.code != 0)
+            _exit(2);
+        _exit(0); /* no put end, no revoke */
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(mc_store_is_exist(f->pure, "half"), 0);
+    assert_int_equal(mc_store_get_into(f->pure, "half", v, sizeof(v)), MC_ERR_OBJECT_NOT_FOUND);
+    memset(v, 7, sizeof(v));
+    int rc = MC_ERR_OBJECT_ALREADY_EXISTS;
+    for (int i = 0; i < 40 && rc != 0; i++) { /* discard timeout is 1 s */
+        rc = mc_store_put(f->node, "half", v, sizeof(v), NULL);
+        if (rc != 0)
+            usleep(100 * 1000);
+    }
+    assert_int_equal(rc, 0);
+    uint8_t out[4096];
+    assert_int_equal(mc_store_get_into(f->pure, "half", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_memory_equal(out, v, sizeof(v));
+}
+
+static void test_master_down(void **state) {
+    mc_store_config_t c;
+    mc_store_t *s = NULL;
+    mc_store_config_init(&c);
+    snprintf(c.master_server_addr, sizeof(c.master_server_addr), "127.0.0.1:1");
+    c.rpc_timeout_ms = 300;
+    assert_int_equal(mc_store_create(&s), 0);
+    assert_int_equal(mc_store_setup(s, &c), MC_ERR_RPC_FAIL);
+    assert_int_equal(mc_store_health_check(s), 1);
+    assert_int_equal(mc_store_close(s), MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+    mc_store_destroy(s);
+    assert_int_equal(mc_store_create(&s), 0);
+    snprintf(c.master_server_addr, sizeof(c.master_server_addr), "no-port");
+    assert_true(mc_store_setup(s, &c) < 0);
+    mc_store_destroy(s);
+}
+
+int main(int argc, char **argv) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_roundtrip_sizes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parts_batches_zero_copy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_leases_and_remove, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_dies_mid_put, setup, teardown),
+        cmocka_unit_test(test_master_down),
+    };
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s path/to/mooncake_master\n", argv[0]);
+        return 2;
+    }
+    g_bin = argv[1];
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
