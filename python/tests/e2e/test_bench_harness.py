@@ -168,3 +168,69 @@ def test_bad_arguments_are_refused():
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2, (argv, proc.stdout, proc.stderr)
         assert "error:" in proc.stderr
+
+
+def test_unavailable_system_is_reported_and_the_rest_runs(tmp_path):
+    """The reference cannot be installed (--no-install, empty build dir): it is reported with the
+    reason, and our TE still runs and reports."""
+    out = tmp_path / "res"
+    cmd = [sys.executable, "-m", "benchmarks.compare", "--quick", "--systems", "ours,reference",
+           "--bench", "te", "--te-protocols", "tcp", "--duration", "0.05", "--no-install",
+           "--no-plots", "--build-dir", str(tmp_path / "build"), "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "results.json").read_text())
+    ref = doc["systems"]["reference"]
+    assert ref["status"] == "unavailable" and "--no-install" in ref["reason"]
+    assert "reference | **not run**" in (out / "results.md").read_text()
+    te = [r for r in doc["results"] if r["bench"] == "te"]
+    assert te and all(r["system"] == "ours" and "error" not in r for r in te)
+    assert not any(q["vs"] == "reference" for q in doc["ratios"])
+    assert doc["plots"] == [] and doc["plots_skipped"] == "--no-plots given"
+
+
+def _rec(bench, system, protocol, op, size, gbps, **kw):
+    r = {"bench": bench, "system": system, "protocol": protocol, "op": op, "gbps": gbps,
+         "ops_per_s": gbps * 1e9 / size, "p50_us": 10.0, "p99_us": 20.0, **kw}
+    r["block" if bench == "te" else "size"] = size
+    return r
+
+
+def test_ratios_against_reference_and_redis_are_like_for_like():
+    """The ratio rules on a synthetic document (offline: no reference or Redis needed)."""
+    sys.path.insert(0, str(REPO))
+    try:
+        from benchmarks.compare import report
+    finally:
+        sys.path.remove(str(REPO))
+    res = [
+        _rec("te", "ours", "tcp", "write", MiB, 3.0, threads=1),
+        _rec("te", "ours", "shm", "write", MiB, 9.0, threads=1),
+        _rec("te", "reference", "tcp", "write", MiB, 2.0, threads=1),
+        _rec("te", "reference", "tcp", "write", MiB, 5.0, threads=2),  # other thread count
+        _rec("store", "ours", "tcp", "get", MiB, 4.0, batch=8, zc=True),
+        _rec("store", "ours", "tcp", "get", MiB, 2.0, batch=8, zc=False),
+        _rec("store", "reference", "tcp", "get", MiB, 1.0, batch=8, zc=True),
+        _rec("store", "reference", "tcp", "get", MiB, 0.5, batch=8, zc=False),
+        _rec("store", "redis", "resp", "get", MiB, 0.8, batch=8, zc=False),
+        {"bench": "store", "system": "reference", "protocol": "tcp", "error": "boom"},
+    ]
+    doc = {"results": res, "limits": {"tcp": {"gbps": 6.0, "source": "x"},
+                                      "memcpy": {"gbps": 18.0, "source": "y"}},
+           "machine": {"cpu_model": "cpu", "cores": 2, "kernel": "k"}, "systems": {}}
+    rats = {(q["bench"], q["protocol"], q.get("zc"), q["vs"]): q["ratio"] for q in report.ratios(doc)}
+    assert rats == {
+        ("te", "tcp", None, "reference"): 3.0 / 2.0,
+        ("te", "tcp", None, "limit:tcp"): 3.0 / 6.0,
+        ("te", "shm", None, "limit:memcpy"): 9.0 / 18.0,  # no reference shm: no ref ratio
+        ("store", "tcp", True, "reference"): 4.0 / 1.0,
+        ("store", "tcp", True, "redis"): 4.0 / 0.8,  # Redis has no zero-copy: its plain numbers
+        ("store", "tcp", True, "limit:tcp"): 4.0 / 6.0,
+        ("store", "tcp", False, "reference"): 2.0 / 0.5,
+        ("store", "tcp", False, "redis"): 2.0 / 0.8,
+        ("store", "tcp", False, "limit:tcp"): 2.0 / 6.0,
+    }
+    doc["ratios"] = report.ratios(doc)
+    md = report.markdown(doc)
+    assert "| 1 MiB | 3.00 GB/s" in md and "| 1.50 | 0.50 |" in md
+    assert "boom" in md  # failures are listed, not dropped
