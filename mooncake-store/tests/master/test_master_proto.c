@@ -1,1 +1,300 @@
-int main(void){return 0;}
+/* Master RPC codec without I/O: round trips, and every way a body can be wrong. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/error.h"
+#include "proto/master_proto.h"
+
+static mc__mp_str_t S(const char *s) {
+    mc__mp_str_t v = {(const uint8_t *)s, (uint32_t)strlen(s)};
+    return v;
+}
+
+/* Encodes r, decodes it back into out (caller frees). */
+static int roundtrip(const mc__mp_request_t *r, mc_buf_t *b, mc__mp_request_t *out) {
+    mc_frame_header_t h;
+    int rc = mc__mp_encode_request(b, r);
+    if (rc)
+        return rc;
+    assert_int_equal(mc__frame_header_decode(b->data, b->len, MC_MP_MAX_BODY, &h), 0);
+    assert_int_equal(h.body_len, b->len - MC_FRAME_HEADER_SIZE);
+    return mc__mp_decode_request(&h, b->data + MC_FRAME_HEADER_SIZE, (size_t)h.body_len, out);
+}
+
+static void test_put_start_roundtrip(void **state) {
+    mc__mp_str_t keys[3] = {S("a"), S("bb"), S("ccc")};
+    uint64_t lens[3] = {1, 1u << 20, 12345};
+    mc__mp_request_t r, d;
+    mc_buf_t b;
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    mc__buf_init(&b);
+    r.type = MC_MP_PUT_START;
+    r.request_id = 77;
+    memset(r.client_id, 0xab, sizeof(r.client_id));
+    r.n_keys = 3;
+    r.keys = keys;
+    r.value_lens = lens;
+    r.config.replica_num = 2;
+    r.config.flags = MC_MP_CFG_SOFT_PIN;
+    r.config.soft_pin_ttl_ms = 999;
+    r.config.n_preferred = 1;
+    r.config.preferred[0] = S("host:1");
+    assert_int_equal(roundtrip(&r, &b, &d), 0);
+    assert_int_equal(d.type, MC_MP_PUT_START);
+    assert_int_equal(d.request_id, 77);
+    assert_memory_equal(d.client_id, r.client_id, 16);
+    assert_int_equal(d.n_keys, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(d.keys[i].len, keys[i].len);
+        assert_memory_equal(d.keys[i].p, keys[i].p, keys[i].len);
+        assert_int_equal(d.value_lens[i], lens[i]);
+    }
+    assert_int_equal(d.config.replica_num, 2);
+    assert_int_equal(d.config.flags, MC_MP_CFG_SOFT_PIN);
+    assert_int_equal(d.config.soft_pin_ttl_ms, 999);
+    assert_int_equal(d.config.n_preferred, 1);
+    assert_memory_equal(d.config.preferred[0].p, "host:1", 6);
+    mc__mp_request_free(&d);
+
+    /* Every strict prefix of the body is refused, never over-read (ASan watches). */
+    for (size_t cut = 0; cut < b.len - MC_FRAME_HEADER_SIZE; cut++) {
+        mc_frame_header_t h;
+        uint8_t *copy = malloc(cut ? cut : 1);
+        mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h);
+        memcpy(copy, b.data + MC_FRAME_HEADER_SIZE, cut);
+        assert_int_not_equal(mc__mp_decode_request(&h, copy, cut, &d), 0);
+        free(copy);
+    }
+    /* Trailing garbage is refused too. */
+    {
+        mc_frame_header_t h;
+        mc__buf_u8(&b, 0);
+        mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h);
+        assert_int_equal(mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE, b.len - 24, &d),
+                         MC_ERR_INVALID_PARAMS);
+    }
+    mc__buf_free(&b);
+}
+
+static void test_other_requests(void **state) {
+    mc__mp_str_t keys[2] = {S("k1"), S("k2")};
+    mc__mp_request_t r, d;
+    mc_buf_t b;
+    const uint8_t types[] = {MC_MP_PUT_END, MC_MP_PUT_REVOKE, MC_MP_GET_REPLICA_LIST,
+                             MC_MP_EXIST, MC_MP_REMOVE};
+    (void)state;
+    mc__buf_init(&b);
+    for (size_t t = 0; t < sizeof(types); t++) {
+        memset(&r, 0, sizeof(r));
+        mc__buf_reset(&b);
+        r.type = types[t];
+        r.n_keys = 2;
+        r.keys = keys;
+        r.force = 1;
+        assert_int_equal(roundtrip(&r, &b, &d), 0);
+        assert_int_equal(d.n_keys, 2);
+        assert_memory_equal(d.keys[1].p, "k2", 2);
+        assert_int_equal(d.force, types[t] == MC_MP_REMOVE);
+        mc__mp_request_free(&d);
+    }
+    memset(&r, 0, sizeof(r));
+    mc__buf_reset(&b);
+    r.type = MC_MP_MOUNT_SEGMENT;
+    r.segment_name = S("seg");
+    r.base = 0x1000;
+    r.size = 4096;
+    assert_int_equal(roundtrip(&r, &b, &d), 0);
+    assert_int_equal(d.base, 0x1000);
+    assert_int_equal(d.size, 4096);
+    assert_memory_equal(d.segment_name.p, "seg", 3);
+    mc__mp_request_free(&d);
+    mc__buf_reset(&b);
+    r.type = MC_MP_REMOVE_ALL;
+    r.force = 1;
+    assert_int_equal(roundtrip(&r, &b, &d), 0);
+    assert_int_equal(d.force, 1);
+    mc__buf_reset(&b);
+    r.type = MC_MP_HEARTBEAT;
+    assert_int_equal(roundtrip(&r, &b, &d), 0);
+    mc__buf_free(&b);
+}
+
+static void test_encoder_limits(void **state) {
+    mc__mp_str_t keys[1] = {S("")};
+    mc__mp_request_t r;
+    mc_buf_t b;
+    char *big = malloc(MC_MP_MAX_KEY + 1);
+    (void)state;
+    mc__buf_init(&b);
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_EXIST;
+    r.n_keys = 1;
+    r.keys = keys;
+    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_KEY);
+    memset(big, 'k', MC_MP_MAX_KEY + 1);
+    keys[0].p = (const uint8_t *)big;
+    keys[0].len = MC_MP_MAX_KEY + 1;
+    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_KEY);
+    r.n_keys = MC_MP_MAX_BATCH + 1;
+    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_PARAMS);
+    r.type = 0;
+    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_PARAMS);
+    r.type = MC_MP_MOUNT_SEGMENT;
+    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_PARAMS); /* no name */
+    assert_int_equal(b.len, 0);
+    free(big);
+    mc__buf_free(&b);
+}
+
+static void test_decoder_rejects(void **state) {
+    mc_frame_header_t h = {MC_FRAME_MAGIC, MC_FRAME_VERSION, MC_MP_EXIST, 0, 1, 0};
+    mc__mp_request_t d;
+    mc_buf_t b;
+    (void)state;
+    mc__buf_init(&b);
+    /* Unknown type. */
+    h.type = 200;
+    assert_int_equal(mc__mp_decode_request(&h, (const uint8_t *)"", 0, &d),
+                     MC_ERR_NOT_IMPLEMENTED);
+    h.type = MC_MP_EXIST;
+    /* No client id. */
+    assert_int_equal(mc__mp_decode_request(&h, (const uint8_t *)"abc", 3, &d),
+                     MC_ERR_INVALID_PARAMS);
+    /* A count larger than the bytes that follow. */
+    mc__buf_put(&b, "0123456789abcdef", 16);
+    mc__buf_u32(&b, 0xffffffffu);
+    assert_int_equal(mc__mp_decode_request(&h, b.data, b.len, &d), MC_ERR_INVALID_PARAMS);
+    /* A key longer than the limit. */
+    mc__buf_reset(&b);
+    mc__buf_put(&b, "0123456789abcdef", 16);
+    mc__buf_u32(&b, 1);
+    mc__buf_u32(&b, MC_MP_MAX_KEY + 1);
+    for (uint32_t i = 0; i < MC_MP_MAX_KEY + 1; i++)
+        mc__buf_u8(&b, 'x');
+    assert_int_equal(mc__mp_decode_request(&h, b.data, b.len, &d), MC_ERR_INVALID_KEY);
+    /* Too many preferred segments. */
+    mc__buf_reset(&b);
+    h.type = MC_MP_PUT_START;
+    mc__buf_put(&b, "0123456789abcdef", 16);
+    mc__buf_u32(&b, 1);
+    mc__buf_bytes(&b, "k", 1);
+    mc__buf_u64(&b, 10);
+    mc__buf_u32(&b, 1);
+    mc__buf_u8(&b, 0);
+    mc__buf_u64(&b, 0);
+    mc__buf_u32(&b, MC_MP_MAX_PREFERRED + 1);
+    for (uint32_t i = 0; i < MC_MP_MAX_PREFERRED + 1; i++)
+        mc__buf_bytes(&b, "s", 1);
+    assert_int_equal(mc__mp_decode_request(&h, b.data, b.len, &d), MC_ERR_INVALID_PARAMS);
+    mc__buf_free(&b);
+}
+
+static void test_replies(void **state) {
+    mc__key_replicas_t in[2], out[2];
+    int32_t codes[3] = {0, -704, 1}, got[3];
+    mc_frame_header_t h;
+    mc_buf_t b;
+    char err[64];
+    int64_t removed = 0;
+    uint8_t st = 0;
+    uint64_t view = 0;
+    (void)state;
+    mc__buf_init(&b);
+    memset(in, 0, sizeof(in));
+    in[0].code = 0;
+    in[0].size = 100;
+    in[0].lease_ttl_ms = 5;
+    in[0].n_replicas = 2;
+    strcpy(in[0].replicas[0].segment_name, "a:1");
+    in[0].replicas[0].addr = 0x1000;
+    in[0].replicas[0].size = 100;
+    in[0].replicas[0].status = MC_MP_REPLICA_COMPLETE;
+    strcpy(in[0].replicas[1].segment_name, "b:2");
+    in[1].code = MC_ERR_OBJECT_NOT_FOUND;
+    assert_int_equal(mc__mp_encode_replicas_reply(&b, MC_MP_GET_REPLICA_LIST, 9, 2, in), 0);
+    mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h);
+    assert_int_equal(mc__mp_decode_replicas_reply(&h, b.data + 24, b.len - 24, 2, out), 0);
+    assert_int_equal(out[0].n_replicas, 2);
+    assert_string_equal(out[0].replicas[1].segment_name, "b:2");
+    assert_int_equal(out[0].replicas[0].addr, 0x1000);
+    assert_int_equal(out[1].code, MC_ERR_OBJECT_NOT_FOUND);
+    /* Count mismatch and truncation are RPC failures, not partial results. */
+    assert_int_equal(mc__mp_decode_replicas_reply(&h, b.data + 24, b.len - 24, 3, out),
+                     MC_ERR_RPC_FAIL);
+    assert_int_equal(mc__mp_decode_replicas_reply(&h, b.data + 24, b.len - 25, 2, out),
+                     MC_ERR_RPC_FAIL);
+
+    mc__buf_reset(&b);
+    assert_int_equal(mc__mp_encode_codes_reply(&b, MC_MP_EXIST, 1, 3, codes), 0);
+    mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h);
+    assert_int_equal(mc__mp_decode_codes_reply(&h, b.data + 24, b.len - 24, 3, got), 0);
+    assert_memory_equal(got, codes, sizeof(codes));
+
+    mc__buf_reset(&b);
+    mc__mp_encode_error_reply(&b, MC_MP_EXIST, 1, MC_ERR_INVALID_KEY, "bad key");
+    mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h);
+    assert_int_equal(mc__mp_decode_error(&h, b.data + 24, b.len - 24, err, sizeof(err)),
+                     MC_ERR_INVALID_KEY);
+    assert_string_equal(err, "bad key");
+    assert_int_equal(mc__mp_decode_codes_reply(&h, b.data + 24, b.len - 24, 3, got),
+                     MC_ERR_INVALID_KEY);
+
+    mc__buf_reset(&b);
+    mc__mp_encode_remove_all_reply(&b, 2, 42);
+    mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h);
+    assert_int_equal(mc__mp_decode_remove_all_reply(&h, b.data + 24, b.len - 24, &removed), 0);
+    assert_int_equal(removed, 42);
+    mc__buf_reset(&b);
+    mc__mp_encode_heartbeat_reply(&b, 3, MC_MP_CLIENT_NEED_REMOUNT, 7);
+    mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h);
+    assert_int_equal(mc__mp_decode_heartbeat_reply(&h, b.data + 24, b.len - 24, &st, &view), 0);
+    assert_int_equal(st, MC_MP_CLIENT_NEED_REMOUNT);
+    assert_int_equal(view, 7);
+    /* A request frame is not a reply. */
+    h.flags = 0;
+    assert_int_equal(mc__mp_decode_heartbeat_reply(&h, b.data + 24, b.len - 24, &st, &view),
+                     MC_ERR_RPC_FAIL);
+    mc__buf_free(&b);
+}
+
+static void test_decode_fails_cleanly_without_memory(void **state) {
+    mc__mp_str_t keys[2] = {S("k1"), S("k2")};
+    mc__mp_request_t r, d;
+    mc_frame_header_t h;
+    mc_buf_t b;
+    int64_t live = 0;
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    mc__buf_init(&b);
+    r.type = MC_MP_EXIST;
+    r.n_keys = 2;
+    r.keys = keys;
+    assert_int_equal(mc__mp_encode_request(&b, &r), 0);
+    mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h);
+    live = mc__alloc_live_bytes();
+    mc__alloc_fail_after(1);
+    assert_int_equal(mc__mp_decode_request(&h, b.data + 24, b.len - 24, &d), MC_ERR_MEMORY);
+    mc__alloc_fail_after(0);
+    assert_int_equal(mc__alloc_live_bytes(), live);
+    mc__buf_free(&b);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_put_start_roundtrip),
+        cmocka_unit_test(test_other_requests),
+        cmocka_unit_test(test_encoder_limits),
+        cmocka_unit_test(test_decoder_rejects),
+        cmocka_unit_test(test_replies),
+        cmocka_unit_test(test_decode_fails_cleanly_without_memory),
+    };
+    return cmocka_run_group_tests_name("store_master_proto", tests, NULL, NULL);
+}

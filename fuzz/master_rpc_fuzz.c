@@ -1,0 +1,43 @@
+/* Master RPC decoders: the request decoder the master runs on every frame, and the reply
+ * decoders the client runs. Input: a 24-byte frame header followed by the body. */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "mooncake/common/frame.h"
+#include "proto/master_proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static mc__key_replicas_t reps[64];
+    int32_t codes[64];
+    mc_frame_header_t h;
+    mc__mp_request_t req;
+    const uint8_t *body;
+    size_t len;
+    int64_t removed;
+    uint8_t st;
+    uint64_t view;
+    char err[64];
+    if (size < MC_FRAME_HEADER_SIZE)
+        return 0;
+    /* Header errors are checked first in the server; keep going with what was read so the body
+     * decoders see every type byte. */
+    (void)mc__frame_header_decode(data, size, MC_MP_MAX_BODY, &h);
+    body = data + MC_FRAME_HEADER_SIZE;
+    len = size - MC_FRAME_HEADER_SIZE;
+    if (mc__mp_decode_request(&h, body, len, &req) == 0)
+        mc__mp_request_free(&req);
+    h.flags |= MC_FRAME_F_REPLY;
+    for (uint32_t n = 0; n <= 2; n++) {
+        (void)mc__mp_decode_codes_reply(&h, body, len, n, codes);
+        (void)mc__mp_decode_replicas_reply(&h, body, len, n, reps);
+    }
+    (void)mc__mp_decode_replicas_reply(&h, body, len, 64, reps);
+    (void)mc__mp_decode_remove_all_reply(&h, body, len, &removed);
+    (void)mc__mp_decode_heartbeat_reply(&h, body, len, &st, &view);
+    (void)mc__mp_decode_empty_reply(&h, body, len);
+    (void)mc__mp_decode_error(&h, body, len, err, sizeof(err));
+    return 0;
+}
