@@ -134,7 +134,13 @@ def probe_ours(python):
 PROBE_REF = r"""
 import json, os, sys, importlib.metadata as md, importlib.util
 out = {"python": sys.version.split()[0]}
-out["version"] = md.version("%s")
+for dist in ("%s", "mooncake-transfer-engine"):
+    try:
+        out["version"] = md.version(dist)
+        out["distribution"] = dist
+        break
+    except md.PackageNotFoundError:
+        pass
 spec = importlib.util.find_spec("mooncake")
 out["package_dir"] = list(spec.submodule_search_locations)
 for mod in ("mooncake.engine", "mooncake.store"):
@@ -163,7 +169,9 @@ def ensure_reference(build_dir, args, log):
     py = vdir / "bin" / "python"
     marker = vdir / ".installed"
     want = f"{REFERENCE_DIST}=={REFERENCE_VERSION}"
-    if not (marker.is_file() and marker.read_text().strip() == want):
+    if getattr(args, "reference_python", None):
+        py = Path(args.reference_python)  # the user's own install: use it as it is
+    elif not (marker.is_file() and marker.read_text().strip() == want):
         if not can_install(args):
             return {"status": "unavailable",
                     "reason": f"{want} not installed in {vdir} and --no-install given"}

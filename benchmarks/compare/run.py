@@ -466,6 +466,9 @@ def parse_args(argv):
     ap.add_argument("--limit-duration", type=float, help="seconds per limit (default 2; --quick 0.5)")
     ap.add_argument("--ours-python", default=sys.executable,
                     help="interpreter that has our mooncake installed (default: this one)")
+    ap.add_argument("--reference-python",
+                    help="interpreter with the reference Mooncake already installed "
+                         "(default: build/compare/ref-venv, created and pinned by the harness)")
     ap.add_argument("--te-protocols", default="tcp,shm", help="our TE protocols (default tcp,shm)")
     ap.add_argument("--store-protocols", default="tcp,shm", help="our store protocols (default tcp,shm)")
     ap.add_argument("--segment-mib", type=int, default=256, help="storage client segment size")
