@@ -351,12 +351,18 @@ PyObject *mcpy_batch_transfer_async(PyObject *obj, PyObject *args, PyObject *kw)
     return batch_async(obj, &a);
 }
 
-/* Waits for every batch, then frees them all; each id is spent afterwards. */
+/* Waits for every batch, then frees them all; each id is spent afterwards. Like the C
+ * transfer_sync, it does not return while a task may still touch the caller's memory (every task
+ * ends by its own deadline, so BATCH_BUSY cannot last). */
 static int wait_all(mc_engine_t *e, const uint64_t *ids, size_t n)
 {
     int ret = 0;
     for (size_t i = 0; i < n; i++) {
-        if (mc_engine_batch_wait(e, ids[i], -1) != 0)
+        int rc;
+        do {
+            rc = mc_engine_batch_wait(e, ids[i], -1);
+        } while (rc == MC_ERR_BATCH_BUSY);
+        if (rc != 0)
             ret = -1;
         if (mc_engine_batch_free(e, ids[i]) != 0)
             ret = -1;
