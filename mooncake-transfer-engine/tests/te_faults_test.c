@@ -136,7 +136,7 @@ static void test_bad_arguments(void **state) {
     assert_int_equal(mc_engine_batch_free(f->e, 0), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_batch_free(f->e, 0xdeadbeef12345678ull), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_batch_free(f->e, b2), 0);
-    te_target_stop(&t);
+    assert_int_equal(te_target_stop(&t), 0);
 }
 
 /* The cached descriptor still lists memory the target unregistered / freed: the serving side
@@ -183,7 +183,7 @@ static void test_stale_descriptor(void **state) {
                      MC_ERR_ADDRESS_NOT_REGISTERED);
     assert_int_equal(xfer(f->e, seg, MC_OPCODE_READ, f->buf, t.managed_addr, MiB),
                      MC_ERR_ADDRESS_NOT_REGISTERED);
-    te_target_stop(&t);
+    assert_int_equal(te_target_stop(&t), 0);
 }
 
 static int raw_connect(int port) {
@@ -290,7 +290,7 @@ static void test_malformed_frames(void **state) {
     te_fill(f->buf, MiB, 3);
     assert_int_equal(xfer(f->e, seg, MC_OPCODE_WRITE, f->buf, t.plain_addr, MiB), 0);
     assert_true(te_target_hash(&t, t.plain_addr, MiB) == te_hash(f->buf, MiB));
-    te_target_stop(&t);
+    assert_int_equal(te_target_stop(&t), 0);
 }
 
 /* SIGKILL mid-transfer: tasks end FAILED/TIMEOUT quickly, another peer keeps working, and a
@@ -349,8 +349,8 @@ static void test_peer_killed(void **state) {
     te_fill(f->buf, 2 * MiB, 5);
     assert_int_equal(xfer(e, vseg2, MC_OPCODE_WRITE, f->buf, a, 2 * MiB), 0);
     assert_true(te_target_hash(&victim, a, 2 * MiB) == te_hash(f->buf, 2 * MiB));
-    te_target_stop(&victim);
-    te_target_stop(&other);
+    assert_int_equal(te_target_stop(&victim), 0);
+    assert_int_equal(te_target_stop(&other), 0);
     mc_engine_destroy(e);
 }
 
@@ -383,7 +383,7 @@ static void test_peer_hangs(void **state) {
     te_fill(f->buf, MiB, 8);
     assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, f->buf, t.plain_addr, MiB), 0);
     assert_true(te_target_hash(&t, t.plain_addr, MiB) == te_hash(f->buf, MiB));
-    te_target_stop(&t);
+    assert_int_equal(te_target_stop(&t), 0);
     mc_engine_destroy(e);
 }
 
@@ -407,7 +407,7 @@ static void test_busy_batch(void **state) {
     kill(t.pid, SIGCONT);
     assert_int_equal(mc_engine_batch_wait(e, b, -1), 0);
     assert_int_equal(mc_engine_batch_free(e, b), 0);
-    te_target_stop(&t);
+    assert_int_equal(te_target_stop(&t), 0);
     mc_engine_destroy(e);
 }
 

@@ -116,22 +116,23 @@ static void te_target_close(te_target_t *t) {
     t->pid = -1;
 }
 
-void te_target_stop(te_target_t *t) {
-    int st;
+int te_target_stop(te_target_t *t) {
+    int st = 0;
     if (t->pid <= 0)
-        return;
+        return -1;
     (void)te_target_cmd(t, NULL, 0, "Q");
     close(t->to_child);
     t->to_child = -1;
     /* a clean exit normally takes milliseconds; do not wait forever on a wedged one */
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0; i < 1000; i++) {
         if (waitpid(t->pid, &st, WNOHANG) == t->pid) {
             te_target_close(t);
-            return;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
         }
         usleep(10000);
     }
     te_target_kill(t);
+    return -1;
 }
 
 void te_target_kill(te_target_t *t) {

@@ -28,8 +28,9 @@ int te_target_cmd(te_target_t *t, char *reply, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 uint64_t te_target_hash(te_target_t *t, uint64_t addr, uint64_t len);
 int te_target_fill(te_target_t *t, uint64_t addr, uint64_t len, unsigned seed);
-/* Asks it to exit cleanly and reaps it. */
-void te_target_stop(te_target_t *t);
+/* Asks it to exit cleanly and reaps it; returns its exit status (0 = clean, which under the
+ * sanitizers also means no leak or error report), -1 if it had to be killed. */
+int te_target_stop(te_target_t *t);
 /* SIGKILL and reap. */
 void te_target_kill(te_target_t *t);
 

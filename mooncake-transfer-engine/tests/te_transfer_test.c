@@ -50,13 +50,13 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     fixture_t *f = *state;
-    te_target_stop(&f->target);
+    int rc = te_target_stop(&f->target);
     mc_engine_destroy(f->tcp);
     mc_engine_destroy(f->any);
     free(f->tcp_buf);
     free(f->any_buf);
     free(f);
-    return 0;
+    return rc == 0 ? 0 : -1;
 }
 
 static int xfer(mc_engine_t *e, mc_segment_id_t seg, int op, void *local, uint64_t remote,
@@ -261,7 +261,7 @@ static void test_http_metadata(void **state) {
     e = new_engine(url, "initiator-http2", "tcp");
     assert_int_equal(mc_engine_open_segment(e, "no-such-segment", &seg), MC_ERR_METADATA);
     mc_engine_destroy(e);
-    te_target_stop(&t);
+    assert_int_equal(te_target_stop(&t), 0);
     assert_int_equal(mc__http_kv_store_get(kv, "mooncake/ram/target-http", &val, &vlen),
                      MC_ERR_METADATA);
     mc__http_kv_store_stop(kv);
