@@ -246,6 +246,13 @@ static int run_initiator(const char *self) {
     CHECK(openSegment(NULL, p.name) < 0);
     if (seg < 0)
         goto out;
+    CHECK(openSegmentNoCache(eng, p.name) >= 0);
+    CHECK(syncSegmentCache(eng) == 0);
+    /* Documented as unsupported: the segment lives as long as the engine; no file segments. */
+    CHECK(removeLocalSegment(eng, name) == -303);
+    file_id_t fid = 0;
+    CHECK(registerLocalFile(eng, "/dev/null", 0, &fid) < 0);
+    CHECK(unregisterLocalFile(eng, "/dev/null") < 0);
 
     /* READ: the target's initial contents arrive intact. */
     memset(local, 0, BUF_LEN);
