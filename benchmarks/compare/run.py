@@ -342,6 +342,22 @@ class Run:
             if self.systems.get("redis", {}).get("status") == "ok":
                 self.run_redis(self.systems["redis"], self.tools["python_path"])
 
+    def limits_again(self):
+        """Measure the limits a second time after the systems and keep the best of each: on a
+        shared machine a limit taken during someone else's burst would flatter every ratio."""
+        self.log("limits again (the best of both measurements is used for the ratios)")
+        bundled = self.systems.get("ours", {}).get("mc_limits")
+        again = limits.measure(self.args.limit_duration, bundled, REPO, log=self.log)
+        for k, v in again.items():
+            first = self.limits.get(k)
+            if not first:
+                self.limits[k] = {**v, "samples_gbps": [v["gbps"]]}
+                continue
+            samples = first.get("samples_gbps", [first["gbps"]]) + [v["gbps"]]
+            best = first if first["gbps"] >= v["gbps"] else v
+            self.limits[k] = {**best, "gbps": max(samples), "samples_gbps": samples}
+            self.log(f"  {k:6}: {v['gbps']:.2f} GB/s now, {max(samples):.2f} GB/s used")
+
     def facts(self):
         cpu = "unknown"
         try:
@@ -508,6 +524,7 @@ def main(argv=None):
             f"{', quick' if args.quick else ''})")
     run.setup()
     run.measure()
+    run.limits_again()
     run.finish()
     return 0
 
