@@ -2,6 +2,9 @@
  * transfer_engine_c.h and links only libtransfer_engine, as a program written for the reference
  * would. The initiator re-executes itself as the target and drives it over a pipe:
  *   target -> "ready <segment> <addr> <len> <sum>"; commands "sum", "notifs", "quit". */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* builds outside our tree too, with plain -std=c11 */
+#endif
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -47,6 +50,11 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
 }
 
 /* ---- target side ---- */
@@ -153,7 +161,7 @@ static int wait_task(transfer_engine_t eng, batch_id_t b, size_t task, uint64_t 
                 *bytes = st.transferred_bytes;
             return st.status;
         }
-        usleep(200);
+        sleep_us(200);
     }
     return STATUS_TIMEOUT;
 }
@@ -199,7 +207,7 @@ static int wait_notifs(peer_t *p, const char *want) {
             return 0;
         if (strstr(line, want))
             return 1;
-        usleep(20000);
+        sleep_us(20000);
     }
     return 0;
 }
