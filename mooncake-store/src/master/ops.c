@@ -79,7 +79,6 @@ static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint6
     if (code)
         return code;
 
-    pthread_rwlock_rdlock(&m->placement);
     placed = mc__place(m, len, cfg, reps);
     /* Nowhere to put even one replica: make room (LRU eviction) and try once more. Fewer
      * replicas than asked is accepted (best effort) and visible in the reply. */
@@ -118,7 +117,6 @@ free_reps:
     for (int i = 0; i < placed; i++)
         mc__free_replica(m, &reps[i]);
 out:
-    pthread_rwlock_unlock(&m->placement);
     return code;
 }
 
@@ -132,11 +130,15 @@ static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
     for (uint32_t i = 0; i < r->n_keys; i++) {
         mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
         uint8_t n = 0;
-        int32_t code = bad_cfg ? MC_ERR_INVALID_PARAMS
-                               : mc__put_start_one(m, &r->keys[i], r->value_lens[i], cfg, now,
-                                                   reps, &n);
+        int32_t code = 0;
+        /* Held until the reply names the replicas' segments, so an unmount cannot free (and a
+         * mount reuse) a slot in between. */
+        pthread_rwlock_rdlock(&m->placement);
+        code = bad_cfg ? MC_ERR_INVALID_PARAMS
+                       : mc__put_start_one(m, &r->keys[i], r->value_lens[i], cfg, now, reps, &n);
         *errors += code != 0;
         mc__put_replicas(m, out, code, r->value_lens[i], 0, reps, n, MC_MP_REPLICA_PROCESSING);
+        pthread_rwlock_unlock(&m->placement);
     }
     mc__buf_frame_end(out, start);
     /* Above the high watermark: let the monitor evict in the background. */
@@ -178,9 +180,10 @@ static void mc__op_get(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out
             size = o->size;
             memcpy(reps, mc__obj_reps(o), (size_t)n * sizeof(*reps));
         }
-        pthread_mutex_unlock(&s->mu);
         *errors += code != 0;
+        /* Under the shard lock: a segment drop must sweep this object before its slot goes. */
         mc__put_replicas(m, out, code, size, ttl, reps, n, MC_MP_REPLICA_COMPLETE);
+        pthread_mutex_unlock(&s->mu);
     }
     mc__buf_frame_end(out, start);
 }
