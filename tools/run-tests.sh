@@ -26,6 +26,7 @@ stage "system packages"
 bash tools/dev/install-deps.sh
 
 stage "C build with tests"
+mkdir -p build
 cmake -S . -B build/ctest -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOONCAKE_BUILD_TESTS=ON \
   -DMOONCAKE_BUILD_PYTHON=OFF >build/ctest.configure.log 2>&1 || { cat build/ctest.configure.log; exit 1; }
 cmake --build build/ctest -j "$JOBS"
