@@ -71,6 +71,61 @@ int mc_store_put(mc_store_t *s, const char *key, const void *data, size_t len,
     return mc_store_put_parts(s, key, &part, 1, rc);
 }
 
+/* Writes every started put, then ends the written ones and revokes the failed ones with one RPC
+ * each, instead of one RPC per key. keys[] of started items are reused for both lists. */
+static int mc__batch_write_and_end(mc_store_t *s, const mc_store_item_t *items,
+                                   const size_t *idx, size_t m, const mc__key_replicas_t *kr,
+                                   int *results) {
+    const char **done = NULL, **failed = NULL;
+    size_t *done_idx = NULL;
+    int32_t *codes = NULL;
+    size_t nd = 0, nf = 0;
+    int rc = MC_ERR_INTERNAL_ERROR;
+
+    if (m == 0)
+        return 0;
+    done = mc__calloc(m, sizeof(*done));
+    failed = mc__calloc(m, sizeof(*failed));
+    done_idx = mc__calloc(m, sizeof(*done_idx));
+    codes = mc__calloc(m, sizeof(*codes));
+    if (!done || !failed || !done_idx || !codes) {
+        /* Started puts stay unfinished; the master discards them after its timeout. */
+        for (size_t j = 0; j < m; j++)
+            results[idx[j]] = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    for (size_t j = 0; j < m; j++) {
+        const mc_store_item_t *it = &items[idx[j]];
+        int r = kr[j].code;
+        if (r == 0 && kr[j].n_replicas == 0)
+            r = MC_ERR_NO_AVAILABLE_HANDLE; /* started nothing: nothing to revoke */
+        else if (r == 0)
+            r = mc__store_move(s, MC_OPCODE_WRITE, it->iov, it->iovcnt, kr[j].replicas,
+                               kr[j].n_replicas);
+        if (r == 0) {
+            done[nd] = it->key;
+            done_idx[nd++] = idx[j];
+        } else if (kr[j].code == 0 && kr[j].n_replicas > 0) {
+            failed[nf++] = it->key;
+        }
+        results[idx[j]] = r;
+    }
+    if (nf > 0 && mc__master_client_batch_put_revoke(s->master, nf, failed, codes) != 0)
+        MC_WARN("store: revoking %zu failed puts failed; the master discards them later", nf);
+    rc = 0;
+    if (nd > 0) {
+        int r = mc__master_client_batch_put_end(s->master, nd, done, codes);
+        for (size_t j = 0; j < nd; j++)
+            results[done_idx[j]] = r != 0 ? r : codes[j];
+    }
+out:
+    mc__free(codes);
+    mc__free(done_idx);
+    mc__free(failed);
+    mc__free(done);
+    return rc;
+}
+
 static int mc__batch_put_impl(mc_store_t *s, const mc_store_item_t *items, size_t n,
                        const mc_replicate_config_t *rc_cfg, int *results) {
     mc__replicate_config_t wc;
@@ -114,16 +169,7 @@ static int mc__batch_put_impl(mc_store_t *s, const mc_store_item_t *items, size_
             goto out;
         }
     }
-    for (size_t j = 0; j < m; j++) {
-        const mc_store_item_t *it = &items[idx[j]];
-        int r = kr[j].code;
-        if (r == 0 && kr[j].n_replicas == 0)
-            r = MC_ERR_NO_AVAILABLE_HANDLE;
-        if (r == 0)
-            r = mc__finish_put(s, it->key, it->iov, it->iovcnt, &kr[j]);
-        results[idx[j]] = r;
-    }
-    rc = 0;
+    rc = mc__batch_write_and_end(s, items, idx, m, kr, results);
 out:
     for (size_t i = 0; i < n && rc == 0 && first == 0; i++)
         first = results[i];
