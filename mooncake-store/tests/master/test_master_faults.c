@@ -306,13 +306,17 @@ static void test_client_expiry(void **state) {
 }
 
 static void test_discard_abandoned_put(void **state) {
+    /* The release timeout is well above the discard timeout so the "space still held" window
+     * stays observable on a loaded machine; both checks poll with deadlines instead of sleeping
+     * a fixed time, because the master sweeps periodically. */
     static const char *const extra[] = {"--put_start_discard_timeout_sec=1",
-                                        "--put_start_release_timeout_sec=2", NULL};
+                                        "--put_start_release_timeout_sec=4", NULL};
     mc_test_master_t m;
     mc__master_client_t *c = NULL;
     mc__key_replicas_t r;
     double v = 0;
     uint64_t t0;
+    int rc;
     (void)state;
     assert_int_equal(mc_test_master_start(g_bin, 0, extra, &m), 0);
     assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &c), 0);
@@ -324,17 +328,25 @@ static void test_discard_abandoned_put(void **state) {
                      MC_ERR_NO_AVAILABLE_HANDLE);
     assert_int_equal(mc__master_client_exist(c, "abandoned"), 0);
     /* After the discard timeout the key is free again ... */
-    while (mc__now_ms() - t0 < 1400)
+    do {
         usleep(50 * 1000);
-    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_discarded_puts_total", &v), 0);
+        v = 0;
+        assert_int_equal(
+            metric_value(m.metrics_port, "mooncake_master_discarded_puts_total", &v), 0);
+    } while (v < 1 && mc__now_ms() - t0 < 3500);
     assert_int_equal(v, 1);
+    assert_true(mc__now_ms() - t0 >= 1000);
     assert_int_equal(mc__master_client_put_end(c, "abandoned"), MC_ERR_OBJECT_NOT_FOUND);
     /* ... but its space is held until the release timeout, for a writer still copying. */
+    assert_true(mc__now_ms() - t0 < 4000);
     assert_int_equal(mc__master_client_put_start(c, "other", 8192, NULL, &r),
                      MC_ERR_NO_AVAILABLE_HANDLE);
-    while (mc__now_ms() - t0 < 2400)
-        usleep(50 * 1000);
-    assert_int_equal(mc__master_client_put_start(c, "other", 8192, NULL, &r), 0);
+    do {
+        usleep(100 * 1000);
+        rc = mc__master_client_put_start(c, "other", 8192, NULL, &r);
+    } while (rc == MC_ERR_NO_AVAILABLE_HANDLE && mc__now_ms() - t0 < 10000);
+    assert_int_equal(rc, 0);
+    assert_true(mc__now_ms() - t0 >= 4000);
     assert_int_equal(mc__master_client_put_end(c, "other"), 0);
     assert_int_equal(mc__master_client_exist(c, "other"), 1);
     mc__master_client_close(c);
