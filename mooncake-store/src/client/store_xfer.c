@@ -331,8 +331,10 @@ out:
 
 int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
                                 const mc_store_iov_t *iov, size_t iovcnt) {
-    size_t cap = 0;
-    int rc = MC_ERR_OBJECT_NOT_FOUND;
+    mc_store_iov_t *sub = NULL;
+    size_t cap = 0, nsub = 0;
+    uint64_t left = kr->size;
+    int64_t rc = MC_ERR_OBJECT_NOT_FOUND;
     uint32_t n = kr->n_replicas < MC_MP_MAX_REPLICA_NUM ? kr->n_replicas : MC_MP_MAX_REPLICA_NUM;
     int tried[MC_MP_MAX_REPLICA_NUM] = {0};
 
@@ -342,34 +344,38 @@ int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
         cap += iov[i].len;
     if (cap < kr->size)
         return MC_ERR_BUFFER_OVERFLOW;
+    /* Only the object's bytes: the caller's buffers may be larger. */
+    sub = mc__calloc(iovcnt ? iovcnt : 1, sizeof(*sub));
+    if (!sub)
+        return MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < iovcnt && left > 0; i++) {
+        sub[nsub].base = iov[i].base;
+        sub[nsub].len = iov[i].len < left ? iov[i].len : (size_t)left;
+        left -= sub[nsub].len;
+        nsub++;
+    }
     /* Ours first (a memcpy), then the others in the master's order. */
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t r = 0; r < n; r++) {
             const mc__replica_desc_t *d = &kr->replicas[r];
             int ours = strcmp(d->segment_name, s->hostname) == 0;
-            mc_store_iov_t sub[64];
-            size_t nsub = 0;
-            uint64_t left = kr->size;
             if (tried[r] || d->status != MC_MP_REPLICA_COMPLETE || (pass == 0 && !ours))
                 continue;
             tried[r] = 1;
-            /* Only the object's bytes: the caller's buffers may be larger. */
-            for (size_t i = 0; i < iovcnt && left > 0 && nsub < 64; i++) {
-                sub[nsub].base = iov[i].base;
-                sub[nsub].len = iov[i].len < left ? iov[i].len : (size_t)left;
-                left -= sub[nsub].len;
-                nsub++;
-            }
-            if (left > 0)
-                return MC_ERR_INVALID_PARAMS;
             rc = mc__store_move(s, MC_OPCODE_READ, sub, nsub, d, 1);
-            if (rc == 0)
-                return (int64_t)kr->size;
+            if (rc == 0) {
+                rc = (int64_t)kr->size;
+                goto out;
+            }
             MC_WARN("store: reading a replica from %s failed (%s); trying another",
-                    d->segment_name, mc_store_strerror(rc));
+                    d->segment_name, mc_store_strerror((int)rc));
         }
     }
-    return rc == MC_ERR_OBJECT_NOT_FOUND ? rc : MC_ERR_TRANSFER_FAIL;
+    if (rc != MC_ERR_OBJECT_NOT_FOUND)
+        rc = MC_ERR_TRANSFER_FAIL;
+out:
+    mc__free(sub);
+    return rc;
 }
 
 /* Public entry points: each holds the store open (close waits for it) while it runs. */
