@@ -15,11 +15,18 @@ if(NOT out STREQUAL "mooncake_transfer_bench ${VERSION}\n")
 endif()
 run(0 ${BENCH} --help)
 foreach(flag mode metadata_server local_server_name segment_id protocol operation buffer_size
-             block_size batch_size threads duration report_limits json)
+             block_size batch_size threads duration rounds report_limits json)
   if(NOT out MATCHES "--${flag} ")
     message(FATAL_ERROR "--help does not list --${flag}\n${out}")
   endif()
 endforeach()
+
+# Text output with limits: one line per round and the median ratio.
+run(0 ${BENCH} --duration=0.3 --rounds=2 --limits_duration=0.1 --block_size=16k --buffer_size=1m)
+if(NOT out MATCHES "round 1    : [0-9.]+ GB/s" OR NOT out MATCHES "round 2    : "
+   OR NOT out MATCHES "ratio      : [0-9.]+ of tcp pump \\(median of rounds\\)")
+  message(FATAL_ERROR "text output with limits malformed:\n${out}")
+endif()
 
 # Text output of a short run without limits: the throughput and latency lines are there.
 run(0 ${BENCH} --duration=0.5 --block_size=16k --buffer_size=1m --noreport_limits)
@@ -39,6 +46,8 @@ run(2 ${BENCH} --operation=erase)
 run(2 ${BENCH} --block_size=0)
 run(2 ${BENCH} --block_size=2m --buffer_size=1m)
 run(2 ${BENCH} --threads=0)
+run(2 ${BENCH} --rounds=0)
+run(2 ${BENCH} --rounds=65)
 run(2 ${BENCH} --batch_size=-3)
 run(2 ${BENCH} --duration=-1)
 run(2 ${BENCH} --block_size=lots)
