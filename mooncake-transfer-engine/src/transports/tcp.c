@@ -186,11 +186,13 @@ static int mc__tcp_slice(mc_engine_t *e, mc__task_t *t, uint32_t idx, uint64_t *
 }
 
 static void mc__tcp_slice_done(mc_engine_t *e, mc__task_t *t, int rc) {
+    /* read before our slice counts: once the last slice is in, the batch may be freed */
+    uint32_t nslices = t->nslices;
     if (rc) {
         int zero = 0;
         atomic_compare_exchange_strong(&t->error, &zero, rc);
     }
-    if (atomic_fetch_add(&t->slices_done, 1) + 1 == t->nslices) {
+    if (atomic_fetch_add(&t->slices_done, 1) + 1 == nslices) {
         int err = atomic_load(&t->error);
         int status = MC_STATUS_COMPLETED;
         if (err)
