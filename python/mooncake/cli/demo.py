@@ -166,13 +166,18 @@ def _client_main(args: argparse.Namespace) -> int:
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         _say(f"[5/6] killed storage client 1 (pid {victim.pid}) with SIGKILL")
-        read_all("      ")
+        read_all("      with one replica gone:")
+        # The master notices the dead client once its heartbeats stop for client_ttl seconds,
+        # unmounts its segment and drops its replicas; every object keeps its other replica.
+        deadline = time.monotonic() + 15
         m = _fetch_metrics(metrics_port)
-        shown = {k: v for k, v in m.items() if re.match(r"mooncake_master_(objects|segments|"
-                                                        r"put_|get_)", k)}
-        if shown:
-            _say("      master metrics: " + ", ".join(f"{k}={v:g}" for k, v in
-                                                       sorted(shown.items())[:8]))
+        while m.get("mooncake_master_segments", 1) > 1 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            m = _fetch_metrics(metrics_port)
+        _say(f"      master expired the dead client: segments "
+             f"{m.get('mooncake_master_segments', float('nan')):g}, objects "
+             f"{m.get('mooncake_master_objects', float('nan')):g}")
+        read_all("      after the expiry:")
         store.close()
         _say("[6/6] direct Transfer Engine transfer:")
         _engine_demo()
