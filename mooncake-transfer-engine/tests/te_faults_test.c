@@ -411,6 +411,33 @@ static void test_busy_batch(void **state) {
     mc_engine_destroy(e);
 }
 
+/* Destroying an engine whose transfers wait on a stalled peer does not sit out the deadline. */
+static void test_destroy_while_busy(void **state) {
+    fixture_t *f = *state;
+    te_target_t t;
+    mc_segment_id_t seg;
+    mc_batch_id_t b;
+    mc_request_t r[4];
+    uint64_t t0;
+    mc_engine_t *e = new_engine("tcp", 20000);
+    assert_int_equal(mc_engine_register_memory(e, f->buf, LOCAL_LEN, "*"), 0);
+    assert_int_equal(te_target_start(&t, "P2PHANDSHAKE", NULL, 64 * MiB, 0), 0);
+    assert_int_equal(mc_engine_open_segment(e, t.name, &seg), 0);
+    /* warm the pool so the stalled transfers run on reused connections */
+    assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, f->buf, t.plain_addr, 64 * MiB), 0);
+    kill(t.pid, SIGSTOP);
+    for (int i = 0; i < 4; i++)
+        r[i] = req(MC_OPCODE_WRITE, f->buf, seg, t.plain_addr, 64 * MiB);
+    assert_int_equal(mc_engine_batch_alloc(e, 4, &b), 0);
+    assert_int_equal(mc_engine_batch_submit(e, b, r, 4), 0);
+    usleep(100000);
+    t0 = te_now_ms();
+    mc_engine_destroy(e);
+    assert_true(te_now_ms() - t0 < 3000);
+    kill(t.pid, SIGCONT);
+    assert_int_equal(te_target_stop(&t), 0);
+}
+
 static void test_engine_misuse(void **state) {
     mc_engine_t *e = NULL;
     mc_engine_options_t o = {.local_server_name = "127.0.0.1", .metadata_conn = "etcd://x:2379"};
@@ -438,6 +465,7 @@ int main(void) {
         cmocka_unit_test(test_peer_killed),
         cmocka_unit_test(test_peer_hangs),
         cmocka_unit_test(test_busy_batch),
+        cmocka_unit_test(test_destroy_while_busy),
         cmocka_unit_test(test_engine_misuse),
     };
     signal(SIGPIPE, SIG_IGN);

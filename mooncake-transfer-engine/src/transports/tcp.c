@@ -20,6 +20,14 @@
 
 #define MC__TCP_CONNECT_MS 5000
 
+/* A worker and the connection it is using, so that closing the engine can cut a transfer that
+ * waits on a stalled peer instead of sitting out its deadline. */
+typedef struct mc__tcp_worker {
+    struct mc__tcp *q;
+    pthread_t thr;
+    int busy_fd; /* guarded by q->lock */
+} mc__tcp_worker_t;
+
 struct mc__tcp {
     mc_engine_t *e;
     pthread_mutex_t lock;
@@ -27,7 +35,7 @@ struct mc__tcp {
     mc__task_t *head;
     mc__task_t *tail;
     int stop;
-    pthread_t *workers;
+    mc__tcp_worker_t *workers;
     int nworkers;
     uint64_t slice;
     int sockbuf;
@@ -145,7 +153,18 @@ static int mc__tcp_io(int fd, uint64_t id, int opcode, uint8_t *local, uint64_t 
     return 0;
 }
 
-static int mc__tcp_slice(mc_engine_t *e, mc__task_t *t, uint32_t idx, uint64_t *req_id) {
+/* Publishes the connection in use; returns nonzero when the engine is closing. */
+static int mc__tcp_set_busy(mc__tcp_worker_t *w, int fd) {
+    int stop;
+    pthread_mutex_lock(&w->q->lock);
+    w->busy_fd = fd;
+    stop = w->q->stop;
+    pthread_mutex_unlock(&w->q->lock);
+    return stop;
+}
+
+static int mc__tcp_slice(mc_engine_t *e, mc__tcp_worker_t *w, mc__task_t *t, uint32_t idx,
+                         uint64_t *req_id) {
     uint64_t slice = e->tcp->slice;
     uint64_t off = (uint64_t)idx * slice;
     uint64_t n = t->len - off < slice ? t->len - off : slice;
@@ -158,8 +177,10 @@ static int mc__tcp_slice(mc_engine_t *e, mc__task_t *t, uint32_t idx, uint64_t *
             rc = fd == MC_ERR_DNS ? fd : MC_ERR_SOCKET;
             break;
         }
+        mc__tcp_set_busy(w, fd);
         rc = mc__tcp_io(fd, ++*req_id, t->opcode, t->local + off, t->remote + off, n,
                         t->deadline_ms, &remote_err);
+        mc__tcp_set_busy(w, -1);
         if (rc == 0) {
             mc__tcp_pool_put(t->peer, fd);
             if (!remote_err)
@@ -175,7 +196,7 @@ static int mc__tcp_slice(mc_engine_t *e, mc__task_t *t, uint32_t idx, uint64_t *
         close(fd);
         /* A pooled connection may have died with a restarted peer: one retry on a fresh one
          * (READ and WRITE of the same bytes are idempotent). */
-        if (!reused || mc__now_ms() >= t->deadline_ms)
+        if (!reused || mc__now_ms() >= t->deadline_ms || mc__tcp_set_busy(w, -1))
             break;
         pthread_mutex_lock(&t->peer->lock);
         mc__tcp_pool_drop_locked(t->peer);
@@ -205,7 +226,8 @@ static void mc__tcp_slice_done(mc_engine_t *e, mc__task_t *t, int rc) {
 }
 
 static void *mc__tcp_worker(void *arg) {
-    mc__tcp_t *q = arg;
+    mc__tcp_worker_t *w = arg;
+    mc__tcp_t *q = w->q;
     uint64_t req_id = 0;
     for (;;) {
         mc__task_t *t;
@@ -235,7 +257,7 @@ static void *mc__tcp_worker(void *arg) {
         else if (mc__now_ms() >= t->deadline_ms)
             rc = MC_ERR_SOCKET;
         else
-            rc = mc__tcp_slice(q->e, t, idx, &req_id);
+            rc = mc__tcp_slice(q->e, w, t, idx, &req_id);
         mc__tcp_slice_done(q->e, t, rc);
     }
     return NULL;
@@ -268,10 +290,13 @@ static void mc__tcp_close(mc_engine_t *e) {
     pthread_mutex_lock(&q->lock);
     q->stop = 1;
     pthread_cond_broadcast(&q->cond);
+    for (int i = 0; i < q->nworkers; i++)
+        if (q->workers[i].busy_fd >= 0)
+            shutdown(q->workers[i].busy_fd, SHUT_RDWR);
     pthread_mutex_unlock(&q->lock);
     /* workers fail whatever is still queued, then exit */
     for (int i = 0; i < q->nworkers; i++)
-        pthread_join(q->workers[i], NULL);
+        pthread_join(q->workers[i].thr, NULL);
     mc__free(q->workers);
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->cond);
@@ -299,7 +324,9 @@ static int mc__tcp_init(mc_engine_t *e) {
         return MC_ERR_MEMORY;
     }
     for (int i = 0; i < want; i++) {
-        if (pthread_create(&q->workers[i], NULL, mc__tcp_worker, q))
+        q->workers[i].q = q;
+        q->workers[i].busy_fd = -1;
+        if (pthread_create(&q->workers[i].thr, NULL, mc__tcp_worker, &q->workers[i]))
             break;
         q->nworkers++;
     }
