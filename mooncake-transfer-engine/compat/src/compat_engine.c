@@ -116,7 +116,9 @@ transport_t installTransport(transfer_engine_t engine, const char *proto, void *
     mc__compat_t *c = engine;
     int fallback = 0;
     (void)args;
-    if (!c || !mc__compat_known_proto(proto, &fallback)) {
+    if (!c)
+        return NULL;
+    if (!mc__compat_known_proto(proto, &fallback)) {
         MC_ERROR("installTransport: unknown protocol '%s'", proto ? proto : "(null)");
         return NULL;
     }
