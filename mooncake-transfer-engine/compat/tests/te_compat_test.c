@@ -20,10 +20,11 @@
 #define BUF_LEN (4u << 20)
 #define DEADLINE_S 20
 
-static int failures;
+static int failures, checks;
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
+        checks++;                                                                                  \
         if (!(cond)) {                                                                             \
             fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);              \
             failures++;                                                                            \
@@ -411,8 +412,7 @@ out:
     destroyTransferEngine(eng);
     free(local);
     free(unreg);
-    if (failures)
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    fprintf(stderr, "te_compat_test: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
 
