@@ -15,9 +15,18 @@ typedef struct mc__cand {
     uint64_t bytes;
 } mc__cand_t;
 
+/* Segments where eviction can make room for one replica: a byte per registry slot, 1 when the
+ * slot's free space plus what eviction could free there reaches the replica's size. NULL when
+ * the caller needs no particular room (background eviction). */
+typedef struct mc__room {
+    uint8_t *ok;
+    uint32_t n;
+} mc__room_t;
+
 typedef struct mc__collect {
     uint64_t now;
     int soft; /* 0: plain objects; 1: soft-pinned ones */
+    const mc__room_t *room;
     mc__cand_t *v;
     size_t n, cap;
     int oom;
@@ -37,9 +46,21 @@ static uint64_t mc__obj_bytes(mc__object_t *o) {
     return mc__seg_round(o->size) * o->n_replicas;
 }
 
+/* Evicting o helps the caller only when one of its replicas frees space where room can be made;
+ * elsewhere it would destroy data without making the put fit. */
+static int mc__helps(const mc__room_t *room, mc__object_t *o) {
+    const mc__replica_t *reps = mc__obj_reps(o);
+    if (!room)
+        return 1;
+    for (uint8_t i = 0; i < o->n_replicas; i++)
+        if (reps[i].seg < room->n && room->ok[reps[i].seg])
+            return 1;
+    return 0;
+}
+
 static int mc__collect_visit(mc__master_t *m, mc__object_t *o, void *arg) {
     mc__collect_t *c = arg;
-    if (c->oom || mc__evict_tier(m, o, c->now) != c->soft)
+    if (c->oom || mc__evict_tier(m, o, c->now) != c->soft || !mc__helps(c->room, o))
         return 0;
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 1024;
@@ -66,6 +87,7 @@ static int mc__cand_cmp(const void *a, const void *b) {
 typedef struct mc__evict_pass {
     uint64_t now;
     int soft;
+    const mc__room_t *room;
     uint64_t threshold; /* evict objects last used at or before this */
     uint64_t target, freed, count;
 } mc__evict_pass_t;
@@ -73,7 +95,7 @@ typedef struct mc__evict_pass {
 static int mc__evict_visit(mc__master_t *m, mc__object_t *o, void *arg) {
     mc__evict_pass_t *p = arg;
     if (p->freed >= p->target || mc__evict_tier(m, o, p->now) != p->soft ||
-        o->access_ms > p->threshold)
+        o->access_ms > p->threshold || !mc__helps(p->room, o))
         return 0;
     p->freed += mc__obj_bytes(o);
     p->count++;
@@ -82,7 +104,8 @@ static int mc__evict_visit(mc__master_t *m, mc__object_t *o, void *arg) {
 
 /* One tier: find the access time below which enough bytes are, then evict up to it. The two
  * passes see slightly different states (the shards are not frozen): that is the approximation. */
-static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, uint64_t target, uint64_t *count) {
+static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, const mc__room_t *room,
+                                   uint64_t target, uint64_t *count) {
     mc__collect_t c;
     mc__evict_pass_t p;
     uint64_t sum = 0;
@@ -90,6 +113,7 @@ static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, uint64_t target, u
     memset(&p, 0, sizeof(p));
     c.now = mc__now_ms();
     c.soft = soft;
+    c.room = room;
     mc__objects_sweep(m, mc__collect_visit, &c);
     if (c.n == 0)
         goto out;
@@ -104,6 +128,7 @@ static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, uint64_t target, u
     }
     p.now = c.now;
     p.soft = soft;
+    p.room = room;
     p.target = target;
     mc__objects_sweep(m, mc__evict_visit, &p);
     *count += p.count;
@@ -112,12 +137,90 @@ out:
     return p.freed;
 }
 
-uint64_t mc__evict(mc__master_t *m, uint64_t need, int blocking) {
+typedef struct mc__room_scan {
+    uint64_t now;
+    uint64_t *evictable; /* per slot */
+    uint32_t n;
+    int soft_ok;
+} mc__room_scan_t;
+
+static int mc__room_visit(mc__master_t *m, mc__object_t *o, void *arg) {
+    mc__room_scan_t *r = arg;
+    const mc__replica_t *reps = mc__obj_reps(o);
+    int tier = mc__evict_tier(m, o, r->now);
+    if (tier < 0 || (tier == 1 && !r->soft_ok))
+        return 0;
+    for (uint8_t i = 0; i < o->n_replicas; i++)
+        if (reps[i].seg < r->n)
+            r->evictable[reps[i].seg] += mc__seg_round(o->size);
+    return 0;
+}
+
+/* Which segments could hold `fit` bytes once their evictable objects are gone. Returns 1 when
+ * at least one could, 0 when eviction cannot help (nothing may be evicted), or -1 when memory
+ * ran out (then the caller evicts without a room filter, as it did before there was one). The
+ * free-space figure ignores fragmentation: the allocator coalesces what eviction frees. */
+static int mc__room_find(mc__master_t *m, uint64_t fit, mc__room_t *room) {
+    mc__room_scan_t scan;
+    uint64_t *free_bytes = NULL; /* per slot; UINT64_MAX: gone, dying or smaller than fit */
+    int any = 0, rc = -1;
+    memset(&scan, 0, sizeof(scan));
+    room->ok = NULL;
+    room->n = 0;
+    pthread_rwlock_rdlock(&m->registry);
+    scan.n = m->n_slots;
+    free_bytes = scan.n ? mc__calloc(scan.n, sizeof(*free_bytes)) : NULL;
+    for (uint32_t i = 0; free_bytes && i < scan.n; i++) {
+        mc__segment_t *s = m->slots[i];
+        free_bytes[i] = UINT64_MAX;
+        if (!s || s->dying || s->alloc.total_bytes < fit)
+            continue;
+        pthread_mutex_lock(&s->mu);
+        free_bytes[i] = s->alloc.total_bytes - s->alloc.used_bytes;
+        pthread_mutex_unlock(&s->mu);
+        any = 1;
+    }
+    pthread_rwlock_unlock(&m->registry);
+    if (scan.n && !free_bytes)
+        goto out;
+    if (!any) {
+        rc = 0; /* larger than every segment: no eviction can help */
+        goto out;
+    }
+    scan.now = mc__now_ms();
+    scan.soft_ok = m->cfg.allow_evict_soft_pinned_objects;
+    scan.evictable = mc__calloc(scan.n, sizeof(*scan.evictable));
+    room->ok = mc__calloc(scan.n, 1);
+    if (!scan.evictable || !room->ok)
+        goto out;
+    mc__objects_sweep(m, mc__room_visit, &scan);
+    rc = 0;
+    for (uint32_t i = 0; i < scan.n; i++) {
+        if (free_bytes[i] != UINT64_MAX && free_bytes[i] + scan.evictable[i] >= fit) {
+            room->ok[i] = 1;
+            rc = 1;
+        }
+    }
+    room->n = scan.n;
+out:
+    if (rc != 1) {
+        mc__free(room->ok);
+        room->ok = NULL;
+        room->n = 0;
+    }
+    mc__free(scan.evictable);
+    mc__free(free_bytes);
+    return rc;
+}
+
+uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking) {
     uint64_t cap = (uint64_t)atomic_load(&m->capacity_bytes);
     uint64_t used = (uint64_t)atomic_load(&m->used_bytes);
     uint64_t target = (uint64_t)(m->cfg.eviction_ratio * (double)cap);
     uint64_t high = (uint64_t)(m->cfg.eviction_high_watermark_ratio * (double)cap);
     uint64_t freed = 0, count = 0;
+    mc__room_t room = {NULL, 0};
+    const mc__room_t *filter = NULL;
     if (blocking) {
         pthread_mutex_lock(&m->evict_mu);
     } else if (pthread_mutex_trylock(&m->evict_mu) != 0) {
@@ -129,9 +232,15 @@ uint64_t mc__evict(mc__master_t *m, uint64_t need, int blocking) {
         target = used - high;
     if (target == 0)
         goto out;
-    freed = mc__evict_tier_run(m, 0, target, &count);
+    if (fit) {
+        int found = mc__room_find(m, fit, &room);
+        if (found == 0)
+            goto out;
+        filter = found > 0 ? &room : NULL;
+    }
+    freed = mc__evict_tier_run(m, 0, filter, target, &count);
     if (freed < target && m->cfg.allow_evict_soft_pinned_objects)
-        freed += mc__evict_tier_run(m, 1, target - freed, &count);
+        freed += mc__evict_tier_run(m, 1, filter, target - freed, &count);
     atomic_fetch_add(&m->eviction_runs, 1);
     atomic_fetch_add(&m->evictions, count);
     atomic_fetch_add(&m->evicted_bytes, freed);
@@ -140,6 +249,7 @@ uint64_t mc__evict(mc__master_t *m, uint64_t need, int blocking) {
                 (unsigned long long)freed);
 out:
     pthread_mutex_unlock(&m->evict_mu);
+    mc__free(room.ok);
     return freed;
 }
 
@@ -229,7 +339,7 @@ void *mc__monitor_main(void *arg) {
                           m->cfg.eviction_high_watermark_ratio *
                               (double)atomic_load(&m->capacity_bytes)) &&
             atomic_load(&m->capacity_bytes) > 0 && now - last_evict >= 200) {
-            mc__evict(m, 0, 0);
+            mc__evict(m, 0, 0, 0);
             last_evict = now;
         }
         if (m->cfg.enable_metric_reporting && now - last_report >= 10000) {

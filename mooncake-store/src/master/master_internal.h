@@ -158,8 +158,10 @@ int mc__client_touch(mc__master_t *m, const uint8_t *id); /* 1 when it was unkno
 void mc__clients_expire(mc__master_t *m, uint64_t now);
 
 /* evict.c */
-/* Frees at least need bytes (and eviction_ratio of capacity). Returns bytes freed. */
-uint64_t mc__evict(mc__master_t *m, uint64_t need, int blocking);
+/* Frees at least need bytes (and eviction_ratio of capacity). Returns bytes freed. With fit > 0
+ * (a put that found no space for one replica of fit bytes) it evicts only objects with a replica
+ * in a segment where that much room can be made, and nothing at all when no segment can. */
+uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking);
 void mc__discard_stale_puts(mc__master_t *m, uint64_t now);
 void mc__grave_release(mc__master_t *m, uint64_t now, int all);
 void *mc__monitor_main(void *arg);

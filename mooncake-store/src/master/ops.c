@@ -82,7 +82,8 @@ static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint6
     placed = mc__place(m, len, cfg, reps);
     /* Nowhere to put even one replica: make room (LRU eviction) and try once more. Fewer
      * replicas than asked is accepted (best effort) and visible in the reply. */
-    if (placed < 0 && mc__evict(m, mc__seg_round(len) * cfg->replica_num, 1) > 0)
+    if (placed < 0 &&
+        mc__evict(m, mc__seg_round(len) * cfg->replica_num, mc__seg_round(len), 1) > 0)
         placed = mc__place(m, len, cfg, reps);
     if (placed < 0) {
         code = placed;

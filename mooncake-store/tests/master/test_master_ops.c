@@ -316,6 +316,59 @@ static void test_remove_all(void **state) {
     assert_int_equal(mc__master_client_remove_all(f->a, 0), 1);
 }
 
+/* A put that eviction cannot make fit must fail with NO_AVAILABLE_HANDLE and leave every object
+ * in place: evicting first and failing anyway would lose data for nothing. */
+static void test_no_pointless_eviction(void **state) {
+    fixture_t *f = *state;
+    mc__key_replicas_t r;
+    mc__replicate_config_t cfg;
+    static const char *const segs[2] = {"hostA:1", "hostB:2"};
+    const char *keys[4] = {"pin-A", "pin-B", "plain-A", "plain-B"};
+    int32_t codes[4];
+    for (int i = 0; i < 3; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "small-%d", i);
+        assert_int_equal(mc__master_client_put_start(f->a, key, MIB, NULL, &r), 0);
+        assert_int_equal(mc__master_client_put_end(f->a, key), 0);
+    }
+    /* Larger than every segment. */
+    assert_int_equal(mc__master_client_put_start(f->a, "huge", 4 * MIB + 64, NULL, &r),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    for (int i = 0; i < 3; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "small-%d", i);
+        assert_int_equal(mc__master_client_exist(f->a, key), 1);
+        assert_int_equal(mc__master_client_remove(f->a, key, 1), 0);
+    }
+    /* Fits a segment, but hard-pinned objects leave each only 1 MiB of which half is
+     * evictable: 2 MiB cannot be made room for in either one. */
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.replica_num = 1;
+    cfg.n_preferred = 1;
+    for (int i = 0; i < 4; i++) {
+        cfg.flags = i < 2 ? MC_MP_CFG_HARD_PIN : 0;
+        cfg.preferred[0].p = (const uint8_t *)segs[i % 2];
+        cfg.preferred[0].len = 7;
+        assert_int_equal(
+            mc__master_client_put_start(f->a, keys[i], i < 2 ? 3 * MIB : MIB / 2, &cfg, &r), 0);
+        assert_string_equal(r.replicas[0].segment_name, segs[i % 2]);
+        assert_int_equal(mc__master_client_put_end(f->a, keys[i]), 0);
+    }
+    assert_int_equal(mc__master_client_put_start(f->a, "two", 2 * MIB, NULL, &r),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(mc__master_client_batch_exist(f->a, 4, keys, codes), 0);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(codes[i], 1);
+    /* 1 MiB can be made room for: eviction runs and the put succeeds. */
+    assert_int_equal(mc__master_client_put_start(f->a, "one", MIB, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_revoke(f->a, "one"), 0);
+    assert_int_equal(mc__master_client_batch_exist(f->a, 2, keys, codes), 0);
+    assert_int_equal(codes[0], 1);
+    assert_int_equal(codes[1], 1);
+    /* The pinned pair, and whichever plain object eviction left. */
+    assert_true(mc__master_client_remove_all(f->a, 1) >= 2);
+}
+
 static void test_heartbeat(void **state) {
     fixture_t *f = *state;
     uint8_t st = 9;
@@ -411,6 +464,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_revoke_frees_space),
         cmocka_unit_test(test_remove_all),
         cmocka_unit_test(test_heartbeat),
+        cmocka_unit_test(test_no_pointless_eviction),
     };
     const struct CMUnitTest evict[] = {
         cmocka_unit_test_setup_teardown(test_eviction_lru_skips_leased, setup_evict, teardown),
