@@ -1,11 +1,9 @@
-/* Thread-per-connection HTTP server for admin and metadata endpoints (low request rates, where a
- * thread is simpler and safer than a reactor). Every read has a deadline so an idle or slow peer
- * cannot pin a thread; stop() shuts down each connection's socket to wake its thread, then joins
- * all of them, so nothing runs on after stop returns. */
+/* HTTP/1.1 server for admin and metadata endpoints (low request rates, where a thread per
+ * connection (mc__conn_server) is simpler and safer than a reactor). Every read has a deadline
+ * so an idle or slow peer cannot pin a thread; stop() returns only when every connection
+ * thread has ended. */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -13,6 +11,7 @@
 #include <unistd.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/conn_server.h"
 #include "mooncake/common/http.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
@@ -24,28 +23,11 @@
 #define MC__HTTP_HEAD_MS 10000 /* a request head must arrive within this */
 #define MC__HTTP_BODY_MS 60000
 
-typedef struct mc__http_conn {
-    struct mc__http_conn *next;
-    struct mc__http_conn **pprev;
-    struct mc_http_server *srv;
-    pthread_t thread;
-    int fd;
-} mc__http_conn_t;
-
 struct mc_http_server {
-    int lfd;
-    int wake[2]; /* pipe: a byte here tells the accept thread to stop */
-    uint16_t port;
+    mc_conn_server_t *conns;
     size_t max_body;
     mc_http_handler_fn fn;
     void *ctx;
-    pthread_t accept_thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stopping;
-    int nconns;
-    mc__http_conn_t *active;
-    mc__http_conn_t *done; /* finished threads waiting to be joined */
 };
 
 static const char *mc__http_reason(int status) {
@@ -199,163 +181,48 @@ static void mc__http_serve(mc_http_server_t *s, int fd) {
     }
 }
 
-static void *mc__http_conn_main(void *arg) {
-    mc__http_conn_t *c = arg;
-    mc_http_server_t *s = c->srv;
-    mc__http_serve(s, c->fd);
-    pthread_mutex_lock(&s->mu);
-    close(c->fd);
-    c->fd = -1;
-    *c->pprev = c->next;
-    if (c->next)
-        c->next->pprev = c->pprev;
-    c->next = s->done;
-    s->done = c;
-    s->nconns--;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
+static void mc__http_conn_serve(void *ctx, int fd) {
+    mc__http_serve(ctx, fd);
 }
 
-static void mc__http_reap(mc_http_server_t *s) {
-    mc__http_conn_t *list;
-    pthread_mutex_lock(&s->mu);
-    list = s->done;
-    s->done = NULL;
-    pthread_mutex_unlock(&s->mu);
-    while (list) {
-        mc__http_conn_t *next = list->next;
-        pthread_join(list->thread, NULL);
-        mc__free(list);
-        list = next;
-    }
-}
-
-static void mc__http_accept_one(mc_http_server_t *s) {
-    mc__http_conn_t *c = NULL;
-    int fd = mc__accept(s->lfd);
-    if (fd < 0)
-        return;
-    pthread_mutex_lock(&s->mu);
-    if (s->nconns >= MC__HTTP_MAX_CONNS || !(c = mc__calloc(1, sizeof(*c)))) {
-        pthread_mutex_unlock(&s->mu);
-        mc__http_send_error(fd, 503);
-        close(fd);
-        return;
-    }
-    c->srv = s;
-    c->fd = fd;
-    c->next = s->active;
-    c->pprev = &s->active;
-    if (s->active)
-        s->active->pprev = &c->next;
-    s->active = c;
-    s->nconns++;
-    if (pthread_create(&c->thread, NULL, mc__http_conn_main, c) != 0) {
-        s->active = c->next;
-        if (c->next)
-            c->next->pprev = &s->active;
-        s->nconns--;
-        pthread_mutex_unlock(&s->mu);
-        MC_WARN("http: cannot start a connection thread");
-        close(fd);
-        mc__free(c);
-        return;
-    }
-    pthread_mutex_unlock(&s->mu);
-}
-
-static void *mc__http_accept_main(void *arg) {
-    mc_http_server_t *s = arg;
-    for (;;) {
-        struct pollfd pfd[2] = {{.fd = s->lfd, .events = POLLIN}, {.fd = s->wake[0], .events = POLLIN}};
-        int r = poll(pfd, 2, 1000);
-        mc__http_reap(s);
-        if (r < 0 && errno != EINTR)
-            break;
-        if (r <= 0)
-            continue;
-        if (pfd[1].revents)
-            break;
-        if (pfd[0].revents)
-            mc__http_accept_one(s);
-    }
-    return NULL;
+static void mc__http_reject(void *ctx, int fd) {
+    (void)ctx;
+    mc__http_send_error(fd, 503);
 }
 
 int mc__http_server_start(const char *host, uint16_t port, size_t max_body,
                           mc_http_handler_fn fn, void *ctx, mc_http_server_t **out) {
     mc_http_server_t *s = NULL;
     int rc = MC_ERR_INVALID_ARGUMENT;
-    int sync_ok = 0;
     if (!fn || !out)
         goto out;
     rc = MC_ERR_MEMORY;
     s = mc__calloc(1, sizeof(*s));
     if (!s)
         goto out;
-    s->lfd = -1;
-    s->wake[0] = s->wake[1] = -1;
     s->max_body = max_body;
     s->fn = fn;
     s->ctx = ctx;
-    if (pthread_mutex_init(&s->mu, NULL) != 0)
-        goto out;
-    if (pthread_cond_init(&s->cv, NULL) != 0) {
-        pthread_mutex_destroy(&s->mu);
-        goto out;
-    }
-    sync_ok = 1;
-    rc = mc__tcp_listen(host, port, 128, &s->port);
+    mc_conn_server_opts_t o = {.name = "http", .listen_fd = -1, .host = host, .port = port,
+                               .max_conns = MC__HTTP_MAX_CONNS, .serve = mc__http_conn_serve,
+                               .reject = mc__http_reject, .ctx = s};
+    rc = mc__conn_server_start(&o, &s->conns);
     if (rc < 0)
-        goto out;
-    s->lfd = rc;
-    rc = MC_ERR_SOCKET;
-    if (pipe2(s->wake, O_CLOEXEC) != 0)
-        goto out;
-    if (pthread_create(&s->accept_thread, NULL, mc__http_accept_main, s) != 0)
         goto out;
     *out = s;
     s = NULL;
-    rc = 0;
 out:
-    if (s) {
-        if (s->lfd >= 0)
-            close(s->lfd);
-        if (s->wake[0] >= 0) {
-            close(s->wake[0]);
-            close(s->wake[1]);
-        }
-        if (sync_ok) {
-            pthread_cond_destroy(&s->cv);
-            pthread_mutex_destroy(&s->mu);
-        }
-        mc__free(s);
-    }
+    mc__free(s);
     return rc;
 }
 
 uint16_t mc__http_server_port(const mc_http_server_t *s) {
-    return s ? s->port : 0;
+    return s ? mc__conn_server_port(s->conns) : 0;
 }
 
 void mc__http_server_stop(mc_http_server_t *s) {
     if (!s)
         return;
-    (void)!write(s->wake[1], "x", 1);
-    pthread_join(s->accept_thread, NULL);
-    close(s->lfd);
-    pthread_mutex_lock(&s->mu);
-    s->stopping = 1;
-    for (mc__http_conn_t *c = s->active; c; c = c->next)
-        shutdown(c->fd, SHUT_RDWR);
-    while (s->nconns > 0)
-        pthread_cond_wait(&s->cv, &s->mu);
-    pthread_mutex_unlock(&s->mu);
-    mc__http_reap(s);
-    close(s->wake[0]);
-    close(s->wake[1]);
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
+    mc__conn_server_stop(s->conns);
     mc__free(s);
 }
