@@ -85,7 +85,6 @@ static void *mc__heartbeat_main(void *arg) {
             MC_DEBUG("store: heartbeat failed: %s", mc_store_strerror(rc));
         else if (status == MC_MP_CLIENT_NEED_REMOUNT && s->segment)
             MC_WARN("store: the master had forgotten this client; segment mounted again");
-        /* A pure client mounts nothing, so the master never keeps it: nothing to report. */
         pthread_mutex_lock(&s->hb_mu);
         mc__deadline_in(&ts, interval);
         while (!s->hb_stop)

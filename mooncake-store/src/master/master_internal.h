@@ -155,6 +155,7 @@ int mc__place(mc__master_t *m, uint64_t len, const mc__replicate_config_t *cfg,
  * registry read lock taken inside. */
 uint32_t mc__segment_name(mc__master_t *m, uint32_t slot, char *out, uint64_t *base);
 int mc__client_touch(mc__master_t *m, const uint8_t *id); /* 1 when it was unknown */
+uint32_t mc__segments_of(mc__master_t *m, const uint8_t *client); /* live segments it owns */
 void mc__clients_expire(mc__master_t *m, uint64_t now);
 
 /* evict.c */

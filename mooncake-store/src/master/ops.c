@@ -316,9 +316,14 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     }
     case MC_MP_HEARTBEAT: {
         int unknown = mc__client_touch(m, r->client_id);
+        /* Remounting is needed exactly when segments the client holds are missing here; a
+         * pure client (none) is simply alive. Without the count, unknown is all we know. */
+        int lost = r->n_mounted == MC_MP_MOUNTS_UNKNOWN
+                       ? unknown
+                       : mc__segments_of(m, r->client_id) < r->n_mounted;
         keys = 1;
         rc = mc__mp_encode_heartbeat_reply(out, r->request_id,
-                                           unknown ? MC_MP_CLIENT_NEED_REMOUNT : MC_MP_CLIENT_OK,
+                                           lost ? MC_MP_CLIENT_NEED_REMOUNT : MC_MP_CLIENT_OK,
                                            atomic_load(&m->view_version));
         break;
     }

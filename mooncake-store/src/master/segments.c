@@ -38,6 +38,17 @@ out:
     return unknown;
 }
 
+uint32_t mc__segments_of(mc__master_t *m, const uint8_t *client) {
+    uint32_t n = 0;
+    pthread_rwlock_rdlock(&m->registry);
+    for (uint32_t i = 0; i < m->n_slots; i++) {
+        const mc__segment_t *s = m->slots[i];
+        n += s && !s->dying && memcmp(s->owner, client, MC_MP_CLIENT_ID_LEN) == 0;
+    }
+    pthread_rwlock_unlock(&m->registry);
+    return n;
+}
+
 int mc__segment_mount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t *name,
                       uint64_t base, uint64_t size) {
     mc__segment_t *seg = NULL;

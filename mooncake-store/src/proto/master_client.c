@@ -480,12 +480,13 @@ int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status) {
     memset(&r, 0, sizeof(r));
     r.type = MC_MP_HEARTBEAT;
     pthread_mutex_lock(&c->mu);
+    r.n_mounted = (uint32_t)c->n_mounts;
     rc = mc__mc_call(c, &r, &h);
     if (rc == 0)
         rc = mc__mp_decode_heartbeat_reply(&h, c->in, (size_t)h.body_len, &st, &view);
     if (rc == 0 && st == MC_MP_CLIENT_NEED_REMOUNT) {
-        /* The master forgot us (expired or restarted on the same connection's peer address):
-         * mount everything again now rather than lose our segments' capacity. */
+        /* The master lost segments of ours (it expired us, or restarted): mount everything
+         * again now rather than lose their capacity; a mount it still has is a no-op. */
         for (size_t i = 0; i < c->n_mounts; i++) {
             int mrc = mc__mc_mount_rpc(c, &c->mounts[i], 1);
             if (mrc)

@@ -69,6 +69,7 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         mc__buf_u8(b, r->force ? 1 : 0);
         break;
     case MC_MP_HEARTBEAT:
+        mc__buf_u32(b, r->n_mounted);
         break;
     default:
         if (r->type == MC_MP_REMOVE)
@@ -191,6 +192,10 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
             rc = MC_ERR_INVALID_PARAMS;
         break;
     case MC_MP_HEARTBEAT:
+        /* Optional, so that a client that predates the field still gets an answer. */
+        out->n_mounted = MC_MP_MOUNTS_UNKNOWN;
+        if (mc__cur_left(&cur) != 0 && mc__cur_u32(&cur, &out->n_mounted))
+            rc = MC_ERR_INVALID_PARAMS;
         break;
     default:
         if (h->type == MC_MP_REMOVE && mc__cur_u8(&cur, &out->force)) {

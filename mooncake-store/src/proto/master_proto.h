@@ -11,7 +11,8 @@
  *                      u32 n, n x str key
  *   REMOVE             u8 force, u32 n, n x str key
  *   REMOVE_ALL         u8 force
- *   HEARTBEAT          (nothing)
+ *   HEARTBEAT          u32 n_mounted: segments the client holds mounted (absent from older
+ *                      clients: then an unknown client is told to remount, as before)
  *   config:            u32 replica_num, u8 flags (1 soft pin, 2 hard pin), u64 soft_pin_ttl_ms,
  *                      u32 n_preferred, n_preferred x str segment_name
  *
@@ -58,9 +59,11 @@ enum mc__mp_type {
     MC_MP_TYPE_MAX_ = 11
 };
 
-/* Heartbeat status. NEED_REMOUNT: the master does not know this client (it restarted, or expired
- * the client after client_ttl); the client must mount its segments again. */
+/* Heartbeat status. NEED_REMOUNT: the master holds fewer segments of this client than the client
+ * has mounted (it restarted, or expired the client after client_ttl); the client must mount its
+ * segments again. A client with no segments (a pure client) is always OK. */
 enum { MC_MP_CLIENT_OK = 0, MC_MP_CLIENT_NEED_REMOUNT = 1 };
+#define MC_MP_MOUNTS_UNKNOWN UINT32_MAX
 
 /* Replica status as seen by clients. */
 enum { MC_MP_REPLICA_PROCESSING = 0, MC_MP_REPLICA_COMPLETE = 1 };
@@ -96,6 +99,7 @@ typedef struct mc__mp_request {
     uint8_t force;                 /* REMOVE, REMOVE_ALL */
     mc__mp_str_t segment_name;     /* MOUNT, UNMOUNT */
     uint64_t base, size;           /* MOUNT (size), UNMOUNT (base only) */
+    uint32_t n_mounted;            /* HEARTBEAT; MC_MP_MOUNTS_UNKNOWN when the peer sent none */
     /* decoder-owned storage; freed by mc__mp_request_free */
     void *owned_;
 } mc__mp_request_t;

@@ -123,7 +123,24 @@ static void test_other_requests(void **state) {
     assert_int_equal(d.force, 1);
     mc__buf_reset(&b);
     r.type = MC_MP_HEARTBEAT;
+    r.n_mounted = 3;
     assert_int_equal(roundtrip(&r, &b, &d), 0);
+    assert_int_equal(d.n_mounted, 3);
+    {
+        /* An older client sends the client id only: accepted, the count unknown. */
+        mc_frame_header_t h;
+        assert_int_equal(mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h), 0);
+        h.body_len -= 4;
+        assert_int_equal(mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE,
+                                               (size_t)h.body_len, &d),
+                         0);
+        assert_int_equal(d.n_mounted, MC_MP_MOUNTS_UNKNOWN);
+        /* A partial count is malformed. */
+        h.body_len += 2;
+        assert_int_equal(mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE,
+                                               (size_t)h.body_len, &d),
+                         MC_ERR_INVALID_PARAMS);
+    }
     mc__buf_free(&b);
 }
 
