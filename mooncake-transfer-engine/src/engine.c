@@ -165,6 +165,9 @@ int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
         goto out;
     e->proto = mc__parse_protocol(opts ? opts->protocol : NULL);
     e->timeout_ms = mc__transfer_timeout(opts ? opts->transfer_timeout_ms : 0);
+    /* an unregister never waits on a stalled peer longer than a transfer may take */
+    if (e->timeout_ms < e->reg.grace_ms)
+        e->reg.grace_ms = e->timeout_ms;
     if (getrandom(&e->instance_id, sizeof(e->instance_id), 0) != sizeof(e->instance_id))
         e->instance_id = mc__now_ns() ^ ((uint64_t)getpid() << 32);
     e->instance_id |= 1;

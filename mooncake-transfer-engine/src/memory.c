@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "te_internal.h"
 #include "transports/shm.h"
@@ -22,34 +23,73 @@ static int mc__location_ok(const char *location) {
 }
 
 int mc_engine_register_memory(mc_engine_t *e, void *addr, size_t len, const char *location) {
-    mc__region_t g;
-    int rc;
-    if (!e || !addr || !len || !mc__location_ok(location))
-        return MC_ERR_INVALID_ARGUMENT;
-    memset(&g, 0, sizeof(g));
-    g.addr = (uint64_t)(uintptr_t)addr;
-    g.len = len;
-    g.memfd = -1;
-    strcpy(g.location, location && *location ? location : "*");
-    rc = mc__reg_add(&e->reg, &g);
+    return mc_engine_register_memory_batch(e, &addr, &len, 1, location);
+}
+
+int mc_engine_register_memory_batch(mc_engine_t *e, void *const *addrs, const size_t *lens,
+                                    size_t n, const char *location) {
+    mc__region_t one;
+    mc__region_t *gs = &one;
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (!e || !addrs || !lens || !n || !mc__location_ok(location))
+        return rc;
+    if (n > 1) {
+        gs = mc__calloc(n, sizeof(*gs));
+        if (!gs)
+            return MC_ERR_MEMORY;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!addrs[i] || !lens[i])
+            goto out;
+        memset(&gs[i], 0, sizeof(gs[i]));
+        gs[i].addr = (uint64_t)(uintptr_t)addrs[i];
+        gs[i].len = lens[i];
+        gs[i].memfd = -1;
+        strcpy(gs[i].location, location && *location ? location : "*");
+    }
+    /* all or none in one table edit, and one re-publish for the lot */
+    rc = mc__reg_add_many(&e->reg, gs, n);
     if (!rc)
         mc__republish(e);
+out:
+    if (gs != &one)
+        mc__free(gs);
     return rc;
 }
 
-/* Removes a registration of the wanted kind (managed or not) starting at addr. */
-static int mc__unregister(mc_engine_t *e, void *addr, int managed, mc__region_t *out) {
-    int rc;
-    if (!e || !addr)
-        return MC_ERR_INVALID_ARGUMENT;
-    rc = mc__reg_remove(&e->reg, (uint64_t)(uintptr_t)addr, managed, out);
+/* Removes registrations of the wanted kind (managed or not) starting at addrs, all or none. */
+static int mc__unregister(mc_engine_t *e, void *const *addrs, size_t n, int managed,
+                          mc__region_t *out) {
+    uint64_t one;
+    uint64_t *as = &one;
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (!e || !addrs || !n)
+        return rc;
+    if (n > 1) {
+        as = mc__calloc(n, sizeof(*as));
+        if (!as)
+            return MC_ERR_MEMORY;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!addrs[i])
+            goto out;
+        as[i] = (uint64_t)(uintptr_t)addrs[i];
+    }
+    rc = mc__reg_remove_many(&e->reg, as, n, managed, out);
     if (!rc)
         mc__republish(e);
+out:
+    if (as != &one)
+        mc__free(as);
     return rc;
 }
 
 int mc_engine_unregister_memory(mc_engine_t *e, void *addr) {
-    return mc__unregister(e, addr, 0, NULL);
+    return mc__unregister(e, &addr, 1, 0, NULL);
+}
+
+int mc_engine_unregister_memory_batch(mc_engine_t *e, void *const *addrs, size_t n) {
+    return mc__unregister(e, addrs, n, 0, NULL);
 }
 
 int mc_engine_alloc_managed(mc_engine_t *e, size_t len, void **out) {
@@ -84,7 +124,7 @@ out:
 
 int mc_engine_free_managed(mc_engine_t *e, void *addr) {
     mc__region_t g;
-    int rc = mc__unregister(e, addr, 1, &g);
+    int rc = mc__unregister(e, &addr, 1, 1, &g);
     if (rc)
         return rc;
     /* the registry generation was bumped by the removal, before this unmap */

@@ -438,6 +438,134 @@ static void test_destroy_while_busy(void **state) {
     assert_int_equal(te_target_stop(&t), 0);
 }
 
+/* A peer stalls mid-WRITE (header and half the payload, then nothing). Only the region it writes
+ * into is held: other peers' transfers and unregistering another region go on at once;
+ * unregistering the stalled region returns within its grace bound and closes that connection,
+ * and the bytes are not touched after it returned. */
+static void test_stalled_write_unregister(void **state) {
+    fixture_t *f = *state;
+    te_target_t t;
+    mc_segment_id_t seg;
+    char host[64], reply[64];
+    int port, fd;
+    uint64_t t0, el, after;
+    uint8_t rw[MC__TE_RW_HEAD];
+    uint8_t *half = calloc(1, MiB / 2);
+    mc_engine_t *e = new_engine("tcp", 5000);
+    assert_int_equal(mc_engine_register_memory(e, f->buf, LOCAL_LEN, "*"), 0);
+    assert_int_equal(te_target_start(&t, "P2PHANDSHAKE", NULL, 4 * MiB, 4 * MiB), 0);
+    assert_int_equal(sscanf(t.name, "%63[^:]:%d", host, &port), 2);
+
+    fd = raw_connect(port);
+    mc__te_encode_rw(rw, MC__TE_WRITE, 5, t.plain_addr, MiB);
+    memset(half, 0xAB, MiB / 2);
+    assert_int_equal(send(fd, rw, sizeof(rw), MSG_NOSIGNAL), (ssize_t)sizeof(rw));
+    assert_int_equal(send(fd, half, MiB / 2, MSG_NOSIGNAL), (ssize_t)(MiB / 2));
+    usleep(100000); /* the server is now inside the payload receive */
+
+    /* another peer's WRITE and READ into the other region are not held up */
+    assert_int_equal(mc_engine_open_segment(e, t.name, &seg), 0);
+    te_fill(f->buf, MiB, 11);
+    t0 = te_now_ms();
+    assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, f->buf, t.managed_addr, MiB), 0);
+    assert_int_equal(xfer(e, seg, MC_OPCODE_READ, f->buf + MiB, t.managed_addr, MiB), 0);
+    assert_true(te_now_ms() - t0 < 1000);
+    assert_true(te_hash(f->buf + MiB, MiB) == te_hash(f->buf, MiB));
+    assert_true(te_target_hash(&t, t.managed_addr, MiB) == te_hash(f->buf, MiB));
+
+    /* giving back the other region does not wait for the stalled peer */
+    t0 = te_now_ms();
+    assert_int_equal(te_target_cmd(&t, reply, sizeof(reply), "M %llu",
+                                   (unsigned long long)t.managed_addr), 0);
+    assert_string_equal(reply, "0");
+    assert_true(te_now_ms() - t0 < 500);
+
+    /* the stalled region: bounded by the grace period (1 s), not the 30 s transfer timeout */
+    t0 = te_now_ms();
+    assert_int_equal(te_target_cmd(&t, reply, sizeof(reply), "U %llu",
+                                   (unsigned long long)t.plain_addr), 0);
+    el = te_now_ms() - t0;
+    assert_string_equal(reply, "0");
+    assert_true(el < 2500);
+    assert_true(closed_by_peer(fd));
+    after = te_target_hash(&t, t.plain_addr, 4 * MiB);
+    /* the rest of the payload, had the connection survived, would land now */
+    (void)send(fd, half, MiB / 2, MSG_NOSIGNAL);
+    close(fd);
+    usleep(50000);
+    assert_true(te_target_hash(&t, t.plain_addr, 4 * MiB) == after);
+    /* and a new request into it is refused */
+    assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, f->buf, t.plain_addr, 64),
+                     MC_ERR_ADDRESS_NOT_REGISTERED);
+    assert_int_equal(te_target_stop(&t), 0);
+    mc_engine_destroy(e);
+    free(half);
+}
+
+/* Batch registration is all or none, both ways. */
+static void test_register_batch(void **state) {
+    fixture_t *f = *state;
+    te_target_t t;
+    mc_segment_id_t seg;
+    uint8_t *m = aligned_alloc(4096, 3 * MiB);
+    void *abc[3] = {m, m + MiB, m + 2 * MiB};
+    size_t lens[3] = {MiB, MiB, MiB};
+    void *bad[3] = {m, m + MiB, f->buf + 4096};
+    void *dup[2] = {m, m};
+    void *stray[2] = {m, m + 100};
+    size_t zero[2] = {MiB, 0};
+    mc_engine_t *e = new_engine("tcp", 5000);
+    assert_int_equal(mc_engine_register_memory(e, f->buf, LOCAL_LEN, "*"), 0);
+    assert_int_equal(te_target_start(&t, "P2PHANDSHAKE", NULL, 4 * MiB, 0), 0);
+    assert_int_equal(mc_engine_open_segment(e, t.name, &seg), 0);
+
+    /* one bad entry: overlap with the table, with each other, zero length, NULL, empty */
+    assert_int_equal(mc_engine_register_memory_batch(e, bad, lens, 3, "cpu:0"),
+                     MC_ERR_ADDRESS_OVERLAPPED);
+    assert_int_equal(mc_engine_register_memory_batch(e, dup, lens, 2, "cpu:0"),
+                     MC_ERR_ADDRESS_OVERLAPPED);
+    assert_int_equal(mc_engine_register_memory_batch(e, abc, zero, 2, "cpu:0"),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_register_memory_batch(e, abc, lens, 0, "cpu:0"),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_register_memory_batch(e, NULL, lens, 1, "cpu:0"),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_register_memory_batch(NULL, abc, lens, 1, "cpu:0"),
+                     MC_ERR_INVALID_ARGUMENT);
+    /* none of it stayed */
+    assert_int_equal(mc_engine_unregister_memory(e, m), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_unregister_memory(e, m + MiB), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, m, t.plain_addr, 64),
+                     MC_ERR_ADDRESS_NOT_REGISTERED);
+
+    assert_int_equal(mc_engine_register_memory_batch(e, abc, lens, 3, "cpu:0"), 0);
+    te_fill(m, 3 * MiB, 21);
+    assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, m + MiB, t.plain_addr, MiB), 0);
+    assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, m + 2 * MiB, t.plain_addr + MiB, MiB), 0);
+    assert_true(te_target_hash(&t, t.plain_addr, 2 * MiB) == te_hash(m + MiB, 2 * MiB));
+    assert_int_equal(xfer(e, MC_LOCAL_SEGMENT_ID, MC_OPCODE_READ, f->buf,
+                          (uint64_t)(uintptr_t)m, MiB), 0);
+    assert_true(te_hash(f->buf, MiB) == te_hash(m, MiB));
+
+    /* unregistering: a missing or repeated address removes nothing */
+    assert_int_equal(mc_engine_unregister_memory_batch(e, stray, 2), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_unregister_memory_batch(e, dup, 2), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_unregister_memory_batch(e, abc, 0), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_unregister_memory_batch(e, NULL, 1), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, m, t.plain_addr, MiB), 0);
+    assert_int_equal(mc_engine_unregister_memory_batch(e, abc, 3), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, abc[i], t.plain_addr, 64),
+                         MC_ERR_ADDRESS_NOT_REGISTERED);
+    assert_int_equal(mc_engine_unregister_memory_batch(e, abc, 3), MC_ERR_INVALID_ARGUMENT);
+    /* and the table is usable again for the same ranges */
+    assert_int_equal(mc_engine_register_memory_batch(e, abc, lens, 3, NULL), 0);
+    assert_int_equal(mc_engine_unregister_memory_batch(e, abc, 3), 0);
+    assert_int_equal(te_target_stop(&t), 0);
+    mc_engine_destroy(e);
+    free(m);
+}
+
 static void test_engine_misuse(void **state) {
     mc_engine_t *e = NULL;
     mc_engine_options_t o = {.local_server_name = "127.0.0.1", .metadata_conn = "etcd://x:2379"};
@@ -466,6 +594,8 @@ int main(void) {
         cmocka_unit_test(test_peer_hangs),
         cmocka_unit_test(test_busy_batch),
         cmocka_unit_test(test_destroy_while_busy),
+        cmocka_unit_test(test_stalled_write_unregister),
+        cmocka_unit_test(test_register_batch),
         cmocka_unit_test(test_engine_misuse),
     };
     signal(SIGPIPE, SIG_IGN);

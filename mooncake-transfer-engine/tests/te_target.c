@@ -52,19 +52,19 @@ int main(int argc, char **argv) {
     while (fgets(line, sizeof(line), stdin)) {
         uint64_t a = 0, l = 0;
         unsigned seed = 0;
-        /* H and F take the registry's write lock: the RPC server moves bytes under its read
-         * lock, and that is the ordering ThreadSanitizer needs to see (the real ordering runs
-         * through the initiator process, which it cannot see). */
+        /* H and F wait for remote accesses to end: the RPC server unpins a region after moving
+         * its bytes, and that is the ordering ThreadSanitizer needs to see (the real ordering
+         * runs through the initiator process, which it cannot see). */
         if (line[0] == 'H' && sscanf(line + 1, "%" SCNu64 " %" SCNu64, &a, &l) == 2) {
             uint64_t h;
-            pthread_rwlock_wrlock(&e->reg.lock);
+            mc__reg_quiesce_begin(&e->reg, a, l);
             h = te_hash((void *)(uintptr_t)a, l);
-            pthread_rwlock_unlock(&e->reg.lock);
+            mc__reg_quiesce_end(&e->reg);
             printf("OK %016" PRIx64 "\n", h);
         } else if (line[0] == 'F' && sscanf(line + 1, "%" SCNu64 " %" SCNu64 " %u", &a, &l, &seed) == 3) {
-            pthread_rwlock_wrlock(&e->reg.lock);
+            mc__reg_quiesce_begin(&e->reg, a, l);
             te_fill((void *)(uintptr_t)a, l, seed);
-            pthread_rwlock_unlock(&e->reg.lock);
+            mc__reg_quiesce_end(&e->reg);
             printf("OK\n");
         } else if (line[0] == 'U' && sscanf(line + 1, "%" SCNu64, &a) == 1) {
             printf("OK %d\n", mc_engine_unregister_memory(e, (void *)(uintptr_t)a));

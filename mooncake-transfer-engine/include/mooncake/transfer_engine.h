@@ -85,7 +85,19 @@ MC_API const char *mc_engine_protocol(const mc_engine_t *e);
 /* Registers [addr, addr+len) for remote access. location is a tag such as "cpu:0" or "*".
  * Overlap with an existing registration: MC_ERR_ADDRESS_OVERLAPPED. */
 MC_API int mc_engine_register_memory(mc_engine_t *e, void *addr, size_t len, const char *location);
+/* Unregisters the buffer registered at addr. New remote requests into it fail with
+ * MC_ERR_ADDRESS_NOT_REGISTERED at once; the call then waits for the requests already moving
+ * bytes into or out of this buffer (only this one), at most about a second (the transfer
+ * timeout if shorter) before it shuts down the connections of peers that stalled inside it.
+ * When it returns, the engine no longer touches the memory. */
 MC_API int mc_engine_unregister_memory(mc_engine_t *e, void *addr);
+/* n registrations with one location tag, all or none: on any error (overlap with the table or
+ * with each other, a NULL address or zero length) nothing of the batch stays registered. */
+MC_API int mc_engine_register_memory_batch(mc_engine_t *e, void *const *addrs,
+                                           const size_t *lens, size_t n, const char *location);
+/* n unregistrations, all or none: MC_ERR_INVALID_ARGUMENT (and nothing removed) when one
+ * address is not the start of a plain registration or appears twice. */
+MC_API int mc_engine_unregister_memory_batch(mc_engine_t *e, void *const *addrs, size_t n);
 
 /* Allocates and registers engine-managed memory that same-host peers can map (shm transport).
  * Freed with mc_engine_free_managed (which unregisters it). */

@@ -1,5 +1,6 @@
 /* Transfers within this engine's own segment: both ranges were checked against our registrations
- * at submit, so this is one memmove (ranges may overlap when both lie in one buffer). */
+ * at submit, so this is one memmove (ranges may overlap when both lie in one buffer) under a pin
+ * of the target region. */
 #include <string.h>
 
 #include "te_internal.h"
@@ -10,10 +11,18 @@ static int mc__local_init(mc_engine_t *e) {
 
 static int mc__local_submit(mc_engine_t *e, mc__task_t *t) {
     uint8_t *remote = (uint8_t *)(uintptr_t)t->remote;
+    mc__pin_t pin;
+    /* the target range may have been unregistered since submit checked it; pinned, it cannot
+     * be given back under the copy */
+    if (mc__reg_pin(&e->reg, t->remote, t->len, -1, &pin)) {
+        mc__task_finish(t, MC_STATUS_FAILED, MC_ERR_ADDRESS_NOT_REGISTERED);
+        return 0;
+    }
     if (t->opcode == MC_OPCODE_READ)
         memmove(t->local, remote, t->len);
     else
         memmove(remote, t->local, t->len);
+    mc__reg_unpin(&e->reg, &pin);
     atomic_store(&t->transferred, t->len);
     mc__transport_account(e, MC__TP_LOCAL, t->len);
     mc__task_finish(t, MC_STATUS_COMPLETED, 0);
