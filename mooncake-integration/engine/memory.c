@@ -86,22 +86,19 @@ PyObject *mcpy_unregister_memory(PyObject *obj, PyObject *args, PyObject *kw)
     return PyLong_FromLong(rc);
 }
 
-/* Registers every region or none: a failure part-way unregisters what this call registered. */
+/* The C API takes pointer and size_t arrays; Python hands over u64s. */
 static int register_all(mc_engine_t *e, const uint64_t *addrs, const uint64_t *lens, size_t n,
-                        const char *loc)
+                        const char *loc, void **ptrs, size_t *sizes)
 {
-    int rc = 0;
-    size_t done = 0;
-    for (; done < n; done++) {
-        rc = mc_engine_register_memory(e, (void *)(uintptr_t)addrs[done], (size_t)lens[done], loc);
-        if (rc < 0)
-            goto out;
+    /* an empty batch registers nothing and is not an error, as in the reference */
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        ptrs[i] = (void *)(uintptr_t)addrs[i];
+        sizes[i] = (size_t)lens[i];
     }
-out:
-    if (rc < 0)
-        while (done-- > 0)
-            mc_engine_unregister_memory(e, (void *)(uintptr_t)addrs[done]);
-    return rc;
+    /* all or none, in one table edit */
+    return mc_engine_register_memory_batch(e, ptrs, sizes, n, loc);
 }
 
 PyObject *mcpy_batch_register_memory(PyObject *obj, PyObject *args, PyObject *kw)
@@ -111,6 +108,8 @@ PyObject *mcpy_batch_register_memory(PyObject *obj, PyObject *args, PyObject *kw
     PyObject *addr_seq, *len_seq, *ret = NULL;
     const char *loc = "*";
     uint64_t *addrs = NULL, *lens = NULL;
+    void **ptrs = NULL;
+    size_t *sizes = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|s:batch_register_memory", kwlist, &addr_seq,
                                      &len_seq, &loc))
         return NULL;
@@ -125,27 +124,33 @@ PyObject *mcpy_batch_register_memory(PyObject *obj, PyObject *args, PyObject *kw
                      n, m);
         goto out;
     }
+    ptrs = PyMem_Calloc((size_t)n + 1, sizeof(*ptrs));
+    sizes = PyMem_Calloc((size_t)n + 1, sizeof(*sizes));
+    if (!ptrs || !sizes) {
+        PyErr_NoMemory();
+        goto out;
+    }
     mc_engine_t *e = mcpy_engine_get(self);
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (e)
-        MCPY_NOGIL(self, rc = register_all(e, addrs, lens, (size_t)n, loc));
+        MCPY_NOGIL(self, rc = register_all(e, addrs, lens, (size_t)n, loc, ptrs, sizes));
     ret = PyLong_FromLong(rc);
 out:
     PyMem_Free(addrs);
     PyMem_Free(lens);
+    PyMem_Free(ptrs);
+    PyMem_Free(sizes);
     return ret;
 }
 
-/* Unregisters every region it can and reports the first failure. */
-static int unregister_all(mc_engine_t *e, const uint64_t *addrs, size_t n)
+/* All or none: when one address is not registered nothing is removed. */
+static int unregister_all(mc_engine_t *e, const uint64_t *addrs, size_t n, void **ptrs)
 {
-    int first = 0;
-    for (size_t i = 0; i < n; i++) {
-        int rc = mc_engine_unregister_memory(e, (void *)(uintptr_t)addrs[i]);
-        if (rc < 0 && first == 0)
-            first = rc;
-    }
-    return first;
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        ptrs[i] = (void *)(uintptr_t)addrs[i];
+    return mc_engine_unregister_memory_batch(e, ptrs, n);
 }
 
 PyObject *mcpy_batch_unregister_memory(PyObject *obj, PyObject *args, PyObject *kw)
@@ -159,11 +164,17 @@ PyObject *mcpy_batch_unregister_memory(PyObject *obj, PyObject *args, PyObject *
     Py_ssize_t n = mcpy_u64_array(addr_seq, "buffer_addresses", &addrs);
     if (n < 0)
         return NULL;
+    void **ptrs = PyMem_Calloc((size_t)n + 1, sizeof(*ptrs));
+    if (!ptrs) {
+        PyMem_Free(addrs);
+        return PyErr_NoMemory();
+    }
     mc_engine_t *e = mcpy_engine_get(self);
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (e)
-        MCPY_NOGIL(self, rc = unregister_all(e, addrs, (size_t)n));
+        MCPY_NOGIL(self, rc = unregister_all(e, addrs, (size_t)n, ptrs));
     PyMem_Free(addrs);
+    PyMem_Free(ptrs);
     return PyLong_FromLong(rc);
 }
 

@@ -196,3 +196,36 @@ def test_context_manager():
         port = e.get_rpc_port()
     assert e.get_rpc_port() < 0
     assert port > 0
+
+
+def test_batch_registration_is_all_or_nothing(engine):
+    buf = ctypes.create_string_buffer(4 * MiB)
+    base = ctypes.addressof(buf)
+    addrs = [base, base + MiB, base + 2 * MiB]
+    lens = [MiB, MiB, MiB]
+    assert engine.register_memory(base + 3 * MiB, MiB) == 0
+    # the last entry overlaps the registration above: nothing of the batch stays
+    assert engine.batch_register_memory(addrs + [base + 3 * MiB + 64], lens + [64]) == -7
+    for a in addrs:
+        assert engine.unregister_memory(a) < 0
+    assert engine.batch_register_memory([base, base + MiB], [MiB, 0]) < 0
+    assert engine.unregister_memory(base) < 0
+    assert engine.batch_register_memory([], []) == 0
+    assert engine.batch_unregister_memory([]) == 0
+
+    assert engine.batch_register_memory(addrs, lens, "cpu:0") == 0
+    # batch-registered memory moves data (loopback through the engine's own segment)
+    data = os.urandom(MiB)
+    ctypes.memmove(base, data, MiB)
+    me = engine.get_local_segment_name()
+    assert engine.transfer_sync_write(me, base, base + 2 * MiB, MiB) == 0
+    assert ctypes.string_at(base + 2 * MiB, MiB) == data
+    # one unknown address: nothing is removed
+    assert engine.batch_unregister_memory([base, base + 100]) < 0
+    assert engine.batch_unregister_memory([base, base]) < 0
+    assert engine.transfer_sync_read(me, base + MiB, base, MiB) == 0
+    assert ctypes.string_at(base + MiB, MiB) == data
+    assert engine.batch_unregister_memory(addrs) == 0
+    assert engine.transfer_sync_write(me, base, base + 2 * MiB, MiB) < 0
+    assert engine.batch_unregister_memory(addrs) < 0
+    assert engine.unregister_memory(base + 3 * MiB) == 0
