@@ -95,11 +95,13 @@ static int mc__transfer_timeout(int opt_ms) {
 /* Binds the RPC listener; fills e->host, e->port, e->name. */
 static int mc__engine_listen(mc_engine_t *e, const char *given, int p2p) {
     char host[MC__TE_NAME_MAX - 16]; /* room for "[...]:port" in the name */
+    char given_host[MC__TE_NAME_MAX - 16] = "";
     uint16_t port = 0, bound = 0;
     int has_port = 0;
     int fd;
     if (given && *given && mc__split_host_port(given, host, sizeof(host), &port) == 0) {
         has_port = 1;
+        snprintf(given_host, sizeof(given_host), "%s", host);
     } else if (given && *given) {
         if (strlen(given) >= sizeof(host))
             return MC_ERR_INVALID_ARGUMENT;
@@ -128,7 +130,11 @@ static int mc__engine_listen(mc_engine_t *e, const char *given, int p2p) {
     }
     snprintf(e->host, sizeof(e->host), "%s", host);
     e->port = bound;
-    if (p2p || !given || !*given) {
+    /* "host:0" asks for a picked port, and the name must then carry it: with a metadata service
+     * several processes asking "host:0" would otherwise publish under one name */
+    if (p2p || !given || !*given || (has_port && port == 0)) {
+        if (has_port && port == 0 && !p2p)
+            snprintf(host, sizeof(host), "%s", given_host);
         if (strchr(host, ':'))
             snprintf(e->name, sizeof(e->name), "[%s]:%u", host, (unsigned)bound);
         else

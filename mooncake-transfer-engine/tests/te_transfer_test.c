@@ -267,6 +267,50 @@ static void test_http_metadata(void **state) {
     mc__http_kv_store_stop(kv);
 }
 
+/* With a metadata service, "host:0" names the segment after the port actually bound, so two
+ * processes asking for "127.0.0.1:0" publish two segments instead of overwriting one. */
+static void test_http_port_zero_names(void **state) {
+    fixture_t *f = *state;
+    mc_http_kv_store_t *kv = NULL;
+    char url[128], want[64];
+    te_target_t t[2];
+    mc_engine_t *e;
+    mc_segment_id_t seg[2];
+    uint8_t *buf = f->any_buf;
+    int port = 0;
+    assert_int_equal(mc__http_kv_store_start("127.0.0.1", 0, &kv), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/metadata", mc__http_kv_store_port(kv));
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(te_target_start(&t[i], url, "127.0.0.1:0", 2 * MiB, 0), 0);
+        assert_int_equal(sscanf(t[i].name, "127.0.0.1:%d", &port), 1);
+        assert_true(port > 0 && port < 65536);
+        snprintf(want, sizeof(want), "127.0.0.1:%d", port);
+        assert_string_equal(t[i].name, want);
+    }
+    assert_string_not_equal(t[0].name, t[1].name);
+    /* an explicit port keeps the name as given; our own "127.0.0.1:0" gets its port too */
+    e = new_engine(url, "127.0.0.1:0", "tcp");
+    snprintf(want, sizeof(want), "127.0.0.1:%d", mc_engine_rpc_port(e));
+    assert_string_equal(mc_engine_local_name(e), want);
+    assert_int_equal(mc_engine_register_memory(e, buf, LOCAL_LEN, "*"), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(mc_engine_open_segment(e, t[i].name, &seg[i]), 0);
+    assert_true(seg[0] != seg[1]);
+    for (int i = 0; i < 2; i++) {
+        te_fill(buf + (size_t)i * MiB, MiB, 40 + (unsigned)i);
+        assert_int_equal(xfer(e, seg[i], MC_OPCODE_WRITE, buf + (size_t)i * MiB,
+                              t[i].plain_addr, MiB), 0);
+    }
+    /* each write landed in its own process */
+    for (int i = 0; i < 2; i++)
+        assert_true(te_target_hash(&t[i], t[i].plain_addr, MiB) ==
+                    te_pattern_hash(MiB, 40 + (unsigned)i, 0));
+    mc_engine_destroy(e);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(te_target_stop(&t[i]), 0);
+    mc__http_kv_store_stop(kv);
+}
+
 static void test_rdma_falls_back(void **state) {
     fixture_t *f = *state;
     mc_engine_t *e = new_engine("P2PHANDSHAKE", "127.0.0.1", "rdma");
@@ -308,6 +352,7 @@ int main(void) {
         cmocka_unit_test(test_local_segment),
         cmocka_unit_test(test_notify),
         cmocka_unit_test(test_http_metadata),
+        cmocka_unit_test(test_http_port_zero_names),
         cmocka_unit_test(test_rdma_falls_back),
         cmocka_unit_test(test_port_range),
     };
