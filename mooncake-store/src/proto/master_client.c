@@ -1,6 +1,7 @@
 /* Blocking master RPC client: one connection, calls serialized, transparent reconnect + remount. */
 #include "proto/master_client.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,6 +14,12 @@
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
+
+/* Connection attempts refused in a row before a call gives up. A refusal is an immediate answer
+ * that nothing listens: waiting out the whole deadline would only stall the caller (and every
+ * call queued behind it on this client). A master that is restarting on the port gets a few
+ * tries 50 ms apart; the next call tries again. */
+#define MC__REFUSED_TRIES 4
 
 typedef struct mc__mount {
     char name[MC_MP_MAX_SEGMENT_NAME + 1];
@@ -163,9 +170,11 @@ static int mc__mc_mount_rpc(mc__master_client_t *c, const mc__mount_t *m, int mo
 static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline) {
     int fd = -1;
     int rc = 0;
+    int refused = 0;
     while ((fd = mc__tcp_connect(c->host, c->port, deadline)) < 0) {
-        /* The master may be restarting; keep trying until the deadline. */
-        if (mc__now_ms() + 50 >= deadline) {
+        /* Other failures (unreachable, slow network) keep trying until the deadline. */
+        refused = errno == ECONNREFUSED ? refused + 1 : 0;
+        if (refused >= MC__REFUSED_TRIES || mc__now_ms() + 50 >= deadline) {
             rc = MC_ERR_RPC_FAIL;
             goto out;
         }

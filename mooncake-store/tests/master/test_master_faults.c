@@ -374,6 +374,13 @@ static void test_restart_reconnects(void **state) {
         assert_int_equal(mc__master_client_exist(c, "before"), MC_ERR_RPC_FAIL);
         assert_true(mc__now_ms() - t0 < 2000);
     }
+    /* A refused connection is an answer: the call fails fast, not after its 5 s deadline. */
+    mc__master_client_set_timeout(c, 5000);
+    for (int i = 0; i < 3; i++) {
+        uint64_t t0 = mc__now_ms();
+        assert_int_equal(mc__master_client_heartbeat(c, NULL), MC_ERR_RPC_FAIL);
+        assert_true(mc__now_ms() - t0 < 1500);
+    }
     /* Same port again (freed a moment ago; in the rare case another process took it, the
      * start fails and so does the test, loudly). */
     assert_int_equal(mc_test_master_start(g_bin, port, NULL, &m), 0);
