@@ -34,6 +34,7 @@ typedef struct mc__shm_map {
 typedef struct mc__shm_peer {
     uint64_t instance_id;        /* owner instance the mappings belong to */
     _Atomic uint64_t *gen;       /* owner's generation counter, mapped from its control memfd */
+    struct mc__shm_ctrl *ctrl;   /* that control page (liveness lock) */
     void *ctrl_map;
     size_t ctrl_len;
     mc__shm_map_t *maps;

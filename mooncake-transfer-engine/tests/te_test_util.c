@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/personality.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +41,11 @@ static int te_read_line(int fd, char *buf, size_t cap) {
 
 int te_target_start(te_target_t *t, const char *metadata, const char *name, size_t plain_len,
                     size_t managed_len) {
+    return te_target_start_ex(t, metadata, name, "auto", plain_len, managed_len, 0);
+}
+
+int te_target_start_ex(te_target_t *t, const char *metadata, const char *name, const char *proto,
+                       size_t plain_len, size_t managed_len, int flags) {
     int in[2], out[2];
     char pl[32], ml[32], line[512];
     char *argv[8];
@@ -52,7 +58,7 @@ int te_target_start(te_target_t *t, const char *metadata, const char *name, size
     argv[0] = (char *)TE_TARGET_BIN;
     argv[1] = (char *)metadata;
     argv[2] = (char *)(name ? name : "-");
-    argv[3] = (char *)"auto";
+    argv[3] = (char *)proto;
     argv[4] = pl;
     argv[5] = ml;
     argv[6] = NULL;
@@ -61,6 +67,8 @@ int te_target_start(te_target_t *t, const char *metadata, const char *name, size
         /* only async-signal-safe calls between fork and exec: the parent has threads */
         dup2(in[0], 0);
         dup2(out[1], 1);
+        if (flags & TE_TARGET_FIXED_LAYOUT)
+            (void)personality(ADDR_NO_RANDOMIZE);
         execv(argv[0], argv);
         _exit(127);
     }

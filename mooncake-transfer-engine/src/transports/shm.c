@@ -5,6 +5,7 @@
  * A copy is trusted only when the generation equals the one our descriptor was fetched under;
  * when it moves during the copy, the descriptor is re-fetched and the copy counts only if the
  * buffer is still registered. */
+#include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -17,6 +18,17 @@
 #include "transports/shm_wire.h"
 
 #define MC__SHM_HANDSHAKE_MS 2000
+
+int mc__shm_ctrl_alive(mc__shm_ctrl_t *c) {
+    int rc = pthread_mutex_trylock(&c->alive);
+    if (rc == EBUSY)
+        return 1;
+    /* Got it: the owner is gone. After EOWNERDEAD, unlocking without marking it consistent
+     * makes the lock unrecoverable, so every later trylock by anyone says "gone" too. */
+    if (rc == 0 || rc == EOWNERDEAD)
+        pthread_mutex_unlock(&c->alive);
+    return 0;
+}
 
 void mc__shm_peer_reset(mc__shm_peer_t *s) {
     for (size_t i = 0; i < s->nmaps; i++)
@@ -102,8 +114,10 @@ static int mc__shm_map_ctrl(mc__peer_t *p) {
     tg.instance = p->desc->instance_id;
     memcpy(tg.sock, p->desc->shm_socket, sizeof(tg.sock));
     pthread_mutex_unlock(&p->lock);
-    rc = mc__shm_fetch(tg.sock, MC__SHM_OP_CTRL, 0, PROT_READ, &rep, &map);
-    if (!rc && ((mc__shm_ctrl_t *)map)->magic != MC__SHM_CTRL_MAGIC) {
+    /* writable: the liveness trylock writes the lock word */
+    rc = mc__shm_fetch(tg.sock, MC__SHM_OP_CTRL, 0, PROT_READ | PROT_WRITE, &rep, &map);
+    if (!rc && (rep.map_len < sizeof(mc__shm_ctrl_t) ||
+                ((mc__shm_ctrl_t *)map)->magic != MC__SHM_CTRL_MAGIC)) {
         munmap(map, rep.map_len);
         rc = MC_ERR_REJECT_HANDSHAKE;
     }
@@ -117,6 +131,7 @@ static int mc__shm_map_ctrl(mc__peer_t *p) {
         p->shm.ctrl_map = map;
         p->shm.ctrl_len = rep.map_len;
         p->shm.gen = &((mc__shm_ctrl_t *)map)->gen;
+        p->shm.ctrl = map;
         p->shm.instance_id = tg.instance;
     }
     pthread_rwlock_unlock(&p->shm_rw);
@@ -191,7 +206,10 @@ static int mc__shm_submit(mc_engine_t *e, mc__task_t *t) {
     mc__shm_target_t tg;
     if (!p)
         return MC__TP_DECLINED;
-    for (int attempt = 0; attempt < 4; attempt++) {
+    /* After a peer restart the worst case takes five rounds: re-fetch the descriptor (new
+     * instance, old mappings dropped), map the new control page, re-fetch once more so the
+     * descriptor is dated by the new generation, map the buffer, copy. */
+    for (int attempt = 0; attempt < 6; attempt++) {
         mc__shm_map_t *m;
         uint64_t g0, g1;
         uint8_t *ptr;
@@ -221,6 +239,15 @@ static int mc__shm_submit(mc_engine_t *e, mc__task_t *t) {
         if (tg.shm_id < 0) {
             pthread_rwlock_unlock(&p->shm_rw);
             return MC__TP_DECLINED;
+        }
+        if (!mc__shm_ctrl_alive(p->shm.ctrl)) {
+            /* killed without a word: what we map is a dead process's memory, and whoever
+             * serves this name now (restarted, maybe at the same addresses) is someone else */
+            pthread_rwlock_unlock(&p->shm_rw);
+            mc__peer_mark_broken(p);
+            if (mc__peer_refresh(e, p))
+                return MC__TP_DECLINED; /* tcp reports the failure */
+            continue;
         }
         m = mc__shm_find_map(&p->shm, tg.shm_id);
         if (!m) {

@@ -100,6 +100,8 @@ static void mc__shm_serve(mc__shm_owner_t *o, int fd) {
 
 static void *mc__shm_accept_main(void *arg) {
     mc__shm_owner_t *o = arg;
+    /* held while this thread serves: peers only get the control page from it, after this */
+    int held = pthread_mutex_lock(&o->ctrl->alive) == 0;
     for (;;) {
         int fd = mc__accept(o->lfd);
         if (fd < 0) {
@@ -112,7 +114,23 @@ static void *mc__shm_accept_main(void *arg) {
         mc__shm_serve(o, fd);
         close(fd);
     }
+    if (held)
+        pthread_mutex_unlock(&o->ctrl->alive);
     return NULL;
+}
+
+/* Initialises the liveness lock in the shared control page. */
+static int mc__shm_ctrl_init(mc__shm_ctrl_t *c) {
+    pthread_mutexattr_t a;
+    int rc = MC_ERR_MEMORY;
+    if (pthread_mutexattr_init(&a))
+        return rc;
+    if (!pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) &&
+        !pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST) &&
+        !pthread_mutex_init(&c->alive, &a))
+        rc = 0;
+    pthread_mutexattr_destroy(&a);
+    return rc;
 }
 
 int mc__shm_owner_start(mc_engine_t *e) {
@@ -130,6 +148,8 @@ int mc__shm_owner_start(mc_engine_t *e) {
     if (p == MAP_FAILED)
         goto out;
     o->ctrl = p;
+    if (mc__shm_ctrl_init(o->ctrl))
+        goto out;
     snprintf(o->name, sizeof(o->name), "@mooncake-shm-%d-%016" PRIx64, (int)getpid(),
              e->instance_id);
     o->lfd = mc__unix_listen(o->name);
