@@ -28,6 +28,7 @@ int mc_store_create(mc_store_t **out) {
     pthread_mutex_init(&s->hb_mu, NULL);
     pthread_cond_init(&s->hb_cv, NULL);
     pthread_mutex_init(&s->seg_mu, NULL);
+    pthread_mutex_init(&s->sus_mu, NULL);
     pthread_rwlock_init(&s->reg_lock, NULL);
     atomic_init(&s->state, MC__STORE_NEW);
     atomic_init(&s->master_ok, 0);
@@ -262,6 +263,7 @@ void mc_store_destroy(mc_store_t *s) {
     pthread_rwlock_destroy(&s->reg_lock);
     pthread_rwlock_destroy(&s->op_lock);
     pthread_mutex_destroy(&s->seg_mu);
+    pthread_mutex_destroy(&s->sus_mu);
     pthread_cond_destroy(&s->hb_cv);
     pthread_mutex_destroy(&s->hb_mu);
     pthread_mutex_destroy(&s->mu);

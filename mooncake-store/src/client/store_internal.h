@@ -16,6 +16,17 @@ typedef struct mc__seg_entry {
     mc_segment_id_t id;
 } mc__seg_entry_t;
 
+/* A peer segment whose transfer failed lately: readers try it last until `until_ms`, and its
+ * failures are logged once per MC__SUSPECT_WARN_MS (the master needs client_ttl to notice a dead
+ * owner; until then every replica list still names it). */
+#define MC__SUSPECTS 32
+typedef struct mc__suspect {
+    char name[MC_MP_MAX_SEGMENT_NAME + 1];
+    uint64_t until_ms;  /* 0: free slot */
+    uint64_t warned_ms; /* last warning about it */
+    uint64_t quiet;     /* failures since that warning */
+} mc__suspect_t;
+
 struct mc_store {
     pthread_mutex_t mu; /* state transitions */
     /* Calls hold it shared while they run; close takes it exclusively, so it never pulls the
@@ -43,6 +54,9 @@ struct mc_store {
     pthread_mutex_t seg_mu; /* segment-name -> engine segment id cache */
     mc__seg_entry_t *segs;
     size_t nsegs, segs_cap;
+
+    pthread_mutex_t sus_mu;
+    mc__suspect_t suspects[MC__SUSPECTS];
 
     pthread_rwlock_t reg_lock; /* user buffers registered for zero copy */
     mc_store_iov_t *regs;
@@ -78,5 +92,11 @@ int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
 /* 1 when [p, p+len) lies inside one registered user buffer or the staging buffer. */
 int mc__store_is_registered(mc_store_t *s, const void *p, size_t len);
 void mc__store_forget_segment(mc_store_t *s, const char *name);
+/* 1 while a transfer with segment `name` failed within the last MC__SUSPECT_MS. */
+int mc__store_is_suspect(mc_store_t *s, const char *name);
+/* Records a failed transfer with segment name; logs it unless it was logged lately. */
+void mc__store_suspect_failed(mc_store_t *s, const char *name, int rc);
+/* A transfer with name worked: it is healthy again. */
+void mc__store_suspect_clear(mc_store_t *s, const char *name);
 void mc__store_segments_clear(mc_store_t *s);
 #endif

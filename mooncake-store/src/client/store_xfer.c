@@ -7,6 +7,7 @@
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
+#include "mooncake/common/time.h"
 
 /* Staged copies move in pieces this large, so big objects need no big staging buffer and several
  * threads can stage at once. */
@@ -14,6 +15,11 @@
 #define MC__STAGE_MIN (64u << 10)
 #define MC__STAGE_WAIT_MS 10000
 #define MC__MAX_REQS 64
+/* Long enough that a burst of reads after a peer died pays for one failed attempt, short enough
+ * that a peer that failed only briefly is soon read from again; the warning interval keeps a
+ * dead peer that is the last replica of many objects to one line every few seconds. */
+#define MC__SUSPECT_MS 3000
+#define MC__SUSPECT_WARN_MS 5000
 
 int mc__store_check_key(const char *key) {
     size_t n;
@@ -140,7 +146,8 @@ static int mc__segment_id(mc_store_t *s, const char *name, mc_segment_id_t *out)
     }
     rc = mc_engine_open_segment(s->engine, name, out);
     if (rc != 0) {
-        MC_WARN("store: cannot open segment %s: %s", name, mc_strerror(rc));
+        /* The caller reports it, once per segment and interval (see mc__store_suspect_failed). */
+        MC_DEBUG("store: cannot open segment %s: %s", name, mc_strerror(rc));
         goto out;
     }
     snprintf(s->segs[s->nsegs].name, sizeof(s->segs[s->nsegs].name), "%s", name);
@@ -163,6 +170,70 @@ void mc__store_forget_segment(mc_store_t *s, const char *name) {
         }
     }
     pthread_mutex_unlock(&s->seg_mu);
+}
+
+/* ---- suspect segments ---- */
+
+static mc__suspect_t *mc__suspect_find(mc_store_t *s, const char *name) {
+    for (size_t i = 0; i < MC__SUSPECTS; i++)
+        if (s->suspects[i].until_ms && strcmp(s->suspects[i].name, name) == 0)
+            return &s->suspects[i];
+    return NULL;
+}
+
+int mc__store_is_suspect(mc_store_t *s, const char *name) {
+    mc__suspect_t *e;
+    int yes = 0;
+    pthread_mutex_lock(&s->sus_mu);
+    e = mc__suspect_find(s, name);
+    yes = e && e->until_ms > mc__now_ms();
+    pthread_mutex_unlock(&s->sus_mu);
+    return yes;
+}
+
+void mc__store_suspect_failed(mc_store_t *s, const char *name, int rc) {
+    uint64_t now = mc__now_ms();
+    uint64_t quiet = 0;
+    int warn = 0;
+    mc__suspect_t *e;
+    pthread_mutex_lock(&s->sus_mu);
+    e = mc__suspect_find(s, name);
+    if (!e) {
+        /* A free slot, else the one whose suspicion ends first: the table stays bounded. */
+        e = &s->suspects[0];
+        for (size_t i = 0; i < MC__SUSPECTS && e->until_ms; i++)
+            if (!s->suspects[i].until_ms || s->suspects[i].until_ms < e->until_ms)
+                e = &s->suspects[i];
+        memset(e, 0, sizeof(*e));
+        snprintf(e->name, sizeof(e->name), "%s", name);
+    }
+    e->until_ms = now + MC__SUSPECT_MS;
+    if (e->warned_ms == 0 || now - e->warned_ms >= MC__SUSPECT_WARN_MS) {
+        warn = 1;
+        quiet = e->quiet;
+        e->warned_ms = now;
+        e->quiet = 0;
+    } else {
+        e->quiet++;
+    }
+    pthread_mutex_unlock(&s->sus_mu);
+    if (warn && quiet)
+        MC_WARN("store: transfers with segment %s fail (%s; %llu more since the last report); "
+                "reading other replicas first for %d s",
+                name, mc_store_strerror(rc), (unsigned long long)quiet, MC__SUSPECT_MS / 1000);
+    else if (warn)
+        MC_WARN("store: transfers with segment %s fail (%s); reading other replicas first for "
+                "%d s",
+                name, mc_store_strerror(rc), MC__SUSPECT_MS / 1000);
+}
+
+void mc__store_suspect_clear(mc_store_t *s, const char *name) {
+    mc__suspect_t *e;
+    pthread_mutex_lock(&s->sus_mu);
+    e = mc__suspect_find(s, name);
+    if (e)
+        memset(e, 0, sizeof(*e));
+    pthread_mutex_unlock(&s->sus_mu);
 }
 
 void mc__store_segments_clear(mc_store_t *s) {
@@ -191,8 +262,8 @@ static int mc__flush(mc__mover_t *m) {
     if (m->nreqs)
         rc = mc_engine_transfer_sync(m->s->engine, m->reqs, m->nreqs);
     m->nreqs = 0;
-    if (rc != 0)
-        MC_WARN("store: transfer failed: %s", mc_strerror(rc));
+    if (rc != 0) /* reported by the caller, which knows which segments were involved */
+        MC_DEBUG("store: transfer failed: %s", mc_strerror(rc));
     return rc == 0 ? 0 : MC_ERR_TRANSFER_FAIL;
 }
 
@@ -354,21 +425,32 @@ int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
         left -= sub[nsub].len;
         nsub++;
     }
-    /* Ours first (a memcpy), then the others in the master's order. */
-    for (int pass = 0; pass < 2; pass++) {
+    /* Ours first (a memcpy), then healthy peers in the master's order, then peers that failed
+     * lately: a dead owner stays in replica lists until the master expires it, and trying it
+     * first would cost every read a failed transfer. */
+    for (int pass = 0; pass < 3; pass++) {
         for (uint32_t r = 0; r < n; r++) {
             const mc__replica_desc_t *d = &kr->replicas[r];
             int ours = strcmp(d->segment_name, s->hostname) == 0;
+            int suspect;
             if (tried[r] || d->status != MC_MP_REPLICA_COMPLETE || (pass == 0 && !ours))
+                continue;
+            suspect = !ours && mc__store_is_suspect(s, d->segment_name);
+            if (pass == 1 && suspect)
                 continue;
             tried[r] = 1;
             rc = mc__store_move(s, MC_OPCODE_READ, sub, nsub, d, 1);
             if (rc == 0) {
+                if (suspect)
+                    mc__store_suspect_clear(s, d->segment_name);
                 rc = (int64_t)kr->size;
                 goto out;
             }
-            MC_WARN("store: reading a replica from %s failed (%s); trying another",
-                    d->segment_name, mc_store_strerror((int)rc));
+            if (rc == MC_ERR_TRANSFER_FAIL && !ours)
+                mc__store_suspect_failed(s, d->segment_name, (int)rc);
+            else
+                MC_WARN("store: reading a replica from %s failed (%s); trying another",
+                        d->segment_name, mc_store_strerror((int)rc));
         }
     }
     if (rc != MC_ERR_OBJECT_NOT_FOUND)

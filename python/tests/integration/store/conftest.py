@@ -83,11 +83,12 @@ class Master:
 class Worker:
     """A store client process; run() executes code in it and returns its ``result``."""
 
-    def __init__(self, env=None):
+    def __init__(self, env=None, stderr=None):
         e = dict(os.environ)
         e.update(env or {})
+        # stderr: a file to collect the client's log lines in (default: the test's stderr).
         self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=e)
+                                     stdout=subprocess.PIPE, stderr=stderr, text=True, env=e)
         self.pid = self._read()["result"]
 
     def _read(self):
@@ -147,8 +148,8 @@ def make_master():
 def make_worker():
     workers = []
 
-    def make(env=None):
-        w = Worker(env)
+    def make(env=None, stderr=None):
+        w = Worker(env, stderr=stderr)
         workers.append(w)
         return w
 

@@ -50,6 +50,34 @@ def test_replicas_survive_kill_of_one_storage_client(make_master, make_worker):
     assert b.run("result = store.health_check()") == 0
 
 
+def test_dead_replica_owner_is_tried_last_and_logged_once(make_master, make_worker, tmp_path):
+    # The master still lists the dead owner's replicas until client_ttl: the reader must not pay
+    # a failed transfer (and a log line) for every object.
+    master = make_master("--client_ttl=30")
+    a, b = make_worker(), make_worker()
+    log = tmp_path / "reader.log"
+    with open(log, "w") as err:
+        reader = make_worker(stderr=err)
+    dead = a.setup(master, segment=32 << 20)
+    b.setup(master, segment=32 << 20)
+    reader.setup(master, segment=0)
+    keys = [f"d-{i}" for i in range(40)]
+    digests = reader.run(
+        "cfg = ReplicateConfig(replica_num=2); out = []\n"
+        f"for k in {keys!r}:\n"
+        "    v = pattern(20000, k); assert store.put(k, v, config=cfg) == 0; out.append(sha(v))\n"
+        "result = out")
+    a.kill()
+    for _ in range(3):
+        assert reader.run(f"result = [sha(store.get(k)) for k in {keys!r}]") == digests
+    # The master still names the dead segment (so the reads above did face it).
+    assert dead in master.http("/get_all_segments")
+    lines = [ln for ln in log.read_text().splitlines() if "store:" in ln]
+    about_dead = [ln for ln in lines if dead in ln]
+    assert len(about_dead) == 1, "\n".join(lines)
+    assert len(lines) == 1, "\n".join(lines)
+
+
 def test_expired_client_segments_are_unmounted(make_master, make_worker):
     master = make_master("--client_ttl=1")
     owner, other = make_worker(), make_worker()
