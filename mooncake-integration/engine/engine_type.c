@@ -3,6 +3,7 @@
 
 PyObject *mcpy_get_rpc_port(PyObject *self, PyObject *unused);
 PyObject *mcpy_get_local_segment_name(PyObject *self, PyObject *unused);
+PyObject *mcpy_get_transport_stats(PyObject *self, PyObject *unused);
 PyObject *mcpy_allocate_managed_buffer(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *mcpy_free_managed_buffer(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *mcpy_register_memory(PyObject *self, PyObject *args, PyObject *kw);
@@ -196,6 +197,9 @@ static PyMethodDef engine_methods[] = {
     {"get_rpc_port", mcpy_get_rpc_port, METH_NOARGS, "The RPC port peers reach this engine on."},
     {"get_local_segment_name", mcpy_get_local_segment_name, METH_NOARGS,
      "The segment name peers pass as target_hostname to reach this engine."},
+    {"get_transport_stats", mcpy_get_transport_stats, METH_NOARGS,
+     "{'tcp': (tasks, bytes), 'shm': ..., 'local': ...}: completed transfers per transport "
+     "since initialize (empty before). Not in the reference."},
 #define KWM(name, doc) {#name, (PyCFunction)(void (*)(void))mcpy_##name, METH_VARARGS | METH_KEYWORDS, doc}
     KWM(allocate_managed_buffer, "allocate_managed_buffer(length) -> address, 0 on failure"),
     KWM(free_managed_buffer, "free_managed_buffer(buffer_addr, length) -> 0 or negative"),

@@ -13,6 +13,29 @@ PyObject *mcpy_get_rpc_port(PyObject *obj, PyObject *unused)
     return PyLong_FromLong(e ? mc_engine_rpc_port(e) : MC_ERR_INVALID_ARGUMENT);
 }
 
+/* {"tcp": (tasks, bytes), "shm": ..., "local": ...}: completed tasks per transport, so callers
+ * (and tests) can tell which transport carried their transfers. */
+PyObject *mcpy_get_transport_stats(PyObject *obj, PyObject *unused)
+{
+    static const char *const names[] = {"tcp", "shm", "local"};
+    mc_engine_t *e = mcpy_engine_get((mcpy_engine_t *)obj);
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && e && i < sizeof(names) / sizeof(names[0]); i++) {
+        uint64_t tasks = 0, bytes = 0;
+        PyObject *v;
+        if (mc_engine_get_stats(e, names[i], &tasks, &bytes))
+            continue;
+        v = Py_BuildValue("(KK)", (unsigned long long)tasks, (unsigned long long)bytes);
+        if (!v || PyDict_SetItemString(d, names[i], v) < 0) {
+            Py_XDECREF(v);
+            Py_CLEAR(d);
+            break;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
 PyObject *mcpy_get_local_segment_name(PyObject *obj, PyObject *unused)
 {
     mc_engine_t *e = mcpy_engine_get((mcpy_engine_t *)obj);

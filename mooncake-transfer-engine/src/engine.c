@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mooncake/common/alloc.h"
@@ -90,6 +91,18 @@ static int mc__transfer_timeout(int opt_ms) {
         MC_WARN("ignoring MC_TRANSFER_TIMEOUT=%s", s);
     }
     return MC__DEFAULT_TIMEOUT_MS;
+}
+
+/* Two engines can share memory over shm only on one host and in one network namespace: the
+ * memfd hand-off goes through an abstract unix socket, and those are per network namespace
+ * (several "hosts" on one machine, containers, ip netns). */
+static void mc__engine_host_id(mc_engine_t *e) {
+    struct stat st;
+    if (stat("/proc/self/ns/net", &st) == 0)
+        snprintf(e->host_id, sizeof(e->host_id), "%s/net:%llx:%llx", mc__host_id(),
+                 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+    else
+        snprintf(e->host_id, sizeof(e->host_id), "%s", mc__host_id());
 }
 
 /* Binds the RPC listener; fills e->host, e->port, e->name. */
@@ -177,6 +190,7 @@ int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
     if (getrandom(&e->instance_id, sizeof(e->instance_id), 0) != sizeof(e->instance_id))
         e->instance_id = mc__now_ns() ^ ((uint64_t)getpid() << 32);
     e->instance_id |= 1;
+    mc__engine_host_id(e);
     lfd = mc__engine_listen(e, opts ? opts->local_server_name : NULL, p2p);
     if (lfd < 0) {
         rc = lfd;
@@ -283,7 +297,7 @@ int mc__engine_desc_json(mc_engine_t *e, char **json) {
     memset(&d, 0, sizeof(d));
     snprintf(d.name, sizeof(d.name), "%s", e->name);
     d.instance_id = e->instance_id;
-    snprintf(d.host_id, sizeof(d.host_id), "%s", mc__host_id());
+    snprintf(d.host_id, sizeof(d.host_id), "%s", e->host_id);
     snprintf(d.rpc_host, sizeof(d.rpc_host), "%s", e->host);
     d.rpc_port = e->port;
     snprintf(d.shm_socket, sizeof(d.shm_socket), "%s", mc__shm_owner_socket(e));

@@ -121,7 +121,7 @@ int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t 
             long i = mc__desc_find(p->desc, addr, len);
             if (i >= 0) {
                 *shm_id = p->desc->shm_socket[0] ? p->desc->bufs[i].shm_id : -1;
-                *same_host = !strcmp(p->desc->host_id, mc__host_id());
+                *same_host = !strcmp(p->desc->host_id, e->host_id);
                 pthread_mutex_unlock(&p->lock);
                 return 0;
             }

@@ -106,6 +106,9 @@ struct mc_engine {
     int proto;
     int timeout_ms;
     uint64_t instance_id;
+    /* Where shm can reach: this host and network namespace (the shm hand-off uses an abstract
+     * unix socket, which exists per network namespace). Peers with another value use tcp. */
+    char host_id[384];
 
     mc__registry_t reg;
     mc__server_t *server;

@@ -13,6 +13,13 @@ peer's own memory, read back by the peer itself, so a test never trusts the init
     SHAADDR <addr> <length>           -> OK <sha of that memory>
     NOTIFIES                          -> OK <json [[name, msg_hex], ...]> (drains the queue)
     SENDNOTIFY <target> <name> <hex>  -> OK <return code>
+    WRITE <target> <off> <peer_addr> <length>   transfer_sync_write from buffer[off:] -> OK <rc>
+    READ <target> <off> <peer_addr> <length>    transfer_sync_read into buffer[off:] -> OK <rc>
+    STATS                             -> OK <json {"tcp": [tasks, bytes], "shm": ..., "local": ...}>
+    LOOP <target> <off> <peer_addr> <length> <seconds>
+                                      writes again and again in a thread until one fails or the
+                                      time is up -> OK started
+    LOOPWAIT                          -> OK <rc of the failing write, 0 if none> <writes done>
     QUIT                              close the engine and exit 0
 """
 
@@ -22,6 +29,8 @@ import hashlib
 import json
 import random
 import sys
+import threading
+import time
 
 
 def pattern(seed: int, length: int) -> bytes:
@@ -52,6 +61,16 @@ def main() -> int:
         print("ERR allocate_managed_buffer", flush=True)
         return 1
     raw = []  # keeps RAWBUF memory alive
+    loop = {}
+
+    def write_loop(target, src, dst, n, seconds):
+        end, done, rc = time.monotonic() + seconds, 0, 0
+        while time.monotonic() < end:
+            rc = engine.transfer_sync_write(target, src, dst, n)
+            if rc != 0:
+                break
+            done += 1
+        loop["result"] = (rc, done)
     print(f"READY {engine.get_local_segment_name()} {base} {args.size}", flush=True)
 
     for line in sys.stdin:
@@ -80,6 +99,21 @@ def main() -> int:
             elif cmd == "SENDNOTIFY":
                 note = TransferNotify(a[1], bytes.fromhex(a[2]) if len(a) > 2 else b"")
                 reply = str(engine.send_notify(a[0], note))
+            elif cmd in ("WRITE", "READ"):
+                op = engine.transfer_sync_write if cmd == "WRITE" else engine.transfer_sync_read
+                reply = str(op(a[0], base + int(a[1]), int(a[2]), int(a[3])))
+            elif cmd == "STATS":
+                reply = json.dumps(engine.get_transport_stats(), separators=(",", ":"))
+            elif cmd == "LOOP":
+                loop.clear()
+                loop["thread"] = threading.Thread(
+                    target=write_loop,
+                    args=(a[0], base + int(a[1]), int(a[2]), int(a[3]), float(a[4])), daemon=True)
+                loop["thread"].start()
+                reply = "started"
+            elif cmd == "LOOPWAIT":
+                loop["thread"].join()
+                reply = "%d %d" % loop["result"]
             elif cmd == "QUIT":
                 engine.close()
                 print("OK bye", flush=True)

@@ -37,13 +37,17 @@ def free_port() -> int:
 class Peer:
     """A peer.py process: its own engine with one managed buffer, driven line by line."""
 
-    def __init__(self, tmp_dir: Path, protocol: str, metadata: str, size: int, host: str):
+    def __init__(self, tmp_dir: Path, protocol: str, metadata: str, size: int, host: str,
+                 prefix=(), env=None):
+        """prefix: a command the peer runs under (e.g. ``ip netns exec NS``); env: extra
+        environment variables."""
         self.stderr_path = tmp_dir / f"peer-{os.getpid()}-{random.getrandbits(32):08x}.err"
         self._err = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, str(PEER_SCRIPT), "--protocol", protocol, "--metadata", metadata,
-             "--size", str(size), "--host", host],
+            [*prefix, sys.executable, str(PEER_SCRIPT), "--protocol", protocol, "--metadata",
+             metadata, "--size", str(size), "--host", host],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True, bufsize=1,
+            env={**os.environ, **env} if env else None,
         )
         self._lines: "queue.Queue[str | None]" = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
