@@ -229,3 +229,10 @@ def test_batch_registration_is_all_or_nothing(engine):
     assert engine.transfer_sync_write(me, base, base + 2 * MiB, MiB) < 0
     assert engine.batch_unregister_memory(addrs) < 0
     assert engine.unregister_memory(base + 3 * MiB) == 0
+    # the two successful loopback copies went through the local transport
+    st = engine.get_transport_stats()
+    assert st["local"] == (2, 2 * MiB) and st["tcp"] == (0, 0) and st["shm"] == (0, 0), st
+
+
+def test_transport_stats_before_initialize():
+    assert TransferEngine().get_transport_stats() == {}

@@ -242,3 +242,24 @@ def test_threads_share_one_engine(pair):
         t.join(timeout=30)
     assert results == [0] * n
     assert [peer.sha(i * size, size) for i in range(n)] == wants
+
+
+def test_http_metadata_port_zero_names_each_process(metadata_url, spawn_peer, make_engine):
+    # Two processes both asking for "127.0.0.1:0" with a metadata server: each is named after
+    # the port it bound, so they do not overwrite each other's descriptor.
+    peers = [spawn_peer("tcp", metadata_url, 1 << 20, "127.0.0.1:0") for _ in range(2)]
+    names = [p.name for p in peers]
+    assert len(set(names)) == 2, names
+    for n in names:
+        host, port = n.rsplit(":", 1)
+        assert host == "127.0.0.1" and 0 < int(port) < 65536, n
+    eng = make_engine("tcp", metadata_url, "127.0.0.1:0")
+    me = eng.get_local_segment_name()
+    assert me == f"127.0.0.1:{eng.get_rpc_port()}"
+    buf = LocalBuffer(eng, 1 << 20, managed=False)
+    for i, p in enumerate(peers):
+        want = buf.put(0, pattern(60 + i, 1 << 20))
+        assert eng.transfer_sync_write(p.name, buf.addr, p.addr, 1 << 20) == 0
+        assert p.sha(0, 1 << 20) == want
+    assert eng.get_transport_stats()["tcp"][0] == 2
+    buf.release()
