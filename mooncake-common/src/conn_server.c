@@ -164,7 +164,7 @@ int mc__conn_server_start(const mc_conn_server_opts_t *opts, mc_conn_server_t **
     }
     sync_ok = 1;
     if (lfd < 0) {
-        rc = mc__tcp_listen(s->o.host, s->o.port, 128, &s->port);
+        rc = mc__tcp_listen(s->o.host, s->o.port, s->o.backlog > 0 ? s->o.backlog : 128, &s->port);
         if (rc < 0)
             goto out;
         lfd = rc;
