@@ -5,7 +5,10 @@
 #ifndef MC_STORE_PY_H
 #define MC_STORE_PY_H
 
-#ifndef Py_LIMITED_API
+/* One binary serves CPython 3.11 and every newer version (abi3); a 3.10 interpreter (no
+ * PyObject_GetBuffer in its limited API) gets a version-specific build of the same code. */
+#include <patchlevel.h>
+#if !defined(Py_LIMITED_API) && PY_VERSION_HEX >= 0x030B0000
 #define Py_LIMITED_API 0x030B0000
 #endif
 #define PY_SSIZE_T_CLEAN
