@@ -44,7 +44,10 @@ int main(int argc, char **argv) {
     if (managed_len) {
         if (mc_engine_alloc_managed(e, managed_len, &managed))
             return 1;
+        /* ordered before remote writes into it the way H and F are (see below) */
+        mc__reg_quiesce_begin(&e->reg, (uint64_t)(uintptr_t)managed, managed_len);
         te_fill(managed, managed_len, 2);
+        mc__reg_quiesce_end(&e->reg);
     }
     printf("READY %s %" PRIu64 " %zu %" PRIu64 " %zu\n", mc_engine_local_name(e),
            (uint64_t)(uintptr_t)plain, plain_len, (uint64_t)(uintptr_t)managed, managed_len);
