@@ -202,9 +202,9 @@ int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
     if (rc)
         goto out;
     rc = mc__server_start(e, lfd, &e->server);
+    lfd = -1; /* the server owns it now, also when it failed */
     if (rc)
         goto out;
-    lfd = -1;
     e->initialized = 1;
     rc = mc__meta_publish(e);
     if (rc) {

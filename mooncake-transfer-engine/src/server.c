@@ -1,14 +1,14 @@
 /* The RPC/data listener: one thread per connection (peers pool their connections, so there are
  * few). Payloads move straight between the socket and registered memory. Every request is checked
  * against the current registrations; a bad request gets an error reply, broken framing closes only
- * that connection. */
-#include <errno.h>
+ * that connection. Accepting and tracking connections is mc__conn_server's job. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/conn_server.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
@@ -18,21 +18,9 @@
 #define MC__SERVER_MAX_CONNS 1024
 #define MC__SCRATCH (MC__TE_MAX_NOTIFY_BODY)
 
-typedef struct mc__conn {
-    int fd;
-    struct mc__conn *prev, *next;
-    struct mc__server *s;
-} mc__conn_t;
-
 struct mc__server {
     mc_engine_t *e;
-    int lfd;
-    pthread_t accept_thr;
-    pthread_mutex_t lock;
-    pthread_cond_t idle;
-    mc__conn_t *conns;
-    int nconns;
-    int stopping;
+    mc_conn_server_t *conns;
 };
 
 static int mc__reply_error(int fd, uint8_t type, uint64_t id, int code, const char *msg,
@@ -176,98 +164,38 @@ static int mc__serve_one(mc_engine_t *e, int fd, uint8_t *scratch) {
     }
 }
 
-static void *mc__conn_main(void *arg) {
-    mc__conn_t *c = arg;
-    mc__server_t *s = c->s;
+static void mc__conn_serve(void *ctx, int fd) {
+    mc__server_t *s = ctx;
     uint8_t *scratch = mc__malloc(MC__SCRATCH);
-    while (scratch && mc__serve_one(s->e, c->fd, scratch) == 0) {
+    while (scratch && mc__serve_one(s->e, fd, scratch) == 0) {
     }
     mc__free(scratch);
-    pthread_mutex_lock(&s->lock);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    s->nconns--;
-    close(c->fd);
-    mc__free(c);
-    /* after this unlock the server may be freed: touch nothing of it below */
-    pthread_cond_broadcast(&s->idle);
-    pthread_mutex_unlock(&s->lock);
-    return NULL;
 }
 
-static int mc__tune_socket(int fd) {
+/* Large socket buffers let one connection keep a multi-MiB slice in flight. */
+static void mc__tune_socket(void *ctx, int fd) {
     int sz = 4 << 20;
+    (void)ctx;
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
     (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-    return 0;
 }
 
-static void *mc__accept_main(void *arg) {
-    mc__server_t *s = arg;
-    for (;;) {
-        int fd = mc__accept(s->lfd);
-        mc__conn_t *c = NULL;
-        pthread_t thr;
-        pthread_attr_t attr;
-        int ok = 0;
-        if (fd < 0) {
-            pthread_mutex_lock(&s->lock);
-            ok = s->stopping;
-            pthread_mutex_unlock(&s->lock);
-            if (ok)
-                break;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                usleep(10000);
-            continue;
-        }
-        mc__tune_socket(fd);
-        pthread_mutex_lock(&s->lock);
-        if (!s->stopping && s->nconns < MC__SERVER_MAX_CONNS)
-            c = mc__calloc(1, sizeof(*c));
-        if (c) {
-            c->fd = fd;
-            c->s = s;
-            c->next = s->conns;
-            if (s->conns)
-                s->conns->prev = c;
-            s->conns = c;
-            s->nconns++;
-            pthread_attr_init(&attr);
-            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-            ok = pthread_create(&thr, &attr, mc__conn_main, c) == 0;
-            pthread_attr_destroy(&attr);
-            if (!ok) {
-                s->conns = c->next;
-                if (c->next)
-                    c->next->prev = NULL;
-                s->nconns--;
-                mc__free(c);
-            }
-        }
-        pthread_mutex_unlock(&s->lock);
-        if (!ok)
-            close(fd);
-    }
-    return NULL;
-}
-
+/* Takes over lfd, also when it fails. */
 int mc__server_start(mc_engine_t *e, int lfd, mc__server_t **out) {
     mc__server_t *s = mc__calloc(1, sizeof(*s));
-    if (!s)
+    int rc;
+    if (!s) {
+        close(lfd);
         return MC_ERR_MEMORY;
+    }
     s->e = e;
-    s->lfd = lfd;
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->idle, NULL);
-    if (pthread_create(&s->accept_thr, NULL, mc__accept_main, s)) {
-        pthread_mutex_destroy(&s->lock);
-        pthread_cond_destroy(&s->idle);
+    mc_conn_server_opts_t o = {.name = "te-rpc", .listen_fd = lfd,
+                               .max_conns = MC__SERVER_MAX_CONNS, .serve = mc__conn_serve,
+                               .tune = mc__tune_socket, .ctx = s};
+    rc = mc__conn_server_start(&o, &s->conns);
+    if (rc) {
         mc__free(s);
-        return MC_ERR_MEMORY;
+        return rc;
     }
     *out = s;
     return 0;
@@ -276,20 +204,6 @@ int mc__server_start(mc_engine_t *e, int lfd, mc__server_t **out) {
 void mc__server_stop(mc__server_t *s) {
     if (!s)
         return;
-    pthread_mutex_lock(&s->lock);
-    s->stopping = 1;
-    pthread_mutex_unlock(&s->lock);
-    /* wakes accept() on Linux */
-    shutdown(s->lfd, SHUT_RDWR);
-    pthread_join(s->accept_thr, NULL);
-    close(s->lfd);
-    pthread_mutex_lock(&s->lock);
-    for (mc__conn_t *c = s->conns; c; c = c->next)
-        shutdown(c->fd, SHUT_RDWR);
-    while (s->nconns > 0)
-        pthread_cond_wait(&s->idle, &s->lock);
-    pthread_mutex_unlock(&s->lock);
-    pthread_mutex_destroy(&s->lock);
-    pthread_cond_destroy(&s->idle);
+    mc__conn_server_stop(s->conns);
     mc__free(s);
 }
