@@ -41,8 +41,8 @@ static int bench_target(const bench_opts_t *o, int ready_fd, int ctl_fd) {
         goto out;
     rc = mc_engine_alloc_managed(e, o->buffer_size, &buf);
     if (rc != 0) {
-        fprintf(stderr, PROG ": target buffer of %llu B: %s\n",
-                (unsigned long long)o->buffer_size, mc_strerror(rc));
+        fprintf(stderr, PROG ": target buffer of %llu B: %s\n", (unsigned long long)o->buffer_size,
+                mc_strerror(rc));
         goto out;
     }
     memset(buf, 0x3c, o->buffer_size); /* fault pages in now, not during the measurement */
@@ -90,10 +90,10 @@ static int bench_check(bench_opts_t *o) {
     }
     if (o->block_size == 0 || o->buffer_size < o->block_size || o->batch_size < 1 ||
         o->batch_size > 65536 || o->threads < 1 || o->threads > 1024 || o->rounds < 1 ||
-        o->rounds > BENCH_MAX_ROUNDS || !(o->duration > 0) ||
-        o->duration > 86400 || o->limits_duration < 0) {
+        o->rounds > BENCH_MAX_ROUNDS || !(o->duration > 0) || o->duration > 86400 ||
+        o->limits_duration < 0) {
         fprintf(stderr, PROG ": need 0 < block_size <= buffer_size, 1 <= batch_size <= 65536, "
-                        "1 <= threads <= 1024, 1 <= rounds <= 64, 0 < duration <= 86400\n");
+                             "1 <= threads <= 1024, 1 <= rounds <= 64, 0 < duration <= 86400\n");
         return -1;
     }
     return 0;

@@ -17,8 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int b = 0;
     const char *str = "";
     mc_flag_t flags[] = {
-        {"b", MC_FLAG_BOOL, &b, "bool"},       {"i", MC_FLAG_INT, &i, "int"},
-        {"d", MC_FLAG_DOUBLE, &d, "double"},   {"s", MC_FLAG_STRING, &str, "string"},
+        {"b", MC_FLAG_BOOL, &b, "bool"},     {"i", MC_FLAG_INT, &i, "int"},
+        {"d", MC_FLAG_DOUBLE, &d, "double"}, {"s", MC_FLAG_STRING, &str, "string"},
         {"size", MC_FLAG_SIZE, &sz, "size"},
     };
     memcpy(s, data, size);

@@ -33,11 +33,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             size_t before = mc__cur_left(&c);
             int rc = 0;
             switch (op % 7) {
-            case 0: rc = mc__cur_u16(&c, &u16); break;
-            case 1: rc = mc__cur_u32(&c, &u32); break;
-            case 2: rc = mc__cur_u64(&c, &u64); break;
-            case 3: rc = mc__cur_i32(&c, &i32); break;
-            case 4: rc = mc__cur_i64(&c, &i64); break;
+            case 0:
+                rc = mc__cur_u16(&c, &u16);
+                break;
+            case 1:
+                rc = mc__cur_u32(&c, &u32);
+                break;
+            case 2:
+                rc = mc__cur_u64(&c, &u64);
+                break;
+            case 3:
+                rc = mc__cur_i32(&c, &i32);
+                break;
+            case 4:
+                rc = mc__cur_i64(&c, &i64);
+                break;
             case 5:
                 rc = mc__cur_bytes(&c, 4096, &p, &n);
                 if (rc == 0 && (p < buf || p + n > buf + size))

@@ -5,8 +5,8 @@
  * accumulate zombies. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>

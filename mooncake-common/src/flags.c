@@ -77,8 +77,8 @@ int mc__flags_parse(int argc, char **argv, const mc_flag_t *flags, size_t n, con
         const mc_flag_t *f = NULL;
         size_t len = 0;
         if (a[0] != '-' || a[1] == '\0') {
-            fprintf(stderr, "%s: unexpected argument '%s' (flags look like --name=value)\n",
-                    prog, a);
+            fprintf(stderr, "%s: unexpected argument '%s' (flags look like --name=value)\n", prog,
+                    a);
             return MC_ERR_INVALID_ARGUMENT;
         }
         name = a + (a[1] == '-' ? 2 : 1);

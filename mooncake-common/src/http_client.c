@@ -217,8 +217,9 @@ int mc__http_request(const char *method, const char *url, const void *body, size
     {
         char head[1024];
         int with_len = body_len || !strcmp(method, "PUT") || !strcmp(method, "POST");
-        int n = snprintf(head, sizeof(head), "%s %s HTTP/1.1\r\nHost: %s:%u\r\nConnection: close\r\n",
-                         method, u.target, u.host, (unsigned)u.port);
+        int n =
+            snprintf(head, sizeof(head), "%s %s HTTP/1.1\r\nHost: %s:%u\r\nConnection: close\r\n",
+                     method, u.target, u.host, (unsigned)u.port);
         if (n < 0 || (size_t)n >= sizeof(head) - 64)
             goto out;
         if (with_len)
@@ -255,7 +256,8 @@ int mc__http_request(const char *method, const char *url, const void *body, size
     if (no_body) {
         rc = 0;
     } else if ((v = mc__http_find_header((const char *)in.data, head_len, "transfer-encoding",
-                                         &vl)) && vl >= 7 && !strncasecmp(v + vl - 7, "chunked", 7)) {
+                                         &vl)) &&
+               vl >= 7 && !strncasecmp(v + vl - 7, "chunked", 7)) {
         rc = mc__http_read_chunked(fd, &in, head_len, deadline, &out);
     } else if ((v = mc__http_find_header((const char *)in.data, head_len, "content-length", &vl))) {
         char tmp[24];

@@ -32,29 +32,47 @@ struct mc_http_server {
 
 static const char *mc__http_reason(int status) {
     switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 413:
+        return "Payload Too Large";
+    case 414:
+        return "URI Too Long";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Unknown";
     }
 }
 
-int mc__http_respond(mc_http_response_t *r, int status, const char *content_type,
-                     const void *body, size_t len) {
+int mc__http_respond(mc_http_response_t *r, int status, const char *content_type, const void *body,
+                     size_t len) {
     uint8_t *copy = NULL;
     copy = mc__malloc(len ? len : 1);
     if (!copy)
@@ -159,9 +177,8 @@ static void mc__http_serve(mc_http_server_t *s, int fd) {
         if (got < req.content_length && mc__http_wants_continue(head, req.head_len))
             (void)mc__send_all(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25,
                                mc__now_ms() + MC__HTTP_HEAD_MS);
-        if (got < req.content_length &&
-            mc__recv_all(fd, body + got, req.content_length - got,
-                         mc__now_ms() + MC__HTTP_BODY_MS) != 0) {
+        if (got < req.content_length && mc__recv_all(fd, body + got, req.content_length - got,
+                                                     mc__now_ms() + MC__HTTP_BODY_MS) != 0) {
             mc__free(body);
             return;
         }
@@ -190,8 +207,8 @@ static void mc__http_reject(void *ctx, int fd) {
     mc__http_send_error(fd, 503);
 }
 
-int mc__http_server_start(const char *host, uint16_t port, size_t max_body,
-                          mc_http_handler_fn fn, void *ctx, mc_http_server_t **out) {
+int mc__http_server_start(const char *host, uint16_t port, size_t max_body, mc_http_handler_fn fn,
+                          void *ctx, mc_http_server_t **out) {
     mc_http_server_t *s = NULL;
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (!fn || !out)
@@ -203,9 +220,14 @@ int mc__http_server_start(const char *host, uint16_t port, size_t max_body,
     s->max_body = max_body;
     s->fn = fn;
     s->ctx = ctx;
-    mc_conn_server_opts_t o = {.name = "http", .listen_fd = -1, .host = host, .port = port,
-                               .max_conns = MC__HTTP_MAX_CONNS, .serve = mc__http_conn_serve,
-                               .reject = mc__http_reject, .ctx = s};
+    mc_conn_server_opts_t o = {.name = "http",
+                               .listen_fd = -1,
+                               .host = host,
+                               .port = port,
+                               .max_conns = MC__HTTP_MAX_CONNS,
+                               .serve = mc__http_conn_serve,
+                               .reject = mc__http_reject,
+                               .ctx = s};
     rc = mc__conn_server_start(&o, &s->conns);
     if (rc < 0)
         goto out;

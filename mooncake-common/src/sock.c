@@ -48,9 +48,9 @@ static void mc__set_nodelay(int fd) {
 }
 
 /* Binds a listening TCP socket; returns the fd, or a negative code with errno kept. */
-static int mc__tcp_listen_once(const char *host, uint16_t port, int backlog,
-                               uint16_t *bound_port) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+static int mc__tcp_listen_once(const char *host, uint16_t port, int backlog, uint16_t *bound_port) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     char service[8];
@@ -125,8 +125,8 @@ int mc__tcp_listen_range(const char *host, uint16_t lo, uint16_t hi, int backlog
 }
 
 int mc__tcp_connect(const char *host, uint16_t port, uint64_t deadline_ms) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     char service[8];
     int fd = -1;
@@ -140,8 +140,7 @@ int mc__tcp_connect(const char *host, uint16_t port, uint64_t deadline_ms) {
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         int err = 0;
         socklen_t el = sizeof(err);
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                    ai->ai_protocol);
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
         if (fd < 0) {
             saved = errno;
             continue;
@@ -230,7 +229,8 @@ int mc__send2(int fd, const void *a, size_t an, const void *b, size_t bn, uint64
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            if ((errno == EAGAIN || errno == EWOULDBLOCK) && mc__wait_fd(fd, POLLOUT, deadline_ms) == 0)
+            if ((errno == EAGAIN || errno == EWOULDBLOCK) &&
+                mc__wait_fd(fd, POLLOUT, deadline_ms) == 0)
                 continue;
             return MC_ERR_SOCKET;
         }
@@ -258,7 +258,8 @@ int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            if ((errno == EAGAIN || errno == EWOULDBLOCK) && mc__wait_fd(fd, POLLIN, deadline_ms) == 0)
+            if ((errno == EAGAIN || errno == EWOULDBLOCK) &&
+                mc__wait_fd(fd, POLLIN, deadline_ms) == 0)
                 continue;
             return MC_ERR_SOCKET;
         }

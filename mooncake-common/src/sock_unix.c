@@ -134,7 +134,9 @@ int mc__recv_fds(int sock, void *p, size_t n, int *fds, int max_fds, int *nfds,
         char buf[CMSG_SPACE(sizeof(int) * MC__MAX_PASSED_FDS)];
     } ctl;
     struct iovec iov = {p, n};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.buf,
                         .msg_controllen = sizeof(ctl.buf)};
     int got = 0;
     int rc = MC_ERR_SOCKET;

@@ -45,7 +45,7 @@ static void test_fail_injection(void **state) {
     assert_non_null(a);
     assert_non_null(b);
     assert_null(c);
-    assert_null(mc__malloc(1));   /* stays failing */
+    assert_null(mc__malloc(1));      /* stays failing */
     assert_null(mc__realloc(a, 64)); /* a is untouched on failure */
     mc__alloc_fail_after(0);
     c = mc__malloc(8);

@@ -26,8 +26,9 @@ static void test_sizes(void **state) {
     assert_true(v == 3ull << 29);
     assert_int_equal(mc__parse_size("10b", &v), 0);
     assert_int_equal(v, 10);
-    const char *bad[] = {"", "gb", "-1", "-1gb", "12abc", "1 2", "1pb", "99999999999999999999",
-                         "16777216tb", "1e400", "nan", "+5", "0x10", "1.5.5"};
+    const char *bad[] = {
+        "",           "gb",    "-1",  "-1gb", "12abc", "1 2",  "1pb", "99999999999999999999",
+        "16777216tb", "1e400", "nan", "+5",   "0x10",  "1.5.5"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         v = 77;
         assert_int_equal(mc__parse_size(bad[i], &v), MC_ERR_INVALID_ARGUMENT);
@@ -85,8 +86,8 @@ static int parse(opts_t *o, int argc, char **argv) {
 
 static void test_flags_forms(void **state) {
     opts_t o;
-    char *argv[] = {"prog", "--port=9000", "-ratio", "0.75", "--host", "127.0.0.1",
-                    "--noverbose", "--size=2mb", NULL};
+    char *argv[] = {"prog",      "--port=9000", "-ratio",     "0.75", "--host",
+                    "127.0.0.1", "--noverbose", "--size=2mb", NULL};
     opts_init(&o);
     assert_int_equal(parse(&o, 8, argv), 0);
     assert_int_equal(o.port, 9000);
@@ -158,9 +159,12 @@ static void test_env(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sizes),       cmocka_unit_test(test_numbers_and_bools),
-        cmocka_unit_test(test_flags_forms), cmocka_unit_test(test_flags_errors),
-        cmocka_unit_test(test_flags_help_version), cmocka_unit_test(test_env),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_numbers_and_bools),
+        cmocka_unit_test(test_flags_forms),
+        cmocka_unit_test(test_flags_errors),
+        cmocka_unit_test(test_flags_help_version),
+        cmocka_unit_test(test_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,8 +51,12 @@ static void wait_active(mc_conn_server_t *s, int n) {
 static void test_serves_concurrently_and_limits(void **state) {
     echo_ctx_t ctx = {0};
     mc_conn_server_t *s = NULL;
-    mc_conn_server_opts_t o = {.name = "test", .listen_fd = -1, .host = "127.0.0.1",
-                               .max_conns = 2, .serve = echo_serve, .reject = echo_reject,
+    mc_conn_server_opts_t o = {.name = "test",
+                               .listen_fd = -1,
+                               .host = "127.0.0.1",
+                               .max_conns = 2,
+                               .serve = echo_serve,
+                               .reject = echo_reject,
                                .ctx = &ctx};
     int a, b, c;
     uint8_t x = 'a', y = 0;

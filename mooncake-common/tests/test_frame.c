@@ -11,8 +11,8 @@
 #include "mooncake/error.h"
 
 static void test_header_roundtrip(void **state) {
-    mc_frame_header_t h = {MC_FRAME_MAGIC, MC_FRAME_VERSION, 7, MC_FRAME_F_REPLY,
-                           0x1122334455667788ull, 4096};
+    mc_frame_header_t h = {MC_FRAME_MAGIC,   MC_FRAME_VERSION,      7,
+                           MC_FRAME_F_REPLY, 0x1122334455667788ull, 4096};
     mc_frame_header_t d;
     uint8_t raw[MC_FRAME_HEADER_SIZE];
     mc__frame_header_encode(&h, raw);
@@ -138,9 +138,9 @@ static void test_buf_sticky_failure(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_header_roundtrip),   cmocka_unit_test(test_header_rejects),
-        cmocka_unit_test(test_cursor_bounds),      cmocka_unit_test(test_count_cannot_outrun_bytes),
-        cmocka_unit_test(test_buf_and_frame),      cmocka_unit_test(test_buf_sticky_failure),
+        cmocka_unit_test(test_header_roundtrip), cmocka_unit_test(test_header_rejects),
+        cmocka_unit_test(test_cursor_bounds),    cmocka_unit_test(test_count_cannot_outrun_bytes),
+        cmocka_unit_test(test_buf_and_frame),    cmocka_unit_test(test_buf_sticky_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -124,9 +124,12 @@ static void test_url_encode_roundtrip(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_complete_request), cmocka_unit_test(test_incomplete),
-        cmocka_unit_test(test_rejects),          cmocka_unit_test(test_limits),
-        cmocka_unit_test(test_query),            cmocka_unit_test(test_url_encode_roundtrip),
+        cmocka_unit_test(test_complete_request),
+        cmocka_unit_test(test_incomplete),
+        cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_query),
+        cmocka_unit_test(test_url_encode_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

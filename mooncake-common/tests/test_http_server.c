@@ -195,8 +195,8 @@ static void test_client_errors(void **state) {
     assert_null(out);
     assert_int_equal(mc__http_request("GET", "http://:80/", NULL, 0, 1000, &status, NULL, NULL),
                      MC_ERR_INVALID_ARGUMENT);
-    assert_int_equal(mc__http_request("GET", "http://h:99999/", NULL, 0, 1000, &status, NULL,
-                                      NULL), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc__http_request("GET", "http://h:99999/", NULL, 0, 1000, &status, NULL, NULL),
+                     MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc__http_request("GET", "http://h/a b", NULL, 0, 1000, &status, NULL, NULL),
                      MC_ERR_INVALID_ARGUMENT);
     /* a server that accepts (via backlog) but never answers: the deadline holds */

@@ -140,8 +140,8 @@ static void test_split_host_port(void **state) {
     assert_string_equal(host, "::1");
     assert_int_equal(port, 17000);
     assert_int_equal(mc__split_host_port("node-3:0", host, sizeof(host), &port), 0);
-    const char *bad[] = {"host", "host:", ":80", "host:65536", "host:-1", "host:80x", "[::1]80",
-                         "[::1", "h:+1"};
+    const char *bad[] = {"host",     "host:",   ":80",  "host:65536", "host:-1",
+                         "host:80x", "[::1]80", "[::1", "h:+1"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(mc__split_host_port(bad[i], host, sizeof(host), &port),
                          MC_ERR_INVALID_ARGUMENT);
@@ -229,9 +229,9 @@ static void test_host_identity(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tcp_roundtrip),      cmocka_unit_test(test_deadlines),
-        cmocka_unit_test(test_connect_errors),     cmocka_unit_test(test_listen_range),
-        cmocka_unit_test(test_split_host_port),    cmocka_unit_test(test_unix_fd_passing),
+        cmocka_unit_test(test_tcp_roundtrip),        cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_connect_errors),       cmocka_unit_test(test_listen_range),
+        cmocka_unit_test(test_split_host_port),      cmocka_unit_test(test_unix_fd_passing),
         cmocka_unit_test(test_unix_filesystem_path), cmocka_unit_test(test_host_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

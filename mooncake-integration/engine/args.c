@@ -3,8 +3,7 @@
 
 /* A negative or too large integer is a wrong value, not an arithmetic overflow, for a caller
  * passing an address or a length: report it as ValueError. */
-static int as_u64(PyObject *obj, uint64_t *out)
-{
+static int as_u64(PyObject *obj, uint64_t *out) {
     int ok = 0;
     PyObject *idx = PyNumber_Index(obj);
     if (!idx)
@@ -13,8 +12,8 @@ static int as_u64(PyObject *obj, uint64_t *out)
     if (v == (unsigned long long)-1 && PyErr_Occurred()) {
         if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
             PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "%R is not a valid address or length (must be 0..2**64-1)",
-                         obj);
+            PyErr_Format(PyExc_ValueError,
+                         "%R is not a valid address or length (must be 0..2**64-1)", obj);
         }
         goto out;
     }
@@ -25,13 +24,11 @@ out:
     return ok;
 }
 
-int mcpy_conv_u64(PyObject *obj, void *out)
-{
+int mcpy_conv_u64(PyObject *obj, void *out) {
     return as_u64(obj, (uint64_t *)out);
 }
 
-int mcpy_conv_size(PyObject *obj, void *out)
-{
+int mcpy_conv_size(PyObject *obj, void *out) {
     uint64_t v;
     if (!as_u64(obj, &v))
         return 0;
@@ -43,22 +40,20 @@ int mcpy_conv_size(PyObject *obj, void *out)
     return 1;
 }
 
-int mcpy_conv_opcode(PyObject *obj, void *out)
-{
+int mcpy_conv_opcode(PyObject *obj, void *out) {
     uint64_t v;
     if (!as_u64(obj, &v))
         return 0;
     if (v != MC_OPCODE_READ && v != MC_OPCODE_WRITE) {
-        PyErr_Format(PyExc_ValueError, "opcode must be TransferOpcode.Read (0) or .Write (1), not %R",
-                     obj);
+        PyErr_Format(PyExc_ValueError,
+                     "opcode must be TransferOpcode.Read (0) or .Write (1), not %R", obj);
         return 0;
     }
     *(int *)out = (int)v;
     return 1;
 }
 
-Py_ssize_t mcpy_u64_array(PyObject *seq, const char *what, uint64_t **out)
-{
+Py_ssize_t mcpy_u64_array(PyObject *seq, const char *what, uint64_t **out) {
     Py_ssize_t ret = -1;
     uint64_t *arr = NULL;
     *out = NULL;

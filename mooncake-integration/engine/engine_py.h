@@ -28,18 +28,17 @@ typedef struct {
 } mcpy_state_t;
 
 typedef struct {
-    PyObject_HEAD
-    mc_engine_t *engine;   /* NULL until initialize() succeeds, and again after close() */
-    PyObject *segments;    /* dict: segment name -> segment id, so each peer is opened once */
-    int busy;              /* calls running without the GIL; close() must not pull the engine away */
-    int handles;           /* live get_engine() capsules; they keep the C engine alive */
+    PyObject_HEAD mc_engine_t
+        *engine;        /* NULL until initialize() succeeds, and again after close() */
+    PyObject *segments; /* dict: segment name -> segment id, so each peer is opened once */
+    int busy;           /* calls running without the GIL; close() must not pull the engine away */
+    int handles;        /* live get_engine() capsules; they keep the C engine alive */
     int closed;
 } mcpy_engine_t;
 
 typedef struct {
-    PyObject_HEAD
-    PyObject *name; /* str */
-    PyObject *msg;  /* str, or bytes when the payload is not UTF-8 */
+    PyObject_HEAD PyObject *name; /* str */
+    PyObject *msg;                /* str, or bytes when the payload is not UTF-8 */
 } mcpy_notify_t;
 
 extern PyType_Spec mcpy_engine_spec;
@@ -55,7 +54,8 @@ int mcpy_conv_opcode(PyObject *obj, void *out);
  * what names the argument in error messages. Returns the count, or -1 with an exception set. */
 Py_ssize_t mcpy_u64_array(PyObject *seq, const char *what, uint64_t **out);
 
-/* Encodes a TransferNotify-like object's name and msg (str or bytes-like) into new bytes objects. */
+/* Encodes a TransferNotify-like object's name and msg (str or bytes-like) into new bytes objects.
+ */
 int mcpy_notify_parts(PyObject *notify, PyObject **name_bytes, PyObject **msg_bytes);
 /* Builds the Python list of TransferNotify objects from the C ones. */
 PyObject *mcpy_notify_list(PyTypeObject *notify_type, const mc_notify_t *arr, size_t count);
@@ -88,10 +88,8 @@ PyObject *mcpy_get_notifies(PyObject *self, PyTypeObject *defining_class, PyObje
 #define MCPY_NOGIL(self, stmt)                                                                     \
     do {                                                                                           \
         (self)->busy++;                                                                            \
-        Py_BEGIN_ALLOW_THREADS                                                                     \
-        stmt;                                                                                      \
-        Py_END_ALLOW_THREADS                                                                       \
-        (self)->busy--;                                                                            \
+        Py_BEGIN_ALLOW_THREADS stmt;                                                               \
+        Py_END_ALLOW_THREADS(self)->busy--;                                                        \
     } while (0)
 
 #endif

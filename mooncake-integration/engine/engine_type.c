@@ -1,4 +1,5 @@
-/* TransferEngine: lifetime (initialize, close, context manager, get_engine) and the method table. */
+/* TransferEngine: lifetime (initialize, close, context manager, get_engine) and the method table.
+ */
 #include "engine_py.h"
 
 PyObject *mcpy_get_rpc_port(PyObject *self, PyObject *unused);
@@ -14,13 +15,11 @@ PyObject *mcpy_write_bytes_to_buffer(PyObject *self, PyObject *args, PyObject *k
 PyObject *mcpy_read_bytes_from_buffer(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *mcpy_get_first_buffer_address(PyObject *self, PyObject *args, PyObject *kw);
 
-mc_engine_t *mcpy_engine_get(mcpy_engine_t *self)
-{
+mc_engine_t *mcpy_engine_get(mcpy_engine_t *self) {
     return self->closed ? NULL : self->engine;
 }
 
-int mcpy_segment(mcpy_engine_t *self, const char *name, mc_segment_id_t *out)
-{
+int mcpy_segment(mcpy_engine_t *self, const char *name, mc_segment_id_t *out) {
     int rc = MC_ERR_INVALID_ARGUMENT;
     mc_engine_t *e = mcpy_engine_get(self);
     if (!e)
@@ -45,8 +44,7 @@ out:
     return rc;
 }
 
-static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
+static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
     mcpy_engine_t *self = (mcpy_engine_t *)alloc(type, 0);
     if (!self)
@@ -59,20 +57,17 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return (PyObject *)self;
 }
 
-static void engine_release(mcpy_engine_t *self)
-{
+static void engine_release(mcpy_engine_t *self) {
     mc_engine_t *e = self->engine;
     self->engine = NULL;
     if (!e)
         return;
     /* destroy joins the engine's threads and closes its connections: never under the GIL. */
-    Py_BEGIN_ALLOW_THREADS
-    mc_engine_destroy(e);
+    Py_BEGIN_ALLOW_THREADS mc_engine_destroy(e);
     Py_END_ALLOW_THREADS
 }
 
-static void engine_dealloc(PyObject *obj)
-{
+static void engine_dealloc(PyObject *obj) {
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     PyTypeObject *tp = Py_TYPE(obj);
     /* No capsule can be alive here: each one holds a reference to self. */
@@ -83,10 +78,8 @@ static void engine_dealloc(PyObject *obj)
     Py_DECREF(tp);
 }
 
-static PyObject *engine_initialize(PyObject *obj, PyObject *args, PyObject *kw)
-{
-    static char *kwlist[] = {"local_hostname", "metadata_server", "protocol", "device_name",
-                             NULL};
+static PyObject *engine_initialize(PyObject *obj, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"local_hostname", "metadata_server", "protocol", "device_name", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     const char *host = NULL, *meta = "P2PHANDSHAKE", *proto = "tcp", *dev = "";
     mc_engine_t *e = NULL;
@@ -115,15 +108,13 @@ static PyObject *engine_initialize(PyObject *obj, PyObject *args, PyObject *kw)
     e = NULL;
 out:
     if (e) {
-        Py_BEGIN_ALLOW_THREADS
-        mc_engine_destroy(e);
+        Py_BEGIN_ALLOW_THREADS mc_engine_destroy(e);
         Py_END_ALLOW_THREADS
     }
     return PyLong_FromLong(rc);
 }
 
-static PyObject *engine_close(PyObject *obj, PyObject *unused)
-{
+static PyObject *engine_close(PyObject *obj, PyObject *unused) {
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -139,13 +130,11 @@ static PyObject *engine_close(PyObject *obj, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-static PyObject *engine_enter(PyObject *self, PyObject *unused)
-{
+static PyObject *engine_enter(PyObject *self, PyObject *unused) {
     return Py_NewRef(self);
 }
 
-static PyObject *engine_exit(PyObject *self, PyObject *args)
-{
+static PyObject *engine_exit(PyObject *self, PyObject *args) {
     PyObject *r = engine_close(self, NULL);
     if (!r)
         return NULL;
@@ -153,8 +142,7 @@ static PyObject *engine_exit(PyObject *self, PyObject *args)
     Py_RETURN_FALSE;
 }
 
-static void handle_destructor(PyObject *capsule)
-{
+static void handle_destructor(PyObject *capsule) {
     mcpy_engine_t *self = (mcpy_engine_t *)PyCapsule_GetContext(capsule);
     if (!self)
         return;
@@ -164,8 +152,7 @@ static void handle_destructor(PyObject *capsule)
     Py_DECREF(self);
 }
 
-static PyObject *engine_get_engine(PyObject *obj, PyObject *unused)
-{
+static PyObject *engine_get_engine(PyObject *obj, PyObject *unused) {
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     mc_engine_t *e = mcpy_engine_get(self);
     if (!e)
@@ -200,7 +187,8 @@ static PyMethodDef engine_methods[] = {
     {"get_transport_stats", mcpy_get_transport_stats, METH_NOARGS,
      "{'tcp': (tasks, bytes), 'shm': ..., 'local': ...}: completed transfers per transport "
      "since initialize (empty before). Not in the reference."},
-#define KWM(name, doc) {#name, (PyCFunction)(void (*)(void))mcpy_##name, METH_VARARGS | METH_KEYWORDS, doc}
+#define KWM(name, doc)                                                                             \
+    { #name, (PyCFunction)(void (*)(void))mcpy_##name, METH_VARARGS | METH_KEYWORDS, doc }
     KWM(allocate_managed_buffer, "allocate_managed_buffer(length) -> address, 0 on failure"),
     KWM(free_managed_buffer, "free_managed_buffer(buffer_addr, length) -> 0 or negative"),
     KWM(register_memory, "register_memory(buffer_addr, capacity, location='*') -> 0 or negative"),
@@ -212,10 +200,10 @@ static PyMethodDef engine_methods[] = {
     KWM(read_bytes_from_buffer, "read_bytes_from_buffer(source_address, length) -> bytes"),
     KWM(get_first_buffer_address,
         "get_first_buffer_address(segment_name) -> address of the peer's first buffer, 0 if none"),
-    KWM(transfer_sync_write,
-        "transfer_sync_write(target_hostname, buffer, peer_buffer_address, length) -> 0 or negative"),
-    KWM(transfer_sync_read,
-        "transfer_sync_read(target_hostname, buffer, peer_buffer_address, length) -> 0 or negative"),
+    KWM(transfer_sync_write, "transfer_sync_write(target_hostname, buffer, peer_buffer_address, "
+                             "length) -> 0 or negative"),
+    KWM(transfer_sync_read, "transfer_sync_read(target_hostname, buffer, peer_buffer_address, "
+                            "length) -> 0 or negative"),
     KWM(transfer_sync, "transfer_sync(target_hostname, buffer, peer_buffer_address, length, opcode,"
                        " notify=None) -> 0 or negative"),
     KWM(batch_transfer_sync_write,

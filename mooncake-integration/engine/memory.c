@@ -7,16 +7,14 @@
 /* From about a MiB on, a copy takes long enough to be worth letting other threads run. */
 #define MCPY_NOGIL_COPY (1u << 20)
 
-PyObject *mcpy_get_rpc_port(PyObject *obj, PyObject *unused)
-{
+PyObject *mcpy_get_rpc_port(PyObject *obj, PyObject *unused) {
     mc_engine_t *e = mcpy_engine_get((mcpy_engine_t *)obj);
     return PyLong_FromLong(e ? mc_engine_rpc_port(e) : MC_ERR_INVALID_ARGUMENT);
 }
 
 /* {"tcp": (tasks, bytes), "shm": ..., "local": ...}: completed tasks per transport, so callers
  * (and tests) can tell which transport carried their transfers. */
-PyObject *mcpy_get_transport_stats(PyObject *obj, PyObject *unused)
-{
+PyObject *mcpy_get_transport_stats(PyObject *obj, PyObject *unused) {
     static const char *const names[] = {"tcp", "shm", "local"};
     mc_engine_t *e = mcpy_engine_get((mcpy_engine_t *)obj);
     PyObject *d = PyDict_New();
@@ -36,8 +34,7 @@ PyObject *mcpy_get_transport_stats(PyObject *obj, PyObject *unused)
     return d;
 }
 
-PyObject *mcpy_get_local_segment_name(PyObject *obj, PyObject *unused)
-{
+PyObject *mcpy_get_local_segment_name(PyObject *obj, PyObject *unused) {
     mc_engine_t *e = mcpy_engine_get((mcpy_engine_t *)obj);
     const char *name = e ? mc_engine_local_name(e) : NULL;
     if (!name)
@@ -45,14 +42,13 @@ PyObject *mcpy_get_local_segment_name(PyObject *obj, PyObject *unused)
     return PyUnicode_FromString(name);
 }
 
-PyObject *mcpy_allocate_managed_buffer(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_allocate_managed_buffer(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"length", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     size_t len;
     void *addr = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:allocate_managed_buffer", kwlist,
-                                     mcpy_conv_size, &len))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:allocate_managed_buffer", kwlist, mcpy_conv_size,
+                                     &len))
         return NULL;
     mc_engine_t *e = mcpy_engine_get(self);
     int rc = MC_ERR_INVALID_ARGUMENT;
@@ -61,8 +57,7 @@ PyObject *mcpy_allocate_managed_buffer(PyObject *obj, PyObject *args, PyObject *
     return PyLong_FromUnsignedLongLong(rc < 0 ? 0 : (uintptr_t)addr);
 }
 
-PyObject *mcpy_free_managed_buffer(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_free_managed_buffer(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"buffer_addr", "length", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     uint64_t addr;
@@ -77,8 +72,7 @@ PyObject *mcpy_free_managed_buffer(PyObject *obj, PyObject *args, PyObject *kw)
     return PyLong_FromLong(rc);
 }
 
-PyObject *mcpy_register_memory(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_register_memory(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"buffer_addr", "capacity", "location", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     uint64_t addr;
@@ -94,8 +88,7 @@ PyObject *mcpy_register_memory(PyObject *obj, PyObject *args, PyObject *kw)
     return PyLong_FromLong(rc);
 }
 
-PyObject *mcpy_unregister_memory(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_unregister_memory(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"buffer_addr", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     uint64_t addr;
@@ -111,8 +104,7 @@ PyObject *mcpy_unregister_memory(PyObject *obj, PyObject *args, PyObject *kw)
 
 /* The C API takes pointer and size_t arrays; Python hands over u64s. */
 static int register_all(mc_engine_t *e, const uint64_t *addrs, const uint64_t *lens, size_t n,
-                        const char *loc, void **ptrs, size_t *sizes)
-{
+                        const char *loc, void **ptrs, size_t *sizes) {
     /* an empty batch registers nothing and is not an error, as in the reference */
     if (n == 0)
         return 0;
@@ -124,8 +116,7 @@ static int register_all(mc_engine_t *e, const uint64_t *addrs, const uint64_t *l
     return mc_engine_register_memory_batch(e, ptrs, sizes, n, loc);
 }
 
-PyObject *mcpy_batch_register_memory(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_register_memory(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"buffer_addresses", "capacities", "location", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     PyObject *addr_seq, *len_seq, *ret = NULL;
@@ -143,8 +134,8 @@ PyObject *mcpy_batch_register_memory(PyObject *obj, PyObject *args, PyObject *kw
     if (m < 0)
         goto out;
     if (m != n) {
-        PyErr_Format(PyExc_ValueError, "buffer_addresses has %zd entries but capacities has %zd",
-                     n, m);
+        PyErr_Format(PyExc_ValueError, "buffer_addresses has %zd entries but capacities has %zd", n,
+                     m);
         goto out;
     }
     ptrs = PyMem_Calloc((size_t)n + 1, sizeof(*ptrs));
@@ -167,8 +158,7 @@ out:
 }
 
 /* All or none: when one address is not registered nothing is removed. */
-static int unregister_all(mc_engine_t *e, const uint64_t *addrs, size_t n, void **ptrs)
-{
+static int unregister_all(mc_engine_t *e, const uint64_t *addrs, size_t n, void **ptrs) {
     if (n == 0)
         return 0;
     for (size_t i = 0; i < n; i++)
@@ -176,8 +166,7 @@ static int unregister_all(mc_engine_t *e, const uint64_t *addrs, size_t n, void 
     return mc_engine_unregister_memory_batch(e, ptrs, n);
 }
 
-PyObject *mcpy_batch_unregister_memory(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_unregister_memory(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"buffer_addresses", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     PyObject *addr_seq;
@@ -201,8 +190,7 @@ PyObject *mcpy_batch_unregister_memory(PyObject *obj, PyObject *args, PyObject *
     return PyLong_FromLong(rc);
 }
 
-PyObject *mcpy_write_bytes_to_buffer(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_write_bytes_to_buffer(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"dest_address", "src_bytes", "length", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     uint64_t dest;
@@ -236,14 +224,13 @@ out:
     return ret;
 }
 
-PyObject *mcpy_read_bytes_from_buffer(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_read_bytes_from_buffer(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"source_address", "length", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     uint64_t src;
     size_t len;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&:read_bytes_from_buffer", kwlist,
-                                     mcpy_conv_u64, &src, mcpy_conv_size, &len))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&:read_bytes_from_buffer", kwlist, mcpy_conv_u64,
+                                     &src, mcpy_conv_size, &len))
         return NULL;
     if (src == 0 && len > 0) {
         PyErr_SetString(PyExc_ValueError, "source_address is NULL");
@@ -264,8 +251,7 @@ PyObject *mcpy_read_bytes_from_buffer(PyObject *obj, PyObject *args, PyObject *k
     return out;
 }
 
-PyObject *mcpy_get_first_buffer_address(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_get_first_buffer_address(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"segment_name", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     const char *name;

@@ -2,16 +2,14 @@
  * The public face is mooncake.engine; this module is private. */
 #include "engine_py.h"
 
-static PyObject *mod_strerror(PyObject *mod, PyObject *arg)
-{
+static PyObject *mod_strerror(PyObject *mod, PyObject *arg) {
     long code = PyLong_AsLong(arg);
     if (code == -1 && PyErr_Occurred())
         return NULL;
     return PyUnicode_FromString(mc_strerror((int)code));
 }
 
-static PyObject *mod_err_name(PyObject *mod, PyObject *arg)
-{
+static PyObject *mod_err_name(PyObject *mod, PyObject *arg) {
     long code = PyLong_AsLong(arg);
     if (code == -1 && PyErr_Occurred())
         return NULL;
@@ -20,12 +18,12 @@ static PyObject *mod_err_name(PyObject *mod, PyObject *arg)
 
 static PyMethodDef module_methods[] = {
     {"strerror", mod_strerror, METH_O, "strerror(code) -> message for a Transfer Engine code"},
-    {"err_name", mod_err_name, METH_O, "err_name(code) -> symbolic name, e.g. 'ADDRESS_NOT_REGISTERED'"},
+    {"err_name", mod_err_name, METH_O,
+     "err_name(code) -> symbolic name, e.g. 'ADDRESS_NOT_REGISTERED'"},
     {NULL, NULL, 0, NULL},
 };
 
-static int add_type(PyObject *mod, PyType_Spec *spec, PyTypeObject **slot)
-{
+static int add_type(PyObject *mod, PyType_Spec *spec, PyTypeObject **slot) {
     PyObject *t = PyType_FromModuleAndSpec(mod, spec, NULL);
     if (!t)
         return -1;
@@ -38,8 +36,7 @@ static int add_type(PyObject *mod, PyType_Spec *spec, PyTypeObject **slot)
     return PyModule_AddObjectRef(mod, dot, t);
 }
 
-static int module_exec(PyObject *mod)
-{
+static int module_exec(PyObject *mod) {
     mcpy_state_t *st = PyModule_GetState(mod);
     if (add_type(mod, &mcpy_engine_spec, &st->engine_type) < 0 ||
         add_type(mod, &mcpy_notify_spec, &st->notify_type) < 0)
@@ -49,8 +46,7 @@ static int module_exec(PyObject *mod)
     return 0;
 }
 
-static int module_traverse(PyObject *mod, visitproc visit, void *arg)
-{
+static int module_traverse(PyObject *mod, visitproc visit, void *arg) {
     mcpy_state_t *st = PyModule_GetState(mod);
     if (st) {
         Py_VISIT(st->engine_type);
@@ -59,8 +55,7 @@ static int module_traverse(PyObject *mod, visitproc visit, void *arg)
     return 0;
 }
 
-static int module_clear(PyObject *mod)
-{
+static int module_clear(PyObject *mod) {
     mcpy_state_t *st = PyModule_GetState(mod);
     if (st) {
         Py_CLEAR(st->engine_type);
@@ -69,8 +64,7 @@ static int module_clear(PyObject *mod)
     return 0;
 }
 
-static void module_free(void *mod)
-{
+static void module_free(void *mod) {
     module_clear((PyObject *)mod);
 }
 
@@ -91,7 +85,6 @@ static struct PyModuleDef engine_module = {
     .m_free = module_free,
 };
 
-PyMODINIT_FUNC PyInit__engine(void)
-{
+PyMODINIT_FUNC PyInit__engine(void) {
     return PyModuleDef_Init(&engine_module);
 }

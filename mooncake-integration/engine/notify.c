@@ -4,16 +4,14 @@
 #include "engine_py.h"
 
 /* Py_XSETREF is not in the limited API. Stores v (a new reference) and drops the old value. */
-static void replace_ref(PyObject **slot, PyObject *v)
-{
+static void replace_ref(PyObject **slot, PyObject *v) {
     PyObject *old = *slot;
     *slot = v;
     Py_XDECREF(old);
 }
 
 /* msg may be str (the reference's type) or any bytes-like object (binary payloads). */
-static int check_msg(PyObject *v)
-{
+static int check_msg(PyObject *v) {
     if (PyUnicode_Check(v) || PyObject_CheckBuffer(v))
         return 0;
     PyErr_Format(PyExc_TypeError, "TransferNotify.msg must be str or bytes, not %R",
@@ -21,8 +19,7 @@ static int check_msg(PyObject *v)
     return -1;
 }
 
-static int check_name(PyObject *v)
-{
+static int check_name(PyObject *v) {
     if (PyUnicode_Check(v))
         return 0;
     PyErr_Format(PyExc_TypeError, "TransferNotify.name must be str, not %R",
@@ -30,8 +27,7 @@ static int check_name(PyObject *v)
     return -1;
 }
 
-static PyObject *notify_new(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
+static PyObject *notify_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
     mcpy_notify_t *self = (mcpy_notify_t *)alloc(type, 0);
     if (!self)
@@ -45,8 +41,7 @@ static PyObject *notify_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return (PyObject *)self;
 }
 
-static int notify_init(PyObject *obj, PyObject *args, PyObject *kw)
-{
+static int notify_init(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"name", "msg", NULL};
     mcpy_notify_t *self = (mcpy_notify_t *)obj;
     PyObject *name = NULL, *msg = NULL;
@@ -61,8 +56,7 @@ static int notify_init(PyObject *obj, PyObject *args, PyObject *kw)
     return 0;
 }
 
-static void notify_dealloc(PyObject *obj)
-{
+static void notify_dealloc(PyObject *obj) {
     mcpy_notify_t *self = (mcpy_notify_t *)obj;
     PyTypeObject *tp = Py_TYPE(obj);
     Py_CLEAR(self->name);
@@ -72,19 +66,16 @@ static void notify_dealloc(PyObject *obj)
     Py_DECREF(tp);
 }
 
-static PyObject *notify_repr(PyObject *obj)
-{
+static PyObject *notify_repr(PyObject *obj) {
     mcpy_notify_t *self = (mcpy_notify_t *)obj;
     return PyUnicode_FromFormat("TransferNotify(name=%R, msg=%R)", self->name, self->msg);
 }
 
-static PyObject *get_name(PyObject *obj, void *closure)
-{
+static PyObject *get_name(PyObject *obj, void *closure) {
     return Py_NewRef(((mcpy_notify_t *)obj)->name);
 }
 
-static int set_name(PyObject *obj, PyObject *v, void *closure)
-{
+static int set_name(PyObject *obj, PyObject *v, void *closure) {
     if (!v) {
         PyErr_SetString(PyExc_AttributeError, "cannot delete TransferNotify.name");
         return -1;
@@ -95,13 +86,11 @@ static int set_name(PyObject *obj, PyObject *v, void *closure)
     return 0;
 }
 
-static PyObject *get_msg(PyObject *obj, void *closure)
-{
+static PyObject *get_msg(PyObject *obj, void *closure) {
     return Py_NewRef(((mcpy_notify_t *)obj)->msg);
 }
 
-static int set_msg(PyObject *obj, PyObject *v, void *closure)
-{
+static int set_msg(PyObject *obj, PyObject *v, void *closure) {
     if (!v) {
         PyErr_SetString(PyExc_AttributeError, "cannot delete TransferNotify.msg");
         return -1;
@@ -136,8 +125,7 @@ PyType_Spec mcpy_notify_spec = {
 };
 
 /* str -> UTF-8 bytes; bytes-like -> a bytes copy. */
-static PyObject *as_bytes(PyObject *v, const char *what)
-{
+static PyObject *as_bytes(PyObject *v, const char *what) {
     if (PyUnicode_Check(v))
         return PyUnicode_AsUTF8String(v);
     if (PyObject_CheckBuffer(v))
@@ -147,14 +135,14 @@ static PyObject *as_bytes(PyObject *v, const char *what)
     return NULL;
 }
 
-int mcpy_notify_parts(PyObject *notify, PyObject **name_bytes, PyObject **msg_bytes)
-{
+int mcpy_notify_parts(PyObject *notify, PyObject **name_bytes, PyObject **msg_bytes) {
     int rc = -1;
     PyObject *name = NULL, *msg = NULL, *nb = NULL, *mb = NULL;
     name = PyObject_GetAttrString(notify, "name");
     msg = name ? PyObject_GetAttrString(notify, "msg") : NULL;
     if (!msg) {
-        PyErr_Format(PyExc_TypeError, "notify must be a TransferNotify (with .name and .msg), not %R",
+        PyErr_Format(PyExc_TypeError,
+                     "notify must be a TransferNotify (with .name and .msg), not %R",
                      (PyObject *)Py_TYPE(notify));
         goto out;
     }
@@ -177,8 +165,7 @@ out:
     return rc;
 }
 
-static PyObject *one_notify(PyTypeObject *type, const mc_notify_t *n)
-{
+static PyObject *one_notify(PyTypeObject *type, const mc_notify_t *n) {
     PyObject *obj = PyObject_CallNoArgs((PyObject *)type);
     if (!obj)
         return NULL;
@@ -202,8 +189,7 @@ static PyObject *one_notify(PyTypeObject *type, const mc_notify_t *n)
     return obj;
 }
 
-PyObject *mcpy_notify_list(PyTypeObject *type, const mc_notify_t *arr, size_t count)
-{
+PyObject *mcpy_notify_list(PyTypeObject *type, const mc_notify_t *arr, size_t count) {
     PyObject *list = PyList_New((Py_ssize_t)count);
     if (!list)
         return NULL;
@@ -218,8 +204,7 @@ PyObject *mcpy_notify_list(PyTypeObject *type, const mc_notify_t *arr, size_t co
     return list;
 }
 
-PyObject *mcpy_send_notify(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_send_notify(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"target_hostname", "notify", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     const char *target;
@@ -241,8 +226,7 @@ PyObject *mcpy_send_notify(PyObject *obj, PyObject *args, PyObject *kw)
 }
 
 PyObject *mcpy_get_notifies(PyObject *obj, PyTypeObject *defining_class, PyObject *const *args,
-                            Py_ssize_t nargs, PyObject *kwnames)
-{
+                            Py_ssize_t nargs, PyObject *kwnames) {
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     mc_notify_t *arr = NULL;
     size_t count = 0;

@@ -8,8 +8,7 @@
 
 /* Sends the notify after a successful transfer (the reference's "transfer with notify"). */
 static int send_parts(mcpy_engine_t *self, mc_engine_t *e, const char *target, PyObject *name,
-                      PyObject *msg)
-{
+                      PyObject *msg) {
     int rc;
     const char *n = PyBytes_AsString(name);
     const char *m = PyBytes_AsString(msg);
@@ -21,8 +20,7 @@ static int send_parts(mcpy_engine_t *self, mc_engine_t *e, const char *target, P
 /* Runs reqs[0..n) (target_id filled in here) to completion, then sends notify if given.
  * Returns the engine's code, or INT32_MIN with a Python exception set. */
 static int run_sync(mcpy_engine_t *self, const char *target, mc_request_t *reqs, size_t n,
-                    PyObject *notify)
-{
+                    PyObject *notify) {
     int rc = MC_ERR_INVALID_ARGUMENT;
     PyObject *name = NULL, *msg = NULL;
     mc_segment_id_t seg;
@@ -47,8 +45,7 @@ out:
     return rc;
 }
 
-static int submit_new_batch(mc_engine_t *e, const mc_request_t *reqs, size_t n, mc_batch_id_t *b)
-{
+static int submit_new_batch(mc_engine_t *e, const mc_request_t *reqs, size_t n, mc_batch_id_t *b) {
     int rc = mc_engine_batch_alloc(e, n, b);
     if (rc < 0)
         goto out;
@@ -62,8 +59,7 @@ out:
 /* Allocates a batch for reqs[0..n) and submits them. Returns 0 and the batch, or a negative code
  * (the batch then is already freed). */
 static int run_async(mcpy_engine_t *self, const char *target, mc_request_t *reqs, size_t n,
-                     mc_batch_id_t *out)
-{
+                     mc_batch_id_t *out) {
     int rc = MC_ERR_INVALID_ARGUMENT;
     mc_segment_id_t seg;
     mc_batch_id_t b = 0;
@@ -82,8 +78,7 @@ out:
     return rc;
 }
 
-static PyObject *code_or_error(int rc)
-{
+static PyObject *code_or_error(int rc) {
     return rc == INT32_MIN ? NULL : PyLong_FromLong(rc);
 }
 
@@ -97,21 +92,19 @@ typedef struct {
 } single_args_t;
 
 static int parse_single(PyObject *args, PyObject *kw, const char *fmt, char **kwlist,
-                        single_args_t *a, int with_opcode)
-{
+                        single_args_t *a, int with_opcode) {
     uint64_t src, peer;
     size_t len;
     a->hint = "";
     a->notify = NULL;
     a->req.opcode = MC_OPCODE_WRITE;
-    int ok = with_opcode
-                 ? PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &a->target, mcpy_conv_u64,
-                                               &src, mcpy_conv_u64, &peer, mcpy_conv_size, &len,
-                                               mcpy_conv_opcode, &a->req.opcode, &a->notify,
-                                               &a->hint)
-                 : PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &a->target, mcpy_conv_u64,
-                                               &src, mcpy_conv_u64, &peer, mcpy_conv_size, &len,
-                                               &a->hint);
+    int ok =
+        with_opcode
+            ? PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &a->target, mcpy_conv_u64, &src,
+                                          mcpy_conv_u64, &peer, mcpy_conv_size, &len,
+                                          mcpy_conv_opcode, &a->req.opcode, &a->notify, &a->hint)
+            : PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &a->target, mcpy_conv_u64, &src,
+                                          mcpy_conv_u64, &peer, mcpy_conv_size, &len, &a->hint);
     if (!ok)
         return -1;
     a->req.source = (void *)(uintptr_t)src;
@@ -121,14 +114,13 @@ static int parse_single(PyObject *args, PyObject *kw, const char *fmt, char **kw
     return 0;
 }
 
-static char *kw_single[] = {"target_hostname", "buffer", "peer_buffer_address", "length",
-                            "transport_hint", NULL};
+static char *kw_single[] = {"target_hostname", "buffer",         "peer_buffer_address",
+                            "length",          "transport_hint", NULL};
 static char *kw_single_op[] = {"target_hostname", "buffer", "peer_buffer_address", "length",
-                               "opcode", "notify", "transport_hint", NULL};
+                               "opcode",          "notify", "transport_hint",      NULL};
 
 static PyObject *single_sync(PyObject *obj, PyObject *args, PyObject *kw, int opcode,
-                             const char *fmt)
-{
+                             const char *fmt) {
     single_args_t a;
     if (parse_single(args, kw, fmt, kw_single, &a, 0) < 0)
         return NULL;
@@ -136,26 +128,22 @@ static PyObject *single_sync(PyObject *obj, PyObject *args, PyObject *kw, int op
     return code_or_error(run_sync((mcpy_engine_t *)obj, a.target, &a.req, 1, NULL));
 }
 
-PyObject *mcpy_transfer_sync_write(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_transfer_sync_write(PyObject *obj, PyObject *args, PyObject *kw) {
     return single_sync(obj, args, kw, MC_OPCODE_WRITE, "sO&O&O&|s:transfer_sync_write");
 }
 
-PyObject *mcpy_transfer_sync_read(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_transfer_sync_read(PyObject *obj, PyObject *args, PyObject *kw) {
     return single_sync(obj, args, kw, MC_OPCODE_READ, "sO&O&O&|s:transfer_sync_read");
 }
 
-PyObject *mcpy_transfer_sync(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_transfer_sync(PyObject *obj, PyObject *args, PyObject *kw) {
     single_args_t a;
     if (parse_single(args, kw, "sO&O&O&O&|Os:transfer_sync", kw_single_op, &a, 1) < 0)
         return NULL;
     return code_or_error(run_sync((mcpy_engine_t *)obj, a.target, &a.req, 1, a.notify));
 }
 
-PyObject *mcpy_transfer_submit_write(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_transfer_submit_write(PyObject *obj, PyObject *args, PyObject *kw) {
     single_args_t a;
     mc_batch_id_t b = 0;
     if (parse_single(args, kw, "sO&O&O&|s:transfer_submit_write", kw_single, &a, 0) < 0)
@@ -165,8 +153,7 @@ PyObject *mcpy_transfer_submit_write(PyObject *obj, PyObject *args, PyObject *kw
     return rc < 0 ? PyLong_FromLong(rc) : PyLong_FromUnsignedLongLong(b);
 }
 
-PyObject *mcpy_transfer_check_status(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_transfer_check_status(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"batch_id", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     uint64_t b;
@@ -204,15 +191,14 @@ out:
 
 /* ---- batches ---- */
 
-static char *kw_batch[] = {"target_hostname", "buffers", "peer_buffer_addresses", "lengths",
-                           "transport_hint", NULL};
+static char *kw_batch[] = {"target_hostname", "buffers",        "peer_buffer_addresses",
+                           "lengths",         "transport_hint", NULL};
 static char *kw_batch_op[] = {"target_hostname", "buffers", "peer_buffer_addresses", "lengths",
-                              "opcode", "notify", "transport_hint", NULL};
+                              "opcode",          "notify",  "transport_hint",        NULL};
 
 /* Builds n requests from the three parallel lists. Returns n, or -1 with an exception set. */
 static Py_ssize_t build_batch(PyObject *bufs, PyObject *peers, PyObject *lens, int opcode,
-                              mc_request_t **out)
-{
+                              mc_request_t **out) {
     Py_ssize_t ret = -1, n, np, nl;
     uint64_t *b = NULL, *p = NULL, *l = NULL;
     mc_request_t *reqs = NULL;
@@ -259,21 +245,18 @@ typedef struct {
 } batch_args_t;
 
 static int parse_batch(PyObject *args, PyObject *kw, const char *fmt, char **kwlist,
-                       batch_args_t *a, int with_opcode)
-{
+                       batch_args_t *a, int with_opcode) {
     a->hint = "";
     a->notify = NULL;
-    int ok = with_opcode
-                 ? PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &a->target, &a->bufs,
-                                               &a->peers, &a->lens, mcpy_conv_opcode, &a->opcode,
-                                               &a->notify, &a->hint)
-                 : PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &a->target, &a->bufs,
-                                               &a->peers, &a->lens, &a->hint);
+    int ok = with_opcode ? PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &a->target, &a->bufs,
+                                                       &a->peers, &a->lens, mcpy_conv_opcode,
+                                                       &a->opcode, &a->notify, &a->hint)
+                         : PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &a->target, &a->bufs,
+                                                       &a->peers, &a->lens, &a->hint);
     return ok ? 0 : -1;
 }
 
-static PyObject *batch_sync(PyObject *obj, const batch_args_t *a)
-{
+static PyObject *batch_sync(PyObject *obj, const batch_args_t *a) {
     mc_request_t *reqs;
     Py_ssize_t n = build_batch(a->bufs, a->peers, a->lens, a->opcode, &reqs);
     if (n < 0)
@@ -283,8 +266,7 @@ static PyObject *batch_sync(PyObject *obj, const batch_args_t *a)
     return code_or_error(rc);
 }
 
-static PyObject *batch_async(PyObject *obj, const batch_args_t *a)
-{
+static PyObject *batch_async(PyObject *obj, const batch_args_t *a) {
     mc_request_t *reqs;
     mc_batch_id_t b = 0;
     Py_ssize_t n = build_batch(a->bufs, a->peers, a->lens, a->opcode, &reqs);
@@ -295,8 +277,7 @@ static PyObject *batch_async(PyObject *obj, const batch_args_t *a)
     return PyLong_FromUnsignedLongLong(rc < 0 ? 0 : b);
 }
 
-PyObject *mcpy_batch_transfer_sync_write(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_transfer_sync_write(PyObject *obj, PyObject *args, PyObject *kw) {
     batch_args_t a;
     if (parse_batch(args, kw, "sOOO|s:batch_transfer_sync_write", kw_batch, &a, 0) < 0)
         return NULL;
@@ -304,8 +285,7 @@ PyObject *mcpy_batch_transfer_sync_write(PyObject *obj, PyObject *args, PyObject
     return batch_sync(obj, &a);
 }
 
-PyObject *mcpy_batch_transfer_sync_read(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_transfer_sync_read(PyObject *obj, PyObject *args, PyObject *kw) {
     batch_args_t a;
     if (parse_batch(args, kw, "sOOO|s:batch_transfer_sync_read", kw_batch, &a, 0) < 0)
         return NULL;
@@ -313,16 +293,14 @@ PyObject *mcpy_batch_transfer_sync_read(PyObject *obj, PyObject *args, PyObject 
     return batch_sync(obj, &a);
 }
 
-PyObject *mcpy_batch_transfer_sync(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_transfer_sync(PyObject *obj, PyObject *args, PyObject *kw) {
     batch_args_t a;
     if (parse_batch(args, kw, "sOOOO&|Os:batch_transfer_sync", kw_batch_op, &a, 1) < 0)
         return NULL;
     return batch_sync(obj, &a);
 }
 
-PyObject *mcpy_batch_transfer_async_write(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_transfer_async_write(PyObject *obj, PyObject *args, PyObject *kw) {
     batch_args_t a;
     if (parse_batch(args, kw, "sOOO|s:batch_transfer_async_write", kw_batch, &a, 0) < 0)
         return NULL;
@@ -330,8 +308,7 @@ PyObject *mcpy_batch_transfer_async_write(PyObject *obj, PyObject *args, PyObjec
     return batch_async(obj, &a);
 }
 
-PyObject *mcpy_batch_transfer_async_read(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_transfer_async_read(PyObject *obj, PyObject *args, PyObject *kw) {
     batch_args_t a;
     if (parse_batch(args, kw, "sOOO|s:batch_transfer_async_read", kw_batch, &a, 0) < 0)
         return NULL;
@@ -339,10 +316,10 @@ PyObject *mcpy_batch_transfer_async_read(PyObject *obj, PyObject *args, PyObject
     return batch_async(obj, &a);
 }
 
-PyObject *mcpy_batch_transfer_async(PyObject *obj, PyObject *args, PyObject *kw)
-{
-    static char *kwlist[] = {"target_hostname", "buffers", "peer_buffer_addresses", "lengths",
-                             "opcode", "transport_hint", NULL};
+PyObject *mcpy_batch_transfer_async(PyObject *obj, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {
+        "target_hostname", "buffers", "peer_buffer_addresses", "lengths", "opcode",
+        "transport_hint",  NULL};
     batch_args_t a = {0};
     if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOO&|s:batch_transfer_async", kwlist, &a.target,
                                      &a.bufs, &a.peers, &a.lens, mcpy_conv_opcode, &a.opcode,
@@ -354,8 +331,7 @@ PyObject *mcpy_batch_transfer_async(PyObject *obj, PyObject *args, PyObject *kw)
 /* Waits for every batch, then frees them all; each id is spent afterwards. Like the C
  * transfer_sync, it does not return while a task may still touch the caller's memory (every task
  * ends by its own deadline, so BATCH_BUSY cannot last). */
-static int wait_all(mc_engine_t *e, const uint64_t *ids, size_t n)
-{
+static int wait_all(mc_engine_t *e, const uint64_t *ids, size_t n) {
     int ret = 0;
     for (size_t i = 0; i < n; i++) {
         int rc;
@@ -370,8 +346,7 @@ static int wait_all(mc_engine_t *e, const uint64_t *ids, size_t n)
     return ret;
 }
 
-PyObject *mcpy_get_batch_transfer_status(PyObject *obj, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_get_batch_transfer_status(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"batch_ids", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     PyObject *seq;

@@ -4,8 +4,7 @@
 
 #include "store_py.h"
 
-int mcpy_key(PyObject *obj, const char **out)
-{
+int mcpy_key(PyObject *obj, const char **out) {
     Py_ssize_t n = 0;
     const char *s;
     if (!PyUnicode_Check(obj)) {
@@ -23,8 +22,7 @@ int mcpy_key(PyObject *obj, const char **out)
     return 1;
 }
 
-Py_ssize_t mcpy_keys(PyObject *seq, const char *what, PyObject **hold, const char ***keys)
-{
+Py_ssize_t mcpy_keys(PyObject *seq, const char *what, PyObject **hold, const char ***keys) {
     PyObject *t = NULL;
     const char **arr = NULL;
     Py_ssize_t n = -1;
@@ -61,8 +59,7 @@ out:
     return n;
 }
 
-int mcpy_conv_u64(PyObject *obj, void *out)
-{
+int mcpy_conv_u64(PyObject *obj, void *out) {
     unsigned long long v;
     if (!PyLong_Check(obj) || PyBool_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "expected an int (address or size), got %R",
@@ -79,8 +76,7 @@ int mcpy_conv_u64(PyObject *obj, void *out)
     return 1;
 }
 
-int mcpy_conv_size(PyObject *obj, void *out)
-{
+int mcpy_conv_size(PyObject *obj, void *out) {
     uint64_t v;
     if (!mcpy_conv_u64(obj, &v))
         return 0;
@@ -92,8 +88,7 @@ int mcpy_conv_size(PyObject *obj, void *out)
     return 1;
 }
 
-Py_ssize_t mcpy_u64_array(PyObject *seq, const char *what, uint64_t **out)
-{
+Py_ssize_t mcpy_u64_array(PyObject *seq, const char *what, uint64_t **out) {
     PyObject *t = NULL;
     uint64_t *arr = NULL;
     Py_ssize_t n = -1;
@@ -126,8 +121,7 @@ out:
     return n;
 }
 
-PyObject *mcpy_int_list(const int *v, Py_ssize_t n)
-{
+PyObject *mcpy_int_list(const int *v, Py_ssize_t n) {
     PyObject *l = PyList_New(n);
     for (Py_ssize_t i = 0; l && i < n; i++) {
         PyObject *x = PyLong_FromLong(v[i]);
@@ -140,8 +134,7 @@ PyObject *mcpy_int_list(const int *v, Py_ssize_t n)
     return l;
 }
 
-PyObject *mcpy_i64_list(const int64_t *v, Py_ssize_t n)
-{
+PyObject *mcpy_i64_list(const int64_t *v, Py_ssize_t n) {
     PyObject *l = PyList_New(n);
     for (Py_ssize_t i = 0; l && i < n; i++) {
         PyObject *x = PyLong_FromLongLong(v[i]);
@@ -155,8 +148,7 @@ PyObject *mcpy_i64_list(const int64_t *v, Py_ssize_t n)
 }
 
 /* Attribute as a C int; missing attributes keep the default (callers probe optional ones). */
-static int attr_int(PyObject *cfg, const char *name, long long *out)
-{
+static int attr_int(PyObject *cfg, const char *name, long long *out) {
     PyObject *v = PyObject_GetAttrString(cfg, name);
     if (!v) {
         if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -182,8 +174,7 @@ static int attr_int(PyObject *cfg, const char *name, long long *out)
 }
 
 /* Appends str s to the preferred list; keeps it alive in hold. */
-static int add_pref(mcpy_rconfig_t *c, PyObject *s)
-{
+static int add_pref(mcpy_rconfig_t *c, PyObject *s) {
     Py_ssize_t n;
     const char *p;
     if (!PyUnicode_Check(s)) {
@@ -201,8 +192,7 @@ static int add_pref(mcpy_rconfig_t *c, PyObject *s)
     return 1;
 }
 
-int mcpy_rconfig(PyObject *cfg, mcpy_rconfig_t *c)
-{
+int mcpy_rconfig(PyObject *cfg, mcpy_rconfig_t *c) {
     long long replica_num = 1, soft = 0, hard = 0, ttl = -1;
     PyObject *v = NULL;
     int ok = 0;
@@ -261,7 +251,6 @@ out:
     return ok;
 }
 
-void mcpy_rconfig_release(mcpy_rconfig_t *c)
-{
+void mcpy_rconfig_release(mcpy_rconfig_t *c) {
     Py_CLEAR(c->hold);
 }

@@ -2,8 +2,7 @@
  * memoryview / numpy / torch.frombuffer see the bytes without a copy. */
 #include "store_py.h"
 
-PyObject *mcpy_buffer_new(PyTypeObject *type, PyObject *owner, mc_store_buffer_t *b)
-{
+PyObject *mcpy_buffer_new(PyTypeObject *type, PyObject *owner, mc_store_buffer_t *b) {
     mcpy_buffer_t *self = (mcpy_buffer_t *)PyType_GenericAlloc(type, 0);
     if (!self) {
         mc_store_buffer_free(b);
@@ -15,8 +14,7 @@ PyObject *mcpy_buffer_new(PyTypeObject *type, PyObject *owner, mc_store_buffer_t
     return (PyObject *)self;
 }
 
-static void buffer_dealloc(PyObject *obj)
-{
+static void buffer_dealloc(PyObject *obj) {
     mcpy_buffer_t *self = (mcpy_buffer_t *)obj;
     PyTypeObject *tp = Py_TYPE(obj);
     PyObject_GC_UnTrack(obj);
@@ -27,32 +25,27 @@ static void buffer_dealloc(PyObject *obj)
     Py_DECREF(tp);
 }
 
-static int buffer_traverse(PyObject *obj, visitproc visit, void *arg)
-{
+static int buffer_traverse(PyObject *obj, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(obj));
     Py_VISIT(((mcpy_buffer_t *)obj)->owner);
     return 0;
 }
 
-static int buffer_getbuffer(PyObject *obj, Py_buffer *view, int flags)
-{
+static int buffer_getbuffer(PyObject *obj, Py_buffer *view, int flags) {
     mcpy_buffer_t *self = (mcpy_buffer_t *)obj;
     return PyBuffer_FillInfo(view, obj, mc_store_buffer_data(self->buf),
                              (Py_ssize_t)mc_store_buffer_size(self->buf), 0, flags);
 }
 
-static Py_ssize_t buffer_len(PyObject *obj)
-{
+static Py_ssize_t buffer_len(PyObject *obj) {
     return (Py_ssize_t)mc_store_buffer_size(((mcpy_buffer_t *)obj)->buf);
 }
 
-static PyObject *buffer_ptr(PyObject *obj, PyObject *unused)
-{
+static PyObject *buffer_ptr(PyObject *obj, PyObject *unused) {
     return PyLong_FromVoidPtr(mc_store_buffer_data(((mcpy_buffer_t *)obj)->buf));
 }
 
-static PyObject *buffer_size(PyObject *obj, PyObject *unused)
-{
+static PyObject *buffer_size(PyObject *obj, PyObject *unused) {
     return PyLong_FromSize_t(mc_store_buffer_size(((mcpy_buffer_t *)obj)->buf));
 }
 

@@ -2,16 +2,14 @@
  * The public face is mooncake.store; this module is private. */
 #include "store_py.h"
 
-static PyObject *mod_strerror(PyObject *mod, PyObject *arg)
-{
+static PyObject *mod_strerror(PyObject *mod, PyObject *arg) {
     long code = PyLong_AsLong(arg);
     if (code == -1 && PyErr_Occurred())
         return NULL;
     return PyUnicode_FromString(mc_store_strerror((int)code));
 }
 
-static PyObject *mod_err_name(PyObject *mod, PyObject *arg)
-{
+static PyObject *mod_err_name(PyObject *mod, PyObject *arg) {
     long code = PyLong_AsLong(arg);
     if (code == -1 && PyErr_Occurred())
         return NULL;
@@ -24,8 +22,7 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static int add_type(PyObject *mod, PyType_Spec *spec, const char *attr, PyTypeObject **slot)
-{
+static int add_type(PyObject *mod, PyType_Spec *spec, const char *attr, PyTypeObject **slot) {
     PyObject *t = PyType_FromModuleAndSpec(mod, spec, NULL);
     if (!t)
         return -1;
@@ -33,8 +30,7 @@ static int add_type(PyObject *mod, PyType_Spec *spec, const char *attr, PyTypeOb
     return PyModule_AddObjectRef(mod, attr, t);
 }
 
-static int module_exec(PyObject *mod)
-{
+static int module_exec(PyObject *mod) {
     mcpy_store_state_t *st = PyModule_GetState(mod);
     if (add_type(mod, &mcpy_store_spec, "MooncakeDistributedStore", &st->store_type) < 0 ||
         add_type(mod, &mcpy_buffer_spec, "Buffer", &st->buffer_type) < 0)
@@ -49,8 +45,7 @@ static int module_exec(PyObject *mod)
     return 0;
 }
 
-static int module_traverse(PyObject *mod, visitproc visit, void *arg)
-{
+static int module_traverse(PyObject *mod, visitproc visit, void *arg) {
     mcpy_store_state_t *st = PyModule_GetState(mod);
     if (st) {
         Py_VISIT(st->store_type);
@@ -59,8 +54,7 @@ static int module_traverse(PyObject *mod, visitproc visit, void *arg)
     return 0;
 }
 
-static int module_clear(PyObject *mod)
-{
+static int module_clear(PyObject *mod) {
     mcpy_store_state_t *st = PyModule_GetState(mod);
     if (st) {
         Py_CLEAR(st->store_type);
@@ -69,8 +63,7 @@ static int module_clear(PyObject *mod)
     return 0;
 }
 
-static void module_free(void *mod)
-{
+static void module_free(void *mod) {
     module_clear((PyObject *)mod);
 }
 
@@ -91,7 +84,6 @@ static struct PyModuleDef store_module = {
     .m_free = module_free,
 };
 
-PyMODINIT_FUNC PyInit__store(void)
-{
+PyMODINIT_FUNC PyInit__store(void) {
     return PyModuleDef_Init(&store_module);
 }

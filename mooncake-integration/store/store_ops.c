@@ -5,15 +5,13 @@
 
 #define NOGIL(stmt)                                                                                \
     do {                                                                                           \
-        Py_BEGIN_ALLOW_THREADS                                                                     \
-        stmt;                                                                                      \
+        Py_BEGIN_ALLOW_THREADS stmt;                                                               \
         Py_END_ALLOW_THREADS                                                                       \
     } while (0)
 
 /* ---- puts ---- */
 
-PyObject *mcpy_put(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_put(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"key", "value", "config", NULL};
     PyObject *key, *value, *cfg = NULL;
     Py_buffer view;
@@ -36,8 +34,7 @@ PyObject *mcpy_put(PyObject *self, PyObject *args, PyObject *kw)
 }
 
 /* Buffers of a sequence of bytes-like objects; *views is PyMem_Malloc'ed, *got views are held. */
-static int get_views(PyObject *seq, Py_ssize_t n, Py_buffer **views, Py_ssize_t *got)
-{
+static int get_views(PyObject *seq, Py_ssize_t n, Py_buffer **views, Py_ssize_t *got) {
     *got = 0;
     *views = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_buffer));
     if (!*views) {
@@ -53,16 +50,14 @@ static int get_views(PyObject *seq, Py_ssize_t n, Py_buffer **views, Py_ssize_t 
     return 1;
 }
 
-static void release_views(Py_buffer *views, Py_ssize_t got)
-{
+static void release_views(Py_buffer *views, Py_ssize_t got) {
     for (Py_ssize_t i = 0; views && i < got; i++)
         PyBuffer_Release(&views[i]);
     PyMem_Free(views);
 }
 
 /* Only "config" may be passed by keyword to methods taking *args. */
-static int only_config_kw(PyObject *kw, const char *fn, PyObject **cfg)
-{
+static int only_config_kw(PyObject *kw, const char *fn, PyObject **cfg) {
     PyObject *key, *val;
     Py_ssize_t pos = 0;
     *cfg = NULL;
@@ -77,8 +72,7 @@ static int only_config_kw(PyObject *kw, const char *fn, PyObject **cfg)
     return 1;
 }
 
-PyObject *mcpy_put_parts(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_put_parts(PyObject *self, PyObject *args, PyObject *kw) {
     PyObject *cfg, *parts = NULL, *ret = NULL;
     Py_buffer *views = NULL;
     Py_ssize_t n, got = 0;
@@ -121,8 +115,7 @@ out:
 
 /* A batch of single-part items from keys and one iov per key. */
 static PyObject *batch_put(PyObject *self, const char **keys, mc_store_iov_t *iov, size_t n,
-                           PyObject *cfg, int as_list)
-{
+                           PyObject *cfg, int as_list) {
     mc_store_item_t *items = PyMem_Calloc(n ? n : 1, sizeof(*items));
     int *res = PyMem_Calloc(n ? n : 1, sizeof(*res));
     mcpy_rconfig_t rc = {0};
@@ -148,8 +141,7 @@ out:
     return ret;
 }
 
-PyObject *mcpy_put_batch(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_put_batch(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "values", "config", NULL};
     PyObject *keys_o, *values_o, *cfg = NULL, *hold = NULL, *vals = NULL, *ret = NULL;
     const char **keys = NULL;
@@ -192,8 +184,7 @@ out:
     return ret;
 }
 
-PyObject *mcpy_put_from(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_put_from(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"key", "buffer_ptr", "size", "config", NULL};
     PyObject *key, *cfg = NULL;
     uint64_t ptr;
@@ -201,8 +192,8 @@ PyObject *mcpy_put_from(PyObject *self, PyObject *args, PyObject *kw)
     mcpy_rconfig_t rc;
     const char *k;
     int code;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&O&|O:put_from", kwl, &key, mcpy_conv_u64,
-                                     &ptr, mcpy_conv_size, &size, &cfg) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&O&|O:put_from", kwl, &key, mcpy_conv_u64, &ptr,
+                                     mcpy_conv_size, &size, &cfg) ||
         !mcpy_key(key, &k) || !mcpy_rconfig(cfg, &rc))
         return NULL;
     NOGIL(code = mc_store_put(MCPY_STORE(self), k, (void *)(uintptr_t)ptr, size, &rc.rc));
@@ -211,9 +202,8 @@ PyObject *mcpy_put_from(PyObject *self, PyObject *args, PyObject *kw)
 }
 
 /* keys + flat pointer and size lists of equal length -> iov array (PyMem). */
-static Py_ssize_t flat_iovs(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o,
-                            PyObject **hold, const char ***keys, mc_store_iov_t **iov)
-{
+static Py_ssize_t flat_iovs(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, PyObject **hold,
+                            const char ***keys, mc_store_iov_t **iov) {
     uint64_t *ptrs = NULL, *sizes = NULL;
     Py_ssize_t n, np, ns;
     *iov = NULL;
@@ -241,8 +231,7 @@ static Py_ssize_t flat_iovs(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_
     return n;
 }
 
-PyObject *mcpy_batch_put_from(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_put_from(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "buffer_ptrs", "sizes", "config", NULL};
     PyObject *keys_o, *ptrs_o, *sizes_o, *cfg = NULL, *hold = NULL, *ret;
     const char **keys = NULL;
@@ -270,8 +259,7 @@ typedef struct {
     Py_ssize_t n;
 } multi_t;
 
-static void multi_free(multi_t *m)
-{
+static void multi_free(multi_t *m) {
     Py_CLEAR(m->hold);
     PyMem_Free(m->keys);
     PyMem_Free(m->items);
@@ -279,8 +267,7 @@ static void multi_free(multi_t *m)
     memset(m, 0, sizeof(*m));
 }
 
-static int multi_parse(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, multi_t *m)
-{
+static int multi_parse(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, multi_t *m) {
     PyObject *pt = NULL, *st = NULL;
     uint64_t **ptrs = NULL, **sizes = NULL;
     Py_ssize_t *counts = NULL, total = 0;
@@ -355,15 +342,14 @@ out:
     return ok;
 }
 
-PyObject *mcpy_batch_put_from_multi_buffers(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_put_from_multi_buffers(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "buffer_ptrs", "sizes", "config", NULL};
     PyObject *keys_o, *ptrs_o, *sizes_o, *cfg = NULL, *ret = NULL;
     mcpy_rconfig_t rc = {0};
     multi_t m;
     int *res = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from_multi_buffers", kwl,
-                                     &keys_o, &ptrs_o, &sizes_o, &cfg) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from_multi_buffers", kwl, &keys_o,
+                                     &ptrs_o, &sizes_o, &cfg) ||
         !multi_parse(keys_o, ptrs_o, sizes_o, &m))
         return NULL;
     res = PyMem_Calloc((size_t)(m.n ? m.n : 1), sizeof(*res));
@@ -385,8 +371,7 @@ out:
 /* ---- gets ---- */
 
 /* bytes from a read buffer; the copy runs without the GIL (the new bytes is not shared yet). */
-static PyObject *bytes_from(mc_store_buffer_t *b)
-{
+static PyObject *bytes_from(mc_store_buffer_t *b) {
     size_t n = mc_store_buffer_size(b);
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
     char *dst;
@@ -399,8 +384,7 @@ static PyObject *bytes_from(mc_store_buffer_t *b)
     return out;
 }
 
-PyObject *mcpy_get(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_get(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"key", NULL};
     PyObject *key;
     mc_store_buffer_t *b = NULL;
@@ -414,8 +398,7 @@ PyObject *mcpy_get(PyObject *self, PyObject *args, PyObject *kw)
     return bytes_from(b);
 }
 
-PyObject *mcpy_get_batch(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_get_batch(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", NULL};
     PyObject *keys_o, *hold = NULL, *ret = NULL;
     const char **keys = NULL;
@@ -454,8 +437,7 @@ out:
     return ret;
 }
 
-PyObject *mcpy_get_into(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_get_into(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"key", "buffer_ptr", "size", NULL};
     PyObject *key;
     uint64_t ptr;
@@ -470,8 +452,7 @@ PyObject *mcpy_get_into(PyObject *self, PyObject *args, PyObject *kw)
     return PyLong_FromLongLong(n);
 }
 
-static PyObject *batch_get_items(PyObject *self, mc_store_item_t *items, Py_ssize_t n)
-{
+static PyObject *batch_get_items(PyObject *self, mc_store_item_t *items, Py_ssize_t n) {
     int64_t *res = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*res));
     PyObject *ret;
     if (!res)
@@ -482,8 +463,7 @@ static PyObject *batch_get_items(PyObject *self, mc_store_item_t *items, Py_ssiz
     return ret;
 }
 
-PyObject *mcpy_batch_get_into(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_get_into(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "buffer_ptrs", "sizes", NULL};
     PyObject *keys_o, *ptrs_o, *sizes_o, *hold = NULL, *ret = NULL;
     const char **keys = NULL;
@@ -515,8 +495,7 @@ out:
     return ret;
 }
 
-PyObject *mcpy_batch_get_into_multi_buffers(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_get_into_multi_buffers(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "buffer_ptrs", "sizes", NULL};
     PyObject *keys_o, *ptrs_o, *sizes_o, *ret;
     multi_t m;
@@ -531,8 +510,7 @@ PyObject *mcpy_batch_get_into_multi_buffers(PyObject *self, PyObject *args, PyOb
 
 /* Fastcall methods that need the module state (the Buffer type) through their defining class. */
 static int one_arg(const char *fn, const char *name, PyObject *const *args, Py_ssize_t nargs,
-                   PyObject *kwnames, PyObject **out)
-{
+                   PyObject *kwnames, PyObject **out) {
     Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
     if (nargs + nkw != 1) {
         PyErr_Format(PyExc_TypeError, "%s() takes exactly one argument (%zd given)", fn,
@@ -549,8 +527,7 @@ static int one_arg(const char *fn, const char *name, PyObject *const *args, Py_s
 }
 
 PyObject *mcpy_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *args,
-                          Py_ssize_t nargs, PyObject *kwnames)
-{
+                          Py_ssize_t nargs, PyObject *kwnames) {
     mcpy_store_state_t *st = PyType_GetModuleState(cls);
     mc_store_buffer_t *b = NULL;
     PyObject *key;
@@ -565,8 +542,7 @@ PyObject *mcpy_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *ar
 }
 
 PyObject *mcpy_batch_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *args,
-                                Py_ssize_t nargs, PyObject *kwnames)
-{
+                                Py_ssize_t nargs, PyObject *kwnames) {
     mcpy_store_state_t *st = PyType_GetModuleState(cls);
     PyObject *keys_o, *hold = NULL, *ret = NULL;
     const char **keys = NULL;
@@ -612,8 +588,7 @@ out:
 
 /* ---- metadata ---- */
 
-PyObject *mcpy_is_exist(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_is_exist(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"key", NULL};
     PyObject *key;
     const char *k;
@@ -624,8 +599,7 @@ PyObject *mcpy_is_exist(PyObject *self, PyObject *args, PyObject *kw)
     return PyLong_FromLong(code < 0 ? -1 : code);
 }
 
-PyObject *mcpy_batch_is_exist(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_is_exist(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", NULL};
     PyObject *keys_o, *hold = NULL, *ret = NULL;
     const char **keys = NULL;
@@ -651,8 +625,7 @@ PyObject *mcpy_batch_is_exist(PyObject *self, PyObject *args, PyObject *kw)
     return ret;
 }
 
-PyObject *mcpy_get_size(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_get_size(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"key", NULL};
     PyObject *key;
     const char *k;
@@ -663,8 +636,7 @@ PyObject *mcpy_get_size(PyObject *self, PyObject *args, PyObject *kw)
     return PyLong_FromLongLong(n);
 }
 
-PyObject *mcpy_remove(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_remove(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"key", "force", NULL};
     PyObject *key;
     const char *k;
@@ -676,8 +648,7 @@ PyObject *mcpy_remove(PyObject *self, PyObject *args, PyObject *kw)
     return PyLong_FromLong(code);
 }
 
-PyObject *mcpy_batch_remove(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_batch_remove(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "force", NULL};
     PyObject *keys_o, *hold = NULL, *ret = NULL;
     const char **keys = NULL;
@@ -701,8 +672,7 @@ PyObject *mcpy_batch_remove(PyObject *self, PyObject *args, PyObject *kw)
     return ret;
 }
 
-PyObject *mcpy_remove_all(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_remove_all(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"force", NULL};
     int force = 0;
     int64_t n;
@@ -712,8 +682,7 @@ PyObject *mcpy_remove_all(PyObject *self, PyObject *args, PyObject *kw)
     return PyLong_FromLongLong(n);
 }
 
-PyObject *mcpy_register_buffer(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_register_buffer(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"buffer_ptr", "size", NULL};
     uint64_t ptr;
     size_t size;
@@ -725,8 +694,7 @@ PyObject *mcpy_register_buffer(PyObject *self, PyObject *args, PyObject *kw)
     return PyLong_FromLong(code);
 }
 
-PyObject *mcpy_unregister_buffer(PyObject *self, PyObject *args, PyObject *kw)
-{
+PyObject *mcpy_unregister_buffer(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"buffer_ptr", NULL};
     uint64_t ptr;
     int code;

@@ -26,15 +26,13 @@ typedef struct {
 } mcpy_store_state_t;
 
 typedef struct {
-    PyObject_HEAD
-    mc_store_t *store;
+    PyObject_HEAD mc_store_t *store;
     PyObject *engine; /* the shared engine's capsule: keeps that engine alive while we use it */
 } mcpy_store_t;
 
 /* A read result in client-owned memory, exported through the buffer protocol without a copy. */
 typedef struct {
-    PyObject_HEAD
-    mc_store_buffer_t *buf;
+    PyObject_HEAD mc_store_buffer_t *buf;
     PyObject *owner; /* the store object: its staging memory must outlive this buffer */
 } mcpy_buffer_t;
 

@@ -3,8 +3,7 @@
 
 #include "store_py.h"
 
-static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
+static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     mcpy_store_t *self = (mcpy_store_t *)PyType_GenericNew(type, NULL, NULL);
     if (!self)
         return NULL;
@@ -15,8 +14,7 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return (PyObject *)self;
 }
 
-static void store_dealloc(PyObject *obj)
-{
+static void store_dealloc(PyObject *obj) {
     mcpy_store_t *self = (mcpy_store_t *)obj;
     PyTypeObject *tp = Py_TYPE(obj);
     mc_store_t *s = self->store;
@@ -24,8 +22,7 @@ static void store_dealloc(PyObject *obj)
     self->store = NULL;
     if (s) {
         /* Unmounting talks to the master: not with the GIL held. */
-        Py_BEGIN_ALLOW_THREADS
-        mc_store_destroy(s);
+        Py_BEGIN_ALLOW_THREADS mc_store_destroy(s);
         Py_END_ALLOW_THREADS
     }
     Py_CLEAR(self->engine);
@@ -37,8 +34,7 @@ static const char *const size_keys[] = {"global_segment_size", "local_buffer_siz
                                         "client_http_port"};
 static const char *const bool_keys[] = {"enable_ssd_offload", "enable_client_http_server"};
 
-static int in_list(const char *key, const char *const *list, size_t n)
-{
+static int in_list(const char *key, const char *const *list, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (strcmp(key, list[i]) == 0)
             return 1;
@@ -47,8 +43,7 @@ static int in_list(const char *key, const char *const *list, size_t n)
 
 /* Applies one explicit setting. Sizes take int or str ("4gb"); booleans bool; the rest str.
  * A C-side refusal (bad size string, unknown key) is reported as the code it returned. */
-static int apply(mc_store_config_t *cfg, const char *key, PyObject *v, int *code)
-{
+static int apply(mc_store_config_t *cfg, const char *key, PyObject *v, int *code) {
     PyObject *s = NULL;
     const char *text;
     int ok = 0;
@@ -62,8 +57,10 @@ static int apply(mc_store_config_t *cfg, const char *key, PyObject *v, int *code
         s = PyUnicode_FromString(v == Py_True ? "true" : "false");
     } else if (in_list(key, size_keys, 3)) {
         if (PyBool_Check(v) || (!PyLong_Check(v) && !PyUnicode_Check(v))) {
-            PyErr_Format(PyExc_TypeError, "setup(): %s must be an int or a size string like "
-                                          "\"4gb\", not %R", key, (PyObject *)Py_TYPE(v));
+            PyErr_Format(PyExc_TypeError,
+                         "setup(): %s must be an int or a size string like "
+                         "\"4gb\", not %R",
+                         key, (PyObject *)Py_TYPE(v));
             return 0;
         }
         s = PyObject_Str(v);
@@ -89,8 +86,7 @@ out:
     return ok;
 }
 
-static int take_engine(mcpy_store_t *self, PyObject *engine, mc_store_config_t *cfg)
-{
+static int take_engine(mcpy_store_t *self, PyObject *engine, mc_store_config_t *cfg) {
     if (!engine || engine == Py_None)
         return 1;
     if (!PyCapsule_IsValid(engine, MCPY_ENGINE_CAPSULE)) {
@@ -107,17 +103,25 @@ static int take_engine(mcpy_store_t *self, PyObject *engine, mc_store_config_t *
     return 1;
 }
 
-static char *setup_kwlist[] = {"local_hostname", "metadata_server", "global_segment_size",
-                               "local_buffer_size", "protocol", "rdma_devices",
-                               "master_server_addr", "engine", "enable_ssd_offload",
-                               "ssd_offload_path", "tenant_id", "enable_client_http_server",
-                               "client_http_port", NULL};
+static char *setup_kwlist[] = {"local_hostname",
+                               "metadata_server",
+                               "global_segment_size",
+                               "local_buffer_size",
+                               "protocol",
+                               "rdma_devices",
+                               "master_server_addr",
+                               "engine",
+                               "enable_ssd_offload",
+                               "ssd_offload_path",
+                               "tenant_id",
+                               "enable_client_http_server",
+                               "client_http_port",
+                               NULL};
 
 /* setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
  *       rdma_devices, master_server_addr, engine=None, ...) or setup(config_dict).
  * Settings not given come from MOONCAKE_CONFIG_PATH / MOONCAKE_* / defaults (the C client). */
-static PyObject *store_setup(PyObject *obj, PyObject *args, PyObject *kw)
-{
+static PyObject *store_setup(PyObject *obj, PyObject *args, PyObject *kw) {
     mcpy_store_t *self = (mcpy_store_t *)obj;
     PyObject *v[13] = {NULL};
     mc_store_config_t cfg;
@@ -183,39 +187,32 @@ static PyObject *store_setup(PyObject *obj, PyObject *args, PyObject *kw)
             return NULL;
     }
     if (code == 0) {
-        Py_BEGIN_ALLOW_THREADS
-        code = mc_store_setup(self->store, &cfg);
+        Py_BEGIN_ALLOW_THREADS code = mc_store_setup(self->store, &cfg);
         Py_END_ALLOW_THREADS
     }
     return PyLong_FromLong(code);
 }
 
-static PyObject *store_close(PyObject *obj, PyObject *unused)
-{
+static PyObject *store_close(PyObject *obj, PyObject *unused) {
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = mc_store_close(MCPY_STORE(obj));
+    Py_BEGIN_ALLOW_THREADS rc = mc_store_close(MCPY_STORE(obj));
     Py_END_ALLOW_THREADS
-    /* close() twice is harmless, as in the reference. */
-    return PyLong_FromLong(rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS ? 0 : rc);
+        /* close() twice is harmless, as in the reference. */
+        return PyLong_FromLong(rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS ? 0 : rc);
 }
 
-static PyObject *store_health_check(PyObject *obj, PyObject *unused)
-{
+static PyObject *store_health_check(PyObject *obj, PyObject *unused) {
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = mc_store_health_check(MCPY_STORE(obj));
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(rc);
+    Py_BEGIN_ALLOW_THREADS rc = mc_store_health_check(MCPY_STORE(obj));
+    Py_END_ALLOW_THREADS return PyLong_FromLong(rc);
 }
 
-static PyObject *store_get_hostname(PyObject *obj, PyObject *unused)
-{
+static PyObject *store_get_hostname(PyObject *obj, PyObject *unused) {
     return PyUnicode_FromString(mc_store_hostname(MCPY_STORE(obj)));
 }
 
 #define KW(name, doc)                                                                              \
-    {#name, (PyCFunction)(void (*)(void))mcpy_##name, METH_VARARGS | METH_KEYWORDS, doc}
+    { #name, (PyCFunction)(void (*)(void))mcpy_##name, METH_VARARGS | METH_KEYWORDS, doc }
 static PyMethodDef store_methods[] = {
     {"setup", (PyCFunction)(void (*)(void))store_setup, METH_VARARGS | METH_KEYWORDS,
      "setup(local_hostname, metadata_server, global_segment_size=16MiB, local_buffer_size=16MiB, "
@@ -255,8 +252,7 @@ static PyMethodDef store_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static int store_traverse(PyObject *obj, visitproc visit, void *arg)
-{
+static int store_traverse(PyObject *obj, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(obj));
     Py_VISIT(((mcpy_store_t *)obj)->engine);
     return 0;

@@ -88,12 +88,11 @@ static void *worker_main(void *arg) {
     worker_t *w = arg;
     bench_t *b = w->b;
     mc__master_client_t *c = NULL;
-    char (*names)[24] = mc__malloc((size_t)b->batch * 24);
+    char(*names)[24] = mc__malloc((size_t)b->batch * 24);
     const char **keys = mc__malloc((size_t)b->batch * sizeof(*keys));
     int32_t *codes = mc__malloc((size_t)b->batch * sizeof(*codes));
-    mc__key_replicas_t *reps = w->op == MC_MP_GET_REPLICA_LIST
-                                   ? mc__malloc((size_t)b->batch * sizeof(*reps))
-                                   : NULL;
+    mc__key_replicas_t *reps =
+        w->op == MC_MP_GET_REPLICA_LIST ? mc__malloc((size_t)b->batch * sizeof(*reps)) : NULL;
     uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(w->id + 1);
     uint64_t end;
     w->rc = mc__master_client_connect(b->addr, 10000, NULL, &c);
@@ -161,8 +160,8 @@ static int run_op(bench_t *b, int op, const char *label) {
     }
     qsort(all, n, sizeof(*all), cmp_u64);
     if (rc == 0 && n)
-        printf("%-22s %10.0f keys/s  batch=%lld threads=%lld  rpc p50=%lluus p99=%lluus\n",
-               label, (double)keys * 1e9 / (double)(mc__now_ns() - t0), (long long)b->batch,
+        printf("%-22s %10.0f keys/s  batch=%lld threads=%lld  rpc p50=%lluus p99=%lluus\n", label,
+               (double)keys * 1e9 / (double)(mc__now_ns() - t0), (long long)b->batch,
                (long long)b->threads, (unsigned long long)all[n / 2],
                (unsigned long long)all[n * 99 / 100]);
     else
@@ -174,7 +173,7 @@ static int run_op(bench_t *b, int op, const char *label) {
 }
 
 static int fill(bench_t *b, mc__master_client_t *c) {
-    char (*names)[24] = mc__malloc((size_t)b->batch * 24);
+    char(*names)[24] = mc__malloc((size_t)b->batch * 24);
     const char **keys = mc__malloc((size_t)b->batch * sizeof(*keys));
     uint64_t *lens = mc__malloc((size_t)b->batch * sizeof(*lens));
     int32_t *codes = mc__malloc((size_t)b->batch * sizeof(*codes));
@@ -217,12 +216,12 @@ int main(int argc, char **argv) {
     uint16_t port = 0;
     long rss0, rss1;
     uint64_t t0;
-    int rc = mc__flags_parse(argc, argv, flags, sizeof(flags) / sizeof(flags[0]),
-                             "mc_master_bench", "", "master metadata benchmark");
+    int rc = mc__flags_parse(argc, argv, flags, sizeof(flags) / sizeof(flags[0]), "mc_master_bench",
+                             "", "master metadata benchmark");
     if (rc)
         return rc > 0 ? 0 : 2;
-    if (b.objects < 1 || b.batch < 1 || b.batch > (int64_t)MC_MP_MAX_BATCH ||
-        b.value_size < 1 || b.seconds < 1 || b.threads < 1 || b.threads > 64) {
+    if (b.objects < 1 || b.batch < 1 || b.batch > (int64_t)MC_MP_MAX_BATCH || b.value_size < 1 ||
+        b.seconds < 1 || b.threads < 1 || b.threads > 64) {
         fprintf(stderr, "mc_master_bench: flag out of range\n");
         return 2;
     }
@@ -246,8 +245,8 @@ int main(int argc, char **argv) {
     /* Fake address ranges: the master never touches segment memory. */
     for (int i = 0; i < 8 && rc == 0; i++) {
         char name[32];
-        uint64_t seg = ((uint64_t)b.objects * (uint64_t)((b.value_size + 63) / 64 * 64)) / 8 +
-                       (64ull << 20);
+        uint64_t seg =
+            ((uint64_t)b.objects * (uint64_t)((b.value_size + 63) / 64 * 64)) / 8 + (64ull << 20);
         snprintf(name, sizeof(name), "bench-node-%d:1", i);
         rc = mc__master_client_mount_segment(c, name, (uint64_t)(i + 1) << 44, seg);
     }
@@ -262,8 +261,8 @@ int main(int argc, char **argv) {
     printf("fill: %lld objects of %lld B in %.2f s (%.0f objects/s, put_start+put_end)\n",
            (long long)b.objects, (long long)b.value_size, (double)(mc__now_ns() - t0) / 1e9,
            (double)b.objects * 1e9 / (double)(mc__now_ns() - t0));
-    printf("master RSS: %ld KiB before, %ld KiB after -> %.1f bytes/object (keys are 16 B)\n",
-           rss0, rss1, (double)(rss1 - rss0) * 1024.0 / (double)b.objects);
+    printf("master RSS: %ld KiB before, %ld KiB after -> %.1f bytes/object (keys are 16 B)\n", rss0,
+           rss1, (double)(rss1 - rss0) * 1024.0 / (double)b.objects);
     rc = run_op(&b, MC_MP_EXIST, "batch_exist");
     if (rc == 0)
         rc = run_op(&b, MC_MP_GET_REPLICA_LIST, "batch_get_replica_list");

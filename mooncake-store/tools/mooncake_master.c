@@ -117,8 +117,7 @@ static char *mc__read_file(const char *path, char *err, size_t cap) {
     }
     if (fseek(fp, 0, SEEK_END) != 0 || (len = ftell(fp)) < 0 || len > (16l << 20) ||
         fseek(fp, 0, SEEK_SET) != 0) {
-        snprintf(err, cap, "cannot read config file '%s' (not a regular file below 16 MiB)",
-                 path);
+        snprintf(err, cap, "cannot read config file '%s' (not a regular file below 16 MiB)", path);
         goto out;
     }
     text = mc__malloc((size_t)len + 1);
@@ -135,8 +134,8 @@ out:
 }
 
 /* Loads --config_path into the flag table; the cJSON tree stays alive for string values. */
-static int mc__load_config(const char *path, const mc_flag_t *t, size_t n, cJSON **doc,
-                           char *err, size_t cap) {
+static int mc__load_config(const char *path, const mc_flag_t *t, size_t n, cJSON **doc, char *err,
+                           size_t cap) {
     char *text = mc__read_file(path, err, cap);
     const cJSON *it = NULL;
     if (!text)
@@ -224,8 +223,7 @@ int main(int argc, char **argv) {
     printf("%s metrics on %s:%u\n", PROG, mc__show_host(f.cfg.rpc_address),
            (unsigned)mc__master_metrics_port(m));
     if (f.cfg.enable_http_metadata_server)
-        printf("%s http metadata on %s:%u\n", PROG,
-               mc__show_host(f.cfg.http_metadata_server_host),
+        printf("%s http metadata on %s:%u\n", PROG, mc__show_host(f.cfg.http_metadata_server_host),
                (unsigned)mc__master_http_metadata_port(m));
     fflush(stdout);
     while (sigwait(&sigs, &sig) != 0)

@@ -139,8 +139,7 @@ int mc__desc_decode(const char *json, size_t len, mc__desc_t **out) {
         mc__desc_buf_t *db = &d->bufs[i];
         const cJSON *shm = cJSON_GetObjectItemCaseSensitive(b, "shm");
         if (i >= n || !cJSON_IsObject(b) || mc__json_u64(b, "addr", &db->addr) ||
-            mc__json_u64(b, "length", &db->len) || db->len == 0 ||
-            db->addr + db->len < db->addr ||
+            mc__json_u64(b, "length", &db->len) || db->len == 0 || db->addr + db->len < db->addr ||
             mc__json_str(b, "location", db->location, sizeof(db->location)) ||
             !cJSON_IsNumber(shm) || shm->valuedouble < -1 || shm->valuedouble > 1e15)
             goto out;
@@ -185,7 +184,8 @@ long mc__desc_find(const mc__desc_t *d, uint64_t addr, uint64_t len) {
     if (lo == 0)
         return -1;
     lo--;
-    if (addr - d->bufs[lo].addr <= d->bufs[lo].len && len <= d->bufs[lo].len - (addr - d->bufs[lo].addr))
+    if (addr - d->bufs[lo].addr <= d->bufs[lo].len &&
+        len <= d->bufs[lo].len - (addr - d->bufs[lo].addr))
         return (long)lo;
     return -1;
 }

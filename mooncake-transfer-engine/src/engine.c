@@ -165,8 +165,8 @@ int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (!e || e->initialized)
         goto out;
-    meta = opts && opts->metadata_conn && *opts->metadata_conn ? opts->metadata_conn
-                                                               : "P2PHANDSHAKE";
+    meta =
+        opts && opts->metadata_conn && *opts->metadata_conn ? opts->metadata_conn : "P2PHANDSHAKE";
     p2p = !strcmp(meta, "P2PHANDSHAKE");
     if (!p2p) {
         if (strncmp(meta, "http://", 7)) {
@@ -311,8 +311,7 @@ int mc__engine_desc_json(mc_engine_t *e, char **json) {
         d.bufs[i].addr = e->reg.regions[i].addr;
         d.bufs[i].len = e->reg.regions[i].len;
         d.bufs[i].shm_id = e->reg.regions[i].shm_id;
-        snprintf(d.bufs[i].location, sizeof(d.bufs[i].location), "%s",
-                 e->reg.regions[i].location);
+        snprintf(d.bufs[i].location, sizeof(d.bufs[i].location), "%s", e->reg.regions[i].location);
     }
     d.nbufs = e->reg.n;
     rc = 0;

@@ -29,8 +29,7 @@ static int mc__meta_url(const mc_engine_t *e, const char *name, char **out) {
     *out = mc__malloc(n);
     if (!*out)
         return MC_ERR_MEMORY;
-    snprintf(*out, n, "%s%ckey=%s", e->metadata_url, strchr(e->metadata_url, '?') ? '&' : '?',
-             enc);
+    snprintf(*out, n, "%s%ckey=%s", e->metadata_url, strchr(e->metadata_url, '?') ? '&' : '?', enc);
     return 0;
 }
 
@@ -95,8 +94,10 @@ static int mc__meta_fetch_p2p(mc_engine_t *e, const char *name, mc__desc_t **out
     char host[MC__TE_NAME_MAX];
     uint16_t port = 0;
     uint8_t req[MC_FRAME_HEADER_SIZE];
-    mc_frame_header_t h = {.magic = MC_FRAME_MAGIC, .version = MC_FRAME_VERSION,
-                           .type = MC__TE_GET_DESC, .request_id = 1};
+    mc_frame_header_t h = {.magic = MC_FRAME_MAGIC,
+                           .version = MC_FRAME_VERSION,
+                           .type = MC__TE_GET_DESC,
+                           .request_id = 1};
     uint64_t dl = mc__now_ms() + MC__META_TIMEOUT_MS;
     char *json = NULL;
     int remote_err = 0;

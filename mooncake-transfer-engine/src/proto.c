@@ -26,8 +26,8 @@ int mc__te_check_request(const mc_frame_header_t *h) {
     }
 }
 
-void mc__te_encode_rw(uint8_t out[MC__TE_RW_HEAD], uint8_t type, uint64_t request_id,
-                      uint64_t addr, uint64_t len) {
+void mc__te_encode_rw(uint8_t out[MC__TE_RW_HEAD], uint8_t type, uint64_t request_id, uint64_t addr,
+                      uint64_t len) {
     mc_frame_header_t h = {.magic = MC_FRAME_MAGIC,
                            .version = MC_FRAME_VERSION,
                            .type = type,
@@ -63,8 +63,7 @@ void mc__te_encode_reply(uint8_t out[MC_FRAME_HEADER_SIZE], uint8_t type, uint64
     mc__frame_header_encode(&h, out);
 }
 
-int mc__te_encode_error(mc_buf_t *b, uint8_t type, uint64_t request_id, int code,
-                        const char *msg) {
+int mc__te_encode_error(mc_buf_t *b, uint8_t type, uint64_t request_id, int code, const char *msg) {
     size_t start = 0;
     size_t n = msg ? strlen(msg) : 0;
     if (n > MC__TE_MAX_ERROR_BODY - 16)

@@ -38,8 +38,8 @@ enum mc__te_msg {
 int mc__te_check_request(const mc_frame_header_t *h);
 
 /* Header + addr/len of a WRITE or READ request (40 bytes). For WRITE the payload follows. */
-void mc__te_encode_rw(uint8_t out[MC__TE_RW_HEAD], uint8_t type, uint64_t request_id,
-                      uint64_t addr, uint64_t len);
+void mc__te_encode_rw(uint8_t out[MC__TE_RW_HEAD], uint8_t type, uint64_t request_id, uint64_t addr,
+                      uint64_t len);
 /* Decodes the 16-byte addr/len part. For WRITE, body_len must be 16 + len. */
 int mc__te_decode_rw(const mc_frame_header_t *h, const uint8_t *body, size_t n, uint64_t *addr,
                      uint64_t *len);
@@ -47,8 +47,7 @@ int mc__te_decode_rw(const mc_frame_header_t *h, const uint8_t *body, size_t n, 
 /* A reply header with an empty or raw body of body_len bytes. */
 void mc__te_encode_reply(uint8_t out[MC_FRAME_HEADER_SIZE], uint8_t type, uint64_t request_id,
                          uint64_t body_len);
-int mc__te_encode_error(mc_buf_t *b, uint8_t type, uint64_t request_id, int code,
-                        const char *msg);
+int mc__te_encode_error(mc_buf_t *b, uint8_t type, uint64_t request_id, int code, const char *msg);
 /* code is forced negative (a peer cannot make a failure look like success). */
 int mc__te_decode_error(const uint8_t *body, size_t n, int *code, char *msg, size_t cap);
 

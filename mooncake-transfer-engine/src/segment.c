@@ -54,8 +54,7 @@ void mc__peer_mark_broken(mc__peer_t *p) {
 /* Where the peer's RPC port is reached: with P2P the name says it; with a metadata service the
  * descriptor does. */
 static void mc__peer_set_addr(mc_engine_t *e, mc__peer_t *p, const mc__desc_t *d) {
-    if (e->metadata_url ||
-        mc__split_host_port(p->name, p->host, sizeof(p->host), &p->port) != 0) {
+    if (e->metadata_url || mc__split_host_port(p->name, p->host, sizeof(p->host), &p->port) != 0) {
         snprintf(p->host, sizeof(p->host), "%s", d->rpc_host);
         p->port = d->rpc_port;
     }

@@ -87,8 +87,8 @@ static int mc__serve_read(mc_engine_t *e, int fd, const mc_frame_header_t *h, ui
         mc__te_decode_rw(h, scratch, MC__TE_RW_BODY, &addr, &len))
         return MC_ERR_SOCKET;
     if (mc__reg_pin(&e->reg, addr, len, fd, &pin) == 0) {
-        rc = mc__reply_raw(fd, h->type, h->request_id, (const void *)(uintptr_t)addr, len,
-                           deadline);
+        rc =
+            mc__reply_raw(fd, h->type, h->request_id, (const void *)(uintptr_t)addr, len, deadline);
         mc__reg_unpin(&e->reg, &pin);
         return rc;
     }
@@ -189,9 +189,12 @@ int mc__server_start(mc_engine_t *e, int lfd, mc__server_t **out) {
         return MC_ERR_MEMORY;
     }
     s->e = e;
-    mc_conn_server_opts_t o = {.name = "te-rpc", .listen_fd = lfd,
-                               .max_conns = MC__SERVER_MAX_CONNS, .serve = mc__conn_serve,
-                               .tune = mc__tune_socket, .ctx = s};
+    mc_conn_server_opts_t o = {.name = "te-rpc",
+                               .listen_fd = lfd,
+                               .max_conns = MC__SERVER_MAX_CONNS,
+                               .serve = mc__conn_serve,
+                               .tune = mc__tune_socket,
+                               .ctx = s};
     rc = mc__conn_server_start(&o, &s->conns);
     if (rc) {
         mc__free(s);

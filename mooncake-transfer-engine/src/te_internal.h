@@ -32,24 +32,24 @@ typedef struct mc__shm_map {
 /* Initiator-side view of a same-host peer's shared memory. Guarded by mc__peer.shm_rw:
  * copies hold it for reading so a mapping is never unmapped under a running memcpy. */
 typedef struct mc__shm_peer {
-    uint64_t instance_id;        /* owner instance the mappings belong to */
-    _Atomic uint64_t *gen;       /* owner's generation counter, mapped from its control memfd */
-    struct mc__shm_ctrl *ctrl;   /* that control page (liveness lock) */
+    uint64_t instance_id;      /* owner instance the mappings belong to */
+    _Atomic uint64_t *gen;     /* owner's generation counter, mapped from its control memfd */
+    struct mc__shm_ctrl *ctrl; /* that control page (liveness lock) */
     void *ctrl_map;
     size_t ctrl_len;
     mc__shm_map_t *maps;
     size_t nmaps;
     size_t cap;
-    int failed;                  /* handshake failed for this instance: use tcp */
+    int failed; /* handshake failed for this instance: use tcp */
 } mc__shm_peer_t;
 
 typedef struct mc__peer {
-    pthread_mutex_t lock;        /* desc, stale, gen_seen, pool */
+    pthread_mutex_t lock; /* desc, stale, gen_seen, pool */
     char name[MC__TE_NAME_MAX];
-    mc__desc_t *desc;            /* immutable once published here; replaced as a whole */
-    int stale;                   /* re-fetch before the next use */
-    uint64_t gen_seen;           /* owner's shm generation when desc was fetched */
-    char host[MC__TE_NAME_MAX];  /* where its RPC port is reached */
+    mc__desc_t *desc;           /* immutable once published here; replaced as a whole */
+    int stale;                  /* re-fetch before the next use */
+    uint64_t gen_seen;          /* owner's shm generation when desc was fetched */
+    char host[MC__TE_NAME_MAX]; /* where its RPC port is reached */
     uint16_t port;
     int idle[MC__TE_POOL_MAX];
     int nidle;
@@ -60,31 +60,31 @@ typedef struct mc__peer {
 struct mc__batch;
 
 typedef struct mc__task {
-    struct mc__task *next;       /* tcp work queue link */
+    struct mc__task *next; /* tcp work queue link */
     struct mc__batch *batch;
-    mc__peer_t *peer;            /* NULL for the local segment */
+    mc__peer_t *peer; /* NULL for the local segment */
     int opcode;
     uint8_t *local;
     uint64_t remote;
     uint64_t len;
     uint64_t deadline_ms;
     uint32_t nslices;
-    uint32_t next_slice;         /* guarded by the tcp queue lock */
+    uint32_t next_slice; /* guarded by the tcp queue lock */
     _Atomic uint32_t slices_done;
-    _Atomic int error;           /* first error of any slice */
+    _Atomic int error; /* first error of any slice */
     _Atomic int status;
     _Atomic uint64_t transferred;
-    int transport;               /* enum mc__tp */
+    int transport; /* enum mc__tp */
 } mc__task_t;
 
 typedef struct mc__batch {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     size_t cap;
-    size_t used;                 /* tasks submitted */
-    size_t unfinished;           /* submitted tasks not yet ended */
+    size_t used;       /* tasks submitted */
+    size_t unfinished; /* submitted tasks not yet ended */
     mc__task_t *tasks;
-    int refs;                    /* handle-table references (under the table lock) */
+    int refs; /* handle-table references (under the table lock) */
     int freed;
 } mc__batch_t;
 
@@ -102,7 +102,7 @@ struct mc_engine {
     char name[MC__TE_NAME_MAX];
     char host[MC__TE_NAME_MAX];
     uint16_t port;
-    char *metadata_url;          /* NULL for P2PHANDSHAKE */
+    char *metadata_url; /* NULL for P2PHANDSHAKE */
     int proto;
     int timeout_ms;
     uint64_t instance_id;
@@ -116,7 +116,7 @@ struct mc_engine {
     mc__tcp_t *tcp;
 
     pthread_mutex_t peers_lock;
-    mc__peer_t **peers;          /* segment id = index + 1 */
+    mc__peer_t **peers; /* segment id = index + 1 */
     size_t npeers;
     size_t peers_cap;
 

@@ -82,11 +82,12 @@ static void test_error_and_notify(void **state) {
     (void)state;
     mc__buf_init(&b);
     assert_int_equal(mc__te_encode_error(&b, MC__TE_READ, 7, MC_ERR_ADDRESS_NOT_REGISTERED,
-                                         "a rather long message"), 0);
+                                         "a rather long message"),
+                     0);
     assert_int_equal(mc__frame_header_decode(b.data, b.len, 4096, &h), 0);
     assert_true(h.flags == (MC_FRAME_F_REPLY | MC_FRAME_F_ERROR) && h.request_id == 7);
-    assert_int_equal(mc__te_decode_error(b.data + MC_FRAME_HEADER_SIZE, h.body_len, &code, msg,
-                                         sizeof(msg)), 0);
+    assert_int_equal(
+        mc__te_decode_error(b.data + MC_FRAME_HEADER_SIZE, h.body_len, &code, msg, sizeof(msg)), 0);
     assert_int_equal(code, MC_ERR_ADDRESS_NOT_REGISTERED);
     assert_string_equal(msg, "a rather long m"); /* truncated to the buffer */
     /* a peer cannot turn an error into success */
@@ -111,17 +112,23 @@ static void test_error_and_notify(void **state) {
     mc__buf_reset(&b);
     assert_int_equal(mc__te_encode_notify(&b, 1, "a", "b\0c", "", 0), 0);
     b.data[MC_FRAME_HEADER_SIZE + 4 + 1 + 4] = 0;
-    assert_int_equal(mc__te_decode_notify(b.data + MC_FRAME_HEADER_SIZE, b.len - MC_FRAME_HEADER_SIZE, &v),
-                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(
+        mc__te_decode_notify(b.data + MC_FRAME_HEADER_SIZE, b.len - MC_FRAME_HEADER_SIZE, &v),
+        MC_ERR_INVALID_ARGUMENT);
     mc__buf_free(&b);
 }
 
 static void test_desc_roundtrip(void **state) {
-    mc__desc_buf_t bufs[2] = {{.addr = 0xffff000000001000ull, .len = 4096, .location = "cpu:0",
-                               .shm_id = 3},
-                              {.addr = 4096, .len = 100, .location = "*", .shm_id = -1}};
-    mc__desc_t d = {.name = "h:1", .instance_id = UINT64_MAX - 5, .host_id = "boot/host",
-                    .rpc_host = "h", .rpc_port = 1, .shm_socket = "@x", .nbufs = 2,
+    mc__desc_buf_t bufs[2] = {
+        {.addr = 0xffff000000001000ull, .len = 4096, .location = "cpu:0", .shm_id = 3},
+        {.addr = 4096, .len = 100, .location = "*", .shm_id = -1}};
+    mc__desc_t d = {.name = "h:1",
+                    .instance_id = UINT64_MAX - 5,
+                    .host_id = "boot/host",
+                    .rpc_host = "h",
+                    .rpc_port = 1,
+                    .shm_socket = "@x",
+                    .nbufs = 2,
                     .bufs = bufs};
     mc__desc_t *o = NULL;
     char *json = NULL;
@@ -152,11 +159,14 @@ static void test_desc_malformed(void **state) {
         "{\"name\":\"x\"}",
         "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":0,"
         "\"shm_socket\":\"\",\"buffers\":[]}",
-        "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":70000,"
+        "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":"
+        "70000,"
         "\"shm_socket\":\"\",\"buffers\":[]}",
-        "{\"name\":\"x\",\"instance_id\":\"1x\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
+        "{\"name\":\"x\",\"instance_id\":\"1x\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":"
+        "1,"
         "\"shm_socket\":\"\",\"buffers\":[]}",
-        "{\"name\":\"x\",\"instance_id\":\"99999999999999999999999\",\"host_id\":\"h\",\"rpc_host\":"
+        "{\"name\":\"x\",\"instance_id\":\"99999999999999999999999\",\"host_id\":\"h\",\"rpc_"
+        "host\":"
         "\"h\",\"rpc_port\":1,\"shm_socket\":\"\",\"buffers\":[]}",
         /* overlapping buffers */
         "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
@@ -186,10 +196,8 @@ static void test_desc_malformed(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rw_roundtrip),
-        cmocka_unit_test(test_check_request),
-        cmocka_unit_test(test_error_and_notify),
-        cmocka_unit_test(test_desc_roundtrip),
+        cmocka_unit_test(test_rw_roundtrip),     cmocka_unit_test(test_check_request),
+        cmocka_unit_test(test_error_and_notify), cmocka_unit_test(test_desc_roundtrip),
         cmocka_unit_test(test_desc_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,8 +32,8 @@ typedef struct fixture {
 
 static mc_engine_t *new_engine(const char *proto, int timeout_ms) {
     mc_engine_t *e = NULL;
-    mc_engine_options_t o = {.local_server_name = "127.0.0.1", .protocol = proto,
-                             .transfer_timeout_ms = timeout_ms};
+    mc_engine_options_t o = {
+        .local_server_name = "127.0.0.1", .protocol = proto, .transfer_timeout_ms = timeout_ms};
     assert_int_equal(mc_engine_create(&e), 0);
     assert_int_equal(mc_engine_init(e, &o), 0);
     return e;
@@ -58,8 +58,8 @@ static int teardown(void **state) {
 }
 
 static mc_request_t req(int op, void *src, mc_segment_id_t seg, uint64_t off, uint64_t len) {
-    mc_request_t r = {.opcode = op, .source = src, .target_id = seg, .target_offset = off,
-                      .length = len};
+    mc_request_t r = {
+        .opcode = op, .source = src, .target_id = seg, .target_offset = off, .length = len};
     return r;
 }
 
@@ -81,22 +81,26 @@ static void test_bad_arguments(void **state) {
     assert_int_equal(mc_engine_open_segment(f->e, t.name, &seg), 0);
 
     /* segments */
-    assert_int_equal(mc_engine_open_segment(f->e, "not-a-host-port", &seg), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_open_segment(f->e, "not-a-host-port", &seg),
+                     MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_open_segment(f->e, "127.0.0.1:1", &seg), MC_ERR_SOCKET);
     assert_int_equal(mc_engine_open_segment(f->e, "", &seg), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_open_segment(f->e, NULL, &seg), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_open_segment(f->e, t.name, &seg), 0);
 
     /* registrations */
-    assert_int_equal(mc_engine_register_memory(f->e, f->buf + 10, 100, "*"), MC_ERR_ADDRESS_OVERLAPPED);
-    assert_int_equal(mc_engine_register_memory(f->e, f->buf - 10, 20, "*"), MC_ERR_ADDRESS_OVERLAPPED);
+    assert_int_equal(mc_engine_register_memory(f->e, f->buf + 10, 100, "*"),
+                     MC_ERR_ADDRESS_OVERLAPPED);
+    assert_int_equal(mc_engine_register_memory(f->e, f->buf - 10, 20, "*"),
+                     MC_ERR_ADDRESS_OVERLAPPED);
     assert_int_equal(mc_engine_register_memory(f->e, stray, 0, "*"), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_register_memory(f->e, NULL, 10, "*"), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_unregister_memory(f->e, stray), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_free_managed(f->e, f->buf), MC_ERR_INVALID_ARGUMENT);
 
     /* requests */
-    assert_int_equal(xfer(f->e, seg, MC_OPCODE_WRITE, f->buf, t.plain_addr, 0), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(xfer(f->e, seg, MC_OPCODE_WRITE, f->buf, t.plain_addr, 0),
+                     MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(xfer(f->e, seg, 7, f->buf, t.plain_addr, 8), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(xfer(f->e, seg, MC_OPCODE_WRITE, stray, t.plain_addr, 8),
                      MC_ERR_ADDRESS_NOT_REGISTERED);
@@ -106,10 +110,13 @@ static void test_bad_arguments(void **state) {
                      MC_ERR_ADDRESS_NOT_REGISTERED);
     assert_int_equal(xfer(f->e, seg, MC_OPCODE_WRITE, f->buf, t.plain_addr + MiB - 4, 8),
                      MC_ERR_ADDRESS_NOT_REGISTERED);
-    assert_int_equal(xfer(f->e, seg, MC_OPCODE_READ, f->buf, 4096, 8), MC_ERR_ADDRESS_NOT_REGISTERED);
-    assert_int_equal(xfer(f->e, 999, MC_OPCODE_READ, f->buf, t.plain_addr, 8), MC_ERR_INVALID_ARGUMENT);
-    assert_int_equal(xfer(f->e, MC_LOCAL_SEGMENT_ID, MC_OPCODE_READ, f->buf, (uint64_t)(uintptr_t)stray, 8),
+    assert_int_equal(xfer(f->e, seg, MC_OPCODE_READ, f->buf, 4096, 8),
                      MC_ERR_ADDRESS_NOT_REGISTERED);
+    assert_int_equal(xfer(f->e, 999, MC_OPCODE_READ, f->buf, t.plain_addr, 8),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(
+        xfer(f->e, MC_LOCAL_SEGMENT_ID, MC_OPCODE_READ, f->buf, (uint64_t)(uintptr_t)stray, 8),
+        MC_ERR_ADDRESS_NOT_REGISTERED);
     /* the target was not touched by any of that */
     assert_true(te_target_hash(&t, t.plain_addr, MiB) == te_pattern_hash(MiB, 1, 0));
 
@@ -157,8 +164,8 @@ static void test_stale_descriptor(void **state) {
     assert_int_equal(xfer(f->e, seg, MC_OPCODE_WRITE, f->buf, t.managed_addr, MiB), 0);
     assert_true(te_target_hash(&t, t.managed_addr, MiB) == te_hash(f->buf, MiB));
 
-    assert_int_equal(te_target_cmd(&t, reply, sizeof(reply), "U %llu",
-                                   (unsigned long long)t.plain_addr), 0);
+    assert_int_equal(
+        te_target_cmd(&t, reply, sizeof(reply), "U %llu", (unsigned long long)t.plain_addr), 0);
     assert_string_equal(reply, "0");
     before = te_target_hash(&t, t.plain_addr, 4 * MiB);
     te_fill(f->buf, 2 * MiB, 6);
@@ -176,8 +183,8 @@ static void test_stale_descriptor(void **state) {
                      MC_ERR_ADDRESS_NOT_REGISTERED);
 
     /* the managed buffer goes away while we still have it mapped */
-    assert_int_equal(te_target_cmd(&t, reply, sizeof(reply), "M %llu",
-                                   (unsigned long long)t.managed_addr), 0);
+    assert_int_equal(
+        te_target_cmd(&t, reply, sizeof(reply), "M %llu", (unsigned long long)t.managed_addr), 0);
     assert_string_equal(reply, "0");
     assert_int_equal(xfer(f->e, seg, MC_OPCODE_WRITE, f->buf, t.managed_addr, MiB),
                      MC_ERR_ADDRESS_NOT_REGISTERED);
@@ -205,8 +212,12 @@ static int closed_by_peer(int fd) {
 
 static void send_header(int fd, uint32_t magic, uint8_t version, uint8_t type, uint16_t flags,
                         uint64_t body_len) {
-    mc_frame_header_t h = {.magic = magic, .version = version, .type = type, .flags = flags,
-                           .request_id = 9, .body_len = body_len};
+    mc_frame_header_t h = {.magic = magic,
+                           .version = version,
+                           .type = type,
+                           .flags = flags,
+                           .request_id = 9,
+                           .body_len = body_len};
     uint8_t raw[MC_FRAME_HEADER_SIZE];
     mc__frame_header_encode(&h, raw);
     assert_int_equal(send(fd, raw, sizeof(raw), MSG_NOSIGNAL), (ssize_t)sizeof(raw));
@@ -475,15 +486,15 @@ static void test_stalled_write_unregister(void **state) {
 
     /* giving back the other region does not wait for the stalled peer */
     t0 = te_now_ms();
-    assert_int_equal(te_target_cmd(&t, reply, sizeof(reply), "M %llu",
-                                   (unsigned long long)t.managed_addr), 0);
+    assert_int_equal(
+        te_target_cmd(&t, reply, sizeof(reply), "M %llu", (unsigned long long)t.managed_addr), 0);
     assert_string_equal(reply, "0");
     assert_true(te_now_ms() - t0 < 500);
 
     /* the stalled region: bounded by the grace period (1 s), not the 30 s transfer timeout */
     t0 = te_now_ms();
-    assert_int_equal(te_target_cmd(&t, reply, sizeof(reply), "U %llu",
-                                   (unsigned long long)t.plain_addr), 0);
+    assert_int_equal(
+        te_target_cmd(&t, reply, sizeof(reply), "U %llu", (unsigned long long)t.plain_addr), 0);
     el = te_now_ms() - t0;
     assert_string_equal(reply, "0");
     assert_true(el < 2500);
@@ -543,8 +554,8 @@ static void test_register_batch(void **state) {
     assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, m + MiB, t.plain_addr, MiB), 0);
     assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, m + 2 * MiB, t.plain_addr + MiB, MiB), 0);
     assert_true(te_target_hash(&t, t.plain_addr, 2 * MiB) == te_hash(m + MiB, 2 * MiB));
-    assert_int_equal(xfer(e, MC_LOCAL_SEGMENT_ID, MC_OPCODE_READ, f->buf,
-                          (uint64_t)(uintptr_t)m, MiB), 0);
+    assert_int_equal(
+        xfer(e, MC_LOCAL_SEGMENT_ID, MC_OPCODE_READ, f->buf, (uint64_t)(uintptr_t)m, MiB), 0);
     assert_true(te_hash(f->buf, MiB) == te_hash(m, MiB));
 
     /* unregistering: a missing or repeated address removes nothing */
@@ -584,8 +595,9 @@ static void test_shm_peer_restart(void **state) {
     uint64_t old_addr, shm0;
     mc_engine_t *e = new_engine("auto", 5000);
     assert_int_equal(mc_engine_register_memory(e, f->buf, LOCAL_LEN, "*"), 0);
-    assert_int_equal(te_target_start_ex(&t, "P2PHANDSHAKE", NULL, "auto", 0, 4 * MiB,
-                                        TE_TARGET_FIXED_LAYOUT), 0);
+    assert_int_equal(
+        te_target_start_ex(&t, "P2PHANDSHAKE", NULL, "auto", 0, 4 * MiB, TE_TARGET_FIXED_LAYOUT),
+        0);
     snprintf(name, sizeof(name), "%s", t.name);
     assert_int_equal(mc_engine_open_segment(e, name, &seg), 0);
     shm0 = stat_tasks(e, "shm");
@@ -602,11 +614,13 @@ static void test_shm_peer_restart(void **state) {
         else
             te_target_kill(&t);
         assert_int_equal(te_target_start_ex(&t, "P2PHANDSHAKE", name, "auto", 0, 4 * MiB,
-                                            TE_TARGET_FIXED_LAYOUT), 0);
+                                            TE_TARGET_FIXED_LAYOUT),
+                         0);
         assert_string_equal(t.name, name);
         if (t.managed_addr != old_addr)
             print_message("note: restarted target's buffer moved; the same-address case is not "
-                          "exercised in round %d\n", round);
+                          "exercised in round %d\n",
+                          round);
         assert_int_equal(mc_engine_open_segment(e, name, &seg2), 0);
         assert_int_equal(seg2, seg);
         shm0 = stat_tasks(e, "shm");
@@ -646,16 +660,11 @@ static void test_engine_misuse(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_arguments),
-        cmocka_unit_test(test_stale_descriptor),
-        cmocka_unit_test(test_malformed_frames),
-        cmocka_unit_test(test_peer_killed),
-        cmocka_unit_test(test_peer_hangs),
-        cmocka_unit_test(test_busy_batch),
-        cmocka_unit_test(test_destroy_while_busy),
-        cmocka_unit_test(test_stalled_write_unregister),
-        cmocka_unit_test(test_register_batch),
-        cmocka_unit_test(test_shm_peer_restart),
+        cmocka_unit_test(test_bad_arguments),      cmocka_unit_test(test_stale_descriptor),
+        cmocka_unit_test(test_malformed_frames),   cmocka_unit_test(test_peer_killed),
+        cmocka_unit_test(test_peer_hangs),         cmocka_unit_test(test_busy_batch),
+        cmocka_unit_test(test_destroy_while_busy), cmocka_unit_test(test_stalled_write_unregister),
+        cmocka_unit_test(test_register_batch),     cmocka_unit_test(test_shm_peer_restart),
         cmocka_unit_test(test_engine_misuse),
     };
     signal(SIGPIPE, SIG_IGN);

@@ -64,7 +64,8 @@ int main(int argc, char **argv) {
             h = te_hash((void *)(uintptr_t)a, l);
             mc__reg_quiesce_end(&e->reg);
             printf("OK %016" PRIx64 "\n", h);
-        } else if (line[0] == 'F' && sscanf(line + 1, "%" SCNu64 " %" SCNu64 " %u", &a, &l, &seed) == 3) {
+        } else if (line[0] == 'F' &&
+                   sscanf(line + 1, "%" SCNu64 " %" SCNu64 " %u", &a, &l, &seed) == 3) {
             mc__reg_quiesce_begin(&e->reg, a, l);
             te_fill((void *)(uintptr_t)a, l, seed);
             mc__reg_quiesce_end(&e->reg);

@@ -24,8 +24,9 @@ typedef struct te_target {
 int te_target_start(te_target_t *t, const char *metadata, const char *name, size_t plain_len,
                     size_t managed_len);
 /* te_target_start_ex flags */
-#define TE_TARGET_FIXED_LAYOUT 1 /* no address randomisation: a restarted target maps its buffers
-                                  * at the same addresses as before */
+#define TE_TARGET_FIXED_LAYOUT                                                                     \
+    1 /* no address randomisation: a restarted target maps its buffers                             \
+       * at the same addresses as before */
 int te_target_start_ex(te_target_t *t, const char *metadata, const char *name, const char *proto,
                        size_t plain_len, size_t managed_len, int flags);
 /* Sends one command line and reads the reply line (without "OK "); -1 on failure. */

@@ -20,8 +20,8 @@
 #define LOCAL_LEN (80u * MiB)
 
 typedef struct fixture {
-    mc_engine_t *tcp;  /* protocol "tcp" */
-    mc_engine_t *any;  /* protocol "auto" */
+    mc_engine_t *tcp; /* protocol "tcp" */
+    mc_engine_t *any; /* protocol "auto" */
     uint8_t *tcp_buf;
     uint8_t *any_buf;
     te_target_t target;
@@ -61,8 +61,8 @@ static int teardown(void **state) {
 
 static int xfer(mc_engine_t *e, mc_segment_id_t seg, int op, void *local, uint64_t remote,
                 uint64_t len) {
-    mc_request_t r = {.opcode = op, .source = local, .target_id = seg, .target_offset = remote,
-                      .length = len};
+    mc_request_t r = {
+        .opcode = op, .source = local, .target_id = seg, .target_offset = remote, .length = len};
     return mc_engine_transfer_sync(e, &r, 1);
 }
 
@@ -298,8 +298,8 @@ static void test_http_port_zero_names(void **state) {
     assert_true(seg[0] != seg[1]);
     for (int i = 0; i < 2; i++) {
         te_fill(buf + (size_t)i * MiB, MiB, 40 + (unsigned)i);
-        assert_int_equal(xfer(e, seg[i], MC_OPCODE_WRITE, buf + (size_t)i * MiB,
-                              t[i].plain_addr, MiB), 0);
+        assert_int_equal(
+            xfer(e, seg[i], MC_OPCODE_WRITE, buf + (size_t)i * MiB, t[i].plain_addr, MiB), 0);
     }
     /* each write landed in its own process */
     for (int i = 0; i < 2; i++)

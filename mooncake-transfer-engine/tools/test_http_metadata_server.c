@@ -229,7 +229,8 @@ static void test_raw_garbage(void **state) {
     memcpy(head, "GET /metadata?key=a HTTP/1.1\r\nX: ", 33);
     raw(&s, head, sizeof(head), resp, sizeof(resp));
     assert_non_null(strstr(resp, "HTTP/1.1 431"));
-    const char *huge = "PUT /metadata?key=a HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\n";
+    const char *huge =
+        "PUT /metadata?key=a HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\n";
     raw(&s, huge, strlen(huge), resp, sizeof(resp));
     assert_non_null(strstr(resp, "HTTP/1.1 413"));
     const char *ver = "GET /metadata?key=a HTTP/3.0\r\n\r\n";

@@ -152,8 +152,7 @@ MC_API void mc_store_buffer_free(mc_store_buffer_t *b);
 /* ---- metadata -------------------------------------------------------------------------------- */
 /* 1 exists, 0 not, negative on error. */
 MC_API int mc_store_is_exist(mc_store_t *s, const char *key);
-MC_API int mc_store_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n,
-                                   int *results);
+MC_API int mc_store_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n, int *results);
 /* Size in bytes, or a negative code (MC_ERR_OBJECT_NOT_FOUND). */
 MC_API int64_t mc_store_get_size(mc_store_t *s, const char *key);
 /* MC_ERR_OBJECT_HAS_LEASE while a reader holds a lease, unless force. */

@@ -72,8 +72,8 @@ static void mc__deadline_in(struct timespec *ts, int ms) {
  * master client mounts our segment again inside the heartbeat call. */
 static void *mc__heartbeat_main(void *arg) {
     mc_store_t *s = arg;
-    int interval = s->cfg.heartbeat_interval_ms > 0 ? s->cfg.heartbeat_interval_ms
-                                                     : MC__DEFAULT_HEARTBEAT_MS;
+    int interval =
+        s->cfg.heartbeat_interval_ms > 0 ? s->cfg.heartbeat_interval_ms : MC__DEFAULT_HEARTBEAT_MS;
     pthread_mutex_lock(&s->hb_mu);
     while (!s->hb_stop) {
         struct timespec ts;

@@ -25,8 +25,7 @@ void mc_store_config_init(mc_store_config_t *c) {
 static int mc__set_str(char *dst, size_t cap, const char *key, const char *value) {
     size_t n = strlen(value);
     if (n >= cap) {
-        MC_ERROR("store config: value of %s is too long (%zu bytes, at most %zu)", key, n,
-                 cap - 1);
+        MC_ERROR("store config: value of %s is too long (%zu bytes, at most %zu)", key, n, cap - 1);
         return MC_ERR_INVALID_PARAMS;
     }
     memcpy(dst, value, n + 1);

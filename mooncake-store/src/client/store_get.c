@@ -35,7 +35,7 @@ static int64_t mc__get_into_impl(mc_store_t *s, const char *key, void *buf, size
 }
 
 static int64_t mc__get_into_parts_impl(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
-                                size_t iovcnt) {
+                                       size_t iovcnt) {
     return mc__get_one(s, key, iov, iovcnt);
 }
 
@@ -78,7 +78,7 @@ out:
 }
 
 static int mc__batch_get_into_impl(mc_store_t *s, const mc_store_item_t *items, size_t n,
-                            int64_t *results) {
+                                   int64_t *results) {
     mc__key_replicas_t *kr = NULL;
     const char **keys = NULL;
     int first = 0;
@@ -168,7 +168,7 @@ static int mc__get_buffer_impl(mc_store_t *s, const char *key, mc_store_buffer_t
 }
 
 static int mc__batch_get_buffer_impl(mc_store_t *s, const char *const *keys, size_t n,
-                              mc_store_buffer_t **outs, int *results) {
+                                     mc_store_buffer_t **outs, int *results) {
     mc__key_replicas_t *kr = NULL;
     int first = 0;
     int rc = mc__store_ready(s);

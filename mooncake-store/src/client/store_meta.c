@@ -11,8 +11,8 @@ static int mc__is_exist_impl(mc_store_t *s, const char *key) {
 
 /* Runs a per-key master batch call over the keys that pass local checks; bad keys get their code
  * without reaching the master. */
-static int mc__batch_keys(mc_store_t *s, const char *const *keys, size_t n, int force,
-                          int *results, int remove) {
+static int mc__batch_keys(mc_store_t *s, const char *const *keys, size_t n, int force, int *results,
+                          int remove) {
     const char **ok = NULL;
     size_t *idx = NULL;
     int32_t *codes = NULL;
@@ -83,7 +83,7 @@ static int mc__remove_impl(mc_store_t *s, const char *key, int force) {
 }
 
 static int mc__batch_remove_impl(mc_store_t *s, const char *const *keys, size_t n, int force,
-                          int *results) {
+                                 int *results) {
     return mc__batch_keys(s, keys, n, force, results, 1);
 }
 

@@ -38,7 +38,7 @@ static int mc__finish_put(mc_store_t *s, const char *key, const mc_store_iov_t *
 }
 
 static int mc__put_parts_impl(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
-                       size_t nparts, const mc_replicate_config_t *rc_cfg) {
+                              size_t nparts, const mc_replicate_config_t *rc_cfg) {
     mc__replicate_config_t wc;
     mc__key_replicas_t *kr = NULL;
     uint64_t total = 0;
@@ -73,9 +73,8 @@ int mc_store_put(mc_store_t *s, const char *key, const void *data, size_t len,
 
 /* Writes every started put, then ends the written ones and revokes the failed ones with one RPC
  * each, instead of one RPC per key. keys[] of started items are reused for both lists. */
-static int mc__batch_write_and_end(mc_store_t *s, const mc_store_item_t *items,
-                                   const size_t *idx, size_t m, const mc__key_replicas_t *kr,
-                                   int *results) {
+static int mc__batch_write_and_end(mc_store_t *s, const mc_store_item_t *items, const size_t *idx,
+                                   size_t m, const mc__key_replicas_t *kr, int *results) {
     const char **done = NULL, **failed = NULL;
     size_t *done_idx = NULL;
     int32_t *codes = NULL;
@@ -127,7 +126,7 @@ out:
 }
 
 static int mc__batch_put_impl(mc_store_t *s, const mc_store_item_t *items, size_t n,
-                       const mc_replicate_config_t *rc_cfg, int *results) {
+                              const mc_replicate_config_t *rc_cfg, int *results) {
     mc__replicate_config_t wc;
     mc__key_replicas_t *kr = NULL;
     const char **keys = NULL;

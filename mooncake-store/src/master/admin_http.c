@@ -11,7 +11,7 @@
 #include "mooncake/error.h"
 #include "proto/master_client.h"
 
-static const uint64_t mc__lat_le_us[MC__LAT_BUCKETS] = {10,   25,   50,    100,   250,   500,
+static const uint64_t mc__lat_le_us[MC__LAT_BUCKETS] = {10,   25,   50,    100,   250,    500,
                                                         1000, 2500, 10000, 50000, 250000, 1000000};
 
 void mc__op_record(mc__master_t *m, uint8_t type, uint32_t keys, uint32_t errors,
@@ -82,8 +82,7 @@ static void mc__metrics(mc__master_t *m, mc_buf_t *b) {
     mc__buf_put(b, line, (size_t)n);
     for (int t = 1; t < MC_MP_TYPE_MAX_; t++) {
         n = snprintf(line, sizeof(line), "mooncake_master_ops_total{op=\"%s\"} %llu\n",
-                     mc__mp_type_name((uint8_t)t),
-                     (unsigned long long)atomic_load(&m->op[t].ops));
+                     mc__mp_type_name((uint8_t)t), (unsigned long long)atomic_load(&m->op[t].ops));
         mc__buf_put(b, line, (size_t)n);
     }
     n = snprintf(line, sizeof(line),
@@ -126,19 +125,17 @@ static void mc__metrics(mc__master_t *m, mc_buf_t *b) {
 
 static void mc__summary(mc__master_t *m, mc_buf_t *b) {
     char line[512];
-    int n = snprintf(line, sizeof(line),
-                     "objects=%lld object_bytes=%lld segments=%lld capacity_bytes=%lld "
-                     "used_bytes=%lld evictions=%llu discarded_puts=%llu expired_clients=%llu "
-                     "uptime_s=%llu\n",
-                     (long long)atomic_load(&m->n_objects),
-                     (long long)atomic_load(&m->object_bytes),
-                     (long long)atomic_load(&m->n_segments),
-                     (long long)atomic_load(&m->capacity_bytes),
-                     (long long)atomic_load(&m->used_bytes),
-                     (unsigned long long)atomic_load(&m->evictions),
-                     (unsigned long long)atomic_load(&m->discarded_puts),
-                     (unsigned long long)atomic_load(&m->expired_clients),
-                     (unsigned long long)((mc__now_ms() - m->start_ms) / 1000));
+    int n = snprintf(
+        line, sizeof(line),
+        "objects=%lld object_bytes=%lld segments=%lld capacity_bytes=%lld "
+        "used_bytes=%lld evictions=%llu discarded_puts=%llu expired_clients=%llu "
+        "uptime_s=%llu\n",
+        (long long)atomic_load(&m->n_objects), (long long)atomic_load(&m->object_bytes),
+        (long long)atomic_load(&m->n_segments), (long long)atomic_load(&m->capacity_bytes),
+        (long long)atomic_load(&m->used_bytes), (unsigned long long)atomic_load(&m->evictions),
+        (unsigned long long)atomic_load(&m->discarded_puts),
+        (unsigned long long)atomic_load(&m->expired_clients),
+        (unsigned long long)((mc__now_ms() - m->start_ms) / 1000));
     mc__buf_put(b, line, (size_t)n);
 }
 

@@ -302,8 +302,7 @@ static void mc__report(mc__master_t *m) {
             "evictions=%llu\n",
             (long long)atomic_load(&m->n_objects), (long long)atomic_load(&m->object_bytes),
             (long long)atomic_load(&m->n_segments), (long long)atomic_load(&m->capacity_bytes),
-            (long long)atomic_load(&m->used_bytes),
-            (unsigned long long)atomic_load(&m->evictions));
+            (long long)atomic_load(&m->used_bytes), (unsigned long long)atomic_load(&m->evictions));
 }
 
 void *mc__monitor_main(void *arg) {
@@ -335,9 +334,9 @@ void *mc__monitor_main(void *arg) {
         mc__grave_release(m, now, 0);
         /* Background eviction scans every object; when nothing is evictable (all leased) that
          * scan must not run back to back. */
-        if ((evict || (double)atomic_load(&m->used_bytes) >
-                          m->cfg.eviction_high_watermark_ratio *
-                              (double)atomic_load(&m->capacity_bytes)) &&
+        if ((evict ||
+             (double)atomic_load(&m->used_bytes) >
+                 m->cfg.eviction_high_watermark_ratio * (double)atomic_load(&m->capacity_bytes)) &&
             atomic_load(&m->capacity_bytes) > 0 && now - last_evict >= 200) {
             mc__evict(m, 0, 0, 0);
             last_evict = now;

@@ -10,9 +10,9 @@
 #include "proto/master_proto.h"
 
 typedef struct mc__master_config {
-    const char *rpc_address;   /* host to bind; "" or NULL = 0.0.0.0 */
-    int64_t port;              /* 0 = ephemeral */
-    int64_t rpc_thread_num;    /* accepted for compatibility; one thread per connection */
+    const char *rpc_address; /* host to bind; "" or NULL = 0.0.0.0 */
+    int64_t port;            /* 0 = ephemeral */
+    int64_t rpc_thread_num;  /* accepted for compatibility; one thread per connection */
     int64_t default_kv_lease_ttl_ms;
     int64_t default_kv_soft_pin_ttl_ms;
     int allow_evict_soft_pinned_objects;
@@ -24,7 +24,7 @@ typedef struct mc__master_config {
     int enable_http_metadata_server;
     int64_t http_metadata_server_port;
     const char *http_metadata_server_host;
-    int64_t metrics_port; /* admin HTTP; 0 = ephemeral */
+    int64_t metrics_port;        /* admin HTTP; 0 = ephemeral */
     int enable_metric_reporting; /* log a one-line summary periodically */
 } mc__master_config_t;
 

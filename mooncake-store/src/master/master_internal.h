@@ -97,8 +97,8 @@ struct mc__master {
     pthread_mutex_t evict_mu;
 
     /* gauges and counters */
-    _Atomic int64_t n_objects;      /* complete objects */
-    _Atomic int64_t object_bytes;   /* their sizes */
+    _Atomic int64_t n_objects;    /* complete objects */
+    _Atomic int64_t object_bytes; /* their sizes */
     _Atomic int64_t n_segments;
     _Atomic int64_t capacity_bytes;
     _Atomic int64_t used_bytes;
@@ -149,12 +149,11 @@ int mc__segment_unmount(mc__master_t *m, const uint8_t *client, const mc__mp_str
 void mc__segments_destroy(mc__master_t *m);
 /* Places up to cfg->replica_num replicas of len bytes. Returns count placed (>= 1) or a negative
  * code (NO_AVAILABLE_HANDLE). Caller holds placement (read). */
-int mc__place(mc__master_t *m, uint64_t len, const mc__replicate_config_t *cfg,
-              mc__replica_t *out);
+int mc__place(mc__master_t *m, uint64_t len, const mc__replicate_config_t *cfg, mc__replica_t *out);
 /* Fills a reply replica descriptor's name for slot; returns name length (0 if gone). With the
  * registry read lock taken inside. */
 uint32_t mc__segment_name(mc__master_t *m, uint32_t slot, char *out, uint64_t *base);
-int mc__client_touch(mc__master_t *m, const uint8_t *id); /* 1 when it was unknown */
+int mc__client_touch(mc__master_t *m, const uint8_t *id);         /* 1 when it was unknown */
 uint32_t mc__segments_of(mc__master_t *m, const uint8_t *client); /* live segments it owns */
 void mc__clients_expire(mc__master_t *m, uint64_t now);
 

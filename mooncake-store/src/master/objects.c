@@ -100,8 +100,7 @@ void mc__shard_unlink(mc__shard_t *s, mc__object_t *o) {
         s->incomplete--;
 }
 
-mc__object_t *mc__object_new(const uint8_t *key, uint32_t len, uint32_t hash,
-                             uint8_t n_replicas) {
+mc__object_t *mc__object_new(const uint8_t *key, uint32_t len, uint32_t hash, uint8_t n_replicas) {
     size_t key_space = ((size_t)len + 7u) & ~(size_t)7u;
     mc__object_t *o =
         mc__malloc(sizeof(*o) + key_space + (size_t)n_replicas * sizeof(mc__replica_t));

@@ -25,8 +25,7 @@ static void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint6
     }
     if (code == 0 && n > 0 && shown == 0)
         code = MC_ERR_OBJECT_NOT_FOUND;
-    mc__mp_replicas_reply_item(out, code, code ? 0 : size, code ? 0 : lease_ms,
-                               code ? 0 : shown);
+    mc__mp_replicas_reply_item(out, code, code ? 0 : size, code ? 0 : lease_ms, code ? 0 : shown);
     if (code)
         return;
     for (uint8_t i = 0; i < n; i++)
@@ -98,8 +97,8 @@ static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint6
     o->access_ms = now;
     o->flags = (uint8_t)(((cfg->flags & MC_MP_CFG_HARD_PIN) ? MC__OBJ_HARD_PIN : 0) |
                          ((cfg->flags & MC_MP_CFG_SOFT_PIN) ? MC__OBJ_SOFT_PIN : 0));
-    o->soft_pin_until = cfg->soft_pin_ttl_ms ? cfg->soft_pin_ttl_ms
-                                             : (uint64_t)m->cfg.default_kv_soft_pin_ttl_ms;
+    o->soft_pin_until =
+        cfg->soft_pin_ttl_ms ? cfg->soft_pin_ttl_ms : (uint64_t)m->cfg.default_kv_soft_pin_ttl_ms;
     memcpy(mc__obj_reps(o), reps, (size_t)placed * sizeof(*reps));
     pthread_mutex_lock(&s->mu);
     if (mc__shard_find(s, hash, key->p, key->len)) {

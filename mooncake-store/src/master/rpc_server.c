@@ -17,7 +17,7 @@
 
 #define MC__RPC_MAX_CONNS 4096
 #define MC__RPC_IO_TIMEOUT_MS 30000 /* a body or a reply must move within this */
-#define MC__RPC_KEEP_BUF (1u << 20)  /* larger buffers are dropped after use */
+#define MC__RPC_KEEP_BUF (1u << 20) /* larger buffers are dropped after use */
 
 struct mc__rpc_server {
     mc__master_t *m;
@@ -117,17 +117,21 @@ static void mc__rpc_conn_serve(void *ctx, int fd) {
     mc__rpc_serve(s, fd);
 }
 
-int mc__rpc_server_start(mc__master_t *m, const char *host, uint16_t port,
-                         mc__rpc_server_t **out) {
+int mc__rpc_server_start(mc__master_t *m, const char *host, uint16_t port, mc__rpc_server_t **out) {
     mc__rpc_server_t *s = mc__calloc(1, sizeof(*s));
     int rc = MC_ERR_MEMORY;
     *out = NULL;
     if (!s)
         goto out;
     s->m = m;
-    mc_conn_server_opts_t o = {.name = "rpc", .listen_fd = -1, .host = host, .port = port,
-                               .backlog = 512, .max_conns = MC__RPC_MAX_CONNS,
-                               .serve = mc__rpc_conn_serve, .ctx = s};
+    mc_conn_server_opts_t o = {.name = "rpc",
+                               .listen_fd = -1,
+                               .host = host,
+                               .port = port,
+                               .backlog = 512,
+                               .max_conns = MC__RPC_MAX_CONNS,
+                               .serve = mc__rpc_conn_serve,
+                               .ctx = s};
     rc = mc__conn_server_start(&o, &s->conns);
     if (rc < 0)
         goto out;

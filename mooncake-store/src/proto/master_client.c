@@ -34,8 +34,8 @@ struct mc__master_client {
     int timeout_ms;
     uint64_t next_id;
     uint8_t id[MC_MP_CLIENT_ID_LEN];
-    mc_buf_t out;  /* request being sent */
-    uint8_t *in;   /* reply body */
+    mc_buf_t out; /* request being sent */
+    uint8_t *in;  /* reply body */
     size_t in_cap;
     mc__mount_t *mounts; /* what to mount again after a reconnect */
     size_t n_mounts, cap_mounts;
@@ -203,8 +203,7 @@ static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline) {
         }
         rc = mc__mp_decode_empty_reply(&h, c->in, (size_t)h.body_len);
         if (rc)
-            MC_WARN("remount of segment %s failed: %s", c->mounts[i].name,
-                    mc_store_strerror(rc));
+            MC_WARN("remount of segment %s failed: %s", c->mounts[i].name, mc_store_strerror(rc));
         rc = 0;
     }
 out:
@@ -280,8 +279,8 @@ static int mc__mc_fill_mount(mc__mount_t *m, const char *name, uint64_t base, ui
     return 0;
 }
 
-int mc__master_client_mount_segment(mc__master_client_t *c, const char *segment_name,
-                                    uint64_t base, uint64_t size) {
+int mc__master_client_mount_segment(mc__master_client_t *c, const char *segment_name, uint64_t base,
+                                    uint64_t size) {
     mc__mount_t m;
     int rc = mc__mc_fill_mount(&m, segment_name, base, size);
     if (rc)
@@ -290,7 +289,8 @@ int mc__master_client_mount_segment(mc__master_client_t *c, const char *segment_
     rc = mc__mc_mount_rpc(c, &m, 1);
     if (rc == 0) {
         size_t i = 0;
-        while (i < c->n_mounts && !(c->mounts[i].base == base && !strcmp(c->mounts[i].name, m.name)))
+        while (i < c->n_mounts &&
+               !(c->mounts[i].base == base && !strcmp(c->mounts[i].name, m.name)))
             i++;
         if (i == c->n_mounts) {
             if (c->n_mounts == c->cap_mounts) {
@@ -384,8 +384,8 @@ static int mc__mc_batch(mc__master_client_t *c, uint8_t type, size_t n, const ch
             rc = mc__mp_decode_replicas_reply(&h, c->in, (size_t)h.body_len, (uint32_t)k,
                                               reps + done);
         else
-            rc = mc__mp_decode_codes_reply(&h, c->in, (size_t)h.body_len, (uint32_t)k,
-                                           codes + done);
+            rc =
+                mc__mp_decode_codes_reply(&h, c->in, (size_t)h.body_len, (uint32_t)k, codes + done);
         if (rc)
             goto out;
         done += k;
@@ -397,8 +397,7 @@ out:
 }
 
 int mc__master_client_batch_put_start(mc__master_client_t *c, size_t n, const char *const *keys,
-                                      const uint64_t *value_lens,
-                                      const mc__replicate_config_t *cfg,
+                                      const uint64_t *value_lens, const mc__replicate_config_t *cfg,
                                       mc__key_replicas_t *out) {
     if (n && !value_lens)
         return MC_ERR_INVALID_PARAMS;
@@ -410,8 +409,8 @@ int mc__master_client_batch_put_end(mc__master_client_t *c, size_t n, const char
     return mc__mc_batch(c, MC_MP_PUT_END, n, keys, NULL, NULL, 0, codes, NULL);
 }
 
-int mc__master_client_batch_put_revoke(mc__master_client_t *c, size_t n,
-                                       const char *const *keys, int32_t *codes) {
+int mc__master_client_batch_put_revoke(mc__master_client_t *c, size_t n, const char *const *keys,
+                                       int32_t *codes) {
     return mc__mc_batch(c, MC_MP_PUT_REVOKE, n, keys, NULL, NULL, 0, codes, NULL);
 }
 

@@ -44,8 +44,8 @@ void mc__master_client_set_timeout(mc__master_client_t *c, int timeout_ms);
  * placed there are addressed by absolute addresses inside it. Mounting the same (name, base)
  * again is a no-op for the same client; a different client gets MC_ERR_SEGMENT_ALREADY_EXISTS.
  * Unmounting drops every replica on it (objects whose last replica was there disappear). */
-int mc__master_client_mount_segment(mc__master_client_t *c, const char *segment_name,
-                                    uint64_t base, uint64_t size);
+int mc__master_client_mount_segment(mc__master_client_t *c, const char *segment_name, uint64_t base,
+                                    uint64_t size);
 int mc__master_client_unmount_segment(mc__master_client_t *c, const char *segment_name,
                                       uint64_t base);
 
@@ -57,16 +57,16 @@ int mc__master_client_put_start(mc__master_client_t *c, const char *key, uint64_
 int mc__master_client_put_end(mc__master_client_t *c, const char *key);
 int mc__master_client_put_revoke(mc__master_client_t *c, const char *key);
 int mc__master_client_batch_put_start(mc__master_client_t *c, size_t n, const char *const *keys,
-                                      const uint64_t *value_lens,
-                                      const mc__replicate_config_t *cfg,
+                                      const uint64_t *value_lens, const mc__replicate_config_t *cfg,
                                       mc__key_replicas_t *out);
 int mc__master_client_batch_put_end(mc__master_client_t *c, size_t n, const char *const *keys,
                                     int32_t *codes);
-int mc__master_client_batch_put_revoke(mc__master_client_t *c, size_t n,
-                                       const char *const *keys, int32_t *codes);
+int mc__master_client_batch_put_revoke(mc__master_client_t *c, size_t n, const char *const *keys,
+                                       int32_t *codes);
 
 /* Replica list of a complete object; grants a lease (out->lease_ttl_ms) during which the object
- * is neither removed (without force) nor evicted. Missing or incomplete: MC_ERR_OBJECT_NOT_FOUND. */
+ * is neither removed (without force) nor evicted. Missing or incomplete: MC_ERR_OBJECT_NOT_FOUND.
+ */
 int mc__master_client_get_replica_list(mc__master_client_t *c, const char *key,
                                        mc__key_replicas_t *out);
 int mc__master_client_batch_get_replica_list(mc__master_client_t *c, size_t n,

@@ -12,17 +12,28 @@
 
 const char *mc__mp_type_name(uint8_t type) {
     switch (type) {
-    case MC_MP_MOUNT_SEGMENT: return "mount_segment";
-    case MC_MP_UNMOUNT_SEGMENT: return "unmount_segment";
-    case MC_MP_PUT_START: return "put_start";
-    case MC_MP_PUT_END: return "put_end";
-    case MC_MP_PUT_REVOKE: return "put_revoke";
-    case MC_MP_GET_REPLICA_LIST: return "get_replica_list";
-    case MC_MP_EXIST: return "exist";
-    case MC_MP_REMOVE: return "remove";
-    case MC_MP_REMOVE_ALL: return "remove_all";
-    case MC_MP_HEARTBEAT: return "heartbeat";
-    default: return "unknown";
+    case MC_MP_MOUNT_SEGMENT:
+        return "mount_segment";
+    case MC_MP_UNMOUNT_SEGMENT:
+        return "unmount_segment";
+    case MC_MP_PUT_START:
+        return "put_start";
+    case MC_MP_PUT_END:
+        return "put_end";
+    case MC_MP_PUT_REVOKE:
+        return "put_revoke";
+    case MC_MP_GET_REPLICA_LIST:
+        return "get_replica_list";
+    case MC_MP_EXIST:
+        return "exist";
+    case MC_MP_REMOVE:
+        return "remove";
+    case MC_MP_REMOVE_ALL:
+        return "remove_all";
+    case MC_MP_HEARTBEAT:
+        return "heartbeat";
+    default:
+        return "unknown";
     }
 }
 
@@ -285,15 +296,14 @@ int mc__mp_encode_replicas_reply(mc_buf_t *b, uint8_t type, uint64_t request_id,
         return rc;
     for (uint32_t i = 0; i < n; i++) {
         const mc__key_replicas_t *it = &items[i];
-        uint32_t nr = it->n_replicas > MC_MP_MAX_REPLICA_NUM ? MC_MP_MAX_REPLICA_NUM
-                                                             : it->n_replicas;
+        uint32_t nr =
+            it->n_replicas > MC_MP_MAX_REPLICA_NUM ? MC_MP_MAX_REPLICA_NUM : it->n_replicas;
         mc__mp_replicas_reply_item(b, it->code, it->size, it->lease_ttl_ms, nr);
         for (uint32_t j = 0; j < nr; j++) {
             const mc__replica_desc_t *d = &it->replicas[j];
-            mc__mp_replicas_reply_replica(b, d->segment_name,
-                                          (uint32_t)strnlen(d->segment_name,
-                                                            MC_MP_MAX_SEGMENT_NAME),
-                                          d->addr, d->size, d->status);
+            mc__mp_replicas_reply_replica(
+                b, d->segment_name, (uint32_t)strnlen(d->segment_name, MC_MP_MAX_SEGMENT_NAME),
+                d->addr, d->size, d->status);
         }
     }
     mc__buf_frame_end(b, start);

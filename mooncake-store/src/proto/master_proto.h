@@ -94,7 +94,7 @@ typedef struct mc__mp_request {
     uint8_t client_id[MC_MP_CLIENT_ID_LEN];
     uint32_t n_keys;
     mc__mp_str_t *keys;
-    uint64_t *value_lens;         /* PUT_START only */
+    uint64_t *value_lens;          /* PUT_START only */
     mc__replicate_config_t config; /* PUT_START only */
     uint8_t force;                 /* REMOVE, REMOVE_ALL */
     mc__mp_str_t segment_name;     /* MOUNT, UNMOUNT */

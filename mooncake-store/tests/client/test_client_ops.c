@@ -206,8 +206,7 @@ static void test_bad_input(void **state) {
     assert_int_equal(mc_store_put(f->pure, "rc", v, 1, &rc), MC_ERR_INVALID_PARAMS);
     /* larger than any segment, even after eviction */
     uint8_t *big = calloc(1, 33 * MIB);
-    assert_int_equal(mc_store_put(f->pure, "big", big, 33 * MIB, NULL),
-                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(mc_store_put(f->pure, "big", big, 33 * MIB, NULL), MC_ERR_NO_AVAILABLE_HANDLE);
     free(big);
     assert_int_equal(mc_store_health_check(f->pure), 0);
     assert_int_equal(mc_store_health_check(NULL), 1);

@@ -13,11 +13,10 @@
 #include "mooncake/store.h"
 
 static void clear_env(void) {
-    static const char *const vars[] = {"MOONCAKE_CONFIG_PATH", "MOONCAKE_MASTER",
-                                       "MOONCAKE_LOCAL_HOSTNAME", "MOONCAKE_TE_META_DATA_SERVER",
-                                       "MOONCAKE_PROTOCOL", "MOONCAKE_DEVICE",
-                                       "MOONCAKE_GLOBAL_SEGMENT_SIZE",
-                                       "MOONCAKE_LOCAL_BUFFER_SIZE"};
+    static const char *const vars[] = {
+        "MOONCAKE_CONFIG_PATH",         "MOONCAKE_MASTER",           "MOONCAKE_LOCAL_HOSTNAME",
+        "MOONCAKE_TE_META_DATA_SERVER", "MOONCAKE_PROTOCOL",         "MOONCAKE_DEVICE",
+        "MOONCAKE_GLOBAL_SEGMENT_SIZE", "MOONCAKE_LOCAL_BUFFER_SIZE"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         unsetenv(vars[i]);
 }
@@ -49,8 +48,7 @@ static void test_defaults_and_setter(void **state) {
     /* refused */
     assert_int_equal(mc_store_config_set(&c, "enable_ssd_offload", "true"), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_store_config_set(&c, "enable_ssd_offload", "maybe"), MC_ERR_INVALID_PARAMS);
-    assert_int_equal(mc_store_config_set(&c, "global_segment_size", "lots"),
-                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_config_set(&c, "global_segment_size", "lots"), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_store_config_set(&c, "global_segment_size", "-1"), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_store_config_set(&c, "no_such_key", "1"), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_store_config_set(&c, NULL, "1"), MC_ERR_INVALID_PARAMS);

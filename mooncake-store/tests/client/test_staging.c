@@ -51,7 +51,10 @@ static void test_alloc_free_coalesce(void **state) {
 static void test_random_churn(void **state) {
     static uint8_t region[REGION] __attribute__((aligned(64)));
     mc__staging_t st;
-    struct { void *p; size_t n; } live[64] = {{0}};
+    struct {
+        void *p;
+        size_t n;
+    } live[64] = {{0}};
     srand(7);
     assert_int_equal(mc__staging_init(&st, region, REGION), 0);
     for (int iter = 0; iter < 20000; iter++) {

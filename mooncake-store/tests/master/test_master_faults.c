@@ -1,13 +1,13 @@
 /* What users and peers get wrong, and what happens to the master around them: bad flags and
  * config, garbage on the RPC port, dead clients, abandoned puts, restarts; plus the admin HTTP
  * endpoints reflecting all of it. Each test runs its own mooncake_master process. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -166,8 +166,8 @@ static void test_garbage_on_rpc_port(void **state) {
     assert_true(send_and_expect_close(m.rpc_port, b.data, b.len, &code) || 1);
     mc__buf_reset(&b);
     {
-        mc_frame_header_t h = {MC_FRAME_MAGIC, MC_FRAME_VERSION, MC_MP_EXIST, 0, 2,
-                               (uint64_t)MC_MP_MAX_BODY + 1};
+        mc_frame_header_t h = {
+            MC_FRAME_MAGIC, MC_FRAME_VERSION, MC_MP_EXIST, 0, 2, (uint64_t)MC_MP_MAX_BODY + 1};
         uint8_t raw[MC_FRAME_HEADER_SIZE];
         mc__frame_header_encode(&h, raw);
         assert_true(send_and_expect_close(m.rpc_port, raw, sizeof(raw), &code));
@@ -331,8 +331,8 @@ static void test_discard_abandoned_put(void **state) {
     do {
         usleep(50 * 1000);
         v = 0;
-        assert_int_equal(
-            metric_value(m.metrics_port, "mooncake_master_discarded_puts_total", &v), 0);
+        assert_int_equal(metric_value(m.metrics_port, "mooncake_master_discarded_puts_total", &v),
+                         0);
     } while (v < 1 && mc__now_ms() - t0 < 3500);
     assert_int_equal(v, 1);
     assert_true(mc__now_ms() - t0 >= 1000);
@@ -422,8 +422,7 @@ static void test_admin_http(void **state) {
         assert_int_equal(mc__master_client_put_start(c, key, 1000, NULL, &r), 0);
         assert_int_equal(mc__master_client_put_end(c, key), 0);
     }
-    assert_int_equal(mc__master_client_get_replica_list(c, "missing", &r),
-                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_get_replica_list(c, "missing", &r), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc__master_client_get_replica_list(c, "m0", &r), 0);
 
     assert_int_equal(metric_value(m.metrics_port, "mooncake_master_objects", &v), 0);
@@ -443,9 +442,9 @@ static void test_admin_http(void **state) {
         metric_value(m.metrics_port, "mooncake_master_errors_total{op=\"get_replica_list\"}", &v),
         0);
     assert_int_equal(v, 1);
-    assert_int_equal(metric_value(m.metrics_port,
-                                  "mooncake_master_rpc_latency_us_count{op=\"put_end\"}", &v),
-                     0);
+    assert_int_equal(
+        metric_value(m.metrics_port, "mooncake_master_rpc_latency_us_count{op=\"put_end\"}", &v),
+        0);
     assert_int_equal(v, 3);
     assert_int_equal(
         metric_value(m.metrics_port,
@@ -474,8 +473,7 @@ static void test_admin_http(void **state) {
     assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_keys", &body), 200);
     assert_non_null(strstr(body, "\"m2\""));
     mc__free(body);
-    assert_int_equal(mc_test_http_get(m.metrics_port, "/query_segment?segment=adm:1", &body),
-                     200);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/query_segment?segment=adm:1", &body), 200);
     assert_non_null(strstr(body, "\"used\":3072"));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/query_segment?segment=zzz", &body), 404);
@@ -495,7 +493,6 @@ static void test_admin_http(void **state) {
     mc__master_client_close(c);
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
 }
-
 
 typedef struct stress_arg {
     const char *addr;
@@ -588,12 +585,9 @@ static void test_concurrent_clients(void **state) {
 
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_flags),
-        cmocka_unit_test(test_garbage_on_rpc_port),
-        cmocka_unit_test(test_client_expiry),
-        cmocka_unit_test(test_discard_abandoned_put),
-        cmocka_unit_test(test_restart_reconnects),
-        cmocka_unit_test(test_admin_http),
+        cmocka_unit_test(test_bad_flags),          cmocka_unit_test(test_garbage_on_rpc_port),
+        cmocka_unit_test(test_client_expiry),      cmocka_unit_test(test_discard_abandoned_put),
+        cmocka_unit_test(test_restart_reconnects), cmocka_unit_test(test_admin_http),
         cmocka_unit_test(test_concurrent_clients),
     };
     if (argc < 2) {

@@ -120,8 +120,7 @@ static void test_bad_input(void **state) {
     memset(long_key, 'x', MC_MP_MAX_KEY + 1);
     long_key[MC_MP_MAX_KEY + 1] = '\0';
     assert_int_equal(mc__master_client_put_start(f->a, "", 10, NULL, &r), MC_ERR_INVALID_KEY);
-    assert_int_equal(mc__master_client_put_start(f->a, long_key, 10, NULL, &r),
-                     MC_ERR_INVALID_KEY);
+    assert_int_equal(mc__master_client_put_start(f->a, long_key, 10, NULL, &r), MC_ERR_INVALID_KEY);
     assert_int_equal(mc__master_client_exist(f->a, long_key), MC_ERR_INVALID_KEY);
     long_key[MC_MP_MAX_KEY] = '\0'; /* exactly the limit is fine */
     assert_int_equal(mc__master_client_put_start(f->a, long_key, 10, NULL, &r), 0);
@@ -130,8 +129,7 @@ static void test_bad_input(void **state) {
     assert_int_equal(mc__master_client_remove(f->a, long_key, 0), 0);
     free(long_key);
 
-    assert_int_equal(mc__master_client_put_start(f->a, "zero", 0, NULL, &r),
-                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__master_client_put_start(f->a, "zero", 0, NULL, &r), MC_ERR_INVALID_PARAMS);
     memset(&cfg, 0, sizeof(cfg));
     assert_int_equal(mc__master_client_put_start(f->a, "cfg0", 10, &cfg, &r),
                      MC_ERR_INVALID_PARAMS);
@@ -144,8 +142,7 @@ static void test_bad_input(void **state) {
     assert_int_equal(mc__master_client_exist(f->a, "huge"), 0);
     assert_int_equal(mc__master_client_put_end(f->a, "nope"), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc__master_client_put_revoke(f->a, "nope"), MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(mc__master_client_get_replica_list(f->a, "nope", &r),
-                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_get_replica_list(f->a, "nope", &r), MC_ERR_OBJECT_NOT_FOUND);
 
     assert_int_equal(mc__master_client_put_start(f->a, "done", 10, NULL, &r), 0);
     assert_int_equal(mc__master_client_put_end(f->a, "done"), 0);

@@ -88,8 +88,8 @@ static void test_other_requests(void **state) {
     mc__mp_str_t keys[2] = {S("k1"), S("k2")};
     mc__mp_request_t r, d;
     mc_buf_t b;
-    const uint8_t types[] = {MC_MP_PUT_END, MC_MP_PUT_REVOKE, MC_MP_GET_REPLICA_LIST,
-                             MC_MP_EXIST, MC_MP_REMOVE};
+    const uint8_t types[] = {MC_MP_PUT_END, MC_MP_PUT_REVOKE, MC_MP_GET_REPLICA_LIST, MC_MP_EXIST,
+                             MC_MP_REMOVE};
     (void)state;
     mc__buf_init(&b);
     for (size_t t = 0; t < sizeof(types); t++) {
@@ -131,15 +131,14 @@ static void test_other_requests(void **state) {
         mc_frame_header_t h;
         assert_int_equal(mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h), 0);
         h.body_len -= 4;
-        assert_int_equal(mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE,
-                                               (size_t)h.body_len, &d),
-                         0);
+        assert_int_equal(
+            mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE, (size_t)h.body_len, &d), 0);
         assert_int_equal(d.n_mounted, MC_MP_MOUNTS_UNKNOWN);
         /* A partial count is malformed. */
         h.body_len += 2;
-        assert_int_equal(mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE,
-                                               (size_t)h.body_len, &d),
-                         MC_ERR_INVALID_PARAMS);
+        assert_int_equal(
+            mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE, (size_t)h.body_len, &d),
+            MC_ERR_INVALID_PARAMS);
     }
     mc__buf_free(&b);
 }
@@ -179,8 +178,7 @@ static void test_decoder_rejects(void **state) {
     mc__buf_init(&b);
     /* Unknown type. */
     h.type = 200;
-    assert_int_equal(mc__mp_decode_request(&h, (const uint8_t *)"", 0, &d),
-                     MC_ERR_NOT_IMPLEMENTED);
+    assert_int_equal(mc__mp_decode_request(&h, (const uint8_t *)"", 0, &d), MC_ERR_NOT_IMPLEMENTED);
     h.type = MC_MP_EXIST;
     /* No client id. */
     assert_int_equal(mc__mp_decode_request(&h, (const uint8_t *)"abc", 3, &d),

@@ -114,7 +114,7 @@ MC_COMPAT_API int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, siz
 /* "tcp", "shm" and "auto" are served; "rdma" and other hardware protocols fall back to tcp with
  * one warning. Returns NULL for an unknown name. args is ignored. */
 MC_COMPAT_API transport_t installTransport(transfer_engine_t engine, const char *proto,
-                                         void **args);
+                                           void **args);
 MC_COMPAT_API int uninstallTransport(transfer_engine_t engine, const char *proto);
 
 MC_COMPAT_API segment_id_t openSegment(transfer_engine_t engine, const char *segment_name);

@@ -96,8 +96,8 @@ int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len) {
 /* Protocols the reference knows; the hardware ones run over tcp here. */
 static int mc__compat_known_proto(const char *proto, int *fallback) {
     static const char *const served[] = {"tcp", "shm", "auto"};
-    static const char *const hardware[] = {"rdma", "nvmeof", "nvlink", "nvlink_intra", "cxl",
-                                           "barex", "efa", "ascend", "hip"};
+    static const char *const hardware[] = {"rdma",  "nvmeof", "nvlink", "nvlink_intra", "cxl",
+                                           "barex", "efa",    "ascend", "hip"};
     *fallback = 0;
     if (!proto)
         return 0;
@@ -160,8 +160,8 @@ int registerLocalMemoryBatch(transfer_engine_t engine, buffer_entry_t *buffer_li
     if (!c || (!buffer_list && buffer_len > 0))
         return MC_ERR_INVALID_ARGUMENT;
     for (done = 0; done < buffer_len; done++) {
-        rc = registerLocalMemory(engine, buffer_list[done].addr, buffer_list[done].length,
-                                 location, 1);
+        rc = registerLocalMemory(engine, buffer_list[done].addr, buffer_list[done].length, location,
+                                 1);
         if (rc != 0)
             goto out;
     }

@@ -17,10 +17,10 @@ typedef struct mc__compat_segment {
 
 typedef struct mc__compat_batch {
     mc_batch_id_t id;
-    size_t submitted;     /* tasks handed to the engine so far */
-    size_t notify_upto;   /* a pending notify waits for tasks [0, notify_upto) to complete */
-    size_t notify_seen;   /* tasks [0, notify_seen) were already seen COMPLETED */
-    char *notify_peer;    /* NULL when no notify is pending */
+    size_t submitted;   /* tasks handed to the engine so far */
+    size_t notify_upto; /* a pending notify waits for tasks [0, notify_upto) to complete */
+    size_t notify_seen; /* tasks [0, notify_seen) were already seen COMPLETED */
+    char *notify_peer;  /* NULL when no notify is pending */
     char *notify_name;
     char *notify_msg;
 } mc__compat_batch_t;

@@ -26,7 +26,7 @@ static int failures, checks;
     do {                                                                                           \
         checks++;                                                                                  \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);              \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
             failures++;                                                                            \
         }                                                                                          \
     } while (0)
@@ -313,13 +313,20 @@ static int run_initiator(const char *self) {
     /* A remote range the target never registered fails and leaves its memory untouched. */
     struct transfer_request bad[3];
     memset(bad, 0, sizeof(bad));
-    bad[0] = (struct transfer_request){.opcode = OPCODE_WRITE, .source = local,
-                                       .target_id = seg, .target_offset = p.addr + p.len - 8,
+    bad[0] = (struct transfer_request){.opcode = OPCODE_WRITE,
+                                       .source = local,
+                                       .target_id = seg,
+                                       .target_offset = p.addr + p.len - 8,
                                        .length = 4096};
-    bad[1] = (struct transfer_request){.opcode = OPCODE_WRITE, .source = local,
-                                       .target_id = seg, .target_offset = 4096, .length = 64};
-    bad[2] = (struct transfer_request){.opcode = OPCODE_READ, .source = local,
-                                       .target_id = seg, .target_offset = p.addr + p.len,
+    bad[1] = (struct transfer_request){.opcode = OPCODE_WRITE,
+                                       .source = local,
+                                       .target_id = seg,
+                                       .target_offset = 4096,
+                                       .length = 64};
+    bad[2] = (struct transfer_request){.opcode = OPCODE_READ,
+                                       .source = local,
+                                       .target_id = seg,
+                                       .target_offset = p.addr + p.len,
                                        .length = 1};
     /* Our engine refuses them at submit (it knows the peer's registrations); the reference fails
      * the task instead. Either is a clear error. */
@@ -335,8 +342,11 @@ static int run_initiator(const char *self) {
     CHECK(target_sum(&p) == want);
 
     /* An unregistered local source is refused at submit or fails its task. */
-    struct transfer_request loose = {.opcode = OPCODE_WRITE, .source = unreg, .target_id = seg,
-                                     .target_offset = p.addr, .length = 4096};
+    struct transfer_request loose = {.opcode = OPCODE_WRITE,
+                                     .source = unreg,
+                                     .target_id = seg,
+                                     .target_offset = p.addr,
+                                     .length = 4096};
     b = allocateBatchID(eng, 1);
     int rc = submitTransfer(eng, b, &loose, 1);
     CHECK(rc == -3 || (rc == 0 && wait_task(eng, b, 0, NULL) == STATUS_FAILED));
@@ -344,8 +354,10 @@ static int run_initiator(const char *self) {
     CHECK(target_sum(&p) == want);
 
     /* A segment id that was never opened. */
-    struct transfer_request nowhere = {.opcode = OPCODE_READ, .source = local,
-                                       .target_id = 4242, .target_offset = p.addr,
+    struct transfer_request nowhere = {.opcode = OPCODE_READ,
+                                       .source = local,
+                                       .target_id = 4242,
+                                       .target_offset = p.addr,
                                        .length = 64};
     b = allocateBatchID(eng, 1);
     rc = submitTransfer(eng, b, &nowhere, 1);
@@ -353,11 +365,16 @@ static int run_initiator(const char *self) {
     CHECK(freeBatchID(eng, b) == 0);
 
     /* Batch misuse: too many tasks, a freed batch, a double free, an empty batch. */
-    struct transfer_request two[2] = {
-        {.opcode = OPCODE_READ, .source = local, .target_id = seg, .target_offset = p.addr,
-         .length = 8},
-        {.opcode = OPCODE_READ, .source = local + 8, .target_id = seg,
-         .target_offset = p.addr + 8, .length = 8}};
+    struct transfer_request two[2] = {{.opcode = OPCODE_READ,
+                                       .source = local,
+                                       .target_id = seg,
+                                       .target_offset = p.addr,
+                                       .length = 8},
+                                      {.opcode = OPCODE_READ,
+                                       .source = local + 8,
+                                       .target_id = seg,
+                                       .target_offset = p.addr + 8,
+                                       .length = 8}};
     b = allocateBatchID(eng, 1);
     CHECK(submitTransfer(eng, b, two, 2) < 0);
     CHECK(freeBatchID(eng, b) == 0);

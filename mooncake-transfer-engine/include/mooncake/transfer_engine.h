@@ -43,16 +43,16 @@ enum mc_task_status {
 };
 
 typedef struct mc_request {
-    int opcode;              /* enum mc_opcode */
-    void *source;            /* local address, inside memory registered with this engine */
+    int opcode;   /* enum mc_opcode */
+    void *source; /* local address, inside memory registered with this engine */
     mc_segment_id_t target_id;
-    uint64_t target_offset;  /* peer virtual address */
+    uint64_t target_offset; /* peer virtual address */
     uint64_t length;
 } mc_request_t;
 
 typedef struct mc_task_state {
-    int status;                 /* enum mc_task_status */
-    int error;                  /* 0, or the MC_ERR_* that made it FAILED/TIMEOUT */
+    int status; /* enum mc_task_status */
+    int error;  /* 0, or the MC_ERR_* that made it FAILED/TIMEOUT */
     uint64_t transferred_bytes;
 } mc_task_state_t;
 
@@ -66,8 +66,8 @@ typedef struct mc_engine_options {
      * or a protocol unavailable here ("rdma", ...) which falls back to auto with one warning.
      * MC_FORCE_TCP=1 in the environment forces tcp. */
     const char *protocol;
-    const char *device_name;  /* accepted for compatibility; unused by tcp/shm */
-    int transfer_timeout_ms;  /* per-task deadline; 0 = default (MC_TRANSFER_TIMEOUT env, s; 30 s) */
+    const char *device_name; /* accepted for compatibility; unused by tcp/shm */
+    int transfer_timeout_ms; /* per-task deadline; 0 = default (MC_TRANSFER_TIMEOUT env, s; 30 s) */
 } mc_engine_options_t;
 
 MC_API int mc_engine_create(mc_engine_t **out);
@@ -93,8 +93,8 @@ MC_API int mc_engine_register_memory(mc_engine_t *e, void *addr, size_t len, con
 MC_API int mc_engine_unregister_memory(mc_engine_t *e, void *addr);
 /* n registrations with one location tag, all or none: on any error (overlap with the table or
  * with each other, a NULL address or zero length) nothing of the batch stays registered. */
-MC_API int mc_engine_register_memory_batch(mc_engine_t *e, void *const *addrs,
-                                           const size_t *lens, size_t n, const char *location);
+MC_API int mc_engine_register_memory_batch(mc_engine_t *e, void *const *addrs, const size_t *lens,
+                                           size_t n, const char *location);
 /* n unregistrations, all or none: MC_ERR_INVALID_ARGUMENT (and nothing removed) when one
  * address is not the start of a plain registration or appears twice. */
 MC_API int mc_engine_unregister_memory_batch(mc_engine_t *e, void *const *addrs, size_t n);
@@ -134,7 +134,7 @@ MC_API int mc_engine_get_stats(mc_engine_t *e, const char *transport, uint64_t *
 
 /* Notifies: small messages (name + payload, payload at most 64 KiB) delivered to a peer's queue. */
 typedef struct mc_notify {
-    char *from;    /* sender's segment name */
+    char *from; /* sender's segment name */
     char *name;
     uint8_t *msg;
     size_t msg_len;

@@ -134,8 +134,7 @@ int mc__http_kv_store_put(mc_http_kv_store_t *s, const char *key, const void *va
     mc__kv_entry_t *e = NULL;
     mc__kv_entry_t **pp;
     int rc = MC_ERR_INVALID_ARGUMENT;
-    if (!s || klen == 0 || klen > MC_HTTP_KV_MAX_KEY || len > MC_HTTP_KV_MAX_VALUE ||
-        (len && !val))
+    if (!s || klen == 0 || klen > MC_HTTP_KV_MAX_KEY || len > MC_HTTP_KV_MAX_VALUE || (len && !val))
         goto out;
     rc = MC_ERR_MEMORY;
     copy = mc__malloc(len ? len : 1);

@@ -29,8 +29,7 @@ static int mc__local_submit(mc_engine_t *e, mc__task_t *t) {
     return 0;
 }
 
-static void mc__local_close(mc_engine_t *e) {
-}
+static void mc__local_close(mc_engine_t *e) {}
 
 const mc__transport_t mc__tp_local = {"local", mc__local_init, mc__local_submit, mc__local_close};
 

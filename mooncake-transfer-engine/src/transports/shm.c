@@ -40,8 +40,8 @@ void mc__shm_peer_reset(mc__shm_peer_t *s) {
 }
 
 /* Asks the owner for one memfd (the control page or a buffer) and maps it. */
-static int mc__shm_fetch(const char *sock, uint32_t op, uint64_t id, int prot,
-                         mc__shm_rep_t *rep, void **map) {
+static int mc__shm_fetch(const char *sock, uint32_t op, uint64_t id, int prot, mc__shm_rep_t *rep,
+                         void **map) {
     mc__shm_req_t req = {.op = op, .id = id};
     uint64_t dl = mc__now_ms() + MC__SHM_HANDSHAKE_MS;
     int fds[1] = {-1};
@@ -279,7 +279,6 @@ static int mc__shm_init(mc_engine_t *e) {
     return 0;
 }
 
-static void mc__shm_close(mc_engine_t *e) {
-}
+static void mc__shm_close(mc_engine_t *e) {}
 
 const mc__transport_t mc__tp_shm = {"shm", mc__shm_init, mc__shm_submit, mc__shm_close};

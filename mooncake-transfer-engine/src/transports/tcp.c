@@ -131,8 +131,8 @@ int mc__tcp_read_reply(int fd, uint8_t type, uint64_t request_id, uint64_t max_b
 
 /* One request on one connection. Returns MC_ERR_SOCKET when the connection is unusable;
  * otherwise 0 with *remote_err set to the peer's verdict. */
-static int mc__tcp_io(int fd, uint64_t id, int opcode, uint8_t *local, uint64_t remote,
-                      uint64_t n, uint64_t deadline, int *remote_err) {
+static int mc__tcp_io(int fd, uint64_t id, int opcode, uint8_t *local, uint64_t remote, uint64_t n,
+                      uint64_t deadline, int *remote_err) {
     uint8_t req[MC__TE_RW_HEAD];
     mc_frame_header_t h;
     int rc;

@@ -19,7 +19,7 @@ enum mc_flag_type { MC_FLAG_BOOL, MC_FLAG_INT, MC_FLAG_DOUBLE, MC_FLAG_STRING, M
 typedef struct mc_flag {
     const char *name; /* without dashes */
     enum mc_flag_type type;
-    void *value;      /* int*, int64_t*, double*, const char**, uint64_t* (size) */
+    void *value; /* int*, int64_t*, double*, const char**, uint64_t* (size) */
     const char *help;
 } mc_flag_t;
 

@@ -10,13 +10,13 @@
 typedef struct mc_conn_server mc_conn_server_t;
 
 typedef struct mc_conn_server_opts {
-    const char *name;   /* for log lines: "http", "rpc", ... */
-    int listen_fd;      /* an already listening socket the server takes over, or -1 */
-    const char *host;   /* used when listen_fd < 0: NULL/"" = all addresses */
-    uint16_t port;      /* used when listen_fd < 0: 0 = ephemeral */
-    int backlog;        /* used when listen_fd < 0 (0: 128) */
-    int max_conns;      /* connections beyond this are refused (0: 256) */
-    size_t stack_size;  /* per-connection thread stack (0: the system default) */
+    const char *name;  /* for log lines: "http", "rpc", ... */
+    int listen_fd;     /* an already listening socket the server takes over, or -1 */
+    const char *host;  /* used when listen_fd < 0: NULL/"" = all addresses */
+    uint16_t port;     /* used when listen_fd < 0: 0 = ephemeral */
+    int backlog;       /* used when listen_fd < 0 (0: 128) */
+    int max_conns;     /* connections beyond this are refused (0: 256) */
+    size_t stack_size; /* per-connection thread stack (0: the system default) */
     /* Serves one connection; runs on its own thread. Must return once fd is shut down. */
     void (*serve)(void *ctx, int fd);
     /* Optional: called on a connection refused over max_conns, before it is closed. */

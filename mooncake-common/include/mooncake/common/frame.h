@@ -55,7 +55,8 @@ int mc__cur_i64(mc_cursor_t *c, int64_t *v);
  * if the length exceeds max or the bytes left. */
 int mc__cur_bytes(mc_cursor_t *c, uint32_t max, const uint8_t **p, uint32_t *len);
 /* A count (u32) of items each at least min_item_size bytes: fails if count > max or
- * count * min_item_size > bytes left, so a peer cannot make us allocate for items it did not send. */
+ * count * min_item_size > bytes left, so a peer cannot make us allocate for items it did not send.
+ */
 int mc__cur_count(mc_cursor_t *c, uint32_t max, size_t min_item_size, uint32_t *count);
 
 /* --- body encoding: a growable buffer. Appenders return 0 or MC_ERR_MEMORY and are sticky:

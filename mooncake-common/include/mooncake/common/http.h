@@ -10,9 +10,9 @@
 #define MC_HTTP_MAX_HEAD 8192
 
 typedef struct mc_http_request {
-    char method[8];      /* GET, PUT, POST, DELETE, HEAD */
-    char path[1024];     /* decoded path without query, e.g. "/metadata" */
-    char query[2048];    /* raw query string without '?', may be empty */
+    char method[8];   /* GET, PUT, POST, DELETE, HEAD */
+    char path[1024];  /* decoded path without query, e.g. "/metadata" */
+    char query[2048]; /* raw query string without '?', may be empty */
     size_t content_length;
     int keep_alive;
     size_t head_len;     /* bytes of request line + headers incl. the blank line */
@@ -23,8 +23,7 @@ typedef struct mc_http_request {
 /* Parses the head of a request in buf[0..len). Returns 1 when complete (req filled, head_len set),
  * 0 when more bytes are needed, or a negative HTTP status (-400, -413, -431, -501) when invalid.
  * max_body bounds Content-Length. */
-int mc__http_parse_request(const uint8_t *buf, size_t len, size_t max_body,
-                           mc_http_request_t *req);
+int mc__http_parse_request(const uint8_t *buf, size_t len, size_t max_body, mc_http_request_t *req);
 /* Looks up key in a query string and URL-decodes its value into out. Returns 0, or -1 if absent
  * or too long. */
 int mc__http_query_get(const char *query, const char *key, char *out, size_t cap);
@@ -43,8 +42,8 @@ typedef void (*mc_http_handler_fn)(void *ctx, const mc_http_request_t *req,
 
 typedef struct mc_http_server mc_http_server_t;
 /* Starts serving on host:port (port 0 = ephemeral) in background threads. */
-int mc__http_server_start(const char *host, uint16_t port, size_t max_body,
-                          mc_http_handler_fn fn, void *ctx, mc_http_server_t **out);
+int mc__http_server_start(const char *host, uint16_t port, size_t max_body, mc_http_handler_fn fn,
+                          void *ctx, mc_http_server_t **out);
 uint16_t mc__http_server_port(const mc_http_server_t *s);
 /* Stops accepting, closes connections, joins threads. */
 void mc__http_server_stop(mc_http_server_t *s);
@@ -55,6 +54,6 @@ int mc__http_request(const char *method, const char *url, const void *body, size
                      int timeout_ms, int *status, char **resp_body, size_t *resp_len);
 
 /* Helper for handlers: sets a copied body. */
-int mc__http_respond(mc_http_response_t *r, int status, const char *content_type,
-                     const void *body, size_t len);
+int mc__http_respond(mc_http_response_t *r, int status, const char *content_type, const void *body,
+                     size_t len);
 #endif

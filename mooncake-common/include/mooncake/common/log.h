@@ -1,4 +1,5 @@
-/* Leveled logging to stderr. Level from MC_LOG_LEVEL (error|warn|info|debug|trace, default warn). */
+/* Leveled logging to stderr. Level from MC_LOG_LEVEL (error|warn|info|debug|trace, default warn).
+ */
 #ifndef MC_COMMON_LOG_H
 #define MC_COMMON_LOG_H
 
