@@ -2,7 +2,7 @@
 # The whole test suite, as a newcomer and CI run it:  bash tools/run-tests.sh
 #
 #   1. system packages (tools/dev/install-deps.sh)
-#   2. C build with tests (build/ctest) and ctest: common, transfer engine, compat, master, client
+#   2. C formatting check, C build with tests (build/ctest) and ctest: common, transfer engine, compat, master, client
 #   3. the Python package installed editable into .venv-test, then pytest (unit, integration, e2e)
 #   4. packaging: actionlint on the workflows, the release tools' tests, and the wheel gate
 #      (sdist + wheel built from a clean clone, inspected, installed into a fresh venv, tested)
@@ -24,6 +24,9 @@ start=$(date +%s)
 
 stage "system packages"
 bash tools/dev/install-deps.sh
+
+stage "C formatting (clang-format, .clang-format)"
+git ls-files '*.c' '*.h' | xargs clang-format --dry-run --Werror
 
 stage "C build with tests"
 mkdir -p build
