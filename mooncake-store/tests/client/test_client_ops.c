@@ -22,17 +22,6 @@
 
 static const char *g_bin;
 
-#if defined(__SANITIZE_THREAD__)
-/* A storage client's TE server sends and receives the bytes of its segment on behalf of a peer;
- * the owner touches the same bytes later (a put reusing freed space) only after the peer got its
- * reply and the master ordered the two. Both clients live in this process, but that ordering
- * runs through two sockets and the master, which ThreadSanitizer cannot follow. */
-/* Exported: the runtime looks the hook up by name (the build hides symbols by default). */
-__attribute__((visibility("default"))) const char *__tsan_default_suppressions(void);
-__attribute__((visibility("default"))) const char *__tsan_default_suppressions(void) {
-    return "race:mc__serve_read\nrace:mc__serve_write\n";
-}
-#endif
 
 typedef struct fixture {
     mc_test_master_t m;
