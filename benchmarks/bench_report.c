@@ -27,7 +27,7 @@ static int bench_report_json(const bench_opts_t *o, const char *segment, const b
     cJSON_AddNumberToObject(j, "blocks", (double)r->blocks);
     cJSON_AddNumberToObject(j, "bytes", (double)r->bytes);
     cJSON_AddNumberToObject(j, "gbps", r->gbps);
-    cJSON_AddStringToObject(j, "latency_unit", "batch");
+    cJSON_AddStringToObject(j, "latency_unit", "block");
     cJSON_AddNumberToObject(j, "lat_p50_us", r->lat_p50_us);
     cJSON_AddNumberToObject(j, "lat_p99_us", r->lat_p99_us);
     cJSON_AddNumberToObject(j, "lat_max_us", r->lat_max_us);
@@ -68,7 +68,8 @@ int bench_report(const bench_opts_t *o, const char *segment, const bench_result_
            r->nrounds, o->duration);
     printf("  throughput : %.3f GB/s (%llu blocks, %.3f GB in %.2f s)\n", r->gbps,
            (unsigned long long)r->blocks, (double)r->bytes / 1e9, r->seconds);
-    printf("  latency    : p50 %.1f us, p99 %.1f us, max %.1f us per batch of %lld block(s)\n",
+    printf("  latency    : p50 %.1f us, p99 %.1f us, max %.1f us per block (submit to completion, "
+           "%lld block(s) per batch)\n",
            r->lat_p50_us, r->lat_p99_us, r->lat_max_us, (long long)o->batch_size);
     if (!o->report_limits)
         return 0;

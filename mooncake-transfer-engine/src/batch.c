@@ -146,7 +146,9 @@ int mc_engine_batch_free(mc_engine_t *e, mc_batch_id_t id) {
 
 void mc__task_finish(mc__task_t *t, int status, int error) {
     mc__batch_t *b = t->batch;
+    uint64_t now = mc__now_ns();
     pthread_mutex_lock(&b->lock);
+    t->latency_ns = now > t->submitted_ns ? now - t->submitted_ns : 1;
     atomic_store(&t->error, error);
     atomic_store(&t->status, status);
     b->unfinished--;
@@ -168,6 +170,7 @@ int mc_engine_task_status(mc_engine_t *e, mc_batch_id_t id, size_t task, mc_task
         out->status = atomic_load(&b->tasks[task].status);
         out->error = atomic_load(&b->tasks[task].error);
         out->transferred_bytes = atomic_load(&b->tasks[task].transferred);
+        out->latency_ns = b->tasks[task].latency_ns;
         rc = 0;
     }
     pthread_mutex_unlock(&b->lock);

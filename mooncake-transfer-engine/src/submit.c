@@ -42,7 +42,7 @@ int mc_engine_batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t 
     mc__plan_t *plan = stack_plan;
     mc__batch_t *b = NULL;
     size_t first = 0;
-    uint64_t deadline;
+    uint64_t deadline, submitted;
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (!e || !e->initialized || (!reqs && n))
         goto out;
@@ -77,6 +77,7 @@ int mc_engine_batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t 
     }
     first = b->used;
     deadline = mc__now_ms() + (uint64_t)e->timeout_ms;
+    submitted = mc__now_ns();
     for (size_t i = 0; i < n; i++) {
         mc__task_t *t = &b->tasks[first + i];
         memset(t, 0, sizeof(*t));
@@ -87,6 +88,7 @@ int mc_engine_batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t 
         t->remote = reqs[i].target_offset;
         t->len = reqs[i].length;
         t->deadline_ms = deadline;
+        t->submitted_ns = submitted;
         t->transport = plan[i].tp;
         atomic_init(&t->status, MC_STATUS_PENDING);
     }

@@ -68,6 +68,8 @@ typedef struct mc__task {
     uint64_t remote;
     uint64_t len;
     uint64_t deadline_ms;
+    uint64_t submitted_ns;
+    uint64_t latency_ns; /* set when it ends, under the batch lock */
     uint32_t nslices;
     uint32_t next_slice; /* guarded by the tcp queue lock */
     _Atomic uint32_t slices_done;

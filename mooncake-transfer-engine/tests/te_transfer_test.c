@@ -13,6 +13,7 @@
 
 #include "metadata/http_kv_store.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/time.h"
 #include "mooncake/transfer_engine.h"
 #include "te_test_util.h"
 
@@ -156,14 +157,18 @@ static void test_mixed_batch(void **state) {
     }
     assert_int_equal(mc_engine_batch_alloc(f->any, N, &b), 0);
     /* two submits into one batch */
+    uint64_t t0 = mc__now_ns();
     assert_int_equal(mc_engine_batch_submit(f->any, b, r, N / 2), 0);
     assert_int_equal(mc_engine_batch_submit(f->any, b, r + N / 2, N / 2), 0);
     assert_int_equal(mc_engine_batch_wait(f->any, b, -1), 0);
+    uint64_t elapsed = mc__now_ns() - t0;
     for (int i = 0; i < N; i++) {
         mc_task_state_t st;
         assert_int_equal(mc_engine_task_status(f->any, b, (size_t)i, &st), 0);
         assert_int_equal(st.status, MC_STATUS_COMPLETED);
         assert_true(st.transferred_bytes == r[i].length);
+        /* the engine's own submit-to-end time lies within what we observed around it */
+        assert_true(st.latency_ns > 0 && st.latency_ns <= elapsed);
         if (r[i].opcode == MC_OPCODE_WRITE) {
             assert_true(te_target_hash(&f->target, r[i].target_offset, r[i].length) ==
                         te_hash(f->any_buf + loff[i], r[i].length));

@@ -54,6 +54,9 @@ typedef struct mc_task_state {
     int status; /* enum mc_task_status */
     int error;  /* 0, or the MC_ERR_* that made it FAILED/TIMEOUT */
     uint64_t transferred_bytes;
+    /* Time from submit to the task's end, measured by the engine (0 while it runs), so callers
+     * get per-request latency without polling each task. */
+    uint64_t latency_ns;
 } mc_task_state_t;
 
 typedef struct mc_engine_options {
