@@ -2,7 +2,9 @@
 # The whole test suite, as a newcomer and CI run it:  bash tools/run-tests.sh
 #
 #   1. system packages (tools/dev/install-deps.sh)
-#   2. C formatting check, C build with tests (build/ctest) and ctest: common, transfer engine, compat, master, client
+#   2. C: formatting check, build with tests (build/ctest) and ctest (common, transfer engine,
+#      compat, master, client), a libFuzzer smoke run of every decoder harness in fuzz/
+#      (MC_FUZZ_SECONDS each, default 5)
 #   3. the Python package installed editable into .venv-test, then pytest (unit, integration, e2e)
 #   4. packaging: actionlint on the workflows, the release tools' tests, and the wheel gate
 #      (sdist + wheel built from a clean clone, inspected, installed into a fresh venv, tested)
@@ -36,6 +38,25 @@ cmake --build build/ctest -j "$JOBS"
 
 stage "C tests (ctest)"
 ctest --test-dir build/ctest --output-on-failure -j "$JOBS" --timeout 300
+
+stage "fuzz smoke (libFuzzer, ${MC_FUZZ_SECONDS:-5} s per decoder)"
+CC=clang cmake -S . -B build/fuzz -G Ninja -DMOONCAKE_BUILD_FUZZERS=ON -DMOONCAKE_BUILD_TESTS=OFF \
+  -DMOONCAKE_BUILD_BENCH=OFF -DMOONCAKE_BUILD_PYTHON=OFF >build/fuzz.configure.log 2>&1 \
+  || { cat build/fuzz.configure.log; exit 1; }
+cmake --build build/fuzz -j "$JOBS"
+nfuzz=0
+for h in build/fuzz/fuzz/*_fuzz; do
+  mkdir -p "build/fuzz/corpus/$(basename "$h")"
+  if ! "$h" -max_total_time="${MC_FUZZ_SECONDS:-5}" "build/fuzz/corpus/$(basename "$h")" \
+      >"build/fuzz/$(basename "$h").log" 2>&1; then
+    tail -40 "build/fuzz/$(basename "$h").log"
+    echo "fuzz harness $(basename "$h") found a crash" >&2
+    exit 1
+  fi
+  echo "$(basename "$h"): $(grep -Eo 'Done [0-9]+ runs' "build/fuzz/$(basename "$h").log")"
+  nfuzz=$((nfuzz + 1))
+done
+[ "$nfuzz" -gt 0 ] || { echo "no fuzz harness was built" >&2; exit 1; }
 
 stage "Python package (editable) into .venv-test"
 if [ ! -x .venv-test/bin/python ]; then
