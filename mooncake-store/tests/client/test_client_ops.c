@@ -22,7 +22,6 @@
 
 static const char *g_bin;
 
-
 typedef struct fixture {
     mc_test_master_t m;
     mc_store_t *node; /* contributes a segment */
