@@ -56,6 +56,29 @@ static void release_views(Py_buffer *views, Py_ssize_t got) {
     PyMem_Free(views);
 }
 
+/* One iov per held view (PyMem); NULL with MemoryError. The views must outlive the iovs. */
+static mc_store_iov_t *views_iov(const Py_buffer *views, Py_ssize_t n) {
+    mc_store_iov_t *iov = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*iov));
+    if (!iov) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        iov[i].base = views[i].buf;
+        iov[i].len = (size_t)views[i].len;
+    }
+    return iov;
+}
+
+/* Single-part items: items[i] names keys[i] and the one iov[i]; both arrays outlive items. */
+static void single_items(mc_store_item_t *items, const char **keys, mc_store_iov_t *iov, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        items[i].key = keys[i];
+        items[i].iov = &iov[i];
+        items[i].iovcnt = 1;
+    }
+}
+
 /* Only "config" may be passed by keyword to methods taking *args. */
 static int only_config_kw(PyObject *kw, const char *fn, PyObject **cfg) {
     PyObject *key, *val;
@@ -92,17 +115,9 @@ PyObject *mcpy_put_parts(PyObject *self, PyObject *args, PyObject *kw) {
     if (!parts)
         return NULL;
     n = PyTuple_Size(parts);
-    if (!get_views(parts, n, &views, &got) || !mcpy_rconfig(cfg, &rc))
+    if (!get_views(parts, n, &views, &got) || !mcpy_rconfig(cfg, &rc) ||
+        !(iov = views_iov(views, n)))
         goto out;
-    iov = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*iov));
-    if (!iov) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        iov[i].base = views[i].buf;
-        iov[i].len = (size_t)views[i].len;
-    }
     NOGIL(code = mc_store_put_parts(MCPY_STORE(self), k, iov, (size_t)n, &rc.rc));
     ret = PyLong_FromLong(code);
 out:
@@ -127,11 +142,7 @@ static PyObject *batch_put(PyObject *self, const char **keys, mc_store_iov_t *io
     }
     if (!mcpy_rconfig(cfg, &rc))
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        items[i].key = keys[i];
-        items[i].iov = &iov[i];
-        items[i].iovcnt = 1;
-    }
+    single_items(items, keys, iov, n);
     NOGIL(code = mc_store_batch_put(MCPY_STORE(self), items, n, &rc.rc, res));
     ret = as_list ? mcpy_int_list(res, (Py_ssize_t)n) : PyLong_FromLong(code);
 out:
@@ -163,17 +174,8 @@ PyObject *mcpy_put_batch(PyObject *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_ValueError, "keys and values must have the same length");
         goto out;
     }
-    if (!get_views(vals, n, &views, &got))
+    if (!get_views(vals, n, &views, &got) || !(iov = views_iov(views, n)))
         goto out;
-    iov = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*iov));
-    if (!iov) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        iov[i].base = views[i].buf;
-        iov[i].len = (size_t)views[i].len;
-    }
     ret = batch_put(self, keys, iov, (size_t)n, cfg, 0);
 out:
     PyMem_Free(iov);
@@ -398,15 +400,19 @@ PyObject *mcpy_get(PyObject *self, PyObject *args, PyObject *kw) {
     return bytes_from(b);
 }
 
-PyObject *mcpy_get_batch(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *kwl[] = {"keys", NULL};
-    PyObject *keys_o, *hold = NULL, *ret = NULL;
+/* Turns one batch read result into a list item; owns b (NULL where the key was not read). */
+typedef PyObject *(*wrap_buffer_fn)(PyObject *self, PyTypeObject *buffer_type,
+                                    mc_store_buffer_t *b);
+
+/* get_batch and batch_get_buffer: one batch read without the GIL, then a list with one item per
+ * key from wrap. Buffers not yet handed to wrap are freed on every path. */
+static PyObject *batch_get_list(PyObject *self, PyObject *keys_o, wrap_buffer_fn wrap,
+                                PyTypeObject *buffer_type) {
+    PyObject *hold = NULL, *ret = NULL;
     const char **keys = NULL;
     mc_store_buffer_t **bufs = NULL;
     int *res = NULL;
-    Py_ssize_t n, i = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:get_batch", kwl, &keys_o))
-        return NULL;
+    Py_ssize_t n;
     n = mcpy_keys(keys_o, "keys", &hold, &keys);
     if (n < 0)
         return NULL;
@@ -418,8 +424,8 @@ PyObject *mcpy_get_batch(PyObject *self, PyObject *args, PyObject *kw) {
     }
     NOGIL(mc_store_batch_get_buffer(MCPY_STORE(self), keys, (size_t)n, bufs, res));
     ret = PyList_New(n);
-    for (i = 0; ret && i < n; i++) {
-        PyObject *item = bufs[i] ? bytes_from(bufs[i]) : PyBytes_FromStringAndSize("", 0);
+    for (Py_ssize_t i = 0; ret && i < n; i++) {
+        PyObject *item = wrap(self, buffer_type, bufs[i]);
         bufs[i] = NULL;
         if (!item) {
             Py_CLEAR(ret);
@@ -435,6 +441,21 @@ out:
     PyMem_Free(keys);
     Py_XDECREF(hold);
     return ret;
+}
+
+/* get_batch: a copy as bytes, b"" for a key that was not read. */
+static PyObject *wrap_bytes(PyObject *self, PyTypeObject *buffer_type, mc_store_buffer_t *b) {
+    (void)self;
+    (void)buffer_type;
+    return b ? bytes_from(b) : PyBytes_FromStringAndSize("", 0);
+}
+
+PyObject *mcpy_get_batch(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwl[] = {"keys", NULL};
+    PyObject *keys_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:get_batch", kwl, &keys_o))
+        return NULL;
+    return batch_get_list(self, keys_o, wrap_bytes, NULL);
 }
 
 PyObject *mcpy_get_into(PyObject *self, PyObject *args, PyObject *kw) {
@@ -481,11 +502,7 @@ PyObject *mcpy_batch_get_into(PyObject *self, PyObject *args, PyObject *kw) {
         PyErr_NoMemory();
         goto out;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        items[i].key = keys[i];
-        items[i].iov = &iov[i];
-        items[i].iovcnt = 1;
-    }
+    single_items(items, keys, iov, (size_t)n);
     ret = batch_get_items(self, items, n);
 out:
     PyMem_Free(items);
@@ -541,49 +558,20 @@ PyObject *mcpy_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *ar
     return mcpy_buffer_new(st->buffer_type, self, b);
 }
 
+/* batch_get_buffer: a zero-copy Buffer, None for a key that was not read. */
+static PyObject *wrap_buffer(PyObject *self, PyTypeObject *buffer_type, mc_store_buffer_t *b) {
+    if (!b)
+        return Py_NewRef(Py_None);
+    return mcpy_buffer_new(buffer_type, self, b);
+}
+
 PyObject *mcpy_batch_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *args,
                                 Py_ssize_t nargs, PyObject *kwnames) {
     mcpy_store_state_t *st = PyType_GetModuleState(cls);
-    PyObject *keys_o, *hold = NULL, *ret = NULL;
-    const char **keys = NULL;
-    mc_store_buffer_t **bufs = NULL;
-    int *res = NULL;
-    Py_ssize_t n;
+    PyObject *keys_o;
     if (!st || !one_arg("batch_get_buffer", "keys", args, nargs, kwnames, &keys_o))
         return NULL;
-    n = mcpy_keys(keys_o, "keys", &hold, &keys);
-    if (n < 0)
-        return NULL;
-    bufs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*bufs));
-    res = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*res));
-    if (!bufs || !res) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    NOGIL(mc_store_batch_get_buffer(MCPY_STORE(self), keys, (size_t)n, bufs, res));
-    ret = PyList_New(n);
-    for (Py_ssize_t i = 0; ret && i < n; i++) {
-        PyObject *item;
-        if (bufs[i]) {
-            item = mcpy_buffer_new(st->buffer_type, self, bufs[i]);
-            bufs[i] = NULL;
-        } else {
-            item = Py_NewRef(Py_None);
-        }
-        if (!item) {
-            Py_CLEAR(ret);
-            break;
-        }
-        PyList_SetItem(ret, i, item);
-    }
-out:
-    for (Py_ssize_t j = 0; bufs && j < n; j++)
-        mc_store_buffer_free(bufs[j]);
-    PyMem_Free(bufs);
-    PyMem_Free(res);
-    PyMem_Free(keys);
-    Py_XDECREF(hold);
-    return ret;
+    return batch_get_list(self, keys_o, wrap_buffer, st->buffer_type);
 }
 
 /* ---- metadata ---- */
@@ -599,22 +587,22 @@ PyObject *mcpy_is_exist(PyObject *self, PyObject *args, PyObject *kw) {
     return PyLong_FromLong(code < 0 ? -1 : code);
 }
 
-PyObject *mcpy_batch_is_exist(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *kwl[] = {"keys", NULL};
-    PyObject *keys_o, *hold = NULL, *ret = NULL;
+/* A per-key batch call of the C client, run without the GIL; force is for the calls that take it.
+ */
+typedef void (*keys_op_fn)(mc_store_t *s, const char *const *keys, size_t n, int force, int *res);
+
+/* batch_is_exist and batch_remove: keys in, one int per key out as a list. */
+static PyObject *keys_int_list(PyObject *self, PyObject *keys_o, keys_op_fn op, int force) {
+    PyObject *hold = NULL, *ret = NULL;
     const char **keys = NULL;
     int *res;
     Py_ssize_t n;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_is_exist", kwl, &keys_o))
-        return NULL;
     n = mcpy_keys(keys_o, "keys", &hold, &keys);
     if (n < 0)
         return NULL;
     res = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*res));
     if (res) {
-        NOGIL(mc_store_batch_is_exist(MCPY_STORE(self), keys, (size_t)n, res));
-        for (Py_ssize_t i = 0; i < n; i++)
-            res[i] = res[i] < 0 ? -1 : res[i];
+        NOGIL(op(MCPY_STORE(self), keys, (size_t)n, force, res));
         ret = mcpy_int_list(res, n);
     } else {
         PyErr_NoMemory();
@@ -623,6 +611,26 @@ PyObject *mcpy_batch_is_exist(PyObject *self, PyObject *args, PyObject *kw) {
     PyMem_Free(keys);
     Py_XDECREF(hold);
     return ret;
+}
+
+/* Every error code reads as -1 in the reference's batch_is_exist. */
+static void op_is_exist(mc_store_t *s, const char *const *keys, size_t n, int force, int *res) {
+    (void)force;
+    mc_store_batch_is_exist(s, keys, n, res);
+    for (size_t i = 0; i < n; i++)
+        res[i] = res[i] < 0 ? -1 : res[i];
+}
+
+static void op_remove(mc_store_t *s, const char *const *keys, size_t n, int force, int *res) {
+    mc_store_batch_remove(s, keys, n, force, res);
+}
+
+PyObject *mcpy_batch_is_exist(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwl[] = {"keys", NULL};
+    PyObject *keys_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_is_exist", kwl, &keys_o))
+        return NULL;
+    return keys_int_list(self, keys_o, op_is_exist, 0);
 }
 
 PyObject *mcpy_get_size(PyObject *self, PyObject *args, PyObject *kw) {
@@ -650,26 +658,11 @@ PyObject *mcpy_remove(PyObject *self, PyObject *args, PyObject *kw) {
 
 PyObject *mcpy_batch_remove(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "force", NULL};
-    PyObject *keys_o, *hold = NULL, *ret = NULL;
-    const char **keys = NULL;
-    int force = 0, *res;
-    Py_ssize_t n;
+    PyObject *keys_o;
+    int force = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:batch_remove", kwl, &keys_o, &force))
         return NULL;
-    n = mcpy_keys(keys_o, "keys", &hold, &keys);
-    if (n < 0)
-        return NULL;
-    res = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*res));
-    if (res) {
-        NOGIL(mc_store_batch_remove(MCPY_STORE(self), keys, (size_t)n, force, res));
-        ret = mcpy_int_list(res, n);
-    } else {
-        PyErr_NoMemory();
-    }
-    PyMem_Free(res);
-    PyMem_Free(keys);
-    Py_XDECREF(hold);
-    return ret;
+    return keys_int_list(self, keys_o, op_remove, force);
 }
 
 PyObject *mcpy_remove_all(PyObject *self, PyObject *args, PyObject *kw) {
