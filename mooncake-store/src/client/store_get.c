@@ -82,13 +82,9 @@ static int mc__batch_get_into_impl(mc_store_t *s, const mc_store_item_t *items, 
     mc__key_replicas_t *kr = NULL;
     const char **keys = NULL;
     int first = 0;
-    int rc = mc__store_ready(s);
-    if (rc != 0)
+    int rc = mc__store_batch_check(s, n, items && results);
+    if (rc != 0 || n == 0)
         return rc;
-    if (n && (!items || !results))
-        return MC_ERR_INVALID_PARAMS;
-    if (n == 0)
-        return 0;
     kr = mc__calloc(n, sizeof(*kr));
     keys = mc__calloc(n, sizeof(*keys));
     if (!kr || !keys) {
@@ -171,13 +167,9 @@ static int mc__batch_get_buffer_impl(mc_store_t *s, const char *const *keys, siz
                                      mc_store_buffer_t **outs, int *results) {
     mc__key_replicas_t *kr = NULL;
     int first = 0;
-    int rc = mc__store_ready(s);
-    if (rc != 0)
+    int rc = mc__store_batch_check(s, n, keys && outs && results);
+    if (rc != 0 || n == 0)
         return rc;
-    if (n && (!keys || !outs || !results))
-        return MC_ERR_INVALID_PARAMS;
-    if (n == 0)
-        return 0;
     for (size_t i = 0; i < n; i++)
         outs[i] = NULL;
     kr = mc__calloc(n, sizeof(*kr));
@@ -214,31 +206,22 @@ void mc_store_buffer_free(mc_store_buffer_t *b) {
 /* Public entry points: each holds the store open (close waits for it) while it runs. */
 
 int64_t mc_store_get_into(mc_store_t *s, const char *key, void *buf, size_t cap) {
-    int64_t rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__get_into_impl(s, key, buf, cap);
-    mc__store_leave(s);
+    int64_t rc;
+    MC__STORE_HELD(s, rc, mc__get_into_impl(s, key, buf, cap));
     return rc;
 }
 
 int64_t mc_store_get_into_parts(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
                                 size_t iovcnt) {
-    int64_t rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__get_into_parts_impl(s, key, iov, iovcnt);
-    mc__store_leave(s);
+    int64_t rc;
+    MC__STORE_HELD(s, rc, mc__get_into_parts_impl(s, key, iov, iovcnt));
     return rc;
 }
 
 int mc_store_batch_get_into(mc_store_t *s, const mc_store_item_t *items, size_t n,
                             int64_t *results) {
-    int rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__batch_get_into_impl(s, items, n, results);
-    mc__store_leave(s);
+    int rc;
+    MC__STORE_HELD(s, rc, mc__batch_get_into_impl(s, items, n, results));
     return rc;
 }
 
@@ -246,20 +229,13 @@ int mc_store_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out)
     int rc;
     if (out)
         *out = NULL;
-    rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__get_buffer_impl(s, key, out);
-    mc__store_leave(s);
+    MC__STORE_HELD(s, rc, mc__get_buffer_impl(s, key, out));
     return rc;
 }
 
 int mc_store_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
                               mc_store_buffer_t **outs, int *results) {
-    int rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__batch_get_buffer_impl(s, keys, n, outs, results);
-    mc__store_leave(s);
+    int rc;
+    MC__STORE_HELD(s, rc, mc__batch_get_buffer_impl(s, keys, n, outs, results));
     return rc;
 }

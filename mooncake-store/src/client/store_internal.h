@@ -75,6 +75,25 @@ int mc__store_ready(mc_store_t *s);
 /* Like ready, and holds op_lock shared until mc__store_leave. Public calls only: never nest. */
 int mc__store_enter(mc_store_t *s);
 void mc__store_leave(mc_store_t *s);
+/* Runs call while the store is held open (public entry points): rc gets enter's code when the
+ * store cannot be entered, else call's result. One place for the enter/leave pairing. */
+#define MC__STORE_HELD(s, rc, call)                                                                \
+    do {                                                                                           \
+        (rc) = mc__store_enter(s);                                                                 \
+        if ((rc) == 0) {                                                                           \
+            (rc) = (call);                                                                         \
+            mc__store_leave(s);                                                                    \
+        }                                                                                          \
+    } while (0)
+/* The checks a batch call starts with, in this order: the store is ready, then its arrays are
+ * there when n > 0 (have_arrays). Non-zero is the code to return; the caller also returns 0 at
+ * once when n == 0. */
+static inline int mc__store_batch_check(mc_store_t *s, size_t n, int have_arrays) {
+    int rc = mc__store_ready(s);
+    if (rc != 0)
+        return rc;
+    return n && !have_arrays ? MC_ERR_INVALID_PARAMS : 0;
+}
 /* 0, or MC_ERR_INVALID_KEY for a NULL, empty or over-long key. */
 int mc__store_check_key(const char *key);
 /* Converts the public replicate config (NULL = defaults); strings are borrowed. */

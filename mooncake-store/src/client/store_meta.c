@@ -18,13 +18,9 @@ static int mc__batch_keys(mc_store_t *s, const char *const *keys, size_t n, int 
     int32_t *codes = NULL;
     size_t m = 0;
     int first = 0;
-    int rc = mc__store_ready(s);
-    if (rc != 0)
+    int rc = mc__store_batch_check(s, n, keys && results);
+    if (rc != 0 || n == 0)
         return rc;
-    if (n && (!keys || !results))
-        return MC_ERR_INVALID_PARAMS;
-    if (n == 0)
-        return 0;
     ok = mc__calloc(n, sizeof(*ok));
     idx = mc__calloc(n, sizeof(*idx));
     codes = mc__calloc(n, sizeof(*codes));
@@ -97,56 +93,38 @@ static int64_t mc__remove_all_impl(mc_store_t *s, int force) {
 /* Public entry points: each holds the store open (close waits for it) while it runs. */
 
 int mc_store_is_exist(mc_store_t *s, const char *key) {
-    int rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__is_exist_impl(s, key);
-    mc__store_leave(s);
+    int rc;
+    MC__STORE_HELD(s, rc, mc__is_exist_impl(s, key));
     return rc;
 }
 
 int mc_store_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n, int *results) {
-    int rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__batch_is_exist_impl(s, keys, n, results);
-    mc__store_leave(s);
+    int rc;
+    MC__STORE_HELD(s, rc, mc__batch_is_exist_impl(s, keys, n, results));
     return rc;
 }
 
 int64_t mc_store_get_size(mc_store_t *s, const char *key) {
-    int64_t rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__get_size_impl(s, key);
-    mc__store_leave(s);
+    int64_t rc;
+    MC__STORE_HELD(s, rc, mc__get_size_impl(s, key));
     return rc;
 }
 
 int mc_store_remove(mc_store_t *s, const char *key, int force) {
-    int rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__remove_impl(s, key, force);
-    mc__store_leave(s);
+    int rc;
+    MC__STORE_HELD(s, rc, mc__remove_impl(s, key, force));
     return rc;
 }
 
 int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force,
                           int *results) {
-    int rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__batch_remove_impl(s, keys, n, force, results);
-    mc__store_leave(s);
+    int rc;
+    MC__STORE_HELD(s, rc, mc__batch_remove_impl(s, keys, n, force, results));
     return rc;
 }
 
 int64_t mc_store_remove_all(mc_store_t *s, int force) {
-    int64_t rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__remove_all_impl(s, force);
-    mc__store_leave(s);
+    int64_t rc;
+    MC__STORE_HELD(s, rc, mc__remove_all_impl(s, force));
     return rc;
 }

@@ -463,19 +463,13 @@ out:
 /* Public entry points: each holds the store open (close waits for it) while it runs. */
 
 int mc_store_register_buffer(mc_store_t *s, void *addr, size_t len) {
-    int rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__register_buffer_impl(s, addr, len);
-    mc__store_leave(s);
+    int rc;
+    MC__STORE_HELD(s, rc, mc__register_buffer_impl(s, addr, len));
     return rc;
 }
 
 int mc_store_unregister_buffer(mc_store_t *s, void *addr) {
-    int rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__unregister_buffer_impl(s, addr);
-    mc__store_leave(s);
+    int rc;
+    MC__STORE_HELD(s, rc, mc__unregister_buffer_impl(s, addr));
     return rc;
 }
