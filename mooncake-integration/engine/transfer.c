@@ -277,20 +277,24 @@ static PyObject *batch_async(PyObject *obj, const batch_args_t *a) {
     return PyLong_FromUnsignedLongLong(rc < 0 ? 0 : b);
 }
 
-PyObject *mcpy_batch_transfer_sync_write(PyObject *obj, PyObject *args, PyObject *kw) {
+/* The fixed-opcode batch methods differ only in their name (in fmt), opcode and how they run. */
+static PyObject *batch_fixed(PyObject *obj, PyObject *args, PyObject *kw, const char *fmt,
+                             int opcode, PyObject *(*run)(PyObject *, const batch_args_t *)) {
     batch_args_t a;
-    if (parse_batch(args, kw, "sOOO|s:batch_transfer_sync_write", kw_batch, &a, 0) < 0)
+    if (parse_batch(args, kw, fmt, kw_batch, &a, 0) < 0)
         return NULL;
-    a.opcode = MC_OPCODE_WRITE;
-    return batch_sync(obj, &a);
+    a.opcode = opcode;
+    return run(obj, &a);
+}
+
+PyObject *mcpy_batch_transfer_sync_write(PyObject *obj, PyObject *args, PyObject *kw) {
+    return batch_fixed(obj, args, kw, "sOOO|s:batch_transfer_sync_write", MC_OPCODE_WRITE,
+                       batch_sync);
 }
 
 PyObject *mcpy_batch_transfer_sync_read(PyObject *obj, PyObject *args, PyObject *kw) {
-    batch_args_t a;
-    if (parse_batch(args, kw, "sOOO|s:batch_transfer_sync_read", kw_batch, &a, 0) < 0)
-        return NULL;
-    a.opcode = MC_OPCODE_READ;
-    return batch_sync(obj, &a);
+    return batch_fixed(obj, args, kw, "sOOO|s:batch_transfer_sync_read", MC_OPCODE_READ,
+                       batch_sync);
 }
 
 PyObject *mcpy_batch_transfer_sync(PyObject *obj, PyObject *args, PyObject *kw) {
@@ -301,19 +305,13 @@ PyObject *mcpy_batch_transfer_sync(PyObject *obj, PyObject *args, PyObject *kw) 
 }
 
 PyObject *mcpy_batch_transfer_async_write(PyObject *obj, PyObject *args, PyObject *kw) {
-    batch_args_t a;
-    if (parse_batch(args, kw, "sOOO|s:batch_transfer_async_write", kw_batch, &a, 0) < 0)
-        return NULL;
-    a.opcode = MC_OPCODE_WRITE;
-    return batch_async(obj, &a);
+    return batch_fixed(obj, args, kw, "sOOO|s:batch_transfer_async_write", MC_OPCODE_WRITE,
+                       batch_async);
 }
 
 PyObject *mcpy_batch_transfer_async_read(PyObject *obj, PyObject *args, PyObject *kw) {
-    batch_args_t a;
-    if (parse_batch(args, kw, "sOOO|s:batch_transfer_async_read", kw_batch, &a, 0) < 0)
-        return NULL;
-    a.opcode = MC_OPCODE_READ;
-    return batch_async(obj, &a);
+    return batch_fixed(obj, args, kw, "sOOO|s:batch_transfer_async_read", MC_OPCODE_READ,
+                       batch_async);
 }
 
 PyObject *mcpy_batch_transfer_async(PyObject *obj, PyObject *args, PyObject *kw) {

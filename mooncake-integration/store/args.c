@@ -22,14 +22,18 @@ int mcpy_key(PyObject *obj, const char **out) {
     return 1;
 }
 
-Py_ssize_t mcpy_keys(PyObject *seq, const char *what, PyObject **hold, const char ***keys) {
+/* The walk shared by mcpy_keys and mcpy_u64_array: a sequence (not str or bytes) of n items, each
+ * converted by conv into a PyMem array of elements of size bytes. On success *hold is the tuple
+ * copy the converted items may borrow from; on failure both outputs are NULL. */
+static Py_ssize_t seq_array(PyObject *seq, const char *what, const char *kind, size_t size,
+                            int (*conv)(PyObject *, void *), PyObject **hold, void **out) {
     PyObject *t = NULL;
-    const char **arr = NULL;
+    char *arr = NULL;
     Py_ssize_t n = -1;
     *hold = NULL;
-    *keys = NULL;
+    *out = NULL;
     if (PyUnicode_Check(seq) || PyBytes_Check(seq) || !PySequence_Check(seq)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a list of str", what);
+        PyErr_Format(PyExc_TypeError, "%s must be a list of %s", what, kind);
         return -1;
     }
     /* A tuple copy: the caller's list may change while the GIL is released. */
@@ -37,25 +41,36 @@ Py_ssize_t mcpy_keys(PyObject *seq, const char *what, PyObject **hold, const cha
     if (!t)
         goto out;
     n = PyTuple_Size(t);
-    arr = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(*arr));
+    arr = PyMem_Malloc((size_t)(n ? n : 1) * size);
     if (!arr) {
         PyErr_NoMemory();
         n = -1;
         goto out;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (!mcpy_key(PyTuple_GetItem(t, i), &arr[i])) {
+        if (!conv(PyTuple_GetItem(t, i), arr + (size_t)i * size)) {
             n = -1;
             goto out;
         }
     }
     *hold = t;
-    *keys = arr;
+    *out = arr;
     t = NULL;
     arr = NULL;
 out:
     Py_XDECREF(t);
     PyMem_Free(arr);
+    return n;
+}
+
+static int conv_key(PyObject *obj, void *out) {
+    return mcpy_key(obj, (const char **)out);
+}
+
+Py_ssize_t mcpy_keys(PyObject *seq, const char *what, PyObject **hold, const char ***keys) {
+    void *arr;
+    Py_ssize_t n = seq_array(seq, what, "str", sizeof(**keys), conv_key, hold, &arr);
+    *keys = arr;
     return n;
 }
 
@@ -89,35 +104,12 @@ int mcpy_conv_size(PyObject *obj, void *out) {
 }
 
 Py_ssize_t mcpy_u64_array(PyObject *seq, const char *what, uint64_t **out) {
-    PyObject *t = NULL;
-    uint64_t *arr = NULL;
-    Py_ssize_t n = -1;
-    *out = NULL;
-    if (PyUnicode_Check(seq) || PyBytes_Check(seq) || !PySequence_Check(seq)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a list of int", what);
-        return -1;
-    }
-    t = PySequence_Tuple(seq);
-    if (!t)
-        goto out;
-    n = PyTuple_Size(t);
-    arr = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(*arr));
-    if (!arr) {
-        PyErr_NoMemory();
-        n = -1;
-        goto out;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!mcpy_conv_u64(PyTuple_GetItem(t, i), &arr[i])) {
-            n = -1;
-            goto out;
-        }
-    }
+    PyObject *hold;
+    void *arr;
+    Py_ssize_t n = seq_array(seq, what, "int", sizeof(**out), mcpy_conv_u64, &hold, &arr);
+    /* The integers are copies: nothing borrows from the tuple. */
+    Py_XDECREF(hold);
     *out = arr;
-    arr = NULL;
-out:
-    Py_XDECREF(t);
-    PyMem_Free(arr);
     return n;
 }
 
