@@ -587,8 +587,7 @@ PyObject *mcpy_is_exist(PyObject *self, PyObject *args, PyObject *kw) {
     return PyLong_FromLong(code < 0 ? -1 : code);
 }
 
-/* A per-key batch call of the C client, run without the GIL; force is for the calls that take it.
- */
+/* A per-key batch call of the C client, run without the GIL; force only where the call takes it. */
 typedef void (*keys_op_fn)(mc_store_t *s, const char *const *keys, size_t n, int force, int *res);
 
 /* batch_is_exist and batch_remove: keys in, one int per key out as a list. */

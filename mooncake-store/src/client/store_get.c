@@ -6,6 +6,13 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 
+int mc__store_get_replicas(mc_store_t *s, const char *key, mc__key_replicas_t **kr) {
+    *kr = mc__calloc(1, sizeof(**kr));
+    if (!*kr)
+        return MC_ERR_INTERNAL_ERROR;
+    return mc__master_client_get_replica_list(s->master, key, *kr);
+}
+
 static int64_t mc__get_one(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
                            size_t iovcnt) {
     mc__key_replicas_t *kr = NULL;
@@ -19,10 +26,7 @@ static int64_t mc__get_one(mc_store_t *s, const char *key, const mc_store_iov_t 
     for (size_t i = 0; i < iovcnt; i++)
         if (iov[i].len && !iov[i].base)
             return MC_ERR_INVALID_PARAMS;
-    kr = mc__calloc(1, sizeof(*kr));
-    if (!kr)
-        return MC_ERR_INTERNAL_ERROR;
-    rc = mc__master_client_get_replica_list(s->master, key, kr);
+    rc = mc__store_get_replicas(s, key, &kr);
     if (rc == 0)
         rc = mc__store_read_replicas(s, kr, iov, iovcnt);
     mc__free(kr);
@@ -153,10 +157,7 @@ static int mc__get_buffer_impl(mc_store_t *s, const char *key, mc_store_buffer_t
     *out = NULL;
     if (rc != 0 || (rc = mc__store_check_key(key)) != 0)
         return rc;
-    kr = mc__calloc(1, sizeof(*kr));
-    if (!kr)
-        return MC_ERR_INTERNAL_ERROR;
-    rc = mc__master_client_get_replica_list(s->master, key, kr);
+    rc = mc__store_get_replicas(s, key, &kr);
     if (rc == 0)
         rc = mc__read_to_buffer(s, kr, out);
     mc__free(kr);

@@ -104,6 +104,9 @@ int mc__store_wire_config(const mc_replicate_config_t *rc, mc__replicate_config_
  * is registered for the call when there is no staging buffer. */
 int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
                    const mc__replica_desc_t *reps, size_t nreps);
+/* The replica list (a lease) of one valid key, in a heap copy that the caller mc__free's; *kr is
+ * NULL (MC_ERR_INTERNAL_ERROR) when that cannot be allocated. */
+int mc__store_get_replicas(mc_store_t *s, const char *key, mc__key_replicas_t **kr);
 /* Reads a whole object described by kr into iov, trying each complete replica (ours first);
  * returns the size or a negative code. */
 int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,

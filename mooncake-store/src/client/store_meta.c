@@ -60,11 +60,8 @@ static int64_t mc__get_size_impl(mc_store_t *s, const char *key) {
     int64_t rc = mc__store_ready(s);
     if (rc != 0 || (rc = mc__store_check_key(key)) != 0)
         return rc;
-    kr = mc__calloc(1, sizeof(*kr));
-    if (!kr)
-        return MC_ERR_INTERNAL_ERROR;
     /* The replica list carries the size; the short lease it grants expires on its own. */
-    rc = mc__master_client_get_replica_list(s->master, key, kr);
+    rc = mc__store_get_replicas(s, key, &kr);
     if (rc == 0)
         rc = kr->code != 0 ? kr->code : (int64_t)kr->size;
     mc__free(kr);
