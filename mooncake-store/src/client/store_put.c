@@ -134,11 +134,11 @@ static int mc__batch_put_impl(mc_store_t *s, const mc_store_item_t *items, size_
     size_t *idx = NULL; /* items that passed local checks, in order */
     size_t m = 0;
     int first = 0;
-    int rc = mc__store_ready(s);
+    int rc = mc__store_batch_check(s, n, items && results);
 
     if (rc != 0)
         return rc;
-    if ((n && (!items || !results)) || (rc = mc__store_wire_config(rc_cfg, &wc)) != 0)
+    if (mc__store_wire_config(rc_cfg, &wc) != 0)
         return MC_ERR_INVALID_PARAMS;
     if (n == 0)
         return 0;
@@ -183,20 +183,14 @@ out:
 
 int mc_store_put_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts, size_t nparts,
                        const mc_replicate_config_t *rc_cfg) {
-    int rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__put_parts_impl(s, key, parts, nparts, rc_cfg);
-    mc__store_leave(s);
+    int rc;
+    MC__STORE_HELD(s, rc, mc__put_parts_impl(s, key, parts, nparts, rc_cfg));
     return rc;
 }
 
 int mc_store_batch_put(mc_store_t *s, const mc_store_item_t *items, size_t n,
                        const mc_replicate_config_t *rc_cfg, int *results) {
-    int rc = mc__store_enter(s);
-    if (rc != 0)
-        return rc;
-    rc = mc__batch_put_impl(s, items, n, rc_cfg, results);
-    mc__store_leave(s);
+    int rc;
+    MC__STORE_HELD(s, rc, mc__batch_put_impl(s, items, n, rc_cfg, results));
     return rc;
 }
