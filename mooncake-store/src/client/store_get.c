@@ -100,27 +100,22 @@ static int mc__batch_get_into_impl(mc_store_t *s, const mc_store_item_t *items, 
     rc = mc__batch_replicas(s, keys, n, kr);
     if (rc != 0)
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        results[i] = (items[i].iovcnt && !items[i].iov)
-                         ? MC_ERR_INVALID_PARAMS
-                         : mc__store_read_replicas(s, &kr[i], items[i].iov, items[i].iovcnt);
-        if (results[i] < 0 && first == 0)
+    mc__store_batch_read(s, kr, items, n, results);
+    for (size_t i = 0; i < n && first == 0; i++)
+        if (results[i] < 0)
             first = (int)results[i];
-    }
 out:
     mc__free(keys);
     mc__free(kr);
     return rc != 0 ? rc : first;
 }
 
-/* Reads into a staging block when one is free (bytes land once, in registered memory), else into
- * heap memory through the staged path. */
-static int mc__read_to_buffer(mc_store_t *s, const mc__key_replicas_t *kr,
-                              mc_store_buffer_t **out) {
+/* A buffer for kr's object: a staging block when one is free (bytes land once, in registered
+ * memory), else heap memory that reads reach through the staged path. */
+static int mc__new_buffer(mc_store_t *s, const mc__key_replicas_t *kr, mc_store_buffer_t **out) {
     mc_store_buffer_t *b = NULL;
-    mc_store_iov_t v;
-    int64_t n;
     int rc = kr->code;
+    *out = NULL;
     if (rc != 0)
         return rc;
     b = mc__calloc(1, sizeof(*b));
@@ -133,20 +128,28 @@ static int mc__read_to_buffer(mc_store_t *s, const mc__key_replicas_t *kr,
     if (!b->data)
         b->data = mc__malloc(b->size ? b->size : 1);
     if (!b->data) {
-        rc = MC_ERR_INTERNAL_ERROR;
-        goto out;
-    }
-    v.base = b->data;
-    v.len = b->size;
-    n = mc__store_read_replicas(s, kr, &v, 1);
-    rc = n < 0 ? (int)n : 0;
-out:
-    if (rc != 0) {
         mc_store_buffer_free(b);
-        b = NULL;
+        return MC_ERR_INTERNAL_ERROR;
     }
     *out = b;
-    return rc;
+    return 0;
+}
+
+static int mc__read_to_buffer(mc_store_t *s, const mc__key_replicas_t *kr,
+                              mc_store_buffer_t **out) {
+    mc_store_iov_t v;
+    int64_t n;
+    int rc = mc__new_buffer(s, kr, out);
+    if (rc != 0)
+        return rc;
+    v.base = (*out)->data;
+    v.len = (*out)->size;
+    n = mc__store_read_replicas(s, kr, &v, 1);
+    if (n < 0) {
+        mc_store_buffer_free(*out);
+        *out = NULL;
+    }
+    return n < 0 ? (int)n : 0;
 }
 
 static int mc__get_buffer_impl(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
@@ -164,9 +167,34 @@ static int mc__get_buffer_impl(mc_store_t *s, const char *key, mc_store_buffer_t
     return rc;
 }
 
+/* All buffers first, then one batched read into them (items point at the buffers). */
+static void mc__read_to_buffers(mc_store_t *s, const mc__key_replicas_t *kr, size_t n,
+                                mc_store_buffer_t **outs, int *results, mc_store_item_t *items,
+                                mc_store_iov_t *iov, int64_t *got) {
+    for (size_t i = 0; i < n; i++) {
+        results[i] = mc__new_buffer(s, &kr[i], &outs[i]);
+        iov[i].base = outs[i] ? outs[i]->data : NULL;
+        iov[i].len = outs[i] ? outs[i]->size : 0;
+        items[i].iov = &iov[i];
+        items[i].iovcnt = 1;
+    }
+    mc__store_batch_read(s, kr, items, n, got);
+    for (size_t i = 0; i < n; i++) {
+        if (results[i] == 0 && got[i] < 0)
+            results[i] = (int)got[i];
+        if (results[i] != 0) {
+            mc_store_buffer_free(outs[i]);
+            outs[i] = NULL;
+        }
+    }
+}
+
 static int mc__batch_get_buffer_impl(mc_store_t *s, const char *const *keys, size_t n,
                                      mc_store_buffer_t **outs, int *results) {
     mc__key_replicas_t *kr = NULL;
+    mc_store_item_t *items = NULL;
+    mc_store_iov_t *iov = NULL;
+    int64_t *got = NULL;
     int first = 0;
     int rc = mc__store_batch_check(s, n, keys && outs && results);
     if (rc != 0 || n == 0)
@@ -174,14 +202,23 @@ static int mc__batch_get_buffer_impl(mc_store_t *s, const char *const *keys, siz
     for (size_t i = 0; i < n; i++)
         outs[i] = NULL;
     kr = mc__calloc(n, sizeof(*kr));
-    if (!kr)
-        return MC_ERR_INTERNAL_ERROR;
-    rc = mc__batch_replicas(s, keys, n, kr);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        results[i] = mc__read_to_buffer(s, &kr[i], &outs[i]);
-        if (results[i] != 0 && first == 0)
-            first = results[i];
+    items = mc__calloc(n, sizeof(*items));
+    iov = mc__calloc(n, sizeof(*iov));
+    got = mc__calloc(n, sizeof(*got));
+    if (!kr || !items || !iov || !got) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
     }
+    rc = mc__batch_replicas(s, keys, n, kr);
+    if (rc != 0)
+        goto out;
+    mc__read_to_buffers(s, kr, n, outs, results, items, iov, got);
+    for (size_t i = 0; i < n && first == 0; i++)
+        first = results[i];
+out:
+    mc__free(got);
+    mc__free(iov);
+    mc__free(items);
     mc__free(kr);
     return rc != 0 ? rc : first;
 }

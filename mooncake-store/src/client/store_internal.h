@@ -104,6 +104,18 @@ int mc__store_wire_config(const mc_replicate_config_t *rc, mc__replicate_config_
  * is registered for the call when there is no staging buffer. */
 int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
                    const mc__replica_desc_t *reps, size_t nreps);
+/* 1 when the replica lies inside our own contributed segment (a plain memcpy reaches it). */
+int mc__store_replica_is_local(const mc_store_t *s, const mc__replica_desc_t *d);
+/* The engine's id for a peer segment, opened once and cached. */
+int mc__store_segment_id(mc_store_t *s, const char *name, mc_segment_id_t *out);
+/* Batch calls: the bytes of many keys in as few engine batches as possible (see store_batch.c).
+ * Read: results[i] gets kr[i]'s size or a negative code, as mc__store_read_replicas returns it.
+ * Write: results[j] gets 0 or a negative code for kr[j] (the put started for items[idx[j]]):
+ * its start code, MC_ERR_NO_AVAILABLE_HANDLE without replicas, else what mc__store_move gives. */
+void mc__store_batch_read(mc_store_t *s, const mc__key_replicas_t *kr, const mc_store_item_t *items,
+                          size_t n, int64_t *results);
+void mc__store_batch_write(mc_store_t *s, const mc_store_item_t *items, const size_t *idx, size_t m,
+                           const mc__key_replicas_t *kr, int *results);
 /* The replica list (a lease) of one valid key, in a heap copy that the caller mc__free's; *kr is
  * NULL (MC_ERR_INTERNAL_ERROR) when that cannot be allocated. */
 int mc__store_get_replicas(mc_store_t *s, const char *key, mc__key_replicas_t **kr);

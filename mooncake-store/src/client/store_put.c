@@ -93,21 +93,17 @@ static int mc__batch_write_and_end(mc_store_t *s, const mc_store_item_t *items, 
             results[idx[j]] = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
+    /* The bytes of every key in as few engine batches as possible; codes[] holds each result. */
+    mc__store_batch_write(s, items, idx, m, kr, codes);
     for (size_t j = 0; j < m; j++) {
         const mc_store_item_t *it = &items[idx[j]];
-        int r = kr[j].code;
-        if (r == 0 && kr[j].n_replicas == 0)
-            r = MC_ERR_NO_AVAILABLE_HANDLE; /* started nothing: nothing to revoke */
-        else if (r == 0)
-            r = mc__store_move(s, MC_OPCODE_WRITE, it->iov, it->iovcnt, kr[j].replicas,
-                               kr[j].n_replicas);
-        if (r == 0) {
+        if (codes[j] == 0) {
             done[nd] = it->key;
             done_idx[nd++] = idx[j];
         } else if (kr[j].code == 0 && kr[j].n_replicas > 0) {
             failed[nf++] = it->key;
         }
-        results[idx[j]] = r;
+        results[idx[j]] = codes[j];
     }
     if (nf > 0 && mc__master_client_batch_put_revoke(s->master, nf, failed, codes) != 0)
         MC_WARN("store: revoking %zu failed puts failed; the master discards them later", nf);

@@ -125,7 +125,7 @@ out:
 
 /* ---- segment ids ---- */
 
-static int mc__segment_id(mc_store_t *s, const char *name, mc_segment_id_t *out) {
+int mc__store_segment_id(mc_store_t *s, const char *name, mc_segment_id_t *out) {
     int rc = 0;
     pthread_mutex_lock(&s->seg_mu);
     for (size_t i = 0; i < s->nsegs; i++) {
@@ -246,6 +246,12 @@ void mc__store_segments_clear(mc_store_t *s) {
 
 /* ---- moving bytes ---- */
 
+int mc__store_replica_is_local(const mc_store_t *s, const mc__replica_desc_t *d) {
+    uint64_t seg = (uint64_t)(uintptr_t)s->segment;
+    return s->segment && strcmp(d->segment_name, s->hostname) == 0 && d->addr >= seg &&
+           d->size <= s->segment_size && d->addr - seg <= s->segment_size - d->size;
+}
+
 typedef struct mc__mover {
     mc_store_t *s;
     int opcode;
@@ -353,12 +359,9 @@ int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t 
     m->reps = reps;
     m->nreps = nreps;
     for (size_t r = 0; r < nreps; r++) {
-        uint64_t seg = (uint64_t)(uintptr_t)s->segment;
-        m->local[r] = s->segment && strcmp(reps[r].segment_name, s->hostname) == 0 &&
-                      reps[r].addr >= seg && reps[r].size <= s->segment_size &&
-                      reps[r].addr - seg <= s->segment_size - reps[r].size;
+        m->local[r] = mc__store_replica_is_local(s, &reps[r]);
         if (!m->local[r]) {
-            rc = mc__segment_id(s, reps[r].segment_name, &m->ids[r]);
+            rc = mc__store_segment_id(s, reps[r].segment_name, &m->ids[r]);
             if (rc != 0) {
                 rc = MC_ERR_TRANSFER_FAIL;
                 goto out;
