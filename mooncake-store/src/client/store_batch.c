@@ -130,11 +130,12 @@ static void mc__chunk_flush(mc__chunk_t *c, int64_t *rres, int *wres) {
 }
 
 /* A staging block of len bytes for the next key; when the chunk's own blocks fill the buffer the
- * chunk runs first to give them back. NULL: staging is exhausted for the rest of the call. */
+ * chunk runs first to give them back. NULL: the key takes the per-key path (and, when staging is
+ * exhausted even so, every later staged key of this call too). */
 static uint8_t *mc__chunk_stage(mc__chunk_t *c, size_t len, int64_t *rres, int *wres) {
     uint8_t *blk;
     if (c->staging_out || !c->s->staging.base || len > MC__BATCH_STAGE_MAX)
-        return NULL;
+        return NULL; /* a large object alone takes the per-key path; the rest stay batched */
     blk = mc__staging_try_alloc(&c->s->staging, len);
     if (!blk && c->nstaged > 0) {
         mc__chunk_flush(c, rres, wres);

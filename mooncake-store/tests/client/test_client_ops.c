@@ -1,6 +1,8 @@
 /* The C client against a real mooncake_master process: data verified by checksum, batches,
- * zero copy, leases, bad input, a master that is down, and a writer that dies mid-put. */
+ * zero copy, leases, bad input, a master that is down, a writer that dies mid-put, and batch
+ * reads whose keys' owner died. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +28,7 @@ typedef struct fixture {
     mc_test_master_t m;
     mc_store_t *node; /* contributes a segment */
     mc_store_t *pure; /* global_segment_size = 0 */
+    pid_t owner;      /* a forked segment owner still running, or 0 */
 } fixture_t;
 
 static mc_store_t *make_store(const char *addr, uint64_t seg, uint64_t buf) {
@@ -55,6 +58,10 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     fixture_t *f = *state;
+    if (f->owner > 0) { /* a test failed before it killed its owner */
+        kill(f->owner, SIGKILL);
+        waitpid(f->owner, NULL, 0);
+    }
     mc_store_destroy(f->pure);
     mc_store_destroy(f->node);
     assert_int_equal(mc_test_master_stop(&f->m, 0), 0);
@@ -234,6 +241,140 @@ static void test_writer_dies_mid_put(void **state) {
     assert_memory_equal(out, v, sizeof(v));
 }
 
+/* A process that contributes a segment, writes its name into name and lives until killed. */
+static pid_t start_owner(const char *master, char *name, size_t cap) {
+    int fds[2];
+    pid_t pid;
+    assert_int_equal(pipe(fds), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        mc_store_config_t c;
+        mc_store_t *s = NULL;
+        const char *n;
+        close(fds[0]);
+        mc_store_config_init(&c);
+        snprintf(c.local_hostname, sizeof(c.local_hostname), "127.0.0.1");
+        snprintf(c.master_server_addr, sizeof(c.master_server_addr), "%s", master);
+        c.global_segment_size = 8 * MIB;
+        c.local_buffer_size = 0;
+        if (mc_store_create(&s) != 0 || mc_store_setup(s, &c) != 0)
+            _exit(2);
+        n = mc_store_hostname(s);
+        if (write(fds[1], n, strlen(n) + 1) != (ssize_t)(strlen(n) + 1))
+            _exit(3);
+        for (;;)
+            pause();
+    }
+    close(fds[1]);
+    memset(name, 0, cap);
+    for (size_t got = 0; got < cap - 1;) {
+        ssize_t r = read(fds[0], name + got, cap - 1 - got);
+        assert_true(r > 0);
+        got += (size_t)r;
+        if (name[got - 1] == '\0')
+            break;
+    }
+    close(fds[0]);
+    return pid;
+}
+
+#define DEAD_KEYS 24 /* 8 only on the owner that dies, 8 also on node, 8 only on node */
+#define DEAD_VAL 4096
+
+/* One batch read of all DEAD_KEYS keys into unregistered memory (the staged path) and as
+ * buffers; key 5 (a live one) gets a buffer one byte short. owner_alive: whether keys 0..7
+ * must be readable too. */
+static void check_batch_reads(mc_store_t *s, uint8_t *const *vals, int owner_alive) {
+    mc_store_item_t items[DEAD_KEYS];
+    mc_store_iov_t iov[DEAD_KEYS];
+    char keys[DEAD_KEYS][32];
+    const char *kp[DEAD_KEYS];
+    mc_store_buffer_t *bufs[DEAD_KEYS];
+    int res[DEAD_KEYS];
+    int64_t got[DEAD_KEYS];
+    uint8_t *out = calloc(DEAD_KEYS, DEAD_VAL);
+    assert_non_null(out);
+    for (int i = 0; i < DEAD_KEYS; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "owner-%d", i);
+        kp[i] = keys[i];
+        iov[i].base = out + (size_t)i * DEAD_VAL;
+        iov[i].len = i == 5 + 16 ? DEAD_VAL - 1 : DEAD_VAL;
+        items[i].key = keys[i];
+        items[i].iov = &iov[i];
+        items[i].iovcnt = 1;
+    }
+    assert_true(mc_store_batch_get_into(s, items, DEAD_KEYS, got) < 0);
+    if (owner_alive)
+        assert_int_equal(mc_store_batch_get_buffer(s, kp, DEAD_KEYS, bufs, res), 0);
+    else
+        assert_true(mc_store_batch_get_buffer(s, kp, DEAD_KEYS, bufs, res) < 0);
+    for (int i = 0; i < DEAD_KEYS; i++) {
+        int readable = i >= 8 || owner_alive;
+        if (i == 5 + 16) {
+            assert_int_equal(got[i], MC_ERR_BUFFER_OVERFLOW);
+        } else if (readable) {
+            assert_int_equal(got[i], DEAD_VAL);
+            assert_memory_equal(out + (size_t)i * DEAD_VAL, vals[i], DEAD_VAL);
+        } else {
+            assert_true(got[i] < 0);
+        }
+        if (readable) {
+            assert_int_equal(res[i], 0);
+            assert_memory_equal(mc_store_buffer_data(bufs[i]), vals[i], DEAD_VAL);
+        } else {
+            assert_true(res[i] < 0);
+            assert_null(bufs[i]);
+        }
+        mc_store_buffer_free(bufs[i]);
+    }
+    free(out);
+}
+
+/* Batch reads while the owner of some keys' (only or first) replica is dead: the other keys
+ * still arrive, keys with a live replica fail over to it, and only keys that lived on the dead
+ * owner alone fail. Batch puts write two replicas per key. */
+static void test_batch_dead_owner(void **state) {
+    fixture_t *f = *state;
+    char owner[256];
+    const char *on_owner[1] = {owner};
+    const char *on_node[1] = {mc_store_hostname(f->node)};
+    uint8_t *vals[DEAD_KEYS];
+    char keys[DEAD_KEYS][32];
+    int status = 0;
+    pid_t pid = start_owner(f->m.addr, owner, sizeof(owner));
+
+    f->owner = pid;
+
+    for (int i = 0; i < DEAD_KEYS; i++) {
+        mc_replicate_config_t rc = {0};
+        mc_store_iov_t v;
+        mc_store_item_t it;
+        int res = -1;
+        rc.replica_num = i >= 8 && i < 16 ? 2 : 1;
+        rc.preferred_segments = i < 16 ? on_owner : on_node;
+        rc.preferred_segment_count = 1;
+        vals[i] = pattern(DEAD_VAL, 100u + (unsigned)i);
+        snprintf(keys[i], sizeof(keys[i]), "owner-%d", i);
+        v.base = vals[i];
+        v.len = DEAD_VAL;
+        it.key = keys[i];
+        it.iov = &v;
+        it.iovcnt = 1;
+        assert_int_equal(mc_store_batch_put(f->pure, &it, 1, &rc, &res), 0);
+        assert_int_equal(res, 0);
+    }
+    check_batch_reads(f->pure, vals, 1);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    f->owner = 0;
+    /* The first read pays for the failed transfers; the second finds the owner suspect. */
+    check_batch_reads(f->pure, vals, 0);
+    check_batch_reads(f->pure, vals, 0);
+    for (int i = 0; i < DEAD_KEYS; i++)
+        free(vals[i]);
+}
+
 static void test_master_down(void **state) {
     mc_store_config_t c;
     mc_store_t *s = NULL;
@@ -258,6 +399,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_leases_and_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_dies_mid_put, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_dead_owner, setup, teardown),
         cmocka_unit_test(test_master_down),
     };
     if (argc < 2) {
