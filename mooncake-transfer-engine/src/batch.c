@@ -223,7 +223,7 @@ int mc_engine_transfer_sync(mc_engine_t *e, const mc_request_t *reqs, size_t n) 
     int rc = mc_engine_batch_alloc(e, n, &id);
     if (rc)
         return rc;
-    rc = mc_engine_batch_submit(e, id, reqs, n);
+    rc = mc__batch_submit(e, id, reqs, n, 1);
     if (!rc) {
         /* user memory may not be touched after we return: wait for every task to end */
         do {

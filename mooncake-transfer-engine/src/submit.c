@@ -5,6 +5,7 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/time.h"
 #include "te_internal.h"
+#include "transports/tcp.h"
 
 typedef struct mc__plan {
     mc__peer_t *peer;
@@ -37,7 +38,8 @@ static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, mc__plan_t *pl) {
     return 0;
 }
 
-int mc_engine_batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n) {
+int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n,
+                     int run_here) {
     mc__plan_t stack_plan[16];
     mc__plan_t *plan = stack_plan;
     mc__batch_t *b = NULL;
@@ -103,6 +105,10 @@ int mc_engine_batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t 
             mc__transport_get(t->transport)->submit(e, t) != MC__TP_DECLINED)
             continue;
         t->transport = MC__TP_TCP;
+        /* A lone request whose caller waits for it anyway runs on the caller's thread: waking a
+         * worker and then the caller costs more than a small transfer itself. */
+        if (run_here && n == 1 && mc__tcp_run_here(e, t))
+            continue;
         mc__tp_tcp.submit(e, t);
     }
     rc = 0;
@@ -112,4 +118,8 @@ out:
     if (b)
         mc__batch_release(e, b);
     return rc;
+}
+
+int mc_engine_batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n) {
+    return mc__batch_submit(e, id, reqs, n, 0);
 }

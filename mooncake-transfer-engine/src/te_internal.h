@@ -161,6 +161,10 @@ mc__batch_t *mc__batch_acquire(mc_engine_t *e, mc_batch_id_t id);
 void mc__batch_release(mc_engine_t *e, mc__batch_t *b);
 /* Ends a task (status COMPLETED/FAILED/TIMEOUT) and wakes waiters. */
 void mc__task_finish(mc__task_t *t, int status, int error);
+/* submit.c: mc_engine_batch_submit, and with run_here a single tcp request that fits one slice
+ * runs on the calling thread before this returns (for callers that wait right after). */
+int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n,
+                     int run_here);
 
 /* server.c: the RPC/data listener. */
 int mc__server_start(mc_engine_t *e, int lfd, mc__server_t **out);

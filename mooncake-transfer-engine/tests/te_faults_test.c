@@ -398,6 +398,32 @@ static void test_peer_hangs(void **state) {
     mc_engine_destroy(e);
 }
 
+/* A lone small synchronous request runs on the caller's thread; a hung peer still ends it by the
+ * transfer deadline, and the engine carries on afterwards. */
+static void test_peer_hangs_sync_small(void **state) {
+    fixture_t *f = *state;
+    te_target_t t;
+    mc_segment_id_t seg;
+    uint64_t t0, el;
+    mc_engine_t *e = new_engine("tcp", 600);
+    assert_int_equal(mc_engine_register_memory(e, f->buf, LOCAL_LEN, "*"), 0);
+    assert_int_equal(te_target_start(&t, "P2PHANDSHAKE", NULL, 64 * MiB, 0), 0);
+    assert_int_equal(mc_engine_open_segment(e, t.name, &seg), 0);
+    te_fill(f->buf, 4096, 3);
+    assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, f->buf, t.plain_addr, 4096), 0);
+    kill(t.pid, SIGSTOP);
+    t0 = te_now_ms();
+    assert_true(xfer(e, seg, MC_OPCODE_WRITE, f->buf, t.plain_addr, 4096) < 0);
+    el = te_now_ms() - t0;
+    assert_true(el >= 500 && el < 3000);
+    kill(t.pid, SIGCONT);
+    te_fill(f->buf, 4096, 4);
+    assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, f->buf, t.plain_addr, 4096), 0);
+    assert_true(te_target_hash(&t, t.plain_addr, 4096) == te_hash(f->buf, 4096));
+    assert_int_equal(te_target_stop(&t), 0);
+    mc_engine_destroy(e);
+}
+
 static void test_busy_batch(void **state) {
     fixture_t *f = *state;
     te_target_t t;
@@ -660,11 +686,17 @@ static void test_engine_misuse(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_arguments),      cmocka_unit_test(test_stale_descriptor),
-        cmocka_unit_test(test_malformed_frames),   cmocka_unit_test(test_peer_killed),
-        cmocka_unit_test(test_peer_hangs),         cmocka_unit_test(test_busy_batch),
-        cmocka_unit_test(test_destroy_while_busy), cmocka_unit_test(test_stalled_write_unregister),
-        cmocka_unit_test(test_register_batch),     cmocka_unit_test(test_shm_peer_restart),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_stale_descriptor),
+        cmocka_unit_test(test_malformed_frames),
+        cmocka_unit_test(test_peer_killed),
+        cmocka_unit_test(test_peer_hangs),
+        cmocka_unit_test(test_peer_hangs_sync_small),
+        cmocka_unit_test(test_busy_batch),
+        cmocka_unit_test(test_destroy_while_busy),
+        cmocka_unit_test(test_stalled_write_unregister),
+        cmocka_unit_test(test_register_batch),
+        cmocka_unit_test(test_shm_peer_restart),
         cmocka_unit_test(test_engine_misuse),
     };
     signal(SIGPIPE, SIG_IGN);

@@ -263,6 +263,19 @@ static void *mc__tcp_worker(void *arg) {
     return NULL;
 }
 
+int mc__tcp_run_here(mc_engine_t *e, mc__task_t *t) {
+    mc__tcp_t *q = e->tcp;
+    mc__tcp_worker_t self = {.q = q, .busy_fd = -1};
+    uint64_t req_id = 0;
+    if (!q || t->len > q->slice)
+        return 0;
+    t->nslices = 1;
+    t->next_slice = 1;
+    t->next = NULL;
+    mc__tcp_slice_done(e, t, mc__tcp_slice(e, &self, t, 0, &req_id));
+    return 1;
+}
+
 static int mc__tcp_submit(mc_engine_t *e, mc__task_t *t) {
     mc__tcp_t *q = e->tcp;
     uint64_t ns = (t->len + q->slice - 1) / q->slice;

@@ -19,4 +19,8 @@ void mc__tcp_pool_drop_locked(mc__peer_t *p);
  * connection must be closed). max_body bounds a success reply's body. */
 int mc__tcp_read_reply(int fd, uint8_t type, uint64_t request_id, uint64_t max_body,
                        uint64_t deadline_ms, mc_frame_header_t *h, int *remote_err);
+
+/* Runs task t on the calling thread when it fits in one slice and returns 1; returns 0 (and
+ * does nothing) otherwise. Engine close cannot cut it short; the task's deadline bounds it. */
+int mc__tcp_run_here(mc_engine_t *e, mc__task_t *t);
 #endif
