@@ -15,6 +15,12 @@
 #include "transports/tcp.h"
 
 #define MC__META_TIMEOUT_MS 5000
+
+/* A descriptor fetch on a request's path waits no longer than a request may take. */
+static int mc__meta_timeout_ms(const mc_engine_t *e) {
+    return e->timeout_ms > 0 && e->timeout_ms < MC__META_TIMEOUT_MS ? e->timeout_ms
+                                                                    : MC__META_TIMEOUT_MS;
+}
 #define MC__META_KEY_PREFIX "mooncake/ram/"
 
 static int mc__meta_url(const mc_engine_t *e, const char *name, char **out) {
@@ -73,7 +79,7 @@ static int mc__meta_fetch_http(mc_engine_t *e, const char *name, mc__desc_t **ou
     int rc = mc__meta_url(e, name, &url);
     if (rc)
         goto out;
-    rc = mc__http_request("GET", url, NULL, 0, MC__META_TIMEOUT_MS, &status, &body, &len);
+    rc = mc__http_request("GET", url, NULL, 0, mc__meta_timeout_ms(e), &status, &body, &len);
     if (rc) {
         rc = MC_ERR_METADATA;
         goto out;
@@ -98,7 +104,7 @@ static int mc__meta_fetch_p2p(mc_engine_t *e, const char *name, mc__desc_t **out
                            .version = MC_FRAME_VERSION,
                            .type = MC__TE_GET_DESC,
                            .request_id = 1};
-    uint64_t dl = mc__now_ms() + MC__META_TIMEOUT_MS;
+    uint64_t dl = mc__now_ms() + (uint64_t)mc__meta_timeout_ms(e);
     char *json = NULL;
     int remote_err = 0;
     int fd = -1;
