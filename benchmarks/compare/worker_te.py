@@ -26,23 +26,7 @@ import sys
 import threading
 import time
 
-
-def emit(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
-def percentiles(lat_ns):
-    lat = sorted(lat_ns)
-    n = len(lat)
-    if n == 0:
-        return {}
-
-    def pick(q):
-        return lat[min(n - 1, int(q * n))] / 1e3
-
-    return {"p50_us": pick(0.50), "p99_us": pick(0.99), "p999_us": pick(0.999),
-            "min_us": lat[0] / 1e3, "max_us": lat[-1] / 1e3, "mean_us": sum(lat) / n / 1e3}
+from worker_io import emit, percentiles
 
 
 def make_engine(args):
