@@ -58,6 +58,17 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* A tcp engine with the given transfer timeout, f->buf registered, and a 64 MiB target process
+ * whose segment is open: the starting point of the fault tests below. */
+static mc_engine_t *tcp_engine_with_target(fixture_t *f, int timeout_ms, te_target_t *t,
+                                           mc_segment_id_t *seg) {
+    mc_engine_t *e = new_engine("tcp", timeout_ms);
+    assert_int_equal(mc_engine_register_memory(e, f->buf, LOCAL_LEN, "*"), 0);
+    assert_int_equal(te_target_start(t, "P2PHANDSHAKE", NULL, 64 * MiB, 0), 0);
+    assert_int_equal(mc_engine_open_segment(e, t->name, seg), 0);
+    return e;
+}
+
 static mc_request_t req(int op, void *src, mc_segment_id_t seg, uint64_t off, uint64_t len) {
     mc_request_t r = {
         .opcode = op, .source = src, .target_id = seg, .target_offset = off, .length = len};
@@ -375,10 +386,7 @@ static void test_peer_hangs(void **state) {
     mc_task_state_t st;
     mc_request_t r;
     uint64_t t0, el;
-    mc_engine_t *e = new_engine("tcp", 600);
-    assert_int_equal(mc_engine_register_memory(e, f->buf, LOCAL_LEN, "*"), 0);
-    assert_int_equal(te_target_start(&t, "P2PHANDSHAKE", NULL, 64 * MiB, 0), 0);
-    assert_int_equal(mc_engine_open_segment(e, t.name, &seg), 0);
+    mc_engine_t *e = tcp_engine_with_target(f, 600, &t, &seg);
     kill(t.pid, SIGSTOP);
     r = req(MC_OPCODE_WRITE, f->buf, seg, t.plain_addr, 64 * MiB);
     assert_int_equal(mc_engine_batch_alloc(e, 1, &b), 0);
@@ -415,10 +423,7 @@ static void test_peer_hangs_sync_small(void **state) {
     mc_segment_id_t seg;
     uint64_t t0, el;
     int wst = 0;
-    mc_engine_t *e = new_engine("tcp", 600);
-    assert_int_equal(mc_engine_register_memory(e, f->buf, LOCAL_LEN, "*"), 0);
-    assert_int_equal(te_target_start(&t, "P2PHANDSHAKE", NULL, 64 * MiB, 0), 0);
-    assert_int_equal(mc_engine_open_segment(e, t.name, &seg), 0);
+    mc_engine_t *e = tcp_engine_with_target(f, 600, &t, &seg);
     te_fill(f->buf, 4096, 3);
     assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, f->buf, t.plain_addr, 4096), 0);
     kill(t.pid, SIGSTOP);
@@ -448,10 +453,7 @@ static void test_busy_batch(void **state) {
     mc_segment_id_t seg;
     mc_batch_id_t b;
     mc_request_t r[8];
-    mc_engine_t *e = new_engine("tcp", 5000);
-    assert_int_equal(mc_engine_register_memory(e, f->buf, LOCAL_LEN, "*"), 0);
-    assert_int_equal(te_target_start(&t, "P2PHANDSHAKE", NULL, 64 * MiB, 0), 0);
-    assert_int_equal(mc_engine_open_segment(e, t.name, &seg), 0);
+    mc_engine_t *e = tcp_engine_with_target(f, 5000, &t, &seg);
     kill(t.pid, SIGSTOP); /* keeps the tasks running while we try to free */
     for (int i = 0; i < 8; i++)
         r[i] = req(MC_OPCODE_WRITE, f->buf, seg, t.plain_addr, 64 * MiB);
@@ -474,10 +476,7 @@ static void test_destroy_while_busy(void **state) {
     mc_batch_id_t b;
     mc_request_t r[4];
     uint64_t t0;
-    mc_engine_t *e = new_engine("tcp", 20000);
-    assert_int_equal(mc_engine_register_memory(e, f->buf, LOCAL_LEN, "*"), 0);
-    assert_int_equal(te_target_start(&t, "P2PHANDSHAKE", NULL, 64 * MiB, 0), 0);
-    assert_int_equal(mc_engine_open_segment(e, t.name, &seg), 0);
+    mc_engine_t *e = tcp_engine_with_target(f, 20000, &t, &seg);
     /* warm the pool so the stalled transfers run on reused connections */
     assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, f->buf, t.plain_addr, 64 * MiB), 0);
     kill(t.pid, SIGSTOP);
