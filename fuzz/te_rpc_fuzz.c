@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mc_frame_header_t h;
     const uint8_t *body;
     size_t n;
-    uint64_t addr = 0, len = 0;
+    uint64_t addr = 0, len = 0, epoch = 0;
     int code = 0;
     char msg[64];
     mc__te_notify_view_t v;
@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(copy, body, n);
         if (mc__te_check_request(&h) == 0) {
             if ((h.type == MC__TE_READ || h.type == MC__TE_WRITE) &&
-                mc__te_decode_rw(&h, copy, n, &addr, &len) == 0) {
+                mc__te_decode_rw(&h, copy, n, &addr, &len, &epoch) == 0) {
                 if (len == 0 || len > MC__TE_MAX_SLICE)
                     abort();
                 if (h.type == MC__TE_WRITE && h.body_len != MC__TE_RW_BODY + len)

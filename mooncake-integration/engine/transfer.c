@@ -97,6 +97,7 @@ static int parse_single(PyObject *args, PyObject *kw, const char *fmt, char **kw
     size_t len;
     a->hint = "";
     a->notify = NULL;
+    memset(&a->req, 0, sizeof(a->req));
     a->req.opcode = MC_OPCODE_WRITE;
     int ok =
         with_opcode

@@ -43,7 +43,8 @@ int mc__desc_encode(const mc__desc_t *d, char **json) {
         if (mc__json_add_u64(b, "addr", d->bufs[i].addr) ||
             mc__json_add_u64(b, "length", d->bufs[i].len) ||
             !cJSON_AddStringToObject(b, "location", d->bufs[i].location) ||
-            !cJSON_AddNumberToObject(b, "shm", (double)d->bufs[i].shm_id))
+            !cJSON_AddNumberToObject(b, "shm", (double)d->bufs[i].shm_id) ||
+            (d->bufs[i].epoch && mc__json_add_u64(b, "epoch", d->bufs[i].epoch)))
             goto out;
     }
     s = cJSON_PrintUnformatted(root);
@@ -144,6 +145,9 @@ int mc__desc_decode(const char *json, size_t len, mc__desc_t **out) {
             !cJSON_IsNumber(shm) || shm->valuedouble < -1 || shm->valuedouble > 1e15)
             goto out;
         db->shm_id = (int64_t)shm->valuedouble;
+        /* absent: an untagged buffer */
+        if (cJSON_GetObjectItemCaseSensitive(b, "epoch") && mc__json_u64(b, "epoch", &db->epoch))
+            goto out;
         i++;
     }
     d->nbufs = i;

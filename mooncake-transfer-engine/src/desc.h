@@ -14,6 +14,7 @@ typedef struct mc__desc_buf {
     uint64_t len;
     char location[64];
     int64_t shm_id; /* >= 0: a managed buffer same-host peers may map; -1: tcp only */
+    uint64_t epoch; /* the buffer's incarnation (0: untagged) */
 } mc__desc_buf_t;
 
 typedef struct mc__desc {

@@ -311,6 +311,7 @@ int mc__engine_desc_json(mc_engine_t *e, char **json) {
         d.bufs[i].addr = e->reg.regions[i].addr;
         d.bufs[i].len = e->reg.regions[i].len;
         d.bufs[i].shm_id = e->reg.regions[i].shm_id;
+        d.bufs[i].epoch = e->reg.regions[i].epoch;
         snprintf(d.bufs[i].location, sizeof(d.bufs[i].location), "%s", e->reg.regions[i].location);
     }
     d.nbufs = e->reg.n;

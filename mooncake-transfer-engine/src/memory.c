@@ -1,5 +1,6 @@
 /* Registering local memory and engine-managed (shareable) buffers. Every change is re-published
  * so peers using the HTTP metadata service see it; P2P peers fetch on demand. */
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -93,6 +94,10 @@ int mc_engine_unregister_memory_batch(mc_engine_t *e, void *const *addrs, size_t
 }
 
 int mc_engine_alloc_managed(mc_engine_t *e, size_t len, void **out) {
+    return mc_engine_alloc_managed_epoch(e, len, 0, out);
+}
+
+int mc_engine_alloc_managed_epoch(mc_engine_t *e, size_t len, uint64_t epoch, void **out) {
     mc__region_t g;
     void *p = NULL;
     size_t map_len = 0;
@@ -109,6 +114,7 @@ int mc_engine_alloc_managed(mc_engine_t *e, size_t len, void **out) {
     g.len = len;
     g.memfd = fd;
     g.map_len = map_len;
+    g.epoch = epoch;
     strcpy(g.location, "cpu:0");
     rc = mc__reg_add(&e->reg, &g);
     if (rc) {
@@ -127,7 +133,11 @@ int mc_engine_free_managed(mc_engine_t *e, void *addr) {
     int rc = mc__unregister(e, &addr, 1, 1, &g);
     if (rc)
         return rc;
-    /* the registry generation was bumped by the removal, before this unmap */
+    /* The registry generation was bumped by the removal, before this unmap. Punching the
+     * pages out frees them now even while same-host peers still map the memfd (they drop their
+     * mappings when they next see the generation move); a late copy by one of them lands in a
+     * fresh page of this dead memfd, never in memory anyone reads. */
+    (void)fallocate(g.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)g.map_len);
     munmap(addr, g.map_len);
     close(g.memfd);
     return 0;

@@ -27,7 +27,7 @@ int mc__te_check_request(const mc_frame_header_t *h) {
 }
 
 void mc__te_encode_rw(uint8_t out[MC__TE_RW_HEAD], uint8_t type, uint64_t request_id, uint64_t addr,
-                      uint64_t len) {
+                      uint64_t len, uint64_t epoch) {
     mc_frame_header_t h = {.magic = MC_FRAME_MAGIC,
                            .version = MC_FRAME_VERSION,
                            .type = type,
@@ -37,13 +37,14 @@ void mc__te_encode_rw(uint8_t out[MC__TE_RW_HEAD], uint8_t type, uint64_t reques
     for (int i = 0; i < 8; i++) {
         out[MC_FRAME_HEADER_SIZE + i] = (uint8_t)(addr >> (8 * i));
         out[MC_FRAME_HEADER_SIZE + 8 + i] = (uint8_t)(len >> (8 * i));
+        out[MC_FRAME_HEADER_SIZE + 16 + i] = (uint8_t)(epoch >> (8 * i));
     }
 }
 
 int mc__te_decode_rw(const mc_frame_header_t *h, const uint8_t *body, size_t n, uint64_t *addr,
-                     uint64_t *len) {
+                     uint64_t *len, uint64_t *epoch) {
     mc_cursor_t c = {body, body + n};
-    if (!body || mc__cur_u64(&c, addr) || mc__cur_u64(&c, len))
+    if (!body || mc__cur_u64(&c, addr) || mc__cur_u64(&c, len) || mc__cur_u64(&c, epoch))
         return MC_ERR_INVALID_ARGUMENT;
     if (*len == 0 || *len > MC__TE_MAX_SLICE)
         return MC_ERR_INVALID_ARGUMENT;

@@ -2,10 +2,13 @@
  *
  *   PING      body empty                       reply empty
  *   GET_DESC  body empty                       reply descriptor JSON
- *   WRITE     u64 addr, u64 len, len bytes     reply empty
- *   READ      u64 addr, u64 len                reply len bytes
+ *   WRITE     u64 addr, u64 len, u64 epoch,    reply empty
+ *             len bytes
+ *   READ      u64 addr, u64 len, u64 epoch     reply len bytes
  *   NOTIFY    str from, str name, bytes msg    reply empty
- * Any request may be answered with an error frame (MC_FRAME_F_ERROR: i32 code, str message). */
+ * Any request may be answered with an error frame (MC_FRAME_F_ERROR: i32 code, str message).
+ * epoch: 0 for any incarnation of the target buffer, else the one incarnation the initiator's
+ * placement was made in; the server refuses the request when the buffer carries another. */
 #ifndef MC_TE_PROTO_H
 #define MC_TE_PROTO_H
 
@@ -22,7 +25,7 @@ enum mc__te_msg {
     MC__TE_NOTIFY = 5,
 };
 
-#define MC__TE_RW_BODY 16u
+#define MC__TE_RW_BODY 24u
 #define MC__TE_RW_HEAD (MC_FRAME_HEADER_SIZE + MC__TE_RW_BODY)
 #define MC__TE_MAX_SLICE (64ull << 20)
 #define MC__TE_MAX_NOTIFY_MSG (64u << 10)
@@ -37,12 +40,12 @@ enum mc__te_msg {
  * MC_ERR_INVALID_ARGUMENT (inconsistent: the connection must be closed). */
 int mc__te_check_request(const mc_frame_header_t *h);
 
-/* Header + addr/len of a WRITE or READ request (40 bytes). For WRITE the payload follows. */
+/* Header + addr/len/epoch of a WRITE or READ request (48 bytes). For WRITE the payload follows. */
 void mc__te_encode_rw(uint8_t out[MC__TE_RW_HEAD], uint8_t type, uint64_t request_id, uint64_t addr,
-                      uint64_t len);
-/* Decodes the 16-byte addr/len part. For WRITE, body_len must be 16 + len. */
+                      uint64_t len, uint64_t epoch);
+/* Decodes the 24-byte addr/len/epoch part. For WRITE, body_len must be 24 + len. */
 int mc__te_decode_rw(const mc_frame_header_t *h, const uint8_t *body, size_t n, uint64_t *addr,
-                     uint64_t *len);
+                     uint64_t *len, uint64_t *epoch);
 
 /* A reply header with an empty or raw body of body_len bytes. */
 void mc__te_encode_reply(uint8_t out[MC_FRAME_HEADER_SIZE], uint8_t type, uint64_t request_id,

@@ -69,10 +69,12 @@ const mc__region_t *mc__reg_find_locked(const mc__registry_t *r, uint64_t addr, 
     return NULL;
 }
 
-int mc__reg_contains(mc__registry_t *r, uint64_t addr, uint64_t len) {
+int mc__reg_contains(mc__registry_t *r, uint64_t addr, uint64_t len, uint64_t epoch) {
+    const mc__region_t *g;
     int ok;
     pthread_rwlock_rdlock(&r->lock);
-    ok = mc__reg_find_locked(r, addr, len) != NULL;
+    g = mc__reg_find_locked(r, addr, len);
+    ok = g && (epoch == 0 || g->epoch == epoch);
     pthread_rwlock_unlock(&r->lock);
     return ok;
 }
@@ -230,14 +232,15 @@ int mc__reg_remove(mc__registry_t *r, uint64_t addr, int managed, mc__region_t *
     return mc__reg_remove_many(r, &addr, 1, managed, out);
 }
 
-int mc__reg_pin(mc__registry_t *r, uint64_t addr, uint64_t len, int fd, mc__pin_t *pin) {
+int mc__reg_pin(mc__registry_t *r, uint64_t addr, uint64_t len, uint64_t epoch, int fd,
+                mc__pin_t *pin) {
     const mc__region_t *g;
     int rc = MC_ERR_ADDRESS_NOT_REGISTERED;
     pin->uid = 0;
     pin->fd = fd;
     pthread_rwlock_rdlock(&r->lock);
     g = mc__reg_find_locked(r, addr, len);
-    if (g) {
+    if (g && (epoch == 0 || g->epoch == epoch)) {
         pin->uid = g->uid;
         pin->addr = g->addr;
         pin->len = g->len;

@@ -31,6 +31,10 @@ typedef struct mc__region {
     size_t map_len; /* managed buffers: bytes mapped at addr */
     int64_t shm_id; /* managed buffers: id unique within this engine instance; -1 otherwise */
     uint64_t uid;   /* unique per registration: pins name their region by it */
+    /* The incarnation its owner gave it (0: untagged). A request that names an epoch is served
+     * only by a region carrying exactly that epoch, so a placement made in an incarnation that
+     * has gone can never touch the memory of the next one, even at the same address. */
+    uint64_t epoch;
 } mc__region_t;
 
 typedef struct mc__registry {
@@ -66,11 +70,13 @@ int mc__reg_remove_many(mc__registry_t *r, const uint64_t *addrs, size_t n, int 
 int mc__reg_remove(mc__registry_t *r, uint64_t addr, int managed, mc__region_t *out);
 /* With the lock held: the region holding [addr, addr+len), or NULL. */
 const mc__region_t *mc__reg_find_locked(const mc__registry_t *r, uint64_t addr, uint64_t len);
-/* Takes the read lock and checks the range. */
-int mc__reg_contains(mc__registry_t *r, uint64_t addr, uint64_t len);
+/* Takes the read lock and checks the range (and the region's epoch when epoch is non-zero). */
+int mc__reg_contains(mc__registry_t *r, uint64_t addr, uint64_t len, uint64_t epoch);
 /* Pins the region holding [addr, addr+len) for an access by connection fd (-1: none);
- * MC_ERR_ADDRESS_NOT_REGISTERED if there is none. Unpin when done, before replying. */
-int mc__reg_pin(mc__registry_t *r, uint64_t addr, uint64_t len, int fd, mc__pin_t *pin);
+ * MC_ERR_ADDRESS_NOT_REGISTERED if there is none, or when epoch is non-zero and the region
+ * carries another one. Unpin when done, before replying. */
+int mc__reg_pin(mc__registry_t *r, uint64_t addr, uint64_t len, uint64_t epoch, int fd,
+                mc__pin_t *pin);
 void mc__reg_unpin(mc__registry_t *r, mc__pin_t *pin);
 /* Waits until no pin overlaps [addr, addr+len) and holds off pin changes until quiesce_end:
  * tests use it to order their own access to registered memory after remote accesses. */

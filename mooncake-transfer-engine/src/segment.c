@@ -111,14 +111,14 @@ int mc__peer_refresh(mc_engine_t *e, mc__peer_t *p) {
     return 0;
 }
 
-int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t len,
+int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t len, uint64_t epoch,
                          int64_t *shm_id, int *same_host) {
     for (int attempt = 0; attempt < 2; attempt++) {
         int rc;
         pthread_mutex_lock(&p->lock);
         if (p->desc && !p->stale) {
             long i = mc__desc_find(p->desc, addr, len);
-            if (i >= 0) {
+            if (i >= 0 && (epoch == 0 || p->desc->bufs[i].epoch == epoch)) {
                 *shm_id = p->desc->shm_socket[0] ? p->desc->bufs[i].shm_id : -1;
                 *same_host = !strcmp(p->desc->host_id, e->host_id);
                 pthread_mutex_unlock(&p->lock);
@@ -132,7 +132,7 @@ int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t 
         pthread_mutex_unlock(&p->lock);
         if (attempt)
             break;
-        /* unknown range: the peer may have registered it since we looked */
+        /* unknown range (or incarnation): the peer may have registered it since we looked */
         rc = mc__peer_refresh(e, p);
         if (rc)
             return rc;

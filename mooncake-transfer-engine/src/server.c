@@ -55,15 +55,15 @@ static int mc__drain(int fd, uint8_t *scratch, uint64_t n, uint64_t deadline) {
 
 static int mc__serve_write(mc_engine_t *e, int fd, const mc_frame_header_t *h, uint8_t *scratch,
                            uint64_t deadline) {
-    uint64_t addr = 0, len = 0;
+    uint64_t addr = 0, len = 0, epoch = 0;
     mc__pin_t pin;
     int rc;
     if (mc__recv_all(fd, scratch, MC__TE_RW_BODY, deadline) ||
-        mc__te_decode_rw(h, scratch, MC__TE_RW_BODY, &addr, &len))
+        mc__te_decode_rw(h, scratch, MC__TE_RW_BODY, &addr, &len, &epoch))
         return MC_ERR_SOCKET;
     /* Only this region is pinned across the receive, and the registry is not locked: an
      * unregister of another region, or other peers' requests, never wait on this peer. */
-    if (mc__reg_pin(&e->reg, addr, len, fd, &pin) == 0) {
+    if (mc__reg_pin(&e->reg, addr, len, epoch, fd, &pin) == 0) {
         rc = mc__recv_all(fd, (void *)(uintptr_t)addr, len, deadline);
         /* before the reply: once the initiator hears success the bytes are in place and the
          * region may be given back */
@@ -75,25 +75,25 @@ static int mc__serve_write(mc_engine_t *e, int fd, const mc_frame_header_t *h, u
     if (mc__drain(fd, scratch, len, deadline))
         return MC_ERR_SOCKET;
     return mc__reply_error(fd, h->type, h->request_id, MC_ERR_ADDRESS_NOT_REGISTERED,
-                           "write target not registered", deadline);
+                           "write target not registered (or of another incarnation)", deadline);
 }
 
 static int mc__serve_read(mc_engine_t *e, int fd, const mc_frame_header_t *h, uint8_t *scratch,
                           uint64_t deadline) {
-    uint64_t addr = 0, len = 0;
+    uint64_t addr = 0, len = 0, epoch = 0;
     mc__pin_t pin;
     int rc;
     if (mc__recv_all(fd, scratch, MC__TE_RW_BODY, deadline) ||
-        mc__te_decode_rw(h, scratch, MC__TE_RW_BODY, &addr, &len))
+        mc__te_decode_rw(h, scratch, MC__TE_RW_BODY, &addr, &len, &epoch))
         return MC_ERR_SOCKET;
-    if (mc__reg_pin(&e->reg, addr, len, fd, &pin) == 0) {
+    if (mc__reg_pin(&e->reg, addr, len, epoch, fd, &pin) == 0) {
         rc =
             mc__reply_raw(fd, h->type, h->request_id, (const void *)(uintptr_t)addr, len, deadline);
         mc__reg_unpin(&e->reg, &pin);
         return rc;
     }
     return mc__reply_error(fd, h->type, h->request_id, MC_ERR_ADDRESS_NOT_REGISTERED,
-                           "read source not registered", deadline);
+                           "read source not registered (or of another incarnation)", deadline);
 }
 
 static int mc__serve_notify(mc_engine_t *e, int fd, const mc_frame_header_t *h, uint8_t *scratch,

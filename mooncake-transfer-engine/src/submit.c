@@ -19,10 +19,10 @@ static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, mc__plan_t *pl) {
     if ((r->opcode != MC_OPCODE_READ && r->opcode != MC_OPCODE_WRITE) || !r->source ||
         r->length == 0 || r->target_id < 0)
         return MC_ERR_INVALID_ARGUMENT;
-    if (!mc__reg_contains(&e->reg, (uint64_t)(uintptr_t)r->source, r->length))
+    if (!mc__reg_contains(&e->reg, (uint64_t)(uintptr_t)r->source, r->length, 0))
         return MC_ERR_ADDRESS_NOT_REGISTERED;
     if (r->target_id == MC_LOCAL_SEGMENT_ID) {
-        if (!mc__reg_contains(&e->reg, r->target_offset, r->length))
+        if (!mc__reg_contains(&e->reg, r->target_offset, r->length, r->target_epoch))
             return MC_ERR_ADDRESS_NOT_REGISTERED;
         pl->peer = NULL;
         pl->tp = MC__TP_LOCAL;
@@ -31,7 +31,8 @@ static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, mc__plan_t *pl) {
     pl->peer = mc__peer_get(e, r->target_id);
     if (!pl->peer)
         return MC_ERR_INVALID_ARGUMENT;
-    rc = mc__peer_check_range(e, pl->peer, r->target_offset, r->length, &shm_id, &same_host);
+    rc = mc__peer_check_range(e, pl->peer, r->target_offset, r->length, r->target_epoch, &shm_id,
+                              &same_host);
     if (rc)
         return rc;
     pl->tp = e->proto != MC__PROTO_TCP && same_host && shm_id >= 0 ? MC__TP_SHM : MC__TP_TCP;
@@ -89,6 +90,7 @@ int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs,
         t->local = reqs[i].source;
         t->remote = reqs[i].target_offset;
         t->len = reqs[i].length;
+        t->epoch = reqs[i].target_epoch;
         t->deadline_ms = deadline;
         t->submitted_ns = submitted;
         t->transport = plan[i].tp;

@@ -67,6 +67,7 @@ typedef struct mc__task {
     uint8_t *local;
     uint64_t remote;
     uint64_t len;
+    uint64_t epoch; /* the target buffer's incarnation the request is valid for; 0: any */
     uint64_t deadline_ms;
     uint64_t submitted_ns;
     uint64_t latency_ns; /* set when it ends, under the batch lock */
@@ -149,9 +150,10 @@ mc__peer_t *mc__peer_get(mc_engine_t *e, mc_segment_id_t id);
 /* Re-fetches the peer's descriptor (also drops pooled connections and shm mappings when the
  * peer restarted). */
 int mc__peer_refresh(mc_engine_t *e, mc__peer_t *p);
-/* Ensures a current descriptor and checks [addr, addr+len) lies in one of its buffers, re-fetching
- * once when not; on success *shm_id receives that buffer's shm id (-1: not shareable). */
-int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t len,
+/* Ensures a current descriptor and checks [addr, addr+len) lies in one of its buffers (of that
+ * epoch, when epoch is non-zero), re-fetching once when not; on success *shm_id receives that
+ * buffer's shm id (-1: not shareable). */
+int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t len, uint64_t epoch,
                          int64_t *shm_id, int *same_host);
 void mc__peer_mark_broken(mc__peer_t *p);
 void mc__peer_destroy(mc__peer_t *p);

@@ -17,30 +17,30 @@
 static void test_rw_roundtrip(void **state) {
     uint8_t raw[MC__TE_RW_HEAD];
     mc_frame_header_t h;
-    uint64_t a = 0, l = 0;
+    uint64_t a = 0, l = 0, ep = 0;
     (void)state;
-    mc__te_encode_rw(raw, MC__TE_WRITE, 5, 0x7f0012345678ull, 1000);
+    mc__te_encode_rw(raw, MC__TE_WRITE, 5, 0x7f0012345678ull, 1000, 0x1122334455667788ull);
     assert_int_equal(mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h), 0);
     assert_int_equal(h.type, MC__TE_WRITE);
-    assert_true(h.body_len == 1016);
+    assert_true(h.body_len == 1024);
     assert_int_equal(mc__te_check_request(&h), 0);
-    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 16, &a, &l), 0);
-    assert_true(a == 0x7f0012345678ull && l == 1000);
+    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 24, &a, &l, &ep), 0);
+    assert_true(a == 0x7f0012345678ull && l == 1000 && ep == 0x1122334455667788ull);
     /* short body, zero length, oversized length, WRITE length mismatch */
-    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 15, &a, &l),
+    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 23, &a, &l, &ep),
                      MC_ERR_INVALID_ARGUMENT);
-    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, 0);
+    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, 0, 0);
     mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h);
-    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 16, &a, &l),
+    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 24, &a, &l, &ep),
                      MC_ERR_INVALID_ARGUMENT);
-    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, MC__TE_MAX_SLICE + 1);
+    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, MC__TE_MAX_SLICE + 1, 0);
     mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h);
-    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 16, &a, &l),
+    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 24, &a, &l, &ep),
                      MC_ERR_INVALID_ARGUMENT);
     h.type = MC__TE_WRITE;
-    h.body_len = 16 + 10;
-    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, 11);
-    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 16, &a, &l),
+    h.body_len = 24 + 10;
+    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, 11, 0);
+    assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 24, &a, &l, &ep),
                      MC_ERR_INVALID_ARGUMENT);
 }
 
@@ -52,12 +52,14 @@ static void test_check_request(void **state) {
     h.body_len = 1;
     assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
     h.type = MC__TE_READ;
-    h.body_len = 16;
+    h.body_len = MC__TE_RW_BODY;
     assert_int_equal(mc__te_check_request(&h), 0);
-    h.body_len = 17;
+    h.body_len = 16; /* the addr/len body of a peer that sends no epoch */
+    assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
+    h.body_len = MC__TE_RW_BODY + 1;
     assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
     h.type = MC__TE_WRITE;
-    h.body_len = 15;
+    h.body_len = MC__TE_RW_BODY - 1;
     assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
     h.type = MC__TE_NOTIFY;
     h.body_len = MC__TE_MAX_NOTIFY_BODY + 1;

@@ -263,8 +263,8 @@ static void test_malformed_frames(void **state) {
     fd = raw_connect(port); /* WRITE whose body length disagrees with its len field */
     {
         uint8_t rw[MC__TE_RW_HEAD];
-        mc__te_encode_rw(rw, MC__TE_WRITE, 3, t.plain_addr, 100);
-        rw[16] = 50; /* body_len low byte: 50 instead of 116 */
+        mc__te_encode_rw(rw, MC__TE_WRITE, 3, t.plain_addr, 100, 0);
+        rw[16] = 50; /* body_len low byte: 50 instead of 124 */
         assert_int_equal(send(fd, rw, sizeof(rw), MSG_NOSIGNAL), (ssize_t)sizeof(rw));
         assert_true(closed_by_peer(fd));
     }
@@ -273,7 +273,7 @@ static void test_malformed_frames(void **state) {
     fd = raw_connect(port); /* READ of a huge length */
     {
         uint8_t rw[MC__TE_RW_HEAD];
-        mc__te_encode_rw(rw, MC__TE_READ, 3, t.plain_addr, 1ull << 40);
+        mc__te_encode_rw(rw, MC__TE_READ, 3, t.plain_addr, 1ull << 40, 0);
         assert_int_equal(send(fd, rw, sizeof(rw), MSG_NOSIGNAL), (ssize_t)sizeof(rw));
         assert_true(closed_by_peer(fd));
     }
@@ -511,7 +511,7 @@ static void test_stalled_write_unregister(void **state) {
     assert_int_equal(sscanf(t.name, "%63[^:]:%d", host, &port), 2);
 
     fd = raw_connect(port);
-    mc__te_encode_rw(rw, MC__TE_WRITE, 5, t.plain_addr, MiB);
+    mc__te_encode_rw(rw, MC__TE_WRITE, 5, t.plain_addr, MiB, 0);
     memset(half, 0xAB, MiB / 2);
     assert_int_equal(send(fd, rw, sizeof(rw), MSG_NOSIGNAL), (ssize_t)sizeof(rw));
     assert_int_equal(send(fd, half, MiB / 2, MSG_NOSIGNAL), (ssize_t)(MiB / 2));

@@ -148,6 +148,7 @@ static void test_mixed_batch(void **state) {
         r[i].target_id = seg;
         r[i].target_offset = (managed ? f->target.managed_addr : f->target.plain_addr) + rpos;
         r[i].length = n;
+        r[i].target_epoch = 0;
         if (r[i].opcode == MC_OPCODE_WRITE)
             te_fill(f->any_buf + lpos, n, 300 + (unsigned)i);
         else

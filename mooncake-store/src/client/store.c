@@ -30,6 +30,7 @@ int mc_store_create(mc_store_t **out) {
     pthread_mutex_init(&s->seg_mu, NULL);
     pthread_mutex_init(&s->sus_mu, NULL);
     pthread_rwlock_init(&s->reg_lock, NULL);
+    pthread_rwlock_init(&s->seg_rw, NULL);
     atomic_init(&s->state, MC__STORE_NEW);
     atomic_init(&s->master_ok, 0);
     mc__staging_init(&s->staging, NULL, 0);
@@ -84,7 +85,7 @@ static void *mc__heartbeat_main(void *arg) {
         atomic_store(&s->master_ok, rc == 0);
         if (rc != 0)
             MC_DEBUG("store: heartbeat failed: %s", mc_store_strerror(rc));
-        else if (status == MC_MP_CLIENT_NEED_REMOUNT && s->segment)
+        else if (status == MC_MP_CLIENT_NEED_REMOUNT && s->cfg.global_segment_size > 0)
             MC_WARN("store: the master had forgotten this client; segment mounted again");
         pthread_mutex_lock(&s->hb_mu);
         mc__deadline_in(&ts, interval);
@@ -119,18 +120,71 @@ static int mc__setup_engine(mc_store_t *s) {
     return rc;
 }
 
+/* A fresh incarnation number: random, so that neither a later incarnation of this process nor
+ * a restarted process serving the same name at the same addresses can ever match a placement
+ * made in another one. Never 0 (untagged). */
+static uint64_t mc__new_epoch(void) {
+    uint8_t id[MC_MP_CLIENT_ID_LEN];
+    uint64_t e = 0;
+    do {
+        mc__uuid_generate(id);
+        memcpy(&e, id, sizeof(e));
+    } while (e == 0);
+    return e;
+}
+
+/* The master forgot our segment (it restarted, or expired us): placements in the old
+ * incarnation may still sit in stalled writers and readers, and the master's new allocator will
+ * hand the same offsets out again. So the old memory goes (the engine waits out, then cuts,
+ * requests inside it; its pages go even where same-host peers still map them) and a new one
+ * with a new epoch takes its place before the master may place anything in it. Its contents are
+ * lost either way: the master no longer knows any object in it. */
+static int mc__store_new_incarnation(void *ctx, const char *name, uint64_t size, uint64_t *base,
+                                     uint64_t *epoch) {
+    mc_store_t *s = ctx;
+    void *p = NULL;
+    uint64_t e = mc__new_epoch();
+    int rc;
+    (void)name;
+    pthread_rwlock_wrlock(&s->seg_rw);
+    if (s->segment)
+        mc_engine_free_managed(s->engine, s->segment);
+    s->segment = NULL;
+    rc = mc_engine_alloc_managed_epoch(s->engine, (size_t)size, e, &p);
+    if (rc == 0) {
+        s->segment = p;
+        s->segment_epoch = e;
+        *base = (uint64_t)(uintptr_t)p;
+        *epoch = e;
+    }
+    pthread_rwlock_unlock(&s->seg_rw);
+    if (rc != 0) {
+        MC_ERROR("store: cannot allocate a new incarnation of the %llu-byte segment: %s",
+                 (unsigned long long)size, mc_strerror(rc));
+        return MC_ERR_NO_AVAILABLE_HANDLE;
+    }
+    MC_WARN("store: the master forgot segment %s; serving a new incarnation of it (its old "
+            "contents are dropped)",
+            s->hostname);
+    return 0;
+}
+
 static int mc__setup_memory(mc_store_t *s) {
     void *p = NULL;
     int rc;
     if (s->cfg.global_segment_size > 0) {
-        rc = mc_engine_alloc_managed(s->engine, (size_t)s->cfg.global_segment_size, &p);
+        uint64_t e = mc__new_epoch();
+        rc = mc_engine_alloc_managed_epoch(s->engine, (size_t)s->cfg.global_segment_size, e, &p);
         if (rc != 0) {
             MC_ERROR("store: cannot allocate a %llu-byte global segment: %s",
                      (unsigned long long)s->cfg.global_segment_size, mc_strerror(rc));
             return MC_ERR_NO_AVAILABLE_HANDLE;
         }
+        pthread_rwlock_wrlock(&s->seg_rw);
         s->segment = p;
         s->segment_size = (size_t)s->cfg.global_segment_size;
+        s->segment_epoch = e;
+        pthread_rwlock_unlock(&s->seg_rw);
     }
     if (s->cfg.local_buffer_size > 0) {
         rc = mc_engine_alloc_managed(s->engine, (size_t)s->cfg.local_buffer_size, &p);
@@ -167,10 +221,13 @@ static void mc__teardown(mc_store_t *s) {
     mc__master_client_close(s->master);
     s->master = NULL;
     mc__store_segments_clear(s);
+    pthread_rwlock_wrlock(&s->seg_rw);
     if (s->engine && s->segment)
         mc_engine_free_managed(s->engine, s->segment);
     s->segment = NULL;
     s->segment_size = 0;
+    s->segment_epoch = 0;
+    pthread_rwlock_unlock(&s->seg_rw);
 }
 
 int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
@@ -204,8 +261,10 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
     if (rc != 0)
         goto out;
     if (s->segment) {
-        rc = mc__master_client_mount_segment(s->master, s->hostname,
-                                             (uint64_t)(uintptr_t)s->segment, s->segment_size);
+        mc__master_client_set_remount_hook(s->master, mc__store_new_incarnation, s);
+        rc = mc__master_client_mount_segment_epoch(s->master, s->hostname,
+                                                   (uint64_t)(uintptr_t)s->segment, s->segment_size,
+                                                   s->segment_epoch);
         if (rc != 0) {
             MC_ERROR("store: mounting segment %s at the master failed: %s", s->hostname,
                      mc_store_strerror(rc));
@@ -261,6 +320,7 @@ void mc_store_destroy(mc_store_t *s) {
     mc__free(s->regs);
     mc__free(s->segs);
     pthread_rwlock_destroy(&s->reg_lock);
+    pthread_rwlock_destroy(&s->seg_rw);
     pthread_rwlock_destroy(&s->op_lock);
     pthread_mutex_destroy(&s->seg_mu);
     pthread_mutex_destroy(&s->sus_mu);

@@ -156,6 +156,7 @@ static void mc__chunk_add(mc__chunk_t *c, uint8_t *src, uint64_t off, size_t len
         q->target_id = ids[r];
         q->target_offset = reps[r]->addr + off;
         q->length = len;
+        q->target_epoch = reps[r]->epoch;
     }
 }
 
@@ -294,21 +295,25 @@ void mc__store_batch_read(mc_store_t *s, const mc__key_replicas_t *kr, const mc_
 }
 
 /* Copies the parts straight into a replica in our own segment, as mc__store_move does. */
-static void mc__write_local(const mc__replica_desc_t *d, const mc_store_item_t *it) {
-    uint8_t *dst = (uint8_t *)(uintptr_t)d->addr;
+static int mc__write_local(mc_store_t *s, const mc__replica_desc_t *d, const mc_store_item_t *it) {
+    uint64_t off = 0;
     for (size_t i = 0; i < it->iovcnt; i++) {
-        memcpy(dst, it->iov[i].base, it->iov[i].len);
-        dst += it->iov[i].len;
+        int rc = mc__store_local_copy(s, MC_OPCODE_WRITE, d, off, it->iov[i].base, it->iov[i].len);
+        if (rc != 0)
+            return rc;
+        off += it->iov[i].len;
     }
+    return 0;
 }
 
 /* Queues key j of a batch write to all its peer replicas (ours are written here); 1 when it
- * takes the per-key path instead. *res is set when nothing was left to queue. */
+ * takes the per-key path instead. res[j] is set when nothing was left to queue. */
 static int mc__write_key(mc__chunk_t *c, size_t j, int *res) {
     const mc__key_replicas_t *kr = &c->kr[j];
     const mc_store_item_t *it = mc__item_of(c, j);
     const mc__replica_desc_t *reps[MC_MP_MAX_REPLICA_NUM];
     mc_segment_id_t ids[MC_MP_MAX_REPLICA_NUM];
+    int local[MC_MP_MAX_REPLICA_NUM];
     size_t nremote = 0;
     uint64_t total = 0;
     if (kr->n_replicas > MC_MP_MAX_REPLICA_NUM)
@@ -319,15 +324,19 @@ static int mc__write_key(mc__chunk_t *c, size_t j, int *res) {
         const mc__replica_desc_t *d = &kr->replicas[r];
         if (total > d->size)
             return 1;
-        if (mc__store_replica_is_local(c->s, d))
+        local[r] = mc__store_replica_is_local(c->s, d);
+        if (local[r])
             continue;
         if (mc__store_segment_id(c->s, d->segment_name, &ids[nremote]) != 0)
             return 1;
         reps[nremote++] = d;
     }
-    for (uint32_t r = 0; r < kr->n_replicas; r++)
-        if (mc__store_replica_is_local(c->s, &kr->replicas[r]))
-            mc__write_local(&kr->replicas[r], it);
+    for (uint32_t r = 0; r < kr->n_replicas; r++) {
+        if (local[r] && mc__write_local(c->s, &kr->replicas[r], it) != 0) {
+            res[j] = MC_ERR_TRANSFER_FAIL; /* our segment changed incarnation under the put */
+            return 0;
+        }
+    }
     if (nremote == 0) {
         res[j] = 0;
         return 0;

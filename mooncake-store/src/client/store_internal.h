@@ -39,8 +39,13 @@ struct mc_store {
     mc__master_client_t *master;
     char hostname[MC_MP_MAX_SEGMENT_NAME + 1];
 
-    uint8_t *segment; /* the contributed global segment (NULL for a pure client) */
+    /* The contributed global segment (NULL for a pure client) in its current incarnation.
+     * Copies into or out of it by this process hold seg_rw shared; a new incarnation (the master
+     * forgot the old one) takes it exclusively, so no copy of ours straddles the switch. */
+    pthread_rwlock_t seg_rw;
+    uint8_t *segment;
     size_t segment_size;
+    uint64_t segment_epoch;
     uint8_t *staging_mem;
     mc__staging_t staging;
 
@@ -104,8 +109,14 @@ int mc__store_wire_config(const mc_replicate_config_t *rc, mc__replicate_config_
  * is registered for the call when there is no staging buffer. */
 int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
                    const mc__replica_desc_t *reps, size_t nreps);
-/* 1 when the replica lies inside our own contributed segment (a plain memcpy reaches it). */
-int mc__store_replica_is_local(const mc_store_t *s, const mc__replica_desc_t *d);
+/* 1 when the replica lies inside our own contributed segment, in its current incarnation (a
+ * plain memcpy reaches it). A replica of a gone incarnation is not local: it fails on the engine
+ * path like any other stale placement. */
+int mc__store_replica_is_local(mc_store_t *s, const mc__replica_desc_t *d);
+/* Copies len bytes between local and [d->addr + off, ...) in our own segment, after checking
+ * (under seg_rw) that d is still of the current incarnation: 0 or MC_ERR_TRANSFER_FAIL. */
+int mc__store_local_copy(mc_store_t *s, int opcode, const mc__replica_desc_t *d, uint64_t off,
+                         void *local, size_t len);
 /* The engine's id for a peer segment, opened once and cached. */
 int mc__store_segment_id(mc_store_t *s, const char *name, mc_segment_id_t *out);
 /* Batch calls: the bytes of many keys in as few engine batches as possible (see store_batch.c).

@@ -246,10 +246,37 @@ void mc__store_segments_clear(mc_store_t *s) {
 
 /* ---- moving bytes ---- */
 
-int mc__store_replica_is_local(const mc_store_t *s, const mc__replica_desc_t *d) {
+/* With seg_rw held. */
+static int mc__replica_in_segment(const mc_store_t *s, const mc__replica_desc_t *d) {
     uint64_t seg = (uint64_t)(uintptr_t)s->segment;
-    return s->segment && strcmp(d->segment_name, s->hostname) == 0 && d->addr >= seg &&
+    return s->segment && d->epoch == s->segment_epoch &&
+           strcmp(d->segment_name, s->hostname) == 0 && d->addr >= seg &&
            d->size <= s->segment_size && d->addr - seg <= s->segment_size - d->size;
+}
+
+int mc__store_replica_is_local(mc_store_t *s, const mc__replica_desc_t *d) {
+    int yes;
+    pthread_rwlock_rdlock(&s->seg_rw);
+    yes = mc__replica_in_segment(s, d);
+    pthread_rwlock_unlock(&s->seg_rw);
+    return yes;
+}
+
+int mc__store_local_copy(mc_store_t *s, int opcode, const mc__replica_desc_t *d, uint64_t off,
+                         void *local, size_t len) {
+    int rc = MC_ERR_TRANSFER_FAIL;
+    pthread_rwlock_rdlock(&s->seg_rw);
+    /* checked again: the incarnation may have changed since the caller looked */
+    if (mc__replica_in_segment(s, d) && off <= d->size && len <= d->size - off) {
+        uint8_t *remote = (uint8_t *)(uintptr_t)(d->addr + off);
+        if (opcode == MC_OPCODE_WRITE)
+            memcpy(remote, local, len);
+        else
+            memcpy(local, remote, len);
+        rc = 0;
+    }
+    pthread_rwlock_unlock(&s->seg_rw);
+    return rc;
 }
 
 typedef struct mc__mover {
@@ -277,14 +304,11 @@ static int mc__flush(mc__mover_t *m) {
 static int mc__add(mc__mover_t *m, void *local, uint64_t off, size_t len) {
     for (size_t r = 0; r < m->nreps; r++) {
         int rc;
-        uint8_t *remote = (uint8_t *)(uintptr_t)(m->reps[r].addr + off);
         if (m->local[r]) {
-            /* Our own segment: the master placed the replica inside it (bounds checked when the
-             * mover was built), so a plain copy does what the engine would. */
-            if (m->opcode == MC_OPCODE_WRITE)
-                memcpy(remote, local, len);
-            else
-                memcpy(local, remote, len);
+            /* Our own segment: a plain copy does what the engine would. */
+            rc = mc__store_local_copy(m->s, m->opcode, &m->reps[r], off, local, len);
+            if (rc != 0)
+                return rc;
             continue;
         }
         if (m->nreqs == MC__MAX_REQS && (rc = mc__flush(m)) != 0)
@@ -294,6 +318,7 @@ static int mc__add(mc__mover_t *m, void *local, uint64_t off, size_t len) {
         m->reqs[m->nreqs].target_id = m->ids[r];
         m->reqs[m->nreqs].target_offset = m->reps[r].addr + off;
         m->reqs[m->nreqs].length = len;
+        m->reqs[m->nreqs].target_epoch = m->reps[r].epoch;
         m->nreqs++;
     }
     return 0;

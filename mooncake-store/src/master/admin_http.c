@@ -177,7 +177,7 @@ static cJSON *mc__key_json(mc__master_t *m, const char *key) {
         char name[MC_MP_MAX_SEGMENT_NAME + 1];
         uint64_t base = 0;
         cJSON *r = NULL;
-        if (!mc__segment_name(m, reps[i].seg, name, &base))
+        if (!mc__segment_name(m, reps[i].seg, name, &base, NULL))
             continue;
         r = cJSON_CreateObject();
         cJSON_AddStringToObject(r, "segment", name);

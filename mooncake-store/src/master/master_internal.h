@@ -53,6 +53,7 @@ typedef struct mc__segment {
     char name[MC_MP_MAX_SEGMENT_NAME + 1];
     uint32_t name_len;
     uint64_t base, size;
+    uint64_t epoch; /* the owner's incarnation of this memory; every placement names it */
     uint8_t owner[MC_MP_CLIENT_ID_LEN];
     int dying; /* being unmounted: no new placements */
     mc__seg_alloc_t alloc;
@@ -142,17 +143,23 @@ typedef int (*mc__obj_visit_fn)(mc__master_t *m, mc__object_t *o, void *arg);
 void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg);
 
 /* segments.c */
+/* Mounts (name, base, size) in incarnation epoch for client. The same mount again is a no-op;
+ * the same (name, base) of the same client in another epoch replaces the old incarnation (its
+ * replicas are dropped first); a range that overlaps another mount of that name is refused
+ * (SEGMENT_ALREADY_EXISTS). With MC_MP_MOUNT_F_CHECK nothing is mounted: 0 when exactly this
+ * mount is held, else SEGMENT_NOT_FOUND. */
 int mc__segment_mount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t *name,
-                      uint64_t base, uint64_t size);
+                      uint64_t base, uint64_t size, uint64_t epoch, uint8_t flags);
 int mc__segment_unmount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t *name,
                         uint64_t base);
 void mc__segments_destroy(mc__master_t *m);
 /* Places up to cfg->replica_num replicas of len bytes. Returns count placed (>= 1) or a negative
  * code (NO_AVAILABLE_HANDLE). Caller holds placement (read). */
 int mc__place(mc__master_t *m, uint64_t len, const mc__replicate_config_t *cfg, mc__replica_t *out);
-/* Fills a reply replica descriptor's name for slot; returns name length (0 if gone). With the
- * registry read lock taken inside. */
-uint32_t mc__segment_name(mc__master_t *m, uint32_t slot, char *out, uint64_t *base);
+/* Fills a reply replica descriptor's name, base and epoch (may be NULL) for slot; returns the
+ * name length (0 if gone). With the registry read lock taken inside. */
+uint32_t mc__segment_name(mc__master_t *m, uint32_t slot, char *out, uint64_t *base,
+                          uint64_t *epoch);
 int mc__client_touch(mc__master_t *m, const uint8_t *id);         /* 1 when it was unknown */
 uint32_t mc__segments_of(mc__master_t *m, const uint8_t *client); /* live segments it owns */
 void mc__clients_expire(mc__master_t *m, uint64_t now);

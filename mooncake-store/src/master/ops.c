@@ -16,11 +16,12 @@ static void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint6
                              uint8_t status) {
     char names[MC_MP_MAX_REPLICA_NUM][MC_MP_MAX_SEGMENT_NAME + 1];
     uint64_t bases[MC_MP_MAX_REPLICA_NUM];
+    uint64_t epochs[MC_MP_MAX_REPLICA_NUM];
     uint32_t lens[MC_MP_MAX_REPLICA_NUM];
     uint8_t shown = 0;
     /* Names first: a replica whose segment vanished meanwhile is left out of the count. */
     for (uint8_t i = 0; i < n; i++) {
-        lens[i] = mc__segment_name(m, reps[i].seg, names[i], &bases[i]);
+        lens[i] = mc__segment_name(m, reps[i].seg, names[i], &bases[i], &epochs[i]);
         shown = (uint8_t)(shown + (lens[i] != 0));
     }
     if (code == 0 && n > 0 && shown == 0)
@@ -31,7 +32,7 @@ static void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint6
     for (uint8_t i = 0; i < n; i++)
         if (lens[i])
             mc__mp_replicas_reply_replica(out, names[i], lens[i], bases[i] + reps[i].off, size,
-                                          status);
+                                          epochs[i], status);
 }
 
 static void mc__grave_add(mc__master_t *m, mc__object_t *o) {
@@ -288,7 +289,8 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     case MC_MP_UNMOUNT_SEGMENT:
         keys = 1;
         rc = r->type == MC_MP_MOUNT_SEGMENT
-                 ? mc__segment_mount(m, r->client_id, &r->segment_name, r->base, r->size)
+                 ? mc__segment_mount(m, r->client_id, &r->segment_name, r->base, r->size, r->epoch,
+                                     r->mount_flags)
                  : mc__segment_unmount(m, r->client_id, &r->segment_name, r->base);
         errors = rc != 0;
         rc = rc ? mc__mp_encode_error_reply(out, r->type, r->request_id, rc, mc_store_strerror(rc))

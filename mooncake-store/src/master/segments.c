@@ -49,25 +49,62 @@ uint32_t mc__segments_of(mc__master_t *m, const uint8_t *client) {
     return n;
 }
 
+static void mc__segment_drop(mc__master_t *m, uint32_t slot);
+
+static int mc__ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
+    return a < b + blen && b < a + alen;
+}
+
 int mc__segment_mount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t *name,
-                      uint64_t base, uint64_t size) {
+                      uint64_t base, uint64_t size, uint64_t epoch, uint8_t flags) {
     mc__segment_t *seg = NULL;
     uint32_t slot = 0;
+    uint32_t replaced = UINT32_MAX;
     int rc = 0;
     if (name->len == 0 || name->len > MC_MP_MAX_SEGMENT_NAME || size < MC_SEG_ALIGN ||
-        base + size < base)
+        size > MC_MP_MAX_SEGMENT_SIZE || base + size < base)
         return MC_ERR_INVALID_PARAMS;
+again:
     mc__client_touch(m, client);
     pthread_rwlock_wrlock(&m->registry);
     for (uint32_t i = 0; i < m->n_slots; i++) {
         mc__segment_t *s = m->slots[i];
-        if (!s || !mc__seg_is(s, name, base))
+        int mine;
+        if (!s || s->name_len != name->len || memcmp(s->name, name->p, name->len) != 0)
             continue;
-        if (memcmp(s->owner, client, MC_MP_CLIENT_ID_LEN) != 0 || s->dying)
+        mine = memcmp(s->owner, client, MC_MP_CLIENT_ID_LEN) == 0 && !s->dying;
+        if (s->base == base && mine && s->epoch == epoch) {
+            if (s->size != size)
+                rc = MC_ERR_INVALID_PARAMS;
+            goto out; /* the same mount again (or the check found it): nothing to do */
+        }
+        if (flags & MC_MP_MOUNT_F_CHECK)
+            continue;
+        if (s->base == base && mine) {
+            /* Its owner started a new incarnation of this memory: the old one's placements
+             * must go before the new one takes any. */
+            s->dying = 1;
+            replaced = i;
+            break;
+        }
+        /* Another mount of that memory (an alias, or someone else's claim on it) would let
+         * two allocators hand out the same bytes. */
+        if (mc__ranges_overlap(s->base, s->size, base, size)) {
             rc = MC_ERR_SEGMENT_ALREADY_EXISTS;
-        else if (s->size != size)
-            rc = MC_ERR_INVALID_PARAMS;
-        goto out; /* the same mount again: nothing to do */
+            goto out;
+        }
+    }
+    if (replaced != UINT32_MAX) {
+        pthread_rwlock_unlock(&m->registry);
+        MC_INFO("segment %.*s base=0x%llx: new incarnation, dropping the old one", (int)name->len,
+                (const char *)name->p, (unsigned long long)base);
+        mc__segment_drop(m, replaced);
+        replaced = UINT32_MAX;
+        goto again;
+    }
+    if (flags & MC_MP_MOUNT_F_CHECK) {
+        rc = MC_ERR_SEGMENT_NOT_FOUND;
+        goto out;
     }
     for (slot = 0; slot < m->n_slots && m->slots[slot]; slot++)
         ;
@@ -95,13 +132,15 @@ int mc__segment_mount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t
     seg->name_len = name->len;
     seg->base = base;
     seg->size = size;
+    seg->epoch = epoch;
     memcpy(seg->owner, client, MC_MP_CLIENT_ID_LEN);
     m->slots[slot] = seg;
     atomic_fetch_add(&m->n_segments, 1);
     atomic_fetch_add(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
     atomic_fetch_add(&m->view_version, 1);
-    MC_INFO("mounted segment %.*s base=0x%llx size=%llu", (int)name->len, (const char *)name->p,
-            (unsigned long long)base, (unsigned long long)size);
+    MC_INFO("mounted segment %.*s base=0x%llx size=%llu epoch=%llu", (int)name->len,
+            (const char *)name->p, (unsigned long long)base, (unsigned long long)size,
+            (unsigned long long)epoch);
 out:
     pthread_rwlock_unlock(&m->registry);
     return rc;
@@ -240,13 +279,16 @@ void mc__segments_destroy(mc__master_t *m) {
     m->clients = NULL;
 }
 
-uint32_t mc__segment_name(mc__master_t *m, uint32_t slot, char *out, uint64_t *base) {
+uint32_t mc__segment_name(mc__master_t *m, uint32_t slot, char *out, uint64_t *base,
+                          uint64_t *epoch) {
     uint32_t n = 0;
     pthread_rwlock_rdlock(&m->registry);
     if (slot < m->n_slots && m->slots[slot]) {
         n = m->slots[slot]->name_len;
         memcpy(out, m->slots[slot]->name, n);
         *base = m->slots[slot]->base;
+        if (epoch)
+            *epoch = m->slots[slot]->epoch;
     }
     out[n] = '\0';
     pthread_rwlock_unlock(&m->registry);

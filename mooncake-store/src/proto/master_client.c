@@ -23,7 +23,7 @@
 
 typedef struct mc__mount {
     char name[MC_MP_MAX_SEGMENT_NAME + 1];
-    uint64_t base, size;
+    uint64_t base, size, epoch;
 } mc__mount_t;
 
 struct mc__master_client {
@@ -39,6 +39,8 @@ struct mc__master_client {
     size_t in_cap;
     mc__mount_t *mounts; /* what to mount again after a reconnect */
     size_t n_mounts, cap_mounts;
+    mc__remount_fn remount; /* starts a new incarnation of a mount the master forgot */
+    void *remount_ctx;
 };
 
 void mc__uuid_generate(uint8_t id[MC_MP_CLIENT_ID_LEN]) {
@@ -149,24 +151,87 @@ out:
     return rc;
 }
 
+static void mc__mc_fill_request(mc__mp_request_t *r, const mc__mount_t *m, int mount,
+                                uint8_t flags) {
+    memset(r, 0, sizeof(*r));
+    r->type = mount ? MC_MP_MOUNT_SEGMENT : MC_MP_UNMOUNT_SEGMENT;
+    r->segment_name.p = (const uint8_t *)m->name;
+    r->segment_name.len = (uint32_t)strlen(m->name);
+    r->base = m->base;
+    r->size = m->size;
+    r->epoch = m->epoch;
+    r->mount_flags = flags;
+}
+
 static int mc__mc_mount_rpc(mc__master_client_t *c, const mc__mount_t *m, int mount) {
     mc__mp_request_t r;
     mc_frame_header_t h;
     int rc = 0;
-    memset(&r, 0, sizeof(r));
-    r.type = mount ? MC_MP_MOUNT_SEGMENT : MC_MP_UNMOUNT_SEGMENT;
-    r.segment_name.p = (const uint8_t *)m->name;
-    r.segment_name.len = (uint32_t)strlen(m->name);
-    r.base = m->base;
-    r.size = m->size;
+    mc__mc_fill_request(&r, m, mount, 0);
     rc = mc__mc_call(c, &r, &h);
     if (rc == 0)
         rc = mc__mp_decode_empty_reply(&h, c->in, (size_t)h.body_len);
     return rc;
 }
 
-/* Connects and, since a fresh master knows nothing of us, mounts our segments again. Mounting
- * goes over the raw connection (not mc__mc_call) so it cannot recurse into reconnecting. */
+/* One MOUNT over the connection as it is (no reconnect, so the reconnect path can use it).
+ * Returns the master's answer, or MC_ERR_RPC_FAIL with the connection closed. */
+static int mc__mc_mount_raw(mc__master_client_t *c, uint64_t deadline, const mc__mount_t *m,
+                            uint8_t flags) {
+    mc__mp_request_t r;
+    mc_frame_header_t h;
+    int rc;
+    mc__mc_fill_request(&r, m, 1, flags);
+    memcpy(r.client_id, c->id, MC_MP_CLIENT_ID_LEN);
+    r.request_id = c->next_id++;
+    mc__buf_reset(&c->out);
+    rc = mc__mp_encode_request(&c->out, &r);
+    if (rc == 0)
+        rc = mc__mc_roundtrip(c, deadline, &h);
+    if (rc) {
+        mc__mc_disconnect(c);
+        return MC_ERR_RPC_FAIL;
+    }
+    return mc__mp_decode_empty_reply(&h, c->in, (size_t)h.body_len);
+}
+
+/* Makes the master hold every mount of ours again. A mount it still holds (this incarnation)
+ * is left as it is. One it forgot (it restarted, or expired us) is never mounted again as it
+ * was: writers and readers that were handed placements in it may still be stalled somewhere
+ * with them, so the owner first starts a new incarnation (the remount hook: new memory, new
+ * epoch, the old one's requests refused by its engine) and that one is mounted. A mount whose
+ * new incarnation cannot be made is dropped. */
+static int mc__mc_remount_all(mc__master_client_t *c, uint64_t deadline) {
+    size_t i = 0;
+    while (i < c->n_mounts) {
+        mc__mount_t *m = &c->mounts[i];
+        int rc = mc__mc_mount_raw(c, deadline, m, MC_MP_MOUNT_F_CHECK);
+        if (rc == MC_ERR_RPC_FAIL)
+            return rc;
+        if (rc == 0) {
+            i++;
+            continue;
+        }
+        if (c->remount) {
+            rc = c->remount(c->remount_ctx, m->name, m->size, &m->base, &m->epoch);
+            if (rc) {
+                MC_WARN("segment %s: no new incarnation (%s); not mounted again", m->name,
+                        mc_store_strerror(rc));
+                c->mounts[i] = c->mounts[--c->n_mounts];
+                continue;
+            }
+        }
+        rc = mc__mc_mount_raw(c, deadline, m, 0);
+        if (rc == MC_ERR_RPC_FAIL)
+            return rc;
+        if (rc)
+            MC_WARN("remount of segment %s failed: %s", m->name, mc_store_strerror(rc));
+        i++;
+    }
+    return 0;
+}
+
+/* Connects and, since a fresh master knows nothing of us, mounts our segments again. */
 static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline) {
     int fd = -1;
     int rc = 0;
@@ -181,31 +246,7 @@ static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline) {
         usleep(50 * 1000);
     }
     c->fd = fd;
-    for (size_t i = 0; i < c->n_mounts; i++) {
-        mc__mp_request_t r;
-        mc_frame_header_t h;
-        memset(&r, 0, sizeof(r));
-        r.type = MC_MP_MOUNT_SEGMENT;
-        memcpy(r.client_id, c->id, MC_MP_CLIENT_ID_LEN);
-        r.segment_name.p = (const uint8_t *)c->mounts[i].name;
-        r.segment_name.len = (uint32_t)strlen(c->mounts[i].name);
-        r.base = c->mounts[i].base;
-        r.size = c->mounts[i].size;
-        r.request_id = c->next_id++;
-        mc__buf_reset(&c->out);
-        rc = mc__mp_encode_request(&c->out, &r);
-        if (rc == 0)
-            rc = mc__mc_roundtrip(c, deadline, &h);
-        if (rc) {
-            mc__mc_disconnect(c);
-            rc = MC_ERR_RPC_FAIL;
-            goto out;
-        }
-        rc = mc__mp_decode_empty_reply(&h, c->in, (size_t)h.body_len);
-        if (rc)
-            MC_WARN("remount of segment %s failed: %s", c->mounts[i].name, mc_store_strerror(rc));
-        rc = 0;
-    }
+    rc = mc__mc_remount_all(c, deadline);
 out:
     return rc;
 }
@@ -269,20 +310,34 @@ void mc__master_client_set_timeout(mc__master_client_t *c, int timeout_ms) {
     pthread_mutex_unlock(&c->mu);
 }
 
-static int mc__mc_fill_mount(mc__mount_t *m, const char *name, uint64_t base, uint64_t size) {
+static int mc__mc_fill_mount(mc__mount_t *m, const char *name, uint64_t base, uint64_t size,
+                             uint64_t epoch) {
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || n > MC_MP_MAX_SEGMENT_NAME)
         return MC_ERR_INVALID_PARAMS;
     memcpy(m->name, name, n + 1);
     m->base = base;
     m->size = size;
+    m->epoch = epoch;
     return 0;
+}
+
+void mc__master_client_set_remount_hook(mc__master_client_t *c, mc__remount_fn fn, void *ctx) {
+    pthread_mutex_lock(&c->mu);
+    c->remount = fn;
+    c->remount_ctx = ctx;
+    pthread_mutex_unlock(&c->mu);
 }
 
 int mc__master_client_mount_segment(mc__master_client_t *c, const char *segment_name, uint64_t base,
                                     uint64_t size) {
+    return mc__master_client_mount_segment_epoch(c, segment_name, base, size, 0);
+}
+
+int mc__master_client_mount_segment_epoch(mc__master_client_t *c, const char *segment_name,
+                                          uint64_t base, uint64_t size, uint64_t epoch) {
     mc__mount_t m;
-    int rc = mc__mc_fill_mount(&m, segment_name, base, size);
+    int rc = mc__mc_fill_mount(&m, segment_name, base, size, epoch);
     if (rc)
         return rc;
     pthread_mutex_lock(&c->mu);
@@ -314,7 +369,7 @@ out:
 int mc__master_client_unmount_segment(mc__master_client_t *c, const char *segment_name,
                                       uint64_t base) {
     mc__mount_t m;
-    int rc = mc__mc_fill_mount(&m, segment_name, base, 0);
+    int rc = mc__mc_fill_mount(&m, segment_name, base, 0, 0);
     if (rc)
         return rc;
     pthread_mutex_lock(&c->mu);
@@ -493,14 +548,10 @@ int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status) {
     if (rc == 0)
         rc = mc__mp_decode_heartbeat_reply(&h, c->in, (size_t)h.body_len, &st, &view);
     if (rc == 0 && st == MC_MP_CLIENT_NEED_REMOUNT) {
-        /* The master lost segments of ours (it expired us, or restarted): mount everything
-         * again now rather than lose their capacity; a mount it still has is a no-op. */
-        for (size_t i = 0; i < c->n_mounts; i++) {
-            int mrc = mc__mc_mount_rpc(c, &c->mounts[i], 1);
-            if (mrc)
-                MC_WARN("remount of segment %s failed: %s", c->mounts[i].name,
-                        mc_store_strerror(mrc));
-        }
+        /* The master lost segments of ours (it expired us, or restarted): mount them again
+         * now rather than lose their capacity (in new incarnations where it forgot them). */
+        if (mc__mc_remount_all(c, mc__mc_deadline(c)) != 0)
+            MC_WARN("remounting after the master forgot this client failed; retrying later");
     }
     pthread_mutex_unlock(&c->mu);
     if (status)

@@ -7,9 +7,10 @@
  * MC_ERR_RPC_FAIL.
  *
  * Reconnect: when the connection breaks (master restart, network error), the next call reconnects
- * within its deadline, mounts again every segment this client mounted (the restarted master does
- * not know them), and sends the request once more. Objects stored before a restart are gone (the
- * master keeps metadata in memory only, as the reference does without HA).
+ * within its deadline, makes the master hold every segment this client mounted again (a
+ * restarted master does not know them; see mc__master_client_set_remount_hook for what happens
+ * to a forgotten one), and sends the request once more. Objects stored before a restart are gone
+ * (the master keeps metadata in memory only, as the reference does without HA).
  *
  * Return values: 0 or a negative MC_ERR_* (mooncake/error.h, Store meaning). Batch calls return 0
  * when the RPC itself worked and put each key's result in the per-key output; a whole-call failure
@@ -46,6 +47,19 @@ void mc__master_client_set_timeout(mc__master_client_t *c, int timeout_ms);
  * Unmounting drops every replica on it (objects whose last replica was there disappear). */
 int mc__master_client_mount_segment(mc__master_client_t *c, const char *segment_name, uint64_t base,
                                     uint64_t size);
+/* The same in incarnation epoch of the memory (0: untagged, as above): replicas placed there
+ * name the epoch, and the owner's engine refuses transfers naming another. */
+int mc__master_client_mount_segment_epoch(mc__master_client_t *c, const char *segment_name,
+                                          uint64_t base, uint64_t size, uint64_t epoch);
+/* Called (with the client's lock held: it must not call this client) when the master no longer
+ * holds a mount of ours, before it is mounted again: the owner must give the memory a new
+ * incarnation, because placements in the old one may still be held by stalled writers and
+ * readers. It sets *base and *epoch to the new incarnation's and returns 0, or returns a
+ * negative code to drop the mount. Without a hook a forgotten mount is mounted again as it was
+ * (for callers that move no data). */
+typedef int (*mc__remount_fn)(void *ctx, const char *segment_name, uint64_t size, uint64_t *base,
+                              uint64_t *epoch);
+void mc__master_client_set_remount_hook(mc__master_client_t *c, mc__remount_fn fn, void *ctx);
 int mc__master_client_unmount_segment(mc__master_client_t *c, const char *segment_name,
                                       uint64_t base);
 

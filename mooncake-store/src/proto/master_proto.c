@@ -73,8 +73,11 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
     case MC_MP_UNMOUNT_SEGMENT:
         mc__buf_bytes(b, r->segment_name.p, r->segment_name.len);
         mc__buf_u64(b, r->base);
-        if (r->type == MC_MP_MOUNT_SEGMENT)
+        if (r->type == MC_MP_MOUNT_SEGMENT) {
             mc__buf_u64(b, r->size);
+            mc__buf_u64(b, r->epoch);
+            mc__buf_u8(b, r->mount_flags);
+        }
         break;
     case MC_MP_REMOVE_ALL:
         mc__buf_u8(b, r->force ? 1 : 0);
@@ -195,7 +198,10 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
         if (mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &out->segment_name.p,
                           &out->segment_name.len) ||
             out->segment_name.len == 0 || mc__cur_u64(&cur, &out->base) ||
-            (h->type == MC_MP_MOUNT_SEGMENT && mc__cur_u64(&cur, &out->size)))
+            (h->type == MC_MP_MOUNT_SEGMENT &&
+             (mc__cur_u64(&cur, &out->size) || mc__cur_u64(&cur, &out->epoch) ||
+              mc__cur_u8(&cur, &out->mount_flags) ||
+              (out->mount_flags & ~MC_MP_MOUNT_F_CHECK) != 0)))
             rc = MC_ERR_INVALID_PARAMS;
         break;
     case MC_MP_REMOVE_ALL:
@@ -281,10 +287,11 @@ int mc__mp_replicas_reply_item(mc_buf_t *b, int32_t code, uint64_t size, uint64_
 }
 
 int mc__mp_replicas_reply_replica(mc_buf_t *b, const char *segment_name, uint32_t name_len,
-                                  uint64_t addr, uint64_t size, uint8_t status) {
+                                  uint64_t addr, uint64_t size, uint64_t epoch, uint8_t status) {
     mc__buf_bytes(b, segment_name, name_len);
     mc__buf_u64(b, addr);
     mc__buf_u64(b, size);
+    mc__buf_u64(b, epoch);
     return mc__buf_u8(b, status);
 }
 
@@ -303,7 +310,7 @@ int mc__mp_encode_replicas_reply(mc_buf_t *b, uint8_t type, uint64_t request_id,
             const mc__replica_desc_t *d = &it->replicas[j];
             mc__mp_replicas_reply_replica(
                 b, d->segment_name, (uint32_t)strnlen(d->segment_name, MC_MP_MAX_SEGMENT_NAME),
-                d->addr, d->size, d->status);
+                d->addr, d->size, d->epoch, d->status);
         }
     }
     mc__buf_frame_end(b, start);
@@ -402,7 +409,7 @@ int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body
         mc__key_replicas_t *it = &out[i];
         if (mc__cur_i32(&cur, &it->code) || mc__cur_u64(&cur, &it->size) ||
             mc__cur_u64(&cur, &it->lease_ttl_ms) ||
-            mc__cur_count(&cur, MC_MP_MAX_REPLICA_NUM, 21, &it->n_replicas))
+            mc__cur_count(&cur, MC_MP_MAX_REPLICA_NUM, 29, &it->n_replicas))
             return MC_ERR_RPC_FAIL;
         if (it->code > 0)
             return MC_ERR_RPC_FAIL;
@@ -412,7 +419,7 @@ int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body
             uint32_t name_len = 0;
             if (mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &name, &name_len) ||
                 mc__cur_u64(&cur, &d->addr) || mc__cur_u64(&cur, &d->size) ||
-                mc__cur_u8(&cur, &d->status))
+                mc__cur_u64(&cur, &d->epoch) || mc__cur_u8(&cur, &d->status))
                 return MC_ERR_RPC_FAIL;
             memcpy(d->segment_name, name, name_len);
             d->segment_name[name_len] = '\0';

@@ -4,7 +4,7 @@
  * Every message is one frame of mooncake/common/frame.h. A request body always starts with the
  * 16-byte client id; the rest depends on the type:
  *
- *   MOUNT_SEGMENT      str segment_name, u64 base, u64 size
+ *   MOUNT_SEGMENT      str segment_name, u64 base, u64 size, u64 epoch, u8 flags
  *   UNMOUNT_SEGMENT    str segment_name, u64 base
  *   PUT_START          u32 n, n x (str key, u64 value_len), config
  *   PUT_END / PUT_REVOKE / GET_REPLICA_LIST / EXIST
@@ -25,9 +25,19 @@
  *   EXIST                           u32 n, n x i32 (1 present, 0 absent, or a negative code)
  *   PUT_START / GET_REPLICA_LIST    u32 n, n x key_replicas
  *   key_replicas:                   i32 code, u64 object size, u64 lease_ttl_ms, u32 n_replicas,
- *                                   n_replicas x (str segment_name, u64 addr, u64 size, u8 status)
+ *                                   n_replicas x (str segment_name, u64 addr, u64 size,
+ *                                   u64 epoch, u8 status)
  *   REMOVE_ALL                      i64 removed count
  *   HEARTBEAT                       u8 status (MC_MP_CLIENT_*), u64 view_version
+ *
+ * Incarnations: a segment is mounted with an epoch, the incarnation of its memory that its owner
+ * serves (the owner's engine refuses requests that name another). Every replica in a reply names
+ * the epoch of the segment it was placed in; clients pass it with each transfer, so a placement
+ * that outlived its incarnation (a master restart, an expiry and remount) fails instead of
+ * touching the next incarnation's bytes. MOUNT with MC_MP_MOUNT_F_CHECK mounts nothing: it
+ * answers 0 when the master holds exactly this mount (name, base, epoch) for the client, else
+ * SEGMENT_NOT_FOUND, so that a reconnecting owner starts a new incarnation only when the master
+ * really forgot the old one.
  */
 #ifndef MC_STORE_PROTO_MASTER_PROTO_H
 #define MC_STORE_PROTO_MASTER_PROTO_H
@@ -44,6 +54,7 @@
 #define MC_MP_MAX_REPLICA_NUM 8u    /* replicas per object */
 #define MC_MP_MAX_PREFERRED 8u      /* preferred segments in one config */
 #define MC_MP_CLIENT_ID_LEN 16u
+#define MC_MP_MAX_SEGMENT_SIZE (1ull << 50) /* bytes in one mounted segment (1 PiB) */
 
 enum mc__mp_type {
     MC_MP_MOUNT_SEGMENT = 1,
@@ -67,6 +78,9 @@ enum { MC_MP_CLIENT_OK = 0, MC_MP_CLIENT_NEED_REMOUNT = 1 };
 
 /* Replica status as seen by clients. */
 enum { MC_MP_REPLICA_PROCESSING = 0, MC_MP_REPLICA_COMPLETE = 1 };
+
+/* MOUNT flags. */
+#define MC_MP_MOUNT_F_CHECK 0x1u
 
 /* Config flags. */
 #define MC_MP_CFG_SOFT_PIN 0x1u
@@ -99,6 +113,8 @@ typedef struct mc__mp_request {
     uint8_t force;                 /* REMOVE, REMOVE_ALL */
     mc__mp_str_t segment_name;     /* MOUNT, UNMOUNT */
     uint64_t base, size;           /* MOUNT (size), UNMOUNT (base only) */
+    uint64_t epoch;                /* MOUNT */
+    uint8_t mount_flags;           /* MOUNT: MC_MP_MOUNT_F_* */
     uint32_t n_mounted;            /* HEARTBEAT; MC_MP_MOUNTS_UNKNOWN when the peer sent none */
     /* decoder-owned storage; freed by mc__mp_request_free */
     void *owned_;
@@ -122,6 +138,7 @@ typedef struct mc__replica_desc {
     char segment_name[MC_MP_MAX_SEGMENT_NAME + 1]; /* NUL-terminated TE segment name */
     uint64_t addr;                                 /* remote address inside that segment */
     uint64_t size;
+    uint64_t epoch; /* incarnation of the segment it was placed in: name it in every transfer */
     uint8_t status; /* MC_MP_REPLICA_* */
 } mc__replica_desc_t;
 
@@ -152,7 +169,7 @@ int mc__mp_replicas_reply_begin(mc_buf_t *b, uint8_t type, uint64_t request_id, 
 int mc__mp_replicas_reply_item(mc_buf_t *b, int32_t code, uint64_t size, uint64_t lease_ttl_ms,
                                uint32_t n_replicas);
 int mc__mp_replicas_reply_replica(mc_buf_t *b, const char *segment_name, uint32_t name_len,
-                                  uint64_t addr, uint64_t size, uint8_t status);
+                                  uint64_t addr, uint64_t size, uint64_t epoch, uint8_t status);
 
 /* Reply decoders (client side). Each takes the frame header and body. A reply with
  * MC_FRAME_F_ERROR yields its code (negative) and copies its message into err (may be NULL).

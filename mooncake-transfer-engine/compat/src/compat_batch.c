@@ -129,6 +129,7 @@ static int mc__compat_submit(mc__compat_t *c, batch_id_t batch_id,
         reqs[i].target_id = entries[i].target_id;
         reqs[i].target_offset = entries[i].target_offset;
         reqs[i].length = entries[i].length;
+        reqs[i].target_epoch = 0; /* the reference's requests name no incarnation */
     }
     if (notify) {
         const char *m = notify->msg ? notify->msg : "";

@@ -48,6 +48,11 @@ typedef struct mc_request {
     mc_segment_id_t target_id;
     uint64_t target_offset; /* peer virtual address */
     uint64_t length;
+    /* 0: whatever buffer the peer has registered there now. Non-zero: only the incarnation of
+     * the target buffer with this epoch (mc_engine_alloc_managed_epoch); a request for an
+     * incarnation that is gone fails with MC_ERR_ADDRESS_NOT_REGISTERED and touches nothing,
+     * even when a newer incarnation sits at the same address. Checked by the serving side. */
+    uint64_t target_epoch;
 } mc_request_t;
 
 typedef struct mc_task_state {
@@ -105,6 +110,14 @@ MC_API int mc_engine_unregister_memory_batch(mc_engine_t *e, void *const *addrs,
 /* Allocates and registers engine-managed memory that same-host peers can map (shm transport).
  * Freed with mc_engine_free_managed (which unregisters it). */
 MC_API int mc_engine_alloc_managed(mc_engine_t *e, size_t len, void **out);
+/* Like mc_engine_alloc_managed, for one incarnation of a buffer whose contents are placed by
+ * someone else (the store's segments): the buffer carries epoch (non-zero; 0 is the same as
+ * mc_engine_alloc_managed) and requests naming another epoch are refused. Each call gets fresh
+ * memory of its own (a new memfd), so when an incarnation is freed and the next one allocated,
+ * a same-host peer still copying into the old one cannot reach the new one. */
+MC_API int mc_engine_alloc_managed_epoch(mc_engine_t *e, size_t len, uint64_t epoch, void **out);
+/* Unregisters (waiting out the requests inside it, as mc_engine_unregister_memory does) and
+ * releases the memory at once, also the pages same-host peers still map. */
 MC_API int mc_engine_free_managed(mc_engine_t *e, void *addr);
 
 /* Opens a peer's segment by name (fetches and caches its descriptor). */

@@ -14,7 +14,7 @@ static int mc__local_submit(mc_engine_t *e, mc__task_t *t) {
     mc__pin_t pin;
     /* the target range may have been unregistered since submit checked it; pinned, it cannot
      * be given back under the copy */
-    if (mc__reg_pin(&e->reg, t->remote, t->len, -1, &pin)) {
+    if (mc__reg_pin(&e->reg, t->remote, t->len, t->epoch, -1, &pin)) {
         mc__task_finish(t, MC_STATUS_FAILED, MC_ERR_ADDRESS_NOT_REGISTERED);
         return 0;
     }

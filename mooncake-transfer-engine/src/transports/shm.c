@@ -4,7 +4,12 @@
  * Staleness: the owner bumps a generation counter (in a page we map) before it lets a buffer go.
  * A copy is trusted only when the generation equals the one our descriptor was fetched under;
  * when it moves during the copy, the descriptor is re-fetched and the copy counts only if the
- * buffer is still registered. */
+ * buffer is still registered.
+ *
+ * Incarnations: a request naming an epoch only copies into a buffer of that epoch. An owner
+ * that starts a new incarnation gives it a new memfd (mc_engine_alloc_managed_epoch), so a copy
+ * that was already past these checks when the old one went (a stalled process resuming) lands in
+ * pages nobody reads any more, never in the new incarnation's. */
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -92,6 +97,10 @@ static int mc__shm_snapshot(mc__peer_t *p, uint64_t gen, const mc__task_t *t,
         out->instance = p->desc->instance_id;
         memcpy(out->sock, p->desc->shm_socket, sizeof(out->sock));
         out->idx = mc__desc_find(p->desc, t->remote, t->len);
+        /* a buffer of another incarnation is not the one the request was placed in, even at
+         * the same address; the descriptor is current (same generation), so this is final */
+        if (out->idx >= 0 && t->epoch && p->desc->bufs[out->idx].epoch != t->epoch)
+            out->idx = -1;
         out->shm_id = out->idx >= 0 ? p->desc->bufs[out->idx].shm_id : -1;
         out->buf_addr = out->idx >= 0 ? p->desc->bufs[out->idx].addr : 0;
         out->buf_len = out->idx >= 0 ? p->desc->bufs[out->idx].len : 0;

@@ -131,18 +131,19 @@ int mc__tcp_read_reply(int fd, uint8_t type, uint64_t request_id, uint64_t max_b
 
 /* One request on one connection. Returns MC_ERR_SOCKET when the connection is unusable;
  * otherwise 0 with *remote_err set to the peer's verdict. */
-static int mc__tcp_io(int fd, uint64_t id, int opcode, uint8_t *local, uint64_t remote, uint64_t n,
-                      uint64_t deadline, int *remote_err) {
+static int mc__tcp_io(int fd, uint64_t id, const mc__task_t *t, uint8_t *local, uint64_t remote,
+                      uint64_t n, uint64_t deadline, int *remote_err) {
+    int opcode = t->opcode;
     uint8_t req[MC__TE_RW_HEAD];
     mc_frame_header_t h;
     int rc;
     if (opcode == MC_OPCODE_WRITE) {
-        mc__te_encode_rw(req, MC__TE_WRITE, id, remote, n);
+        mc__te_encode_rw(req, MC__TE_WRITE, id, remote, n, t->epoch);
         if (mc__send2(fd, req, sizeof(req), local, n, deadline))
             return MC_ERR_SOCKET;
         return mc__tcp_read_reply(fd, MC__TE_WRITE, id, 0, deadline, &h, remote_err);
     }
-    mc__te_encode_rw(req, MC__TE_READ, id, remote, n);
+    mc__te_encode_rw(req, MC__TE_READ, id, remote, n, t->epoch);
     if (mc__send_all(fd, req, sizeof(req), deadline))
         return MC_ERR_SOCKET;
     rc = mc__tcp_read_reply(fd, MC__TE_READ, id, n, deadline, &h, remote_err);
@@ -178,8 +179,8 @@ static int mc__tcp_slice(mc_engine_t *e, mc__tcp_worker_t *w, mc__task_t *t, uin
             break;
         }
         mc__tcp_set_busy(w, fd);
-        rc = mc__tcp_io(fd, ++*req_id, t->opcode, t->local + off, t->remote + off, n,
-                        t->deadline_ms, &remote_err);
+        rc = mc__tcp_io(fd, ++*req_id, t, t->local + off, t->remote + off, n, t->deadline_ms,
+                        &remote_err);
         mc__tcp_set_busy(w, -1);
         if (rc == 0) {
             mc__tcp_pool_put(t->peer, fd);
