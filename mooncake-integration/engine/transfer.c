@@ -6,6 +6,8 @@
  * types and values raise. transport_hint is accepted for signature compatibility and ignored. */
 #include "engine_py.h"
 
+#include <string.h>
+
 /* Sends the notify after a successful transfer (the reference's "transfer with notify"). */
 static int send_parts(mcpy_engine_t *self, mc_engine_t *e, const char *target, PyObject *name,
                       PyObject *msg) {

@@ -4,13 +4,18 @@
 
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/failpoint.h"
 #include "mooncake/common/log.h"
 
 int mc__store_get_replicas(mc_store_t *s, const char *key, mc__key_replicas_t **kr) {
+    int rc;
     *kr = mc__calloc(1, sizeof(**kr));
     if (!*kr)
         return MC_ERR_INTERNAL_ERROR;
-    return mc__master_client_get_replica_list(s->master, key, *kr);
+    rc = mc__master_client_get_replica_list(s->master, key, *kr);
+    /* a reader that stalls holding a lease (tests stop it here) */
+    mc__failpoint("store_get_after_lease");
+    return rc;
 }
 
 static int64_t mc__get_one(mc_store_t *s, const char *key, const mc_store_iov_t *iov,

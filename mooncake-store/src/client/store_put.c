@@ -4,6 +4,7 @@
 
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/failpoint.h"
 #include "mooncake/common/log.h"
 
 static int mc__check_parts(const mc_store_iov_t *parts, size_t nparts, uint64_t *total) {
@@ -53,6 +54,8 @@ static int mc__put_parts_impl(mc_store_t *s, const char *key, const mc_store_iov
     if (!kr)
         return MC_ERR_INTERNAL_ERROR;
     rc = mc__master_client_put_start(s->master, key, total, &wc, kr);
+    /* a writer that stalls between its placement and its bytes (tests stop it here) */
+    mc__failpoint("store_put_after_start");
     if (rc == 0)
         rc = kr->code;
     if (rc == 0 && kr->n_replicas == 0)

@@ -30,6 +30,7 @@ class Master:
         self.start()
 
     def start(self):
+        self.metrics_port = None  # a new one each start; the RPC port stays when it was given
         cmd = [binary_path("mooncake_master"), f"--port={self.port}", "--metrics_port=0",
                "--rpc_address=127.0.0.1", *self.flags]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -98,12 +99,27 @@ class Worker:
         return json.loads(line)
 
     def run(self, code):
+        self.send(code)
+        return self.reply()
+
+    def send(self, code):
+        """Starts code without waiting for it (see reply())."""
         self.proc.stdin.write(json.dumps({"code": code}) + "\n")
         self.proc.stdin.flush()
+
+    def reply(self):
         reply = self._read()
         if not reply["ok"]:
             raise AssertionError("worker failed:\n" + reply["error"])
         return reply["result"]
+
+    def stopped(self):
+        """True while the process is stopped (SIGSTOP, or a failpoint that stopped it)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
 
     def setup(self, master, segment=32 << 20, buffer=16 << 20, protocol="tcp", extra=""):
         rc = self.run(f"result = store.setup('127.0.0.1', 'P2PHANDSHAKE', {segment}, {buffer}, "
@@ -118,6 +134,7 @@ class Worker:
 
     def close(self):
         if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a test may have left it stopped
             try:
                 self.run("result = store.close()")
             except Exception:  # noqa: BLE001 - best effort at teardown
