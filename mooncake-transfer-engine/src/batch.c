@@ -219,6 +219,10 @@ int mc_engine_batch_wait(mc_engine_t *e, mc_batch_id_t id, int timeout_ms) {
 }
 
 int mc_engine_transfer_sync(mc_engine_t *e, const mc_request_t *reqs, size_t n) {
+    return mc_engine_transfer_sync_each(e, reqs, n, NULL);
+}
+
+int mc_engine_transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors) {
     mc_batch_id_t id = 0;
     int rc = mc_engine_batch_alloc(e, n, &id);
     if (rc)
@@ -229,6 +233,14 @@ int mc_engine_transfer_sync(mc_engine_t *e, const mc_request_t *reqs, size_t n) 
         do {
             rc = mc_engine_batch_wait(e, id, -1);
         } while (rc == MC_ERR_BATCH_BUSY);
+    }
+    for (size_t i = 0; errors && i < n; i++) {
+        mc_task_state_t st;
+        /* a batch that never started: every request carries the submit's verdict */
+        if (mc_engine_task_status(e, id, i, &st) != 0)
+            errors[i] = rc ? rc : MC_ERR_INVALID_ARGUMENT;
+        else
+            errors[i] = st.status == MC_STATUS_COMPLETED ? 0 : st.error ? st.error : MC_ERR_SOCKET;
     }
     (void)mc_engine_batch_free(e, id);
     return rc;

@@ -109,6 +109,12 @@ int mc__store_wire_config(const mc_replicate_config_t *rc, mc__replicate_config_
  * is registered for the call when there is no staging buffer. */
 int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
                    const mc__replica_desc_t *reps, size_t nreps);
+/* The same; on failure failed[r] (nreps entries, zeroed by the caller) is set for each replica
+ * whose transfer failed: MC__REP_UNREACHABLE (its segment could not be opened or reached) or
+ * MC__REP_REFUSED (its owner answered, but not for that placement: another incarnation). */
+enum { MC__REP_OK = 0, MC__REP_UNREACHABLE = 1, MC__REP_REFUSED = 2 };
+int mc__store_move_each(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
+                        const mc__replica_desc_t *reps, size_t nreps, uint8_t *failed);
 /* 1 when the replica lies inside our own contributed segment, in its current incarnation (a
  * plain memcpy reaches it). A replica of a gone incarnation is not local: it fails on the engine
  * path like any other stale placement. */

@@ -23,10 +23,15 @@ static int mc__check_parts(const mc_store_iov_t *parts, size_t nparts, uint64_t 
     return 0;
 }
 
+/* Puts whose replica transfer failed are placed again this many times in all, so that a put
+ * with a live segment that has room succeeds although a dead node is still mounted. */
+#define MC__PUT_TRIES 3
+
 /* Writes the parts into the replicas put start granted, then ends or revokes the put. */
 static int mc__finish_put(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
-                          size_t nparts, const mc__key_replicas_t *kr) {
-    int rc = mc__store_move(s, MC_OPCODE_WRITE, parts, nparts, kr->replicas, kr->n_replicas);
+                          size_t nparts, const mc__key_replicas_t *kr, uint8_t *failed) {
+    int rc = mc__store_move_each(s, MC_OPCODE_WRITE, parts, nparts, kr->replicas, kr->n_replicas,
+                                 failed);
     if (rc == 0) {
         rc = mc__master_client_put_end(s->master, key);
         if (rc != 0)
@@ -36,6 +41,19 @@ static int mc__finish_put(mc_store_t *s, const char *key, const mc_store_iov_t *
     if (mc__master_client_put_revoke(s->master, key) != 0)
         MC_WARN("store: revoking the put of %s failed; the master discards it later", key);
     return rc;
+}
+
+/* Reports the replicas of kr whose segments failed as unreachable (see MC__REP_*). */
+static void mc__store_report_unreachable(mc_store_t *s, const mc__key_replicas_t *kr,
+                                         const uint8_t *failed) {
+    const char *names[MC_MP_MAX_REPLICA_NUM];
+    int32_t codes[MC_MP_MAX_REPLICA_NUM];
+    size_t n = 0;
+    for (uint32_t r = 0; r < kr->n_replicas && r < MC_MP_MAX_REPLICA_NUM; r++)
+        if (failed[r] == MC__REP_UNREACHABLE)
+            names[n++] = kr->replicas[r].segment_name;
+    if (n && mc__master_client_segment_unreachable(s->master, n, names, codes) != 0)
+        MC_DEBUG("store: reporting %zu unreachable segments to the master failed", n);
 }
 
 static int mc__put_parts_impl(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
@@ -53,16 +71,25 @@ static int mc__put_parts_impl(mc_store_t *s, const char *key, const mc_store_iov
     kr = mc__calloc(1, sizeof(*kr));
     if (!kr)
         return MC_ERR_INTERNAL_ERROR;
-    rc = mc__master_client_put_start(s->master, key, total, &wc, kr);
-    /* a writer that stalls between its placement and its bytes (tests stop it here) */
-    mc__failpoint("store_put_after_start");
-    if (rc == 0)
-        rc = kr->code;
-    if (rc == 0 && kr->n_replicas == 0)
-        rc = MC_ERR_NO_AVAILABLE_HANDLE;
-    if (rc != 0)
-        goto out;
-    rc = mc__finish_put(s, key, parts, nparts, kr);
+    for (int attempt = 1;; attempt++) {
+        uint8_t failed[MC_MP_MAX_REPLICA_NUM] = {0};
+        rc = mc__master_client_put_start(s->master, key, total, &wc, kr);
+        /* a writer that stalls between its placement and its bytes (tests stop it here) */
+        mc__failpoint("store_put_after_start");
+        if (rc == 0)
+            rc = kr->code;
+        if (rc == 0 && kr->n_replicas == 0)
+            rc = MC_ERR_NO_AVAILABLE_HANDLE;
+        if (rc != 0)
+            goto out;
+        rc = mc__finish_put(s, key, parts, nparts, kr, failed);
+        if (rc != MC_ERR_TRANSFER_FAIL || attempt == MC__PUT_TRIES)
+            break;
+        /* The put was revoked. Tell the master which segments we could not reach, so that the
+         * next placement avoids them, and try again. */
+        mc__store_report_unreachable(s, kr, failed);
+        MC_DEBUG("store: put of %s failed to move its bytes; placing it again", key);
+    }
 out:
     mc__free(kr);
     return rc;
@@ -168,6 +195,13 @@ static int mc__batch_put_impl(mc_store_t *s, const mc_store_item_t *items, size_
         }
     }
     rc = mc__batch_write_and_end(s, items, idx, m, kr, results);
+    /* Keys whose bytes did not get through were revoked: place each again on its own, which
+     * tells the master what failed and avoids it. */
+    for (size_t j = 0; rc == 0 && j < m; j++) {
+        const mc_store_item_t *it = &items[idx[j]];
+        if (results[idx[j]] == MC_ERR_TRANSFER_FAIL)
+            results[idx[j]] = mc__put_parts_impl(s, it->key, it->iov, it->iovcnt, rc_cfg);
+    }
 out:
     for (size_t i = 0; i < n && rc == 0 && first == 0; i++)
         first = results[i];

@@ -286,14 +286,21 @@ typedef struct mc__mover {
     size_t nreps;
     mc_segment_id_t ids[MC_MP_MAX_REPLICA_NUM];
     int local[MC_MP_MAX_REPLICA_NUM]; /* the replica lies in our own segment */
+    uint8_t *failed;                  /* the caller's, or NULL: replicas whose transfer failed */
     mc_request_t reqs[MC__MAX_REQS];
+    uint8_t req_rep[MC__MAX_REQS]; /* which replica each request moves */
     size_t nreqs;
 } mc__mover_t;
 
 static int mc__flush(mc__mover_t *m) {
+    int errors[MC__MAX_REQS];
     int rc = 0;
     if (m->nreqs)
-        rc = mc_engine_transfer_sync(m->s->engine, m->reqs, m->nreqs);
+        rc = mc_engine_transfer_sync_each(m->s->engine, m->reqs, m->nreqs, errors);
+    for (size_t i = 0; rc != 0 && m->failed && i < m->nreqs; i++)
+        if (errors[i] != 0 && !m->failed[m->req_rep[i]])
+            m->failed[m->req_rep[i]] =
+                errors[i] == MC_ERR_ADDRESS_NOT_REGISTERED ? MC__REP_REFUSED : MC__REP_UNREACHABLE;
     m->nreqs = 0;
     if (rc != 0) /* reported by the caller, which knows which segments were involved */
         MC_DEBUG("store: transfer failed: %s", mc_strerror(rc));
@@ -319,6 +326,7 @@ static int mc__add(mc__mover_t *m, void *local, uint64_t off, size_t len) {
         m->reqs[m->nreqs].target_offset = m->reps[r].addr + off;
         m->reqs[m->nreqs].length = len;
         m->reqs[m->nreqs].target_epoch = m->reps[r].epoch;
+        m->req_rep[m->nreqs] = (uint8_t)r;
         m->nreqs++;
     }
     return 0;
@@ -369,6 +377,11 @@ static int mc__move_registered_once(mc__mover_t *m, uint8_t *user, uint64_t off,
 
 int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
                    const mc__replica_desc_t *reps, size_t nreps) {
+    return mc__store_move_each(s, opcode, iov, iovcnt, reps, nreps, NULL);
+}
+
+int mc__store_move_each(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
+                        const mc__replica_desc_t *reps, size_t nreps, uint8_t *failed) {
     mc__mover_t *m = NULL;
     uint64_t off = 0;
     int all_local;
@@ -383,11 +396,14 @@ int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t 
     m->opcode = opcode;
     m->reps = reps;
     m->nreps = nreps;
+    m->failed = failed;
     for (size_t r = 0; r < nreps; r++) {
         m->local[r] = mc__store_replica_is_local(s, &reps[r]);
         if (!m->local[r]) {
             rc = mc__store_segment_id(s, reps[r].segment_name, &m->ids[r]);
             if (rc != 0) {
+                if (failed)
+                    failed[r] = MC__REP_UNREACHABLE;
                 rc = MC_ERR_TRANSFER_FAIL;
                 goto out;
             }

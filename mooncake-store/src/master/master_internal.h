@@ -56,6 +56,9 @@ typedef struct mc__segment {
     uint64_t epoch; /* the owner's incarnation of this memory; every placement names it */
     uint8_t owner[MC_MP_CLIENT_ID_LEN];
     int dying; /* being unmounted: no new placements */
+    /* A client reported it cannot reach this segment: no new placements until its owner
+     * heartbeats again (read and cleared under the registry read lock, hence atomic). */
+    _Atomic int unreachable;
     mc__seg_alloc_t alloc;
 } mc__segment_t;
 
@@ -162,6 +165,10 @@ uint32_t mc__segment_name(mc__master_t *m, uint32_t slot, char *out, uint64_t *b
                           uint64_t *epoch);
 int mc__client_touch(mc__master_t *m, const uint8_t *id);         /* 1 when it was unknown */
 uint32_t mc__segments_of(mc__master_t *m, const uint8_t *client); /* live segments it owns */
+/* Marks every segment named name unreachable: 0, or SEGMENT_NOT_FOUND when none has the name. */
+int32_t mc__segment_unreachable(mc__master_t *m, const mc__mp_str_t *name);
+/* The owner is alive (it heartbeats): its segments take placements again. */
+void mc__segments_reachable(mc__master_t *m, const uint8_t *client);
 void mc__clients_expire(mc__master_t *m, uint64_t now);
 
 /* evict.c */

@@ -255,7 +255,9 @@ static int mc__op_codes(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *ou
     if (!codes)
         return MC_ERR_MEMORY;
     for (uint32_t i = 0; i < r->n_keys; i++) {
-        codes[i] = mc__code_one(m, r->type, &r->keys[i], r->force, now);
+        codes[i] = r->type == MC_MP_SEGMENT_UNREACHABLE
+                       ? mc__segment_unreachable(m, &r->keys[i])
+                       : mc__code_one(m, r->type, &r->keys[i], r->force, now);
         *errors += codes[i] < 0;
     }
     rc = mc__mp_encode_codes_reply(out, r->type, r->request_id, r->n_keys, codes);
@@ -306,6 +308,7 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     case MC_MP_PUT_REVOKE:
     case MC_MP_EXIST:
     case MC_MP_REMOVE:
+    case MC_MP_SEGMENT_UNREACHABLE:
         rc = mc__op_codes(m, r, out, &errors);
         break;
     case MC_MP_REMOVE_ALL: {
@@ -317,6 +320,7 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     }
     case MC_MP_HEARTBEAT: {
         int unknown = mc__client_touch(m, r->client_id);
+        mc__segments_reachable(m, r->client_id);
         /* Remounting is needed exactly when segments the client holds are missing here; a
          * pure client (none) is simply alive. Without the count, unknown is all we know. */
         int lost = r->n_mounted == MC_MP_MOUNTS_UNKNOWN

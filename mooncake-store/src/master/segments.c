@@ -199,6 +199,36 @@ static void mc__segment_drop(mc__master_t *m, uint32_t slot) {
     mc__free(seg);
 }
 
+int32_t mc__segment_unreachable(mc__master_t *m, const mc__mp_str_t *name) {
+    int32_t rc = MC_ERR_SEGMENT_NOT_FOUND;
+    if (name->len == 0 || name->len > MC_MP_MAX_SEGMENT_NAME)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_rwlock_rdlock(&m->registry);
+    for (uint32_t i = 0; i < m->n_slots; i++) {
+        mc__segment_t *s = m->slots[i];
+        if (s && s->name_len == name->len && !memcmp(s->name, name->p, name->len)) {
+            if (!atomic_exchange(&s->unreachable, 1))
+                MC_INFO("segment %.*s reported unreachable: no placements until its owner "
+                        "heartbeats",
+                        (int)name->len, (const char *)name->p);
+            rc = 0;
+        }
+    }
+    pthread_rwlock_unlock(&m->registry);
+    return rc;
+}
+
+void mc__segments_reachable(mc__master_t *m, const uint8_t *client) {
+    pthread_rwlock_rdlock(&m->registry);
+    for (uint32_t i = 0; i < m->n_slots; i++) {
+        mc__segment_t *s = m->slots[i];
+        if (s && atomic_load_explicit(&s->unreachable, memory_order_relaxed) &&
+            memcmp(s->owner, client, MC_MP_CLIENT_ID_LEN) == 0)
+            atomic_store(&s->unreachable, 0);
+    }
+    pthread_rwlock_unlock(&m->registry);
+}
+
 int mc__segment_unmount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t *name,
                         uint64_t base) {
     uint32_t slot = UINT32_MAX;
@@ -354,7 +384,8 @@ int mc__place(mc__master_t *m, uint64_t len, const mc__replicate_config_t *cfg,
         for (uint32_t k = 0; k < m->n_slots && n < want; k++) {
             uint32_t slot = (start + k) % m->n_slots;
             mc__segment_t *s = m->slots[slot];
-            if (!s || s->dying || s->alloc.total_bytes < len || mc__slot_used(out, n, slot))
+            if (!s || s->dying || atomic_load_explicit(&s->unreachable, memory_order_relaxed) ||
+                s->alloc.total_bytes < len || mc__slot_used(out, n, slot))
                 continue;
             if (pass == 0 && !mc__is_preferred(cfg, s))
                 continue;

@@ -484,6 +484,11 @@ int mc__master_client_batch_remove(mc__master_client_t *c, size_t n, const char 
     return mc__mc_batch(c, MC_MP_REMOVE, n, keys, NULL, NULL, force, codes, NULL);
 }
 
+int mc__master_client_segment_unreachable(mc__master_client_t *c, size_t n,
+                                          const char *const *names, int32_t *codes) {
+    return mc__mc_batch(c, MC_MP_SEGMENT_UNREACHABLE, n, names, NULL, NULL, 0, codes, NULL);
+}
+
 int mc__master_client_put_start(mc__master_client_t *c, const char *key, uint64_t value_len,
                                 const mc__replicate_config_t *cfg, mc__key_replicas_t *out) {
     int rc = mc__master_client_batch_put_start(c, 1, &key, &value_len, cfg, out);

@@ -101,6 +101,11 @@ int mc__master_client_batch_remove(mc__master_client_t *c, size_t n, const char 
  * negative code. */
 int64_t mc__master_client_remove_all(mc__master_client_t *c, int force);
 
+/* Tells the master that transfers with these segments failed: it places nothing more on them
+ * until their owners heartbeat again. codes[i]: 0, or SEGMENT_NOT_FOUND (no such segment). */
+int mc__master_client_segment_unreachable(mc__master_client_t *c, size_t n,
+                                          const char *const *names, int32_t *codes);
+
 /* Keeps this client alive (the master expires clients after client_ttl without one). When the
  * master did not know the client (restart, expiry) the segments are mounted again here and
  * *status (may be NULL) reports MC_MP_CLIENT_NEED_REMOUNT. */

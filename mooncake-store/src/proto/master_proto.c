@@ -32,6 +32,8 @@ const char *mc__mp_type_name(uint8_t type) {
         return "remove_all";
     case MC_MP_HEARTBEAT:
         return "heartbeat";
+    case MC_MP_SEGMENT_UNREACHABLE:
+        return "segment_unreachable";
     default:
         return "unknown";
     }
@@ -39,7 +41,8 @@ const char *mc__mp_type_name(uint8_t type) {
 
 static int mc__mp_has_keys(uint8_t type) {
     return type == MC_MP_PUT_START || type == MC_MP_PUT_END || type == MC_MP_PUT_REVOKE ||
-           type == MC_MP_GET_REPLICA_LIST || type == MC_MP_EXIST || type == MC_MP_REMOVE;
+           type == MC_MP_GET_REPLICA_LIST || type == MC_MP_EXIST || type == MC_MP_REMOVE ||
+           type == MC_MP_SEGMENT_UNREACHABLE;
 }
 
 /* --- requests --- */

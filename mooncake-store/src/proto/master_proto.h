@@ -7,8 +7,8 @@
  *   MOUNT_SEGMENT      str segment_name, u64 base, u64 size, u64 epoch, u8 flags
  *   UNMOUNT_SEGMENT    str segment_name, u64 base
  *   PUT_START          u32 n, n x (str key, u64 value_len), config
- *   PUT_END / PUT_REVOKE / GET_REPLICA_LIST / EXIST
- *                      u32 n, n x str key
+ *   PUT_END / PUT_REVOKE / GET_REPLICA_LIST / EXIST / SEGMENT_UNREACHABLE
+ *                      u32 n, n x str key (segment names for SEGMENT_UNREACHABLE)
  *   REMOVE             u8 force, u32 n, n x str key
  *   REMOVE_ALL         u8 force
  *   HEARTBEAT          u32 n_mounted: segments the client holds mounted (absent from older
@@ -21,7 +21,8 @@
  * Reply bodies:
  *
  *   MOUNT / UNMOUNT                 (empty)
- *   PUT_END / PUT_REVOKE / REMOVE   u32 n, n x i32 code
+ *   PUT_END / PUT_REVOKE / REMOVE / SEGMENT_UNREACHABLE
+ *                                   u32 n, n x i32 code
  *   EXIST                           u32 n, n x i32 (1 present, 0 absent, or a negative code)
  *   PUT_START / GET_REPLICA_LIST    u32 n, n x key_replicas
  *   key_replicas:                   i32 code, u64 object size, u64 lease_ttl_ms, u32 n_replicas,
@@ -67,7 +68,11 @@ enum mc__mp_type {
     MC_MP_REMOVE = 8,
     MC_MP_REMOVE_ALL = 9,
     MC_MP_HEARTBEAT = 10,
-    MC_MP_TYPE_MAX_ = 11
+    /* A client could not move bytes to or from these segments: the master places nothing more
+     * on them until their owner heartbeats again (a dead node would otherwise take a share of
+     * every put until client_ttl expires it). */
+    MC_MP_SEGMENT_UNREACHABLE = 11,
+    MC_MP_TYPE_MAX_ = 12
 };
 
 /* Heartbeat status. NEED_REMOUNT: the master holds fewer segments of this client than the client

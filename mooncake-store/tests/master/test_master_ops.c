@@ -389,6 +389,80 @@ static void test_heartbeat(void **state) {
                      MC_ERR_INVALID_PARAMS);
 }
 
+/* A segment a client reports unreachable takes no placements until its owner heartbeats. */
+static void test_unreachable_segments_take_no_placements(void **state) {
+    fixture_t *f = *state;
+    const char *a_name[] = {"hostA:1"};
+    const char *both[] = {"hostA:1", "hostB:2"};
+    const char *unknown[] = {"nowhere:9"};
+    mc__replicate_config_t two = {.replica_num = 2};
+    mc__key_replicas_t r;
+    int32_t codes[2] = {1, 1};
+    uint8_t st = 0;
+    char key[32];
+    assert_int_equal(mc__master_client_segment_unreachable(f->b, 1, unknown, codes), 0);
+    assert_int_equal(codes[0], MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(mc__master_client_segment_unreachable(f->b, 1, a_name, codes), 0);
+    assert_int_equal(codes[0], 0);
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "unreach-%d", i);
+        assert_int_equal(mc__master_client_put_start(f->b, key, 4096, &two, &r), 0);
+        assert_int_equal(r.n_replicas, 1); /* best effort: only the reachable one */
+        assert_string_equal(r.replicas[0].segment_name, "hostB:2");
+        assert_int_equal(mc__master_client_put_revoke(f->b, key), 0);
+    }
+    /* its owner is alive after all: placements come back with its next heartbeat */
+    assert_int_equal(mc__master_client_heartbeat(f->a, &st), 0);
+    assert_int_equal(mc__master_client_put_start(f->b, "unreach-back", 4096, &two, &r), 0);
+    assert_int_equal(r.n_replicas, 2);
+    assert_int_equal(mc__master_client_put_revoke(f->b, "unreach-back"), 0);
+    /* nothing reachable: no placement at all */
+    assert_int_equal(mc__master_client_segment_unreachable(f->a, 2, both, codes), 0);
+    assert_int_equal(mc__master_client_put_start(f->b, "unreach-none", 4096, NULL, &r),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(mc__master_client_heartbeat(f->a, &st), 0);
+    assert_int_equal(mc__master_client_heartbeat(f->b, &st), 0);
+    assert_int_equal(mc__master_client_put_start(f->b, "unreach-none", 4096, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_revoke(f->b, "unreach-none"), 0);
+}
+
+/* Mounts name their incarnation; aliases of mounted memory and absurd sizes are refused. */
+static void test_mount_incarnations(void **state) {
+    fixture_t *f = *state;
+    mc__master_client_t *c = NULL, *d = NULL;
+    mc__replicate_config_t cfg = {.replica_num = 1, .n_preferred = 1};
+    mc__key_replicas_t r;
+    const uint64_t base = 0x30000000ull;
+    cfg.preferred[0].p = (const uint8_t *)"hostC:3";
+    cfg.preferred[0].len = 7;
+    assert_int_equal(mc__master_client_connect(f->m.addr, 2000, NULL, &c), 0);
+    assert_int_equal(mc__master_client_connect(f->m.addr, 2000, NULL, &d), 0);
+    assert_int_equal(mc__master_client_mount_segment_epoch(c, "hostC:3", base, MIB, 7), 0);
+    assert_int_equal(mc__master_client_mount_segment_epoch(c, "hostC:3", base, MIB, 7), 0);
+    assert_int_equal(mc__master_client_put_start(c, "inc-old", 4096, &cfg, &r), 0);
+    assert_string_equal(r.replicas[0].segment_name, "hostC:3");
+    assert_true(r.replicas[0].epoch == 7);
+    /* another client's alias of the same memory, or an overlapping range of the owner's own */
+    assert_int_equal(mc__master_client_mount_segment_epoch(d, "hostC:3", base + 4096, MIB, 9),
+                     MC_ERR_SEGMENT_ALREADY_EXISTS);
+    assert_int_equal(mc__master_client_mount_segment_epoch(d, "hostC:3", base, MIB, 7),
+                     MC_ERR_SEGMENT_ALREADY_EXISTS);
+    assert_int_equal(mc__master_client_mount_segment_epoch(c, "hostC:3", base - 4096, 8192, 7),
+                     MC_ERR_SEGMENT_ALREADY_EXISTS);
+    assert_int_equal(mc__master_client_mount_segment_epoch(d, "hostD:4", 0x1000, 1ull << 63, 1),
+                     MC_ERR_INVALID_PARAMS);
+    /* the owner's new incarnation replaces the old one, whose placements go with it */
+    assert_int_equal(mc__master_client_mount_segment_epoch(c, "hostC:3", base, MIB, 8), 0);
+    assert_int_equal(mc__master_client_put_end(c, "inc-old"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_put_start(c, "inc-new", 4096, &cfg, &r), 0);
+    assert_true(r.replicas[0].epoch == 8);
+    assert_int_equal(mc__master_client_put_end(c, "inc-new"), 0);
+    assert_int_equal(mc__master_client_remove(c, "inc-new", 1), 0);
+    assert_int_equal(mc__master_client_unmount_segment(c, "hostC:3", base), 0);
+    mc__master_client_close(c);
+    mc__master_client_close(d);
+}
+
 /* --- eviction, on a master of its own with a small pool --- */
 
 static int setup_evict(void **state) {
@@ -469,6 +543,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_remove_all),
         cmocka_unit_test(test_heartbeat),
         cmocka_unit_test(test_no_pointless_eviction),
+        cmocka_unit_test(test_unreachable_segments_take_no_placements),
+        cmocka_unit_test(test_mount_incarnations),
     };
     const struct CMUnitTest evict[] = {
         cmocka_unit_test_setup_teardown(test_eviction_lru_skips_leased, setup_evict, teardown),

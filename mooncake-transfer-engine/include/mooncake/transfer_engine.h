@@ -142,6 +142,11 @@ MC_API int mc_engine_batch_free(mc_engine_t *e, mc_batch_id_t b);
 
 /* Synchronous helper: allocate, submit n requests, wait, free. */
 MC_API int mc_engine_transfer_sync(mc_engine_t *e, const mc_request_t *reqs, size_t n);
+/* The same, and errors[i] (n entries) receives request i's own result: 0, or the code that
+ * failed it (every request gets the submit's code when the batch never started), so a caller
+ * moving one object to several peers learns which of them failed. */
+MC_API int mc_engine_transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n,
+                                        int *errors);
 
 /* Per-transport counters of completed tasks and their bytes, since the engine started.
  * transport: "tcp", "shm" or "local" (own segment). MC_ERR_INVALID_ARGUMENT for other names. */

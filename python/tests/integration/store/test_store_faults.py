@@ -4,6 +4,8 @@ eviction under memory pressure, leases, and what /metrics says about it all."""
 import json
 import time
 
+import pytest
+
 
 def wait_for(pred, timeout=10.0, step=0.1):
     deadline = time.monotonic() + timeout
@@ -48,6 +50,37 @@ def test_replicas_survive_kill_of_one_storage_client(make_master, make_worker):
     # After the kill, every object is still readable, from the survivor.
     assert reader.run(f"result = [sha(store.get(k)) for k in {keys!r}]") == digests
     assert b.run("result = store.health_check()") == 0
+
+
+@pytest.mark.parametrize("protocol", ["tcp", "auto"])
+def test_puts_succeed_around_a_dead_node(make_master, make_worker, protocol):
+    # Until client_ttl expires it, a killed node is still mounted: a put placed on it must be
+    # placed again elsewhere (and the master told to stop placing there), not fail -800.
+    master = make_master("--client_ttl=60")
+    dead, live, client = make_worker(), make_worker(), make_worker()
+    dead.setup(master, segment=64 << 20, protocol=protocol)
+    live.setup(master, segment=64 << 20, protocol=protocol)
+    client.setup(master, segment=0, protocol=protocol)
+    assert client.run("result = store.put('warm', b'x' * 4096)") == 0
+    dead.kill()
+    t0 = time.monotonic()
+    singles = client.run("result = [store.put(f'one-{i}', pattern(65536, f'one-{i}')) "
+                         "for i in range(40)]")
+    doubles = client.run("cfg = ReplicateConfig(replica_num=2)\n"
+                         "result = [store.put(f'two-{i}', pattern(65536, f'two-{i}'), config=cfg)"
+                         " for i in range(20)]")
+    batch = client.run("keys = [f'bat-{i}' for i in range(16)]\n"
+                       "result = store.put_batch(keys, [pattern(8192, k) for k in keys])")
+    elapsed = time.monotonic() - t0
+    assert singles == [0] * 40
+    assert doubles == [0] * 20
+    assert batch == 0
+    assert client.run("result = all(sha(store.get(k)) == sha(pattern(65536, k)) for k in "
+                      "[f'one-{i}' for i in range(40)] + [f'two-{i}' for i in range(20)])")
+    assert client.run("result = all(sha(store.get(f'bat-{i}')) == sha(pattern(8192, f'bat-{i}'))"
+                      " for i in range(16))")
+    assert master.metric("mooncake_master_segments") == 2  # still mounted: not expired yet
+    assert elapsed < 20, f"puts around the dead node took {elapsed:.1f} s"
 
 
 def test_dead_replica_owner_is_tried_last_and_logged_once(make_master, make_worker, tmp_path):
