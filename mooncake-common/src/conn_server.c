@@ -9,6 +9,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include "mooncake/common/conn_server.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
 #define MC__CONN_DEFAULT_MAX 256
@@ -26,7 +29,13 @@ typedef struct mc__conn {
     struct mc_conn_server *srv;
     pthread_t thread;
     int fd;
+    struct sockaddr_storage peer; /* for the per-peer limit */
+    _Atomic uint64_t idle_since;  /* monotonic ms, 0 while busy */
+    int evicted;                  /* shut down to make room (under the server lock) */
 } mc__conn_t;
+
+/* The connection the calling thread serves (serve() runs on it), for mc__conn_idle. */
+static _Thread_local mc__conn_t *mc__conn_self;
 
 struct mc_conn_server {
     mc_conn_server_opts_t o;
@@ -38,14 +47,23 @@ struct mc_conn_server {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int nconns;
+    uint64_t refuse_logged_ms;
     mc__conn_t *active;
     mc__conn_t *done; /* finished threads waiting to be joined */
 };
 
+void mc__conn_idle(int idle) {
+    mc__conn_t *c = mc__conn_self;
+    if (c)
+        atomic_store(&c->idle_since, idle ? mc__now_ms() | 1u : 0);
+}
+
 static void *mc__conn_main(void *arg) {
     mc__conn_t *c = arg;
     mc_conn_server_t *s = c->srv;
+    mc__conn_self = c;
     s->o.serve(s->o.ctx, c->fd);
+    mc__conn_self = NULL;
     pthread_mutex_lock(&s->mu);
     close(c->fd);
     c->fd = -1;
@@ -74,18 +92,88 @@ static void mc__conn_reap(mc_conn_server_t *s) {
     }
 }
 
+static int mc__same_peer(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
+    if (a->ss_family != b->ss_family)
+        return 0;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+    return 1; /* unix sockets: one local peer */
+}
+
+/* With the lock held: shuts down the connection idle longest (among those of `peer` when peer
+ * is non-NULL) so that a new one can have its place. 1 when there was one. */
+static int mc__conn_evict_idle(mc_conn_server_t *s, const struct sockaddr_storage *peer) {
+    mc__conn_t *oldest = NULL;
+    uint64_t oldest_ms = UINT64_MAX;
+    for (mc__conn_t *c = s->active; c; c = c->next) {
+        uint64_t t = atomic_load(&c->idle_since);
+        if (t && !c->evicted && t < oldest_ms && (!peer || mc__same_peer(&c->peer, peer))) {
+            oldest = c;
+            oldest_ms = t;
+        }
+    }
+    if (!oldest)
+        return 0;
+    oldest->evicted = 1;
+    shutdown(oldest->fd, SHUT_RDWR);
+    return 1;
+}
+
+/* With the lock held: closes connections idle past the timeout. */
+static void mc__conn_expire_idle(mc_conn_server_t *s, uint64_t now) {
+    for (mc__conn_t *c = s->active; c; c = c->next) {
+        uint64_t t = atomic_load(&c->idle_since);
+        if (t && !c->evicted && t + (uint64_t)s->o.idle_timeout_ms <= now) {
+            c->evicted = 1;
+            shutdown(c->fd, SHUT_RDWR);
+        }
+    }
+}
+
+/* With the lock held: may one more connection from peer be served? Makes room by evicting
+ * an idle connection when a limit is reached; 0 when none can be had. */
+static int mc__conn_admit(mc_conn_server_t *s, const struct sockaddr_storage *peer) {
+    int live = 0, from_peer = 0;
+    for (mc__conn_t *c = s->active; c; c = c->next) {
+        if (c->evicted)
+            continue; /* going away: its slot is as good as free */
+        live++;
+        from_peer += mc__same_peer(&c->peer, peer);
+    }
+    if (s->o.max_per_peer > 0 && from_peer >= s->o.max_per_peer && !mc__conn_evict_idle(s, peer))
+        return 0;
+    if (live >= s->o.max_conns && !mc__conn_evict_idle(s, NULL))
+        return 0;
+    /* evicted threads may lag behind; never let the table grow past twice its size */
+    return s->nconns < 2 * s->o.max_conns;
+}
+
 static void mc__conn_accept_one(mc_conn_server_t *s) {
     mc__conn_t *c = NULL;
+    struct sockaddr_storage peer;
+    socklen_t plen = sizeof(peer);
     int fd = mc__accept(s->lfd);
     if (fd < 0)
         return;
+    memset(&peer, 0, sizeof(peer));
+    if (getpeername(fd, (struct sockaddr *)&peer, &plen) != 0)
+        peer.ss_family = AF_UNSPEC;
     if (s->o.tune)
         s->o.tune(s->o.ctx, fd);
     pthread_mutex_lock(&s->mu);
-    if (s->nconns >= s->o.max_conns || !(c = mc__calloc(1, sizeof(*c)))) {
+    if (!mc__conn_admit(s, &peer) || !(c = mc__calloc(1, sizeof(*c)))) {
+        int n = s->nconns;
         pthread_mutex_unlock(&s->mu);
-        MC_WARN("%s: refusing a connection (%d open, limit %d)", s->o.name, s->nconns,
-                s->o.max_conns);
+        /* one line per second at most: a flood of refusals must not become a flood of logs */
+        if (mc__now_ms() >= s->refuse_logged_ms + 1000) {
+            s->refuse_logged_ms = mc__now_ms();
+            MC_WARN("%s: refusing a connection (%d open, limit %d, %d per peer)", s->o.name, n,
+                    s->o.max_conns, s->o.max_per_peer);
+        }
         if (s->o.reject)
             s->o.reject(s->o.ctx, fd);
         close(fd);
@@ -93,6 +181,7 @@ static void mc__conn_accept_one(mc_conn_server_t *s) {
     }
     c->srv = s;
     c->fd = fd;
+    c->peer = peer;
     c->next = s->active;
     c->pprev = &s->active;
     if (s->active)
@@ -119,8 +208,15 @@ static void *mc__conn_accept_main(void *arg) {
         struct pollfd pfd[2] = {{.fd = s->lfd, .events = POLLIN},
                                 {.fd = s->wake[0], .events = POLLIN}};
         /* The timeout only bounds how long finished threads wait to be joined. */
-        int r = poll(pfd, 2, 1000);
+        int r = poll(pfd, 2,
+                     s->o.idle_timeout_ms > 0 && s->o.idle_timeout_ms < 1000 ? s->o.idle_timeout_ms
+                                                                             : 1000);
         mc__conn_reap(s);
+        if (s->o.idle_timeout_ms > 0) {
+            pthread_mutex_lock(&s->mu);
+            mc__conn_expire_idle(s, mc__now_ms());
+            pthread_mutex_unlock(&s->mu);
+        }
         if (r < 0 && errno != EINTR)
             break;
         if (r <= 0)

@@ -66,6 +66,8 @@ static const char *mc__http_reason(int status) {
         return "Service Unavailable";
     case 505:
         return "HTTP Version Not Supported";
+    case 507:
+        return "Insufficient Storage";
     default:
         return "Unknown";
     }
@@ -153,14 +155,17 @@ static void mc__http_serve(mc_http_server_t *s, int fd) {
         size_t got = 0;
         int rc;
         uint64_t deadline = mc__now_ms() + (have ? MC__HTTP_HEAD_MS : MC__HTTP_IDLE_MS);
+        mc__conn_idle(have == 0);
         while ((rc = mc__http_parse_request(head, have, s->max_body, &req)) == 0) {
             ssize_t r = mc__http_read_some(fd, head + have, sizeof(head) - have, deadline);
             if (r < 0 && have)
                 mc__http_send_error(fd, 408);
             if (r <= 0)
                 return;
-            if (have == 0)
+            if (have == 0) {
                 deadline = mc__now_ms() + MC__HTTP_HEAD_MS;
+                mc__conn_idle(0);
+            }
             have += (size_t)r;
         }
         if (rc < 0) {

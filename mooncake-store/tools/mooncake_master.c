@@ -59,6 +59,11 @@ static size_t mc__master_flag_table(mc__master_flags_t *f, mc_flag_t *t) {
       "admin HTTP port: /metrics, /health, /query_key, ... (0 = ephemeral)");
     F("enable_metric_reporting", MC_FLAG_BOOL, &c->enable_metric_reporting,
       "log a one-line summary to stderr every 10 s");
+    F("rpc_idle_timeout_sec", MC_FLAG_INT, &c->rpc_idle_timeout_s,
+      "close RPC connections idle this long (0: never); the longest idle one also gives its "
+      "slot to a new client when all are taken");
+    F("rpc_max_conns_per_peer", MC_FLAG_INT, &c->rpc_max_conns_per_peer,
+      "RPC connections one address may hold (0: no limit below the 4096 in all)");
     F("config_path", MC_FLAG_STRING, &f->config_path, "JSON file with any of these keys");
     F("enable_ha", MC_FLAG_BOOL, &f->enable_ha, "high availability (not supported)");
     F("etcd_endpoints", MC_FLAG_STRING, &f->etcd_endpoints, "etcd endpoints for HA (unused)");

@@ -16,6 +16,12 @@
 #include "te_internal.h"
 
 #define MC__SERVER_MAX_CONNS 1024
+/* A peer pools at most MC__TE_POOL_MAX idle connections plus one per busy worker, so an honest
+ * one stays far below this; one process cannot take the whole table. */
+#define MC__SERVER_MAX_PER_PEER 256
+/* Pooled connections unused this long are closed; the initiator retries a closed pooled one on a
+ * fresh connection. */
+#define MC__SERVER_IDLE_MS (300 * 1000)
 #define MC__SCRATCH (MC__TE_MAX_NOTIFY_BODY)
 
 struct mc__server {
@@ -127,9 +133,12 @@ static int mc__serve_one(mc_engine_t *e, int fd, uint8_t *scratch) {
     mc_frame_header_t h;
     uint64_t deadline;
     int chk;
-    /* idle connections wait without a deadline; stop() shuts the socket down to end the wait */
+    /* Idle connections wait without a deadline: stop(), the idle timeout, or a new connection
+     * that needs the slot of the longest idle one shuts the socket down to end the wait. */
+    mc__conn_idle(1);
     if (mc__recv_all(fd, raw, sizeof(raw), 0))
         return MC_ERR_SOCKET;
+    mc__conn_idle(0);
     if (mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h)) {
         MC_DEBUG("closing RPC connection: bad frame header (type %u, body %llu)", h.type,
                  (unsigned long long)h.body_len);
@@ -192,6 +201,8 @@ int mc__server_start(mc_engine_t *e, int lfd, mc__server_t **out) {
     mc_conn_server_opts_t o = {.name = "te-rpc",
                                .listen_fd = lfd,
                                .max_conns = MC__SERVER_MAX_CONNS,
+                               .max_per_peer = MC__SERVER_MAX_PER_PEER,
+                               .idle_timeout_ms = MC__SERVER_IDLE_MS,
                                .serve = mc__conn_serve,
                                .tune = mc__tune_socket,
                                .ctx = s};

@@ -248,6 +248,10 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
     timeout = s->cfg.rpc_timeout_ms > 0 ? s->cfg.rpc_timeout_ms : MC__DEFAULT_RPC_TIMEOUT_MS;
     /* The master first: a master that is down fails setup fast, before memory is taken. */
     rc = mc__master_client_connect(s->cfg.master_server_addr, timeout, NULL, &s->master);
+    /* A TCP connect only proves that something accepted it (a master whose connection table is
+     * full accepts and closes): one round trip proves that the master answers. */
+    if (rc == 0)
+        rc = mc__master_client_heartbeat(s->master, NULL);
     if (rc != 0) {
         MC_ERROR("store: cannot reach the master at %s: %s", s->cfg.master_server_addr,
                  mc_store_strerror(rc));

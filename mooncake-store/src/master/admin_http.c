@@ -140,6 +140,68 @@ static void mc__summary(mc__master_t *m, mc_buf_t *b) {
 }
 
 /* JSON description of one key, or NULL when it does not exist. */
+/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 when there is none. */
+static size_t mc__utf8_seq(const uint8_t *p, size_t n) {
+    uint8_t c = p[0];
+    size_t len;
+    uint8_t lo = 0x80, hi = 0xBF; /* the allowed range of the second byte */
+    if (c >= 0x01 && c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        lo = c == 0xE0 ? 0xA0 : 0x80; /* no overlong forms */
+        hi = c == 0xED ? 0x9F : 0xBF; /* no surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        lo = c == 0xF0 ? 0x90 : 0x80;
+        hi = c == 0xF4 ? 0x8F : 0xBF;
+    } else {
+        return 0;
+    }
+    if (len > n || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    return len;
+}
+
+/* JSON text must be UTF-8, keys are bytes: valid UTF-8 passes unchanged, any other byte (NUL
+ * too) becomes the four characters \xNN, so a binary key stays visible and the document valid.
+ * out holds 4 * n + 1 bytes. */
+static void mc__key_text(const uint8_t *p, size_t n, char *out) {
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = mc__utf8_seq(p + i, n - i);
+        if (k) {
+            memcpy(out + o, p + i, k);
+            o += k;
+            i += k;
+        } else {
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[p[i] >> 4];
+            out[o++] = hex[p[i] & 15];
+            i++;
+        }
+    }
+    out[o] = '\0';
+}
+
+/* Adds a key (a C string from a query) as a JSON-safe string field. */
+static void mc__key_json_field(cJSON *j, const char *field, const char *key) {
+    size_t n = strlen(key);
+    char *text = mc__malloc(4 * n + 1);
+    if (!text)
+        return;
+    mc__key_text((const uint8_t *)key, n, text);
+    cJSON_AddStringToObject(j, field, text);
+    mc__free(text);
+}
+
 static cJSON *mc__key_json(mc__master_t *m, const char *key) {
     size_t len = strlen(key);
     uint32_t hash;
@@ -166,7 +228,7 @@ static cJSON *mc__key_json(mc__master_t *m, const char *key) {
     if (!o)
         return NULL;
     j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "key", key);
+    mc__key_json_field(j, "key", key);
     cJSON_AddNumberToObject(j, "size", (double)size);
     cJSON_AddBoolToObject(j, "complete", (flags & MC__OBJ_COMPLETE) != 0);
     cJSON_AddNumberToObject(j, "lease_ttl_ms_left", (double)lease);
@@ -191,12 +253,11 @@ static cJSON *mc__key_json(mc__master_t *m, const char *key) {
 }
 
 static int mc__all_keys_visit(mc__master_t *m, mc__object_t *o, void *arg) {
-    char key[MC_MP_MAX_KEY + 1];
+    char key[4 * MC_MP_MAX_KEY + 1];
     (void)m;
     if (!(o->flags & MC__OBJ_COMPLETE))
         return 0;
-    memcpy(key, o->data, o->key_len);
-    key[o->key_len] = '\0';
+    mc__key_text(o->data, o->key_len, key);
     cJSON_AddItemToArray((cJSON *)arg, cJSON_CreateString(key));
     return 0;
 }
@@ -206,12 +267,10 @@ static cJSON *mc__segments_json(mc__master_t *m, const char *only) {
     pthread_rwlock_rdlock(&m->registry);
     for (uint32_t i = 0; i < m->n_slots; i++) {
         mc__segment_t *s = m->slots[i];
-        char id[37];
         cJSON *j;
         if (!s || (only && strcmp(only, s->name) != 0))
             continue;
         j = cJSON_CreateObject();
-        mc__uuid_format(s->owner, id);
         cJSON_AddStringToObject(j, "name", s->name);
         cJSON_AddNumberToObject(j, "base", (double)s->base);
         cJSON_AddNumberToObject(j, "size", (double)s->alloc.total_bytes);
@@ -220,7 +279,6 @@ static cJSON *mc__segments_json(mc__master_t *m, const char *only) {
         cJSON_AddNumberToObject(j, "allocations", (double)s->alloc.n_allocs);
         cJSON_AddNumberToObject(j, "largest_free", (double)mc__seg_alloc_largest_free(&s->alloc));
         pthread_mutex_unlock(&s->mu);
-        cJSON_AddStringToObject(j, "client_id", id);
         cJSON_AddBoolToObject(j, "unmounting", s->dying != 0);
         cJSON_AddItemToArray(arr, j);
     }
@@ -242,9 +300,14 @@ static void mc__respond_json(mc_http_response_t *resp, int status, cJSON *j) {
 static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_response_t *resp) {
     mc__master_t *m = ctx;
     static const char bad_method[] = "only GET is served here\n";
-    char arg[2048];
+    char *arg = mc__malloc(MC_HTTP_MAX_QUERY); /* a query value: a key, or a list of them */
+    const size_t arg_cap = MC_HTTP_MAX_QUERY;
     mc_buf_t b;
     mc__buf_init(&b);
+    if (!arg) {
+        mc__http_respond(resp, 503, "text/plain", "out of memory\n", 14);
+        goto out;
+    }
     if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
         mc__http_respond(resp, 405, "text/plain", bad_method, sizeof(bad_method) - 1);
         goto out;
@@ -259,14 +322,14 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
         mc__http_respond(resp, 200, "text/plain", "OK\n", 3);
     } else if (!strcmp(req->path, "/query_key")) {
         cJSON *j = NULL;
-        if (mc__http_query_get(req->query, "key", arg, sizeof(arg)) || !arg[0]) {
+        if (mc__http_query_get(req->query, "key", arg, arg_cap) || !arg[0]) {
             mc__http_respond(resp, 400, "text/plain", "missing ?key=\n", 14);
             goto out;
         }
         j = mc__key_json(m, arg);
         if (!j) {
             j = cJSON_CreateObject();
-            cJSON_AddStringToObject(j, "key", arg);
+            mc__key_json_field(j, "key", arg);
             cJSON_AddStringToObject(j, "error", "OBJECT_NOT_FOUND");
             cJSON_AddNumberToObject(j, "code", MC_ERR_OBJECT_NOT_FOUND);
             mc__respond_json(resp, 404, j);
@@ -276,7 +339,7 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
     } else if (!strcmp(req->path, "/batch_query_keys")) {
         cJSON *all = NULL;
         char *save = NULL;
-        if (mc__http_query_get(req->query, "keys", arg, sizeof(arg))) {
+        if (mc__http_query_get(req->query, "keys", arg, arg_cap)) {
             mc__http_respond(resp, 400, "text/plain", "missing ?keys=a,b\n", 18);
             goto out;
         }
@@ -288,7 +351,11 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
                 cJSON_AddStringToObject(j, "error", "OBJECT_NOT_FOUND");
                 cJSON_AddNumberToObject(j, "code", MC_ERR_OBJECT_NOT_FOUND);
             }
-            cJSON_AddItemToObject(all, k, j);
+            char *name = mc__malloc(4 * strlen(k) + 1);
+            if (name)
+                mc__key_text((const uint8_t *)k, strlen(k), name);
+            cJSON_AddItemToObject(all, name ? name : "?", j);
+            mc__free(name);
         }
         mc__respond_json(resp, 200, all);
     } else if (!strcmp(req->path, "/get_all_keys")) {
@@ -299,7 +366,7 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
         mc__respond_json(resp, 200, mc__segments_json(m, NULL));
     } else if (!strcmp(req->path, "/query_segment")) {
         cJSON *arr = NULL;
-        if (mc__http_query_get(req->query, "segment", arg, sizeof(arg)) || !arg[0]) {
+        if (mc__http_query_get(req->query, "segment", arg, arg_cap) || !arg[0]) {
             mc__http_respond(resp, 400, "text/plain", "missing ?segment=\n", 18);
             goto out;
         }
@@ -312,6 +379,7 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
         mc__http_respond(resp, 404, "text/plain", nf, sizeof(nf) - 1);
     }
 out:
+    mc__free(arg);
     mc__buf_free(&b);
 }
 

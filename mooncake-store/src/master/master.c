@@ -24,6 +24,9 @@ void mc__master_config_defaults(mc__master_config_t *c) {
     c->http_metadata_server_port = 8080;
     c->http_metadata_server_host = "0.0.0.0";
     c->metrics_port = 9003;
+    /* Clients heartbeat every second, so only abandoned connections ever sit idle this long. */
+    c->rpc_idle_timeout_s = 300;
+    c->rpc_max_conns_per_peer = 1024;
 }
 
 static int mc__bad(char *err, size_t cap, const char *what) {
@@ -54,6 +57,10 @@ int mc__master_config_validate(const mc__master_config_t *c, char *err, size_t c
         return mc__bad(err, cap, "--put_start_discard_timeout_sec must be >= 1");
     if (c->put_start_release_timeout_s < 1)
         return mc__bad(err, cap, "--put_start_release_timeout_sec must be >= 1");
+    if (c->rpc_idle_timeout_s < 0 || c->rpc_idle_timeout_s > 86400)
+        return mc__bad(err, cap, "--rpc_idle_timeout_sec must be in 0..86400 (0: never)");
+    if (c->rpc_max_conns_per_peer < 0)
+        return mc__bad(err, cap, "--rpc_max_conns_per_peer must be >= 0 (0: no limit)");
     return 0;
 }
 

@@ -69,7 +69,7 @@ static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint6
     int32_t code = 0;
     int placed = 0;
     *n_out = 0;
-    if (len == 0)
+    if (len == 0 || len > MC_MP_MAX_SEGMENT_SIZE) /* no segment could hold it */
         return MC_ERR_INVALID_PARAMS;
     pthread_mutex_lock(&s->mu);
     o = mc__shard_find(s, hash, key->p, key->len);

@@ -16,13 +16,41 @@
 #include "mooncake/error.h"
 
 #define MC__RPC_MAX_CONNS 4096
-#define MC__RPC_IO_TIMEOUT_MS 30000 /* a body or a reply must move within this */
-#define MC__RPC_KEEP_BUF (1u << 20) /* larger buffers are dropped after use */
+#define MC__RPC_IO_TIMEOUT_MS 30000  /* a body or a reply must move within this */
+#define MC__RPC_KEEP_BUF (64u << 10) /* larger buffers are dropped after use */
+/* Bodies larger than the kept buffer are reserved against one budget for all connections, so
+ * that peers announcing big frames (and sending them slowly) cannot make the master hold more
+ * than this; past it a request is drained and answered "busy". Small requests (heartbeats,
+ * single keys) never wait on it: they fit the buffer each connection keeps. */
+#define MC__RPC_BODY_BUDGET (256ull << 20)
 
 struct mc__rpc_server {
     mc__master_t *m;
     mc_conn_server_t *conns;
+    _Atomic uint64_t reserved; /* body bytes reserved by requests being read or handled */
 };
+
+/* Takes len bytes of the body budget; 0 when it is exhausted. */
+static int mc__rpc_reserve(mc__rpc_server_t *s, uint64_t len) {
+    uint64_t cur = atomic_load(&s->reserved);
+    do {
+        if (cur + len > MC__RPC_BODY_BUDGET)
+            return 0;
+    } while (!atomic_compare_exchange_weak(&s->reserved, &cur, cur + len));
+    return 1;
+}
+
+/* Reads and drops n bytes (a body we will not buffer) so that the stream stays in step. */
+static int mc__rpc_drain(int fd, uint64_t n, uint64_t deadline) {
+    uint8_t scratch[16384];
+    while (n) {
+        size_t k = n < sizeof(scratch) ? (size_t)n : sizeof(scratch);
+        if (mc__recv_all(fd, scratch, k, deadline))
+            return MC_ERR_SOCKET;
+        n -= k;
+    }
+    return 0;
+}
 
 /* Reads a body of len bytes, growing the buffer only as bytes arrive so that a peer announcing a
  * large frame cannot make us allocate memory it never sends. */
@@ -53,6 +81,7 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
     uint8_t hdr[MC_FRAME_HEADER_SIZE];
     uint8_t *body = NULL;
     size_t cap = 0;
+    uint64_t reserved = 0; /* of the body budget, by the request last read */
     mc_buf_t out;
     mc__buf_init(&out);
     for (;;) {
@@ -60,8 +89,22 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
         mc__mp_request_t req;
         uint64_t deadline;
         int rc;
+        /* the previous request is done: its reservation and its large buffer go back */
+        if (reserved) {
+            atomic_fetch_sub(&s->reserved, reserved);
+            reserved = 0;
+        }
+        if (cap > MC__RPC_KEEP_BUF) {
+            mc__free(body);
+            body = NULL;
+            cap = 0;
+        }
+        if (out.cap > MC__RPC_KEEP_BUF)
+            mc__buf_free(&out);
+        mc__conn_idle(1); /* between requests: its slot may go to a new client (conn_server.h) */
         if (mc__recv_all(fd, hdr, sizeof(hdr), 0))
-            break; /* peer closed */
+            break; /* peer closed, or shut down for being idle */
+        mc__conn_idle(0);
         deadline = mc__now_ms() + MC__RPC_IO_TIMEOUT_MS;
         mc__buf_reset(&out);
         if (mc__frame_header_decode(hdr, sizeof(hdr), MC_MP_MAX_BODY, &h)) {
@@ -76,6 +119,18 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
                 (void)mc__send_all(fd, out.data, out.len, deadline);
             MC_WARN("rpc: dropping a connection that sent an invalid frame header");
             break;
+        }
+        reserved = h.body_len > MC__RPC_KEEP_BUF ? h.body_len : 0;
+        if (reserved && !mc__rpc_reserve(s, reserved)) {
+            MC_WARN("rpc: request body budget exhausted; refusing a %llu-byte %s request",
+                    (unsigned long long)h.body_len, mc__mp_type_name(h.type));
+            if (mc__rpc_drain(fd, h.body_len, deadline) ||
+                mc__mp_encode_error_reply(&out, h.type, h.request_id,
+                                          MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS,
+                                          "master busy: request buffers full, retry later") ||
+                mc__send_all(fd, out.data, out.len, deadline))
+                break;
+            continue;
         }
         if (mc__rpc_read_body(fd, &body, &cap, (size_t)h.body_len, deadline))
             break;
@@ -100,14 +155,9 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
         mc__mp_request_free(&req);
         if (rc || mc__send_all(fd, out.data, out.len, deadline))
             break;
-        if (cap > MC__RPC_KEEP_BUF) {
-            mc__free(body);
-            body = NULL;
-            cap = 0;
-        }
-        if (out.cap > MC__RPC_KEEP_BUF)
-            mc__buf_free(&out);
     }
+    if (reserved)
+        atomic_fetch_sub(&s->reserved, reserved);
     mc__free(body);
     mc__buf_free(&out);
 }
@@ -130,6 +180,8 @@ int mc__rpc_server_start(mc__master_t *m, const char *host, uint16_t port, mc__r
                                .port = port,
                                .backlog = 512,
                                .max_conns = MC__RPC_MAX_CONNS,
+                               .max_per_peer = (int)m->cfg.rpc_max_conns_per_peer,
+                               .idle_timeout_ms = (int)(m->cfg.rpc_idle_timeout_s * 1000),
                                .serve = mc__rpc_conn_serve,
                                .ctx = s};
     rc = mc__conn_server_start(&o, &s->conns);

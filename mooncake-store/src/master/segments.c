@@ -254,9 +254,14 @@ int mc__segment_unmount(mc__master_t *m, const uint8_t *client, const mc__mp_str
     return rc;
 }
 
+/* Expired clients logged one by one per pass; the rest of a pass gets one summary line, so that
+ * a mass expiry (or a flood of short-lived fake clients) cannot flood the log. */
+#define MC__EXPIRE_LOG_EACH 3
+
 void mc__clients_expire(mc__master_t *m, uint64_t now) {
     uint64_t ttl = (uint64_t)m->cfg.client_ttl_s * 1000u;
-    for (;;) {
+    unsigned long expired = 0, segments = 0;
+    for (;; expired++) {
         uint8_t id[MC_MP_CLIENT_ID_LEN];
         int found = 0;
         pthread_mutex_lock(&m->clients_mu);
@@ -270,11 +275,12 @@ void mc__clients_expire(mc__master_t *m, uint64_t now) {
         }
         pthread_mutex_unlock(&m->clients_mu);
         if (!found)
-            return;
+            break;
         atomic_fetch_add(&m->expired_clients, 1);
-        MC_WARN("client expired after %llds without heartbeat; unmounting its segments",
-                (long long)m->cfg.client_ttl_s);
-        for (;;) {
+        if (expired < MC__EXPIRE_LOG_EACH)
+            MC_WARN("client expired after %llds without heartbeat; unmounting its segments",
+                    (long long)m->cfg.client_ttl_s);
+        for (;; segments++) {
             uint32_t slot = UINT32_MAX;
             pthread_rwlock_wrlock(&m->registry);
             for (uint32_t i = 0; i < m->n_slots; i++) {
@@ -291,6 +297,10 @@ void mc__clients_expire(mc__master_t *m, uint64_t now) {
             mc__segment_drop(m, slot);
         }
     }
+    if (expired > MC__EXPIRE_LOG_EACH)
+        MC_WARN("%lu more clients expired after %llds without heartbeat (%lu segments unmounted "
+                "in all)",
+                expired - MC__EXPIRE_LOG_EACH, (long long)m->cfg.client_ttl_s, segments);
 }
 
 void mc__segments_destroy(mc__master_t *m) {

@@ -24,6 +24,7 @@ struct mc_http_kv_store {
     mc__kv_entry_t **buckets;
     size_t nbuckets; /* power of two */
     size_t count;
+    uint64_t bytes; /* keys and values held, against MC_HTTP_KV_MAX_TOTAL */
     mc_http_server_t *server;
 };
 
@@ -145,7 +146,10 @@ int mc__http_kv_store_put(mc_http_kv_store_t *s, const char *key, const void *va
     h = XXH3_64bits(key, klen);
     pthread_rwlock_wrlock(&s->lock);
     pp = mc__kv_slot(s, key, h);
-    if (*pp) {
+    if (s->bytes - (*pp ? (*pp)->len : 0) + len + (*pp ? 0 : klen) > MC_HTTP_KV_MAX_TOTAL) {
+        /* over the total: refused, the old value (if any) stays */
+    } else if (*pp) {
+        s->bytes = s->bytes - (*pp)->len + len;
         mc__free((*pp)->val);
         (*pp)->val = copy;
         (*pp)->len = len;
@@ -159,6 +163,7 @@ int mc__http_kv_store_put(mc_http_kv_store_t *s, const char *key, const void *va
         e->next = NULL;
         *pp = e;
         s->count++;
+        s->bytes += klen + len;
         mc__kv_grow(s);
         copy = NULL;
         e = NULL;
@@ -206,6 +211,7 @@ int mc__http_kv_store_del(mc_http_kv_store_t *s, const char *key) {
         e = *pp;
         *pp = e->next;
         s->count--;
+        s->bytes -= strlen(e->key) + e->len;
     }
     pthread_rwlock_unlock(&s->lock);
     if (!e)
@@ -253,7 +259,10 @@ void mc__http_kv_store_handle(mc_http_kv_store_t *s, const mc_http_request_t *re
             return;
         }
         rc = mc__http_kv_store_put(s, key, req->body, req->body_len);
-        mc__kv_text(resp, rc ? 500 : 200, rc ? mc_strerror(rc) : "metadata updated");
+        if (rc == MC_ERR_MEMORY)
+            mc__kv_text(resp, 507, "metadata store full");
+        else
+            mc__kv_text(resp, rc ? 500 : 200, rc ? mc_strerror(rc) : "metadata updated");
     } else if (req->method[0] == 'D') {
         rc = mc__http_kv_store_del(s, key);
         mc__kv_text(resp, rc ? 404 : 200, rc ? "metadata not found" : "metadata deleted");

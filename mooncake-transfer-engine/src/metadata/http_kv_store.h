@@ -11,6 +11,9 @@
 
 #define MC_HTTP_KV_MAX_VALUE (16u << 20)
 #define MC_HTTP_KV_MAX_KEY 4096u
+/* Keys and values held in all: a put past it is refused (507) rather than grown into. Segment
+ * descriptors are a few KiB each, so this holds tens of thousands of engines. */
+#define MC_HTTP_KV_MAX_TOTAL (256ull << 20)
 #define MC_HTTP_KV_PATH "/metadata"
 
 typedef struct mc_http_kv_store mc_http_kv_store_t;
@@ -28,7 +31,8 @@ void mc__http_kv_store_handle(mc_http_kv_store_t *s, const mc_http_request_t *re
                               mc_http_response_t *resp);
 
 /* Direct access for in-process users. get copies the value (mc__malloc'ed) into *val;
- * both get and del return MC_ERR_METADATA when the key is absent. */
+ * both get and del return MC_ERR_METADATA when the key is absent. put returns MC_ERR_MEMORY when
+ * the store would hold more than MC_HTTP_KV_MAX_TOTAL bytes with it. */
 int mc__http_kv_store_put(mc_http_kv_store_t *s, const char *key, const void *val, size_t len);
 int mc__http_kv_store_get(mc_http_kv_store_t *s, const char *key, uint8_t **val, size_t *len);
 int mc__http_kv_store_del(mc_http_kv_store_t *s, const char *key);

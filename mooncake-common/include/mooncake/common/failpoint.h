@@ -3,8 +3,9 @@
  * can stop a client exactly there instead of racing a signal against a fast copy.
  *
  * MC_FAILPOINTS in the environment lists the armed points, comma-separated, each as
- * "name=stop": the process sends itself SIGSTOP when it reaches that point, and goes on when the
- * test sends SIGCONT. Unset (the normal case) every point costs one relaxed load. */
+ * "name=stop": the process sends itself SIGSTOP the first time it reaches that point (once: a
+ * retry that passes the point again goes on), and goes on when the test sends SIGCONT. Unset
+ * (the normal case) every point costs one pthread_once check. */
 #ifndef MC_COMMON_FAILPOINT_H
 #define MC_COMMON_FAILPOINT_H
 

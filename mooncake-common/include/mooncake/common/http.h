@@ -7,12 +7,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MC_HTTP_MAX_HEAD 8192
+/* Room for the longest key (4 KiB, up to 12 KiB URL-encoded) and for batch queries naming
+ * hundreds of keys; the server keeps this much per connection while it reads a request. */
+#define MC_HTTP_MAX_HEAD (64u << 10)
+#define MC_HTTP_MAX_QUERY (60u << 10)
 
 typedef struct mc_http_request {
-    char method[8];   /* GET, PUT, POST, DELETE, HEAD */
-    char path[1024];  /* decoded path without query, e.g. "/metadata" */
-    char query[2048]; /* raw query string without '?', may be empty */
+    char method[8];                /* GET, PUT, POST, DELETE, HEAD */
+    char path[1024];               /* decoded path without query, e.g. "/metadata" */
+    char query[MC_HTTP_MAX_QUERY]; /* raw query string without '?', may be empty */
     size_t content_length;
     int keep_alive;
     size_t head_len;     /* bytes of request line + headers incl. the blank line */
