@@ -9,8 +9,10 @@
 #include "te_internal.h"
 #include "transports/tcp.h"
 
-/* A peer that never fetches must not make us grow without bound. */
+/* A peer that never fetches must not make us grow without bound: a count, and bytes (65536
+ * notifies of 64 KiB would be 4 GiB). Past either, a notify is refused with TOO_MANY_REQUESTS. */
 #define MC__NOTIFY_QUEUE_MAX 65536
+#define MC__NOTIFY_QUEUE_BYTES (64ull << 20)
 
 int mc__notify_push(mc_engine_t *e, const char *from, size_t from_len, const char *name,
                     size_t name_len, const uint8_t *msg, size_t msg_len) {
@@ -25,7 +27,8 @@ int mc__notify_push(mc_engine_t *e, const char *from, size_t from_len, const cha
         memcpy(n.msg, msg, msg_len);
     n.msg_len = msg_len;
     pthread_mutex_lock(&e->notify_lock);
-    if (e->nnotifies >= MC__NOTIFY_QUEUE_MAX) {
+    if (e->nnotifies >= MC__NOTIFY_QUEUE_MAX ||
+        e->notify_bytes + from_len + name_len + msg_len > MC__NOTIFY_QUEUE_BYTES) {
         rc = MC_ERR_TOO_MANY_REQUESTS;
     } else if (e->nnotifies == e->notifies_cap) {
         size_t ncap = e->notifies_cap ? e->notifies_cap * 2 : 16;
@@ -37,6 +40,7 @@ int mc__notify_push(mc_engine_t *e, const char *from, size_t from_len, const cha
     }
     if (rc != MC_ERR_TOO_MANY_REQUESTS && e->nnotifies < e->notifies_cap) {
         e->notifies[e->nnotifies++] = n;
+        e->notify_bytes += from_len + name_len + msg_len;
         memset(&n, 0, sizeof(n));
         rc = 0;
     }
@@ -52,6 +56,7 @@ void mc__notify_clear(mc_engine_t *e) {
     mc_engine_notifies_free(e->notifies, e->nnotifies);
     e->notifies = NULL;
     e->nnotifies = e->notifies_cap = 0;
+    e->notify_bytes = 0;
 }
 
 static int mc__notify_remote(mc_engine_t *e, mc__peer_t *p, const mc_buf_t *frame) {
@@ -112,6 +117,7 @@ int mc_engine_notifies_fetch(mc_engine_t *e, mc_notify_t **out, size_t *count) {
     *count = e->nnotifies;
     e->notifies = NULL;
     e->nnotifies = e->notifies_cap = 0;
+    e->notify_bytes = 0;
     pthread_mutex_unlock(&e->notify_lock);
     return 0;
 }

@@ -132,6 +132,7 @@ struct mc_engine {
     mc_notify_t *notifies;
     size_t nnotifies;
     size_t notifies_cap;
+    uint64_t notify_bytes; /* names and payloads queued, against the queue's byte bound */
 
     _Atomic uint64_t stat_tasks[MC__TP_COUNT];
     _Atomic uint64_t stat_bytes[MC__TP_COUNT];

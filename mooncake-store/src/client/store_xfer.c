@@ -13,7 +13,10 @@
  * threads can stage at once. */
 #define MC__STAGE_CHUNK (4u << 20)
 #define MC__STAGE_MIN (64u << 10)
-#define MC__STAGE_WAIT_MS 10000
+/* How long a staged copy waits for staging space that other calls hold before it registers the
+ * caller's memory for itself instead. Short: the space may be held by this very call (a batch
+ * whose result buffers fill the staging buffer), and then waiting could only end in a miss. */
+#define MC__STAGE_WAIT_MS 200
 #define MC__MAX_REQS 64
 /* Long enough that a burst of reads after a peer died pays for one failed attempt, short enough
  * that a peer that failed only briefly is soon read from again; the warning interval keeps a
@@ -332,6 +335,20 @@ static int mc__add(mc__mover_t *m, void *local, uint64_t off, size_t len) {
     return 0;
 }
 
+/* No staging buffer (a pure storage node): register the caller's memory for this call only. */
+static int mc__move_registered_once(mc__mover_t *m, uint8_t *user, uint64_t off, size_t len) {
+    int rc = mc_engine_register_memory(m->s->engine, user, len, "*");
+    if (rc != 0) {
+        MC_ERROR("store: cannot register caller memory: %s", mc_strerror(rc));
+        return MC_ERR_INVALID_PARAMS;
+    }
+    rc = mc__add(m, user, off, len);
+    if (rc == 0)
+        rc = mc__flush(m);
+    mc_engine_unregister_memory(m->s->engine, user);
+    return rc;
+}
+
 static int mc__move_staged(mc__mover_t *m, uint8_t *user, uint64_t off, size_t len) {
     mc_store_t *s = m->s;
     while (len > 0) {
@@ -341,8 +358,8 @@ static int mc__move_staged(mc__mover_t *m, uint8_t *user, uint64_t off, size_t l
         int rc;
         uint8_t *blk = mc__staging_alloc_range(&s->staging, min, want, MC__STAGE_WAIT_MS, &got);
         if (!blk) {
-            MC_ERROR("store: no staging space for %zu bytes", min);
-            return MC_ERR_NO_AVAILABLE_HANDLE;
+            MC_DEBUG("store: no staging space for %zu bytes; registering the caller's memory", min);
+            return mc__move_registered_once(m, user, off, len);
         }
         if (m->opcode == MC_OPCODE_WRITE)
             memcpy(blk, user, got);
@@ -359,20 +376,6 @@ static int mc__move_staged(mc__mover_t *m, uint8_t *user, uint64_t off, size_t l
         len -= got;
     }
     return 0;
-}
-
-/* No staging buffer (a pure storage node): register the caller's memory for this call only. */
-static int mc__move_registered_once(mc__mover_t *m, uint8_t *user, uint64_t off, size_t len) {
-    int rc = mc_engine_register_memory(m->s->engine, user, len, "*");
-    if (rc != 0) {
-        MC_ERROR("store: cannot register caller memory: %s", mc_strerror(rc));
-        return MC_ERR_INVALID_PARAMS;
-    }
-    rc = mc__add(m, user, off, len);
-    if (rc == 0)
-        rc = mc__flush(m);
-    mc_engine_unregister_memory(m->s->engine, user);
-    return rc;
 }
 
 int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,

@@ -130,6 +130,11 @@ static void test_bad_input(void **state) {
     free(long_key);
 
     assert_int_equal(mc__master_client_put_start(f->a, "zero", 0, NULL, &r), MC_ERR_INVALID_PARAMS);
+    /* larger than any segment could be: refused, not placed or evicted for */
+    assert_int_equal(mc__master_client_put_start(f->a, "4eib", 1ull << 62, NULL, &r),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__master_client_put_start(f->a, "max", UINT64_MAX, NULL, &r),
+                     MC_ERR_INVALID_PARAMS);
     memset(&cfg, 0, sizeof(cfg));
     assert_int_equal(mc__master_client_put_start(f->a, "cfg0", 10, &cfg, &r),
                      MC_ERR_INVALID_PARAMS);
