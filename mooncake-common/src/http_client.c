@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/auth.h"
 #include "mooncake/common/frame.h"
 #include "mooncake/common/http.h"
 #include "mooncake/common/sock.h"
@@ -192,8 +193,11 @@ static int mc__http_read_chunked(int fd, mc_buf_t *b, size_t off, uint64_t deadl
     }
 }
 
-int mc__http_request(const char *method, const char *url, const void *body, size_t body_len,
-                     int timeout_ms, int *status, char **resp_body, size_t *resp_len) {
+/* One exchange; authz (may be NULL) is an Authorization header value; challenge (may be NULL,
+ * 64 bytes) receives a 401's "MC-HMAC nonce=" hex nonce, or "". */
+static int mc__http_exchange(const char *method, const char *url, const void *body, size_t body_len,
+                             int timeout_ms, const char *authz, int *status, char **resp_body,
+                             size_t *resp_len, char *challenge) {
     mc__http_url_t u;
     mc_buf_t req, in, out;
     uint64_t deadline = timeout_ms > 0 ? mc__now_ms() + (uint64_t)timeout_ms : 0;
@@ -224,6 +228,8 @@ int mc__http_request(const char *method, const char *url, const void *body, size
             goto out;
         if (with_len)
             n += snprintf(head + n, sizeof(head) - (size_t)n, "Content-Length: %zu\r\n", body_len);
+        if (authz && strlen(authz) < 256)
+            n += snprintf(head + n, sizeof(head) - (size_t)n, "Authorization: %s\r\n", authz);
         n += snprintf(head + n, sizeof(head) - (size_t)n, "\r\n");
         if (mc__buf_put(&req, head, (size_t)n) != 0) {
             rc = MC_ERR_MEMORY;
@@ -251,6 +257,17 @@ int mc__http_request(const char *method, const char *url, const void *body, size
         /* An interim 1xx response: drop it and read the real one. */
         memmove(in.data, in.data + head_len, in.len - head_len);
         in.len -= head_len;
+    }
+    if (challenge) {
+        static const char pfx[] = "MC-HMAC nonce=";
+        challenge[0] = '\0';
+        v = code == 401
+                ? mc__http_find_header((const char *)in.data, head_len, "www-authenticate", &vl)
+                : NULL;
+        if (v && vl == sizeof(pfx) - 1 + 32 && !strncmp(v, pfx, sizeof(pfx) - 1)) {
+            memcpy(challenge, v + sizeof(pfx) - 1, 32);
+            challenge[32] = '\0';
+        }
     }
     no_body = !strcmp(method, "HEAD") || code == 204 || code == 304;
     if (no_body) {
@@ -305,4 +322,39 @@ out:
     mc__buf_free(&in);
     mc__buf_free(&out);
     return rc;
+}
+
+int mc__http_request(const char *method, const char *url, const void *body, size_t body_len,
+                     int timeout_ms, int *status, char **resp_body, size_t *resp_len) {
+    return mc__http_exchange(method, url, body, body_len, timeout_ms, NULL, status, resp_body,
+                             resp_len, NULL);
+}
+
+int mc__http_request_auth(const struct mc_auth *a, const char *method, const char *url,
+                          const void *body, size_t body_len, int timeout_ms, int *status,
+                          char **resp_body, size_t *resp_len) {
+    char challenge[64];
+    char authz[160];
+    char mac_hex[2 * MC_AUTH_MAC + 1];
+    uint8_t nonce[MC_AUTH_NONCE], mac[MC_AUTH_MAC];
+    mc__http_url_t u;
+    int rc;
+    if (!a || !a->enabled)
+        return mc__http_request(method, url, body, body_len, timeout_ms, status, resp_body,
+                                resp_len);
+    rc = mc__http_exchange(method, url, body, body_len, timeout_ms, NULL, status, resp_body,
+                           resp_len, challenge);
+    if (rc || *status != 401 || !challenge[0])
+        return rc; /* served without a challenge (a server without a secret), or failed */
+    if (resp_body) {
+        mc__free(*resp_body);
+        *resp_body = NULL;
+    }
+    if (mc__http_parse_url(url, &u) != 0 || mc__auth_unhex(challenge, MC_AUTH_NONCE, nonce) ||
+        mc__auth_http_mac(a, nonce, method, u.target, strlen(u.target), body, body_len, mac))
+        return MC_ERR_INVALID_ARGUMENT;
+    mc__auth_hex(mac, sizeof(mac), mac_hex);
+    snprintf(authz, sizeof(authz), "MC-HMAC nonce=%s, mac=%s", challenge, mac_hex);
+    return mc__http_exchange(method, url, body, body_len, timeout_ms, authz, status, resp_body,
+                             resp_len, NULL);
 }

@@ -98,6 +98,8 @@ static int mc__parse_request_line(const char *l, size_t n, mc_http_request_t *re
         if ((unsigned char)target[i] <= 0x20 || (unsigned char)target[i] >= 0x7f)
             return -400;
     }
+    req->target_off = (size_t)(target - l);
+    req->target_len = tlen;
     q = memchr(target, '?', tlen);
     plen = q ? (size_t)(q - target) : tlen;
     qlen = q ? tlen - plen - 1 : 0;
@@ -169,6 +171,11 @@ static int mc__parse_header(const char *l, size_t n, size_t max_body, int *have_
             return -400;
         *have_cl = 1;
         req->content_length = cl;
+    } else if (nl == 13 && strncasecmp(l, "authorization", nl) == 0) {
+        if (vl < sizeof(req->authorization)) {
+            memcpy(req->authorization, v, vl);
+            req->authorization[vl] = '\0';
+        }
     } else if (nl == 17 && strncasecmp(l, "transfer-encoding", nl) == 0) {
         return -501;
     } else if (nl == 10 && strncasecmp(l, "connection", nl) == 0) {

@@ -4,6 +4,7 @@
  * thread has ended. */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/auth.h"
 #include "mooncake/common/conn_server.h"
 #include "mooncake/common/http.h"
 #include "mooncake/common/log.h"
@@ -23,12 +25,71 @@
 #define MC__HTTP_HEAD_MS 10000 /* a request head must arrive within this */
 #define MC__HTTP_BODY_MS 60000
 
+/* Outstanding challenges: single use, short lived, the oldest overwritten first, so a flood of
+ * unauthenticated requests costs a fixed table and never grows it. */
+#define MC__HTTP_NONCES 1024
+#define MC__HTTP_NONCE_MS 30000
+
+typedef struct mc__http_nonce {
+    uint8_t n[MC_AUTH_NONCE];
+    uint64_t until_ms; /* 0: free (or used) */
+} mc__http_nonce_t;
+
 struct mc_http_server {
     mc_conn_server_t *conns;
     size_t max_body;
     mc_http_handler_fn fn;
     void *ctx;
+    mc_auth_t auth; /* enabled: every request proves the cluster secret */
+    pthread_mutex_t nonce_mu;
+    mc__http_nonce_t *nonces;
+    size_t next_nonce;
 };
+
+/* A fresh challenge for a 401: "MC-HMAC nonce=<hex>" into out. */
+static void mc__http_challenge(mc_http_server_t *s, char *out, size_t cap) {
+    uint8_t n[MC_AUTH_NONCE];
+    char hex[2 * MC_AUTH_NONCE + 1];
+    mc__auth_nonce(n);
+    pthread_mutex_lock(&s->nonce_mu);
+    memcpy(s->nonces[s->next_nonce].n, n, sizeof(n));
+    s->nonces[s->next_nonce].until_ms = mc__now_ms() + MC__HTTP_NONCE_MS;
+    s->next_nonce = (s->next_nonce + 1) % MC__HTTP_NONCES;
+    pthread_mutex_unlock(&s->nonce_mu);
+    mc__auth_hex(n, sizeof(n), hex);
+    snprintf(out, cap, "MC-HMAC nonce=%s", hex);
+}
+
+/* Does req carry a valid answer to one of our outstanding challenges? The nonce is used up
+ * either way, so an answer cannot be replayed. */
+static int mc__http_authorized(mc_http_server_t *s, const mc_http_request_t *req,
+                               const uint8_t *head, const uint8_t *body) {
+    static const char pfx[] = "MC-HMAC nonce=";
+    const char *a = req->authorization;
+    uint8_t n[MC_AUTH_NONCE], mac[MC_AUTH_MAC], want[MC_AUTH_MAC];
+    int found = 0;
+    if (strncmp(a, pfx, sizeof(pfx) - 1) != 0)
+        return 0;
+    a += sizeof(pfx) - 1;
+    if (strlen(a) != 2 * MC_AUTH_NONCE + 6 + 2 * MC_AUTH_MAC ||
+        strncmp(a + 2 * MC_AUTH_NONCE, ", mac=", 6) != 0 ||
+        mc__auth_unhex(a, MC_AUTH_NONCE, n) != 0 ||
+        mc__auth_unhex(a + 2 * MC_AUTH_NONCE + 6, MC_AUTH_MAC, mac) != 0)
+        return 0;
+    pthread_mutex_lock(&s->nonce_mu);
+    for (size_t i = 0; i < MC__HTTP_NONCES && !found; i++) {
+        mc__http_nonce_t *e = &s->nonces[i];
+        if (e->until_ms && !memcmp(e->n, n, sizeof(n))) {
+            found = e->until_ms > mc__now_ms();
+            e->until_ms = 0;
+        }
+    }
+    pthread_mutex_unlock(&s->nonce_mu);
+    return found &&
+           mc__auth_http_mac(&s->auth, n, req->method, (const char *)head + req->target_off,
+                             req->target_len, body, req->body_len, want) == 0 &&
+           mc__auth_equal(mac, want);
+}
 
 static const char *mc__http_reason(int status) {
     switch (status) {
@@ -42,6 +103,8 @@ static const char *mc__http_reason(int status) {
         return "No Content";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 403:
         return "Forbidden";
     case 404:
@@ -91,13 +154,15 @@ int mc__http_respond(mc_http_response_t *r, int status, const char *content_type
 
 static int mc__http_send_response(int fd, const mc_http_response_t *r, int keep_alive,
                                   int head_only) {
-    char head[512];
+    char head[640];
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                     "Connection: %s\r\n\r\n",
+                     "%s%s%sConnection: %s\r\n\r\n",
                      r->status, mc__http_reason(r->status),
                      r->content_type ? r->content_type : "text/plain", r->body_len,
-                     keep_alive ? "keep-alive" : "close");
+                     r->www_authenticate ? "WWW-Authenticate: " : "",
+                     r->www_authenticate ? r->www_authenticate : "",
+                     r->www_authenticate ? "\r\n" : "", keep_alive ? "keep-alive" : "close");
     return mc__send2(fd, head, (size_t)n, r->body, head_only ? 0 : r->body_len,
                      mc__now_ms() + MC__HTTP_BODY_MS);
 }
@@ -105,7 +170,7 @@ static int mc__http_send_response(int fd, const mc_http_response_t *r, int keep_
 static void mc__http_send_error(int fd, int status) {
     char body[64];
     int n = snprintf(body, sizeof(body), "%s\n", mc__http_reason(status));
-    mc_http_response_t r = {status, "text/plain", (uint8_t *)body, (size_t)n};
+    mc_http_response_t r = {status, "text/plain", (uint8_t *)body, (size_t)n, NULL};
     (void)mc__http_send_response(fd, &r, 0, 0);
 }
 
@@ -189,6 +254,20 @@ static void mc__http_serve(mc_http_server_t *s, int fd) {
         }
         req.body = body;
         req.body_len = req.content_length;
+        if (s->auth.enabled && !mc__http_authorized(s, &req, head, body)) {
+            char challenge[64];
+            mc__http_challenge(s, challenge, sizeof(challenge));
+            mc__http_respond(&resp, 401, "text/plain", "cluster secret required\n", 24);
+            resp.www_authenticate = challenge;
+            rc = mc__http_send_response(fd, &resp, req.keep_alive, strcmp(req.method, "HEAD") == 0);
+            mc__free(resp.body);
+            mc__free(body);
+            memmove(head, head + req.head_len + got, have - req.head_len - got);
+            have -= req.head_len + got;
+            if (rc != 0 || !req.keep_alive)
+                return;
+            continue;
+        }
         s->fn(s->ctx, &req, &resp);
         if (resp.status < 100 || resp.status > 599)
             resp.status = 500;
@@ -214,6 +293,12 @@ static void mc__http_reject(void *ctx, int fd) {
 
 int mc__http_server_start(const char *host, uint16_t port, size_t max_body, mc_http_handler_fn fn,
                           void *ctx, mc_http_server_t **out) {
+    return mc__http_server_start_auth(host, port, max_body, fn, ctx, NULL, out);
+}
+
+int mc__http_server_start_auth(const char *host, uint16_t port, size_t max_body,
+                               mc_http_handler_fn fn, void *ctx, const struct mc_auth *a,
+                               mc_http_server_t **out) {
     mc_http_server_t *s = NULL;
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (!fn || !out)
@@ -225,6 +310,13 @@ int mc__http_server_start(const char *host, uint16_t port, size_t max_body, mc_h
     s->max_body = max_body;
     s->fn = fn;
     s->ctx = ctx;
+    pthread_mutex_init(&s->nonce_mu, NULL);
+    if (a && a->enabled) { /* before the first connection is accepted */
+        s->nonces = mc__calloc(MC__HTTP_NONCES, sizeof(*s->nonces));
+        if (!s->nonces)
+            goto out;
+        s->auth = *a;
+    }
     mc_conn_server_opts_t o = {.name = "http",
                                .listen_fd = -1,
                                .host = host,
@@ -239,7 +331,11 @@ int mc__http_server_start(const char *host, uint16_t port, size_t max_body, mc_h
     *out = s;
     s = NULL;
 out:
-    mc__free(s);
+    if (s) {
+        pthread_mutex_destroy(&s->nonce_mu);
+        mc__free(s->nonces);
+        mc__free(s);
+    }
     return rc;
 }
 
@@ -251,5 +347,7 @@ void mc__http_server_stop(mc_http_server_t *s) {
     if (!s)
         return;
     mc__conn_server_stop(s->conns);
+    pthread_mutex_destroy(&s->nonce_mu);
+    mc__free(s->nonces);
     mc__free(s);
 }

@@ -62,6 +62,9 @@ static size_t mc__master_flag_table(mc__master_flags_t *f, mc_flag_t *t) {
     F("rpc_idle_timeout_sec", MC_FLAG_INT, &c->rpc_idle_timeout_s,
       "close RPC connections idle this long (0: never); the longest idle one also gives its "
       "slot to a new client when all are taken");
+    F("cluster_secret_file", MC_FLAG_STRING, &c->cluster_secret_file,
+      "file holding the cluster secret every client must prove (default: MC_CLUSTER_SECRET or "
+      "MC_CLUSTER_SECRET_FILE from the environment; none: no authentication)");
     F("rpc_max_conns_per_peer", MC_FLAG_INT, &c->rpc_max_conns_per_peer,
       "RPC connections one address may hold (0: no limit below the 4096 in all)");
     F("config_path", MC_FLAG_STRING, &f->config_path, "JSON file with any of these keys");

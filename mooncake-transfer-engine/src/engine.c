@@ -184,6 +184,10 @@ int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
         goto out;
     e->proto = mc__parse_protocol(opts ? opts->protocol : NULL);
     e->timeout_ms = mc__transfer_timeout(opts ? opts->transfer_timeout_ms : 0);
+    rc = mc__auth_init(&e->auth, opts ? opts->cluster_secret : NULL,
+                       opts ? opts->cluster_secret_file : NULL);
+    if (rc)
+        goto out;
     /* an unregister never waits on a stalled peer longer than a transfer may take */
     if (e->timeout_ms < e->reg.grace_ms)
         e->reg.grace_ms = e->timeout_ms;
@@ -322,4 +326,20 @@ out:
         rc = mc__desc_encode(&d, json);
     mc__free(d.bufs);
     return rc;
+}
+
+int mc__engine_connect(mc_engine_t *e, const char *host, uint16_t port, uint64_t deadline_ms) {
+    int fd = mc__tcp_connect(host, port, deadline_ms);
+    int rc;
+    if (fd < 0 || !e->auth.enabled)
+        return fd;
+    rc = mc__auth_client(&e->auth, fd, deadline_ms);
+    if (rc) {
+        MC_WARN("peer %s:%u: %s", host, (unsigned)port,
+                rc == MC_ERR_REJECT_HANDSHAKE ? "cluster secret handshake refused"
+                                              : "connection lost during the handshake");
+        close(fd);
+        return rc;
+    }
+    return fd;
 }

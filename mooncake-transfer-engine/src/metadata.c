@@ -49,8 +49,8 @@ int mc__meta_publish(mc_engine_t *e) {
     if (!rc)
         rc = mc__engine_desc_json(e, &json);
     if (!rc)
-        rc = mc__http_request("PUT", url, json, strlen(json), MC__META_TIMEOUT_MS, &status, NULL,
-                              NULL);
+        rc = mc__http_request_auth(&e->auth, "PUT", url, json, strlen(json), MC__META_TIMEOUT_MS,
+                                   &status, NULL, NULL);
     if (!rc && (status < 200 || status > 299))
         rc = MC_ERR_METADATA;
     else if (rc && rc != MC_ERR_MEMORY)
@@ -66,7 +66,8 @@ void mc__meta_unpublish(mc_engine_t *e) {
     int status = 0;
     if (!e->metadata_url || mc__meta_url(e, e->name, &url))
         return;
-    if (mc__http_request("DELETE", url, NULL, 0, MC__META_TIMEOUT_MS, &status, NULL, NULL) ||
+    if (mc__http_request_auth(&e->auth, "DELETE", url, NULL, 0, MC__META_TIMEOUT_MS, &status, NULL,
+                              NULL) ||
         (status != 200 && status != 204 && status != 404))
         MC_WARN("could not remove segment %s from the metadata server", e->name);
     mc__free(url);
@@ -79,7 +80,8 @@ static int mc__meta_fetch_http(mc_engine_t *e, const char *name, mc__desc_t **ou
     int rc = mc__meta_url(e, name, &url);
     if (rc)
         goto out;
-    rc = mc__http_request("GET", url, NULL, 0, mc__meta_timeout_ms(e), &status, &body, &len);
+    rc = mc__http_request_auth(&e->auth, "GET", url, NULL, 0, mc__meta_timeout_ms(e), &status,
+                               &body, &len);
     if (rc) {
         rc = MC_ERR_METADATA;
         goto out;
@@ -113,9 +115,9 @@ static int mc__meta_fetch_p2p(mc_engine_t *e, const char *name, mc__desc_t **out
         rc = MC_ERR_INVALID_ARGUMENT;
         goto out;
     }
-    fd = mc__tcp_connect(host, port, dl);
+    fd = mc__engine_connect(e, host, port, dl);
     if (fd < 0) {
-        rc = fd == MC_ERR_DNS ? MC_ERR_DNS : MC_ERR_SOCKET;
+        rc = fd == MC_ERR_DNS || fd == MC_ERR_REJECT_HANDSHAKE ? fd : MC_ERR_SOCKET;
         goto out;
     }
     mc__frame_header_encode(&h, req);

@@ -175,7 +175,12 @@ static int mc__serve_one(mc_engine_t *e, int fd, uint8_t *scratch) {
 
 static void mc__conn_serve(void *ctx, int fd) {
     mc__server_t *s = ctx;
-    uint8_t *scratch = mc__malloc(MC__SCRATCH);
+    uint8_t *scratch = NULL;
+    /* with a cluster secret, nothing is served to a peer that has not proved it knows it */
+    if (s->e->auth.enabled &&
+        mc__auth_server(&s->e->auth, fd, mc__now_ms() + (uint64_t)s->e->timeout_ms) != 0)
+        return;
+    scratch = mc__malloc(MC__SCRATCH);
     while (scratch && mc__serve_one(s->e, fd, scratch) == 0) {
     }
     mc__free(scratch);

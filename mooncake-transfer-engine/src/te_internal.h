@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "desc.h"
+#include "mooncake/common/auth.h"
 #include "mooncake/transfer_engine.h"
 #include "registry.h"
 #include "transports/transport.h"
@@ -108,6 +109,7 @@ struct mc_engine {
     char *metadata_url; /* NULL for P2PHANDSHAKE */
     int proto;
     int timeout_ms;
+    mc_auth_t auth; /* the cluster secret: every RPC connection, both ways, proves it */
     uint64_t instance_id;
     /* Where shm can reach: this host and network namespace (the shm hand-off uses an abstract
      * unix socket, which exists per network namespace). Peers with another value use tcp. */
@@ -140,6 +142,9 @@ struct mc_engine {
 
 /* engine.c */
 int mc__engine_desc_json(mc_engine_t *e, char **json);
+/* A new connection to a peer's RPC port, authenticated when a cluster secret is set: the fd,
+ * or MC_ERR_SOCKET / MC_ERR_DNS / MC_ERR_REJECT_HANDSHAKE. */
+int mc__engine_connect(mc_engine_t *e, const char *host, uint16_t port, uint64_t deadline_ms);
 
 /* metadata.c: publishing our descriptor and fetching peers'. */
 int mc__meta_publish(mc_engine_t *e);

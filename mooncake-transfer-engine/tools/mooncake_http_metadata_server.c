@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "metadata/http_kv_store.h"
+#include "mooncake/common/auth.h"
 #include "mooncake/common/config.h"
 #include "mooncake/common/version.h"
 
@@ -15,11 +16,16 @@
 
 int main(int argc, char **argv) {
     const char *host = "0.0.0.0";
+    const char *secret_file = NULL;
     int64_t port = 8080;
     const mc_flag_t flags[] = {
         {"host", MC_FLAG_STRING, &host, "address to listen on"},
         {"port", MC_FLAG_INT, &port, "port to listen on (0 picks a free one)"},
+        {"cluster_secret_file", MC_FLAG_STRING, &secret_file,
+         "file holding the cluster secret every request must prove (default: MC_CLUSTER_SECRET "
+         "or MC_CLUSTER_SECRET_FILE from the environment; none: no authentication)"},
     };
+    mc_auth_t auth;
     mc_http_kv_store_t *store = NULL;
     sigset_t sigs;
     int sig = 0;
@@ -41,7 +47,11 @@ int main(int argc, char **argv) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-    rc = mc__http_kv_store_start(host, (uint16_t)port, &store);
+    if (mc__auth_init(&auth, NULL, secret_file) != 0) {
+        fprintf(stderr, "%s: the cluster secret cannot be used\n", PROG);
+        return 2;
+    }
+    rc = mc__http_kv_store_start_auth(host, (uint16_t)port, &auth, &store);
     if (rc) {
         fprintf(stderr, "%s: cannot listen on %s:%lld: %s\n", PROG, host, (long long)port,
                 errno ? strerror(errno) : "address could not be resolved");

@@ -45,6 +45,11 @@ typedef struct mc_store_config {
     uint64_t local_buffer_size;                /* 0 = no staging: only zero-copy calls work */
     int heartbeat_interval_ms;                 /* 0 = default (1000) */
     int rpc_timeout_ms;                        /* 0 = default (5000) */
+    /* The opt-in cluster secret, or a file holding it ("": MC_CLUSTER_SECRET or
+     * MC_CLUSTER_SECRET_FILE, else none): the master and every engine then accept only
+     * connections that prove they know it (see docs/security.md). */
+    char cluster_secret[MC_STORE_STR_MAX];
+    char cluster_secret_file[MC_STORE_STR_MAX];
     mc_engine_t *engine; /* a shared, initialized engine; NULL = the store creates its own */
 } mc_store_config_t;
 
@@ -53,9 +58,10 @@ MC_API void mc_store_config_init(mc_store_config_t *c);
 /* Sets one key from a string, as the JSON file, the environment and Python's setup(dict) spell
  * them: local_hostname, metadata_server, protocol, device_name (alias rdma_devices),
  * master_server_address (alias master_server_addr), global_segment_size, local_buffer_size
- * (sizes as integers or "4gb", "512MB", ...). Keys of the reference this client accepts but
- * does not use (tenant_id, enable_ssd_offload=false, ssd_offload_path, enable_client_http_server,
- * client_http_port) are ignored. Unknown key or bad value: MC_ERR_INVALID_PARAMS. */
+ * (sizes as integers or "4gb", "512MB", ...), cluster_secret, cluster_secret_file. Keys of the
+ * reference this client accepts but does not use (tenant_id, enable_ssd_offload=false,
+ * ssd_offload_path, enable_client_http_server, client_http_port) are ignored. Unknown key or bad
+ * value: MC_ERR_INVALID_PARAMS. */
 MC_API int mc_store_config_set(mc_store_config_t *c, const char *key, const char *value);
 /* Applies a JSON object file (values may be strings or numbers). */
 MC_API int mc_store_config_load_file(mc_store_config_t *c, const char *path);

@@ -6,6 +6,7 @@
 
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/auth.h"
 #include "mooncake/common/log.h"
 
 #define MC__DEFAULT_HEARTBEAT_MS 1000
@@ -114,6 +115,8 @@ static int mc__setup_engine(mc_store_t *s) {
     eo.metadata_conn = s->cfg.metadata_server;
     eo.protocol = s->cfg.protocol;
     eo.device_name = s->cfg.device_name;
+    eo.cluster_secret = s->cfg.cluster_secret;
+    eo.cluster_secret_file = s->cfg.cluster_secret_file;
     rc = mc_engine_init(s->engine, &eo);
     if (rc != 0)
         MC_ERROR("store: transfer engine init failed: %s", mc_strerror(rc));
@@ -231,6 +234,7 @@ static void mc__teardown(mc_store_t *s) {
 }
 
 int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
+    mc_auth_t auth;
     int rc = MC_ERR_INVALID_PARAMS;
     int timeout;
     if (!s || !cfg)
@@ -246,8 +250,14 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
         goto out;
     }
     timeout = s->cfg.rpc_timeout_ms > 0 ? s->cfg.rpc_timeout_ms : MC__DEFAULT_RPC_TIMEOUT_MS;
+    if (mc__auth_init(&auth, s->cfg.cluster_secret, s->cfg.cluster_secret_file) != 0) {
+        MC_ERROR("store: the cluster secret cannot be used");
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
     /* The master first: a master that is down fails setup fast, before memory is taken. */
-    rc = mc__master_client_connect(s->cfg.master_server_addr, timeout, NULL, &s->master);
+    rc =
+        mc__master_client_connect_auth(s->cfg.master_server_addr, timeout, NULL, &auth, &s->master);
     /* A TCP connect only proves that something accepted it (a master whose connection table is
      * full accepts and closes): one round trip proves that the master answers. */
     if (rc == 0)

@@ -81,6 +81,10 @@ int mc_store_config_set(mc_store_config_t *c, const char *key, const char *value
         return mc__set_str(c->device_name, sizeof(c->device_name), key, value);
     if (strcmp(key, "master_server_address") == 0 || strcmp(key, "master_server_addr") == 0)
         return mc__set_str(c->master_server_addr, sizeof(c->master_server_addr), key, value);
+    if (strcmp(key, "cluster_secret") == 0)
+        return mc__set_str(c->cluster_secret, sizeof(c->cluster_secret), key, value);
+    if (strcmp(key, "cluster_secret_file") == 0)
+        return mc__set_str(c->cluster_secret_file, sizeof(c->cluster_secret_file), key, value);
     if (strcmp(key, "global_segment_size") == 0)
         return mc__set_size(&c->global_segment_size, key, value);
     if (strcmp(key, "local_buffer_size") == 0)

@@ -108,6 +108,9 @@ int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
         goto out;
     }
     m->monitor_started = 1;
+    rc = mc__auth_init(&m->auth, NULL, cfg->cluster_secret_file);
+    if (rc)
+        goto out;
     rc = mc__rpc_server_start(m, cfg->rpc_address, (uint16_t)cfg->port, &m->rpc);
     if (rc)
         goto out;

@@ -24,10 +24,11 @@ typedef struct mc__master_config {
     int enable_http_metadata_server;
     int64_t http_metadata_server_port;
     const char *http_metadata_server_host;
-    int64_t metrics_port;           /* admin HTTP; 0 = ephemeral */
-    int64_t rpc_idle_timeout_s;     /* an RPC connection idle this long is closed (0: never) */
-    int64_t rpc_max_conns_per_peer; /* RPC connections from one address (0: no limit) */
-    int enable_metric_reporting;    /* log a one-line summary periodically */
+    int64_t metrics_port;            /* admin HTTP; 0 = ephemeral */
+    int64_t rpc_idle_timeout_s;      /* an RPC connection idle this long is closed (0: never) */
+    int64_t rpc_max_conns_per_peer;  /* RPC connections from one address (0: no limit) */
+    const char *cluster_secret_file; /* NULL: MC_CLUSTER_SECRET(_FILE) from the environment */
+    int enable_metric_reporting;     /* log a one-line summary periodically */
 } mc__master_config_t;
 
 void mc__master_config_defaults(mc__master_config_t *c);

@@ -10,6 +10,7 @@
 
 #include "master/master.h"
 #include "master/seg_alloc.h"
+#include "mooncake/common/auth.h"
 
 #define MC__SHARDS 64
 #define MC__OBJ_COMPLETE 0x1u
@@ -81,6 +82,7 @@ typedef struct mc_http_server mc_http_server_t;
 
 struct mc__master {
     mc__master_config_t cfg;
+    mc_auth_t auth; /* the cluster secret: every RPC and metadata connection proves it */
     uint64_t start_ms;
     mc__shard_t shards[MC__SHARDS];
 

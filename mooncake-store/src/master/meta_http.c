@@ -9,8 +9,8 @@ uint16_t mc__meta_port(const mc__master_t *m);
 
 int mc__meta_start(mc__master_t *m) {
     mc_http_kv_store_t *s = NULL;
-    int rc = mc__http_kv_store_start(m->cfg.http_metadata_server_host,
-                                     (uint16_t)m->cfg.http_metadata_server_port, &s);
+    int rc = mc__http_kv_store_start_auth(m->cfg.http_metadata_server_host,
+                                          (uint16_t)m->cfg.http_metadata_server_port, &m->auth, &s);
     if (rc == 0)
         m->meta_store = s;
     return rc;

@@ -83,6 +83,9 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
     size_t cap = 0;
     uint64_t reserved = 0; /* of the body budget, by the request last read */
     mc_buf_t out;
+    if (s->m->auth.enabled &&
+        mc__auth_server(&s->m->auth, fd, mc__now_ms() + MC__RPC_IO_TIMEOUT_MS) != 0)
+        return; /* told why, when it could be told */
     mc__buf_init(&out);
     for (;;) {
         mc_frame_header_t h;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/auth.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
@@ -41,6 +42,7 @@ struct mc__master_client {
     size_t n_mounts, cap_mounts;
     mc__remount_fn remount; /* starts a new incarnation of a mount the master forgot */
     void *remount_ctx;
+    mc_auth_t auth; /* the cluster secret, proved on every new connection */
 };
 
 void mc__uuid_generate(uint8_t id[MC_MP_CLIENT_ID_LEN]) {
@@ -111,6 +113,15 @@ static int mc__mc_roundtrip(mc__master_client_t *c, uint64_t deadline, mc_frame_
         rc = h->body_len ? mc__recv_all(c->fd, c->in, (size_t)h->body_len, deadline) : 0;
         if (rc)
             goto out;
+        if (h->type == MC_AUTH_FRAME_TYPE && (h->flags & MC_FRAME_F_ERROR)) {
+            /* a master with a cluster secret refusing a client without (the right) one */
+            char msg[128] = "";
+            (void)mc__mp_decode_error(h, c->in, (size_t)h->body_len, msg, sizeof(msg));
+            MC_ERROR("the master at %s:%u refused this client: %s", c->host, (unsigned)c->port,
+                     msg);
+            rc = MC_ERR_ILLEGAL_CLIENT;
+            goto out;
+        }
         /* A stale reply to a request that timed out earlier is skipped, not misread. */
         if (h->request_id == want_id)
             break;
@@ -141,8 +152,8 @@ static int mc__mc_call(mc__master_client_t *c, mc__mp_request_t *r, mc_frame_hea
         if (rc == 0)
             goto out;
         mc__mc_disconnect(c);
-        if (rc == MC_ERR_MEMORY)
-            goto out;
+        if (rc == MC_ERR_MEMORY || rc == MC_ERR_ILLEGAL_CLIENT)
+            goto out; /* retrying cannot help */
         if (mc__now_ms() >= deadline)
             break;
     }
@@ -245,6 +256,15 @@ static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline) {
         }
         usleep(50 * 1000);
     }
+    if (c->auth.enabled && (rc = mc__auth_client(&c->auth, fd, deadline)) != 0) {
+        close(fd);
+        /* a refusal is an answer (no retry helps); a broken handshake may be a restart */
+        MC_ERROR("the master at %s:%u %s", c->host, (unsigned)c->port,
+                 rc == MC_ERR_REJECT_HANDSHAKE ? "refused our cluster secret"
+                                               : "dropped the connection during the handshake");
+        rc = rc == MC_ERR_REJECT_HANDSHAKE ? MC_ERR_ILLEGAL_CLIENT : MC_ERR_RPC_FAIL;
+        goto out;
+    }
     c->fd = fd;
     rc = mc__mc_remount_all(c, deadline);
 out:
@@ -254,6 +274,18 @@ out:
 int mc__master_client_connect(const char *addr, int timeout_ms,
                               const uint8_t client_id[MC_MP_CLIENT_ID_LEN],
                               mc__master_client_t **out) {
+    mc_auth_t env;
+    int rc = mc__auth_init(&env, NULL, NULL);
+    if (rc) {
+        *out = NULL;
+        return MC_ERR_INVALID_PARAMS;
+    }
+    return mc__master_client_connect_auth(addr, timeout_ms, client_id, &env, out);
+}
+
+int mc__master_client_connect_auth(const char *addr, int timeout_ms,
+                                   const uint8_t client_id[MC_MP_CLIENT_ID_LEN],
+                                   const mc_auth_t *auth, mc__master_client_t **out) {
     mc__master_client_t *c = NULL;
     int rc = 0;
     *out = NULL;
@@ -268,6 +300,8 @@ int mc__master_client_connect(const char *addr, int timeout_ms,
     }
     c->fd = -1;
     c->next_id = 1;
+    if (auth)
+        c->auth = *auth;
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
     mc__buf_init(&c->out);
     pthread_mutex_init(&c->mu, NULL);

@@ -37,6 +37,11 @@ void mc__uuid_format(const uint8_t id[MC_MP_CLIENT_ID_LEN], char out[37]);
 int mc__master_client_connect(const char *addr, int timeout_ms,
                               const uint8_t client_id[MC_MP_CLIENT_ID_LEN],
                               mc__master_client_t **out);
+/* The same with the cluster secret given (connect takes it from the environment). */
+typedef struct mc_auth mc_auth_t;
+int mc__master_client_connect_auth(const char *addr, int timeout_ms,
+                                   const uint8_t client_id[MC_MP_CLIENT_ID_LEN],
+                                   const mc_auth_t *auth, mc__master_client_t **out);
 void mc__master_client_close(mc__master_client_t *c);
 const uint8_t *mc__master_client_id(const mc__master_client_t *c);
 void mc__master_client_set_timeout(mc__master_client_t *c, int timeout_ms);

@@ -76,6 +76,12 @@ typedef struct mc_engine_options {
     const char *protocol;
     const char *device_name; /* accepted for compatibility; unused by tcp/shm */
     int transfer_timeout_ms; /* per-task deadline; 0 = default (MC_TRANSFER_TIMEOUT env, s; 30 s) */
+    /* The opt-in cluster secret (or a file holding it); NULL: MC_CLUSTER_SECRET or
+     * MC_CLUSTER_SECRET_FILE from the environment, else none. With one, this engine serves
+     * only peers that prove they know it, and proves it to the peers it connects to
+     * (challenge-response; the secret never crosses the wire). */
+    const char *cluster_secret;
+    const char *cluster_secret_file;
 } mc_engine_options_t;
 
 MC_API int mc_engine_create(mc_engine_t **out);

@@ -57,11 +57,17 @@ static void mc__kv_handler(void *ctx, const mc_http_request_t *req, mc_http_resp
 }
 
 int mc__http_kv_store_start(const char *host, uint16_t port, mc_http_kv_store_t **out) {
+    return mc__http_kv_store_start_auth(host, port, NULL, out);
+}
+
+int mc__http_kv_store_start_auth(const char *host, uint16_t port, const struct mc_auth *auth,
+                                 mc_http_kv_store_t **out) {
     mc_http_kv_store_t *s = NULL;
     int rc = mc__http_kv_store_create(&s);
     if (rc)
         goto out;
-    rc = mc__http_server_start(host, port, MC_HTTP_KV_MAX_VALUE, mc__kv_handler, s, &s->server);
+    rc = mc__http_server_start_auth(host, port, MC_HTTP_KV_MAX_VALUE, mc__kv_handler, s, auth,
+                                    &s->server);
     if (rc)
         goto out;
     *out = s;

@@ -22,6 +22,10 @@ typedef struct mc_http_kv_store mc_http_kv_store_t;
 int mc__http_kv_store_create(mc_http_kv_store_t **out);
 /* A store served on host:port (port 0 = ephemeral). */
 int mc__http_kv_store_start(const char *host, uint16_t port, mc_http_kv_store_t **out);
+/* The same, answering only requests that prove the cluster secret when auth is enabled. */
+struct mc_auth;
+int mc__http_kv_store_start_auth(const char *host, uint16_t port, const struct mc_auth *auth,
+                                 mc_http_kv_store_t **out);
 /* The bound port, or 0 for a store without a server. */
 uint16_t mc__http_kv_store_port(const mc_http_kv_store_t *s);
 /* Stops the server if there is one and frees the store and everything in it. */

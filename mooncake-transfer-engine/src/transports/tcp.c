@@ -88,7 +88,7 @@ int mc__tcp_pool_get(mc_engine_t *e, mc__peer_t *p, uint64_t deadline_ms, int *r
     }
     if (deadline_ms && deadline_ms < cdl)
         cdl = deadline_ms;
-    fd = mc__tcp_connect(host, port, cdl);
+    fd = mc__engine_connect(e, host, port, cdl);
     if (fd < 0) {
         MC_DEBUG("connect to %s:%u failed: %s", host, (unsigned)port, strerror(errno));
         return fd;

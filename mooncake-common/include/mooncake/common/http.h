@@ -18,8 +18,11 @@ typedef struct mc_http_request {
     char query[MC_HTTP_MAX_QUERY]; /* raw query string without '?', may be empty */
     size_t content_length;
     int keep_alive;
-    size_t head_len;     /* bytes of request line + headers incl. the blank line */
-    const uint8_t *body; /* set by the server once the body is read */
+    size_t head_len; /* bytes of request line + headers incl. the blank line */
+    /* the raw request target ("/path?query", as sent) inside the parsed buffer */
+    size_t target_off, target_len;
+    char authorization[192]; /* the Authorization header, "" when absent or too long */
+    const uint8_t *body;     /* set by the server once the body is read */
     size_t body_len;
 } mc_http_request_t;
 
@@ -38,6 +41,7 @@ typedef struct mc_http_response {
     const char *content_type; /* default "text/plain" */
     uint8_t *body;            /* malloc'ed by the handler with mc__malloc, freed by the server */
     size_t body_len;
+    const char *www_authenticate; /* a WWW-Authenticate header value, or NULL */
 } mc_http_response_t;
 
 typedef void (*mc_http_handler_fn)(void *ctx, const mc_http_request_t *req,
@@ -48,6 +52,15 @@ typedef struct mc_http_server mc_http_server_t;
 int mc__http_server_start(const char *host, uint16_t port, size_t max_body, mc_http_handler_fn fn,
                           void *ctx, mc_http_server_t **out);
 uint16_t mc__http_server_port(const mc_http_server_t *s);
+/* The same, where every request must prove the cluster secret when a is enabled (see
+ * mooncake/common/auth.h): one without a valid Authorization gets 401 and a fresh single-use
+ * challenge nonce in WWW-Authenticate ("MC-HMAC nonce=<32 hex>"); the retry carries
+ * "MC-HMAC nonce=<hex>, mac=<64 hex>", the MAC covering the nonce, the method, the raw request
+ * target and the body. */
+struct mc_auth;
+int mc__http_server_start_auth(const char *host, uint16_t port, size_t max_body,
+                               mc_http_handler_fn fn, void *ctx, const struct mc_auth *a,
+                               mc_http_server_t **out);
 /* Stops accepting, closes connections, joins threads. */
 void mc__http_server_stop(mc_http_server_t *s);
 
@@ -55,6 +68,11 @@ void mc__http_server_stop(mc_http_server_t *s);
  * *body (NUL-terminated, mc__malloc'ed, may be NULL when body_len is NULL) receives the body. */
 int mc__http_request(const char *method, const char *url, const void *body, size_t body_len,
                      int timeout_ms, int *status, char **resp_body, size_t *resp_len);
+/* The same, answering a server's cluster-secret challenge (a 401 with an MC-HMAC nonce) with one
+ * retry when a is enabled; a NULL or disabled a is mc__http_request. */
+int mc__http_request_auth(const struct mc_auth *a, const char *method, const char *url,
+                          const void *body, size_t body_len, int timeout_ms, int *status,
+                          char **resp_body, size_t *resp_len);
 
 /* Helper for handlers: sets a copied body. */
 int mc__http_respond(mc_http_response_t *r, int status, const char *content_type, const void *body,
