@@ -57,6 +57,9 @@ static size_t mc__master_flag_table(mc__master_flags_t *f, mc_flag_t *t) {
       "address of the HTTP metadata server");
     F("metrics_port", MC_FLAG_INT, &c->metrics_port,
       "admin HTTP port: /metrics, /health, /query_key, ... (0 = ephemeral)");
+    F("metrics_address", MC_FLAG_STRING, &c->metrics_address,
+      "address to bind the admin HTTP port (default: --rpc_address), e.g. 127.0.0.1 or a "
+      "private network's address");
     F("enable_metric_reporting", MC_FLAG_BOOL, &c->enable_metric_reporting,
       "log a one-line summary to stderr every 10 s");
     F("rpc_idle_timeout_sec", MC_FLAG_INT, &c->rpc_idle_timeout_s,
@@ -228,7 +231,9 @@ int main(int argc, char **argv) {
     }
     printf("%s listening on rpc %s:%u\n", PROG, mc__show_host(f.cfg.rpc_address),
            (unsigned)mc__master_rpc_port(m));
-    printf("%s metrics on %s:%u\n", PROG, mc__show_host(f.cfg.rpc_address),
+    printf("%s metrics on %s:%u\n", PROG,
+           mc__show_host(f.cfg.metrics_address && *f.cfg.metrics_address ? f.cfg.metrics_address
+                                                                         : f.cfg.rpc_address),
            (unsigned)mc__master_metrics_port(m));
     if (f.cfg.enable_http_metadata_server)
         printf("%s http metadata on %s:%u\n", PROG, mc__show_host(f.cfg.http_metadata_server_host),

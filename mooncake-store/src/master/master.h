@@ -25,6 +25,7 @@ typedef struct mc__master_config {
     int64_t http_metadata_server_port;
     const char *http_metadata_server_host;
     int64_t metrics_port;            /* admin HTTP; 0 = ephemeral */
+    const char *metrics_address;     /* admin HTTP bind address; NULL/"" = rpc_address */
     int64_t rpc_idle_timeout_s;      /* an RPC connection idle this long is closed (0: never) */
     int64_t rpc_max_conns_per_peer;  /* RPC connections from one address (0: no limit) */
     const char *cluster_secret_file; /* NULL: MC_CLUSTER_SECRET(_FILE) from the environment */
