@@ -6,11 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/frame.h"
 #include "mooncake/common/log.h"
+#include "mooncake/common/random.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
@@ -122,19 +122,7 @@ int mc__auth_equal(const uint8_t *x, const uint8_t *y) {
 }
 
 void mc__auth_nonce(uint8_t out[MC_AUTH_NONCE]) {
-    size_t got = 0;
-    while (got < MC_AUTH_NONCE) {
-        ssize_t r = getrandom(out + got, MC_AUTH_NONCE - got, 0);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    if (got < MC_AUTH_NONCE) { /* no entropy source: still unique, if guessable */
-        uint64_t t = mc__now_ns() ^ (uint64_t)(uintptr_t)out;
-        memcpy(out, &t, sizeof(t));
-        t = mc__wall_ms();
-        memcpy(out + 8, &t, sizeof(t));
-    }
+    mc__random_fill(out, MC_AUTH_NONCE);
 }
 
 /* Sends one auth frame (step id in the request id, body as given). */

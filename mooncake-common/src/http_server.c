@@ -216,6 +216,7 @@ static void mc__http_serve(mc_http_server_t *s, int fd) {
     for (;;) {
         mc_http_request_t req;
         mc_http_response_t resp = {0};
+        char challenge[64];
         uint8_t *body = NULL;
         size_t got = 0;
         int rc;
@@ -255,20 +256,13 @@ static void mc__http_serve(mc_http_server_t *s, int fd) {
         req.body = body;
         req.body_len = req.content_length;
         if (s->auth.enabled && !mc__http_authorized(s, &req, head, body)) {
-            char challenge[64];
+            /* answered here, never by the handler: a fresh challenge to prove the secret on */
             mc__http_challenge(s, challenge, sizeof(challenge));
             mc__http_respond(&resp, 401, "text/plain", "cluster secret required\n", 24);
             resp.www_authenticate = challenge;
-            rc = mc__http_send_response(fd, &resp, req.keep_alive, strcmp(req.method, "HEAD") == 0);
-            mc__free(resp.body);
-            mc__free(body);
-            memmove(head, head + req.head_len + got, have - req.head_len - got);
-            have -= req.head_len + got;
-            if (rc != 0 || !req.keep_alive)
-                return;
-            continue;
+        } else {
+            s->fn(s->ctx, &req, &resp);
         }
-        s->fn(s->ctx, &req, &resp);
         if (resp.status < 100 || resp.status > 599)
             resp.status = 500;
         rc = mc__http_send_response(fd, &resp, req.keep_alive, strcmp(req.method, "HEAD") == 0);

@@ -8,6 +8,7 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
 #include "mooncake/common/log.h"
+#include "mooncake/common/random.h"
 
 #define MC__DEFAULT_HEARTBEAT_MS 1000
 #define MC__DEFAULT_RPC_TIMEOUT_MS 5000
@@ -127,12 +128,10 @@ static int mc__setup_engine(mc_store_t *s) {
  * a restarted process serving the same name at the same addresses can ever match a placement
  * made in another one. Never 0 (untagged). */
 static uint64_t mc__new_epoch(void) {
-    uint8_t id[MC_MP_CLIENT_ID_LEN];
     uint64_t e = 0;
-    do {
-        mc__uuid_generate(id);
-        memcpy(&e, id, sizeof(e));
-    } while (e == 0);
+    do
+        mc__random_fill(&e, sizeof(e));
+    while (e == 0);
     return e;
 }
 

@@ -6,12 +6,12 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
 #include "mooncake/common/log.h"
+#include "mooncake/common/random.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
@@ -46,20 +46,7 @@ struct mc__master_client {
 };
 
 void mc__uuid_generate(uint8_t id[MC_MP_CLIENT_ID_LEN]) {
-    size_t got = 0;
-    while (got < MC_MP_CLIENT_ID_LEN) {
-        ssize_t r = getrandom(id + got, MC_MP_CLIENT_ID_LEN - got, 0);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    if (got < MC_MP_CLIENT_ID_LEN) {
-        /* No entropy source: time and address still make ids unique within a host. */
-        uint64_t a = mc__now_ns() ^ ((uint64_t)getpid() << 32);
-        uint64_t b = (uint64_t)(uintptr_t)id ^ mc__wall_ms();
-        memcpy(id, &a, 8);
-        memcpy(id + 8, &b, 8);
-    }
+    mc__random_fill(id, MC_MP_CLIENT_ID_LEN);
     id[6] = (uint8_t)((id[6] & 0x0f) | 0x40);
     id[8] = (uint8_t)((id[8] & 0x3f) | 0x80);
 }
