@@ -86,8 +86,10 @@ MC_API void mc_replicate_config_init(mc_replicate_config_t *rc);
 /* ---- lifecycle ------------------------------------------------------------------------------- */
 MC_API int mc_store_create(mc_store_t **out);
 /* Creates or adopts the engine, connects to the master, allocates and mounts the global segment,
- * allocates the staging buffer and starts the heartbeat thread. Call once. Master unreachable:
- * MC_ERR_RPC_FAIL. */
+ * allocates the staging buffer and starts the heartbeat thread. Once per open: a second setup
+ * fails with MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS; after mc_store_close the store sets up again
+ * from scratch (a new engine, new memory), unless buffers from mc_store_get_buffer are still
+ * alive. Master unreachable: MC_ERR_RPC_FAIL. */
 MC_API int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg);
 /* Stops heartbeats, unmounts the segment at the master, releases the engine's memory. Safe to
  * call twice; later calls then fail with MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS. Buffers returned

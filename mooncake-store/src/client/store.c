@@ -232,6 +232,37 @@ static void mc__teardown(mc_store_t *s) {
     pthread_rwlock_unlock(&s->seg_rw);
 }
 
+/* A closed store sets up again from scratch: what close left for destroy (the staging buffer,
+ * our own engine, registrations made with it) goes now, as if the handle were new. Not while
+ * buffers from get_buffer still live in the staging buffer: they would point into freed memory
+ * (MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS then). */
+static int mc__store_reset(mc_store_t *s) {
+    size_t busy;
+    pthread_mutex_lock(&s->staging.mu);
+    busy = s->staging.in_use;
+    pthread_mutex_unlock(&s->staging.mu);
+    if (busy) {
+        MC_ERROR("store: %zu bytes of buffers from get_buffer are still in use; free them before "
+                 "setting this store up again",
+                 busy);
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    }
+    if (s->engine && s->staging_mem)
+        mc_engine_free_managed(s->engine, s->staging_mem);
+    s->staging_mem = NULL;
+    mc__staging_fini(&s->staging);
+    mc__staging_init(&s->staging, NULL, 0);
+    for (size_t i = 0; !s->own_engine && s->engine && i < s->nregs; i++)
+        mc_engine_unregister_memory(s->engine, s->regs[i].base);
+    s->nregs = 0;
+    if (s->own_engine)
+        mc_engine_destroy(s->engine);
+    s->engine = NULL;
+    s->own_engine = 0;
+    atomic_store(&s->state, MC__STORE_NEW);
+    return 0;
+}
+
 int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
     mc_auth_t auth;
     int rc = MC_ERR_INVALID_PARAMS;
@@ -239,6 +270,8 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
     if (!s || !cfg)
         return MC_ERR_INVALID_PARAMS;
     pthread_mutex_lock(&s->mu);
+    if (atomic_load(&s->state) == MC__STORE_CLOSED && (rc = mc__store_reset(s)) != 0)
+        goto out;
     if (atomic_load(&s->state) != MC__STORE_NEW) {
         rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
         goto out;
@@ -294,8 +327,11 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
     atomic_store(&s->state, MC__STORE_READY);
     rc = 0;
 out:
-    if (rc != 0 && s && cfg)
+    if (rc != 0 && s && cfg && atomic_load(&s->state) == MC__STORE_NEW) {
+        /* nothing of a failed setup stays behind: a retry starts from a new handle's state */
         mc__teardown(s);
+        (void)mc__store_reset(s);
+    }
     pthread_mutex_unlock(&s->mu);
     return rc;
 }

@@ -88,6 +88,22 @@ def test_calls_before_setup_and_after_close(make_master):
     assert s.put("k", b"v") == -1010
 
 
+def test_a_closed_store_sets_up_again(make_master, make_worker):
+    master = make_master()
+    other = make_worker()
+    other.setup(master, segment=0)
+    s = MooncakeDistributedStore()
+    # a failed setup (no master there) leaves nothing behind either
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 8 << 20, 1 << 20, "tcp", "", "127.0.0.1:1") == -900
+    for round_ in range(3):
+        assert s.setup("127.0.0.1", "P2PHANDSHAKE", 8 << 20, 1 << 20, "tcp", "", master.addr) == 0
+        assert s.put(f"again-{round_}", b"x" * 5000) == 0
+        assert other.run(f"result = store.get('again-{round_}') == b'x' * 5000") is True
+        assert s.close() == 0
+    # the master saw each close: no segment is left mounted
+    assert master.metric("mooncake_master_segments") == 0
+
+
 def test_setup_from_dict_with_string_values(make_master, make_worker):
     master = make_master()
     w = make_worker()
