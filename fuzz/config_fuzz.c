@@ -3,9 +3,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_quiet.h"
 #include "mooncake/common/config.h"
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The flag parser prints a line for every bad command line and the usage for --help. */
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    mc__fuzz_quiet();
+    return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *s = malloc(size + 1);

@@ -46,14 +46,21 @@ CC=clang cmake -S . -B build/fuzz -G Ninja -DMOONCAKE_BUILD_FUZZERS=ON -DMOONCAK
 cmake --build build/fuzz -j "$JOBS"
 nfuzz=0
 for h in build/fuzz/fuzz/*_fuzz; do
-  mkdir -p "build/fuzz/corpus/$(basename "$h")"
-  if ! "$h" -max_total_time="${MC_FUZZ_SECONDS:-5}" "build/fuzz/corpus/$(basename "$h")" \
-      >"build/fuzz/$(basename "$h").log" 2>&1; then
-    tail -40 "build/fuzz/$(basename "$h").log"
-    echo "fuzz harness $(basename "$h") found a crash" >&2
+  n=$(basename "$h")
+  # The working corpus (which runs may grow) starts from the seeds kept in the repository
+  # (fuzz/corpus/NAME, written by fuzz/make_seeds.py), and the harness's dictionary if it has one.
+  mkdir -p "build/fuzz/corpus/$n"
+  if [ -d "fuzz/corpus/$n" ]; then cp -R "fuzz/corpus/$n/." "build/fuzz/corpus/$n/"; fi
+  dict=()
+  if [ -f "fuzz/$n.dict" ]; then dict=(-dict="fuzz/$n.dict"); fi
+  if ! "$h" ${dict[@]+"${dict[@]}"} -max_total_time="${MC_FUZZ_SECONDS:-5}" \
+      -artifact_prefix="build/fuzz/$n-" "build/fuzz/corpus/$n" >"build/fuzz/$n.log" 2>&1; then
+    tail -40 "build/fuzz/$n.log"
+    echo "fuzz harness $n found a crash (the input is saved as build/fuzz/$n-*)" >&2
     exit 1
   fi
-  echo "$(basename "$h"): $(grep -Eo 'Done [0-9]+ runs' "build/fuzz/$(basename "$h").log")"
+  echo "$n: $(grep -Eo 'Done [0-9]+ runs' "build/fuzz/$n.log")," \
+    "$(grep -Eo 'cov: [0-9]+' "build/fuzz/$n.log" | tail -1)"
   nfuzz=$((nfuzz + 1))
 done
 [ "$nfuzz" -gt 0 ] || { echo "no fuzz harness was built" >&2; exit 1; }

@@ -1,0 +1,736 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora (fuzz/corpus/<harness>/) and dictionaries (fuzz/<harness>.dict).
+
+Seeds are small valid messages of every type each harness decodes, plus the edge cases its
+decoder must refuse, so a short run starts from inside the protocol instead of from random bytes
+(the descriptor harness: coverage 23 from an empty corpus). The output is deterministic:
+
+    python3 fuzz/make_seeds.py            # rewrite everything
+    python3 fuzz/make_seeds.py --check    # exit 1 when the files on disk differ
+
+Layouts follow the C headers: mooncake-common/include/mooncake/common/frame.h (the 24-byte
+header), mooncake-transfer-engine/src/proto.h (TE RPC), mooncake-store/src/proto/master_proto.h
+(master RPC), mooncake-transfer-engine/src/transports/shm_wire.h (shm hand-off, native layout).
+"""
+import json
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# --- framing ------------------------------------------------------------------------------------
+MAGIC = 0x314B434D
+F_REPLY = 0x1
+F_ERROR = 0x2
+
+
+def header(typ, body_len, flags=0, request_id=1, magic=MAGIC, version=1):
+    return struct.pack("<IBBHQQ", magic, version, typ, flags, request_id, body_len)
+
+
+def frame(typ, body, flags=0, request_id=1):
+    return header(typ, len(body), flags, request_id) + body
+
+
+def u8(v):
+    return struct.pack("<B", v)
+
+
+def u32(v):
+    return struct.pack("<I", v)
+
+
+def i32(v):
+    return struct.pack("<i", v)
+
+
+def u64(v):
+    return struct.pack("<Q", v)
+
+
+def i64(v):
+    return struct.pack("<q", v)
+
+
+def s(b):
+    """A length-prefixed (u32) byte string."""
+    if isinstance(b, str):
+        b = b.encode()
+    return u32(len(b)) + b
+
+
+# --- TE RPC -------------------------------------------------------------------------------------
+TE_PING, TE_GET_DESC, TE_WRITE, TE_READ, TE_NOTIFY = 1, 2, 3, 4, 5
+TE_MAX_SLICE = 64 << 20
+
+
+def te_rw(typ, addr, length, epoch, payload=b"", body_len=None):
+    body = u64(addr) + u64(length) + u64(epoch) + payload
+    n = len(body) if body_len is None else body_len
+    return header(typ, n) + body
+
+
+def te_rpc_seeds():
+    return {
+        "ping": frame(TE_PING, b""),
+        "get_desc": frame(TE_GET_DESC, b""),
+        "read": te_rw(TE_READ, 0x7F0000001000, 4096, 0),
+        "read_epoch": te_rw(TE_READ, 0x7F0000001000, 64, 7),
+        "write": te_rw(TE_WRITE, 0x7F0000002000, 8, 3, b"ABCDEFGH"),
+        "write_len_mismatch": te_rw(TE_WRITE, 0x1000, 16, 0, b"ABCDEFGH"),
+        "read_len_zero": te_rw(TE_READ, 0x1000, 0, 0),
+        "read_len_max": te_rw(TE_READ, 0x1000, TE_MAX_SLICE, 0),
+        "read_len_over_max": te_rw(TE_READ, 0x1000, TE_MAX_SLICE + 1, 0),
+        "read_short_body": header(TE_READ, 16) + u64(0x1000) + u64(8),
+        "notify": frame(TE_NOTIFY, s("node-a:15001") + s("kv_done") + s(b"\x00\x01payload")),
+        "notify_empty": frame(TE_NOTIFY, s("") + s("") + s("")),
+        "notify_nul_in_name": frame(TE_NOTIFY, s("a") + s(b"x\x00y") + s("m")),
+        "notify_trailing": frame(TE_NOTIFY, s("a") + s("b") + s("c") + b"\x00"),
+        "error_reply": frame(TE_READ, i32(-3) + s("address not registered"), F_REPLY | F_ERROR),
+        "error_positive_code": frame(TE_READ, i32(5) + s("ok?"), F_REPLY | F_ERROR),
+        "reply_flag_on_request": frame(TE_PING, b"", F_REPLY),
+        "unknown_type": frame(9, b"\x00" * 8),
+        "bad_magic": header(TE_PING, 0, magic=0x12345678),
+        "bad_version": header(TE_PING, 0, version=2),
+    }
+
+
+def te_rpc_dict():
+    return [
+        ("magic", u32(MAGIC)),
+        ("version", b"\x01"),
+        ("flag_reply", struct.pack("<H", F_REPLY)),
+        ("flag_error", struct.pack("<H", F_REPLY | F_ERROR)),
+        ("rw_body_len", u64(24)),
+        ("max_slice", u64(TE_MAX_SLICE)),
+        ("max_slice_plus1", u64(TE_MAX_SLICE + 1)),
+        ("max_notify_name", u32(1024)),
+        ("max_notify_msg", u32(64 << 10)),
+        ("max_error", u32(4096)),
+        ("neg_code", i32(-3)),
+        ("u64_max", u64(2**64 - 1)),
+    ] + [("type_%d" % t, bytes([t])) for t in range(1, 6)]
+
+
+# --- frame header + cursor ----------------------------------------------------------------------
+def frame_header_seeds():
+    return {
+        "ping": frame(1, b""),
+        "reply": frame(4, u32(1) + i32(0), F_REPLY, 77),
+        "error": frame(2, i32(-1) + s("boom"), F_REPLY | F_ERROR),
+        "max_body": header(3, 1 << 20),
+        "over_max_body": header(3, (1 << 20) + 1),
+        "bad_magic": header(1, 0, magic=0x314B434E),
+        "bad_version": header(1, 0, version=0),
+        "short": header(1, 0)[:23],
+        # the tail drives cursor reads: op byte then operand (op % 7: u16 u32 u64 i32 i64 bytes
+        # count)
+        "cursor_each_op": header(1, 0)
+        + b"\x00" + b"\x01\x02"
+        + b"\x01" + u32(0xDEADBEEF)
+        + b"\x02" + u64(1)
+        + b"\x03" + i32(-1)
+        + b"\x04" + i64(-2)
+        + b"\x05" + s("hello")
+        + b"\x06" + u32(2) + u64(0) + u64(0),
+        "cursor_bytes_overlong": header(1, 0) + b"\x05" + u32(4097) + b"x" * 8,
+        "cursor_count_too_many": header(1, 0) + b"\x06" + u32(1000) + u64(0),
+        "cursor_short_u64": header(1, 0) + b"\x02\x01\x02\x03",
+    }
+
+
+def frame_header_dict():
+    return [
+        ("magic", u32(MAGIC)),
+        ("version", b"\x01"),
+        ("flag_reply", struct.pack("<H", F_REPLY)),
+        ("flag_error", struct.pack("<H", F_REPLY | F_ERROR)),
+        ("len_1mib", u64(1 << 20)),
+        ("len_1mib_plus1", u64((1 << 20) + 1)),
+        ("u32_4096", u32(4096)),
+        ("u32_max", u32(2**32 - 1)),
+        ("u64_max", u64(2**64 - 1)),
+    ]
+
+
+# --- master RPC ---------------------------------------------------------------------------------
+(MOUNT, UNMOUNT, PUT_START, PUT_END, PUT_REVOKE, GET_REPLICA_LIST, EXIST, REMOVE, REMOVE_ALL,
+ HEARTBEAT, SEGMENT_UNREACHABLE) = range(1, 12)
+CLIENT_ID = bytes(range(0x10, 0x20))
+
+
+def keys(*ks):
+    return u32(len(ks)) + b"".join(s(k) for k in ks)
+
+
+def config(replica_num=1, flags=0, ttl=0, preferred=()):
+    return (u32(replica_num) + u8(flags) + u64(ttl) + u32(len(preferred)) +
+            b"".join(s(p) for p in preferred))
+
+
+def replica(name, addr, size, epoch, status=1):
+    return s(name) + u64(addr) + u64(size) + u64(epoch) + u8(status)
+
+
+def key_replicas(code, size, lease, reps):
+    return i32(code) + u64(size) + u64(lease) + u32(len(reps)) + b"".join(reps)
+
+
+def master_rpc_seeds():
+    req = lambda t, body: frame(t, CLIENT_ID + body)  # noqa: E731
+    rep = lambda t, body: frame(t, body, F_REPLY)  # noqa: E731
+    seg = "127.0.0.1:15001"
+    return {
+        "mount": req(MOUNT, s(seg) + u64(0x7F0000000000) + u64(64 << 20) + u64(5) + u8(0)),
+        "mount_check": req(MOUNT, s(seg) + u64(0x7F0000000000) + u64(64 << 20) + u64(5) + u8(1)),
+        "mount_bad_flags": req(MOUNT, s(seg) + u64(0) + u64(4096) + u64(1) + u8(2)),
+        "mount_empty_name": req(MOUNT, s("") + u64(0) + u64(4096) + u64(1) + u8(0)),
+        "unmount": req(UNMOUNT, s(seg) + u64(0x7F0000000000)),
+        "put_start": req(PUT_START, u32(2) + s("key-a") + u64(4096) + s("key-b") + u64(1) +
+                         config(2, 0x1, 60000, (seg,))),
+        "put_start_hard_pin": req(PUT_START, u32(1) + s("k") + u64(1 << 30) + config(1, 0x2)),
+        "put_end": req(PUT_END, keys("key-a", "key-b")),
+        "put_revoke": req(PUT_REVOKE, keys("key-a")),
+        "get_replica_list": req(GET_REPLICA_LIST, keys("key-a")),
+        "exist": req(EXIST, keys("key-a", "missing")),
+        "exist_empty_key": req(EXIST, keys("")),
+        "exist_count_lies": req(EXIST, u32(100) + s("k")),
+        "remove": req(REMOVE, u8(1) + keys("key-a")),
+        "remove_all": req(REMOVE_ALL, u8(0)),
+        "heartbeat": req(HEARTBEAT, u32(2)),
+        "heartbeat_old": req(HEARTBEAT, b""),
+        "segment_unreachable": req(SEGMENT_UNREACHABLE, keys(seg)),
+        "trailing_byte": req(PUT_END, keys("k") + b"\x00"),
+        "unknown_type": frame(12, CLIENT_ID),
+        "reply_codes": rep(PUT_END, u32(2) + i32(0) + i32(-704)),
+        "reply_codes_one": rep(EXIST, u32(1) + i32(1)),
+        "reply_replicas": rep(GET_REPLICA_LIST, u32(1) + key_replicas(
+            0, 4096, 5000, [replica(seg, 0x7F0000001000, 4096, 5),
+                            replica("127.0.0.1:15002", 0x7F0000002000, 4096, 9, 0)])),
+        "reply_replicas_two": rep(PUT_START, u32(2) + key_replicas(0, 1, 0, [
+            replica(seg, 0x1000, 1, 1)]) + key_replicas(-704, 0, 0, [])),
+        "reply_remove_all": rep(REMOVE_ALL, i64(3)),
+        "reply_heartbeat": rep(HEARTBEAT, u8(1) + u64(42)),
+        "reply_empty": rep(MOUNT, b""),
+        "reply_error": frame(PUT_START, i32(-200) + s("no space"), F_REPLY | F_ERROR),
+        "reply_error_positive": frame(PUT_START, i32(1) + s("?"), F_REPLY | F_ERROR),
+    }
+
+
+def master_rpc_dict():
+    d = [
+        ("magic", u32(MAGIC)),
+        ("version", b"\x01"),
+        ("flag_reply", struct.pack("<H", F_REPLY)),
+        ("flag_error", struct.pack("<H", F_REPLY | F_ERROR)),
+        ("client_id", CLIENT_ID),
+        ("max_key", u32(4096)),
+        ("max_key_plus1", u32(4097)),
+        ("max_segment_name", u32(255)),
+        ("max_batch", u32(16384)),
+        ("max_replicas", u32(8)),
+        ("replicas_9", u32(9)),
+        ("mounts_unknown", u32(2**32 - 1)),
+        ("segment_1pib", u64(1 << 50)),
+        ("mount_f_check", b"\x01"),
+        ("code_not_found", i32(-704)),
+        ("segment", s("127.0.0.1:15001")),
+    ]
+    return d + [("type_%d" % t, bytes([t])) for t in range(1, 13)]
+
+
+# --- segment descriptors (JSON) -----------------------------------------------------------------
+def desc(bufs, **over):
+    d = {
+        "name": "127.0.0.1:15001",
+        "instance_id": "12345678901234567",
+        "host_id": "boot-1234/host-a",
+        "rpc_host": "127.0.0.1",
+        "rpc_port": 15001,
+        "shm_socket": "@mooncake-shm-100-00000000000000ab",
+        "buffers": bufs,
+    }
+    d.update(over)
+    return json.dumps(d, separators=(",", ":")).encode()
+
+
+def buf(addr, length, shm=-1, epoch=None, location="cpu:0"):
+    b = {"addr": addr, "length": length, "location": location, "shm": shm}
+    if epoch is not None:
+        b["epoch"] = epoch
+    return b
+
+
+def te_desc_seeds():
+    return {
+        "no_buffers": desc([]),
+        "one_buffer": desc([buf(4096, 4096)]),
+        "three_buffers_unsorted": desc([buf(0x30000, 16), buf(0x10000, 0x10000, 0),
+                                        buf(0x20000, 8, 1, "7")]),
+        "string_u64": desc([buf("140737488355328", "18446744073709551615", 2, "5")]),
+        "epoch_number": desc([buf(8192, 100, 3, 9)]),
+        "wrapping": desc([buf("18446744073709547520", 8192)]),
+        "overlap": desc([buf(4096, 8192), buf(8192, 16)]),
+        "zero_length": desc([buf(4096, 0)]),
+        "port_zero": desc([], rpc_port=0),
+        "port_too_big": desc([], rpc_port=65536),
+        "no_shm_socket": desc([buf(4096, 1, -1)], shm_socket=""),
+        "bad_shm": desc([buf(4096, 1, -2)]),
+        "name_long": desc([], name="n" * 255),
+        "name_too_long": desc([], name="n" * 256),
+        "not_object": b"[1,2,3]",
+        "truncated": desc([buf(4096, 4096)])[:-3],
+        "float_addr": desc([buf(4096.5, 1)]),
+        "negative_addr": desc([buf(-1, 1)]),
+    }
+
+
+def te_desc_dict():
+    words = ["name", "instance_id", "host_id", "rpc_host", "rpc_port", "shm_socket", "buffers",
+             "addr", "length", "location", "shm", "epoch"]
+    d = [("key_" + w, ('"%s":' % w).encode()) for w in words]
+    d += [("tok_" + n, v) for n, v in [
+        ("lbrace", b"{"), ("rbrace", b"}"), ("lbracket", b"["), ("rbracket", b"]"),
+        ("comma", b","), ("quote", b'"'), ("true", b"true"), ("false", b"false"),
+        ("null", b"null"), ("minus1", b"-1"), ("u64max", b'"18446744073709551615"'),
+        ("2p53", b"9007199254740992"), ("cpu0", b'"cpu:0"'), ("star", b'"*"'),
+        ("abstract", b'"@mooncake-shm-'), ("uescape", b"\\u0000"), ("exp", b"1e300")]]
+    return d
+
+
+# --- HTTP requests ------------------------------------------------------------------------------
+def http_req(method, target, headers=(), body=b"", version="HTTP/1.1", length=True):
+    h = "%s %s %s\r\n" % (method, target, version)
+    for k, v in headers:
+        h += "%s: %s\r\n" % (k, v)
+    if length and (body or method in ("PUT", "POST")):
+        h += "Content-Length: %d\r\n" % len(body)
+    return h.encode() + b"\r\n" + body
+
+
+def http_request_seeds():
+    return {
+        "get": http_req("GET", "/metadata?key=mooncake%2Fram%2Fnode-a", [("Host", "x")]),
+        "put": http_req("PUT", "/metadata?key=k", [("Host", "x")], b'{"a":1}'),
+        "delete": http_req("DELETE", "/metadata?key=k"),
+        "head": http_req("HEAD", "/health"),
+        "post_empty": http_req("POST", "/api/put?key=a+b&size=10"),
+        "http10_keepalive": http_req("GET", "/metrics", [("Connection", "keep-alive")],
+                                     version="HTTP/1.0"),
+        "connection_close": http_req("GET", "/", [("Connection", "Upgrade, close")]),
+        "expect_continue": http_req("PUT", "/metadata?key=k", [("Expect", "100-continue")],
+                                    b"xyz"),
+        "authorization": http_req("GET", "/get_all_keys", [(
+            "Authorization", "MC-HMAC nonce=00112233445566778899aabbccddeeff, mac=" + "ab" * 32)]),
+        "pct_path": http_req("GET", "/query%5Fkey?key=%00"),
+        "chunked": http_req("PUT", "/m", [("Transfer-Encoding", "chunked")], length=False),
+        "dup_length_same": http_req("PUT", "/m", [("Content-Length", "3")], b"abc"),
+        "dup_length_differ": http_req("PUT", "/m", [("Content-Length", "4")], b"abc"),
+        "length_too_big": http_req("PUT", "/m", [("Content-Length", "99999999999")],
+                                   length=False),
+        "http2": http_req("GET", "/", version="HTTP/1.2"),
+        "folded_header": b"GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n",
+        "bare_lf": b"GET / HTTP/1.1\nHost: x\n\n",
+        "lowercase_method": b"get / HTTP/1.1\r\n\r\n",
+        "long_method": b"PROPFINDX / HTTP/1.1\r\n\r\n",
+        "incomplete": b"GET /metadata?key=k HTTP/1.1\r\nHost: x\r\n",
+    }
+
+
+HTTP_DICT = [
+    ("m_get", b"GET "), ("m_put", b"PUT "), ("m_delete", b"DELETE "), ("m_head", b"HEAD "),
+    ("m_post", b"POST "), ("v11", b" HTTP/1.1\r\n"), ("v10", b" HTTP/1.0\r\n"), ("crlf", b"\r\n"),
+    ("end", b"\r\n\r\n"), ("h_cl", b"Content-Length: "), ("h_te", b"Transfer-Encoding: chunked"),
+    ("h_conn_close", b"Connection: close"), ("h_conn_ka", b"Connection: keep-alive"),
+    ("h_expect", b"Expect: 100-continue"), ("h_host", b"Host: "),
+    ("h_auth", b"Authorization: MC-HMAC nonce="), ("mac", b", mac="), ("q", b"?"), ("amp", b"&"),
+    ("key", b"key="), ("keys", b"keys="), ("pct", b"%"), ("pct2f", b"%2F"), ("pct00", b"%00"),
+    ("plus", b"+"), ("slash", b"/"),
+]
+
+
+def http_request_dict():
+    paths = ["/metadata", "/metrics", "/metrics/summary", "/health", "/query_key",
+             "/batch_query_keys", "/get_all_keys", "/get_all_segments", "/query_segment"]
+    return HTTP_DICT + [("p%d" % i, p.encode()) for i, p in enumerate(paths)]
+
+
+def http_kv_seeds():
+    put = lambda k, v: http_req("PUT", "/metadata?key=" + k, body=v)  # noqa: E731
+    get = lambda k: http_req("GET", "/metadata?key=" + k)  # noqa: E731
+    dele = lambda k: http_req("DELETE", "/metadata?key=" + k)  # noqa: E731
+    return {
+        "put_get_delete_get": put("mooncake%2Fram%2Fa", b'{"name":"a"}') +
+        get("mooncake%2Fram%2Fa") + dele("mooncake%2Fram%2Fa") + get("mooncake%2Fram%2Fa"),
+        "put_overwrite": put("k", b"first-value") + put("k", b"2") + get("k"),
+        "put_empty": put("k", b"") + get("k"),
+        "head": put("k", b"v") + http_req("HEAD", "/metadata?key=k"),
+        "get_missing": get("nothing"),
+        "delete_missing": dele("nothing"),
+        "wrong_path": http_req("GET", "/metadata/x?key=k"),
+        "post": http_req("POST", "/metadata?key=k", body=b"v"),
+        "no_key": http_req("GET", "/metadata?other=1"),
+        "empty_key": http_req("GET", "/metadata?key="),
+        "plus_and_pct": put("a+b%20c", b"v") + get("a%20b+c"),
+        "bad_escape": get("%zz"),
+        "long_key": put("k" * 4096, b"v") + put("k" * 4097, b"v"),
+        "keep_alive_http10": http_req("PUT", "/metadata?key=k", [("Connection", "keep-alive")],
+                                      b"v", version="HTTP/1.0") + get("k"),
+        "body_short": b"PUT /metadata?key=k HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc",
+    }
+
+
+def http_kv_dict():
+    return HTTP_DICT + [("path", b"/metadata"), ("path_q", b"/metadata?key=")]
+
+
+# --- HTTP responses (first byte picks the method: 0 GET, 1 HEAD, 2 PUT, 3 DELETE) ---------------
+GET, HEAD, PUT, DELETE = b"\x00", b"\x01", b"\x02", b"\x03"
+
+
+def http_response_seeds():
+    return {
+        "200_length": GET + b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        "200_length_spaces": GET + b"HTTP/1.1 200 OK\r\ncontent-length:\t 2 \r\n\r\nhi",
+        "200_chunked": GET + b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5\r\nhello\r\n1A;ext=1\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nX-Trailer: 1\r\n\r\n",
+        "200_chunked_gzip": GET + b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+        b"0\r\n\r\n",
+        "200_close": GET + b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{\"a\":1}",
+        "204": DELETE + b"HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\n",
+        "304": GET + b"HTTP/1.1 304 Not Modified\r\n\r\n",
+        "head_with_length": HEAD + b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",
+        "100_then_200": PUT + b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"
+        b"Content-Length: 16\r\n\r\nmetadata updated",
+        "404": GET + b"HTTP/1.1 404 Not Found\r\nContent-Length: 18\r\n\r\nmetadata not found",
+        "401_challenge": GET + b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: MC-HMAC "
+        b"nonce=00112233445566778899aabbccddeeff\r\nContent-Length: 0\r\n\r\n",
+        "length_short": GET + b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nonly this",
+        "length_bad": GET + b"HTTP/1.1 200 OK\r\nContent-Length: 5x\r\n\r\nhello",
+        "length_huge": GET + b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999\r\n\r\n",
+        "chunk_truncated": GET + b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"ff\r\nabc",
+        "chunk_no_digits": GET + b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"zz\r\n",
+        "status_short": GET + b"HTTP/1.1 20\r\n\r\n",
+        "status_099": GET + b"HTTP/1.1 099 Odd\r\n\r\nbody",
+        "not_http": GET + b"SSH-2.0-OpenSSH\r\n\r\n",
+        "no_head_end": GET + b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n",
+    }
+
+
+def http_response_dict():
+    return [
+        ("v11", b"HTTP/1.1 "), ("v10", b"HTTP/1.0 "), ("ok", b"200 OK\r\n"),
+        ("cont", b"100 Continue\r\n\r\n"), ("s204", b"204 "), ("s304", b"304 "),
+        ("s404", b"404 "), ("s401", b"401 "), ("crlf", b"\r\n"), ("end", b"\r\n\r\n"),
+        ("cl", b"Content-Length: "), ("te", b"Transfer-Encoding: "), ("chunked", b"chunked"),
+        ("last_chunk", b"0\r\n\r\n"), ("chunk_ext", b";ext="), ("hex", b"FFFFFFFF"),
+        ("www_auth", b"WWW-Authenticate: MC-HMAC nonce="), ("ct", b"Content-Type: "),
+        ("colon", b":"),
+    ] + [("m%d" % i, bytes([i])) for i in range(4)]
+
+
+# --- host:port (first byte: host buffer capacity, 0 = plenty) -----------------------------------
+def host_port_seeds():
+    p = b"\x00"
+    return {
+        "ipv4": p + b"10.0.0.1:8080",
+        "ipv6": p + b"[::1]:17000",
+        "ipv6_zone": p + b"[fe80::1%eth0]:80",
+        "name_port0": p + b"node-3:0",
+        "port_max": p + b"host:65535",
+        "port_over": p + b"host:65536",
+        "port_huge": p + b"host:99999999999999999999",
+        "two_colons": p + b"a:b:80",
+        "no_host": p + b":80",
+        "no_port": p + b"host:",
+        "port_sign": p + b"host:+1",
+        "port_trailing": p + b"host:80x",
+        "v6_no_colon": p + b"[::1]80",
+        "v6_unclosed": p + b"[::1:80",
+        "v6_empty": p + b"[]:80",
+        "leading_zeros": p + b"localhost:00012",
+        "small_cap": b"\x04" + b"verylonghostname:1",
+        "exact_cap": b"\x05" + b"abcd:1",
+        "no_colon": p + b"localhost",
+    }
+
+
+def host_port_dict():
+    return [("colon", b":"), ("lb", b"["), ("rb", b"]"), ("rbc", b"]:"), ("pmax", b"65535"),
+            ("pover", b"65536"), ("v6", b"::1"), ("v4", b"127.0.0.1"), ("zone", b"%eth0"),
+            ("zero", b"0")]
+
+
+# --- shm hand-off (native mc__shm_req_t: u32 op, u32 pad, u64 id) -------------------------------
+def shm_req(op, id_, pad=0):
+    return struct.pack("<IIQ", op, pad, id_)
+
+
+def shm_serve_seeds():
+    return {
+        "ctrl": shm_req(1, 0),
+        "buffer_0": shm_req(2, 0),
+        "buffer_1": shm_req(2, 1),
+        "buffer_missing": shm_req(2, 2),
+        "buffer_minus1": shm_req(2, 2**64 - 1),
+        "op_zero": shm_req(0, 0),
+        "op_unknown": shm_req(3, 0),
+        "pad_set": shm_req(2, 0, 0xFFFFFFFF),
+        "short": shm_req(1, 0)[:8],
+        "empty": b"",
+        "trailing": shm_req(1, 0) + b"\x00" * 16,
+    }
+
+
+def shm_serve_dict():
+    return [("op_ctrl", u32(1)), ("op_buffer", u32(2)), ("id0", u64(0)), ("id1", u64(1)),
+            ("id_minus1", u64(2**64 - 1))]
+
+
+# --- descriptor passing (u8 fds sent, u8 options, u8 expected-1, payload) -----------------------
+def unix_fds_seeds():
+    rep = struct.pack("<iIQQQ", 0, 0, 0x7F0000001000, 4096, 4096)  # an mc__shm_rep_t
+    return {
+        "rep_one_fd": b"\x01\x01" + bytes([len(rep) - 1]) + rep,
+        "rep_no_fd": b"\x00\x01" + bytes([len(rep) - 1]) + rep,
+        "more_fds_than_room": b"\x03\x01\x1f" + rep,
+        "fds_not_taken": b"\x02\x00\x1f" + rep,
+        "ctrunc_65": bytes([65, 3, 31]) + rep,
+        "ctrunc_71": bytes([71, 1, 31]) + rep,
+        "max_64": bytes([64, 3, 31]) + rep,
+        "split_second_fd": b"\x01\x0e\x1f" + rep,
+        "split_no_fd": b"\x00\x04\x1f" + rep,
+        "short_payload": b"\x01\x01\x1f" + rep[:10],
+        "empty_payload": b"\x01\x01\x00",
+        "one_byte": b"\x01\x01\x00" + b"\x7f",
+        "want_64": b"\x01\x01\x3f" + bytes(range(64)),
+    }
+
+
+def unix_fds_dict():
+    return [("n1", b"\x01"), ("n64", b"\x40"), ("n65", b"\x41"), ("n71", b"\x47"),
+            ("opt_split_fd", b"\x0f"), ("want32", b"\x1f")]
+
+
+# --- JSON config files --------------------------------------------------------------------------
+def j(obj):
+    return json.dumps(obj, indent=1).encode()
+
+
+def store_config_seeds():
+    return {
+        "reference": j({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
+                        "global_segment_size": "4gb", "local_buffer_size": 536870912,
+                        "protocol": "tcp", "device_name": "",
+                        "master_server_address": "127.0.0.1:50051"}),
+        "aliases": j({"rdma_devices": "mlx5_0", "master_server_addr": "[::1]:50051",
+                      "metadata_server": "http://127.0.0.1:8080/metadata"}),
+        "ignored_keys": j({"tenant_id": "t", "ssd_offload_path": "/tmp",
+                           "client_http_port": 9300, "enable_ssd_offload": False,
+                           "enable_client_http_server": "false"}),
+        "feature_on": j({"enable_ssd_offload": True}),
+        "feature_bad_bool": j({"enable_client_http_server": "maybe"}),
+        "secret": j({"cluster_secret": "s3cr3t", "cluster_secret_file": "/etc/mooncake/secret"}),
+        "sizes": j({"global_segment_size": "512MiB", "local_buffer_size": "0"}),
+        "size_bad": j({"global_segment_size": "4 parsecs"}),
+        "size_negative": j({"local_buffer_size": -1}),
+        "size_big_number": j({"local_buffer_size": 1e16}),
+        "size_fraction": j({"local_buffer_size": 1.5}),
+        "unknown_key": j({"no_such_key": "x"}),
+        "nested": j({"protocol": {"name": "tcp"}}),
+        "null_value": j({"protocol": None}),
+        "long_value": j({"local_hostname": "h" * 256}),
+        "empty_object": b"{}",
+        "not_object": b"[\"protocol\", \"tcp\"]",
+        "truncated": b"{\"protocol\": \"tc",
+        "duplicate": b"{\"protocol\":\"tcp\",\"protocol\":\"shm\"}",
+        "escapes": b"{\"local_hostname\":\"a\\u00e9\\n\\\"b\"}",
+    }
+
+
+def store_config_dict():
+    keys_ = ["local_hostname", "metadata_server", "protocol", "device_name", "rdma_devices",
+             "master_server_address", "master_server_addr", "global_segment_size",
+             "local_buffer_size", "cluster_secret", "cluster_secret_file", "tenant_id",
+             "ssd_offload_path", "client_http_port", "enable_ssd_offload",
+             "enable_client_http_server"]
+    d = [("k_" + k, ('"%s":' % k).encode()) for k in keys_]
+    d += [("v_" + v.strip('"'), v.encode()) for v in [
+        '"tcp"', '"shm"', '"auto"', '"rdma"', '"P2PHANDSHAKE"', '"4gb"', '"512MB"', '"1kib"',
+        '"1t"', "true", "false", "null", '"yes"', '"off"']]
+    return d + [("lb", b"{"), ("rb", b"}"), ("comma", b","), ("big", b"9e15"), ("neg", b"-1")]
+
+
+MASTER_KEYS = ["port", "rpc_address", "rpc_thread_num", "default_kv_lease_ttl",
+               "default_kv_soft_pin_ttl", "allow_evict_soft_pinned_objects", "eviction_ratio",
+               "eviction_high_watermark_ratio", "client_ttl", "put_start_discard_timeout_sec",
+               "put_start_release_timeout_sec", "enable_http_metadata_server",
+               "http_metadata_server_port", "http_metadata_server_host", "metrics_port",
+               "enable_metric_reporting", "rpc_idle_timeout_sec", "rpc_max_conns_per_peer",
+               "cluster_secret_file", "config_path", "enable_ha", "etcd_endpoints"]
+
+
+def master_config_seeds():
+    return {
+        "reference": j({"port": 50051, "rpc_address": "0.0.0.0", "rpc_thread_num": 4,
+                        "default_kv_lease_ttl": 5000, "default_kv_soft_pin_ttl": 1800000,
+                        "allow_evict_soft_pinned_objects": True, "eviction_ratio": 0.05,
+                        "eviction_high_watermark_ratio": 0.95, "client_ttl": 10,
+                        "enable_http_metadata_server": True, "http_metadata_server_port": 8080,
+                        "http_metadata_server_host": "0.0.0.0", "metrics_port": 9003}),
+        "strings": j({"port": "50051", "enable_metric_reporting": "yes",
+                      "eviction_ratio": "0.1", "rpc_idle_timeout_sec": "600"}),
+        "timeouts": j({"put_start_discard_timeout_sec": 30, "put_start_release_timeout_sec": 600,
+                       "rpc_max_conns_per_peer": 64}),
+        "secret_file": j({"cluster_secret_file": "/etc/mooncake/secret"}),
+        "ha": j({"enable_ha": False, "etcd_endpoints": "http://127.0.0.1:2379"}),
+        "ha_on": j({"enable_ha": True}),
+        "config_path_in_file": j({"config_path": "/tmp/other.json"}),
+        "unknown_key": j({"no_such_flag": 1}),
+        "port_out_of_range": j({"port": 70000}),
+        "port_fraction": j({"port": 1.5}),
+        "port_huge": j({"port": 1e300}),
+        "ratio_out_of_range": j({"eviction_ratio": 2}),
+        "bool_as_number": j({"enable_ha": 1}),
+        "string_as_bool": j({"rpc_address": True}),
+        "negative_ttl": j({"client_ttl": -5}),
+        "empty_object": b"{}",
+        "not_object": b"42",
+        "truncated": b"{\"port\": 5",
+        "nan_string": j({"eviction_ratio": "nan"}),
+    }
+
+
+def master_config_dict():
+    d = [("k_" + k, ('"%s":' % k).encode()) for k in MASTER_KEYS]
+    return d + [("true", b"true"), ("false", b"false"), ("null", b"null"), ("lb", b"{"),
+                ("rb", b"}"), ("comma", b","), ("yes", b'"yes"'), ("nan", b'"nan"'),
+                ("inf", b'"inf"'), ("big", b"9e15"), ("frac", b"0.5"), ("neg", b"-1"),
+                ("p65535", b"65535"), ("p65536", b"65536")]
+
+
+# --- config values and gflags command lines -----------------------------------------------------
+def config_seeds():
+    return {
+        "size_gb": b"4gb",
+        "size_mib": b"512MiB",
+        "size_plain": b"1073741824",
+        "size_overflow": b"16384pb",
+        "size_u64max": b"18446744073709551615",
+        "int_negative": b"-17",
+        "int_overflow": b"9223372036854775808",
+        "double": b"3.5e2",
+        "bool_yes": b"yes",
+        "bool_off": b"off",
+        "flags_all": b"--b\n--i=42\n--d=0.5\n--s=hello\n--size=4gb",
+        "flags_separate_values": b"--i\n-3\n--size\n1kib\n--s\nworld",
+        "flags_no_bool": b"--nob\n-b=false",
+        "flags_help": b"--help",
+        "flags_version": b"--version",
+        "flags_unknown": b"--unknown=1",
+        "flags_positional": b"positional",
+        "flags_missing_value": b"--s",
+        "flags_bad_value": b"--d=abc\n--i=1x",
+        "flags_double_dash_only": b"--",
+    }
+
+
+def config_dict():
+    words = ["--", "=", "--no", "--help", "--version", "--b", "--i", "--d", "--s", "--size",
+             "-", "\n", "k", "kb", "kib", "m", "mb", "mib", "g", "gb", "gib", "t", "tb", "tib",
+             "b", "true", "false", "yes", "no", "on", "off", "1", "0", "e308", "nan", "inf",
+             "0x", "9223372036854775807"]
+    return [("w%d" % i, w.encode()) for i, w in enumerate(words)]
+
+
+HARNESSES = {
+    "config_fuzz": (config_seeds, config_dict),
+    "frame_header_fuzz": (frame_header_seeds, frame_header_dict),
+    "host_port_fuzz": (host_port_seeds, host_port_dict),
+    "http_kv_fuzz": (http_kv_seeds, http_kv_dict),
+    "http_request_fuzz": (http_request_seeds, http_request_dict),
+    "http_response_fuzz": (http_response_seeds, http_response_dict),
+    "master_config_fuzz": (master_config_seeds, master_config_dict),
+    "master_rpc_fuzz": (master_rpc_seeds, master_rpc_dict),
+    "shm_serve_fuzz": (shm_serve_seeds, shm_serve_dict),
+    "store_config_fuzz": (store_config_seeds, store_config_dict),
+    "te_desc_fuzz": (te_desc_seeds, te_desc_dict),
+    "te_rpc_fuzz": (te_rpc_seeds, te_rpc_dict),
+    "unix_fds_fuzz": (unix_fds_seeds, unix_fds_dict),
+}
+
+
+def dict_escape(b):
+    """libFuzzer dictionary value: printable ASCII as is, '"' and '\\' escaped, others \\xNN."""
+    out = []
+    for c in b:
+        if c in (0x22, 0x5C):
+            out.append("\\" + chr(c))
+        elif 0x20 <= c < 0x7F:
+            out.append(chr(c))
+        else:
+            out.append("\\x%02X" % c)
+    return "".join(out)
+
+
+def render(name, seeds_fn, dict_fn):
+    """The files one harness needs: {relative path: bytes}."""
+    files = {}
+    for seed, data in sorted(seeds_fn().items()):
+        files[os.path.join("corpus", name, seed)] = data
+    lines = ["# libFuzzer dictionary for fuzz/%s.c, written by fuzz/make_seeds.py" % name]
+    seen = set()
+    for key, val in dict_fn():
+        if val in seen:
+            continue
+        seen.add(val)
+        lines.append('%s="%s"' % (key, dict_escape(val)))
+    files[name + ".dict"] = ("\n".join(lines) + "\n").encode()
+    return files
+
+
+def main():
+    check = "--check" in sys.argv[1:]
+    wanted = {}
+    for name, (seeds_fn, dict_fn) in sorted(HARNESSES.items()):
+        wanted.update(render(name, seeds_fn, dict_fn))
+    stale = []
+    for name in HARNESSES:
+        d = os.path.join(HERE, "corpus", name)
+        if os.path.isdir(d):
+            for f in os.listdir(d):
+                if os.path.join("corpus", name, f) not in wanted:
+                    stale.append(os.path.join(d, f))
+    differ = []
+    for rel, data in sorted(wanted.items()):
+        path = os.path.join(HERE, rel)
+        try:
+            with open(path, "rb") as fh:
+                same = fh.read() == data
+        except FileNotFoundError:
+            same = False
+        if not same:
+            differ.append(path)
+    if check:
+        for p in differ + stale:
+            print("out of date: %s" % os.path.relpath(p, HERE))
+        return 1 if differ or stale else 0
+    for p in stale:
+        os.remove(p)
+    for rel, data in sorted(wanted.items()):
+        path = os.path.join(HERE, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(data)
+    total = sum(len(v) for k, v in wanted.items() if k.startswith("corpus"))
+    print("%d harnesses, %d seed files (%d bytes), %d dictionaries" % (
+        len(HARNESSES), sum(1 for k in wanted if k.startswith("corpus")), total,
+        sum(1 for k in wanted if k.endswith(".dict"))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
