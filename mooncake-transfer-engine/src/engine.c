@@ -106,7 +106,9 @@ static void mc__engine_host_id(mc_engine_t *e) {
 }
 
 /* Binds the RPC listener; fills e->host, e->port, e->name. */
-static int mc__engine_listen(mc_engine_t *e, const char *given, int p2p) {
+static int mc__engine_listen(mc_engine_t *e, const mc_engine_options_t *opts, int p2p) {
+    const char *given = opts ? opts->local_server_name : NULL;
+    int named_port = p2p || (opts && opts->name_with_port);
     char host[MC__TE_NAME_MAX - 16]; /* room for "[...]:port" in the name */
     char given_host[MC__TE_NAME_MAX - 16] = "";
     uint16_t port = 0, bound = 0;
@@ -126,13 +128,23 @@ static int mc__engine_listen(mc_engine_t *e, const char *given, int p2p) {
         if (has_port) {
             fd = mc__tcp_listen(host, port, 256, &bound);
         } else {
-            int lo = mc__env_int("MC_MIN_RPC_PORT", 15000, 1, 65535);
-            int hi = mc__env_int("MC_MAX_RPC_PORT", 17000, 1, 65535);
+            int lo = opts && opts->rpc_port_lo > 0 && opts->rpc_port_lo <= 65535
+                         ? opts->rpc_port_lo
+                         : mc__env_int("MC_MIN_RPC_PORT", 15000, 1, 65535);
+            int hi = opts && opts->rpc_port_hi >= lo && opts->rpc_port_hi <= 65535
+                         ? opts->rpc_port_hi
+                         : mc__env_int("MC_MAX_RPC_PORT", 17000, 1, 65535);
+            if (lo > hi) {
+                MC_ERROR("no RPC port to pick: the range %d..%d is empty (MC_MIN_RPC_PORT above "
+                         "MC_MAX_RPC_PORT?)",
+                         lo, hi);
+                return MC_ERR_INVALID_ARGUMENT;
+            }
             fd = mc__tcp_listen_range(host, (uint16_t)lo, (uint16_t)hi, 256, &bound);
         }
         /* With a metadata service the segment name is just a name ("prefill-0"); the RPC port
          * then lives on this host's address, which the descriptor tells peers. */
-        if (fd != MC_ERR_DNS || p2p || attempt)
+        if (fd != MC_ERR_DNS || named_port || attempt)
             break;
         if (mc__local_ip(host, sizeof(host)))
             snprintf(host, sizeof(host), "127.0.0.1");
@@ -145,7 +157,7 @@ static int mc__engine_listen(mc_engine_t *e, const char *given, int p2p) {
     e->port = bound;
     /* "host:0" asks for a picked port, and the name must then carry it: with a metadata service
      * several processes asking "host:0" would otherwise publish under one name */
-    if (p2p || !given || !*given || (has_port && port == 0)) {
+    if (named_port || !given || !*given || (has_port && port == 0)) {
         if (has_port && port == 0 && !p2p)
             snprintf(host, sizeof(host), "%s", given_host);
         if (strchr(host, ':'))
@@ -195,7 +207,7 @@ int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
         e->instance_id = mc__now_ns() ^ ((uint64_t)getpid() << 32);
     e->instance_id |= 1;
     mc__engine_host_id(e);
-    lfd = mc__engine_listen(e, opts ? opts->local_server_name : NULL, p2p);
+    lfd = mc__engine_listen(e, opts, p2p);
     if (lfd < 0) {
         rc = lfd;
         goto out;

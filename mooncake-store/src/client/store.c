@@ -1,6 +1,7 @@
 /* Client lifecycle: engine, master connection, the contributed segment, staging, heartbeats. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -12,6 +13,9 @@
 
 #define MC__DEFAULT_HEARTBEAT_MS 1000
 #define MC__DEFAULT_RPC_TIMEOUT_MS 5000
+#define MC__STORE_PORT_LO 12300 /* the reference store's range for a local_hostname without port   \
+                                 */
+#define MC__STORE_PORT_HI 14300
 
 int mc_store_create(mc_store_t **out) {
     pthread_rwlockattr_t ra;
@@ -118,6 +122,14 @@ static int mc__setup_engine(mc_store_t *s) {
     eo.device_name = s->cfg.device_name;
     eo.cluster_secret = s->cfg.cluster_secret;
     eo.cluster_secret_file = s->cfg.cluster_secret_file;
+    /* A bare host ("localhost", an IP: what vLLM and SGLang pass) gets a port from the
+     * reference's store range, and the segment name carries it: two processes of one host
+     * would otherwise mount under one name and read only their own objects. */
+    if (!getenv("MC_MIN_RPC_PORT") && !getenv("MC_MAX_RPC_PORT")) { /* else the user's range */
+        eo.rpc_port_lo = MC__STORE_PORT_LO;
+        eo.rpc_port_hi = MC__STORE_PORT_HI;
+    }
+    eo.name_with_port = 1;
     rc = mc_engine_init(s->engine, &eo);
     if (rc != 0)
         MC_ERROR("store: transfer engine init failed: %s", mc_strerror(rc));

@@ -82,6 +82,12 @@ typedef struct mc_engine_options {
      * (challenge-response; the secret never crosses the wire). */
     const char *cluster_secret;
     const char *cluster_secret_file;
+    /* A local_server_name without a port gets a port picked from [rpc_port_lo, rpc_port_hi]
+     * (0, 0: MC_MIN_RPC_PORT..MC_MAX_RPC_PORT). With name_with_port the picked port is part of
+     * the segment name with a metadata service too (always with P2PHANDSHAKE), so processes on
+     * one host that pass the same bare host stay apart (the store asks for this). */
+    int rpc_port_lo, rpc_port_hi;
+    int name_with_port;
 } mc_engine_options_t;
 
 MC_API int mc_engine_create(mc_engine_t **out);

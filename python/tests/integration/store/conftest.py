@@ -36,6 +36,8 @@ class Master:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True)
         deadline = time.monotonic() + 10
+        want_meta = "--enable_http_metadata_server" in self.flags
+        self.http_metadata_port = None
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
@@ -46,7 +48,10 @@ class Master:
             m = re.search(r"metrics on [\d.]+:(\d+)", line)
             if m:
                 self.metrics_port = int(m.group(1))
-            if self.port and self.metrics_port:
+            m = re.search(r"http metadata on [\d.]+:(\d+)", line)
+            if m:
+                self.http_metadata_port = int(m.group(1))
+            if self.port and self.metrics_port and (self.http_metadata_port or not want_meta):
                 break
         if not (self.port and self.metrics_port):
             self.stop()

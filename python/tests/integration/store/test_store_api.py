@@ -169,3 +169,32 @@ def test_pure_storage_node_and_pure_client(make_master, make_worker):
     # A buffer-protocol object from get_buffer is a zero-copy view that outlives close().
     assert client.run("b = store.get_buffer('node'); store.close();"
                       " result = sha(memoryview(b)) == sha(pattern(5000, 'n'))") is True
+
+
+@pytest.mark.parametrize("metadata", ["P2PHANDSHAKE", "http"])
+def test_bare_local_hostname_gets_a_port(make_master, make_worker, metadata):
+    # vLLM and SGLang pass local_hostname="127.0.0.1" (or "localhost") from every process of a
+    # host: each must get a segment name of its own, or they read only their own objects.
+    if metadata == "http":
+        master = make_master("--enable_http_metadata_server", "--http_metadata_server_port=0",
+                             "--http_metadata_server_host=127.0.0.1")
+        meta = f"http://127.0.0.1:{master.http_metadata_port}/metadata"
+    else:
+        master = make_master()
+        meta = "P2PHANDSHAKE"
+    a, b = make_worker(), make_worker()
+    names = []
+    for w in (a, b):
+        assert w.run(f"result = store.setup('127.0.0.1', {meta!r}, 16 << 20, 4 << 20, 'tcp', '',"
+                     f" {master.addr!r})") == 0
+        names.append(w.run("result = store.get_hostname()"))
+    for n in names:
+        host, _, port = n.rpartition(":")
+        assert host == "127.0.0.1" and 12300 <= int(port) <= 14300, n
+    assert names[0] != names[1]
+    for i, w in enumerate((a, b)):
+        cfg = f"ReplicateConfig(preferred_segments=[{names[i]!r}])"
+        assert w.run(f"result = store.put('own-{i}', pattern(300000, 'own-{i}'), "
+                     f"config={cfg})") == 0
+    assert a.run("result = sha(store.get('own-1')) == sha(pattern(300000, 'own-1'))") is True
+    assert b.run("result = sha(store.get('own-0')) == sha(pattern(300000, 'own-0'))") is True
