@@ -125,7 +125,8 @@ typedef struct mc_store_item {
 /* ---- writes: 0 or a negative code ------------------------------------------------------------
  * put start at the master, a WRITE of the bytes into every replica, put end; on any failure the
  * put is revoked. A value that fits no segment even after eviction: MC_ERR_NO_AVAILABLE_HANDLE.
- * A zero-length value: MC_ERR_INVALID_PARAMS. An existing key: MC_ERR_OBJECT_ALREADY_EXISTS. */
+ * A zero-length value: MC_ERR_INVALID_PARAMS. An existing key (complete or being put): 0, and
+ * the first value stays, as the reference does. */
 MC_API int mc_store_put(mc_store_t *s, const char *key, const void *data, size_t len,
                         const mc_replicate_config_t *rc);
 MC_API int mc_store_put_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts,

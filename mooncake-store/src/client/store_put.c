@@ -78,6 +78,12 @@ static int mc__put_parts_impl(mc_store_t *s, const char *key, const mc_store_iov
         mc__failpoint("store_put_after_start");
         if (rc == 0)
             rc = kr->code;
+        /* The key exists (or is being put): the first value stays and the put succeeds, as the
+         * reference's does. KV-cache prefixes are put again all the time. */
+        if (rc == MC_ERR_OBJECT_ALREADY_EXISTS) {
+            rc = 0;
+            goto out;
+        }
         if (rc == 0 && kr->n_replicas == 0)
             rc = MC_ERR_NO_AVAILABLE_HANDLE;
         if (rc != 0)
@@ -195,6 +201,9 @@ static int mc__batch_put_impl(mc_store_t *s, const mc_store_item_t *items, size_
         }
     }
     rc = mc__batch_write_and_end(s, items, idx, m, kr, results);
+    for (size_t j = 0; j < m; j++) /* existing keys keep their first value: a success */
+        if (results[idx[j]] == MC_ERR_OBJECT_ALREADY_EXISTS)
+            results[idx[j]] = 0;
     /* Keys whose bytes did not get through were revoked: place each again on its own, which
      * tells the master what failed and avoids it. */
     for (size_t j = 0; rc == 0 && j < m; j++) {

@@ -64,11 +64,15 @@ def test_batches(cluster):
     assert storage[0].run(f"result = store.batch_is_exist({keys!r})") == [0] * 4
 
 
-def test_existing_key_is_refused(cluster):
+def test_existing_key_keeps_its_first_value(cluster):
+    # The reference's convention: putting a key again succeeds and changes nothing.
     _, _, pure, _ = cluster
     assert pure.run("result = store.put('dup', b'one')") == 0
-    assert pure.run("result = store.put('dup', b'two')") == -705
+    assert pure.run("result = store.put('dup', b'two')") == 0
     assert pure.run("result = store.get('dup') == b'one'") is True
+    assert pure.run("result = store.put_batch(['dup', 'dup-new'], [b'three', b'new'])") == 0
+    assert pure.run("result = [store.get('dup') == b'one', store.get('dup-new') == b'new']") == \
+        [True, True]
 
 
 ZERO_COPY = """
