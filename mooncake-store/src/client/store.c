@@ -13,8 +13,9 @@
 
 #define MC__DEFAULT_HEARTBEAT_MS 1000
 #define MC__DEFAULT_RPC_TIMEOUT_MS 5000
-#define MC__STORE_PORT_LO 12300 /* the reference store's range for a local_hostname without port   \
-                                 */
+#define MC__STORE_PORT_LO                                                                          \
+    12300 /* the reference store's range for a local_hostname without port                         \
+           */
 #define MC__STORE_PORT_HI 14300
 
 int mc_store_create(mc_store_t **out) {

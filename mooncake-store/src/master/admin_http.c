@@ -386,6 +386,6 @@ out:
 int mc__admin_http_start(mc__master_t *m, uint16_t port) {
     /* a private address keeps /metrics and the key listings off the public network */
     const char *host = m->cfg.metrics_address && *m->cfg.metrics_address ? m->cfg.metrics_address
-                                                                           : m->cfg.rpc_address;
+                                                                         : m->cfg.rpc_address;
     return mc__http_server_start(host, port, 0, mc__admin_handle, m, &m->admin);
 }
