@@ -121,14 +121,32 @@ static char *setup_kwlist[] = {"local_hostname",
 /* setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
  *       rdma_devices, master_server_addr, engine=None, ...) or setup(config_dict).
  * Settings not given come from MOONCAKE_CONFIG_PATH / MOONCAKE_* / defaults (the C client). */
+/* Remembers an explicitly given setting (and its alias) so that neither MOONCAKE_CONFIG_PATH nor
+ * the environment is consulted for it: explicit arguments win. */
+#define MCPY_MAX_SKIP 32
+static void add_explicit(const char **skip, size_t *n, const char *key) {
+    static const char *const aliases[][2] = {{"master_server_addr", "master_server_address"},
+                                             {"rdma_devices", "device_name"}};
+    if (*n + 2 > MCPY_MAX_SKIP)
+        return;
+    skip[(*n)++] = key;
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++) {
+        if (strcmp(key, aliases[i][0]) == 0)
+            skip[(*n)++] = aliases[i][1];
+        else if (strcmp(key, aliases[i][1]) == 0)
+            skip[(*n)++] = aliases[i][0];
+    }
+}
+
 static PyObject *store_setup(PyObject *obj, PyObject *args, PyObject *kw) {
     mcpy_store_t *self = (mcpy_store_t *)obj;
     PyObject *v[13] = {NULL};
     mc_store_config_t cfg;
+    const char *skip[MCPY_MAX_SKIP];
+    size_t nskip = 0;
     int code = 0;
 
     mc_store_config_init(&cfg);
-    code = mc_store_config_load_env(&cfg);
     if (PyTuple_Size(args) == 1 && PyDict_Check(PyTuple_GetItem(args, 0))) {
         PyObject *d = PyTuple_GetItem(args, 0), *key, *val;
         Py_ssize_t pos = 0;
@@ -137,6 +155,13 @@ static PyObject *store_setup(PyObject *obj, PyObject *args, PyObject *kw) {
             PyErr_SetString(PyExc_TypeError, "setup(config) accepts only the engine keyword");
             return NULL;
         }
+        while (PyDict_Next(d, &pos, &key, &val)) {
+            const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8AndSize(key, NULL) : NULL;
+            if (k && val != Py_None)
+                add_explicit(skip, &nskip, k);
+        }
+        code = mc_store_config_load_env_ex(&cfg, skip, nskip);
+        pos = 0;
         while (PyDict_Next(d, &pos, &key, &val)) {
             const char *k;
             if (!PyUnicode_Check(key)) {
@@ -177,6 +202,10 @@ static PyObject *store_setup(PyObject *obj, PyObject *args, PyObject *kw) {
                                          &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8],
                                          &v[9], &v[10], &v[11], &v[12]))
             return NULL;
+        for (int i = 0; i < 13; i++)
+            if (i != 7 && v[i] && v[i] != Py_None)
+                add_explicit(skip, &nskip, setup_kwlist[i]);
+        code = mc_store_config_load_env_ex(&cfg, skip, nskip);
         for (int i = 0; i < 13; i++) {
             if (i == 7 || !v[i])
                 continue;

@@ -63,12 +63,19 @@ MC_API void mc_store_config_init(mc_store_config_t *c);
  * ssd_offload_path, enable_client_http_server, client_http_port) are ignored. Unknown key or bad
  * value: MC_ERR_INVALID_PARAMS. */
 MC_API int mc_store_config_set(mc_store_config_t *c, const char *key, const char *value);
-/* Applies a JSON object file (values may be strings or numbers). */
+/* Applies a JSON object file (values may be strings or numbers). Keys that are no store setting
+ * (files shared with vLLM or LMCache carry their own) are ignored, each said once at info; a
+ * store key with a bad value fails with MC_ERR_INVALID_PARAMS. */
 MC_API int mc_store_config_load_file(mc_store_config_t *c, const char *path);
+/* The same, leaving the nskip keys in skip alone (they were given explicitly: those win). */
+MC_API int mc_store_config_load_file_ex(mc_store_config_t *c, const char *path,
+                                        const char *const *skip, size_t nskip);
 /* Applies MOONCAKE_CONFIG_PATH (if set) and then MOONCAKE_MASTER, MOONCAKE_LOCAL_HOSTNAME,
  * MOONCAKE_TE_META_DATA_SERVER, MOONCAKE_PROTOCOL, MOONCAKE_DEVICE,
  * MOONCAKE_GLOBAL_SEGMENT_SIZE, MOONCAKE_LOCAL_BUFFER_SIZE. */
 MC_API int mc_store_config_load_env(mc_store_config_t *c);
+/* The same, leaving the nskip keys in skip alone (file and environment alike). */
+MC_API int mc_store_config_load_env_ex(mc_store_config_t *c, const char *const *skip, size_t nskip);
 
 /* ---- replication ----------------------------------------------------------------------------- */
 typedef struct mc_replicate_config {

@@ -1,5 +1,6 @@
 /* Client configuration: one setter that every source (JSON file, environment, Python dict or
  * keywords) goes through, so each source spells keys and sizes the same way. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,10 +68,23 @@ static int mc__ignored_key(const char *key, const char *value) {
     return 1;
 }
 
+/* mc_store_config_set, telling an unknown key (1, nothing set, nothing logged) from a known key
+ * with a bad value (MC_ERR_INVALID_PARAMS, logged). */
+static int mc__config_set(mc_store_config_t *c, const char *key, const char *value);
+
 int mc_store_config_set(mc_store_config_t *c, const char *key, const char *value) {
     int rc;
     if (!c || !key || !value)
         return MC_ERR_INVALID_PARAMS;
+    rc = mc__config_set(c, key, value);
+    if (rc <= 0)
+        return rc;
+    MC_ERROR("store config: unknown key \"%s\"", key);
+    return MC_ERR_INVALID_PARAMS;
+}
+
+static int mc__config_set(mc_store_config_t *c, const char *key, const char *value) {
+    int rc;
     if (strcmp(key, "local_hostname") == 0)
         return mc__set_str(c->local_hostname, sizeof(c->local_hostname), key, value);
     if (strcmp(key, "metadata_server") == 0)
@@ -90,10 +104,55 @@ int mc_store_config_set(mc_store_config_t *c, const char *key, const char *value
     if (strcmp(key, "local_buffer_size") == 0)
         return mc__set_size(&c->local_buffer_size, key, value);
     rc = mc__ignored_key(key, value);
-    if (rc <= 0)
-        return rc;
-    MC_ERROR("store config: unknown key \"%s\"", key);
-    return MC_ERR_INVALID_PARAMS;
+    return rc;
+}
+
+/* Files shared with other programs (vLLM's, LMCache's) carry keys of theirs: each unknown key
+ * is said once per process, at info, and otherwise ignored. */
+static void mc__note_unknown_key(const char *key, const char *path) {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static char seen[32][64];
+    static size_t nseen;
+    int found = 0;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < nseen && !found; i++)
+        found = strncmp(seen[i], key, sizeof(seen[i]) - 1) == 0;
+    if (!found && nseen < sizeof(seen) / sizeof(seen[0]))
+        snprintf(seen[nseen++], sizeof(seen[0]), "%s", key);
+    pthread_mutex_unlock(&mu);
+    if (!found)
+        MC_INFO("store config: ignoring key \"%s\" in %s (not a store setting)", key, path);
+}
+
+/* Is key one of ours (a setting, an alias, or an accepted reference key)? */
+static int mc__known_key(const char *key) {
+    static const char *const keys[] = {"local_hostname",
+                                       "metadata_server",
+                                       "protocol",
+                                       "device_name",
+                                       "rdma_devices",
+                                       "master_server_address",
+                                       "master_server_addr",
+                                       "cluster_secret",
+                                       "cluster_secret_file",
+                                       "global_segment_size",
+                                       "local_buffer_size",
+                                       "tenant_id",
+                                       "ssd_offload_path",
+                                       "client_http_port",
+                                       "enable_ssd_offload",
+                                       "enable_client_http_server"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (strcmp(key, keys[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int mc__skipped(const char *key, const char *const *skip, size_t nskip) {
+    for (size_t i = 0; i < nskip; i++)
+        if (skip[i] && strcmp(skip[i], key) == 0)
+            return 1;
+    return 0;
 }
 
 static int mc__read_file(const char *path, char **out) {
@@ -134,6 +193,11 @@ out:
 }
 
 int mc_store_config_load_file(mc_store_config_t *c, const char *path) {
+    return mc_store_config_load_file_ex(c, path, NULL, 0);
+}
+
+int mc_store_config_load_file_ex(mc_store_config_t *c, const char *path, const char *const *skip,
+                                 size_t nskip) {
     char *text = NULL;
     cJSON *root = NULL;
     const cJSON *item;
@@ -153,6 +217,8 @@ int mc_store_config_load_file(mc_store_config_t *c, const char *path) {
     }
     cJSON_ArrayForEach(item, root) {
         const char *value = NULL;
+        if (mc__skipped(item->string, skip, nskip))
+            continue; /* given explicitly: that value wins, whatever the file says */
         if (cJSON_IsString(item)) {
             value = item->valuestring;
         } else if (cJSON_IsNumber(item)) {
@@ -166,10 +232,18 @@ int mc_store_config_load_file(mc_store_config_t *c, const char *path) {
         } else if (cJSON_IsBool(item)) {
             value = cJSON_IsTrue(item) ? "true" : "false";
         } else {
+            value = NULL; /* an object, array or null: only another program's key can be one */
+        }
+        if (!value && mc__known_key(item->string)) {
             MC_ERROR("store config: %s in %s must be a string or a number", item->string, path);
+            rc = MC_ERR_INVALID_PARAMS;
             goto out;
         }
-        rc = mc_store_config_set(c, item->string, value);
+        rc = value ? mc__config_set(c, item->string, value) : 1;
+        if (rc == 1) {
+            mc__note_unknown_key(item->string, path);
+            rc = 0;
+        }
         if (rc != 0)
             goto out;
     }
@@ -181,6 +255,10 @@ out:
 }
 
 int mc_store_config_load_env(mc_store_config_t *c) {
+    return mc_store_config_load_env_ex(c, NULL, 0);
+}
+
+int mc_store_config_load_env_ex(mc_store_config_t *c, const char *const *skip, size_t nskip) {
     static const char *const env_keys[][2] = {
         {"MOONCAKE_MASTER", "master_server_address"},
         {"MOONCAKE_LOCAL_HOSTNAME", "local_hostname"},
@@ -197,13 +275,13 @@ int mc_store_config_load_env(mc_store_config_t *c) {
         return MC_ERR_INVALID_PARAMS;
     path = getenv("MOONCAKE_CONFIG_PATH");
     if (path && *path) {
-        rc = mc_store_config_load_file(c, path);
+        rc = mc_store_config_load_file_ex(c, path, skip, nskip);
         if (rc != 0)
             return rc;
     }
     for (size_t i = 0; i < sizeof(env_keys) / sizeof(env_keys[0]); i++) {
         const char *v = getenv(env_keys[i][0]);
-        if (!v || !*v)
+        if (!v || !*v || mc__skipped(env_keys[i][1], skip, nskip))
             continue;
         rc = mc_store_config_set(c, env_keys[i][1], v);
         if (rc != 0) {

@@ -198,3 +198,43 @@ def test_bare_local_hostname_gets_a_port(make_master, make_worker, metadata):
                      f"config={cfg})") == 0
     assert a.run("result = sha(store.get('own-1')) == sha(pattern(300000, 'own-1'))") is True
     assert b.run("result = sha(store.get('own-0')) == sha(pattern(300000, 'own-0'))") is True
+
+
+def config_file(tmp_path, name, data):
+    p = tmp_path / name
+    p.write_text(json.dumps(data))
+    return str(p)
+
+
+def test_config_files_of_vllm_and_lmcache_set_up_a_store(make_master, make_worker, tmp_path):
+    master = make_master()
+    # vLLM's Mooncake connector and LMCache's mooncakestore backend write their own keys into the
+    # file they point MOONCAKE_CONFIG_PATH at; ours are read, theirs ignored.
+    vllm = config_file(tmp_path, "vllm.json", {
+        "local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE", "protocol": "tcp",
+        "device_name": "", "master_server_address": master.addr,
+        "global_segment_size": "32MB", "local_buffer_size": 16 << 20,
+        "transfer_timeout": 1, "storage_root_dir": "", "kv_connector_extra_config": {"a": 1}})
+    lmcache = config_file(tmp_path, "lmcache.json", {
+        "local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE", "protocol": "tcp",
+        "master_server_address": master.addr, "global_segment_size": 33554432,
+        "local_buffer_size": 16777216, "chunk_size": 256, "save_chunk_meta": False,
+        "use_exponential_backoff": True, "mooncake_prefer_local_alloc": None,
+        "extra_config": {"nested": [1, 2]}})
+    for path in (vllm, lmcache):
+        w = make_worker(env={"MOONCAKE_CONFIG_PATH": path})
+        assert w.run("result = store.setup()") == 0
+        assert w.run(f"result = store.put('cfg-{path[-9:]}', b'z' * 100)") == 0
+
+
+def test_explicit_arguments_win_over_the_config_file(make_master, make_worker, tmp_path):
+    master = make_master()
+    bad = config_file(tmp_path, "bad.json", {"global_segment_size": "lots",
+                                             "master_server_address": "127.0.0.1:1"})
+    w = make_worker(env={"MOONCAKE_CONFIG_PATH": bad})
+    # every setting given: the file's (bad or wrong) values are not consulted for them
+    assert w.run("result = store.setup('127.0.0.1', 'P2PHANDSHAKE', 8 << 20, 4 << 20, 'tcp', '',"
+                 f" {master.addr!r})") == 0
+    # a store setting the call leaves to the file still has to be valid there
+    w2 = make_worker(env={"MOONCAKE_CONFIG_PATH": bad})
+    assert w2.run(f"result = store.setup(master_server_addr={master.addr!r})") == -600
