@@ -170,8 +170,8 @@ PyObject *mcpy_put_batch(PyObject *self, PyObject *args, PyObject *kw) {
             PyErr_SetString(PyExc_TypeError, "values must be a list of bytes-like objects");
         goto out;
     }
-    if (PyTuple_Size(vals) != n) {
-        PyErr_SetString(PyExc_ValueError, "keys and values must have the same length");
+    if (PyTuple_Size(vals) != n) { /* the reference's answer: INVALID_PARAMS, no exception */
+        ret = PyLong_FromLong(MC_ERR_INVALID_PARAMS);
         goto out;
     }
     if (!get_views(vals, n, &views, &got) || !(iov = views_iov(views, n)))
@@ -203,19 +203,31 @@ PyObject *mcpy_put_from(PyObject *self, PyObject *args, PyObject *kw) {
     return PyLong_FromLong(code);
 }
 
-/* keys + flat pointer and size lists of equal length -> iov array (PyMem). */
+/* Lists of unequal length: the reference answers INVALID_PARAMS for every key, no exception. */
+#define MCPY_LEN_MISMATCH (-2)
+static PyObject *invalid_for_each(Py_ssize_t n) {
+    PyObject *l = PyList_New(n);
+    for (Py_ssize_t i = 0; l && i < n; i++)
+        PyList_SetItem(l, i, PyLong_FromLong(MC_ERR_INVALID_PARAMS));
+    return l;
+}
+
+/* keys + flat pointer and size lists of equal length -> iov array (PyMem). Lists of unequal
+ * length: MCPY_LEN_MISMATCH, with *nkeys the number of keys (nothing else to free). */
 static Py_ssize_t flat_iovs(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, PyObject **hold,
-                            const char ***keys, mc_store_iov_t **iov) {
+                            const char ***keys, mc_store_iov_t **iov, Py_ssize_t *nkeys) {
     uint64_t *ptrs = NULL, *sizes = NULL;
     Py_ssize_t n, np, ns;
+    int mismatch = 0;
     *iov = NULL;
     n = mcpy_keys(keys_o, "keys", hold, keys);
     if (n < 0)
         return -1;
+    *nkeys = n;
     np = mcpy_u64_array(ptrs_o, "buffer_ptrs", &ptrs);
     ns = np < 0 ? -1 : mcpy_u64_array(sizes_o, "sizes", &sizes);
     if (np >= 0 && ns >= 0 && (np != n || ns != n))
-        PyErr_SetString(PyExc_ValueError, "keys, buffer_ptrs and sizes must have the same length");
+        mismatch = 1;
     else if (np >= 0 && ns >= 0 && !(*iov = PyMem_Calloc((size_t)(n ? n : 1), sizeof(**iov))))
         PyErr_NoMemory();
     for (Py_ssize_t i = 0; *iov && i < n; i++) {
@@ -228,7 +240,7 @@ static Py_ssize_t flat_iovs(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_
         Py_CLEAR(*hold);
         PyMem_Free(*keys);
         *keys = NULL;
-        return -1;
+        return mismatch ? MCPY_LEN_MISMATCH : -1;
     }
     return n;
 }
@@ -238,11 +250,13 @@ PyObject *mcpy_batch_put_from(PyObject *self, PyObject *args, PyObject *kw) {
     PyObject *keys_o, *ptrs_o, *sizes_o, *cfg = NULL, *hold = NULL, *ret;
     const char **keys = NULL;
     mc_store_iov_t *iov = NULL;
-    Py_ssize_t n;
+    Py_ssize_t n, nkeys = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from", kwl, &keys_o, &ptrs_o,
                                      &sizes_o, &cfg))
         return NULL;
-    n = flat_iovs(keys_o, ptrs_o, sizes_o, &hold, &keys, &iov);
+    n = flat_iovs(keys_o, ptrs_o, sizes_o, &hold, &keys, &iov, &nkeys);
+    if (n == MCPY_LEN_MISMATCH)
+        return invalid_for_each(nkeys);
     if (n < 0)
         return NULL;
     ret = batch_put(self, keys, iov, (size_t)n, cfg, 1);
@@ -252,7 +266,8 @@ PyObject *mcpy_batch_put_from(PyObject *self, PyObject *args, PyObject *kw) {
     return ret;
 }
 
-/* keys + lists of pointer lists and size lists -> items with several iovs each. */
+/* keys + lists of pointer lists and size lists -> items with several iovs each. 1, 0 (an
+ * exception is set), or 2 when lengths differ (m->n keys, nothing to free). */
 typedef struct {
     PyObject *hold;
     const char **keys;
@@ -288,7 +303,7 @@ static int multi_parse(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, mu
     if (!st)
         goto out;
     if (PyTuple_Size(pt) != m->n || PyTuple_Size(st) != m->n) {
-        PyErr_SetString(PyExc_ValueError, "keys, buffer_ptrs and sizes must have the same length");
+        ok = 2; /* the reference's answer: INVALID_PARAMS for every key */
         goto out;
     }
     ptrs = PyMem_Calloc((size_t)(m->n ? m->n : 1), sizeof(*ptrs));
@@ -304,8 +319,7 @@ static int multi_parse(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, mu
         if (a < 0 || b < 0)
             goto out;
         if (a != b) {
-            PyErr_Format(PyExc_ValueError, "buffer_ptrs[%zd] and sizes[%zd] differ in length", i,
-                         i);
+            ok = 2;
             goto out;
         }
         counts[i] = a;
@@ -339,8 +353,11 @@ out:
     PyMem_Free(counts);
     Py_XDECREF(pt);
     Py_XDECREF(st);
-    if (!ok)
+    if (ok != 1) {
+        Py_ssize_t n = m->n;
         multi_free(m);
+        m->n = n; /* a mismatch answers per key */
+    }
     return ok;
 }
 
@@ -350,10 +367,13 @@ PyObject *mcpy_batch_put_from_multi_buffers(PyObject *self, PyObject *args, PyOb
     mcpy_rconfig_t rc = {0};
     multi_t m;
     int *res = NULL;
+    int parsed;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from_multi_buffers", kwl, &keys_o,
                                      &ptrs_o, &sizes_o, &cfg) ||
-        !multi_parse(keys_o, ptrs_o, sizes_o, &m))
+        !(parsed = multi_parse(keys_o, ptrs_o, sizes_o, &m)))
         return NULL;
+    if (parsed == 2)
+        return invalid_for_each(m.n);
     res = PyMem_Calloc((size_t)(m.n ? m.n : 1), sizeof(*res));
     if (!res) {
         PyErr_NoMemory();
@@ -490,11 +510,13 @@ PyObject *mcpy_batch_get_into(PyObject *self, PyObject *args, PyObject *kw) {
     const char **keys = NULL;
     mc_store_iov_t *iov = NULL;
     mc_store_item_t *items = NULL;
-    Py_ssize_t n;
+    Py_ssize_t n, nkeys = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:batch_get_into", kwl, &keys_o, &ptrs_o,
                                      &sizes_o))
         return NULL;
-    n = flat_iovs(keys_o, ptrs_o, sizes_o, &hold, &keys, &iov);
+    n = flat_iovs(keys_o, ptrs_o, sizes_o, &hold, &keys, &iov, &nkeys);
+    if (n == MCPY_LEN_MISMATCH)
+        return invalid_for_each(nkeys);
     if (n < 0)
         return NULL;
     items = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*items));
@@ -516,10 +538,13 @@ PyObject *mcpy_batch_get_into_multi_buffers(PyObject *self, PyObject *args, PyOb
     static char *kwl[] = {"keys", "buffer_ptrs", "sizes", NULL};
     PyObject *keys_o, *ptrs_o, *sizes_o, *ret;
     multi_t m;
+    int parsed;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:batch_get_into_multi_buffers", kwl, &keys_o,
                                      &ptrs_o, &sizes_o) ||
-        !multi_parse(keys_o, ptrs_o, sizes_o, &m))
+        !(parsed = multi_parse(keys_o, ptrs_o, sizes_o, &m)))
         return NULL;
+    if (parsed == 2)
+        return invalid_for_each(m.n);
     ret = batch_get_items(self, m.items, m.n);
     multi_free(&m);
     return ret;

@@ -46,8 +46,12 @@ def test_wrong_types_raise_type_error(store):
         store.get_into("k", -1, 10)
     with pytest.raises(ValueError):
         store.put("a\0b", b"v")
-    with pytest.raises(ValueError):
-        store.batch_put_from(["a", "b"], [1], [1, 2])
+    # Lists of unequal length: the reference's answer, -600 for each key (no exception).
+    assert store.batch_put_from(["a", "b"], [1], [1, 2]) == [-600, -600]
+    assert store.batch_get_into(["a", "b", "c"], [1, 2], [1, 2, 3]) == [-600] * 3
+    assert store.batch_put_from_multi_buffers(["a"], [[1], [2]], [[1]]) == [-600]
+    assert store.batch_get_into_multi_buffers(["a", "b"], [[1], [2]], [[1, 2], [1]]) == [-600] * 2
+    assert store.put_batch(["a", "b"], [b"x"]) == -600
     with pytest.raises(ValueError):
         store.put("k", b"v", config=ReplicateConfig(replica_num=0))
     # The store still works after all that.
