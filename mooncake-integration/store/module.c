@@ -30,6 +30,31 @@ static int add_type(PyObject *mod, PyType_Spec *spec, const char *attr, PyTypeOb
     return PyModule_AddObjectRef(mod, attr, t);
 }
 
+/* STORE_ERRORS: ((name, code), ...) of every code a store call can return, straight from the one
+ * error table, so that mooncake.store.StoreError knows each of them. */
+#define MCPY_DOMAIN_TE 0
+#define MCPY_DOMAIN_STORE 1
+#define MCPY_DOMAIN_BOTH 1
+static int add_store_errors(PyObject *mod) {
+    PyObject *list = PyList_New(0);
+    int ok = list != NULL;
+#define ADD_STORE(name, value, domain, msg)                                                        \
+    if (ok && MCPY_DOMAIN_##domain) {                                                              \
+        PyObject *pair = Py_BuildValue("(si)", #name, value);                                      \
+        ok = pair && PyList_Append(list, pair) == 0;                                               \
+        Py_XDECREF(pair);                                                                          \
+    }
+    MC_ERRNO_MAP(ADD_STORE)
+#undef ADD_STORE
+    if (ok) {
+        PyObject *t = PyList_AsTuple(list);
+        ok = t && PyModule_AddObjectRef(mod, "STORE_ERRORS", t) == 0;
+        Py_XDECREF(t);
+    }
+    Py_XDECREF(list);
+    return ok ? 0 : -1;
+}
+
 static int module_exec(PyObject *mod) {
     mcpy_store_state_t *st = PyModule_GetState(mod);
     if (add_type(mod, &mcpy_store_spec, "MooncakeDistributedStore", &st->store_type) < 0 ||
@@ -42,7 +67,7 @@ static int module_exec(PyObject *mod) {
         return -1;
     MC_ERRNO_MAP(ADD_CODE)
 #undef ADD_CODE
-    return 0;
+    return add_store_errors(mod);
 }
 
 static int module_traverse(PyObject *mod, visitproc visit, void *arg) {

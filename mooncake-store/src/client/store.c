@@ -114,7 +114,7 @@ static int mc__setup_engine(mc_store_t *s) {
     }
     rc = mc_engine_create(&s->engine);
     if (rc != 0)
-        return rc;
+        return MC_ERR_INTERNAL_ERROR;
     s->own_engine = 1;
     memset(&eo, 0, sizeof(eo));
     eo.local_server_name = s->cfg.local_hostname;
@@ -132,8 +132,12 @@ static int mc__setup_engine(mc_store_t *s) {
     }
     eo.name_with_port = 1;
     rc = mc_engine_init(s->engine, &eo);
-    if (rc != 0)
+    if (rc != 0) {
         MC_ERROR("store: transfer engine init failed: %s", mc_strerror(rc));
+        /* a setup that cannot start its engine (port taken, bad metadata URL, ...) is a setup
+         * with parameters that do not work here */
+        rc = rc == MC_ERR_MEMORY ? MC_ERR_INTERNAL_ERROR : MC_ERR_INVALID_PARAMS;
+    }
     return rc;
 }
 

@@ -99,6 +99,10 @@ static inline int mc__store_batch_check(mc_store_t *s, size_t n, int have_arrays
         return rc;
     return n && !have_arrays ? MC_ERR_INVALID_PARAMS : 0;
 }
+/* The store's code for a Transfer Engine code: store calls never return an engine code raw, since
+ * the two tables give some numbers other meanings (-102 is SOCKET to the engine and
+ * SEGMENT_ALREADY_EXISTS to the store). */
+int mc__store_engine_code(int rc);
 /* 0, or MC_ERR_INVALID_KEY for a NULL, empty or over-long key. */
 int mc__store_check_key(const char *key);
 /* Converts the public replicate config (NULL = defaults); strings are borrowed. */

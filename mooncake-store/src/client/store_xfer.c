@@ -24,6 +24,27 @@
 #define MC__SUSPECT_MS 3000
 #define MC__SUSPECT_WARN_MS 5000
 
+int mc__store_engine_code(int rc) {
+    switch (rc) {
+    case 0:
+        return 0;
+    case MC_ERR_INVALID_ARGUMENT:
+    case MC_ERR_ADDRESS_NOT_REGISTERED:
+    case MC_ERR_ADDRESS_OVERLAPPED:
+    case MC_ERR_NOT_IMPLEMENTED:
+    case MC_ERR_DNS:
+        return MC_ERR_INVALID_PARAMS; /* what the caller asked for cannot be done */
+    case MC_ERR_SOCKET:
+    case MC_ERR_REJECT_HANDSHAKE:
+    case MC_ERR_METADATA:
+    case MC_ERR_ENDPOINT:
+    case MC_ERR_CONTEXT:
+        return MC_ERR_TRANSFER_FAIL; /* a peer or the metadata service failed us */
+    default:
+        return MC_ERR_INTERNAL_ERROR;
+    }
+}
+
 int mc__store_check_key(const char *key) {
     size_t n;
     if (!key)
@@ -96,6 +117,7 @@ static int mc__register_buffer_impl(mc_store_t *s, void *addr, size_t len) {
     rc = mc_engine_register_memory(s->engine, addr, len, "*");
     if (rc != 0) {
         MC_ERROR("store: registering %zu bytes at %p failed: %s", len, addr, mc_strerror(rc));
+        rc = mc__store_engine_code(rc);
         goto out;
     }
     s->regs[s->nregs].base = addr;
@@ -118,7 +140,7 @@ static int mc__unregister_buffer_impl(mc_store_t *s, void *addr) {
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
-    rc = mc_engine_unregister_memory(s->engine, addr);
+    rc = mc__store_engine_code(mc_engine_unregister_memory(s->engine, addr));
     s->regs[i] = s->regs[s->nregs - 1];
     s->nregs--;
 out:

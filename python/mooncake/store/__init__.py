@@ -17,6 +17,7 @@ explains one). Only wrong argument types (``TypeError``, naming an unknown keywo
 
 import enum as _enum
 
+from mooncake._store import STORE_ERRORS as _STORE_ERRORS
 from mooncake._store import (  # noqa: F401  (re-exported)
     MAX_KEY_LEN,
     Buffer,
@@ -37,26 +38,9 @@ __all__ = [
 ]
 
 
-class StoreError(_enum.IntEnum):
-    """The Store's error codes (the reference's numbers)."""
-
-    OK = 0
-    INTERNAL_ERROR = -1
-    BUFFER_OVERFLOW = -10
-    SEGMENT_NOT_FOUND = -101
-    SEGMENT_ALREADY_EXISTS = -102
-    NO_AVAILABLE_HANDLE = -200
-    INVALID_KEY = -400
-    INVALID_PARAMS = -600
-    REPLICA_IS_NOT_READY = -703
-    OBJECT_NOT_FOUND = -704
-    OBJECT_ALREADY_EXISTS = -705
-    OBJECT_HAS_LEASE = -706
-    LEASE_EXPIRED = -707
-    TRANSFER_FAIL = -800
-    CHECKSUM_MISMATCH = -801
-    RPC_FAIL = -900
-    UNAVAILABLE_IN_CURRENT_STATUS = -1010
+# Every code a store call can return, generated from the C side's one error table.
+StoreError = _enum.IntEnum("StoreError", _STORE_ERRORS, module=__name__, qualname="StoreError")
+StoreError.__doc__ = "The Store's error codes (the reference's numbers), from the C error table."
 
 
 class SoftPinAction(_enum.IntEnum):

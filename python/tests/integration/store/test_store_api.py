@@ -242,3 +242,35 @@ def test_explicit_arguments_win_over_the_config_file(make_master, make_worker, t
     # a store setting the call leaves to the file still has to be valid there
     w2 = make_worker(env={"MOONCAKE_CONFIG_PATH": bad})
     assert w2.run(f"result = store.setup(master_server_addr={master.addr!r})") == -600
+
+
+def test_store_calls_return_store_codes_only(make_master, make_worker, tmp_path):
+    from mooncake.store import StoreError
+    import socket
+    master = make_master()
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    try:
+        w = make_worker()
+        # the engine cannot listen there: a store code (-600), not the engine's SOCKET (-102,
+        # which the store's table calls SEGMENT_ALREADY_EXISTS)
+        rc = w.run(f"result = store.setup('127.0.0.1:{port}', 'P2PHANDSHAKE', 0, 1 << 20,"
+                   f" 'tcp', '', {master.addr!r})")
+        assert rc == -600 and StoreError(rc).name == "INVALID_PARAMS"
+    finally:
+        busy.close()
+    missing = make_worker(env={"MOONCAKE_CONFIG_PATH": str(tmp_path / "nope.json")})
+    rc = missing.run("result = store.setup()")
+    assert rc == -1100 and StoreError(rc).name == "FILE_NOT_FOUND"
+    w = make_worker()
+    w.setup(master, segment=0)
+    rc = w.run("b = ctypes.create_string_buffer(8192); ns['b'] = b\n"
+               "a = ctypes.addressof(b)\n"
+               "result = [store.register_buffer(a, 8192), store.register_buffer(a + 4096, 4096)]")
+    assert rc[0] == 0 and rc[1] == -600
+    # StoreError knows every code the C side has for the store
+    import mooncake._store as raw
+    assert {n for n, _ in raw.STORE_ERRORS} == set(StoreError.__members__)
+    assert StoreError.FILE_NOT_FOUND == -1100 and StoreError.ETCD_OPERATION_ERROR == -1000
