@@ -25,8 +25,15 @@ static void mc__log_init(void) {
             return;
         }
     }
-    if (strcasecmp(s, "warning") == 0)
+    if (strcasecmp(s, "warning") == 0) {
         mc__log_level = MC_LOG_WARN;
+        return;
+    }
+    /* said directly: the logger is what is being set up */
+    fprintf(stderr,
+            "W mooncake: ignoring MC_LOG_LEVEL=%s (not one of error, warn, info, debug, "
+            "trace); logging at warn\n",
+            s);
 }
 
 int mc__log_enabled(int level) {

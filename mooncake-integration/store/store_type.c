@@ -47,8 +47,10 @@ static int apply(mc_store_config_t *cfg, const char *key, PyObject *v, int *code
     PyObject *s = NULL;
     const char *text;
     int ok = 0;
-    if (v == Py_None)
-        return 1;
+    if (v == Py_None) { /* as the reference's binding: None is no string or number */
+        PyErr_Format(PyExc_TypeError, "setup(): %s must not be None", key);
+        return 0;
+    }
     if (in_list(key, bool_keys, 2)) {
         if (!PyBool_Check(v)) {
             PyErr_Format(PyExc_TypeError, "setup(): %s must be bool", key);

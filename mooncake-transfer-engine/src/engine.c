@@ -67,7 +67,9 @@ static int mc__env_int(const char *name, int64_t def, int64_t lo, int64_t hi) {
 static int mc__parse_protocol(const char *p) {
     const char *force = getenv("MC_FORCE_TCP");
     int forced = 0;
-    if (force && *force && mc__parse_bool(force, &forced) == 0 && forced)
+    if (force && *force && mc__parse_bool(force, &forced) != 0)
+        MC_WARN("ignoring MC_FORCE_TCP=%s (not a boolean: 1/0, true/false, yes/no)", force);
+    else if (forced)
         return MC__PROTO_TCP;
     if (!p || !*p || !strcmp(p, "auto"))
         return MC__PROTO_AUTO;
@@ -118,9 +120,13 @@ static int mc__engine_listen(mc_engine_t *e, const mc_engine_options_t *opts, in
         has_port = 1;
         snprintf(given_host, sizeof(given_host), "%s", host);
     } else if (given && *given) {
-        if (strlen(given) >= sizeof(host))
+        size_t n = strlen(given);
+        if (n >= sizeof(host))
             return MC_ERR_INVALID_ARGUMENT;
-        snprintf(host, sizeof(host), "%s", given);
+        if (given[0] == '[' && n > 2 && given[n - 1] == ']') /* "[::1]": an IPv6 host, no port */
+            snprintf(host, sizeof(host), "%.*s", (int)(n - 2), given + 1);
+        else
+            snprintf(host, sizeof(host), "%s", given);
     } else if (mc__local_ip(host, sizeof(host))) {
         snprintf(host, sizeof(host), "127.0.0.1");
     }
@@ -150,7 +156,9 @@ static int mc__engine_listen(mc_engine_t *e, const mc_engine_options_t *opts, in
             snprintf(host, sizeof(host), "127.0.0.1");
     }
     if (fd < 0) {
-        MC_ERROR("cannot listen on %s:%u: %s", host, (unsigned)port, strerror(errno));
+        int v6 = strchr(host, ':') != NULL;
+        MC_ERROR("cannot listen on %s%s%s:%u: %s", v6 ? "[" : "", host, v6 ? "]" : "",
+                 (unsigned)port, errno ? strerror(errno) : mc_strerror(fd));
         return fd;
     }
     snprintf(e->host, sizeof(e->host), "%s", host);
@@ -222,7 +230,9 @@ int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
     if (rc)
         goto out;
     e->initialized = 1;
-    rc = mc__meta_publish(e);
+    rc = mc__meta_claim(e);
+    if (!rc)
+        rc = mc__meta_publish(e);
     if (rc) {
         MC_ERROR("cannot publish segment %s to %s: %s", e->name, meta, mc_strerror(rc));
         e->initialized = 0;

@@ -61,6 +61,38 @@ out:
     return rc;
 }
 
+/* 1 when an engine answers a PING at host:port within the metadata timeout. */
+static int mc__meta_peer_alive(mc_engine_t *e, const char *host, uint16_t port) {
+    uint8_t req[MC_FRAME_HEADER_SIZE];
+    mc_frame_header_t h = {
+        .magic = MC_FRAME_MAGIC, .version = MC_FRAME_VERSION, .type = MC__TE_PING, .request_id = 1};
+    uint64_t dl = mc__now_ms() + (uint64_t)mc__meta_timeout_ms(e);
+    int remote_err = 0, alive = 0;
+    int fd = mc__engine_connect(e, host, port, dl);
+    if (fd < 0)
+        return fd == MC_ERR_REJECT_HANDSHAKE; /* it answered, if not to us */
+    mc__frame_header_encode(&h, req);
+    alive = mc__send_all(fd, req, sizeof(req), dl) == 0 &&
+            mc__tcp_read_reply(fd, MC__TE_PING, 1, 0, dl, &h, &remote_err) == 0;
+    close(fd);
+    return alive;
+}
+
+int mc__meta_claim(mc_engine_t *e) {
+    mc__desc_t *d = NULL;
+    int rc = 0;
+    if (!e->metadata_url || mc__meta_fetch(e, e->name, &d) != 0)
+        return 0; /* nothing published under our name (or not readable: publish will say) */
+    if (d->instance_id != e->instance_id && mc__meta_peer_alive(e, d->rpc_host, d->rpc_port)) {
+        MC_ERROR("segment name \"%s\" is already served by another engine (at %s:%u); give "
+                 "each engine its own local server name",
+                 e->name, d->rpc_host, (unsigned)d->rpc_port);
+        rc = MC_ERR_METADATA;
+    }
+    mc__desc_free(d);
+    return rc;
+}
+
 void mc__meta_unpublish(mc_engine_t *e) {
     char *url = NULL;
     int status = 0;

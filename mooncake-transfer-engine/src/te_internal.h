@@ -148,6 +148,10 @@ int mc__engine_connect(mc_engine_t *e, const char *host, uint16_t port, uint64_t
 
 /* metadata.c: publishing our descriptor and fetching peers'. */
 int mc__meta_publish(mc_engine_t *e);
+/* Before the first publish with a metadata service: MC_ERR_METADATA when another live engine
+ * already serves our segment name (two processes given one name would overwrite each other's
+ * descriptor, and every transfer would go to the wrong one). A dead one's entry is taken over. */
+int mc__meta_claim(mc_engine_t *e);
 void mc__meta_unpublish(mc_engine_t *e);
 int mc__meta_fetch(mc_engine_t *e, const char *name, mc__desc_t **out);
 

@@ -2,6 +2,7 @@
 sharing, pure client and pure storage node."""
 
 import json
+import re
 
 import pytest
 
@@ -274,3 +275,79 @@ def test_store_calls_return_store_codes_only(make_master, make_worker, tmp_path)
     import mooncake._store as raw
     assert {n for n, _ in raw.STORE_ERRORS} == set(StoreError.__members__)
     assert StoreError.FILE_NOT_FOUND == -1100 and StoreError.ETCD_OPERATION_ERROR == -1000
+
+
+SETUP = ("r = store.setup({host!r}, {meta!r}, 4 << 20, 1 << 20, {proto!r}, '', {master!r})\n"
+         "result = [r, store.get_hostname()]")
+
+
+def test_bad_environment_values_are_said_not_swallowed(make_master, make_worker, tmp_path):
+    master = make_master()
+    for env, said in (({"MC_LOG_LEVEL": "loud"}, "ignoring MC_LOG_LEVEL=loud"),
+                      ({"MC_FORCE_TCP": "maybe"}, "ignoring MC_FORCE_TCP=maybe"),
+                      ({"MOONCAKE_PROTOCOL": "bogus"}, 'protocol "bogus"')):
+        log = tmp_path / "log.txt"
+        with open(log, "w") as err:
+            w = make_worker(env=env, stderr=err)
+            cfg = "" if "MOONCAKE_PROTOCOL" in env else "tcp"
+            code = (f"result = store.setup(master_server_addr={master.addr!r})" if not cfg else
+                    SETUP.format(host="127.0.0.1", meta="P2PHANDSHAKE", proto=cfg,
+                                 master=master.addr) + "\nresult = result[0]")
+            assert w.run(code) == 0
+            w.close()
+        assert said in log.read_text(), (env, log.read_text())
+    # an empty port range: a clear error, not "cannot listen ...: Success"
+    log = tmp_path / "range.txt"
+    with open(log, "w") as err:
+        w = make_worker(env={"MC_MIN_RPC_PORT": "20000"}, stderr=err)
+        r = w.run(SETUP.format(host="127.0.0.1", meta="P2PHANDSHAKE", proto="tcp",
+                               master=master.addr))
+        w.close()
+    assert r[0] == -600
+    assert "range 20000..17000 is empty" in log.read_text()
+    assert "Success" not in log.read_text()
+
+
+def test_none_is_not_a_setting(make_master, make_worker):
+    master = make_master()
+    w = make_worker()
+    with pytest.raises(AssertionError, match="TypeError"):
+        w.run("result = store.setup('127.0.0.1', 'P2PHANDSHAKE', 1 << 20, 1 << 20, 'tcp', '',"
+              " None)")
+    # the same store still sets up with a real address
+    assert w.run(f"result = store.setup(master_server_addr={master.addr!r})") == 0
+
+
+def test_ipv6_local_hostname(make_master, make_worker):
+    master = make_master()
+    a, b = make_worker(), make_worker()
+    names = []
+    for w in (a, b):
+        r = w.run(SETUP.format(host="[::1]", meta="P2PHANDSHAKE", proto="tcp",
+                               master=master.addr))
+        assert r[0] == 0, r
+        assert re.fullmatch(r"\[::1\]:\d+", r[1]), r[1]
+        names.append(r[1])
+    assert a.run("result = store.put('six', b'v6' * 1000)") == 0
+    assert b.run("result = store.get('six') == b'v6' * 1000") is True
+
+
+def test_two_engines_cannot_share_a_segment_name(make_master, make_worker, tmp_path):
+    master = make_master("--enable_http_metadata_server", "--http_metadata_server_port=0",
+                         "--http_metadata_server_host=127.0.0.1")
+    meta = f"http://127.0.0.1:{master.http_metadata_port}/metadata"
+    init = ("from mooncake.engine import TransferEngine\n"
+            "e = TransferEngine(); ns['e'] = e\n"
+            f"result = e.initialize('prefill-0', {meta!r}, 'tcp', '')")
+    first = make_worker()
+    assert first.run(init) == 0
+    log = tmp_path / "second.txt"
+    with open(log, "w") as err:
+        second = make_worker(stderr=err)
+        assert second.run(init) != 0
+        second.close()
+    assert 'segment name "prefill-0" is already served by another engine' in log.read_text()
+    # once the first is gone, the name can be taken over
+    first.run("ns['e'] = None; import gc; gc.collect(); result = 0")
+    third = make_worker()
+    assert third.run(init) == 0
