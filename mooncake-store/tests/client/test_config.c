@@ -121,8 +121,20 @@ static void test_bad_files(void **state) {
     p = write_tmp("{\"global_segment_size\": -5}");
     assert_int_equal(mc_store_config_load_file(&c, p), MC_ERR_INVALID_PARAMS);
     unlink(p);
-    p = write_tmp("{\"unknown_key\": 1}");
+    /* another program's keys (any JSON type) are ignored; ours still have to be right */
+    p = write_tmp("{\"unknown_key\": 1, \"vllm_extra\": {\"a\": [1]}, \"flag\": null}");
+    assert_int_equal(mc_store_config_load_file(&c, p), 0);
+    unlink(p);
+    p = write_tmp("{\"unknown_key\": 1, \"local_buffer_size\": \"lots\"}");
     assert_int_equal(mc_store_config_load_file(&c, p), MC_ERR_INVALID_PARAMS);
+    unlink(p);
+    /* a key given explicitly is skipped, whatever its value in the file */
+    p = write_tmp("{\"local_buffer_size\": \"lots\", \"protocol\": \"shm\"}");
+    {
+        const char *skip[] = {"local_buffer_size"};
+        assert_int_equal(mc_store_config_load_file_ex(&c, p, skip, 1), 0);
+        assert_string_equal(c.protocol, "shm");
+    }
     unlink(p);
     assert_int_equal(c.global_segment_size, 16u << 20);
 }
