@@ -24,6 +24,28 @@
 #define MC__SERVER_IDLE_MS (300 * 1000)
 #define MC__SCRATCH (MC__TE_MAX_NOTIFY_BODY)
 
+/* ThreadSanitizer builds only. A WRITE's payload is received into registered memory that other
+ * connections may be moving at the same time (a timed-out WRITE's buffered bytes landing beside
+ * its retry), and that the owner reads in an order set by the initiator: payload against
+ * payload or owner reads, ordered, if at all, through other processes. So the receive is not
+ * recorded as the kernel's write; the bytes it covered are recorded as read once it returns,
+ * still under the pin. Any write or free of them by another thread that is not ordered before
+ * the receive (or after the unpin, through the registry) is still reported: an owner reusing or
+ * freeing memory while a transfer is in flight, i.e. an unregister that did not wait for it. */
+#if defined(__SANITIZE_THREAD__)
+#define MC__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MC__TSAN 1
+#endif
+#endif
+#ifdef MC__TSAN
+/* the runtime's interface; no public header declares these */
+void __tsan_ignore_thread_begin(void);
+void __tsan_ignore_thread_end(void);
+void __tsan_read_range(void *addr, unsigned long size);
+#endif
+
 struct mc__server {
     mc_engine_t *e;
     mc_conn_server_t *conns;
@@ -70,7 +92,14 @@ static int mc__serve_write(mc_engine_t *e, int fd, const mc_frame_header_t *h, u
     /* Only this region is pinned across the receive, and the registry is not locked: an
      * unregister of another region, or other peers' requests, never wait on this peer. */
     if (mc__reg_pin(&e->reg, addr, len, epoch, fd, &pin) == 0) {
+#ifdef MC__TSAN
+        __tsan_ignore_thread_begin();
+#endif
         rc = mc__recv_all(fd, (void *)(uintptr_t)addr, len, deadline);
+#ifdef MC__TSAN
+        __tsan_ignore_thread_end();
+        __tsan_read_range((void *)(uintptr_t)addr, (unsigned long)len);
+#endif
         /* before the reply: once the initiator hears success the bytes are in place and the
          * region may be given back */
         mc__reg_unpin(&e->reg, &pin);
