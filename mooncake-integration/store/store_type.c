@@ -224,6 +224,19 @@ static PyObject *store_setup(PyObject *obj, PyObject *args, PyObject *kw) {
     return PyLong_FromLong(code);
 }
 
+static PyObject *store_enter(PyObject *obj, PyObject *unused) {
+    (void)unused;
+    return Py_NewRef(obj);
+}
+
+/* Closes the store (closing one that is closed, or was never set up, is fine) and returns False,
+ * so that an exception from the with-block propagates. */
+static PyObject *store_exit(PyObject *obj, PyObject *args) {
+    (void)args;
+    Py_BEGIN_ALLOW_THREADS(void) mc_store_close(MCPY_STORE(obj));
+    Py_END_ALLOW_THREADS Py_RETURN_FALSE;
+}
+
 static PyObject *store_close(PyObject *obj, PyObject *unused) {
     int rc;
     Py_BEGIN_ALLOW_THREADS rc = mc_store_close(MCPY_STORE(obj));
@@ -250,6 +263,8 @@ static PyMethodDef store_methods[] = {
      "protocol='tcp', rdma_devices='', master_server_addr='127.0.0.1:50051', engine=None) or "
      "setup(config: dict) -> 0 or a negative code"},
     {"close", store_close, METH_NOARGS, "close() -> 0"},
+    {"__enter__", store_enter, METH_NOARGS, "with store: ... closes the store when the block ends"},
+    {"__exit__", store_exit, METH_VARARGS, NULL},
     {"health_check", store_health_check, METH_NOARGS,
      "health_check() -> 0 healthy, 1 not set up, 2 master unreachable"},
     {"get_hostname", store_get_hostname, METH_NOARGS,

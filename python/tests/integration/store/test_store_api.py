@@ -351,3 +351,16 @@ def test_two_engines_cannot_share_a_segment_name(make_master, make_worker, tmp_p
     first.run("ns['e'] = None; import gc; gc.collect(); result = 0")
     third = make_worker()
     assert third.run(init) == 0
+
+
+def test_store_as_a_context_manager(make_master):
+    master = make_master()
+    with MooncakeDistributedStore() as s:
+        assert s.setup("127.0.0.1", "P2PHANDSHAKE", 4 << 20, 1 << 20, "tcp", "", master.addr) == 0
+        assert s.put("ctx", b"v") == 0
+    assert s.health_check() == 1  # closed when the block ended
+    assert s.put("ctx2", b"v") == -1010
+    with pytest.raises(RuntimeError):
+        with MooncakeDistributedStore() as s2:
+            raise RuntimeError("propagates")
+    assert s2.health_check() == 1
