@@ -720,3 +720,52 @@ PyObject *mcpy_unregister_buffer(PyObject *self, PyObject *args, PyObject *kw) {
     NOGIL(code = mc_store_unregister_buffer(MCPY_STORE(self), (void *)(uintptr_t)ptr));
     return PyLong_FromLong(code);
 }
+
+/* For the facade's get_replica_desc / batch_get_replica_desc: one master round trip, each key's
+ * code and replicas as plain tuples (the descriptor classes live in Python). */
+PyObject *mcpy_batch_replica_desc_raw(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwl[] = {"keys", NULL};
+    PyObject *keys_o, *hold = NULL, *ret = NULL;
+    const char **keys = NULL;
+    mc_store_replica_list_t *out = NULL;
+    Py_ssize_t n;
+    int rc;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_replica_desc_raw", kwl, &keys_o))
+        return NULL;
+    n = mcpy_keys(keys_o, "keys", &hold, &keys);
+    if (n < 0)
+        return NULL;
+    out = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*out));
+    if (!out) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    NOGIL(rc = mc_store_batch_get_replica_desc(MCPY_STORE(self), keys, (size_t)n, out));
+    (void)rc; /* a failed call puts its code in every key's entry */
+    ret = PyList_New(n);
+    for (Py_ssize_t i = 0; ret && i < n; i++) {
+        PyObject *reps = PyList_New((Py_ssize_t)out[i].n), *item;
+        for (size_t r = 0; reps && r < out[i].n; r++) {
+            const mc_store_replica_t *e = &out[i].replicas[r];
+            PyObject *t = Py_BuildValue("(sKKi)", e->transport_endpoint,
+                                        (unsigned long long)e->buffer_address,
+                                        (unsigned long long)e->size, e->status);
+            if (!t) {
+                Py_CLEAR(reps);
+                break;
+            }
+            PyList_SetItem(reps, (Py_ssize_t)r, t);
+        }
+        item = reps ? Py_BuildValue("(iN)", out[i].code, reps) : NULL;
+        if (!item) {
+            Py_CLEAR(ret);
+            break;
+        }
+        PyList_SetItem(ret, i, item);
+    }
+done:
+    PyMem_Free(out);
+    PyMem_Free(keys);
+    Py_XDECREF(hold);
+    return ret;
+}

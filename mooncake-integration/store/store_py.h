@@ -81,6 +81,7 @@ MCPY_DECL(batch_get_into);
 MCPY_DECL(batch_get_into_multi_buffers);
 MCPY_DECL(is_exist);
 MCPY_DECL(batch_is_exist);
+MCPY_DECL(batch_replica_desc_raw);
 MCPY_DECL(get_size);
 MCPY_DECL(remove);
 MCPY_DECL(batch_remove);

@@ -171,6 +171,26 @@ MC_API int mc_store_is_exist(mc_store_t *s, const char *key);
 MC_API int mc_store_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n, int *results);
 /* Size in bytes, or a negative code (MC_ERR_OBJECT_NOT_FOUND). */
 MC_API int64_t mc_store_get_size(mc_store_t *s, const char *key);
+
+/* Where an object's replicas are, as the reference's Replica::Descriptor tells it. Asking grants
+ * a lease, as a get does. Statuses are the reference's ReplicaStatus numbers. */
+enum { MC_STORE_REPLICA_PROCESSING = 2, MC_STORE_REPLICA_COMPLETE = 3 };
+#define MC_STORE_MAX_REPLICAS 8
+typedef struct mc_store_replica {
+    char transport_endpoint[MC_STORE_STR_MAX]; /* the owner's segment name ("host:port") */
+    uint64_t buffer_address;                   /* where the bytes are in the owner's memory */
+    uint64_t size;
+    int status; /* MC_STORE_REPLICA_* */
+} mc_store_replica_t;
+typedef struct mc_store_replica_list {
+    int code; /* 0, or this key's code (OBJECT_NOT_FOUND, INVALID_KEY, ...) */
+    size_t n;
+    mc_store_replica_t replicas[MC_STORE_MAX_REPLICAS];
+} mc_store_replica_list_t;
+/* out[i] for keys[i], in one master round trip. Returns 0 when the call itself worked (per-key
+ * codes in out[i].code), else the code that failed it. */
+MC_API int mc_store_batch_get_replica_desc(mc_store_t *s, const char *const *keys, size_t n,
+                                           mc_store_replica_list_t *out);
 /* MC_ERR_OBJECT_HAS_LEASE while a reader holds a lease, unless force. */
 MC_API int mc_store_remove(mc_store_t *s, const char *key, int force);
 MC_API int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force,

@@ -1,5 +1,6 @@
 /* Reads: the replica list (a lease) from the master, then the bytes from one replica, falling
  * back to the next when a transfer fails. */
+#include <stdio.h>
 #include <string.h>
 
 #include "client/store_internal.h"
@@ -280,5 +281,41 @@ int mc_store_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
                               mc_store_buffer_t **outs, int *results) {
     int rc;
     MC__STORE_HELD(s, rc, mc__batch_get_buffer_impl(s, keys, n, outs, results));
+    return rc;
+}
+
+static int mc__batch_replica_desc_impl(mc_store_t *s, const char *const *keys, size_t n,
+                                       mc_store_replica_list_t *out) {
+    mc__key_replicas_t *kr = NULL;
+    int rc = mc__store_batch_check(s, n, keys && out);
+    if (rc != 0 || n == 0)
+        return rc;
+    kr = mc__calloc(n, sizeof(*kr));
+    if (!kr)
+        return MC_ERR_INTERNAL_ERROR;
+    rc = mc__batch_replicas(s, keys, n, kr);
+    for (size_t i = 0; i < n; i++) {
+        mc_store_replica_list_t *o = &out[i];
+        memset(o, 0, sizeof(*o));
+        o->code = rc != 0 ? rc : kr[i].code;
+        for (uint32_t r = 0; o->code == 0 && r < kr[i].n_replicas && r < MC_STORE_MAX_REPLICAS;
+             r++) {
+            const mc__replica_desc_t *d = &kr[i].replicas[r];
+            mc_store_replica_t *e = &o->replicas[o->n++];
+            snprintf(e->transport_endpoint, sizeof(e->transport_endpoint), "%s", d->segment_name);
+            e->buffer_address = d->addr;
+            e->size = d->size;
+            e->status = d->status == MC_MP_REPLICA_COMPLETE ? MC_STORE_REPLICA_COMPLETE
+                                                            : MC_STORE_REPLICA_PROCESSING;
+        }
+    }
+    mc__free(kr);
+    return rc;
+}
+
+int mc_store_batch_get_replica_desc(mc_store_t *s, const char *const *keys, size_t n,
+                                    mc_store_replica_list_t *out) {
+    int rc;
+    MC__STORE_HELD(s, rc, mc__batch_replica_desc_impl(s, keys, n, out));
     return rc;
 }

@@ -28,6 +28,10 @@ from mooncake._store import (  # noqa: F401  (re-exported)
 
 __all__ = [
     "MooncakeDistributedStore",
+    "ReplicaStatus",
+    "ReplicaDescriptor",
+    "MemoryDescriptor",
+    "BufferDescriptor",
     "ReplicateConfig",
     "SoftPinAction",
     "Buffer",
@@ -41,6 +45,94 @@ __all__ = [
 # Every code a store call can return, generated from the C side's one error table.
 StoreError = _enum.IntEnum("StoreError", _STORE_ERRORS, module=__name__, qualname="StoreError")
 StoreError.__doc__ = "The Store's error codes (the reference's numbers), from the C error table."
+
+
+class ReplicaStatus(_enum.IntEnum):
+    """A replica's state, numbered as the reference's ``ReplicaStatus``."""
+
+    UNDEFINED = 0
+    INITIALIZED = 1
+    PROCESSING = 2
+    COMPLETE = 3
+    REMOVED = 4
+    FAILED = 5
+
+
+class BufferDescriptor:
+    """Where a memory replica's bytes are: ``size_`` bytes at ``buffer_address_`` in the memory
+    of the engine whose segment is ``transport_endpoint_`` (the reference's field names)."""
+
+    __slots__ = ("size_", "buffer_address_", "transport_endpoint_")
+
+    def __init__(self, size_=0, buffer_address_=0, transport_endpoint_=""):
+        self.size_ = size_
+        self.buffer_address_ = buffer_address_
+        self.transport_endpoint_ = transport_endpoint_
+
+    def __repr__(self):
+        return (f"<BufferDescriptor size={self.size_} buffer_address={self.buffer_address_} "
+                f"transport_endpoint={self.transport_endpoint_}>")
+
+
+class MemoryDescriptor:
+    """A memory replica: its ``buffer_descriptor``."""
+
+    __slots__ = ("buffer_descriptor",)
+
+    def __init__(self, buffer_descriptor):
+        self.buffer_descriptor = buffer_descriptor
+
+
+class ReplicaDescriptor:
+    """One replica of an object, as ``get_replica_desc`` returns it. Every replica here is in
+    memory (this build has no disk tier)."""
+
+    __slots__ = ("status", "_memory")
+
+    def __init__(self, status, memory):
+        self.status = ReplicaStatus(status)
+        self._memory = memory
+
+    def is_memory_replica(self):
+        return True
+
+    def is_disk_replica(self):
+        return False
+
+    def is_local_disk_replica(self):
+        return False
+
+    def get_memory_descriptor(self):
+        return self._memory
+
+    def get_disk_descriptor(self):
+        raise RuntimeError("not a disk replica")
+
+    def __repr__(self):
+        return f"<ReplicaDescriptor {self.status.name} {self._memory.buffer_descriptor!r}>"
+
+
+def _descriptors(raw):
+    code, reps = raw
+    return [ReplicaDescriptor(st, MemoryDescriptor(BufferDescriptor(size, addr, endpoint)))
+            for endpoint, addr, size, st in reps] if code == 0 else []
+
+
+def _get_replica_desc(self, key):
+    """The replicas of ``key`` (a list of ReplicaDescriptor; empty when it is missing). Asking
+    grants a lease, as a get does."""
+    return _descriptors(self.batch_replica_desc_raw([key])[0])
+
+
+def _batch_get_replica_desc(self, keys):
+    """``{key: [ReplicaDescriptor, ...]}`` for every key, in one master round trip (an empty
+    list for a missing key)."""
+    keys = list(keys)
+    return {k: _descriptors(r) for k, r in zip(keys, self.batch_replica_desc_raw(keys))}
+
+
+MooncakeDistributedStore.get_replica_desc = _get_replica_desc
+MooncakeDistributedStore.batch_get_replica_desc = _batch_get_replica_desc
 
 
 class SoftPinAction(_enum.IntEnum):

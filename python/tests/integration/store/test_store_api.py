@@ -364,3 +364,24 @@ def test_store_as_a_context_manager(make_master):
         with MooncakeDistributedStore() as s2:
             raise RuntimeError("propagates")
     assert s2.health_check() == 1
+
+
+def test_replica_descriptors(make_master, make_worker):
+    master = make_master()
+    a, b, c = make_worker(), make_worker(), make_worker()
+    names = [w.setup(master, segment=16 << 20) for w in (a, b)]
+    c.setup(master, segment=0)
+    assert c.run("result = store.put('two', b'x' * 5000, config=ReplicateConfig(replica_num=2))"
+                 ) == 0
+    got = c.run("ds = store.get_replica_desc('two')\n"
+                "result = [[d.status.name, d.is_memory_replica(), d.is_disk_replica(),\n"
+                "           d.get_memory_descriptor().buffer_descriptor.transport_endpoint_,\n"
+                "           d.get_memory_descriptor().buffer_descriptor.size_,\n"
+                "           d.get_memory_descriptor().buffer_descriptor.buffer_address_ > 0]\n"
+                "          for d in ds]")
+    assert sorted(g[3] for g in got) == sorted(names)
+    assert all(g[0] == "COMPLETE" and g[1] and not g[2] and g[4] == 5000 and g[5] for g in got)
+    assert c.run("result = store.get_replica_desc('missing')") == []
+    batch = c.run("d = store.batch_get_replica_desc(['two', 'missing', ''])\n"
+                  "result = {k: len(v) for k, v in d.items()}")
+    assert batch == {"two": 2, "missing": 0, "": 0}
