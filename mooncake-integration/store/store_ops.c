@@ -699,6 +699,17 @@ PyObject *mcpy_remove_all(PyObject *self, PyObject *args, PyObject *kw) {
     return PyLong_FromLongLong(n);
 }
 
+PyObject *mcpy_remove_by_regex(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwl[] = {"regex_pattern", "force", NULL};
+    const char *pattern = NULL;
+    int force = 0;
+    int64_t n;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|p:remove_by_regex", kwl, &pattern, &force))
+        return NULL;
+    NOGIL(n = mc_store_remove_by_regex(MCPY_STORE(self), pattern, force));
+    return PyLong_FromLongLong(n);
+}
+
 PyObject *mcpy_register_buffer(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"buffer_ptr", "size", NULL};
     uint64_t ptr;

@@ -86,6 +86,7 @@ MCPY_DECL(get_size);
 MCPY_DECL(remove);
 MCPY_DECL(batch_remove);
 MCPY_DECL(remove_all);
+MCPY_DECL(remove_by_regex);
 MCPY_DECL(register_buffer);
 MCPY_DECL(unregister_buffer);
 PyObject *mcpy_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *args,

@@ -296,6 +296,9 @@ static PyMethodDef store_methods[] = {
     KW(remove, "remove(key, force=False) -> 0 or a negative code"),
     KW(batch_remove, "batch_remove(keys, force=False) -> list of codes"),
     KW(remove_all, "remove_all(force=False) -> number removed or a negative code"),
+    KW(remove_by_regex, "remove_by_regex(regex_pattern, force=False) -> number of objects whose "
+                        "keys match (POSIX extended, anywhere in the key) removed, or a negative "
+                        "code"),
     KW(register_buffer, "register_buffer(buffer_ptr, size) -> 0 or a negative code"),
     KW(unregister_buffer, "unregister_buffer(buffer_ptr) -> 0 or a negative code"),
     {NULL, NULL, 0, NULL},

@@ -197,6 +197,10 @@ MC_API int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t 
                                  int *results);
 /* Number of objects removed, or a negative code. */
 MC_API int64_t mc_store_remove_all(mc_store_t *s, int force);
+/* Removes the objects whose keys match regex (POSIX extended, matched anywhere in the key, as
+ * std::regex_search would; leased ones only with force). The count, or a negative code
+ * (INVALID_PARAMS for an empty or malformed expression). */
+MC_API int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, int force);
 
 #ifdef __cplusplus
 }

@@ -87,6 +87,15 @@ static int64_t mc__remove_all_impl(mc_store_t *s, int force) {
     return mc__master_client_remove_all(s->master, force);
 }
 
+static int64_t mc__remove_by_regex_impl(mc_store_t *s, const char *regex, int force) {
+    int rc = mc__store_ready(s);
+    if (rc != 0)
+        return rc;
+    if (!regex || !*regex)
+        return MC_ERR_INVALID_PARAMS;
+    return mc__master_client_remove_by_regex(s->master, regex, force);
+}
+
 /* Public entry points: each holds the store open (close waits for it) while it runs. */
 
 int mc_store_is_exist(mc_store_t *s, const char *key) {
@@ -123,5 +132,11 @@ int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int 
 int64_t mc_store_remove_all(mc_store_t *s, int force) {
     int64_t rc;
     MC__STORE_HELD(s, rc, mc__remove_all_impl(s, force));
+    return rc;
+}
+
+int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, int force) {
+    int64_t rc;
+    MC__STORE_HELD(s, rc, mc__remove_by_regex_impl(s, regex, force));
     return rc;
 }

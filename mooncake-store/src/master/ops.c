@@ -1,4 +1,5 @@
 /* The master's operations: one decoded request in, one reply frame out. */
+#include <regex.h>
 #include <string.h>
 
 #include "master/master_internal.h"
@@ -270,6 +271,8 @@ typedef struct mc__remove_all_arg {
     uint64_t now;
     int force;
     int64_t removed;
+    const regex_t *re; /* NULL: every object */
+    char key[MC_MP_MAX_KEY + 1];
 } mc__remove_all_arg_t;
 
 static int mc__remove_all_visit(mc__master_t *m, mc__object_t *o, void *arg) {
@@ -277,8 +280,45 @@ static int mc__remove_all_visit(mc__master_t *m, mc__object_t *o, void *arg) {
     (void)m;
     if (!(o->flags & MC__OBJ_COMPLETE) || (!a->force && mc__leased(o, a->now)))
         return 0;
+    if (a->re) {
+        memcpy(a->key, o->data, o->key_len);
+        a->key[o->key_len] = '\0';
+        if (regexec(a->re, a->key, 0, NULL, 0) != 0)
+            return 0;
+    }
     a->removed++;
     return 1;
+}
+
+/* REMOVE_ALL, or with a pattern remove_by_regex: the pattern is compiled once (POSIX extended;
+ * a bad one is INVALID_PARAMS) and matched against every complete key. */
+static int mc__op_remove_all(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out) {
+    mc__remove_all_arg_t *a = mc__calloc(1, sizeof(*a));
+    regex_t re;
+    char *pat = NULL;
+    int rc;
+    if (!a)
+        return MC_ERR_MEMORY;
+    a->now = mc__now_ms();
+    a->force = r->force;
+    if (r->pattern.len) {
+        pat = mc__strndup((const char *)r->pattern.p, r->pattern.len);
+        if (!pat || strlen(pat) != r->pattern.len ||
+            regcomp(&re, pat, REG_EXTENDED | REG_NOSUB) != 0) {
+            mc__free(pat);
+            mc__free(a);
+            return mc__mp_encode_error_reply(out, r->type, r->request_id, MC_ERR_INVALID_PARAMS,
+                                             "not a valid (POSIX extended) regular expression");
+        }
+        a->re = &re;
+    }
+    mc__objects_sweep(m, mc__remove_all_visit, a);
+    rc = mc__mp_encode_remove_all_reply(out, r->request_id, a->removed);
+    if (a->re)
+        regfree(&re);
+    mc__free(pat);
+    mc__free(a);
+    return rc;
 }
 
 int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out) {
@@ -311,13 +351,10 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     case MC_MP_SEGMENT_UNREACHABLE:
         rc = mc__op_codes(m, r, out, &errors);
         break;
-    case MC_MP_REMOVE_ALL: {
-        mc__remove_all_arg_t a = {mc__now_ms(), r->force, 0};
+    case MC_MP_REMOVE_ALL:
         keys = 1;
-        mc__objects_sweep(m, mc__remove_all_visit, &a);
-        rc = mc__mp_encode_remove_all_reply(out, r->request_id, a.removed);
+        rc = mc__op_remove_all(m, r, out);
         break;
-    }
     case MC_MP_HEARTBEAT: {
         int unknown = mc__client_touch(m, r->client_id);
         mc__segments_reachable(m, r->client_id);

@@ -545,6 +545,10 @@ int mc__master_client_get_replica_list(mc__master_client_t *c, const char *key,
 }
 
 int64_t mc__master_client_remove_all(mc__master_client_t *c, int force) {
+    return mc__master_client_remove_by_regex(c, NULL, force);
+}
+
+int64_t mc__master_client_remove_by_regex(mc__master_client_t *c, const char *regex, int force) {
     mc__mp_request_t r;
     mc_frame_header_t h;
     int64_t removed = 0;
@@ -552,6 +556,13 @@ int64_t mc__master_client_remove_all(mc__master_client_t *c, int force) {
     memset(&r, 0, sizeof(r));
     r.type = MC_MP_REMOVE_ALL;
     r.force = force ? 1 : 0;
+    if (regex) {
+        size_t n = strlen(regex);
+        if (n == 0 || n > MC_MP_MAX_KEY)
+            return MC_ERR_INVALID_PARAMS;
+        r.pattern.p = (const uint8_t *)regex;
+        r.pattern.len = (uint32_t)n;
+    }
     pthread_mutex_lock(&c->mu);
     rc = mc__mc_call(c, &r, &h);
     if (rc == 0)

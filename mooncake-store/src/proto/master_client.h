@@ -105,6 +105,9 @@ int mc__master_client_batch_remove(mc__master_client_t *c, size_t n, const char 
 /* Removes every complete object (leased ones only with force). Returns the count removed or a
  * negative code. */
 int64_t mc__master_client_remove_all(mc__master_client_t *c, int force);
+/* The same for the complete objects whose keys match regex (POSIX extended, anywhere in the key;
+ * 1..MC_MP_MAX_KEY bytes): the count, or INVALID_PARAMS for a bad expression. */
+int64_t mc__master_client_remove_by_regex(mc__master_client_t *c, const char *regex, int force);
 
 /* Tells the master that transfers with these segments failed: it places nothing more on them
  * until their owners heartbeat again. codes[i]: 0, or SEGMENT_NOT_FOUND (no such segment). */

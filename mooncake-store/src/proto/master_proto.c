@@ -84,6 +84,8 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         break;
     case MC_MP_REMOVE_ALL:
         mc__buf_u8(b, r->force ? 1 : 0);
+        if (r->pattern.len)
+            mc__buf_bytes(b, r->pattern.p, r->pattern.len);
         break;
     case MC_MP_HEARTBEAT:
         mc__buf_u32(b, r->n_mounted);
@@ -208,7 +210,10 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
             rc = MC_ERR_INVALID_PARAMS;
         break;
     case MC_MP_REMOVE_ALL:
-        if (mc__cur_u8(&cur, &out->force))
+        if (mc__cur_u8(&cur, &out->force) ||
+            (mc__cur_left(&cur) != 0 &&
+             (mc__cur_bytes(&cur, MC_MP_MAX_KEY, &out->pattern.p, &out->pattern.len) ||
+              out->pattern.len == 0)))
             rc = MC_ERR_INVALID_PARAMS;
         break;
     case MC_MP_HEARTBEAT:

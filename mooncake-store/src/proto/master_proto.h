@@ -10,7 +10,8 @@
  *   PUT_END / PUT_REVOKE / GET_REPLICA_LIST / EXIST / SEGMENT_UNREACHABLE
  *                      u32 n, n x str key (segment names for SEGMENT_UNREACHABLE)
  *   REMOVE             u8 force, u32 n, n x str key
- *   REMOVE_ALL         u8 force
+ *   REMOVE_ALL         u8 force [, str regex]: with a regex (POSIX extended, matched anywhere in
+ *                      the key) only the objects whose keys match
  *   HEARTBEAT          u32 n_mounted: segments the client holds mounted (absent from older
  *                      clients: then an unknown client is told to remount, as before)
  *   config:            u32 replica_num, u8 flags (1 soft pin, 2 hard pin), u64 soft_pin_ttl_ms,
@@ -116,6 +117,7 @@ typedef struct mc__mp_request {
     uint64_t *value_lens;          /* PUT_START only */
     mc__replicate_config_t config; /* PUT_START only */
     uint8_t force;                 /* REMOVE, REMOVE_ALL */
+    mc__mp_str_t pattern;          /* REMOVE_ALL: a regex, or empty for every object */
     mc__mp_str_t segment_name;     /* MOUNT, UNMOUNT */
     uint64_t base, size;           /* MOUNT (size), UNMOUNT (base only) */
     uint64_t epoch;                /* MOUNT */

@@ -385,3 +385,19 @@ def test_replica_descriptors(make_master, make_worker):
     batch = c.run("d = store.batch_get_replica_desc(['two', 'missing', ''])\n"
                   "result = {k: len(v) for k, v in d.items()}")
     assert batch == {"two": 2, "missing": 0, "": 0}
+
+
+def test_remove_by_regex(make_master, make_worker):
+    master = make_master("--default_kv_lease_ttl=100")
+    w = make_worker()
+    w.setup(master, segment=16 << 20)
+    keys = ["layer0/a", "layer0/b", "layer1/a", "other"]
+    assert w.run(f"result = [store.put(k, b'v') for k in {keys!r}]") == [0] * 4
+    assert w.run("result = store.remove_by_regex('^layer0/')") == 2
+    assert w.run(f"result = [store.is_exist(k) for k in {keys!r}]") == [0, 0, 1, 1]
+    assert w.run("result = store.remove_by_regex('nomatch$')") == 0
+    assert w.run("result = store.remove_by_regex('a$')") == 1  # matched anywhere: layer1/a
+    # bad input: a malformed or empty expression is an error code, the store keeps working
+    assert w.run("result = store.remove_by_regex('(unclosed')") == -600
+    assert w.run("result = store.remove_by_regex('')") == -600
+    assert w.run("result = store.is_exist('other')") == 1
