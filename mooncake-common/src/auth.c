@@ -154,15 +154,14 @@ static int mc__auth_recv(int fd, mc_frame_header_t *h, uint8_t *body, size_t cap
 /* Logs why a server refused us: its error frame's message, else what we conclude. */
 static void mc__auth_log_refusal(const mc_frame_header_t *h, const uint8_t *body, size_t n,
                                  const char *otherwise) {
+    mc_cursor_t c = {body, body + n};
+    const uint8_t *msg = NULL;
     uint32_t len = 0;
-    if ((h->flags & MC_FRAME_F_ERROR) && n >= 8) {
-        for (int i = 0; i < 4; i++)
-            len |= (uint32_t)body[4 + i] << (8 * i);
-        if (len <= n - 8) {
-            MC_WARN("authentication with the server failed: %.*s", (int)len,
-                    (const char *)body + 8);
-            return;
-        }
+    int32_t code = 0;
+    if ((h->flags & MC_FRAME_F_ERROR) && mc__cur_i32(&c, &code) == 0 &&
+        mc__cur_bytes(&c, (uint32_t)n, &msg, &len) == 0) {
+        MC_WARN("authentication with the server failed: %.*s", (int)len, (const char *)msg);
+        return;
     }
     MC_WARN("authentication with the server failed: %s", otherwise);
 }
@@ -201,17 +200,18 @@ int mc__auth_client(const mc_auth_t *a, int fd, uint64_t deadline) {
 /* Tells the peer why it is being dropped, as an error frame (i32 code, str message) that both
  * protocols' clients decode. */
 static void mc__auth_refuse(int fd, const char *why, uint64_t deadline) {
-    uint8_t body[128];
-    size_t len = strlen(why);
-    int32_t code = MC_ERR_REJECT_HANDSHAKE;
-    if (len > sizeof(body) - 8)
-        len = sizeof(body) - 8;
-    for (int i = 0; i < 4; i++) {
-        body[i] = (uint8_t)((uint32_t)code >> (8 * i));
-        body[4 + i] = (uint8_t)((uint32_t)len >> (8 * i));
+    mc_buf_t b;
+    size_t start = 0;
+    mc__buf_init(&b);
+    if (mc__buf_frame_begin(&b, MC_AUTH_FRAME_TYPE, MC_FRAME_F_REPLY | MC_FRAME_F_ERROR, 0,
+                            &start) == 0) {
+        mc__buf_i32(&b, MC_ERR_REJECT_HANDSHAKE);
+        mc__buf_str(&b, why);
+        mc__buf_frame_end(&b, start);
+        if (!b.failed)
+            (void)mc__send_all(fd, b.data, b.len, deadline);
     }
-    memcpy(body + 8, why, len);
-    (void)mc__auth_send(fd, MC_FRAME_F_REPLY | MC_FRAME_F_ERROR, 0, body, 8 + len, deadline);
+    mc__buf_free(&b);
 }
 
 int mc__auth_server(const mc_auth_t *a, int fd, uint64_t deadline) {

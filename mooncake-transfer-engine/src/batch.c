@@ -234,11 +234,14 @@ int mc_engine_transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_
             rc = mc_engine_batch_wait(e, id, -1);
         } while (rc == MC_ERR_BATCH_BUSY);
     }
-    for (size_t i = 0; errors && i < n; i++) {
+    /* all completed (the common case): no task needs asking */
+    for (size_t i = 0; errors && rc == 0 && i < n; i++)
+        errors[i] = 0;
+    for (size_t i = 0; errors && rc != 0 && i < n; i++) {
         mc_task_state_t st;
         /* a batch that never started: every request carries the submit's verdict */
         if (mc_engine_task_status(e, id, i, &st) != 0)
-            errors[i] = rc ? rc : MC_ERR_INVALID_ARGUMENT;
+            errors[i] = rc;
         else
             errors[i] = st.status == MC_STATUS_COMPLETED ? 0 : st.error ? st.error : MC_ERR_SOCKET;
     }

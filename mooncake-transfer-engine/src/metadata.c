@@ -61,21 +61,40 @@ out:
     return rc;
 }
 
+/* Sends an engine at host:port a request of type with an empty body (PING, GET_DESC) and reads
+ * the reply's header: 0 with *fd open at the reply body (the caller closes it) and *remote_err
+ * the peer's verdict, or a negative code (DNS, REJECT_HANDSHAKE, SOCKET) with *fd -1. */
+static int mc__meta_ask(mc_engine_t *e, const char *host, uint16_t port, uint8_t type,
+                        uint64_t max_body, uint64_t dl, int *fd, mc_frame_header_t *h,
+                        int *remote_err) {
+    uint8_t req[MC_FRAME_HEADER_SIZE];
+    mc_frame_header_t q = {
+        .magic = MC_FRAME_MAGIC, .version = MC_FRAME_VERSION, .type = type, .request_id = 1};
+    *fd = mc__engine_connect(e, host, port, dl);
+    if (*fd < 0) {
+        int rc = *fd == MC_ERR_DNS || *fd == MC_ERR_REJECT_HANDSHAKE ? *fd : MC_ERR_SOCKET;
+        *fd = -1;
+        return rc;
+    }
+    mc__frame_header_encode(&q, req);
+    if (mc__send_all(*fd, req, sizeof(req), dl) ||
+        mc__tcp_read_reply(*fd, type, 1, max_body, dl, h, remote_err)) {
+        close(*fd);
+        *fd = -1;
+        return MC_ERR_SOCKET;
+    }
+    return 0;
+}
+
 /* 1 when an engine answers a PING at host:port within the metadata timeout. */
 static int mc__meta_peer_alive(mc_engine_t *e, const char *host, uint16_t port) {
-    uint8_t req[MC_FRAME_HEADER_SIZE];
-    mc_frame_header_t h = {
-        .magic = MC_FRAME_MAGIC, .version = MC_FRAME_VERSION, .type = MC__TE_PING, .request_id = 1};
-    uint64_t dl = mc__now_ms() + (uint64_t)mc__meta_timeout_ms(e);
-    int remote_err = 0, alive = 0;
-    int fd = mc__engine_connect(e, host, port, dl);
-    if (fd < 0)
-        return fd == MC_ERR_REJECT_HANDSHAKE; /* it answered, if not to us */
-    mc__frame_header_encode(&h, req);
-    alive = mc__send_all(fd, req, sizeof(req), dl) == 0 &&
-            mc__tcp_read_reply(fd, MC__TE_PING, 1, 0, dl, &h, &remote_err) == 0;
-    close(fd);
-    return alive;
+    mc_frame_header_t h;
+    int remote_err = 0, fd = -1;
+    int rc = mc__meta_ask(e, host, port, MC__TE_PING, 0,
+                          mc__now_ms() + (uint64_t)mc__meta_timeout_ms(e), &fd, &h, &remote_err);
+    if (fd >= 0)
+        close(fd);
+    return rc == 0 || rc == MC_ERR_REJECT_HANDSHAKE; /* refusing us is an answer too */
 }
 
 int mc__meta_claim(mc_engine_t *e) {
@@ -133,11 +152,7 @@ out:
 static int mc__meta_fetch_p2p(mc_engine_t *e, const char *name, mc__desc_t **out) {
     char host[MC__TE_NAME_MAX];
     uint16_t port = 0;
-    uint8_t req[MC_FRAME_HEADER_SIZE];
-    mc_frame_header_t h = {.magic = MC_FRAME_MAGIC,
-                           .version = MC_FRAME_VERSION,
-                           .type = MC__TE_GET_DESC,
-                           .request_id = 1};
+    mc_frame_header_t h;
     uint64_t dl = mc__now_ms() + (uint64_t)mc__meta_timeout_ms(e);
     char *json = NULL;
     int remote_err = 0;
@@ -147,16 +162,10 @@ static int mc__meta_fetch_p2p(mc_engine_t *e, const char *name, mc__desc_t **out
         rc = MC_ERR_INVALID_ARGUMENT;
         goto out;
     }
-    fd = mc__engine_connect(e, host, port, dl);
-    if (fd < 0) {
-        rc = fd == MC_ERR_DNS || fd == MC_ERR_REJECT_HANDSHAKE ? fd : MC_ERR_SOCKET;
+    rc = mc__meta_ask(e, host, port, MC__TE_GET_DESC, MC__DESC_MAX_JSON, dl, &fd, &h, &remote_err);
+    if (rc)
         goto out;
-    }
-    mc__frame_header_encode(&h, req);
     rc = MC_ERR_SOCKET;
-    if (mc__send_all(fd, req, sizeof(req), dl) ||
-        mc__tcp_read_reply(fd, MC__TE_GET_DESC, 1, MC__DESC_MAX_JSON, dl, &h, &remote_err))
-        goto out;
     if (remote_err) {
         rc = remote_err;
         goto out;

@@ -1,6 +1,7 @@
 /* Client configuration: one setter that every source (JSON file, environment, Python dict or
  * keywords) goes through, so each source spells keys and sizes the same way. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,18 +44,65 @@ static int mc__set_size(uint64_t *dst, const char *key, const char *value) {
     return 0;
 }
 
-/* Keys of the reference that select features this client does not have; accepted so configs
- * written for the reference keep working, as long as they do not turn the feature on. */
-static int mc__ignored_key(const char *key, const char *value) {
-    static const char *const keys[] = {"tenant_id", "ssd_offload_path", "client_http_port"};
-    static const char *const off_keys[] = {"enable_ssd_offload", "enable_client_http_server"};
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-        if (strcmp(key, keys[i]) == 0)
-            return 0;
-    for (size_t i = 0; i < sizeof(off_keys) / sizeof(off_keys[0]); i++) {
-        int on = 0;
-        if (strcmp(key, off_keys[i]) != 0)
-            continue;
+/* Every key this client knows, as one table: settings (a string or a size into a field; some
+ * with the reference's alias), and keys of the reference that select features this client does
+ * not have, accepted so configs written for the reference keep working as long as they do not
+ * turn the feature on. */
+enum { MC__KEY_STR, MC__KEY_SIZE, MC__KEY_IGNORED, MC__KEY_MUST_BE_OFF };
+typedef struct mc__config_key {
+    const char *name;
+    int kind;
+    size_t off, cap; /* the field (MC__KEY_STR, MC__KEY_SIZE) */
+} mc__config_key_t;
+
+#define MC__STR(name, field)                                                                       \
+    {                                                                                              \
+        name, MC__KEY_STR, offsetof(mc_store_config_t, field),                                     \
+            sizeof(((mc_store_config_t *)0)->field)                                                \
+    }
+#define MC__SIZE(name, field)                                                                      \
+    { name, MC__KEY_SIZE, offsetof(mc_store_config_t, field), 0 }
+static const mc__config_key_t mc__config_keys[] = {
+    MC__STR("local_hostname", local_hostname),
+    MC__STR("metadata_server", metadata_server),
+    MC__STR("protocol", protocol),
+    MC__STR("device_name", device_name),
+    MC__STR("rdma_devices", device_name),
+    MC__STR("master_server_address", master_server_addr),
+    MC__STR("master_server_addr", master_server_addr),
+    MC__STR("cluster_secret", cluster_secret),
+    MC__STR("cluster_secret_file", cluster_secret_file),
+    MC__SIZE("global_segment_size", global_segment_size),
+    MC__SIZE("local_buffer_size", local_buffer_size),
+    {"tenant_id", MC__KEY_IGNORED, 0, 0},
+    {"ssd_offload_path", MC__KEY_IGNORED, 0, 0},
+    {"client_http_port", MC__KEY_IGNORED, 0, 0},
+    {"enable_ssd_offload", MC__KEY_MUST_BE_OFF, 0, 0},
+    {"enable_client_http_server", MC__KEY_MUST_BE_OFF, 0, 0},
+};
+#undef MC__STR
+#undef MC__SIZE
+
+static const mc__config_key_t *mc__find_key(const char *key) {
+    for (size_t i = 0; i < sizeof(mc__config_keys) / sizeof(mc__config_keys[0]); i++)
+        if (strcmp(key, mc__config_keys[i].name) == 0)
+            return &mc__config_keys[i];
+    return NULL;
+}
+
+/* mc_store_config_set, telling an unknown key (1: nothing set, nothing logged) from a known key
+ * with a bad value (MC_ERR_INVALID_PARAMS, logged). */
+static int mc__config_set(mc_store_config_t *c, const char *key, const char *value) {
+    const mc__config_key_t *k = mc__find_key(key);
+    int on = 0;
+    if (!k)
+        return 1;
+    switch (k->kind) {
+    case MC__KEY_STR:
+        return mc__set_str((char *)c + k->off, k->cap, key, value);
+    case MC__KEY_SIZE:
+        return mc__set_size((uint64_t *)(void *)((char *)c + k->off), key, value);
+    case MC__KEY_MUST_BE_OFF:
         if (mc__parse_bool(value, &on) != 0) {
             MC_ERROR("store config: %s=\"%s\" is not a boolean", key, value);
             return MC_ERR_INVALID_PARAMS;
@@ -64,13 +112,10 @@ static int mc__ignored_key(const char *key, const char *value) {
             return MC_ERR_INVALID_PARAMS;
         }
         return 0;
+    default:
+        return 0;
     }
-    return 1;
 }
-
-/* mc_store_config_set, telling an unknown key (1, nothing set, nothing logged) from a known key
- * with a bad value (MC_ERR_INVALID_PARAMS, logged). */
-static int mc__config_set(mc_store_config_t *c, const char *key, const char *value);
 
 int mc_store_config_set(mc_store_config_t *c, const char *key, const char *value) {
     int rc;
@@ -81,30 +126,6 @@ int mc_store_config_set(mc_store_config_t *c, const char *key, const char *value
         return rc;
     MC_ERROR("store config: unknown key \"%s\"", key);
     return MC_ERR_INVALID_PARAMS;
-}
-
-static int mc__config_set(mc_store_config_t *c, const char *key, const char *value) {
-    int rc;
-    if (strcmp(key, "local_hostname") == 0)
-        return mc__set_str(c->local_hostname, sizeof(c->local_hostname), key, value);
-    if (strcmp(key, "metadata_server") == 0)
-        return mc__set_str(c->metadata_server, sizeof(c->metadata_server), key, value);
-    if (strcmp(key, "protocol") == 0)
-        return mc__set_str(c->protocol, sizeof(c->protocol), key, value);
-    if (strcmp(key, "device_name") == 0 || strcmp(key, "rdma_devices") == 0)
-        return mc__set_str(c->device_name, sizeof(c->device_name), key, value);
-    if (strcmp(key, "master_server_address") == 0 || strcmp(key, "master_server_addr") == 0)
-        return mc__set_str(c->master_server_addr, sizeof(c->master_server_addr), key, value);
-    if (strcmp(key, "cluster_secret") == 0)
-        return mc__set_str(c->cluster_secret, sizeof(c->cluster_secret), key, value);
-    if (strcmp(key, "cluster_secret_file") == 0)
-        return mc__set_str(c->cluster_secret_file, sizeof(c->cluster_secret_file), key, value);
-    if (strcmp(key, "global_segment_size") == 0)
-        return mc__set_size(&c->global_segment_size, key, value);
-    if (strcmp(key, "local_buffer_size") == 0)
-        return mc__set_size(&c->local_buffer_size, key, value);
-    rc = mc__ignored_key(key, value);
-    return rc;
 }
 
 /* Files shared with other programs (vLLM's, LMCache's) carry keys of theirs: each unknown key
@@ -122,30 +143,6 @@ static void mc__note_unknown_key(const char *key, const char *path) {
     pthread_mutex_unlock(&mu);
     if (!found)
         MC_INFO("store config: ignoring key \"%s\" in %s (not a store setting)", key, path);
-}
-
-/* Is key one of ours (a setting, an alias, or an accepted reference key)? */
-static int mc__known_key(const char *key) {
-    static const char *const keys[] = {"local_hostname",
-                                       "metadata_server",
-                                       "protocol",
-                                       "device_name",
-                                       "rdma_devices",
-                                       "master_server_address",
-                                       "master_server_addr",
-                                       "cluster_secret",
-                                       "cluster_secret_file",
-                                       "global_segment_size",
-                                       "local_buffer_size",
-                                       "tenant_id",
-                                       "ssd_offload_path",
-                                       "client_http_port",
-                                       "enable_ssd_offload",
-                                       "enable_client_http_server"};
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-        if (strcmp(key, keys[i]) == 0)
-            return 1;
-    return 0;
 }
 
 static int mc__skipped(const char *key, const char *const *skip, size_t nskip) {
@@ -234,7 +231,7 @@ int mc_store_config_load_file_ex(mc_store_config_t *c, const char *path, const c
         } else {
             value = NULL; /* an object, array or null: only another program's key can be one */
         }
-        if (!value && mc__known_key(item->string)) {
+        if (!value && mc__find_key(item->string)) {
             MC_ERROR("store config: %s in %s must be a string or a number", item->string, path);
             rc = MC_ERR_INVALID_PARAMS;
             goto out;

@@ -92,6 +92,7 @@ struct mc__master {
     uint32_t n_slots;
     uint32_t place_cursor; /* spreads placements across segments */
     _Atomic uint64_t view_version;
+    _Atomic int64_t n_unreachable; /* segments marked unreachable (heartbeats skip the scan at 0) */
 
     pthread_mutex_t clients_mu;
     mc__client_rec_t *clients;

@@ -188,6 +188,8 @@ static void mc__segment_drop(mc__master_t *m, uint32_t slot) {
     pthread_rwlock_wrlock(&m->registry);
     seg = m->slots[slot];
     m->slots[slot] = NULL;
+    if (atomic_exchange(&seg->unreachable, 0))
+        atomic_fetch_sub(&m->n_unreachable, 1);
     atomic_fetch_sub(&m->n_segments, 1);
     atomic_fetch_sub(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
     atomic_fetch_sub(&m->used_bytes, (int64_t)seg->alloc.used_bytes);
@@ -207,10 +209,12 @@ int32_t mc__segment_unreachable(mc__master_t *m, const mc__mp_str_t *name) {
     for (uint32_t i = 0; i < m->n_slots; i++) {
         mc__segment_t *s = m->slots[i];
         if (s && s->name_len == name->len && !memcmp(s->name, name->p, name->len)) {
-            if (!atomic_exchange(&s->unreachable, 1))
+            if (!atomic_exchange(&s->unreachable, 1)) {
+                atomic_fetch_add(&m->n_unreachable, 1);
                 MC_INFO("segment %.*s reported unreachable: no placements until its owner "
                         "heartbeats",
                         (int)name->len, (const char *)name->p);
+            }
             rc = 0;
         }
     }
@@ -219,12 +223,14 @@ int32_t mc__segment_unreachable(mc__master_t *m, const mc__mp_str_t *name) {
 }
 
 void mc__segments_reachable(mc__master_t *m, const uint8_t *client) {
+    if (atomic_load(&m->n_unreachable) == 0)
+        return; /* every heartbeat comes here: no scan while nothing is marked */
     pthread_rwlock_rdlock(&m->registry);
     for (uint32_t i = 0; i < m->n_slots; i++) {
         mc__segment_t *s = m->slots[i];
-        if (s && atomic_load_explicit(&s->unreachable, memory_order_relaxed) &&
-            memcmp(s->owner, client, MC_MP_CLIENT_ID_LEN) == 0)
-            atomic_store(&s->unreachable, 0);
+        if (s && memcmp(s->owner, client, MC_MP_CLIENT_ID_LEN) == 0 &&
+            atomic_exchange(&s->unreachable, 0))
+            atomic_fetch_sub(&m->n_unreachable, 1);
     }
     pthread_rwlock_unlock(&m->registry);
 }

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mooncake/common/auth.h"
 #include "proto/master_proto.h"
 
 typedef struct mc__master_client mc__master_client_t;
@@ -38,7 +39,6 @@ int mc__master_client_connect(const char *addr, int timeout_ms,
                               const uint8_t client_id[MC_MP_CLIENT_ID_LEN],
                               mc__master_client_t **out);
 /* The same with the cluster secret given (connect takes it from the environment). */
-typedef struct mc_auth mc_auth_t;
 int mc__master_client_connect_auth(const char *addr, int timeout_ms,
                                    const uint8_t client_id[MC_MP_CLIENT_ID_LEN],
                                    const mc_auth_t *auth, mc__master_client_t **out);

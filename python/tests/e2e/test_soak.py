@@ -18,24 +18,7 @@ HERE = Path(__file__).resolve().parent
 STORE_TESTS = HERE.parent / "integration" / "store"
 sys.path.insert(0, str(STORE_TESTS))
 
-from conftest import Master, Worker  # noqa: E402  (the store tests' process helpers)
-
-
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def wait_for(pred, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return pred()
+from store_helpers import Master, Worker, rss_mib, wait_for  # noqa: E402
 
 
 def test_soak_no_wrong_bytes_under_faults():
@@ -80,7 +63,7 @@ def test_soak_no_wrong_bytes_under_faults():
             assert c.returncode == 0, out
             results.append(json.loads(out.strip().splitlines()[-1]))
         master_rss_end = rss_mib(master.proc.pid)
-        assert wait_for(lambda: master.metric("mooncake_master_segments") == 3)
+        assert wait_for(lambda: master.metric("mooncake_master_segments") == 3, timeout=20)
         node_growth = {pid: rss_mib(pid) - early for pid, early in rss_early.items()
                        if os.path.exists(f"/proc/{pid}")}
     finally:

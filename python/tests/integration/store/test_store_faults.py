@@ -5,15 +5,7 @@ import json
 import time
 
 import pytest
-
-
-def wait_for(pred, timeout=10.0, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
+from store_helpers import wait_for
 
 
 def test_replicas_survive_kill_of_one_storage_client(make_master, make_worker):

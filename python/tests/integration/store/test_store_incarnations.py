@@ -13,19 +13,11 @@ import signal
 import time
 
 import pytest
+from store_helpers import wait_for
 
 BIG = 256 << 20
 SMALL = 1 << 20
 N_SMALL = 100
-
-
-def wait_for(pred, timeout=15.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 def fill_and_check(b):
@@ -55,17 +47,24 @@ def lose_incarnation(fault, master, node):
     assert wait_for(lambda: master.metric("mooncake_master_segments") == 1)
 
 
+def start(make_master, make_worker, protocol, failpoint):
+    """A master, one storage node, a client and a client stopped at failpoint; the last two
+    contribute no memory, so every object lives in the node's one segment."""
+    master = make_master("--client_ttl=2")
+    node = make_worker()
+    node.setup(master, segment=512 << 20, buffer=0, protocol=protocol)
+    clients = [make_worker(), make_worker(env={"MC_FAILPOINTS": f"{failpoint}=stop"})]
+    for c in clients:
+        c.setup(master, segment=0, buffer=16 << 20, protocol=protocol)
+    return master, node, clients[0], clients[1]
+
+
 @pytest.mark.parametrize("protocol", ["tcp", "auto"])
 @pytest.mark.parametrize("fault", ["master_restart", "segment_expiry"])
 def test_stalled_writer_cannot_overwrite_the_next_incarnation(make_master, make_worker,
                                                              protocol, fault):
-    master = make_master("--client_ttl=2")
-    node = make_worker()
-    node.setup(master, segment=512 << 20, buffer=0, protocol=protocol)
-    writer = make_worker(env={"MC_FAILPOINTS": "store_put_after_start=stop"})
-    writer.setup(master, segment=0, buffer=16 << 20, protocol=protocol)
-    other = make_worker()
-    other.setup(master, segment=0, buffer=16 << 20, protocol=protocol)
+    master, node, other, writer = start(make_master, make_worker, protocol,
+                                        "store_put_after_start")
 
     writer.send(f"result = store.put('big', pattern({BIG}, 'big'))")
     assert wait_for(writer.stopped), "the writer did not reach its failpoint"
@@ -84,14 +83,9 @@ def test_stalled_writer_cannot_overwrite_the_next_incarnation(make_master, make_
 @pytest.mark.parametrize("fault", ["master_restart", "segment_expiry"])
 def test_stalled_reader_never_returns_the_next_incarnations_bytes(make_master, make_worker,
                                                                   protocol, fault):
-    master = make_master("--client_ttl=2")
-    node = make_worker()
-    node.setup(master, segment=512 << 20, buffer=0, protocol=protocol)
-    owner = make_worker()
-    owner.setup(master, segment=0, buffer=16 << 20, protocol=protocol)
+    master, node, owner, reader = start(make_master, make_worker, protocol,
+                                        "store_get_after_lease")
     assert owner.run(f"result = store.put('big', pattern({BIG}, 'big'))") == 0
-    reader = make_worker(env={"MC_FAILPOINTS": "store_get_after_lease=stop"})
-    reader.setup(master, segment=0, buffer=16 << 20, protocol=protocol)
 
     reader.send(f"r = store.get('big'); result = [len(r), sha(r) == sha(pattern({BIG}, 'big'))]")
     assert wait_for(reader.stopped), "the reader did not reach its failpoint"

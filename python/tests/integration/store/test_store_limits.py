@@ -16,6 +16,7 @@ import urllib.request
 import pytest
 
 from mooncake.cli import binary_path
+from store_helpers import rss_mib
 
 FRAME_MAGIC = 0x314B434D
 PUT_START = 3
@@ -24,14 +25,6 @@ PUT_START = 3
 def frame_header(msg_type, request_id, body_len):
     """The common frame header: magic, version, type, flags, request id, body length (LE)."""
     return struct.pack("<IBBHQQ", FRAME_MAGIC, 1, msg_type, 0, request_id, body_len)
-
-
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
 
 
 def open_idle(port, n):
