@@ -39,6 +39,9 @@ __all__ = [
     "MAX_KEY_LEN",
     "strerror",
     "err_name",
+    "ParallelAxis",
+    "TensorParallelism",
+    "ReadTarget",
 ]
 
 
@@ -133,6 +136,9 @@ def _batch_get_replica_desc(self, keys):
 
 MooncakeDistributedStore.get_replica_desc = _get_replica_desc
 MooncakeDistributedStore.batch_get_replica_desc = _batch_get_replica_desc
+
+# The tensor methods (put_tensor, get_tensor, ...); torch is imported only when one is called.
+from mooncake.store._tensor import ParallelAxis, ReadTarget, TensorParallelism  # noqa: E402
 
 
 class SoftPinAction(_enum.IntEnum):
