@@ -97,6 +97,39 @@ static int mc__meta_peer_alive(mc_engine_t *e, const char *host, uint16_t port) 
     return rc == 0 || rc == MC_ERR_REJECT_HANDSHAKE; /* refusing us is an answer too */
 }
 
+/* The reference's sendProbe: where the peer's RPC port is comes from its name (P2PHANDSHAKE)
+ * or from the metadata service (its published descriptor), then one PING must be answered. */
+int mc_engine_probe(mc_engine_t *e, const char *peer_segment) {
+    char host[MC__TE_NAME_MAX];
+    uint16_t port = 0;
+    mc__desc_t *d = NULL;
+    mc_frame_header_t h;
+    int remote_err = 0, fd = -1;
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (!e || !peer_segment || !*peer_segment || strlen(peer_segment) >= MC__TE_NAME_MAX)
+        goto out;
+    if (e->metadata_url) {
+        /* not published (or the service is unreachable): the reference's ERR_METADATA */
+        if (mc__meta_fetch(e, peer_segment, &d) != 0) {
+            rc = MC_ERR_METADATA;
+            goto out;
+        }
+        snprintf(host, sizeof(host), "%s", d->rpc_host);
+        port = d->rpc_port;
+    } else if (mc__split_host_port(peer_segment, host, sizeof(host), &port) || port == 0) {
+        goto out;
+    }
+    rc = mc__meta_ask(e, host, port, MC__TE_PING, 0,
+                      mc__now_ms() + (uint64_t)mc__meta_timeout_ms(e), &fd, &h, &remote_err);
+    if (rc == 0 && remote_err)
+        rc = remote_err;
+out:
+    if (fd >= 0)
+        close(fd);
+    mc__desc_free(d);
+    return rc;
+}
+
 int mc__meta_claim(mc_engine_t *e) {
     mc__desc_t *d = NULL;
     int rc = 0;

@@ -139,6 +139,14 @@ MC_API int mc_engine_close_segment(mc_engine_t *e, mc_segment_id_t id);
 MC_API int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,
                                           uint64_t *len);
 
+/* Asks whether the engine serving peer_segment is alive: one PING on its RPC port, answered
+ * within the metadata timeout (5 s, or the transfer timeout if shorter). 0 when it answered;
+ * MC_ERR_INVALID_ARGUMENT for an empty name or (P2PHANDSHAKE) one without "host:port";
+ * MC_ERR_METADATA when the metadata service does not know the segment; MC_ERR_DNS when the host
+ * does not resolve; MC_ERR_SOCKET when nothing answers there (the reference's codes);
+ * MC_ERR_REJECT_HANDSHAKE when it refused our cluster secret. Opens no segment. */
+MC_API int mc_engine_probe(mc_engine_t *e, const char *peer_segment);
+
 /* Batches. A batch holds up to batch_size tasks; submit may be called several times until full
  * (MC_ERR_TOO_MANY_REQUESTS beyond). free fails with MC_ERR_BATCH_BUSY while tasks run. */
 MC_API int mc_engine_batch_alloc(mc_engine_t *e, size_t batch_size, mc_batch_id_t *out);
