@@ -442,9 +442,10 @@ result = [store.put_tensor_with_parallelism_from('t-pf', ptr, n, tp(0, 3, 0)),
 bufs = [(ctypes.c_ubyte * 1024)() for _ in range(6)]
 ptrs = [ctypes.addressof(b) for b in bufs]
 ns['bufs'] = bufs
-full = store.get_tensor_with_parallelism_into('t-pf', ptrs[0], 1024, ReadTarget('full', tp(0, 3, 0)))
-shard = store.get_tensor_with_parallelism_into('t-pf', ptrs[1], 1024, ReadTarget('shard', tp(2, 3, 0)))
-small = store.get_tensor_with_parallelism_into('t-pf', ptrs[2], 200, ReadTarget('full', tp(0, 3, 0)))
+into = store.get_tensor_with_parallelism_into
+full = into('t-pf', ptrs[0], 1024, ReadTarget('full', tp(0, 3, 0)))
+shard = into('t-pf', ptrs[1], 1024, ReadTarget('shard', tp(2, 3, 0)))
+small = into('t-pf', ptrs[2], 200, ReadTarget('full', tp(0, 3, 0)))
 batch = store.batch_get_tensor_with_parallelism_into(
     ['t-pf-plain', 't-pf-b', 't-pf'], ptrs[3:], [1024] * 3,
     [None, ReadTarget('full', tp(0, 2, 1)), ReadTarget('shard', tp(1, 3, 0))])
