@@ -25,6 +25,7 @@
 typedef struct {
     PyTypeObject *engine_type;
     PyTypeObject *notify_type;
+    PyTypeObject *rpc_type;
 } mcpy_state_t;
 
 typedef struct {
@@ -43,6 +44,7 @@ typedef struct {
 
 extern PyType_Spec mcpy_engine_spec;
 extern PyType_Spec mcpy_notify_spec;
+extern PyType_Spec mcpy_rpc_spec;
 
 /* "O&" converters. Addresses and lengths are non-negative integers (TypeError for anything
  * that is not an integer, ValueError when out of range). */

@@ -1,5 +1,7 @@
 /* TransferEngine: lifetime (initialize, close, context manager, get_engine) and the method table.
  */
+#include <string.h>
+
 #include "engine_py.h"
 
 PyObject *mcpy_get_rpc_port(PyObject *self, PyObject *unused);
@@ -78,15 +80,11 @@ static void engine_dealloc(PyObject *obj) {
     Py_DECREF(tp);
 }
 
-static PyObject *engine_initialize(PyObject *obj, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"local_hostname", "metadata_server", "protocol", "device_name", NULL};
-    mcpy_engine_t *self = (mcpy_engine_t *)obj;
-    const char *host = NULL, *meta = "P2PHANDSHAKE", *proto = "tcp", *dev = "";
+/* Creates and starts the C engine for self. Returns 0 or a negative code. */
+static int engine_start(mcpy_engine_t *self, const char *host, const char *meta, const char *proto,
+                        const char *dev) {
     mc_engine_t *e = NULL;
     int rc;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|sss:initialize", kwlist, &host, &meta, &proto,
-                                     &dev))
-        return NULL;
     /* One engine per object: a second initialize (or one racing the first) is refused. */
     if (self->engine || self->closed || self->busy) {
         rc = MC_ERR_INVALID_ARGUMENT;
@@ -111,6 +109,40 @@ out:
         Py_BEGIN_ALLOW_THREADS mc_engine_destroy(e);
         Py_END_ALLOW_THREADS
     }
+    return rc;
+}
+
+static PyObject *engine_initialize(PyObject *obj, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"local_hostname", "metadata_server", "protocol", "device_name", NULL};
+    const char *host = NULL, *meta = "P2PHANDSHAKE", *proto = "tcp", *dev = "";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|sss:initialize", kwlist, &host, &meta, &proto,
+                                     &dev))
+        return NULL;
+    return PyLong_FromLong(engine_start((mcpy_engine_t *)obj, host, meta, proto, dev));
+}
+
+/* The reference's initialize_ext: metadata_server without a scheme gets metadata_type's
+ * ("http" + "host:port/metadata" -> "http://host:port/metadata"); P2PHANDSHAKE stays itself. */
+static PyObject *engine_initialize_ext(PyObject *obj, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"local_hostname", "metadata_server", "protocol",
+                             "device_name",    "metadata_type",   NULL};
+    const char *host, *meta, *proto, *dev, *type;
+    PyObject *conn = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sssss:initialize_ext", kwlist, &host, &meta, &proto,
+                                     &dev, &type))
+        return NULL;
+    if (strcmp(meta, "P2PHANDSHAKE") != 0 && !strstr(meta, "://")) {
+        conn = PyUnicode_FromFormat("%s://%s", type, meta);
+        if (!conn)
+            return NULL;
+        meta = PyUnicode_AsUTF8AndSize(conn, NULL);
+        if (!meta) {
+            Py_DECREF(conn);
+            return NULL;
+        }
+    }
+    int rc = engine_start((mcpy_engine_t *)obj, host, meta, proto, dev);
+    Py_XDECREF(conn);
     return PyLong_FromLong(rc);
 }
 
@@ -169,10 +201,79 @@ static PyObject *engine_get_engine(PyObject *obj, PyObject *unused) {
     return cap;
 }
 
+/* The address of the C mc_engine_t, as the reference's get_engine_ptr() gives its engine's;
+ * 0 before initialize and after close. Unlike get_engine() it keeps nothing alive. */
+static PyObject *engine_get_engine_ptr(PyObject *obj, PyObject *unused) {
+    return PyLong_FromVoidPtr(mcpy_engine_get((mcpy_engine_t *)obj));
+}
+
+static PyObject *engine_send_probe(PyObject *obj, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"peer_server_name", NULL};
+    mcpy_engine_t *self = (mcpy_engine_t *)obj;
+    const char *peer;
+    int rc = MC_ERR_INVALID_ARGUMENT;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s:send_probe", kwlist, &peer))
+        return NULL;
+    mc_engine_t *e = mcpy_engine_get(self);
+    if (e)
+        MCPY_NOGIL(self, rc = mc_engine_probe(e, peer));
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *engine_get_local_topology(PyObject *obj, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"device_name", NULL};
+    const char *dev = NULL;
+    char small[4096];
+    char *buf = small;
+    size_t need = 0;
+    PyObject *ret = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|z:get_local_topology", kwlist, &dev))
+        return NULL;
+    int rc = mc_engine_local_topology(buf, sizeof(small), &need);
+    if (rc == MC_ERR_INVALID_ARGUMENT && need > sizeof(small)) {
+        buf = PyMem_Malloc(need);
+        if (!buf)
+            return PyErr_NoMemory();
+        rc = mc_engine_local_topology(buf, need, &need);
+    }
+    if (rc == 0)
+        ret = PyUnicode_FromString(buf);
+    else
+        PyErr_Format(PyExc_RuntimeError, "get_local_topology: %s", mc_strerror(rc));
+    if (buf != small)
+        PyMem_Free(buf);
+    return ret;
+}
+
+/* EFA is not in this build: nothing to warm up, 0 as the reference's non-EFA builds answer. */
+static PyObject *engine_warmup_efa_segment(PyObject *obj, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"segment_name", NULL};
+    const char *name;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s:warmup_efa_segment", kwlist, &name))
+        return NULL;
+    return PyLong_FromLong(0);
+}
+
 static PyMethodDef engine_methods[] = {
     {"initialize", (PyCFunction)(void (*)(void))engine_initialize, METH_VARARGS | METH_KEYWORDS,
      "initialize(local_hostname, metadata_server='P2PHANDSHAKE', protocol='tcp', device_name='')"
      " -> 0 or a negative error code"},
+    {"initialize_ext", (PyCFunction)(void (*)(void))engine_initialize_ext,
+     METH_VARARGS | METH_KEYWORDS,
+     "initialize_ext(local_hostname, metadata_server, protocol, device_name, metadata_type)"
+     " -> 0 or a negative error code; a metadata_server without '://' gets metadata_type's"},
+    {"send_probe", (PyCFunction)(void (*)(void))engine_send_probe, METH_VARARGS | METH_KEYWORDS,
+     "send_probe(peer_server_name) -> 0 when the peer's engine answers; -101 (DNS), -102 (no"
+     " answer), -200 (unknown to the metadata service), -1 (bad name or not initialized)"},
+    {"get_engine_ptr", engine_get_engine_ptr, METH_NOARGS,
+     "get_engine_ptr() -> int address of the C mc_engine_t (0 before initialize/after close)."
+     " Keeps nothing alive: use get_engine() to hold the engine."},
+    {"get_local_topology", (PyCFunction)(void (*)(void))engine_get_local_topology,
+     METH_VARARGS | METH_KEYWORDS,
+     "get_local_topology(device_name=None) -> JSON str {\"cpu:N\": [[preferred NICs], [other"
+     " NICs]]}; the NIC lists are empty (no RDMA in this build)"},
+    {"warmup_efa_segment", (PyCFunction)(void (*)(void))engine_warmup_efa_segment,
+     METH_VARARGS | METH_KEYWORDS, "warmup_efa_segment(segment_name) -> 0 (no EFA in this build)"},
     {"close", engine_close, METH_NOARGS,
      "Stops the engine and frees its memory; handles from get_engine() keep it alive until they "
      "are released."},
@@ -219,8 +320,8 @@ static PyMethodDef engine_methods[] = {
         "get_batch_transfer_status(batch_ids) -> 0 all completed, -1 any failed or timed out;"
         " waits for the batches and frees them"),
     KWM(transfer_submit_write,
-        "transfer_submit_write(target_hostname, buffer, peer_buffer_address, length) -> id or"
-        " negative"),
+        "transfer_submit_write(target_hostname, buffer, peer_buffer_address, length) -> batch"
+        " id, 0 on failure (unknown peer, bad arguments, not initialized)"),
     KWM(transfer_check_status,
         "transfer_check_status(batch_id) -> 1 done, 0 pending, -1 failed, -2 timed out"),
     KWM(send_notify, "send_notify(target_hostname, notify) -> 0 or negative"),

@@ -39,7 +39,8 @@ static int add_type(PyObject *mod, PyType_Spec *spec, PyTypeObject **slot) {
 static int module_exec(PyObject *mod) {
     mcpy_state_t *st = PyModule_GetState(mod);
     if (add_type(mod, &mcpy_engine_spec, &st->engine_type) < 0 ||
-        add_type(mod, &mcpy_notify_spec, &st->notify_type) < 0)
+        add_type(mod, &mcpy_notify_spec, &st->notify_type) < 0 ||
+        add_type(mod, &mcpy_rpc_spec, &st->rpc_type) < 0)
         return -1;
     if (PyModule_AddStringConstant(mod, "ENGINE_HANDLE_CAPSULE", MCPY_ENGINE_CAPSULE) < 0)
         return -1;
@@ -51,6 +52,7 @@ static int module_traverse(PyObject *mod, visitproc visit, void *arg) {
     if (st) {
         Py_VISIT(st->engine_type);
         Py_VISIT(st->notify_type);
+        Py_VISIT(st->rpc_type);
     }
     return 0;
 }
@@ -60,6 +62,7 @@ static int module_clear(PyObject *mod) {
     if (st) {
         Py_CLEAR(st->engine_type);
         Py_CLEAR(st->notify_type);
+        Py_CLEAR(st->rpc_type);
     }
     return 0;
 }

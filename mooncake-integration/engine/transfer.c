@@ -153,7 +153,8 @@ PyObject *mcpy_transfer_submit_write(PyObject *obj, PyObject *args, PyObject *kw
         return NULL;
     a.req.opcode = MC_OPCODE_WRITE;
     int rc = run_async((mcpy_engine_t *)obj, a.target, &a.req, 1, &b);
-    return rc < 0 ? PyLong_FromLong(rc) : PyLong_FromUnsignedLongLong(b);
+    /* batch ids are unsigned and 0 is never one: the reference's failure sentinel */
+    return PyLong_FromUnsignedLongLong(rc < 0 ? 0 : b);
 }
 
 PyObject *mcpy_transfer_check_status(PyObject *obj, PyObject *args, PyObject *kw) {

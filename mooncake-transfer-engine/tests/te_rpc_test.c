@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cJSON.h>
 #include <cmocka.h>
 
 #include "metadata/http_kv_store.h"
@@ -399,6 +400,31 @@ static void test_rpc_stop_under_load(void **state) {
     rpc_down(&f);
 }
 
+static void test_local_topology(void **state) {
+    (void)state;
+    char small[4], big[65536];
+    size_t need = 0, need2 = 0;
+    assert_int_equal(mc_engine_local_topology(small, sizeof(small), &need),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_true(need > sizeof(small));
+    assert_int_equal(mc_engine_local_topology(NULL, 0, &need2), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(need2, need);
+    assert_int_equal(mc_engine_local_topology(big, need, &need2), 0);
+    assert_int_equal(strlen(big) + 1, need);
+    assert_int_equal(mc_engine_local_topology(big, 10, NULL), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_local_topology(NULL, 10, &need), MC_ERR_INVALID_ARGUMENT);
+    cJSON *j = cJSON_Parse(big);
+    assert_non_null(j);
+    assert_true(cJSON_IsObject(j) && cJSON_GetArraySize(j) >= 1);
+    for (cJSON *it = j->child; it; it = it->next) {
+        assert_true(strncmp(it->string, "cpu:", 4) == 0);
+        assert_true(cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2);
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetArrayItem(it, 0)), 0);
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetArrayItem(it, 1)), 0);
+    }
+    cJSON_Delete(j);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_probe_p2p),
@@ -410,6 +436,7 @@ int main(void) {
         cmocka_unit_test(test_rpc_malformed_frames),
         cmocka_unit_test(test_rpc_tensor_codec),
         cmocka_unit_test(test_rpc_stop_under_load),
+        cmocka_unit_test(test_local_topology),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,6 +147,12 @@ MC_API int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, ui
  * MC_ERR_REJECT_HANDSHAKE when it refused our cluster secret. Opens no segment. */
 MC_API int mc_engine_probe(mc_engine_t *e, const char *peer_segment);
 
+/* This host's topology as the reference's getLocalTopology() JSON, {"cpu:N": [[preferred
+ * NICs], [other NICs]], ...}, one key per NUMA node (the NIC lists are empty: this build drives
+ * no RDMA NICs). Writes it NUL-terminated into buf and *needed = its size with the NUL;
+ * MC_ERR_INVALID_ARGUMENT when cap is smaller (call again with *needed). Needs no engine. */
+MC_API int mc_engine_local_topology(char *buf, size_t cap, size_t *needed);
+
 /* Batches. A batch holds up to batch_size tasks; submit may be called several times until full
  * (MC_ERR_TOO_MANY_REQUESTS beyond). free fails with MC_ERR_BATCH_BUSY while tasks run. */
 MC_API int mc_engine_batch_alloc(mc_engine_t *e, size_t batch_size, mc_batch_id_t *out);

@@ -14,7 +14,13 @@ one); only wrong argument types (``TypeError``) and values (``ValueError``) rais
 
 ``TransferEngine.get_engine()`` returns a capsule named ``"mooncake.engine_handle"`` holding the
 C ``mc_engine_t *``; ``MooncakeDistributedStore.setup(..., engine=handle)`` shares the engine
-through it. The capsule keeps the engine alive while it exists.
+through it. The capsule keeps the engine alive while it exists. ``get_engine_ptr()`` gives the
+same ``mc_engine_t *`` as a plain int (0 before ``initialize``), as the reference does; it keeps
+nothing alive.
+
+``RpcInterface`` (and ``create_rpc_server`` / ``create_rpc_client``) sends whole messages and
+host tensors between processes, as the reference's RPC helpers do. docs/compat-engine.md lists
+every name of the reference's ``mooncake.engine`` and where ours differs.
 """
 
 import enum as _enum
@@ -26,11 +32,27 @@ from mooncake._engine import (  # noqa: F401  (re-exported)
     err_name,
     strerror,
 )
+from mooncake.engine._rpc import (  # noqa: F401  (re-exported)
+    CoroRPCInterface,
+    ReceivedData,
+    ReceivedTensor,
+    RpcInterface,
+    create_rpc_client,
+    create_rpc_server,
+)
 
 __all__ = [
     "TransferEngine",
     "TransferOpcode",
     "TransferNotify",
+    "Read",
+    "Write",
+    "RpcInterface",
+    "CoroRPCInterface",
+    "ReceivedData",
+    "ReceivedTensor",
+    "create_rpc_client",
+    "create_rpc_server",
     "ENGINE_HANDLE_CAPSULE",
     "strerror",
     "err_name",
@@ -38,6 +60,7 @@ __all__ = [
     "SUPPORT_EFA",
     "SUPPORT_HIP",
     "SUPPORT_MNNVL",
+    "SUPPORT_MUSA",
     "SUPPORT_INTRA_NVLINK",
 ]
 
@@ -52,12 +75,16 @@ class TransferOpcode(_enum.IntEnum):
     WRITE = 1
 
 
-# The reference exposes the enum on the class too (TransferEngine.TransferOpcode.Write).
+# The reference exposes the enum on the class too (TransferEngine.TransferOpcode.Write), and its
+# members at module level (pybind11's export_values): mooncake.engine.Read / .Write.
 TransferEngine.TransferOpcode = TransferOpcode
+Read = TransferOpcode.Read
+Write = TransferOpcode.Write
 
 # Build-time feature flags the reference exposes; none of these transports is in this build.
 SUPPORT_CUDA = False
 SUPPORT_EFA = False
 SUPPORT_HIP = False
 SUPPORT_MNNVL = False
+SUPPORT_MUSA = False
 SUPPORT_INTRA_NVLINK = False
