@@ -521,3 +521,13 @@ result = [a.tolist(), b.tolist(), c.tolist(), store.get_tensor({str(two)!r}).tol
     assert got == [[[1.0, 1.0], [1.0, 1.0]], [0, 1, 2], [0, 1, 2], [0, 1, 2], [0, 1, 2]]
     with pytest.raises(AssertionError, match="TypeError"):
         run(pure, "store.load_tensor_from_safetensor('k')")
+
+
+def test_store_not_set_up(make_worker):
+    fresh = make_worker()
+    got = run(fresh, "t = torch.ones(4); "
+                     "result = [store.put_tensor('k', t), store.pub_tensor('k', t), "
+                     "store.put_tensor_with_parallelism('k', t, tp(0, 2, 0)), "
+                     "store.get_tensor('k'), store.get_tensor_with_tp('k', 0, 2), "
+                     "store.get_tensor_with_parallelism('k', ReadTarget('full', tp(0, 2, 0)))]")
+    assert got == [-1010, -1010, -1010, None, None, None]
