@@ -18,7 +18,7 @@ def test_unknown_segment_p2p(make_engine):
     assert e.transfer_sync_write("127.0.0.1:1", local.addr, 4096, 4096) < 0
     assert e.get_first_buffer_address("127.0.0.1:1") == 0
     assert e.batch_transfer_async_write("127.0.0.1:1", [local.addr], [4096], [4096]) == 0
-    assert e.transfer_submit_write("127.0.0.1:1", local.addr, 4096, 4096) < 0
+    assert e.transfer_submit_write("127.0.0.1:1", local.addr, 4096, 4096) == 0  # the reference's sentinel
     assert e.transfer_sync_write("not a segment name", local.addr, 4096, 4096) < 0
 
 
