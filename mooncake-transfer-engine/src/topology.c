@@ -16,10 +16,11 @@ static int by_value(const void *a, const void *b) {
 int mc_engine_local_topology(char *buf, size_t cap, size_t *needed) {
     int nodes[1024];
     size_t n = 0, len = 0;
-    DIR *d = opendir("/sys/devices/system/node");
+    DIR *d;
     struct dirent *ent;
     if ((!buf && cap) || !needed)
         return MC_ERR_INVALID_ARGUMENT;
+    d = opendir("/sys/devices/system/node");
     while (d && (ent = readdir(d)) && n < sizeof(nodes) / sizeof(nodes[0])) {
         char *end = NULL;
         long v;
