@@ -202,15 +202,29 @@ int mcpy_rconfig(PyObject *cfg, mcpy_rconfig_t *c) {
                      (PyObject *)Py_TYPE(cfg));
         goto out;
     }
-    if (!attr_int(cfg, "replica_num", &replica_num) || !attr_int(cfg, "with_soft_pin", &soft) ||
-        !attr_int(cfg, "with_hard_pin", &hard) || !attr_int(cfg, "soft_pin_ttl_ms", &ttl))
+    /* soft_pin_action (the reference's SoftPinAction) when the config has it, else the older
+     * boolean with_soft_pin (True = ENABLE). */
+    if (PyObject_HasAttrString(cfg, "soft_pin_action")) {
+        if (!attr_int(cfg, "soft_pin_action", &soft))
+            goto out;
+    } else if (!attr_int(cfg, "with_soft_pin", &soft)) {
         goto out;
+    } else {
+        soft = soft ? MC_SOFT_PIN_ENABLE : MC_SOFT_PIN_PRESERVE;
+    }
+    if (!attr_int(cfg, "replica_num", &replica_num) || !attr_int(cfg, "with_hard_pin", &hard) ||
+        !attr_int(cfg, "soft_pin_ttl_ms", &ttl))
+        goto out;
+    if (soft < MC_SOFT_PIN_PRESERVE || soft > MC_SOFT_PIN_DISABLE) {
+        PyErr_Format(PyExc_ValueError, "soft_pin_action must be a SoftPinAction, not %lld", soft);
+        goto out;
+    }
     if (replica_num < 1 || replica_num > 8) {
         PyErr_Format(PyExc_ValueError, "replica_num must be 1..8, not %lld", replica_num);
         goto out;
     }
     c->rc.replica_num = (int)replica_num;
-    c->rc.with_soft_pin = soft != 0;
+    c->rc.with_soft_pin = (int)soft;
     c->rc.with_hard_pin = hard != 0;
     c->rc.soft_pin_ttl_ms = ttl;
     v = PyObject_GetAttrString(cfg, "preferred_segment");

@@ -11,14 +11,16 @@
 
 /* ---- puts ---- */
 
-PyObject *mcpy_put(PyObject *self, PyObject *args, PyObject *kw) {
+/* put and upsert share their parsing; upsert replaces an existing value (mooncake/store.h). */
+static PyObject *put_one(PyObject *self, PyObject *args, PyObject *kw, int upsert) {
     static char *kwl[] = {"key", "value", "config", NULL};
     PyObject *key, *value, *cfg = NULL;
     Py_buffer view;
     mcpy_rconfig_t rc;
     const char *k;
     int code;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:put", kwl, &key, &value, &cfg) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "OO|O:upsert" : "OO|O:put", kwl, &key,
+                                     &value, &cfg) ||
         !mcpy_key(key, &k))
         return NULL;
     if (PyObject_GetBuffer(value, &view, PyBUF_SIMPLE) < 0)
@@ -27,10 +29,19 @@ PyObject *mcpy_put(PyObject *self, PyObject *args, PyObject *kw) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    NOGIL(code = mc_store_put(MCPY_STORE(self), k, view.buf, (size_t)view.len, &rc.rc));
+    NOGIL(code = (upsert ? mc_store_upsert : mc_store_put)(MCPY_STORE(self), k, view.buf,
+                                                           (size_t)view.len, &rc.rc));
     mcpy_rconfig_release(&rc);
     PyBuffer_Release(&view);
     return PyLong_FromLong(code);
+}
+
+PyObject *mcpy_put(PyObject *self, PyObject *args, PyObject *kw) {
+    return put_one(self, args, kw, 0);
+}
+
+PyObject *mcpy_upsert(PyObject *self, PyObject *args, PyObject *kw) {
+    return put_one(self, args, kw, 1);
 }
 
 /* Buffers of a sequence of bytes-like objects; *views is PyMem_Malloc'ed, *got views are held. */
@@ -95,7 +106,8 @@ static int only_config_kw(PyObject *kw, const char *fn, PyObject **cfg) {
     return 1;
 }
 
-PyObject *mcpy_put_parts(PyObject *self, PyObject *args, PyObject *kw) {
+static PyObject *put_parts(PyObject *self, PyObject *args, PyObject *kw, int upsert) {
+    const char *fn = upsert ? "upsert_parts" : "put_parts";
     PyObject *cfg, *parts = NULL, *ret = NULL;
     Py_buffer *views = NULL;
     Py_ssize_t n, got = 0;
@@ -103,10 +115,10 @@ PyObject *mcpy_put_parts(PyObject *self, PyObject *args, PyObject *kw) {
     mcpy_rconfig_t rc = {0};
     const char *k;
     int code;
-    if (!only_config_kw(kw, "put_parts", &cfg))
+    if (!only_config_kw(kw, fn, &cfg))
         return NULL;
     if (PyTuple_Size(args) < 1) {
-        PyErr_SetString(PyExc_TypeError, "put_parts() missing required argument 'key'");
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'key'", fn);
         return NULL;
     }
     if (!mcpy_key(PyTuple_GetItem(args, 0), &k))
@@ -118,7 +130,8 @@ PyObject *mcpy_put_parts(PyObject *self, PyObject *args, PyObject *kw) {
     if (!get_views(parts, n, &views, &got) || !mcpy_rconfig(cfg, &rc) ||
         !(iov = views_iov(views, n)))
         goto out;
-    NOGIL(code = mc_store_put_parts(MCPY_STORE(self), k, iov, (size_t)n, &rc.rc));
+    NOGIL(code = (upsert ? mc_store_upsert_parts : mc_store_put_parts)(MCPY_STORE(self), k, iov,
+                                                                       (size_t)n, &rc.rc));
     ret = PyLong_FromLong(code);
 out:
     mcpy_rconfig_release(&rc);
@@ -128,9 +141,17 @@ out:
     return ret;
 }
 
+PyObject *mcpy_put_parts(PyObject *self, PyObject *args, PyObject *kw) {
+    return put_parts(self, args, kw, 0);
+}
+
+PyObject *mcpy_upsert_parts(PyObject *self, PyObject *args, PyObject *kw) {
+    return put_parts(self, args, kw, 1);
+}
+
 /* A batch of single-part items from keys and one iov per key. */
 static PyObject *batch_put(PyObject *self, const char **keys, mc_store_iov_t *iov, size_t n,
-                           PyObject *cfg, int as_list) {
+                           PyObject *cfg, int as_list, int upsert) {
     mc_store_item_t *items = PyMem_Calloc(n ? n : 1, sizeof(*items));
     int *res = PyMem_Calloc(n ? n : 1, sizeof(*res));
     mcpy_rconfig_t rc = {0};
@@ -143,7 +164,8 @@ static PyObject *batch_put(PyObject *self, const char **keys, mc_store_iov_t *io
     if (!mcpy_rconfig(cfg, &rc))
         goto out;
     single_items(items, keys, iov, n);
-    NOGIL(code = mc_store_batch_put(MCPY_STORE(self), items, n, &rc.rc, res));
+    NOGIL(code = (upsert ? mc_store_batch_upsert : mc_store_batch_put)(MCPY_STORE(self), items, n,
+                                                                       &rc.rc, res));
     ret = as_list ? mcpy_int_list(res, (Py_ssize_t)n) : PyLong_FromLong(code);
 out:
     mcpy_rconfig_release(&rc);
@@ -152,14 +174,15 @@ out:
     return ret;
 }
 
-PyObject *mcpy_put_batch(PyObject *self, PyObject *args, PyObject *kw) {
+static PyObject *put_batch(PyObject *self, PyObject *args, PyObject *kw, int upsert) {
     static char *kwl[] = {"keys", "values", "config", NULL};
     PyObject *keys_o, *values_o, *cfg = NULL, *hold = NULL, *vals = NULL, *ret = NULL;
     const char **keys = NULL;
     Py_buffer *views = NULL;
     mc_store_iov_t *iov = NULL;
     Py_ssize_t n, got = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:put_batch", kwl, &keys_o, &values_o, &cfg))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "OO|O:upsert_batch" : "OO|O:put_batch", kwl,
+                                     &keys_o, &values_o, &cfg))
         return NULL;
     n = mcpy_keys(keys_o, "keys", &hold, &keys);
     if (n < 0)
@@ -176,7 +199,7 @@ PyObject *mcpy_put_batch(PyObject *self, PyObject *args, PyObject *kw) {
     }
     if (!get_views(vals, n, &views, &got) || !(iov = views_iov(views, n)))
         goto out;
-    ret = batch_put(self, keys, iov, (size_t)n, cfg, 0);
+    ret = batch_put(self, keys, iov, (size_t)n, cfg, 0, upsert);
 out:
     PyMem_Free(iov);
     release_views(views, got);
@@ -186,7 +209,15 @@ out:
     return ret;
 }
 
-PyObject *mcpy_put_from(PyObject *self, PyObject *args, PyObject *kw) {
+PyObject *mcpy_put_batch(PyObject *self, PyObject *args, PyObject *kw) {
+    return put_batch(self, args, kw, 0);
+}
+
+PyObject *mcpy_upsert_batch(PyObject *self, PyObject *args, PyObject *kw) {
+    return put_batch(self, args, kw, 1);
+}
+
+static PyObject *put_from(PyObject *self, PyObject *args, PyObject *kw, int upsert) {
     static char *kwl[] = {"key", "buffer_ptr", "size", "config", NULL};
     PyObject *key, *cfg = NULL;
     uint64_t ptr;
@@ -194,13 +225,22 @@ PyObject *mcpy_put_from(PyObject *self, PyObject *args, PyObject *kw) {
     mcpy_rconfig_t rc;
     const char *k;
     int code;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&O&|O:put_from", kwl, &key, mcpy_conv_u64, &ptr,
-                                     mcpy_conv_size, &size, &cfg) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "OO&O&|O:upsert_from" : "OO&O&|O:put_from",
+                                     kwl, &key, mcpy_conv_u64, &ptr, mcpy_conv_size, &size, &cfg) ||
         !mcpy_key(key, &k) || !mcpy_rconfig(cfg, &rc))
         return NULL;
-    NOGIL(code = mc_store_put(MCPY_STORE(self), k, (void *)(uintptr_t)ptr, size, &rc.rc));
+    NOGIL(code = (upsert ? mc_store_upsert : mc_store_put)(MCPY_STORE(self), k,
+                                                           (void *)(uintptr_t)ptr, size, &rc.rc));
     mcpy_rconfig_release(&rc);
     return PyLong_FromLong(code);
+}
+
+PyObject *mcpy_put_from(PyObject *self, PyObject *args, PyObject *kw) {
+    return put_from(self, args, kw, 0);
+}
+
+PyObject *mcpy_upsert_from(PyObject *self, PyObject *args, PyObject *kw) {
+    return put_from(self, args, kw, 1);
 }
 
 /* Lists of unequal length: the reference answers INVALID_PARAMS for every key, no exception. */
@@ -245,25 +285,34 @@ static Py_ssize_t flat_iovs(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_
     return n;
 }
 
-PyObject *mcpy_batch_put_from(PyObject *self, PyObject *args, PyObject *kw) {
+static PyObject *batch_put_from(PyObject *self, PyObject *args, PyObject *kw, int upsert) {
     static char *kwl[] = {"keys", "buffer_ptrs", "sizes", "config", NULL};
     PyObject *keys_o, *ptrs_o, *sizes_o, *cfg = NULL, *hold = NULL, *ret;
     const char **keys = NULL;
     mc_store_iov_t *iov = NULL;
     Py_ssize_t n, nkeys = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from", kwl, &keys_o, &ptrs_o,
-                                     &sizes_o, &cfg))
+    if (!PyArg_ParseTupleAndKeywords(args, kw,
+                                     upsert ? "OOO|O:batch_upsert_from" : "OOO|O:batch_put_from",
+                                     kwl, &keys_o, &ptrs_o, &sizes_o, &cfg))
         return NULL;
     n = flat_iovs(keys_o, ptrs_o, sizes_o, &hold, &keys, &iov, &nkeys);
     if (n == MCPY_LEN_MISMATCH)
         return invalid_for_each(nkeys);
     if (n < 0)
         return NULL;
-    ret = batch_put(self, keys, iov, (size_t)n, cfg, 1);
+    ret = batch_put(self, keys, iov, (size_t)n, cfg, 1, upsert);
     PyMem_Free(iov);
     PyMem_Free(keys);
     Py_XDECREF(hold);
     return ret;
+}
+
+PyObject *mcpy_batch_put_from(PyObject *self, PyObject *args, PyObject *kw) {
+    return batch_put_from(self, args, kw, 0);
+}
+
+PyObject *mcpy_batch_upsert_from(PyObject *self, PyObject *args, PyObject *kw) {
+    return batch_put_from(self, args, kw, 1);
 }
 
 /* keys + lists of pointer lists and size lists -> items with several iovs each. 1, 0 (an
@@ -776,6 +825,102 @@ PyObject *mcpy_batch_replica_desc_raw(PyObject *self, PyObject *args, PyObject *
     }
 done:
     PyMem_Free(out);
+    PyMem_Free(keys);
+    Py_XDECREF(hold);
+    return ret;
+}
+
+/* batch_replica_clear(keys, segment_name="") -> the keys whose replicas were cleared (as the
+ * reference returns them); leased or missing keys are left out. */
+PyObject *mcpy_batch_replica_clear(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwl[] = {"keys", "segment_name", NULL};
+    PyObject *keys_o, *hold = NULL, *ret = NULL;
+    const char **keys = NULL;
+    const char *segment = "";
+    int *codes = NULL;
+    Py_ssize_t n;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|s:batch_replica_clear", kwl, &keys_o, &segment))
+        return NULL;
+    n = mcpy_keys(keys_o, "keys", &hold, &keys);
+    if (n < 0)
+        return NULL;
+    codes = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*codes));
+    if (!codes) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    NOGIL(mc_store_batch_replica_clear(MCPY_STORE(self), keys, (size_t)n, segment, codes));
+    ret = PyList_New(0);
+    for (Py_ssize_t i = 0; ret && i < n; i++) {
+        if (codes[i] == 0 && PyList_Append(ret, PyTuple_GetItem(hold, i)) < 0)
+            Py_CLEAR(ret);
+    }
+out:
+    PyMem_Free(codes);
+    PyMem_Free(keys);
+    Py_XDECREF(hold);
+    return ret;
+}
+
+/* _get_ranges_raw(keys, counts, dsts, src_offsets, sizes) -> one result per range: key i owns the
+ * next counts[i] entries of the three flat lists. The facade's get_into_ranges and
+ * batch_get_into_multi_buffer_ranges give it their nested shapes. */
+PyObject *mcpy_get_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwl[] = {"keys", "counts", "dsts", "src_offsets", "sizes", NULL};
+    PyObject *keys_o, *counts_o, *dsts_o, *offs_o, *lens_o, *hold = NULL, *ret = NULL;
+    const char **keys = NULL;
+    uint64_t *counts = NULL, *dsts = NULL, *offs = NULL, *lens = NULL;
+    mc_store_range_read_t *reads = NULL;
+    mc_store_range_t *ranges = NULL;
+    Py_ssize_t n, nc, nd, no, nl;
+    uint64_t total = 0;
+    int rc;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO:_get_ranges_raw", kwl, &keys_o, &counts_o,
+                                     &dsts_o, &offs_o, &lens_o))
+        return NULL;
+    n = mcpy_keys(keys_o, "keys", &hold, &keys);
+    if (n < 0)
+        return NULL;
+    nc = mcpy_u64_array(counts_o, "counts", &counts);
+    nd = nc < 0 ? -1 : mcpy_u64_array(dsts_o, "dsts", &dsts);
+    no = nd < 0 ? -1 : mcpy_u64_array(offs_o, "src_offsets", &offs);
+    nl = no < 0 ? -1 : mcpy_u64_array(lens_o, "sizes", &lens);
+    if (nl < 0)
+        goto out;
+    for (Py_ssize_t i = 0; i < nc; i++)
+        total += counts[i];
+    if (nc != n || nd != no || nd != nl || (uint64_t)nd != total) {
+        PyErr_SetString(PyExc_ValueError, "_get_ranges_raw: list lengths disagree");
+        goto out;
+    }
+    reads = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*reads));
+    ranges = PyMem_Calloc((size_t)(nd ? nd : 1), sizeof(*ranges));
+    if (!reads || !ranges) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0, at = 0; i < n; i++) {
+        reads[i].key = keys[i];
+        reads[i].ranges = &ranges[at];
+        reads[i].n = (size_t)counts[i];
+        at += (Py_ssize_t)counts[i];
+    }
+    for (Py_ssize_t j = 0; j < nd; j++) {
+        ranges[j].dst = (void *)(uintptr_t)dsts[j];
+        ranges[j].src_off = offs[j];
+        ranges[j].len = lens[j];
+    }
+    NOGIL(rc = mc_store_batch_get_ranges(MCPY_STORE(self), reads, (size_t)n));
+    ret = PyList_New(nd);
+    for (Py_ssize_t j = 0; ret && j < nd; j++)
+        PyList_SetItem(ret, j, PyLong_FromLongLong(rc != 0 ? rc : ranges[j].result));
+out:
+    PyMem_Free(ranges);
+    PyMem_Free(reads);
+    PyMem_Free(lens);
+    PyMem_Free(offs);
+    PyMem_Free(dsts);
+    PyMem_Free(counts);
     PyMem_Free(keys);
     Py_XDECREF(hold);
     return ret;

@@ -69,6 +69,13 @@ void mcpy_rconfig_release(mcpy_rconfig_t *c);
 /* Store methods implemented in store_ops.c. */
 #define MCPY_DECL(name) PyObject *mcpy_##name(PyObject *self, PyObject *args, PyObject *kw)
 MCPY_DECL(put);
+MCPY_DECL(upsert);
+MCPY_DECL(upsert_parts);
+MCPY_DECL(upsert_batch);
+MCPY_DECL(upsert_from);
+MCPY_DECL(batch_upsert_from);
+MCPY_DECL(batch_replica_clear);
+MCPY_DECL(get_ranges_raw);
 MCPY_DECL(put_parts);
 MCPY_DECL(put_batch);
 MCPY_DECL(put_from);

@@ -276,6 +276,13 @@ static PyMethodDef store_methods[] = {
     KW(batch_put_from, "batch_put_from(keys, buffer_ptrs, sizes, config=None) -> list of codes"),
     KW(batch_put_from_multi_buffers,
        "batch_put_from_multi_buffers(keys, [[ptr...]], [[size...]], config=None) -> list of codes"),
+    KW(upsert, "upsert(key, value, config=None) -> 0 or a negative code: insert, or replace the "
+               "value (readers see the old or the new one, whole)"),
+    KW(upsert_parts, "upsert_parts(key, *parts, config=None) -> 0 or a negative code"),
+    KW(upsert_batch, "upsert_batch(keys, values, config=None) -> 0 or the first negative code"),
+    KW(upsert_from, "upsert_from(key, buffer_ptr, size, config=None) -> 0 or a negative code"),
+    KW(batch_upsert_from,
+       "batch_upsert_from(keys, buffer_ptrs, sizes, config=None) -> list of codes"),
     KW(get, "get(key) -> bytes (empty on a miss)"),
     KW(get_batch, "get_batch(keys) -> list of bytes"),
     KW(get_into, "get_into(key, buffer_ptr, size) -> object length or a negative code"),
@@ -299,6 +306,13 @@ static PyMethodDef store_methods[] = {
     KW(remove_by_regex, "remove_by_regex(regex_pattern, force=False) -> number of objects whose "
                         "keys match (POSIX extended, anywhere in the key) removed, or a negative "
                         "code"),
+    KW(batch_replica_clear,
+       "batch_replica_clear(keys, segment_name='') -> list of the keys cleared: their replicas "
+       "on that segment (every replica when empty) are dropped once no lease is held"),
+    {"_get_ranges_raw", (PyCFunction)(void (*)(void))mcpy_get_ranges_raw,
+     METH_VARARGS | METH_KEYWORDS,
+     "_get_ranges_raw(keys, counts, dsts, src_offsets, sizes) -> one result per range (the "
+     "facade's get_into_ranges and batch_get_into_multi_buffer_ranges build on it)"},
     KW(register_buffer, "register_buffer(buffer_ptr, size) -> 0 or a negative code"),
     KW(unregister_buffer, "unregister_buffer(buffer_ptr) -> 0 or a negative code"),
     {NULL, NULL, 0, NULL},

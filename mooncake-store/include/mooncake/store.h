@@ -78,11 +78,17 @@ MC_API int mc_store_config_load_env(mc_store_config_t *c);
 MC_API int mc_store_config_load_env_ex(mc_store_config_t *c, const char *const *skip, size_t nskip);
 
 /* ---- replication ----------------------------------------------------------------------------- */
+/* Soft pinning (evicted after every unpinned object), the reference's SoftPinAction numbers:
+ * PRESERVE keeps what an upserted object had (a new object is not pinned), ENABLE pins, DISABLE
+ * unpins. */
+enum { MC_SOFT_PIN_PRESERVE = 0, MC_SOFT_PIN_ENABLE = 1, MC_SOFT_PIN_DISABLE = 2 };
 typedef struct mc_replicate_config {
-    int replica_num;         /* >= 1; replicas on distinct segments, best effort */
-    int with_soft_pin;       /* evicted last */
-    int with_hard_pin;       /* never evicted */
-    int64_t soft_pin_ttl_ms; /* < 0: the master's default */
+    int replica_num;   /* >= 1; replicas on distinct segments, best effort */
+    int with_soft_pin; /* an MC_SOFT_PIN_* action (1 pins, as the older boolean did) */
+    int with_hard_pin; /* never evicted */
+    /* How long a soft pin lasts: <= 0 the master's default. A TTL without MC_SOFT_PIN_ENABLE
+     * fails the call with MC_ERR_INVALID_PARAMS, as the reference's does. */
+    int64_t soft_pin_ttl_ms;
     /* Segments (names as mounted, i.e. the owners' local hostnames) tried first, in order. */
     const char *const *preferred_segments;
     size_t preferred_segment_count;
@@ -142,6 +148,19 @@ MC_API int mc_store_put_parts(mc_store_t *s, const char *key, const mc_store_iov
 MC_API int mc_store_batch_put(mc_store_t *s, const mc_store_item_t *items, size_t n,
                               const mc_replicate_config_t *rc, int *results);
 
+/* Upserts insert or replace. The new value is written to new space while readers keep getting
+ * the old one; the end swaps them, so a reader sees the old value or the new one, whole, never
+ * a mix, and the key stays readable throughout. The old value's space is freed once no reader
+ * holds a lease on it. Replacing therefore needs room for both values for a moment. A later
+ * upsert of the same key preempts an unfinished one, whose end then fails with
+ * MC_ERR_OBJECT_NOT_FOUND (its value is dropped). Otherwise as the puts above. */
+MC_API int mc_store_upsert(mc_store_t *s, const char *key, const void *data, size_t len,
+                           const mc_replicate_config_t *rc);
+MC_API int mc_store_upsert_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
+                                 size_t nparts, const mc_replicate_config_t *rc);
+MC_API int mc_store_batch_upsert(mc_store_t *s, const mc_store_item_t *items, size_t n,
+                                 const mc_replicate_config_t *rc, int *results);
+
 /* ---- reads ------------------------------------------------------------------------------------
  * A read asks the master for the replica list (which grants a lease), reads from one replica and
  * falls back to the others when a transfer fails. Returns the object's byte length, or a negative
@@ -153,6 +172,24 @@ MC_API int64_t mc_store_get_into_parts(mc_store_t *s, const char *key, const mc_
  * error. */
 MC_API int mc_store_batch_get_into(mc_store_t *s, const mc_store_item_t *items, size_t n,
                                    int64_t *results);
+
+/* Byte ranges of objects: range i of a read copies len bytes from offset src_off of the object
+ * to dst, and its result is len or a negative code (OBJECT_NOT_FOUND, or INVALID_PARAMS for a
+ * range past the object's end, or one that starts in a buffer registered with
+ * mc_store_register_buffer but ends past it). All ranges of all reads take one master round
+ * trip and as few engine batches as the ranges allow. Returns 0 when the call itself worked. */
+typedef struct mc_store_range {
+    void *dst;
+    uint64_t src_off;
+    uint64_t len;
+    int64_t result; /* out */
+} mc_store_range_t;
+typedef struct mc_store_range_read {
+    const char *key;
+    mc_store_range_t *ranges;
+    size_t n;
+} mc_store_range_read_t;
+MC_API int mc_store_batch_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n);
 
 /* A read into memory the client owns (the staging buffer when it fits, so the bytes are moved
  * once); freed with mc_store_buffer_free. */
@@ -195,6 +232,12 @@ MC_API int mc_store_batch_get_replica_desc(mc_store_t *s, const char *const *key
 MC_API int mc_store_remove(mc_store_t *s, const char *key, int force);
 MC_API int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force,
                                  int *results);
+/* Drops the replicas of keys whose leases have expired: those on segment (a segment name as
+ * get_hostname() gives it), or every replica when segment is NULL or "" (the object goes with
+ * its last replica). codes[i]: 0 cleared, MC_ERR_OBJECT_HAS_LEASE (a reader holds it),
+ * MC_ERR_OBJECT_NOT_FOUND (no such object, or no replica on segment), or the key's error. */
+MC_API int mc_store_batch_replica_clear(mc_store_t *s, const char *const *keys, size_t n,
+                                        const char *segment, int *codes);
 /* Number of objects removed, or a negative code. */
 MC_API int64_t mc_store_remove_all(mc_store_t *s, int force);
 /* Removes the objects whose keys match regex (POSIX extended, matched anywhere in the key, as

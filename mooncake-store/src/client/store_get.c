@@ -49,9 +49,8 @@ static int64_t mc__get_into_parts_impl(mc_store_t *s, const char *key, const mc_
     return mc__get_one(s, key, iov, iovcnt);
 }
 
-/* Replica lists for n keys in one RPC; NULL keys or bad ones get their code in kr[i].code. */
-static int mc__batch_replicas(mc_store_t *s, const char *const *keys, size_t n,
-                              mc__key_replicas_t *kr) {
+int mc__store_batch_replicas(mc_store_t *s, const char *const *keys, size_t n,
+                             mc__key_replicas_t *kr) {
     const char **ok = NULL;
     size_t *idx = NULL;
     mc__key_replicas_t *tmp = NULL;
@@ -103,7 +102,7 @@ static int mc__batch_get_into_impl(mc_store_t *s, const mc_store_item_t *items, 
     }
     for (size_t i = 0; i < n; i++)
         keys[i] = items[i].key;
-    rc = mc__batch_replicas(s, keys, n, kr);
+    rc = mc__store_batch_replicas(s, keys, n, kr);
     if (rc != 0)
         goto out;
     mc__store_batch_read(s, kr, items, n, results);
@@ -215,7 +214,7 @@ static int mc__batch_get_buffer_impl(mc_store_t *s, const char *const *keys, siz
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    rc = mc__batch_replicas(s, keys, n, kr);
+    rc = mc__store_batch_replicas(s, keys, n, kr);
     if (rc != 0)
         goto out;
     mc__read_to_buffers(s, kr, n, outs, results, items, iov, got);
@@ -265,7 +264,7 @@ int64_t mc_store_get_into_parts(mc_store_t *s, const char *key, const mc_store_i
 int mc_store_batch_get_into(mc_store_t *s, const mc_store_item_t *items, size_t n,
                             int64_t *results) {
     int rc;
-    MC__STORE_HELD(s, rc, mc__batch_get_into_impl(s, items, n, results));
+    MC__STORE_HELD_BATCH(s, rc, mc__batch_get_into_impl(s, items, n, results), results, n);
     return rc;
 }
 
@@ -280,7 +279,7 @@ int mc_store_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out)
 int mc_store_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
                               mc_store_buffer_t **outs, int *results) {
     int rc;
-    MC__STORE_HELD(s, rc, mc__batch_get_buffer_impl(s, keys, n, outs, results));
+    MC__STORE_HELD_BATCH(s, rc, mc__batch_get_buffer_impl(s, keys, n, outs, results), results, n);
     return rc;
 }
 
@@ -293,7 +292,7 @@ static int mc__batch_replica_desc_impl(mc_store_t *s, const char *const *keys, s
     kr = mc__calloc(n, sizeof(*kr));
     if (!kr)
         return MC_ERR_INTERNAL_ERROR;
-    rc = mc__batch_replicas(s, keys, n, kr);
+    rc = mc__store_batch_replicas(s, keys, n, kr);
     for (size_t i = 0; i < n; i++) {
         mc_store_replica_list_t *o = &out[i];
         memset(o, 0, sizeof(*o));

@@ -4,6 +4,7 @@
 #define MC_STORE_CLIENT_STORE_INTERNAL_H
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "client/staging.h"
 #include "mooncake/store.h"
@@ -90,6 +91,19 @@ void mc__store_leave(mc_store_t *s);
             mc__store_leave(s);                                                                    \
         }                                                                                          \
     } while (0)
+/* The same for batch calls with a per-item result array: an item the call never reached (the
+ * store is not set up or closed, or the call failed before its items) gets the call's code, so
+ * no caller reads an untouched 0 as success. */
+#define MC__UNREACHED INT32_MIN
+#define MC__STORE_HELD_BATCH(s, rc, call, results, n)                                              \
+    do {                                                                                           \
+        for (size_t i_ = 0; (results) != NULL && i_ < (n); i_++)                                   \
+            (results)[i_] = MC__UNREACHED;                                                         \
+        MC__STORE_HELD(s, rc, call);                                                               \
+        for (size_t i_ = 0; (results) != NULL && i_ < (n); i_++)                                   \
+            if ((results)[i_] == MC__UNREACHED)                                                    \
+                (results)[i_] = (rc) != 0 ? (rc) : MC_ERR_INTERNAL_ERROR;                          \
+    } while (0)
 /* The checks a batch call starts with, in this order: the store is ready, then its arrays are
  * there when n > 0 (have_arrays). Non-zero is the code to return; the caller also returns 0 at
  * once when n == 0. */
@@ -140,12 +154,18 @@ void mc__store_batch_write(mc_store_t *s, const mc_store_item_t *items, const si
 /* The replica list (a lease) of one valid key, in a heap copy that the caller mc__free's; *kr is
  * NULL (MC_ERR_INTERNAL_ERROR) when that cannot be allocated. */
 int mc__store_get_replicas(mc_store_t *s, const char *key, mc__key_replicas_t **kr);
+/* Replica lists (leases) for n keys in one RPC; NULL or bad keys get their code in kr[i].code.
+ * Returns 0, or the code that failed the whole call (then in every kr[i].code too). */
+int mc__store_batch_replicas(mc_store_t *s, const char *const *keys, size_t n,
+                             mc__key_replicas_t *kr);
 /* Reads a whole object described by kr into iov, trying each complete replica (ours first);
  * returns the size or a negative code. */
 int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
                                 const mc_store_iov_t *iov, size_t iovcnt);
 /* 1 when [p, p+len) lies inside one registered user buffer or the staging buffer. */
 int mc__store_is_registered(mc_store_t *s, const void *p, size_t len);
+/* 1 when p lies inside a registered user buffer and [p, p+len) runs past its end. */
+int mc__store_registered_overrun(mc_store_t *s, const void *p, size_t len);
 void mc__store_forget_segment(mc_store_t *s, const char *name);
 /* 1 while a transfer with segment `name` failed within the last MC__SUSPECT_MS. */
 int mc__store_is_suspect(mc_store_t *s, const char *name);

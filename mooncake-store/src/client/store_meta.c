@@ -1,4 +1,6 @@
-/* Metadata-only calls: existence, size, removal. */
+/* Metadata-only calls: existence, size, removal, replica clearing. */
+#include <string.h>
+
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 
@@ -9,10 +11,12 @@ static int mc__is_exist_impl(mc_store_t *s, const char *key) {
     return mc__master_client_exist(s->master, key);
 }
 
-/* Runs a per-key master batch call over the keys that pass local checks; bad keys get their code
- * without reaching the master. */
-static int mc__batch_keys(mc_store_t *s, const char *const *keys, size_t n, int force, int *results,
-                          int remove) {
+enum { MC__KEYS_EXIST, MC__KEYS_REMOVE, MC__KEYS_CLEAR };
+
+/* Runs a per-key master batch call (op: MC__KEYS_*) over the keys that pass local checks; bad
+ * keys get their code without reaching the master. */
+static int mc__batch_keys(mc_store_t *s, int op, const char *const *keys, size_t n, int force,
+                          const char *segment, int *results) {
     const char **ok = NULL;
     size_t *idx = NULL;
     int32_t *codes = NULL;
@@ -36,8 +40,10 @@ static int mc__batch_keys(mc_store_t *s, const char *const *keys, size_t n, int 
         }
     }
     if (m > 0) {
-        rc = remove ? mc__master_client_batch_remove(s->master, m, ok, force, codes)
-                    : mc__master_client_batch_exist(s->master, m, ok, codes);
+        rc = op == MC__KEYS_REMOVE ? mc__master_client_batch_remove(s->master, m, ok, force, codes)
+             : op == MC__KEYS_CLEAR
+                 ? mc__master_client_batch_replica_clear(s->master, m, ok, segment, codes)
+                 : mc__master_client_batch_exist(s->master, m, ok, codes);
     }
     for (size_t j = 0; j < m; j++)
         results[idx[j]] = rc != 0 ? rc : codes[j];
@@ -48,11 +54,12 @@ out:
     mc__free(codes);
     mc__free(idx);
     mc__free(ok);
-    return rc != 0 ? rc : first;
+    /* A clear that skips a key (leased, missing) is the call working as meant. */
+    return rc != 0 ? rc : op == MC__KEYS_CLEAR ? 0 : first;
 }
 
 static int mc__batch_is_exist_impl(mc_store_t *s, const char *const *keys, size_t n, int *results) {
-    return mc__batch_keys(s, keys, n, 0, results, 0);
+    return mc__batch_keys(s, MC__KEYS_EXIST, keys, n, 0, NULL, results);
 }
 
 static int64_t mc__get_size_impl(mc_store_t *s, const char *key) {
@@ -77,7 +84,16 @@ static int mc__remove_impl(mc_store_t *s, const char *key, int force) {
 
 static int mc__batch_remove_impl(mc_store_t *s, const char *const *keys, size_t n, int force,
                                  int *results) {
-    return mc__batch_keys(s, keys, n, force, results, 1);
+    return mc__batch_keys(s, MC__KEYS_REMOVE, keys, n, force, NULL, results);
+}
+
+static int mc__batch_replica_clear_impl(mc_store_t *s, const char *const *keys, size_t n,
+                                        const char *segment, int *codes) {
+    if (segment && strlen(segment) > MC_MP_MAX_SEGMENT_NAME) {
+        int rc = mc__store_batch_check(s, n, keys && codes);
+        return rc ? rc : MC_ERR_INVALID_PARAMS;
+    }
+    return mc__batch_keys(s, MC__KEYS_CLEAR, keys, n, 0, segment, codes);
 }
 
 static int64_t mc__remove_all_impl(mc_store_t *s, int force) {
@@ -106,7 +122,7 @@ int mc_store_is_exist(mc_store_t *s, const char *key) {
 
 int mc_store_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n, int *results) {
     int rc;
-    MC__STORE_HELD(s, rc, mc__batch_is_exist_impl(s, keys, n, results));
+    MC__STORE_HELD_BATCH(s, rc, mc__batch_is_exist_impl(s, keys, n, results), results, n);
     return rc;
 }
 
@@ -125,7 +141,14 @@ int mc_store_remove(mc_store_t *s, const char *key, int force) {
 int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force,
                           int *results) {
     int rc;
-    MC__STORE_HELD(s, rc, mc__batch_remove_impl(s, keys, n, force, results));
+    MC__STORE_HELD_BATCH(s, rc, mc__batch_remove_impl(s, keys, n, force, results), results, n);
+    return rc;
+}
+
+int mc_store_batch_replica_clear(mc_store_t *s, const char *const *keys, size_t n,
+                                 const char *segment, int *codes) {
+    int rc;
+    MC__STORE_HELD_BATCH(s, rc, mc__batch_replica_clear_impl(s, keys, n, segment, codes), codes, n);
     return rc;
 }
 

@@ -1,5 +1,7 @@
-/* Puts: put start at the master, WRITE into every replica, put end; revoke on any failure so a
- * half-written object never becomes visible and its space comes back. */
+/* Puts and upserts: start at the master, WRITE into every replica, end; revoke on any failure so
+ * a half-written object never becomes visible and its space comes back. A put of an existing key
+ * keeps the first value; an upsert writes the new value to new space and its end replaces the
+ * old one (readers see one or the other, whole). */
 #include <string.h>
 
 #include "client/store_internal.h"
@@ -27,19 +29,33 @@ static int mc__check_parts(const mc_store_iov_t *parts, size_t nparts, uint64_t 
  * with a live segment that has room succeeds although a dead node is still mounted. */
 #define MC__PUT_TRIES 3
 
-/* Writes the parts into the replicas put start granted, then ends or revokes the put. */
-static int mc__finish_put(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
+/* Ends (end = 1) or revokes one started put or upsert (kr: what its start gave). */
+static int mc__put_finish_rpc(mc_store_t *s, int upsert, int end, const char *key,
+                              const mc__key_replicas_t *kr) {
+    int32_t code = 0;
+    int rc;
+    if (!upsert)
+        return end ? mc__master_client_put_end(s->master, key)
+                   : mc__master_client_put_revoke(s->master, key);
+    rc = mc__master_client_batch_upsert_finish(s->master, end, 1, &key, &kr->version, &code);
+    return rc ? rc : code;
+}
+
+/* Writes the parts into the replicas the start granted, then ends or revokes the put. */
+static int mc__finish_put(mc_store_t *s, int upsert, const char *key, const mc_store_iov_t *parts,
                           size_t nparts, const mc__key_replicas_t *kr, uint8_t *failed) {
     int rc = mc__store_move_each(s, MC_OPCODE_WRITE, parts, nparts, kr->replicas, kr->n_replicas,
                                  failed);
     if (rc == 0) {
-        rc = mc__master_client_put_end(s->master, key);
+        rc = mc__put_finish_rpc(s, upsert, 1, key, kr);
         if (rc != 0)
-            MC_WARN("store: put end of %s failed: %s", key, mc_store_strerror(rc));
+            MC_WARN("store: %s end of %s failed: %s", upsert ? "upsert" : "put", key,
+                    mc_store_strerror(rc));
         return rc;
     }
-    if (mc__master_client_put_revoke(s->master, key) != 0)
-        MC_WARN("store: revoking the put of %s failed; the master discards it later", key);
+    if (mc__put_finish_rpc(s, upsert, 0, key, kr) != 0)
+        MC_WARN("store: revoking the %s of %s failed; the master discards it later",
+                upsert ? "upsert" : "put", key);
     return rc;
 }
 
@@ -56,8 +72,9 @@ static void mc__store_report_unreachable(mc_store_t *s, const mc__key_replicas_t
         MC_DEBUG("store: reporting %zu unreachable segments to the master failed", n);
 }
 
-static int mc__put_parts_impl(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
-                              size_t nparts, const mc_replicate_config_t *rc_cfg) {
+static int mc__put_parts_impl(mc_store_t *s, int upsert, const char *key,
+                              const mc_store_iov_t *parts, size_t nparts,
+                              const mc_replicate_config_t *rc_cfg) {
     mc__replicate_config_t wc;
     mc__key_replicas_t *kr = NULL;
     uint64_t total = 0;
@@ -73,14 +90,15 @@ static int mc__put_parts_impl(mc_store_t *s, const char *key, const mc_store_iov
         return MC_ERR_INTERNAL_ERROR;
     for (int attempt = 1;; attempt++) {
         uint8_t failed[MC_MP_MAX_REPLICA_NUM] = {0};
-        rc = mc__master_client_put_start(s->master, key, total, &wc, kr);
+        rc = upsert ? mc__master_client_batch_upsert_start(s->master, 1, &key, &total, &wc, kr)
+                    : mc__master_client_put_start(s->master, key, total, &wc, kr);
         /* a writer that stalls between its placement and its bytes (tests stop it here) */
         mc__failpoint("store_put_after_start");
         if (rc == 0)
             rc = kr->code;
         /* The key exists (or is being put): the first value stays and the put succeeds, as the
          * reference's does. KV-cache prefixes are put again all the time. */
-        if (rc == MC_ERR_OBJECT_ALREADY_EXISTS) {
+        if (rc == MC_ERR_OBJECT_ALREADY_EXISTS && !upsert) {
             rc = 0;
             goto out;
         }
@@ -88,7 +106,7 @@ static int mc__put_parts_impl(mc_store_t *s, const char *key, const mc_store_iov
             rc = MC_ERR_NO_AVAILABLE_HANDLE;
         if (rc != 0)
             goto out;
-        rc = mc__finish_put(s, key, parts, nparts, kr, failed);
+        rc = mc__finish_put(s, upsert, key, parts, nparts, kr, failed);
         if (rc != MC_ERR_TRANSFER_FAIL || attempt == MC__PUT_TRIES)
             break;
         /* The put was revoked. Tell the master which segments we could not reach, so that the
@@ -109,11 +127,13 @@ int mc_store_put(mc_store_t *s, const char *key, const void *data, size_t len,
 
 /* Writes every started put, then ends the written ones and revokes the failed ones with one RPC
  * each, instead of one RPC per key. keys[] of started items are reused for both lists. */
-static int mc__batch_write_and_end(mc_store_t *s, const mc_store_item_t *items, const size_t *idx,
-                                   size_t m, const mc__key_replicas_t *kr, int *results) {
+static int mc__batch_write_and_end(mc_store_t *s, int upsert, const mc_store_item_t *items,
+                                   const size_t *idx, size_t m, const mc__key_replicas_t *kr,
+                                   int *results) {
     const char **done = NULL, **failed = NULL;
     size_t *done_idx = NULL;
     int32_t *codes = NULL;
+    uint64_t *done_ver = NULL, *failed_ver = NULL; /* upserts name their versions */
     size_t nd = 0, nf = 0;
     int rc = MC_ERR_INTERNAL_ERROR;
 
@@ -123,7 +143,9 @@ static int mc__batch_write_and_end(mc_store_t *s, const mc_store_item_t *items, 
     failed = mc__calloc(m, sizeof(*failed));
     done_idx = mc__calloc(m, sizeof(*done_idx));
     codes = mc__calloc(m, sizeof(*codes));
-    if (!done || !failed || !done_idx || !codes) {
+    done_ver = mc__calloc(m, sizeof(*done_ver));
+    failed_ver = mc__calloc(m, sizeof(*failed_ver));
+    if (!done || !failed || !done_idx || !codes || !done_ver || !failed_ver) {
         /* Started puts stay unfinished; the master discards them after its timeout. */
         for (size_t j = 0; j < m; j++)
             results[idx[j]] = MC_ERR_INTERNAL_ERROR;
@@ -135,21 +157,29 @@ static int mc__batch_write_and_end(mc_store_t *s, const mc_store_item_t *items, 
         const mc_store_item_t *it = &items[idx[j]];
         if (codes[j] == 0) {
             done[nd] = it->key;
+            done_ver[nd] = kr[j].version;
             done_idx[nd++] = idx[j];
         } else if (kr[j].code == 0 && kr[j].n_replicas > 0) {
+            failed_ver[nf] = kr[j].version;
             failed[nf++] = it->key;
         }
         results[idx[j]] = codes[j];
     }
-    if (nf > 0 && mc__master_client_batch_put_revoke(s->master, nf, failed, codes) != 0)
+    if (nf > 0 &&
+        (upsert ? mc__master_client_batch_upsert_finish(s->master, 0, nf, failed, failed_ver, codes)
+                : mc__master_client_batch_put_revoke(s->master, nf, failed, codes)) != 0)
         MC_WARN("store: revoking %zu failed puts failed; the master discards them later", nf);
     rc = 0;
     if (nd > 0) {
-        int r = mc__master_client_batch_put_end(s->master, nd, done, codes);
+        int r = upsert
+                    ? mc__master_client_batch_upsert_finish(s->master, 1, nd, done, done_ver, codes)
+                    : mc__master_client_batch_put_end(s->master, nd, done, codes);
         for (size_t j = 0; j < nd; j++)
             results[done_idx[j]] = r != 0 ? r : codes[j];
     }
 out:
+    mc__free(failed_ver);
+    mc__free(done_ver);
     mc__free(codes);
     mc__free(done_idx);
     mc__free(failed);
@@ -157,7 +187,7 @@ out:
     return rc;
 }
 
-static int mc__batch_put_impl(mc_store_t *s, const mc_store_item_t *items, size_t n,
+static int mc__batch_put_impl(mc_store_t *s, int upsert, const mc_store_item_t *items, size_t n,
                               const mc_replicate_config_t *rc_cfg, int *results) {
     mc__replicate_config_t wc;
     mc__key_replicas_t *kr = NULL;
@@ -193,15 +223,16 @@ static int mc__batch_put_impl(mc_store_t *s, const mc_store_item_t *items, size_
         idx[m++] = i;
     }
     if (m > 0) {
-        rc = mc__master_client_batch_put_start(s->master, m, keys, lens, &wc, kr);
+        rc = upsert ? mc__master_client_batch_upsert_start(s->master, m, keys, lens, &wc, kr)
+                    : mc__master_client_batch_put_start(s->master, m, keys, lens, &wc, kr);
         if (rc != 0) {
             for (size_t j = 0; j < m; j++)
                 results[idx[j]] = rc;
             goto out;
         }
     }
-    rc = mc__batch_write_and_end(s, items, idx, m, kr, results);
-    for (size_t j = 0; j < m; j++) /* existing keys keep their first value: a success */
+    rc = mc__batch_write_and_end(s, upsert, items, idx, m, kr, results);
+    for (size_t j = 0; j < m && !upsert; j++) /* existing keys keep their first value: success */
         if (results[idx[j]] == MC_ERR_OBJECT_ALREADY_EXISTS)
             results[idx[j]] = 0;
     /* Keys whose bytes did not get through were revoked: place each again on its own, which
@@ -209,7 +240,7 @@ static int mc__batch_put_impl(mc_store_t *s, const mc_store_item_t *items, size_
     for (size_t j = 0; rc == 0 && j < m; j++) {
         const mc_store_item_t *it = &items[idx[j]];
         if (results[idx[j]] == MC_ERR_TRANSFER_FAIL)
-            results[idx[j]] = mc__put_parts_impl(s, it->key, it->iov, it->iovcnt, rc_cfg);
+            results[idx[j]] = mc__put_parts_impl(s, upsert, it->key, it->iov, it->iovcnt, rc_cfg);
     }
 out:
     for (size_t i = 0; i < n && rc == 0 && first == 0; i++)
@@ -226,13 +257,33 @@ out:
 int mc_store_put_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts, size_t nparts,
                        const mc_replicate_config_t *rc_cfg) {
     int rc;
-    MC__STORE_HELD(s, rc, mc__put_parts_impl(s, key, parts, nparts, rc_cfg));
+    MC__STORE_HELD(s, rc, mc__put_parts_impl(s, 0, key, parts, nparts, rc_cfg));
+    return rc;
+}
+
+int mc_store_upsert(mc_store_t *s, const char *key, const void *data, size_t len,
+                    const mc_replicate_config_t *rc) {
+    mc_store_iov_t part = {(void *)(uintptr_t)data, len};
+    return mc_store_upsert_parts(s, key, &part, 1, rc);
+}
+
+int mc_store_upsert_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
+                          size_t nparts, const mc_replicate_config_t *rc_cfg) {
+    int rc;
+    MC__STORE_HELD(s, rc, mc__put_parts_impl(s, 1, key, parts, nparts, rc_cfg));
+    return rc;
+}
+
+int mc_store_batch_upsert(mc_store_t *s, const mc_store_item_t *items, size_t n,
+                          const mc_replicate_config_t *rc_cfg, int *results) {
+    int rc;
+    MC__STORE_HELD_BATCH(s, rc, mc__batch_put_impl(s, 1, items, n, rc_cfg, results), results, n);
     return rc;
 }
 
 int mc_store_batch_put(mc_store_t *s, const mc_store_item_t *items, size_t n,
                        const mc_replicate_config_t *rc_cfg, int *results) {
     int rc;
-    MC__STORE_HELD(s, rc, mc__batch_put_impl(s, items, n, rc_cfg, results));
+    MC__STORE_HELD_BATCH(s, rc, mc__batch_put_impl(s, 0, items, n, rc_cfg, results), results, n);
     return rc;
 }

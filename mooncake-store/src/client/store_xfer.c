@@ -62,10 +62,13 @@ int mc__store_wire_config(const mc_replicate_config_t *rc, mc__replicate_config_
         return 0;
     if (rc->replica_num < 1 || rc->replica_num > (int)MC_MP_MAX_REPLICA_NUM ||
         rc->preferred_segment_count > MC_MP_MAX_PREFERRED ||
-        (rc->preferred_segment_count && !rc->preferred_segments))
+        (rc->preferred_segment_count && !rc->preferred_segments) ||
+        rc->with_soft_pin < MC_SOFT_PIN_PRESERVE || rc->with_soft_pin > MC_SOFT_PIN_DISABLE ||
+        (rc->soft_pin_ttl_ms > 0 && rc->with_soft_pin != MC_SOFT_PIN_ENABLE))
         return MC_ERR_INVALID_PARAMS;
     out->replica_num = (uint32_t)rc->replica_num;
-    out->flags = (uint8_t)((rc->with_soft_pin ? MC_MP_CFG_SOFT_PIN : 0) |
+    out->flags = (uint8_t)((rc->with_soft_pin == MC_SOFT_PIN_ENABLE ? MC_MP_CFG_SOFT_PIN : 0) |
+                           (rc->with_soft_pin == MC_SOFT_PIN_DISABLE ? MC_MP_CFG_SOFT_UNPIN : 0) |
                            (rc->with_hard_pin ? MC_MP_CFG_HARD_PIN : 0));
     out->soft_pin_ttl_ms = rc->soft_pin_ttl_ms > 0 ? (uint64_t)rc->soft_pin_ttl_ms : 0;
     for (size_t i = 0; i < rc->preferred_segment_count; i++) {
@@ -95,6 +98,18 @@ int mc__store_is_registered(mc_store_t *s, const void *p, size_t len) {
     }
     pthread_rwlock_unlock(&s->reg_lock);
     return found;
+}
+
+int mc__store_registered_overrun(mc_store_t *s, const void *p, size_t len) {
+    uintptr_t a = (uintptr_t)p;
+    int over = 0;
+    pthread_rwlock_rdlock(&s->reg_lock);
+    for (size_t i = 0; i < s->nregs && !over; i++) {
+        uintptr_t b = (uintptr_t)s->regs[i].base;
+        over = a >= b && a < b + s->regs[i].len && len > b + s->regs[i].len - a;
+    }
+    pthread_rwlock_unlock(&s->reg_lock);
+    return over;
 }
 
 static int mc__register_buffer_impl(mc_store_t *s, void *addr, size_t len) {

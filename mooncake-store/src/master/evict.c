@@ -253,8 +253,6 @@ out:
     return freed;
 }
 
-int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
-
 void mc__discard_stale_puts(mc__master_t *m, uint64_t now) {
     for (int si = 0; si < MC__SHARDS; si++) {
         mc__shard_t *s = &m->shards[si];
@@ -279,7 +277,7 @@ void mc__grave_release(mc__master_t *m, uint64_t now, int all) {
     pp = &m->grave;
     while (*pp) {
         mc__object_t *o = *pp;
-        if (all || o->access_ms + release <= now) {
+        if (all || (o->access_ms + release <= now && o->lease_until <= now)) {
             *pp = o->next;
             o->next = due;
             due = o;

@@ -16,6 +16,9 @@
 #define MC__OBJ_COMPLETE 0x1u
 #define MC__OBJ_HARD_PIN 0x2u
 #define MC__OBJ_SOFT_PIN 0x4u
+#define MC__OBJ_PIN_KEEP 0x8u /* an upsert asked to keep the replaced object's soft pin */
+#define MC__SHADOW_SUFFIX "\0u"
+#define MC__SHADOW_SUFFIX_LEN 2u
 
 typedef struct mc__replica {
     uint32_t seg;   /* registry slot */
@@ -23,14 +26,17 @@ typedef struct mc__replica {
     uint64_t off;   /* byte offset in the segment (immutable while allocated) */
 } mc__replica_t;
 
-/* One object, one allocation: a 48-byte header, the key (padded to 8), then 16 bytes per
- * replica. Replicas only ever shrink (segment lost), so the layout never moves. */
+/* One object, one allocation: a 56-byte header, the key (padded to 8), then 16 bytes per
+ * replica. Replicas only ever shrink (segment lost, replica cleared), so the layout never moves.
+ * An upsert of an existing key writes a shadow object first: its key is the object's key plus
+ * MC__SHADOW_SUFFIX (no client key holds a NUL), its hash the object's, so both share a shard. */
 typedef struct mc__object {
     struct mc__object *next; /* hash chain, or graveyard chain */
     uint64_t size;
     uint64_t access_ms;   /* last get (LRU clock); for an unfinished put, when put_start ran */
     uint64_t lease_until; /* monotonic ms; 0 = no lease */
     uint64_t soft_pin_until;
+    uint64_t version; /* names the writer of an unfinished upsert (its end must name it) */
     uint32_t hash;
     uint16_t key_len; /* MC_MP_MAX_KEY fits */
     uint8_t flags;
@@ -92,6 +98,7 @@ struct mc__master {
     uint32_t n_slots;
     uint32_t place_cursor; /* spreads placements across segments */
     _Atomic uint64_t view_version;
+    _Atomic uint64_t next_version; /* objects' versions (upserts name theirs) */
     _Atomic int64_t n_unreachable; /* segments marked unreachable (heartbeats skip the scan at 0) */
 
     pthread_mutex_t clients_mu;
@@ -148,6 +155,31 @@ void mc__free_replica(mc__master_t *m, const mc__replica_t *r);
 typedef int (*mc__obj_visit_fn)(mc__master_t *m, mc__object_t *o, void *arg);
 void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg);
 
+/* ops.c */
+/* Appends the replicas of one key to a replicas reply (lease_ms: the u64 after the size). */
+void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t size,
+                      uint64_t lease_ms, const mc__replica_t *reps, uint8_t n, uint8_t status);
+/* Places the replicas of a len-byte object (evicting once when nothing fits) and allocates its
+ * record under key (not inserted, incomplete, with a new version): 0 or a negative code. */
+int32_t mc__place_object(mc__master_t *m, const uint8_t *key, uint32_t key_len, uint32_t hash,
+                         uint64_t len, const mc__replicate_config_t *cfg, uint64_t now,
+                         mc__object_t **out);
+/* With the shard locked: the put of o is finished; readers see it from now on. */
+void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
+/* With the shard locked: an unfinished put older than the discard timeout gives up its key.
+ * Its space stays reserved until the release timeout, because the slow writer may still be
+ * copying into it. Returns 1 when o was discarded (unlinked). */
+int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
+/* Holds o's space (unlinked) until both its put release timeout (from access_ms) and its lease
+ * have passed: a slow writer or a leased reader may still be using its bytes. */
+void mc__grave_add(mc__master_t *m, mc__object_t *o);
+
+/* upsert.c: UPSERT_START, and UPSERT_END / UPSERT_REVOKE / REPLICA_CLEAR (a code per key). */
+void mc__op_upsert_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                         uint32_t *errors);
+int mc__op_upsert_codes(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                        uint32_t *errors);
+
 /* segments.c */
 /* Mounts (name, base, size) in incarnation epoch for client. The same mount again is a no-op;
  * the same (name, base) of the same client in another epoch replaces the old incarnation (its
@@ -162,7 +194,7 @@ void mc__segments_destroy(mc__master_t *m);
 /* Places up to cfg->replica_num replicas of len bytes. Returns count placed (>= 1) or a negative
  * code (NO_AVAILABLE_HANDLE). Caller holds placement (read). */
 int mc__place(mc__master_t *m, uint64_t len, const mc__replicate_config_t *cfg, mc__replica_t *out);
-/* Fills a reply replica descriptor's name, base and epoch (may be NULL) for slot; returns the
+/* Fills a reply replica descriptor's name, base and epoch (both may be NULL) for slot; returns the
  * name length (0 if gone). With the registry read lock taken inside. */
 uint32_t mc__segment_name(mc__master_t *m, uint32_t slot, char *out, uint64_t *base,
                           uint64_t *epoch);

@@ -11,10 +11,8 @@ static int mc__leased(const mc__object_t *o, uint64_t now) {
     return o->lease_until > now;
 }
 
-/* Appends the replicas of one key to a replicas reply. */
-static void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t size,
-                             uint64_t lease_ms, const mc__replica_t *reps, uint8_t n,
-                             uint8_t status) {
+void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t size,
+                      uint64_t lease_ms, const mc__replica_t *reps, uint8_t n, uint8_t status) {
     char names[MC_MP_MAX_REPLICA_NUM][MC_MP_MAX_SEGMENT_NAME + 1];
     uint64_t bases[MC_MP_MAX_REPLICA_NUM];
     uint64_t epochs[MC_MP_MAX_REPLICA_NUM];
@@ -36,17 +34,13 @@ static void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint6
                                           epochs[i], status);
 }
 
-static void mc__grave_add(mc__master_t *m, mc__object_t *o) {
+void mc__grave_add(mc__master_t *m, mc__object_t *o) {
     pthread_mutex_lock(&m->grave_mu);
     o->next = m->grave;
     m->grave = o;
     pthread_mutex_unlock(&m->grave_mu);
 }
 
-/* With the shard locked: an unfinished put older than the discard timeout gives up its key.
- * Its space stays reserved until the release timeout, because the slow writer may still be
- * copying into it. Returns 1 when o was discarded (unlinked). */
-int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
 int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now) {
     uint64_t discard = (uint64_t)m->cfg.put_start_discard_timeout_s * 1000u;
     uint64_t release = (uint64_t)m->cfg.put_start_release_timeout_s * 1000u;
@@ -61,6 +55,51 @@ int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t
     return 1;
 }
 
+int32_t mc__place_object(mc__master_t *m, const uint8_t *key, uint32_t key_len, uint32_t hash,
+                         uint64_t len, const mc__replicate_config_t *cfg, uint64_t now,
+                         mc__object_t **out) {
+    mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
+    mc__object_t *o = NULL;
+    int placed = mc__place(m, len, cfg, reps);
+    *out = NULL;
+    /* Nowhere to put even one replica: make room (LRU eviction) and try once more. Fewer
+     * replicas than asked is accepted (best effort) and visible in the reply. */
+    if (placed < 0 &&
+        mc__evict(m, mc__seg_round(len) * cfg->replica_num, mc__seg_round(len), 1) > 0)
+        placed = mc__place(m, len, cfg, reps);
+    if (placed < 0)
+        return placed;
+    o = mc__object_new(key, key_len, hash, (uint8_t)placed);
+    if (!o) {
+        for (int i = 0; i < placed; i++)
+            mc__free_replica(m, &reps[i]);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    o->size = len;
+    o->access_ms = now;
+    o->version = atomic_fetch_add(&m->next_version, 1);
+    o->flags = (uint8_t)(((cfg->flags & MC_MP_CFG_HARD_PIN) ? MC__OBJ_HARD_PIN : 0) |
+                         ((cfg->flags & MC_MP_CFG_SOFT_PIN) ? MC__OBJ_SOFT_PIN : 0) |
+                         ((cfg->flags & (MC_MP_CFG_SOFT_PIN | MC_MP_CFG_SOFT_UNPIN)) == 0
+                              ? MC__OBJ_PIN_KEEP
+                              : 0));
+    o->soft_pin_until =
+        cfg->soft_pin_ttl_ms ? cfg->soft_pin_ttl_ms : (uint64_t)m->cfg.default_kv_soft_pin_ttl_ms;
+    memcpy(mc__obj_reps(o), reps, (size_t)placed * sizeof(*reps));
+    *out = o;
+    return 0;
+}
+
+void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now) {
+    o->flags |= MC__OBJ_COMPLETE;
+    s->incomplete--;
+    o->access_ms = now;
+    if (o->flags & MC__OBJ_SOFT_PIN)
+        o->soft_pin_until += now; /* put_start stored the TTL there */
+    atomic_fetch_add(&m->n_objects, 1);
+    atomic_fetch_add(&m->object_bytes, (int64_t)o->size);
+}
+
 static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
                                  const mc__replicate_config_t *cfg, uint64_t now,
                                  mc__replica_t *reps, uint8_t *n_out) {
@@ -68,7 +107,6 @@ static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint6
     mc__shard_t *s = mc__shard_of(m, hash);
     mc__object_t *o = NULL;
     int32_t code = 0;
-    int placed = 0;
     *n_out = 0;
     if (len == 0 || len > MC_MP_MAX_SEGMENT_SIZE) /* no segment could hold it */
         return MC_ERR_INVALID_PARAMS;
@@ -80,45 +118,21 @@ static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint6
     if (code)
         return code;
 
-    placed = mc__place(m, len, cfg, reps);
-    /* Nowhere to put even one replica: make room (LRU eviction) and try once more. Fewer
-     * replicas than asked is accepted (best effort) and visible in the reply. */
-    if (placed < 0 &&
-        mc__evict(m, mc__seg_round(len) * cfg->replica_num, mc__seg_round(len), 1) > 0)
-        placed = mc__place(m, len, cfg, reps);
-    if (placed < 0) {
-        code = placed;
-        goto out;
-    }
-    o = mc__object_new(key->p, key->len, hash, (uint8_t)placed);
-    if (!o) {
-        code = MC_ERR_INTERNAL_ERROR;
-        goto free_reps;
-    }
-    o->size = len;
-    o->access_ms = now;
-    o->flags = (uint8_t)(((cfg->flags & MC_MP_CFG_HARD_PIN) ? MC__OBJ_HARD_PIN : 0) |
-                         ((cfg->flags & MC_MP_CFG_SOFT_PIN) ? MC__OBJ_SOFT_PIN : 0));
-    o->soft_pin_until =
-        cfg->soft_pin_ttl_ms ? cfg->soft_pin_ttl_ms : (uint64_t)m->cfg.default_kv_soft_pin_ttl_ms;
-    memcpy(mc__obj_reps(o), reps, (size_t)placed * sizeof(*reps));
+    code = mc__place_object(m, key->p, key->len, hash, len, cfg, now, &o);
+    if (code)
+        return code;
     pthread_mutex_lock(&s->mu);
     if (mc__shard_find(s, hash, key->p, key->len)) {
         code = MC_ERR_OBJECT_ALREADY_EXISTS; /* a concurrent put_start won the key */
     } else {
+        *n_out = o->n_replicas;
+        memcpy(reps, mc__obj_reps(o), (size_t)o->n_replicas * sizeof(*reps));
         mc__shard_insert(s, o);
         o = NULL;
     }
     pthread_mutex_unlock(&s->mu);
-    if (code == 0) {
-        *n_out = (uint8_t)placed;
-        goto out;
-    }
-free_reps:
-    mc__free(o);
-    for (int i = 0; i < placed; i++)
-        mc__free_replica(m, &reps[i]);
-out:
+    if (o)
+        mc__object_destroy(m, o);
     return code;
 }
 
@@ -202,20 +216,15 @@ static int32_t mc__code_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *k
     o = mc__shard_find(s, hash, k->p, k->len);
     switch (type) {
     case MC_MP_EXIST:
+        /* No lease, unlike the reference's: a probe is not a read, and it must not keep an
+         * object from eviction or removal (get_replica_desc takes one). */
         code = o && (o->flags & MC__OBJ_COMPLETE) ? 1 : 0;
         break;
     case MC_MP_PUT_END:
-        if (!o) {
+        if (!o)
             code = MC_ERR_OBJECT_NOT_FOUND;
-        } else if (!(o->flags & MC__OBJ_COMPLETE)) {
-            o->flags |= MC__OBJ_COMPLETE;
-            s->incomplete--;
-            o->access_ms = now;
-            if (o->flags & MC__OBJ_SOFT_PIN)
-                o->soft_pin_until += now; /* put_start stored the TTL there */
-            atomic_fetch_add(&m->n_objects, 1);
-            atomic_fetch_add(&m->object_bytes, (int64_t)o->size);
-        }
+        else if (!(o->flags & MC__OBJ_COMPLETE))
+            mc__object_complete(m, s, o, now);
         break;
     case MC_MP_PUT_REVOKE:
         if (!o)
@@ -340,6 +349,14 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
         break;
     case MC_MP_PUT_START:
         mc__op_put_start(m, r, out, &errors);
+        break;
+    case MC_MP_UPSERT_START:
+        mc__op_upsert_start(m, r, out, &errors);
+        break;
+    case MC_MP_UPSERT_END:
+    case MC_MP_UPSERT_REVOKE:
+    case MC_MP_REPLICA_CLEAR:
+        rc = mc__op_upsert_codes(m, r, out, &errors);
         break;
     case MC_MP_GET_REPLICA_LIST:
         mc__op_get(m, r, out, &errors);

@@ -332,7 +332,8 @@ uint32_t mc__segment_name(mc__master_t *m, uint32_t slot, char *out, uint64_t *b
     if (slot < m->n_slots && m->slots[slot]) {
         n = m->slots[slot]->name_len;
         memcpy(out, m->slots[slot]->name, n);
-        *base = m->slots[slot]->base;
+        if (base)
+            *base = m->slots[slot]->base;
         if (epoch)
             *epoch = m->slots[slot]->epoch;
     }

@@ -423,7 +423,7 @@ enum { MC__OUT_CODES, MC__OUT_REPLICAS };
 /* Runs a keyed batch in chunks of MC_MP_MAX_BATCH. */
 static int mc__mc_batch(mc__master_client_t *c, uint8_t type, size_t n, const char *const *keys,
                         const uint64_t *value_lens, const mc__replicate_config_t *cfg, int force,
-                        int32_t *codes, mc__key_replicas_t *reps) {
+                        const char *segment, int32_t *codes, mc__key_replicas_t *reps) {
     mc__mp_str_t *views = NULL;
     int rc = 0;
     if (n == 0)
@@ -446,12 +446,17 @@ static int mc__mc_batch(mc__master_client_t *c, uint8_t type, size_t n, const ch
         r.n_keys = (uint32_t)k;
         r.keys = views;
         r.force = force ? 1 : 0;
-        if (type == MC_MP_PUT_START) {
+        if (value_lens) /* lengths (PUT_START, UPSERT_START) or versions (UPSERT_END, REVOKE) */
             r.value_lens = (uint64_t *)(uintptr_t)(value_lens + done);
+        if (type == MC_MP_PUT_START || type == MC_MP_UPSERT_START) {
             if (cfg)
                 r.config = *cfg;
             else
                 r.config.replica_num = 1;
+        }
+        if (segment) {
+            r.segment_name.p = (const uint8_t *)segment;
+            r.segment_name.len = (uint32_t)strnlen(segment, MC_MP_MAX_SEGMENT_NAME + 1);
         }
         rc = mc__mc_call(c, &r, &h);
         if (rc)
@@ -477,37 +482,63 @@ int mc__master_client_batch_put_start(mc__master_client_t *c, size_t n, const ch
                                       mc__key_replicas_t *out) {
     if (n && !value_lens)
         return MC_ERR_INVALID_PARAMS;
-    return mc__mc_batch(c, MC_MP_PUT_START, n, keys, value_lens, cfg, 0, NULL, out);
+    return mc__mc_batch(c, MC_MP_PUT_START, n, keys, value_lens, cfg, 0, NULL, NULL, out);
 }
 
 int mc__master_client_batch_put_end(mc__master_client_t *c, size_t n, const char *const *keys,
                                     int32_t *codes) {
-    return mc__mc_batch(c, MC_MP_PUT_END, n, keys, NULL, NULL, 0, codes, NULL);
+    return mc__mc_batch(c, MC_MP_PUT_END, n, keys, NULL, NULL, 0, NULL, codes, NULL);
 }
 
 int mc__master_client_batch_put_revoke(mc__master_client_t *c, size_t n, const char *const *keys,
                                        int32_t *codes) {
-    return mc__mc_batch(c, MC_MP_PUT_REVOKE, n, keys, NULL, NULL, 0, codes, NULL);
+    return mc__mc_batch(c, MC_MP_PUT_REVOKE, n, keys, NULL, NULL, 0, NULL, codes, NULL);
+}
+
+int mc__master_client_batch_upsert_start(mc__master_client_t *c, size_t n, const char *const *keys,
+                                         const uint64_t *value_lens,
+                                         const mc__replicate_config_t *cfg,
+                                         mc__key_replicas_t *out) {
+    if (n && !value_lens)
+        return MC_ERR_INVALID_PARAMS;
+    return mc__mc_batch(c, MC_MP_UPSERT_START, n, keys, value_lens, cfg, 0, NULL, NULL, out);
+}
+
+int mc__master_client_batch_upsert_finish(mc__master_client_t *c, int end, size_t n,
+                                          const char *const *keys, const uint64_t *versions,
+                                          int32_t *codes) {
+    if (n && !versions)
+        return MC_ERR_INVALID_PARAMS;
+    return mc__mc_batch(c, end ? MC_MP_UPSERT_END : MC_MP_UPSERT_REVOKE, n, keys, versions, NULL, 0,
+                        NULL, codes, NULL);
+}
+
+int mc__master_client_batch_replica_clear(mc__master_client_t *c, size_t n, const char *const *keys,
+                                          const char *segment, int32_t *codes) {
+    if (segment && strlen(segment) > MC_MP_MAX_SEGMENT_NAME)
+        return MC_ERR_INVALID_PARAMS;
+    return mc__mc_batch(c, MC_MP_REPLICA_CLEAR, n, keys, NULL, NULL, 0, segment ? segment : "",
+                        codes, NULL);
 }
 
 int mc__master_client_batch_get_replica_list(mc__master_client_t *c, size_t n,
                                              const char *const *keys, mc__key_replicas_t *out) {
-    return mc__mc_batch(c, MC_MP_GET_REPLICA_LIST, n, keys, NULL, NULL, 0, NULL, out);
+    return mc__mc_batch(c, MC_MP_GET_REPLICA_LIST, n, keys, NULL, NULL, 0, NULL, NULL, out);
 }
 
 int mc__master_client_batch_exist(mc__master_client_t *c, size_t n, const char *const *keys,
                                   int32_t *results) {
-    return mc__mc_batch(c, MC_MP_EXIST, n, keys, NULL, NULL, 0, results, NULL);
+    return mc__mc_batch(c, MC_MP_EXIST, n, keys, NULL, NULL, 0, NULL, results, NULL);
 }
 
 int mc__master_client_batch_remove(mc__master_client_t *c, size_t n, const char *const *keys,
                                    int force, int32_t *codes) {
-    return mc__mc_batch(c, MC_MP_REMOVE, n, keys, NULL, NULL, force, codes, NULL);
+    return mc__mc_batch(c, MC_MP_REMOVE, n, keys, NULL, NULL, force, NULL, codes, NULL);
 }
 
 int mc__master_client_segment_unreachable(mc__master_client_t *c, size_t n,
                                           const char *const *names, int32_t *codes) {
-    return mc__mc_batch(c, MC_MP_SEGMENT_UNREACHABLE, n, names, NULL, NULL, 0, codes, NULL);
+    return mc__mc_batch(c, MC_MP_SEGMENT_UNREACHABLE, n, names, NULL, NULL, 0, NULL, codes, NULL);
 }
 
 int mc__master_client_put_start(mc__master_client_t *c, const char *key, uint64_t value_len,
@@ -518,7 +549,7 @@ int mc__master_client_put_start(mc__master_client_t *c, const char *key, uint64_
 
 static int mc__mc_single(mc__master_client_t *c, uint8_t type, const char *key, int force) {
     int32_t code = 0;
-    int rc = mc__mc_batch(c, type, 1, &key, NULL, NULL, force, &code, NULL);
+    int rc = mc__mc_batch(c, type, 1, &key, NULL, NULL, force, NULL, &code, NULL);
     return rc ? rc : code;
 }
 

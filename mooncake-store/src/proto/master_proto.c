@@ -34,15 +34,32 @@ const char *mc__mp_type_name(uint8_t type) {
         return "heartbeat";
     case MC_MP_SEGMENT_UNREACHABLE:
         return "segment_unreachable";
+    case MC_MP_UPSERT_START:
+        return "upsert_start";
+    case MC_MP_UPSERT_END:
+        return "upsert_end";
+    case MC_MP_UPSERT_REVOKE:
+        return "upsert_revoke";
+    case MC_MP_REPLICA_CLEAR:
+        return "replica_clear";
     default:
         return "unknown";
     }
 }
 
 static int mc__mp_has_keys(uint8_t type) {
-    return type == MC_MP_PUT_START || type == MC_MP_PUT_END || type == MC_MP_PUT_REVOKE ||
-           type == MC_MP_GET_REPLICA_LIST || type == MC_MP_EXIST || type == MC_MP_REMOVE ||
-           type == MC_MP_SEGMENT_UNREACHABLE;
+    return type != MC_MP_MOUNT_SEGMENT && type != MC_MP_UNMOUNT_SEGMENT &&
+           type != MC_MP_REMOVE_ALL && type != MC_MP_HEARTBEAT;
+}
+
+/* Types whose keys each carry a u64 (a length or a version), and those with a config. */
+static int mc__mp_has_key_u64(uint8_t type) {
+    return type == MC_MP_PUT_START || type == MC_MP_UPSERT_START || type == MC_MP_UPSERT_END ||
+           type == MC_MP_UPSERT_REVOKE;
+}
+
+static int mc__mp_has_config(uint8_t type) {
+    return type == MC_MP_PUT_START || type == MC_MP_UPSERT_START;
 }
 
 /* --- requests --- */
@@ -63,7 +80,9 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
     if ((r->type == MC_MP_MOUNT_SEGMENT || r->type == MC_MP_UNMOUNT_SEGMENT) &&
         (r->segment_name.len == 0 || r->segment_name.len > MC_MP_MAX_SEGMENT_NAME))
         return MC_ERR_INVALID_PARAMS;
-    if (r->type == MC_MP_PUT_START && r->config.n_preferred > MC_MP_MAX_PREFERRED)
+    if (r->type == MC_MP_REPLICA_CLEAR && r->segment_name.len > MC_MP_MAX_SEGMENT_NAME)
+        return MC_ERR_INVALID_PARAMS;
+    if (mc__mp_has_config(r->type) && r->config.n_preferred > MC_MP_MAX_PREFERRED)
         return MC_ERR_INVALID_PARAMS;
 
     rc = mc__buf_frame_begin(b, r->type, 0, r->request_id, &start);
@@ -93,13 +112,15 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
     default:
         if (r->type == MC_MP_REMOVE)
             mc__buf_u8(b, r->force ? 1 : 0);
+        if (r->type == MC_MP_REPLICA_CLEAR)
+            mc__buf_bytes(b, r->segment_name.p, r->segment_name.len);
         mc__buf_u32(b, r->n_keys);
         for (uint32_t i = 0; i < r->n_keys; i++) {
             mc__buf_bytes(b, r->keys[i].p, r->keys[i].len);
-            if (r->type == MC_MP_PUT_START)
+            if (mc__mp_has_key_u64(r->type))
                 mc__buf_u64(b, r->value_lens ? r->value_lens[i] : 0);
         }
-        if (r->type == MC_MP_PUT_START) {
+        if (mc__mp_has_config(r->type)) {
             const mc__replicate_config_t *cfg = &r->config;
             mc__buf_u32(b, cfg->replica_num);
             mc__buf_u8(b, cfg->flags);
@@ -130,7 +151,7 @@ void mc__mp_request_free(mc__mp_request_t *r) {
 }
 
 static int mc__mp_decode_keys(mc_cursor_t *cur, mc__mp_request_t *out) {
-    int put = out->type == MC_MP_PUT_START;
+    int put = mc__mp_has_key_u64(out->type);
     size_t min_entry = MC_MP_MIN_KEY_ENTRY + (put ? 8u : 0u);
     size_t item = sizeof(mc__mp_str_t) + (put ? sizeof(uint64_t) : 0u);
     uint8_t *mem = NULL;
@@ -223,12 +244,15 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
             rc = MC_ERR_INVALID_PARAMS;
         break;
     default:
-        if (h->type == MC_MP_REMOVE && mc__cur_u8(&cur, &out->force)) {
+        if ((h->type == MC_MP_REMOVE && mc__cur_u8(&cur, &out->force)) ||
+            (h->type == MC_MP_REPLICA_CLEAR &&
+             mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &out->segment_name.p,
+                           &out->segment_name.len))) {
             rc = MC_ERR_INVALID_PARAMS;
             break;
         }
         rc = mc__mp_decode_keys(&cur, out);
-        if (rc == 0 && h->type == MC_MP_PUT_START)
+        if (rc == 0 && mc__mp_has_config(h->type))
             rc = mc__mp_decode_config(&cur, &out->config);
         break;
     }
@@ -421,6 +445,11 @@ int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body
             return MC_ERR_RPC_FAIL;
         if (it->code > 0)
             return MC_ERR_RPC_FAIL;
+        it->version = 0;
+        if (h->type == MC_MP_UPSERT_START) { /* that field is the writer's version there */
+            it->version = it->lease_ttl_ms;
+            it->lease_ttl_ms = 0;
+        }
         for (uint32_t j = 0; j < it->n_replicas; j++) {
             mc__replica_desc_t *d = &it->replicas[j];
             const uint8_t *name = NULL;

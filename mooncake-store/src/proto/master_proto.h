@@ -6,15 +6,20 @@
  *
  *   MOUNT_SEGMENT      str segment_name, u64 base, u64 size, u64 epoch, u8 flags
  *   UNMOUNT_SEGMENT    str segment_name, u64 base
- *   PUT_START          u32 n, n x (str key, u64 value_len), config
+ *   PUT_START / UPSERT_START
+ *                      u32 n, n x (str key, u64 value_len), config
+ *   UPSERT_END / UPSERT_REVOKE
+ *                      u32 n, n x (str key, u64 version): the version UPSERT_START gave
  *   PUT_END / PUT_REVOKE / GET_REPLICA_LIST / EXIST / SEGMENT_UNREACHABLE
  *                      u32 n, n x str key (segment names for SEGMENT_UNREACHABLE)
  *   REMOVE             u8 force, u32 n, n x str key
+ *   REPLICA_CLEAR      str segment_name (may be empty: every replica), u32 n, n x str key
  *   REMOVE_ALL         u8 force [, str regex]: with a regex (POSIX extended, matched anywhere in
  *                      the key) only the objects whose keys match
  *   HEARTBEAT          u32 n_mounted: segments the client holds mounted (absent from older
  *                      clients: then an unknown client is told to remount, as before)
- *   config:            u32 replica_num, u8 flags (1 soft pin, 2 hard pin), u64 soft_pin_ttl_ms,
+ *   config:            u32 replica_num, u8 flags (1 soft pin, 2 hard pin, 4 soft unpin),
+ *                      u64 soft_pin_ttl_ms,
  *                      u32 n_preferred, n_preferred x str segment_name
  *
  * Single-key operations are batches of one on the wire. Replies carry MC_FRAME_F_REPLY and the
@@ -22,11 +27,13 @@
  * Reply bodies:
  *
  *   MOUNT / UNMOUNT                 (empty)
- *   PUT_END / PUT_REVOKE / REMOVE / SEGMENT_UNREACHABLE
- *                                   u32 n, n x i32 code
+ *   PUT_END / PUT_REVOKE / REMOVE / SEGMENT_UNREACHABLE / UPSERT_END / UPSERT_REVOKE /
+ *   REPLICA_CLEAR                   u32 n, n x i32 code
  *   EXIST                           u32 n, n x i32 (1 present, 0 absent, or a negative code)
- *   PUT_START / GET_REPLICA_LIST    u32 n, n x key_replicas
- *   key_replicas:                   i32 code, u64 object size, u64 lease_ttl_ms, u32 n_replicas,
+ *   PUT_START / GET_REPLICA_LIST / UPSERT_START
+ *                                   u32 n, n x key_replicas
+ *   key_replicas:                   i32 code, u64 object size, u64 lease_ttl_ms (UPSERT_START:
+ *                                   the version its end names), u32 n_replicas,
  *                                   n_replicas x (str segment_name, u64 addr, u64 size,
  *                                   u64 epoch, u8 status)
  *   REMOVE_ALL                      i64 removed count
@@ -73,7 +80,15 @@ enum mc__mp_type {
      * on them until their owner heartbeats again (a dead node would otherwise take a share of
      * every put until client_ttl expires it). */
     MC_MP_SEGMENT_UNREACHABLE = 11,
-    MC_MP_TYPE_MAX_ = 12
+    /* Insert or replace: the new value is written to new space while readers keep the old one;
+     * its end swaps them (see ops.c). The version names this writer's placement, so an end
+     * never publishes another writer's unfinished bytes. */
+    MC_MP_UPSERT_START = 12,
+    MC_MP_UPSERT_END = 13,
+    MC_MP_UPSERT_REVOKE = 14,
+    /* Drops the replicas of unleased objects (all of them, or those on one segment). */
+    MC_MP_REPLICA_CLEAR = 15,
+    MC_MP_TYPE_MAX_ = 16
 };
 
 /* Heartbeat status. NEED_REMOUNT: the master holds fewer segments of this client than the client
@@ -91,6 +106,8 @@ enum { MC_MP_REPLICA_PROCESSING = 0, MC_MP_REPLICA_COMPLETE = 1 };
 /* Config flags. */
 #define MC_MP_CFG_SOFT_PIN 0x1u
 #define MC_MP_CFG_HARD_PIN 0x2u
+/* Neither soft-pin bit: an upsert keeps the replaced object's soft pin (PRESERVE). */
+#define MC_MP_CFG_SOFT_UNPIN 0x4u
 
 /* A byte string borrowed from someone else's buffer (not NUL-terminated). */
 typedef struct mc__mp_str {
@@ -114,11 +131,11 @@ typedef struct mc__mp_request {
     uint8_t client_id[MC_MP_CLIENT_ID_LEN];
     uint32_t n_keys;
     mc__mp_str_t *keys;
-    uint64_t *value_lens;          /* PUT_START only */
-    mc__replicate_config_t config; /* PUT_START only */
+    uint64_t *value_lens; /* PUT_START / UPSERT_START: lengths; UPSERT_END / REVOKE: versions */
+    mc__replicate_config_t config; /* PUT_START / UPSERT_START only */
     uint8_t force;                 /* REMOVE, REMOVE_ALL */
     mc__mp_str_t pattern;          /* REMOVE_ALL: a regex, or empty for every object */
-    mc__mp_str_t segment_name;     /* MOUNT, UNMOUNT */
+    mc__mp_str_t segment_name;     /* MOUNT, UNMOUNT, REPLICA_CLEAR (may be empty) */
     uint64_t base, size;           /* MOUNT (size), UNMOUNT (base only) */
     uint64_t epoch;                /* MOUNT */
     uint8_t mount_flags;           /* MOUNT: MC_MP_MOUNT_F_* */
@@ -153,6 +170,7 @@ typedef struct mc__key_replicas {
     int32_t code;          /* 0 or a negative MC_ERR_* for this key */
     uint64_t size;         /* object size in bytes */
     uint64_t lease_ttl_ms; /* GET_REPLICA_LIST: how long the granted lease lasts */
+    uint64_t version;      /* UPSERT_START: what its UPSERT_END / UPSERT_REVOKE must name */
     uint32_t n_replicas;
     mc__replica_desc_t replicas[MC_MP_MAX_REPLICA_NUM];
 } mc__key_replicas_t;

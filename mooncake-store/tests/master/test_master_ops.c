@@ -87,6 +87,71 @@ static void test_two_phase_put_visibility(void **state) {
     assert_int_equal(mc__master_client_remove(f->a, "k1", 1), 0);
 }
 
+/* Upserts: the old value stays readable until the end swaps in the new one (at other
+ * addresses); an end or revoke must name its start's version; a later upsert preempts an
+ * unfinished one; replica clearing respects leases. */
+static void test_upsert_versions(void **state) {
+    fixture_t *f = *state;
+    mc__key_replicas_t r, r2, g;
+    const char *key = "up";
+    int32_t code = 0;
+    uint64_t len = 2000, v1, v2;
+    assert_int_equal(mc__master_client_batch_upsert_start(f->a, 1, &key, &len, NULL, &r), 0);
+    assert_int_equal(r.code, 0);
+    assert_int_not_equal(r.version, 0);
+    /* A new key: a plain put start sees it as taken. */
+    assert_int_equal(mc__master_client_put_start(f->b, key, 10, NULL, &g),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    v1 = r.version + 1000; /* a wrong version ends nothing */
+    assert_int_equal(mc__master_client_batch_upsert_finish(f->a, 1, 1, &key, &v1, &code), 0);
+    assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_batch_upsert_finish(f->a, 1, 1, &key, &r.version, &code), 0);
+    assert_int_equal(code, 0);
+    assert_int_equal(mc__master_client_get_replica_list(f->b, key, &g), 0);
+    assert_int_equal(g.size, 2000);
+
+    /* Replace: while it is written, readers get the old placement. */
+    len = 3000;
+    assert_int_equal(mc__master_client_batch_upsert_start(f->a, 1, &key, &len, NULL, &r), 0);
+    assert_int_equal(r.code, 0);
+    assert_true(r.replicas[0].addr != g.replicas[0].addr);
+    assert_int_equal(mc__master_client_get_replica_list(f->b, key, &r2), 0);
+    assert_int_equal(r2.size, 2000);
+    assert_int_equal(r2.replicas[0].addr, g.replicas[0].addr);
+    /* A second upsert preempts the first: the first one's end publishes nothing. */
+    v1 = r.version;
+    len = 4000;
+    assert_int_equal(mc__master_client_batch_upsert_start(f->b, 1, &key, &len, NULL, &r2), 0);
+    v2 = r2.version;
+    assert_int_equal(mc__master_client_batch_upsert_finish(f->a, 1, 1, &key, &v1, &code), 0);
+    assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_get_replica_list(f->a, key, &g), 0);
+    assert_int_equal(g.size, 2000);
+    assert_int_equal(mc__master_client_batch_upsert_finish(f->b, 1, 1, &key, &v2, &code), 0);
+    assert_int_equal(code, 0);
+    assert_int_equal(mc__master_client_get_replica_list(f->a, key, &g), 0);
+    assert_int_equal(g.size, 4000);
+    assert_int_equal(g.replicas[0].addr, r2.replicas[0].addr);
+
+    /* Revoke: the old value stays. */
+    len = 100;
+    assert_int_equal(mc__master_client_batch_upsert_start(f->a, 1, &key, &len, NULL, &r), 0);
+    assert_int_equal(mc__master_client_batch_upsert_finish(f->a, 0, 1, &key, &r.version, &code), 0);
+    assert_int_equal(code, 0);
+    assert_int_equal(mc__master_client_get_replica_list(f->a, key, &g), 0);
+    assert_int_equal(g.size, 4000);
+
+    /* Replica clear: refused while leased (the get above), done after. */
+    assert_int_equal(mc__master_client_batch_replica_clear(f->a, 1, &key, NULL, &code), 0);
+    assert_int_equal(code, MC_ERR_OBJECT_HAS_LEASE);
+    usleep(400 * 1000);
+    assert_int_equal(mc__master_client_batch_replica_clear(f->a, 1, &key, "no-such-seg", &code), 0);
+    assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_batch_replica_clear(f->a, 1, &key, "", &code), 0);
+    assert_int_equal(code, 0);
+    assert_int_equal(mc__master_client_exist(f->a, key), 0);
+}
+
 static void test_lease_blocks_remove(void **state) {
     fixture_t *f = *state;
     mc__key_replicas_t r;
@@ -541,6 +606,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest ops[] = {
         cmocka_unit_test(test_two_phase_put_visibility),
         cmocka_unit_test(test_lease_blocks_remove),
+        cmocka_unit_test(test_upsert_versions),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_replicas_distinct),

@@ -17,6 +17,8 @@ explains one). Only wrong argument types (``TypeError``, naming an unknown keywo
 
 import enum as _enum
 
+from mooncake.store import _ranges
+
 from mooncake._store import STORE_ERRORS as _STORE_ERRORS
 from mooncake._store import (  # noqa: F401  (re-exported)
     MAX_KEY_LEN,
@@ -135,6 +137,7 @@ def _batch_get_replica_desc(self, keys):
 
 
 MooncakeDistributedStore.get_replica_desc = _get_replica_desc
+_ranges.attach(MooncakeDistributedStore)
 MooncakeDistributedStore.batch_get_replica_desc = _batch_get_replica_desc
 
 # The tensor methods (put_tensor, get_tensor, ...); torch is imported only when one is called.
@@ -142,36 +145,98 @@ from mooncake.store._tensor import ParallelAxis, ReadTarget, TensorParallelism  
 
 
 class SoftPinAction(_enum.IntEnum):
-    """How a put treats soft pinning: not at all, or pinned (evicted after unpinned objects)."""
+    """What a put or upsert does to soft pinning (a soft-pinned object is evicted only after
+    every unpinned one), numbered as the reference's: PRESERVE keeps what an upserted object
+    had (a new object is not pinned), ENABLE pins it, DISABLE unpins it. ``NONE`` and
+    ``SOFT_PIN`` are this package's older names for PRESERVE and ENABLE."""
 
+    PRESERVE = 0
+    ENABLE = 1
+    DISABLE = 2
     NONE = 0
     SOFT_PIN = 1
 
 
-class ReplicateConfig:
-    """Placement of one put: ``replica_num`` copies on distinct segments (best effort),
-    optionally soft-pinned (evicted last, for ``soft_pin_ttl_ms`` or the master's default) or
-    hard-pinned (never evicted), preferring the named segments (``get_hostname()`` of their
-    owners) when they have room."""
+_U64_MAX = (1 << 64) - 1
 
-    __slots__ = ("replica_num", "with_soft_pin", "soft_pin_ttl_ms", "with_hard_pin",
-                 "preferred_segment", "preferred_segments")
+
+class ReplicateConfig:
+    """Placement of one put: ``replica_num`` copies on distinct segments (best effort), a soft
+    pin action (``soft_pin_action``, with ``soft_pin_ttl_ms`` in milliseconds for ENABLE, or
+    the master's default when None), or a hard pin (never evicted), preferring the named
+    segments (``get_hostname()`` of their owners) when they have room.
+
+    ``with_soft_pin`` is the older boolean spelling (True is ENABLE). ``group_ids`` (None, or
+    one id per key of a batch, "" for none) is accepted as the reference's is, but groups change
+    no placement or eviction here (docs/compatibility.md).
+    """
+
+    __slots__ = ("replica_num", "_soft_pin_action", "_soft_pin_ttl_ms", "with_hard_pin",
+                 "preferred_segment", "preferred_segments", "_group_ids")
 
     def __init__(self, replica_num=1, with_soft_pin=False, soft_pin_ttl_ms=None,
-                 with_hard_pin=False, preferred_segment="", preferred_segments=None):
+                 with_hard_pin=False, preferred_segment="", preferred_segments=None,
+                 soft_pin_action=None, group_ids=None):
         self.replica_num = replica_num
-        self.with_soft_pin = with_soft_pin
+        self.soft_pin_action = (SoftPinAction.ENABLE if with_soft_pin else SoftPinAction.PRESERVE
+                                ) if soft_pin_action is None else soft_pin_action
         self.soft_pin_ttl_ms = soft_pin_ttl_ms
         self.with_hard_pin = with_hard_pin
         self.preferred_segment = preferred_segment
         self.preferred_segments = list(preferred_segments) if preferred_segments else []
+        self.group_ids = group_ids
 
     @property
     def soft_pin_action(self):
-        return SoftPinAction.SOFT_PIN if self.with_soft_pin else SoftPinAction.NONE
+        return self._soft_pin_action
+
+    @soft_pin_action.setter
+    def soft_pin_action(self, value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"soft_pin_action must be a SoftPinAction, not {type(value).__name__}")
+        self._soft_pin_action = SoftPinAction(value)
+
+    @property
+    def with_soft_pin(self):
+        return self._soft_pin_action == SoftPinAction.ENABLE
+
+    @with_soft_pin.setter
+    def with_soft_pin(self, value):
+        if value:
+            self._soft_pin_action = SoftPinAction.ENABLE
+        elif self._soft_pin_action == SoftPinAction.ENABLE:
+            self._soft_pin_action = SoftPinAction.PRESERVE
+
+    @property
+    def soft_pin_ttl_ms(self):
+        return self._soft_pin_ttl_ms
+
+    @soft_pin_ttl_ms.setter
+    def soft_pin_ttl_ms(self, value):
+        # As the reference's binding: None or an unsigned 64-bit int, else TypeError.
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not 0 <= value <= _U64_MAX):
+            raise TypeError("soft_pin_ttl_ms must be None or an int in [0, 2**64)")
+        self._soft_pin_ttl_ms = value
+
+    @property
+    def group_ids(self):
+        return self._group_ids
+
+    @group_ids.setter
+    def group_ids(self, value):
+        if value is not None:
+            value = list(value)
+            if not all(isinstance(g, str) for g in value):
+                raise TypeError("group_ids must be None or a list of str")
+        self._group_ids = value
 
     def __repr__(self):
-        return ("ReplicateConfig(replica_num={0.replica_num}, with_soft_pin={0.with_soft_pin}, "
+        return ("ReplicateConfig(replica_num={0.replica_num}, "
+                "soft_pin_action={0.soft_pin_action.name}, "
                 "soft_pin_ttl_ms={0.soft_pin_ttl_ms}, with_hard_pin={0.with_hard_pin}, "
                 "preferred_segment={0.preferred_segment!r}, "
-                "preferred_segments={0.preferred_segments!r})".format(self))
+                "preferred_segments={0.preferred_segments!r}, "
+                "group_ids={0.group_ids!r})".format(self))
+
+    __str__ = __repr__

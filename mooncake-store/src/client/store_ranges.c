@@ -1,0 +1,107 @@
+/* Ranged reads: byte ranges of objects into caller memory. Every range becomes a read of a
+ * narrowed replica list (each replica's address moved to the range, its size the range's), so the
+ * batch read path moves all ranges of all keys together after one master round trip. */
+#include <string.h>
+
+#include "client/store_internal.h"
+#include "mooncake/common/alloc.h"
+
+/* The replica list of range [off, off+len) of the object kr describes. */
+static void mc__narrow(const mc__key_replicas_t *kr, uint64_t off, uint64_t len,
+                       mc__key_replicas_t *out) {
+    *out = *kr;
+    out->size = len;
+    for (uint32_t r = 0; r < out->n_replicas && r < MC_MP_MAX_REPLICA_NUM; r++) {
+        out->replicas[r].addr += off;
+        out->replicas[r].size = len;
+    }
+}
+
+/* The code of one range before any bytes move (0: read it). */
+static int64_t mc__range_check(mc_store_t *s, const mc__key_replicas_t *kr,
+                               const mc_store_range_t *r) {
+    if (kr->code != 0)
+        return kr->code;
+    if (r->len == 0 || !r->dst || r->src_off > kr->size || r->len > kr->size - r->src_off ||
+        mc__store_registered_overrun(s, r->dst, (size_t)r->len))
+        return MC_ERR_INVALID_PARAMS;
+    return 0;
+}
+
+static int mc__batch_get_ranges_impl(mc_store_t *s, mc_store_range_read_t *reads, size_t n) {
+    mc__key_replicas_t *kr = NULL, *nkr = NULL;
+    mc_store_item_t *items = NULL;
+    mc_store_iov_t *iov = NULL;
+    int64_t *res = NULL;
+    mc_store_range_t **rng = NULL; /* the range each queued read fills */
+    const char **keys = NULL;
+    size_t total = 0, m = 0;
+    int rc = mc__store_batch_check(s, n, reads != NULL);
+    if (rc != 0 || n == 0)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        if (reads[i].n && !reads[i].ranges)
+            return MC_ERR_INVALID_PARAMS;
+        total += reads[i].n;
+    }
+    kr = mc__calloc(n, sizeof(*kr));
+    keys = mc__calloc(n, sizeof(*keys));
+    if (!kr || !keys) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        keys[i] = reads[i].key;
+    rc = mc__store_batch_replicas(s, keys, n, kr);
+    if (rc != 0)
+        goto out;
+    if (total > 0) {
+        nkr = mc__calloc(total, sizeof(*nkr));
+        items = mc__calloc(total, sizeof(*items));
+        iov = mc__calloc(total, sizeof(*iov));
+        res = mc__calloc(total, sizeof(*res));
+        rng = mc__calloc(total, sizeof(*rng));
+        if (!nkr || !items || !iov || !res || !rng) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < reads[i].n; j++) {
+            mc_store_range_t *r = &reads[i].ranges[j];
+            r->result = mc__range_check(s, &kr[i], r);
+            if (r->result != 0)
+                continue;
+            mc__narrow(&kr[i], r->src_off, r->len, &nkr[m]);
+            iov[m].base = r->dst;
+            iov[m].len = (size_t)r->len;
+            items[m].key = reads[i].key;
+            items[m].iov = &iov[m];
+            items[m].iovcnt = 1;
+            rng[m++] = r;
+        }
+    }
+    if (m > 0)
+        mc__store_batch_read(s, nkr, items, m, res);
+    for (size_t k = 0; k < m; k++)
+        rng[k]->result = res[k];
+out:
+    mc__free(rng);
+    mc__free(res);
+    mc__free(iov);
+    mc__free(items);
+    mc__free(nkr);
+    mc__free(keys);
+    mc__free(kr);
+    return rc;
+}
+
+int mc_store_batch_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n) {
+    int rc;
+    MC__STORE_HELD(s, rc, mc__batch_get_ranges_impl(s, reads, n));
+    /* A call that failed as a whole failed every range (none was read). */
+    for (size_t i = 0; rc != 0 && reads && i < n; i++)
+        for (size_t j = 0; reads[i].ranges && j < reads[i].n; j++)
+            reads[i].ranges[j].result = rc;
+    return rc;
+}

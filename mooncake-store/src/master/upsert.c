@@ -1,0 +1,247 @@
+/* Upserts (insert or replace) and replica clearing.
+ *
+ * An upsert never writes into bytes a reader may be reading. When the key exists, the new value
+ * goes to new space held by a shadow object (the key plus MC__SHADOW_SUFFIX, in the same shard)
+ * while readers keep getting the old value; UPSERT_END swaps the shadow in and retires the old
+ * object, holding its space until its lease (a reader's) has passed. When the key does not exist
+ * the upsert is a put. Each upsert start hands out the version of the object it placed, and its
+ * end or revoke must name it: a writer that was preempted by a later upsert, or whose placement
+ * was discarded as stale, is told OBJECT_NOT_FOUND instead of publishing someone else's
+ * unfinished bytes. The reference updates an object of the same size in place (the key is then
+ * unreadable until the end, and an upsert is refused while a reader holds it); see
+ * docs/compatibility.md. */
+#include <string.h>
+
+#include "master/master_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+
+/* The shadow key of key (which is at most MC_MP_MAX_KEY bytes). */
+static uint32_t mc__shadow_key(const mc__mp_str_t *key, uint8_t *out) {
+    memcpy(out, key->p, key->len);
+    memcpy(out + key->len, MC__SHADOW_SUFFIX, MC__SHADOW_SUFFIX_LEN);
+    return key->len + MC__SHADOW_SUFFIX_LEN;
+}
+
+/* With the shard locked: o (linked) leaves the table; its space is freed now, or held in the
+ * graveyard while a writer (unfinished) or a reader (leased) may still touch it. */
+static void mc__retire(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now) {
+    mc__shard_unlink(s, o);
+    if (o->flags & MC__OBJ_COMPLETE) {
+        if (o->lease_until <= now) {
+            mc__object_destroy(m, o);
+            return;
+        }
+        /* No longer an object readers can find: count it out now, free it after its lease. */
+        o->flags &= (uint8_t)~MC__OBJ_COMPLETE;
+        atomic_fetch_sub(&m->n_objects, 1);
+        atomic_fetch_sub(&m->object_bytes, (int64_t)o->size);
+        o->access_ms = 0;
+    }
+    mc__grave_add(m, o);
+}
+
+/* With the shard locked: the key's object (stale unfinished puts discarded first). */
+static mc__object_t *mc__find_live(mc__master_t *m, mc__shard_t *s, uint32_t hash,
+                                   const uint8_t *key, uint32_t len, uint64_t now) {
+    mc__object_t *o = mc__shard_find(s, hash, key, len);
+    if (o && mc__maybe_discard(m, s, o, now))
+        o = NULL;
+    return o;
+}
+
+#define MC__UPSERT_TRIES 4
+
+static int32_t mc__upsert_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
+                                    const mc__replicate_config_t *cfg, uint64_t now,
+                                    mc__replica_t *reps, uint8_t *n_out, uint64_t *version) {
+    uint8_t shadow[MC_MP_MAX_KEY + MC__SHADOW_SUFFIX_LEN];
+    uint32_t shadow_len = mc__shadow_key(key, shadow);
+    uint32_t hash = mc__key_hash(key->p, key->len);
+    mc__shard_t *s = mc__shard_of(m, hash);
+    *n_out = 0;
+    if (len == 0 || len > MC_MP_MAX_SEGMENT_SIZE)
+        return MC_ERR_INVALID_PARAMS;
+    /* Where the new value goes depends on whether the key exists; placing happens without the
+     * shard lock, so the answer is checked again before inserting (and placed again if it
+     * changed in between, which only a concurrent writer of the same key can cause). */
+    for (int attempt = 0; attempt < MC__UPSERT_TRIES; attempt++) {
+        mc__object_t *o = NULL, *old = NULL;
+        int exists;
+        int32_t code;
+        pthread_mutex_lock(&s->mu);
+        exists = mc__find_live(m, s, hash, key->p, key->len, now) != NULL;
+        pthread_mutex_unlock(&s->mu);
+        code = exists ? mc__place_object(m, shadow, shadow_len, hash, len, cfg, now, &o)
+                      : mc__place_object(m, key->p, key->len, hash, len, cfg, now, &o);
+        if (code)
+            return code;
+        pthread_mutex_lock(&s->mu);
+        if ((mc__find_live(m, s, hash, key->p, key->len, now) != NULL) == exists) {
+            /* A later upsert preempts an unfinished earlier one at once (as the reference's
+             * does); the earlier writer's end then finds no object of its version. */
+            old = exists ? mc__shard_find(s, hash, shadow, shadow_len) : NULL;
+            if (old)
+                mc__retire(m, s, old, now);
+            *n_out = o->n_replicas;
+            *version = o->version;
+            memcpy(reps, mc__obj_reps(o), (size_t)o->n_replicas * sizeof(*reps));
+            mc__shard_insert(s, o);
+            o = NULL;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (!o)
+            return 0;
+        mc__object_destroy(m, o);
+    }
+    return MC_ERR_OBJECT_ALREADY_EXISTS; /* the key kept changing under us */
+}
+
+void mc__op_upsert_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                         uint32_t *errors) {
+    const mc__replicate_config_t *cfg = &r->config;
+    int bad_cfg = cfg->replica_num == 0 || cfg->replica_num > MC_MP_MAX_REPLICA_NUM;
+    uint64_t now = mc__now_ms();
+    size_t start = 0;
+    mc__mp_replicas_reply_begin(out, r->type, r->request_id, r->n_keys, &start);
+    for (uint32_t i = 0; i < r->n_keys; i++) {
+        mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
+        uint8_t n = 0;
+        uint64_t version = 0;
+        int32_t code;
+        /* Held until the reply names the replicas' segments (as for PUT_START). */
+        pthread_rwlock_rdlock(&m->placement);
+        code = bad_cfg ? MC_ERR_INVALID_PARAMS
+                       : mc__upsert_start_one(m, &r->keys[i], r->value_lens[i], cfg, now, reps, &n,
+                                              &version);
+        *errors += code != 0;
+        mc__put_replicas(m, out, code, r->value_lens[i], version, reps, n,
+                         MC_MP_REPLICA_PROCESSING);
+        pthread_rwlock_unlock(&m->placement);
+    }
+    mc__buf_frame_end(out, start);
+}
+
+/* With the shard locked: the shadow sh becomes the key's object; the one it replaces (finished,
+ * or an unfinished plain put) is retired. */
+static int32_t mc__shadow_publish(mc__master_t *m, mc__shard_t *s, mc__object_t *sh,
+                                  const mc__mp_str_t *key, uint32_t hash, mc__object_t *cur,
+                                  uint64_t now) {
+    mc__object_t *o = mc__object_new(key->p, key->len, hash, sh->n_replicas);
+    if (!o)
+        return MC_ERR_INTERNAL_ERROR; /* the shadow stays; the master discards it later */
+    o->size = sh->size;
+    o->flags = sh->flags;
+    o->soft_pin_until = sh->soft_pin_until; /* a TTL until the object completes */
+    if ((o->flags & MC__OBJ_PIN_KEEP) && cur && (cur->flags & MC__OBJ_SOFT_PIN)) {
+        o->flags |= MC__OBJ_SOFT_PIN; /* PRESERVE: the pin goes on as long as it had left */
+        o->soft_pin_until = cur->soft_pin_until > now ? cur->soft_pin_until - now : 0;
+    }
+    o->version = sh->version;
+    memcpy(mc__obj_reps(o), mc__obj_reps(sh), (size_t)sh->n_replicas * sizeof(mc__replica_t));
+    /* The replicas now belong to o: drop the shadow's record only. */
+    mc__shard_unlink(s, sh);
+    mc__free(sh);
+    if (cur)
+        mc__retire(m, s, cur, now);
+    mc__shard_insert(s, o);
+    mc__object_complete(m, s, o, now);
+    return 0;
+}
+
+static int32_t mc__upsert_finish_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *key,
+                                     uint64_t version, uint64_t now) {
+    uint8_t shadow[MC_MP_MAX_KEY + MC__SHADOW_SUFFIX_LEN];
+    uint32_t shadow_len = mc__shadow_key(key, shadow);
+    uint32_t hash = mc__key_hash(key->p, key->len);
+    mc__shard_t *s = mc__shard_of(m, hash);
+    mc__object_t *o = NULL, *sh = NULL;
+    int32_t code = MC_ERR_OBJECT_NOT_FOUND;
+    pthread_mutex_lock(&s->mu);
+    o = mc__shard_find(s, hash, key->p, key->len);
+    sh = mc__shard_find(s, hash, shadow, shadow_len);
+    if (o && !(o->flags & MC__OBJ_COMPLETE) && o->version == version) {
+        /* This writer created the key. */
+        if (type == MC_MP_UPSERT_END) {
+            mc__object_complete(m, s, o, now);
+        } else {
+            mc__shard_unlink(s, o);
+            mc__object_destroy(m, o);
+        }
+        code = 0;
+    } else if (sh && sh->version == version) {
+        if (type == MC_MP_UPSERT_END) {
+            code = mc__shadow_publish(m, s, sh, key, hash, o, now);
+        } else {
+            mc__shard_unlink(s, sh);
+            mc__object_destroy(m, sh);
+            code = 0;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return code;
+}
+
+/* REPLICA_CLEAR of one key: an unleased, finished object loses its replicas on segment (all of
+ * them when segment is empty) and disappears with the last. OBJECT_NOT_FOUND when there is no
+ * such object or no replica on that segment, OBJECT_HAS_LEASE while a reader holds it. */
+static int32_t mc__replica_clear_one(mc__master_t *m, const mc__mp_str_t *key,
+                                     const mc__mp_str_t *segment, uint64_t now) {
+    uint32_t hash = mc__key_hash(key->p, key->len);
+    mc__shard_t *s = mc__shard_of(m, hash);
+    mc__object_t *o = NULL;
+    int32_t code = 0;
+    pthread_mutex_lock(&s->mu);
+    o = mc__shard_find(s, hash, key->p, key->len);
+    if (!o || !(o->flags & MC__OBJ_COMPLETE)) {
+        code = MC_ERR_OBJECT_NOT_FOUND;
+    } else if (o->lease_until > now) {
+        code = MC_ERR_OBJECT_HAS_LEASE;
+    } else if (segment->len == 0) {
+        mc__shard_unlink(s, o);
+        mc__object_destroy(m, o);
+    } else {
+        mc__replica_t *reps = mc__obj_reps(o);
+        uint8_t kept = 0;
+        for (uint8_t i = 0; i < o->n_replicas; i++) {
+            char name[MC_MP_MAX_SEGMENT_NAME + 1];
+            uint32_t n = mc__segment_name(m, reps[i].seg, name, NULL, NULL);
+            if (n == segment->len && memcmp(name, segment->p, n) == 0)
+                mc__free_replica(m, &reps[i]);
+            else
+                reps[kept++] = reps[i];
+        }
+        if (kept == o->n_replicas) {
+            code = MC_ERR_OBJECT_NOT_FOUND;
+        } else {
+            o->n_replicas = kept;
+            if (kept == 0) {
+                mc__shard_unlink(s, o);
+                mc__object_destroy(m, o);
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return code;
+}
+
+int mc__op_upsert_codes(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                        uint32_t *errors) {
+    int32_t small[64];
+    int32_t *codes = r->n_keys <= 64 ? small : mc__malloc((size_t)r->n_keys * sizeof(int32_t));
+    uint64_t now = mc__now_ms();
+    int rc;
+    if (!codes)
+        return MC_ERR_MEMORY;
+    for (uint32_t i = 0; i < r->n_keys; i++) {
+        codes[i] = r->type == MC_MP_REPLICA_CLEAR
+                       ? mc__replica_clear_one(m, &r->keys[i], &r->segment_name, now)
+                       : mc__upsert_finish_one(m, r->type, &r->keys[i], r->value_lens[i], now);
+        *errors += codes[i] < 0;
+    }
+    rc = mc__mp_encode_codes_reply(out, r->type, r->request_id, r->n_keys, codes);
+    if (codes != small)
+        mc__free(codes);
+    return rc;
+}

@@ -1,0 +1,108 @@
+"""Ranged reads with the reference's nested argument shapes, over the flat C call.
+
+``MooncakeDistributedStore._get_ranges_raw(keys, counts, dsts, src_offsets, sizes)`` reads every
+range of every key after one master round trip (``mc_store_batch_get_ranges``); this module only
+flattens the reference's lists and nests the results back. A key whose three lists differ in
+length gets ``[INVALID_PARAMS]`` and reaches no one, as in the reference.
+"""
+
+_INVALID_PARAMS = -600
+
+
+def _flatten(store, keys, dsts, offs, sizes):
+    """Per entry i: (dst addresses, source offsets, sizes) -> flat call; returns per-entry
+    result lists (``None`` marks a mismatched entry)."""
+    ok_keys, counts, flat_d, flat_o, flat_s, which = [], [], [], [], [], []
+    out = [None] * len(keys)
+    for i, (key, d, o, s) in enumerate(zip(keys, dsts, offs, sizes)):
+        d, o, s = list(d), list(o), list(s)
+        if not (len(d) == len(o) == len(s)):
+            continue
+        ok_keys.append(key)
+        counts.append(len(d))
+        flat_d += d
+        flat_o += o
+        flat_s += s
+        which.append(i)
+    flat = store._get_ranges_raw(ok_keys, counts, flat_d, flat_o, flat_s) if ok_keys else []
+    at = 0
+    for i, n in zip(which, counts):
+        out[i] = flat[at:at + n]
+        at += n
+    return out
+
+
+def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes):
+    """Byte ranges of several objects into several registered buffers, buffer-major:
+    ``all_keys[b]`` are the keys read into ``buffer_ptrs[b]``; for key ``k`` of buffer ``b``,
+    range ``r`` copies ``all_sizes[b][k][r]`` bytes from object offset
+    ``all_src_offsets[b][k][r]`` to ``buffer_ptrs[b] + all_dst_offsets[b][k][r]``.
+
+    Returns the same nesting: each range's byte count, or a negative code (OBJECT_NOT_FOUND;
+    INVALID_PARAMS for a range past the object's end or past the end of the registered buffer
+    it starts in). A key whose three range lists differ in length gets ``[-600]``; lists of
+    buffers or keys that differ in length give ``[-600]`` for each buffer's keys.
+    """
+    buffer_ptrs = list(buffer_ptrs)
+    all_keys = [list(k) for k in all_keys]
+    if not (len(buffer_ptrs) == len(all_keys) == len(all_dst_offsets) == len(all_src_offsets)
+            == len(all_sizes)):
+        return [[[_INVALID_PARAMS] for _ in keys] for keys in all_keys]
+    keys, dsts, offs, sizes, shape = [], [], [], [], []
+    for b, base in enumerate(buffer_ptrs):
+        kb, db, ob, sb = all_keys[b], all_dst_offsets[b], all_src_offsets[b], all_sizes[b]
+        if not (len(kb) == len(db) == len(ob) == len(sb)):
+            shape.append(-len(kb) - 1)  # every key of this buffer: INVALID_PARAMS
+            continue
+        shape.append(len(kb))
+        for key, d, o, s in zip(kb, db, ob, sb):
+            keys.append(key)
+            dsts.append([base + x for x in d])
+            offs.append(o)
+            sizes.append(s)
+    flat = _flatten(self, keys, dsts, offs, sizes)
+    out, at = [], 0
+    for b, n in enumerate(shape):
+        if n < 0:
+            out.append([[_INVALID_PARAMS] for _ in all_keys[b]])
+            continue
+        out.append([r if r is not None else [_INVALID_PARAMS] for r in flat[at:at + n]])
+        at += n
+    return out
+
+
+def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_src_offsets):
+    """For each key, ranges of the object into several buffers: ``all_sizes[i][j]`` bytes from
+    offset ``all_src_offsets[i][j]`` to ``all_buffer_ptrs[i][j]``. One result per key: the bytes
+    read, or a negative code (the first failing range's; INVALID_PARAMS for mismatched lists).
+    No get session is needed here (the reference requires ``batch_get_session_start`` first;
+    here that call only checks the keys and takes their leases)."""
+    keys = list(keys)
+    if not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_src_offsets)):
+        return [_INVALID_PARAMS] * len(keys)
+    results = []
+    for rs in _flatten(self, keys, all_buffer_ptrs, all_src_offsets, all_sizes):
+        if rs is None:
+            results.append(_INVALID_PARAMS)
+            continue
+        bad = [r for r in rs if r < 0]
+        results.append(bad[0] if bad else sum(rs))
+    return results
+
+
+def batch_get_session_start(self, keys):
+    """Looks the keys up once (taking their leases, as a get does): 0 per key found, else its
+    code. Reads need no session here; it exists so code written for the reference runs."""
+    return [code for code, _ in self.batch_replica_desc_raw(list(keys))]
+
+
+def batch_get_session_end(self, keys):
+    """Ends a get session: nothing is cached, so this always answers 0."""
+    list(keys)
+    return 0
+
+
+def attach(cls):
+    for fn in (get_into_ranges, batch_get_into_multi_buffer_ranges, batch_get_session_start,
+               batch_get_session_end):
+        setattr(cls, fn.__name__, fn)
