@@ -1274,3 +1274,54 @@ _METHODS = (
 for _f in _METHODS:
     setattr(MooncakeDistributedStore, _f.__name__, _f)
 del _f
+
+
+# ---- upserts: the put forms above with every store write replacing an existing value ----
+
+
+class _Upserting:
+    """The store seen by the tensor puts, with each write call swapped for its upsert form
+    (mooncake/store.h: readers see the old tensor or the new one, whole)."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store):
+        self._store = store
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def put_parts(self, key, *parts, config=None):
+        return self._store.upsert_parts(key, *parts, config=config)
+
+    def put_from(self, key, buffer_ptr, size, config=None):
+        return self._store.upsert_from(key, buffer_ptr, size, config)
+
+    def batch_put_from(self, keys, buffer_ptrs, sizes, config=None):
+        return self._store.batch_upsert_from(keys, buffer_ptrs, sizes, config)
+
+    def batch_put_from_multi_buffers(self, keys, all_buffer_ptrs, all_sizes, config=None):
+        return [self._store.upsert_parts(k, *[_at(p, n) for p, n in zip(ptrs, sizes)],
+                                         config=config)
+                for k, ptrs, sizes in zip(keys, all_buffer_ptrs, all_sizes)]
+
+
+def _upsert_form(put_fn, name):
+    def upsert_fn(self, *args, **kwargs):
+        return put_fn(_Upserting(self), *args, **kwargs)
+
+    upsert_fn.__name__ = name
+    upsert_fn.__qualname__ = upsert_fn.__name__
+    upsert_fn.__doc__ = (f"{put_fn.__name__}, replacing a value the key already has (insert or "
+                         "update): the same arguments and return values.")
+    return upsert_fn
+
+
+# The reference's names: upsert for put, upsert_pub for pub.
+for _f in (put_tensor, put_tensor_from, batch_put_tensor, batch_put_tensor_from, pub_tensor,
+           batch_pub_tensor, put_tensor_with_parallelism, put_tensor_with_parallelism_from,
+           batch_put_tensor_with_parallelism, batch_put_tensor_with_parallelism_from):
+    _n = _f.__name__
+    _n = _n.replace("pub_", "upsert_pub_", 1) if "pub_" in _n else _n.replace("put", "upsert", 1)
+    setattr(MooncakeDistributedStore, _n, _upsert_form(_f, _n))
+del _f, _n

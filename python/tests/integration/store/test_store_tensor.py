@@ -531,3 +531,24 @@ def test_store_not_set_up(make_worker):
                      "store.get_tensor('k'), store.get_tensor_with_tp('k', 0, 2), "
                      "store.get_tensor_with_parallelism('k', ReadTarget('full', tp(0, 2, 0)))]")
     assert got == [-1010, -1010, -1010, None, None, None]
+
+
+def test_upsert_tensor_forms_replace(cluster):
+    """The upsert forms replace what put keeps: another shape and dtype under the same key,
+    read whole by another process."""
+    _, storage, pure, _ = cluster
+    want = run(pure, """
+a, b = make(torch.float32, (4, 4), 10), make(torch.int16, (3, 7, 2), 11)
+codes = [store.put_tensor("t-up", a), store.put_tensor("t-up", b),
+         store.upsert_tensor("t-up", b),
+         store.batch_put_tensor(["t-up-b0", "t-up-b1"], [a, a]),
+         store.batch_upsert_tensor(["t-up-b0", "t-up-b1"], [b, a]),
+         store.upsert_pub_tensor("t-up-pub", a, None), store.upsert_pub_tensor("t-up-pub", b, None),
+         store.upsert_tensor("t-up-bad", "not a tensor")]
+result = [codes, digest(a), digest(b)]
+""")
+    codes, da, db = want
+    assert codes == [0, 0, 0, [0, 0], [0, 0], 0, 0, -600]
+    got = run(storage[0], "result = [digest(store.get_tensor(k)) for k in "
+                          "('t-up', 't-up-b0', 't-up-b1', 't-up-pub')]")
+    assert got == [db, db, da, db]
