@@ -188,12 +188,10 @@ class MooncakeConfig:
         """Reads a JSON object file. local_hostname, metadata_server and master_server_address are
         required (ValueError naming the missing one); the other keys default as the reference's.
         Keys this loader does not read (vLLM's and LMCache's files carry their own) are ignored,
-        each said once at info. A missing file is FileNotFoundError, bad JSON a ValueError."""
+        each said once at info. A missing file is FileNotFoundError, bad JSON json.JSONDecodeError
+        (a ValueError)."""
         with open(os.fspath(file_path)) as f:
-            try:
-                config = json.load(f)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{file_path}: not valid JSON: {exc}") from None
+            config = json.load(f)  # bad JSON: json.JSONDecodeError, a ValueError
         if not isinstance(config, dict):
             raise ValueError(f"{file_path}: the config must be a JSON object, not "
                              f"{type(config).__name__}")
