@@ -17,7 +17,8 @@ explains one). Only wrong argument types (``TypeError``, naming an unknown keywo
 
 import enum as _enum
 
-from mooncake.store import _ranges
+from mooncake.store import _extras, _ranges
+from mooncake.store._extras import Descriptor, ObjectDataType, bind_to_numa_node  # noqa: F401
 
 from mooncake._store import STORE_ERRORS as _STORE_ERRORS
 from mooncake._store import (  # noqa: F401  (re-exported)
@@ -30,6 +31,9 @@ from mooncake._store import (  # noqa: F401  (re-exported)
 
 __all__ = [
     "MooncakeDistributedStore",
+    "Descriptor",
+    "ObjectDataType",
+    "bind_to_numa_node",
     "ReplicaStatus",
     "ReplicaDescriptor",
     "MemoryDescriptor",
@@ -138,6 +142,7 @@ def _batch_get_replica_desc(self, keys):
 
 MooncakeDistributedStore.get_replica_desc = _get_replica_desc
 _ranges.attach(MooncakeDistributedStore)
+_extras.attach(MooncakeDistributedStore)
 MooncakeDistributedStore.batch_get_replica_desc = _batch_get_replica_desc
 
 # The tensor methods (put_tensor, get_tensor, ...); torch is imported only when one is called.

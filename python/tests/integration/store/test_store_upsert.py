@@ -274,3 +274,41 @@ def test_closed_store_batch_calls_fail_every_item(master):
     assert s.batch_replica_clear(["a"]) == []
     assert s.get_into_ranges([p], [["a"]], [[[0]]], [[[0]]], [[[1]]]) == [[[-1010]]]
     del b
+
+
+def test_put_from_with_metadata_and_small_names(store):
+    from mooncake.store import Descriptor, ObjectDataType, bind_to_numa_node
+
+    meta, pm = _buf(b"META:")
+    data, pd = _buf(b"payload bytes")
+    assert store.register_buffer(pd, len(data)) == 0
+    assert store.put_from_with_metadata("pm", pd, pm, len(data), len(meta)) == 0
+    assert store.get("pm") == b"META:payload bytes"
+    assert store.put_from_with_metadata("pm-empty", pd, pm, 0, len(meta)) == 0
+    assert store.is_exist("pm-empty") == 0
+    assert store.put_from_with_metadata("pm-nometa", pd, pm, len(data), 0) == 0
+    assert store.get("pm-nometa") == b"payload bytes"
+    with pytest.raises(TypeError):
+        store.put_from_with_metadata(1, pd, pm, 1, 1)
+    assert store.unregister_buffer(pd) == 0
+    assert store.get_offload_rpc_read_count() == 0
+    assert ObjectDataType.KVCACHE == 1 and ObjectDataType.GENERAL == 9
+    d = Descriptor(4, 0x1000, "h:1")
+    assert (d.size, d.buffer_address, d.transport_endpoint) == (4, 0x1000, "h:1")
+    import os
+
+    before = os.sched_getaffinity(0)
+    try:
+        from mooncake.store._extras import _cpulist
+
+        with open("/sys/devices/system/node/node0/cpulist") as f:
+            node0 = _cpulist(f.read())
+        bind_to_numa_node(0)  # node 0 exists on every Linux host with NUMA sysfs
+        assert os.sched_getaffinity(0) == node0
+        assert _cpulist("0-2,5,7-8") == {0, 1, 2, 5, 7, 8}
+        with pytest.warns(UserWarning, match="not available"):
+            bind_to_numa_node(4095)
+        with pytest.raises(TypeError):
+            bind_to_numa_node("0")
+    finally:
+        os.sched_setaffinity(0, before)

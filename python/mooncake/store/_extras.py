@@ -1,0 +1,89 @@
+"""Smaller parts of the reference's ``mooncake.store`` surface, over calls the store has."""
+
+import enum
+import os
+
+
+class ObjectDataType(enum.IntEnum):
+    """What an object holds, numbered as the reference's (a hint; placement ignores it here)."""
+
+    UNKNOWN = 0
+    KVCACHE = 1
+    TENSOR = 2
+    WEIGHT = 3
+    SAMPLE = 4
+    ACTIVATION = 5
+    GRADIENT = 6
+    OPTIMIZER_STATE = 7
+    METADATA = 8
+    GENERAL = 9
+
+
+class Descriptor:
+    """Where an allocated buffer is (the reference's ``AllocatedBuffer::Descriptor``): ``size``
+    bytes at ``buffer_address`` in the memory of the engine serving ``transport_endpoint``."""
+
+    __slots__ = ("size", "buffer_address", "transport_endpoint")
+
+    def __init__(self, size=0, buffer_address=0, transport_endpoint=""):
+        self.size = size
+        self.buffer_address = buffer_address
+        self.transport_endpoint = transport_endpoint
+
+    def __repr__(self):
+        return (f"<Descriptor size={self.size} buffer_address={self.buffer_address} "
+                f"transport_endpoint={self.transport_endpoint}>")
+
+
+def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size, metadata_size,
+                           config=None):
+    """Stores ``metadata_size`` bytes at ``metadata_buffer_ptr`` followed by ``size`` bytes at
+    ``buffer_ptr`` as one object, moved from both places without a copy when they are
+    registered: 0 or a negative code. A zero ``size`` stores nothing and answers 0, as the
+    reference's does."""
+    if size == 0:
+        return 0
+    ptrs, sizes = [metadata_buffer_ptr, buffer_ptr], [metadata_size, size]
+    if metadata_size == 0:
+        ptrs, sizes = ptrs[1:], sizes[1:]
+    return self.batch_put_from_multi_buffers([key], [ptrs], [sizes], config)[0]
+
+
+def get_offload_rpc_read_count(self):
+    """Reads served from a disk offload tier through RPC: always 0, this build has none."""
+    return 0
+
+
+def _cpulist(text):
+    cpus = set()
+    for part in text.strip().split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def bind_to_numa_node(node):
+    """Runs the calling thread on the CPUs of NUMA node ``node`` (as the reference's does,
+    with a warning and no change when the node does not exist or NUMA is unavailable). Memory
+    placement follows the kernel's first-touch policy: there is no libnuma dependency here."""
+    if isinstance(node, bool) or not isinstance(node, int):
+        raise TypeError(f"node must be an int, not {type(node).__name__}")
+    import warnings
+
+    path = f"/sys/devices/system/node/node{node}/cpulist"
+    try:
+        with open(path) as f:
+            cpus = _cpulist(f.read())
+    except (OSError, ValueError):
+        warnings.warn(f"NUMA node {node} is not available here; binding skipped", stacklevel=2)
+        return
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError as e:
+        warnings.warn(f"binding to NUMA node {node} failed: {e}", stacklevel=2)
+
+
+def attach(cls):
+    cls.put_from_with_metadata = put_from_with_metadata
+    cls.get_offload_rpc_read_count = get_offload_rpc_read_count
