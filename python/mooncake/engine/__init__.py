@@ -19,7 +19,7 @@ same ``mc_engine_t *`` as a plain int (0 before ``initialize``), as the referenc
 nothing alive.
 
 ``RpcInterface`` (and ``create_rpc_server`` / ``create_rpc_client``) sends whole messages and
-host tensors between processes, as the reference's RPC helpers do. docs/compat-engine.md lists
+host tensors between processes, as the reference's RPC helpers do. docs/compatibility.md lists
 every name of the reference's ``mooncake.engine`` and where ours differs.
 """
 

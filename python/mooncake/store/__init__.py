@@ -51,6 +51,15 @@ __all__ = [
 ]
 
 
+def __getattr__(name):
+    # The reference also exposes the buffer pools here; loaded on first use (pure Python).
+    if name in ("BufferPool", "RegisteredBufferPool"):
+        from mooncake import buffer_pool
+
+        return getattr(buffer_pool, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # Every code a store call can return, generated from the C side's one error table.
 StoreError = _enum.IntEnum("StoreError", _STORE_ERRORS, module=__name__, qualname="StoreError")
 StoreError.__doc__ = "The Store's error codes (the reference's numbers), from the C error table."
