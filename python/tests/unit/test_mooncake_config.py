@@ -130,8 +130,10 @@ def test_from_file_bad_files(write, tmp_path):
         MooncakeConfig.from_file(None)
 
 
-def test_from_file_ignores_foreign_keys_and_says_so(write, caplog):
-    # vLLM's and LMCache's files carry keys of their own next to ours.
+def test_from_file_ignores_foreign_keys_and_says_so(write, caplog, monkeypatch):
+    # vLLM's and LMCache's files carry keys of their own next to ours. Each is said once per
+    # process: start from a process that said none (other tests load such files too).
+    monkeypatch.setattr(mc, "_said_foreign", set())
     path = write({**REQUIRED, "kv_connector": "MooncakeConnector", "chunk_size": 256,
                   "remote_url": "mooncakestore://x:1/", "local_cpu": False})
     with caplog.at_level(logging.INFO, logger="mooncake.mooncake_config"):
