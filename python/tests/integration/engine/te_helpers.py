@@ -34,54 +34,47 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Peer:
-    """A peer.py process: its own engine with one managed buffer, driven line by line."""
+class LinePeer:
+    """A helper process driven line by line over its stdin and stdout: it prints ``READY ...``
+    once started, then one line per command; its stderr goes to a file under tmp_dir."""
 
-    def __init__(self, tmp_dir: Path, protocol: str, metadata: str, size: int, host: str,
-                 prefix=(), env=None):
-        """prefix: a command the peer runs under (e.g. ``ip netns exec NS``); env: extra
-        environment variables."""
-        self.stderr_path = tmp_dir / f"peer-{os.getpid()}-{random.getrandbits(32):08x}.err"
+    def __init__(self, tmp_dir: Path, argv, what: str, env=None):
+        self.what = what
+        self.stderr_path = tmp_dir / f"{what}-{os.getpid()}-{random.getrandbits(32):08x}.err"
         self._err = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
-            [*prefix, sys.executable, str(PEER_SCRIPT), "--protocol", protocol, "--metadata",
-             metadata, "--size", str(size), "--host", host],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True, bufsize=1,
-            env={**os.environ, **env} if env else None,
-        )
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True,
+            bufsize=1, env={**os.environ, **env} if env else None)
         self._lines: "queue.Queue[str | None]" = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
-        ready = self._reply()
-        assert ready.startswith("READY "), f"peer failed to start: {ready!r}\n{self.stderr()}"
-        _, self.name, addr, size_s = ready.split()
-        self.addr, self.size = int(addr), int(size_s)
+        self.ready = self.line()
+        assert self.ready.startswith("READY "), \
+            f"{what} failed to start: {self.ready!r}\n{self.stderr()}"
 
     def _pump(self) -> None:
         for line in self.proc.stdout:
             self._lines.put(line.rstrip("\n"))
         self._lines.put(None)
 
-    def _reply(self) -> str:
+    def line(self) -> str:
+        """The next line the process prints (AssertionError when it is silent or gone)."""
         try:
             line = self._lines.get(timeout=REPLY_TIMEOUT_S)
         except queue.Empty:
-            raise AssertionError(f"peer did not answer in {REPLY_TIMEOUT_S}s\n{self.stderr()}")
+            raise AssertionError(f"{self.what} did not answer in {REPLY_TIMEOUT_S}s\n"
+                                 f"{self.stderr()}")
         if line is None:
-            raise AssertionError(f"peer exited ({self.proc.poll()})\n{self.stderr()}")
+            raise AssertionError(f"{self.what} exited ({self.proc.poll()})\n{self.stderr()}")
         return line
 
-    def cmd(self, *words) -> str:
-        self.proc.stdin.write(" ".join(str(w) for w in words) + "\n")
+    def send(self, text: str) -> str:
+        """Writes one command line and returns the answer line."""
+        self.proc.stdin.write(text + "\n")
         self.proc.stdin.flush()
-        line = self._reply()
-        assert line.startswith("OK"), f"peer command {words} failed: {line}"
-        return line[3:]
+        return self.line()
 
-    def fill(self, off: int, n: int, seed: int) -> str:
-        return self.cmd("FILL", off, n, seed)
-
-    def sha(self, off: int, n: int) -> str:
-        return self.cmd("SHA", off, n)
+    def no_more_lines(self) -> bool:
+        return self._lines.empty()
 
     def stderr(self) -> str:
         self._err.flush()
@@ -102,6 +95,31 @@ class Peer:
                 pass
         self.kill()
         self._err.close()
+
+
+class Peer(LinePeer):
+    """A peer.py process: its own engine with one managed buffer, driven line by line."""
+
+    def __init__(self, tmp_dir: Path, protocol: str, metadata: str, size: int, host: str,
+                 prefix=(), env=None):
+        """prefix: a command the peer runs under (e.g. ``ip netns exec NS``); env: extra
+        environment variables."""
+        super().__init__(tmp_dir, [*prefix, sys.executable, str(PEER_SCRIPT), "--protocol",
+                                   protocol, "--metadata", metadata, "--size", str(size),
+                                   "--host", host], "peer", env)
+        _, self.name, addr, size_s = self.ready.split()
+        self.addr, self.size = int(addr), int(size_s)
+
+    def cmd(self, *words) -> str:
+        line = self.send(" ".join(str(w) for w in words))
+        assert line.startswith("OK"), f"peer command {words} failed: {line}"
+        return line[3:]
+
+    def fill(self, off: int, n: int, seed: int) -> str:
+        return self.cmd("FILL", off, n, seed)
+
+    def sha(self, off: int, n: int) -> str:
+        return self.cmd("SHA", off, n)
 
 
 class LocalBuffer:

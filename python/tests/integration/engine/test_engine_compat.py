@@ -6,10 +6,7 @@ messages and tensors to a server in another process, checked by SHA-256 on the r
 import asyncio
 import hashlib
 import json
-import queue
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -17,7 +14,7 @@ import numpy as np
 import pytest
 
 from mooncake.engine import RpcInterface, TransferEngine, create_rpc_client
-from te_helpers import REPLY_TIMEOUT_S, LocalBuffer, free_port, pattern, sha
+from te_helpers import LinePeer, LocalBuffer, free_port, pattern, sha
 
 MiB = 1 << 20
 RPC_PEER = Path(__file__).with_name("rpc_peer.py")
@@ -148,51 +145,17 @@ def test_initialize_ext_composes_the_metadata_url(spawn_peer, metadata_url):
 
 # ---- RpcInterface across processes ----
 
-class RpcPeer:
+class RpcPeer(LinePeer):
+    """rpc_peer.py: an RPC server in its own process that prints one line per message."""
+
     def __init__(self, tmp_path, blocking=False):
-        self._err = open(tmp_path / f"rpc-peer-{id(self)}.err", "wb")
-        self.err_path = Path(self._err.name)
-        cmd = [sys.executable, str(RPC_PEER)] + (["--blocking"] if blocking else [])
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._err, text=True, bufsize=1)
-        self.lines: "queue.Queue[str | None]" = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        ready = self.line()
-        assert ready.startswith("READY "), ready
-        self.port = int(ready.split()[1])
+        super().__init__(tmp_path, [sys.executable, str(RPC_PEER)] +
+                         (["--blocking"] if blocking else []), "rpc peer")
+        self.port = int(self.ready.split()[1])
         self.target = f"127.0.0.1:{self.port}"
 
-    def _pump(self):
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def line(self) -> str:
-        try:
-            line = self.lines.get(timeout=REPLY_TIMEOUT_S)
-        except queue.Empty:
-            raise AssertionError(f"rpc peer silent\n{self.err_path.read_text()}")
-        assert line is not None, f"rpc peer exited\n{self.err_path.read_text()}"
-        return line
-
     def cmd(self, text: str) -> str:
-        self.proc.stdin.write(text + "\n")
-        self.proc.stdin.flush()
-        return self.line()
-
-    def no_more_lines(self) -> bool:
-        return self.lines.empty()
-
-    def close(self):
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write("QUIT\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-        self._err.close()
+        return self.send(text)
 
 
 @pytest.fixture
@@ -300,7 +263,7 @@ def test_rpc_failing_callback_and_dead_server(rpc_peer):
     assert peer.cmd("RAISE 0") == "OK"
     assert client.send_data(peer.target, b"second") == 0
     assert peer.line().split()[3] == sha(b"second")
-    assert "callback failure on purpose" in peer.err_path.read_text()
+    assert "callback failure on purpose" in peer.stderr()
     # killed: the pooled connection fails, so does the fresh one
     peer.proc.kill()
     peer.proc.wait()
