@@ -410,15 +410,17 @@ out:
     return ok;
 }
 
-PyObject *mcpy_batch_put_from_multi_buffers(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *kwl[] = {"keys", "buffer_ptrs", "sizes", "config", NULL};
+static PyObject *put_multi(PyObject *self, PyObject *args, PyObject *kw, int upsert) {
+    static char *kwl[] = {"keys", "all_buffer_ptrs", "all_sizes", "config", NULL};
     PyObject *keys_o, *ptrs_o, *sizes_o, *cfg = NULL, *ret = NULL;
     mcpy_rconfig_t rc = {0};
     multi_t m;
     int *res = NULL;
     int parsed;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from_multi_buffers", kwl, &keys_o,
-                                     &ptrs_o, &sizes_o, &cfg) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw,
+                                     upsert ? "OOO|O:batch_upsert_from_multi_buffers"
+                                            : "OOO|O:batch_put_from_multi_buffers",
+                                     kwl, &keys_o, &ptrs_o, &sizes_o, &cfg) ||
         !(parsed = multi_parse(keys_o, ptrs_o, sizes_o, &m)))
         return NULL;
     if (parsed == 2)
@@ -430,13 +432,22 @@ PyObject *mcpy_batch_put_from_multi_buffers(PyObject *self, PyObject *args, PyOb
     }
     if (!mcpy_rconfig(cfg, &rc))
         goto out;
-    NOGIL(mc_store_batch_put(MCPY_STORE(self), m.items, (size_t)m.n, &rc.rc, res));
+    NOGIL((upsert ? mc_store_batch_upsert : mc_store_batch_put)(MCPY_STORE(self), m.items,
+                                                                (size_t)m.n, &rc.rc, res));
     ret = mcpy_int_list(res, m.n);
 out:
     mcpy_rconfig_release(&rc);
     PyMem_Free(res);
     multi_free(&m);
     return ret;
+}
+
+PyObject *mcpy_batch_put_from_multi_buffers(PyObject *self, PyObject *args, PyObject *kw) {
+    return put_multi(self, args, kw, 0);
+}
+
+PyObject *mcpy_batch_upsert_from_multi_buffers(PyObject *self, PyObject *args, PyObject *kw) {
+    return put_multi(self, args, kw, 1);
 }
 
 /* ---- gets ---- */
@@ -584,12 +595,15 @@ out:
 }
 
 PyObject *mcpy_batch_get_into_multi_buffers(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *kwl[] = {"keys", "buffer_ptrs", "sizes", NULL};
+    /* prefer_alloc_in_same_node is the reference's; reads here try a replica in this process's
+     * own segment first anyway. */
+    static char *kwl[] = {"keys", "all_buffer_ptrs", "all_sizes", "prefer_alloc_in_same_node",
+                          NULL};
     PyObject *keys_o, *ptrs_o, *sizes_o, *ret;
     multi_t m;
-    int parsed;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:batch_get_into_multi_buffers", kwl, &keys_o,
-                                     &ptrs_o, &sizes_o) ||
+    int parsed, same_node = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|p:batch_get_into_multi_buffers", kwl, &keys_o,
+                                     &ptrs_o, &sizes_o, &same_node) ||
         !(parsed = multi_parse(keys_o, ptrs_o, sizes_o, &m)))
         return NULL;
     if (parsed == 2)

@@ -81,6 +81,7 @@ MCPY_DECL(put_batch);
 MCPY_DECL(put_from);
 MCPY_DECL(batch_put_from);
 MCPY_DECL(batch_put_from_multi_buffers);
+MCPY_DECL(batch_upsert_from_multi_buffers);
 MCPY_DECL(get);
 MCPY_DECL(get_batch);
 MCPY_DECL(get_into);

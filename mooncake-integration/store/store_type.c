@@ -275,7 +275,11 @@ static PyMethodDef store_methods[] = {
     KW(put_from, "put_from(key, buffer_ptr, size, config=None) -> 0 or a negative code"),
     KW(batch_put_from, "batch_put_from(keys, buffer_ptrs, sizes, config=None) -> list of codes"),
     KW(batch_put_from_multi_buffers,
-       "batch_put_from_multi_buffers(keys, [[ptr...]], [[size...]], config=None) -> list of codes"),
+       "batch_put_from_multi_buffers(keys, all_buffer_ptrs, all_sizes, config=None) -> list of "
+       "codes: key i is the concatenation of its buffers"),
+    KW(batch_upsert_from_multi_buffers,
+       "batch_upsert_from_multi_buffers(keys, all_buffer_ptrs, all_sizes, config=None) -> list of "
+       "codes (upsert)"),
     KW(upsert, "upsert(key, value, config=None) -> 0 or a negative code: insert, or replace the "
                "value (readers see the old or the new one, whole)"),
     KW(upsert_parts, "upsert_parts(key, *parts, config=None) -> 0 or a negative code"),
@@ -288,7 +292,8 @@ static PyMethodDef store_methods[] = {
     KW(get_into, "get_into(key, buffer_ptr, size) -> object length or a negative code"),
     KW(batch_get_into, "batch_get_into(keys, buffer_ptrs, sizes) -> list of lengths or codes"),
     KW(batch_get_into_multi_buffers,
-       "batch_get_into_multi_buffers(keys, [[ptr...]], [[size...]]) -> list of lengths or codes"),
+       "batch_get_into_multi_buffers(keys, all_buffer_ptrs, all_sizes, "
+       "prefer_alloc_in_same_node=False) -> list of lengths or codes"),
     {"get_buffer", (PyCFunction)(void (*)(void))mcpy_get_buffer,
      METH_METHOD | METH_FASTCALL | METH_KEYWORDS, "get_buffer(key) -> buffer object or None"},
     {"batch_get_buffer", (PyCFunction)(void (*)(void))mcpy_batch_get_buffer,

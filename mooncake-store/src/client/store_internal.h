@@ -164,7 +164,8 @@ int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
                                 const mc_store_iov_t *iov, size_t iovcnt);
 /* 1 when [p, p+len) lies inside one registered user buffer or the staging buffer. */
 int mc__store_is_registered(mc_store_t *s, const void *p, size_t len);
-/* 1 when p lies inside a registered user buffer and [p, p+len) runs past its end. */
+/* 1 when p lies inside a registered user buffer (or the staging buffer) and [p, p+len) runs
+ * past its end. */
 int mc__store_registered_overrun(mc_store_t *s, const void *p, size_t len);
 void mc__store_forget_segment(mc_store_t *s, const char *name);
 /* 1 while a transfer with segment `name` failed within the last MC__SUSPECT_MS. */

@@ -33,11 +33,7 @@ static int mc__check_parts(const mc_store_iov_t *parts, size_t nparts, uint64_t 
 static int mc__put_finish_rpc(mc_store_t *s, int upsert, int end, const char *key,
                               const mc__key_replicas_t *kr) {
     int32_t code = 0;
-    int rc;
-    if (!upsert)
-        return end ? mc__master_client_put_end(s->master, key)
-                   : mc__master_client_put_revoke(s->master, key);
-    rc = mc__master_client_batch_upsert_finish(s->master, end, 1, &key, &kr->version, &code);
+    int rc = mc__master_client_batch_finish(s->master, upsert, end, 1, &key, &kr->version, &code);
     return rc ? rc : code;
 }
 
@@ -90,8 +86,7 @@ static int mc__put_parts_impl(mc_store_t *s, int upsert, const char *key,
         return MC_ERR_INTERNAL_ERROR;
     for (int attempt = 1;; attempt++) {
         uint8_t failed[MC_MP_MAX_REPLICA_NUM] = {0};
-        rc = upsert ? mc__master_client_batch_upsert_start(s->master, 1, &key, &total, &wc, kr)
-                    : mc__master_client_put_start(s->master, key, total, &wc, kr);
+        rc = mc__master_client_batch_start(s->master, upsert, 1, &key, &total, &wc, kr);
         /* a writer that stalls between its placement and its bytes (tests stop it here) */
         mc__failpoint("store_put_after_start");
         if (rc == 0)
@@ -166,14 +161,11 @@ static int mc__batch_write_and_end(mc_store_t *s, int upsert, const mc_store_ite
         results[idx[j]] = codes[j];
     }
     if (nf > 0 &&
-        (upsert ? mc__master_client_batch_upsert_finish(s->master, 0, nf, failed, failed_ver, codes)
-                : mc__master_client_batch_put_revoke(s->master, nf, failed, codes)) != 0)
+        mc__master_client_batch_finish(s->master, upsert, 0, nf, failed, failed_ver, codes) != 0)
         MC_WARN("store: revoking %zu failed puts failed; the master discards them later", nf);
     rc = 0;
     if (nd > 0) {
-        int r = upsert
-                    ? mc__master_client_batch_upsert_finish(s->master, 1, nd, done, done_ver, codes)
-                    : mc__master_client_batch_put_end(s->master, nd, done, codes);
+        int r = mc__master_client_batch_finish(s->master, upsert, 1, nd, done, done_ver, codes);
         for (size_t j = 0; j < nd; j++)
             results[done_idx[j]] = r != 0 ? r : codes[j];
     }
@@ -223,8 +215,7 @@ static int mc__batch_put_impl(mc_store_t *s, int upsert, const mc_store_item_t *
         idx[m++] = i;
     }
     if (m > 0) {
-        rc = upsert ? mc__master_client_batch_upsert_start(s->master, m, keys, lens, &wc, kr)
-                    : mc__master_client_batch_put_start(s->master, m, keys, lens, &wc, kr);
+        rc = mc__master_client_batch_start(s->master, upsert, m, keys, lens, &wc, kr);
         if (rc != 0) {
             for (size_t j = 0; j < m; j++)
                 results[idx[j]] = rc;

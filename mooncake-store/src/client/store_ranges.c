@@ -6,12 +6,16 @@
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 
-/* The replica list of range [off, off+len) of the object kr describes. */
+/* The replica list of range [off, off+len) of the object kr describes. Only the replicas the
+ * list has are copied (a list is ~2 KiB, most of it unused name space). */
 static void mc__narrow(const mc__key_replicas_t *kr, uint64_t off, uint64_t len,
                        mc__key_replicas_t *out) {
-    *out = *kr;
+    uint32_t n = kr->n_replicas < MC_MP_MAX_REPLICA_NUM ? kr->n_replicas : MC_MP_MAX_REPLICA_NUM;
+    out->code = kr->code;
     out->size = len;
-    for (uint32_t r = 0; r < out->n_replicas && r < MC_MP_MAX_REPLICA_NUM; r++) {
+    out->n_replicas = n;
+    memcpy(out->replicas, kr->replicas, (size_t)n * sizeof(kr->replicas[0]));
+    for (uint32_t r = 0; r < n; r++) {
         out->replicas[r].addr += off;
         out->replicas[r].size = len;
     }

@@ -101,15 +101,9 @@ int mc__store_is_registered(mc_store_t *s, const void *p, size_t len) {
 }
 
 int mc__store_registered_overrun(mc_store_t *s, const void *p, size_t len) {
-    uintptr_t a = (uintptr_t)p;
-    int over = 0;
-    pthread_rwlock_rdlock(&s->reg_lock);
-    for (size_t i = 0; i < s->nregs && !over; i++) {
-        uintptr_t b = (uintptr_t)s->regs[i].base;
-        over = a >= b && a < b + s->regs[i].len && len > b + s->regs[i].len - a;
-    }
-    pthread_rwlock_unlock(&s->reg_lock);
-    return over;
+    /* Registered ranges never overlap, so the one holding p is the only one that could hold the
+     * whole range. */
+    return mc__store_is_registered(s, p, 1) && !mc__store_is_registered(s, p, len);
 }
 
 static int mc__register_buffer_impl(mc_store_t *s, void *addr, size_t len) {

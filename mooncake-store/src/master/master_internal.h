@@ -174,11 +174,21 @@ int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t
  * have passed: a slow writer or a leased reader may still be using its bytes. */
 void mc__grave_add(mc__master_t *m, mc__object_t *o);
 
-/* upsert.c: UPSERT_START, and UPSERT_END / UPSERT_REVOKE / REPLICA_CLEAR (a code per key). */
-void mc__op_upsert_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
-                         uint32_t *errors);
-int mc__op_upsert_codes(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
-                        uint32_t *errors);
+/* upsert.c, one key each (ops.c runs the batches and writes the replies). */
+/* UPSERT_START: places the new value (under the shadow key when the key exists); the caller
+ * holds placement (read). 0 with the replicas and the version its end must name, or a code. */
+int32_t mc__upsert_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
+                             const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
+                             uint8_t *n_out, uint64_t *version);
+/* UPSERT_END (publish) or UPSERT_REVOKE of the placement named by version: 0, or
+ * OBJECT_NOT_FOUND when it was preempted or discarded. */
+int32_t mc__upsert_finish_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *key,
+                              uint64_t version, uint64_t now);
+/* REPLICA_CLEAR: an unleased, finished object loses its replicas on segment (all of them when
+ * segment is empty) and disappears with the last. OBJECT_NOT_FOUND when there is no such object
+ * or no replica on that segment, OBJECT_HAS_LEASE while a reader holds it. */
+int32_t mc__replica_clear_one(mc__master_t *m, const mc__mp_str_t *key, const mc__mp_str_t *segment,
+                              uint64_t now);
 
 /* segments.c */
 /* Mounts (name, base, size) in incarnation epoch for client. The same mount again is a no-op;

@@ -136,6 +136,8 @@ static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint6
     return code;
 }
 
+/* PUT_START and UPSERT_START: the same reply, the same eviction wake-up; an upsert's item also
+ * carries the version of the placement (its end names it). */
 static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
                              uint32_t *errors) {
     const mc__replicate_config_t *cfg = &r->config;
@@ -146,14 +148,19 @@ static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
     for (uint32_t i = 0; i < r->n_keys; i++) {
         mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
         uint8_t n = 0;
-        int32_t code = 0;
+        uint64_t version = 0;
+        int32_t code = MC_ERR_INVALID_PARAMS;
         /* Held until the reply names the replicas' segments, so an unmount cannot free (and a
          * mount reuse) a slot in between. */
         pthread_rwlock_rdlock(&m->placement);
-        code = bad_cfg ? MC_ERR_INVALID_PARAMS
-                       : mc__put_start_one(m, &r->keys[i], r->value_lens[i], cfg, now, reps, &n);
+        if (!bad_cfg && r->type == MC_MP_UPSERT_START)
+            code = mc__upsert_start_one(m, &r->keys[i], r->value_lens[i], cfg, now, reps, &n,
+                                        &version);
+        else if (!bad_cfg)
+            code = mc__put_start_one(m, &r->keys[i], r->value_lens[i], cfg, now, reps, &n);
         *errors += code != 0;
-        mc__put_replicas(m, out, code, r->value_lens[i], 0, reps, n, MC_MP_REPLICA_PROCESSING);
+        mc__put_replicas(m, out, code, r->value_lens[i], version, reps, n,
+                         MC_MP_REPLICA_PROCESSING);
         pthread_rwlock_unlock(&m->placement);
     }
     mc__buf_frame_end(out, start);
@@ -265,9 +272,21 @@ static int mc__op_codes(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *ou
     if (!codes)
         return MC_ERR_MEMORY;
     for (uint32_t i = 0; i < r->n_keys; i++) {
-        codes[i] = r->type == MC_MP_SEGMENT_UNREACHABLE
-                       ? mc__segment_unreachable(m, &r->keys[i])
-                       : mc__code_one(m, r->type, &r->keys[i], r->force, now);
+        switch (r->type) {
+        case MC_MP_SEGMENT_UNREACHABLE:
+            codes[i] = mc__segment_unreachable(m, &r->keys[i]);
+            break;
+        case MC_MP_UPSERT_END:
+        case MC_MP_UPSERT_REVOKE:
+            codes[i] = mc__upsert_finish_one(m, r->type, &r->keys[i], r->value_lens[i], now);
+            break;
+        case MC_MP_REPLICA_CLEAR:
+            codes[i] = mc__replica_clear_one(m, &r->keys[i], &r->segment_name, now);
+            break;
+        default:
+            codes[i] = mc__code_one(m, r->type, &r->keys[i], r->force, now);
+            break;
+        }
         *errors += codes[i] < 0;
     }
     rc = mc__mp_encode_codes_reply(out, r->type, r->request_id, r->n_keys, codes);
@@ -348,15 +367,8 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
                 : mc__mp_encode_empty_reply(out, r->type, r->request_id);
         break;
     case MC_MP_PUT_START:
-        mc__op_put_start(m, r, out, &errors);
-        break;
     case MC_MP_UPSERT_START:
-        mc__op_upsert_start(m, r, out, &errors);
-        break;
-    case MC_MP_UPSERT_END:
-    case MC_MP_UPSERT_REVOKE:
-    case MC_MP_REPLICA_CLEAR:
-        rc = mc__op_upsert_codes(m, r, out, &errors);
+        mc__op_put_start(m, r, out, &errors);
         break;
     case MC_MP_GET_REPLICA_LIST:
         mc__op_get(m, r, out, &errors);
@@ -366,6 +378,9 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     case MC_MP_EXIST:
     case MC_MP_REMOVE:
     case MC_MP_SEGMENT_UNREACHABLE:
+    case MC_MP_UPSERT_END:
+    case MC_MP_UPSERT_REVOKE:
+    case MC_MP_REPLICA_CLEAR:
         rc = mc__op_codes(m, r, out, &errors);
         break;
     case MC_MP_REMOVE_ALL:

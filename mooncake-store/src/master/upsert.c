@@ -53,9 +53,9 @@ static mc__object_t *mc__find_live(mc__master_t *m, mc__shard_t *s, uint32_t has
 
 #define MC__UPSERT_TRIES 4
 
-static int32_t mc__upsert_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
-                                    const mc__replicate_config_t *cfg, uint64_t now,
-                                    mc__replica_t *reps, uint8_t *n_out, uint64_t *version) {
+int32_t mc__upsert_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
+                             const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
+                             uint8_t *n_out, uint64_t *version) {
     uint8_t shadow[MC_MP_MAX_KEY + MC__SHADOW_SUFFIX_LEN];
     uint32_t shadow_len = mc__shadow_key(key, shadow);
     uint32_t hash = mc__key_hash(key->p, key->len);
@@ -98,31 +98,6 @@ static int32_t mc__upsert_start_one(mc__master_t *m, const mc__mp_str_t *key, ui
     return MC_ERR_OBJECT_ALREADY_EXISTS; /* the key kept changing under us */
 }
 
-void mc__op_upsert_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
-                         uint32_t *errors) {
-    const mc__replicate_config_t *cfg = &r->config;
-    int bad_cfg = cfg->replica_num == 0 || cfg->replica_num > MC_MP_MAX_REPLICA_NUM;
-    uint64_t now = mc__now_ms();
-    size_t start = 0;
-    mc__mp_replicas_reply_begin(out, r->type, r->request_id, r->n_keys, &start);
-    for (uint32_t i = 0; i < r->n_keys; i++) {
-        mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
-        uint8_t n = 0;
-        uint64_t version = 0;
-        int32_t code;
-        /* Held until the reply names the replicas' segments (as for PUT_START). */
-        pthread_rwlock_rdlock(&m->placement);
-        code = bad_cfg ? MC_ERR_INVALID_PARAMS
-                       : mc__upsert_start_one(m, &r->keys[i], r->value_lens[i], cfg, now, reps, &n,
-                                              &version);
-        *errors += code != 0;
-        mc__put_replicas(m, out, code, r->value_lens[i], version, reps, n,
-                         MC_MP_REPLICA_PROCESSING);
-        pthread_rwlock_unlock(&m->placement);
-    }
-    mc__buf_frame_end(out, start);
-}
-
 /* With the shard locked: the shadow sh becomes the key's object; the one it replaces (finished,
  * or an unfinished plain put) is retired. */
 static int32_t mc__shadow_publish(mc__master_t *m, mc__shard_t *s, mc__object_t *sh,
@@ -150,8 +125,8 @@ static int32_t mc__shadow_publish(mc__master_t *m, mc__shard_t *s, mc__object_t 
     return 0;
 }
 
-static int32_t mc__upsert_finish_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *key,
-                                     uint64_t version, uint64_t now) {
+int32_t mc__upsert_finish_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *key,
+                              uint64_t version, uint64_t now) {
     uint8_t shadow[MC_MP_MAX_KEY + MC__SHADOW_SUFFIX_LEN];
     uint32_t shadow_len = mc__shadow_key(key, shadow);
     uint32_t hash = mc__key_hash(key->p, key->len);
@@ -183,11 +158,8 @@ static int32_t mc__upsert_finish_one(mc__master_t *m, uint8_t type, const mc__mp
     return code;
 }
 
-/* REPLICA_CLEAR of one key: an unleased, finished object loses its replicas on segment (all of
- * them when segment is empty) and disappears with the last. OBJECT_NOT_FOUND when there is no
- * such object or no replica on that segment, OBJECT_HAS_LEASE while a reader holds it. */
-static int32_t mc__replica_clear_one(mc__master_t *m, const mc__mp_str_t *key,
-                                     const mc__mp_str_t *segment, uint64_t now) {
+int32_t mc__replica_clear_one(mc__master_t *m, const mc__mp_str_t *key, const mc__mp_str_t *segment,
+                              uint64_t now) {
     uint32_t hash = mc__key_hash(key->p, key->len);
     mc__shard_t *s = mc__shard_of(m, hash);
     mc__object_t *o = NULL;
@@ -224,24 +196,4 @@ static int32_t mc__replica_clear_one(mc__master_t *m, const mc__mp_str_t *key,
     }
     pthread_mutex_unlock(&s->mu);
     return code;
-}
-
-int mc__op_upsert_codes(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
-                        uint32_t *errors) {
-    int32_t small[64];
-    int32_t *codes = r->n_keys <= 64 ? small : mc__malloc((size_t)r->n_keys * sizeof(int32_t));
-    uint64_t now = mc__now_ms();
-    int rc;
-    if (!codes)
-        return MC_ERR_MEMORY;
-    for (uint32_t i = 0; i < r->n_keys; i++) {
-        codes[i] = r->type == MC_MP_REPLICA_CLEAR
-                       ? mc__replica_clear_one(m, &r->keys[i], &r->segment_name, now)
-                       : mc__upsert_finish_one(m, r->type, &r->keys[i], r->value_lens[i], now);
-        *errors += codes[i] < 0;
-    }
-    rc = mc__mp_encode_codes_reply(out, r->type, r->request_id, r->n_keys, codes);
-    if (codes != small)
-        mc__free(codes);
-    return rc;
 }

@@ -477,40 +477,39 @@ out:
     return rc;
 }
 
+int mc__master_client_batch_start(mc__master_client_t *c, int upsert, size_t n,
+                                  const char *const *keys, const uint64_t *value_lens,
+                                  const mc__replicate_config_t *cfg, mc__key_replicas_t *out) {
+    if (n && !value_lens)
+        return MC_ERR_INVALID_PARAMS;
+    return mc__mc_batch(c, upsert ? MC_MP_UPSERT_START : MC_MP_PUT_START, n, keys, value_lens, cfg,
+                        0, NULL, NULL, out);
+}
+
+int mc__master_client_batch_finish(mc__master_client_t *c, int upsert, int end, size_t n,
+                                   const char *const *keys, const uint64_t *versions,
+                                   int32_t *codes) {
+    uint8_t type = upsert ? (end ? MC_MP_UPSERT_END : MC_MP_UPSERT_REVOKE)
+                          : (end ? MC_MP_PUT_END : MC_MP_PUT_REVOKE);
+    if (upsert && n && !versions)
+        return MC_ERR_INVALID_PARAMS;
+    return mc__mc_batch(c, type, n, keys, upsert ? versions : NULL, NULL, 0, NULL, codes, NULL);
+}
+
 int mc__master_client_batch_put_start(mc__master_client_t *c, size_t n, const char *const *keys,
                                       const uint64_t *value_lens, const mc__replicate_config_t *cfg,
                                       mc__key_replicas_t *out) {
-    if (n && !value_lens)
-        return MC_ERR_INVALID_PARAMS;
-    return mc__mc_batch(c, MC_MP_PUT_START, n, keys, value_lens, cfg, 0, NULL, NULL, out);
+    return mc__master_client_batch_start(c, 0, n, keys, value_lens, cfg, out);
 }
 
 int mc__master_client_batch_put_end(mc__master_client_t *c, size_t n, const char *const *keys,
                                     int32_t *codes) {
-    return mc__mc_batch(c, MC_MP_PUT_END, n, keys, NULL, NULL, 0, NULL, codes, NULL);
+    return mc__master_client_batch_finish(c, 0, 1, n, keys, NULL, codes);
 }
 
 int mc__master_client_batch_put_revoke(mc__master_client_t *c, size_t n, const char *const *keys,
                                        int32_t *codes) {
-    return mc__mc_batch(c, MC_MP_PUT_REVOKE, n, keys, NULL, NULL, 0, NULL, codes, NULL);
-}
-
-int mc__master_client_batch_upsert_start(mc__master_client_t *c, size_t n, const char *const *keys,
-                                         const uint64_t *value_lens,
-                                         const mc__replicate_config_t *cfg,
-                                         mc__key_replicas_t *out) {
-    if (n && !value_lens)
-        return MC_ERR_INVALID_PARAMS;
-    return mc__mc_batch(c, MC_MP_UPSERT_START, n, keys, value_lens, cfg, 0, NULL, NULL, out);
-}
-
-int mc__master_client_batch_upsert_finish(mc__master_client_t *c, int end, size_t n,
-                                          const char *const *keys, const uint64_t *versions,
-                                          int32_t *codes) {
-    if (n && !versions)
-        return MC_ERR_INVALID_PARAMS;
-    return mc__mc_batch(c, end ? MC_MP_UPSERT_END : MC_MP_UPSERT_REVOKE, n, keys, versions, NULL, 0,
-                        NULL, codes, NULL);
+    return mc__master_client_batch_finish(c, 0, 0, n, keys, NULL, codes);
 }
 
 int mc__master_client_batch_replica_clear(mc__master_client_t *c, size_t n, const char *const *keys,

@@ -74,15 +74,15 @@ int mc__master_client_unmount_segment(mc__master_client_t *c, const char *segmen
 int mc__master_client_put_start(mc__master_client_t *c, const char *key, uint64_t value_len,
                                 const mc__replicate_config_t *cfg, mc__key_replicas_t *out);
 int mc__master_client_put_end(mc__master_client_t *c, const char *key);
-/* Upserts: start as put start does (the key may exist; each item's version names the placement),
- * then end (publish) or revoke each key with the version its start gave. */
-int mc__master_client_batch_upsert_start(mc__master_client_t *c, size_t n, const char *const *keys,
-                                         const uint64_t *value_lens,
-                                         const mc__replicate_config_t *cfg,
-                                         mc__key_replicas_t *out);
-int mc__master_client_batch_upsert_finish(mc__master_client_t *c, int end, size_t n,
-                                          const char *const *keys, const uint64_t *versions,
-                                          int32_t *codes);
+/* The same for puts (upsert = 0) and upserts (1), which may replace an existing key: each
+ * started item of an upsert carries the version of its placement, which its end or revoke
+ * (finish with end = 1 or 0) must name in versions[] (ignored for puts). */
+int mc__master_client_batch_start(mc__master_client_t *c, int upsert, size_t n,
+                                  const char *const *keys, const uint64_t *value_lens,
+                                  const mc__replicate_config_t *cfg, mc__key_replicas_t *out);
+int mc__master_client_batch_finish(mc__master_client_t *c, int upsert, int end, size_t n,
+                                   const char *const *keys, const uint64_t *versions,
+                                   int32_t *codes);
 /* Drops the replicas of unleased objects: those on segment, or all ("" or NULL). codes[i] is 0
  * for a key cleared, else why not (OBJECT_NOT_FOUND, OBJECT_HAS_LEASE). */
 int mc__master_client_batch_replica_clear(mc__master_client_t *c, size_t n, const char *const *keys,

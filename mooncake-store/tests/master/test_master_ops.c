@@ -96,23 +96,23 @@ static void test_upsert_versions(void **state) {
     const char *key = "up";
     int32_t code = 0;
     uint64_t len = 2000, v1, v2;
-    assert_int_equal(mc__master_client_batch_upsert_start(f->a, 1, &key, &len, NULL, &r), 0);
+    assert_int_equal(mc__master_client_batch_start(f->a, 1, 1, &key, &len, NULL, &r), 0);
     assert_int_equal(r.code, 0);
     assert_int_not_equal(r.version, 0);
     /* A new key: a plain put start sees it as taken. */
     assert_int_equal(mc__master_client_put_start(f->b, key, 10, NULL, &g),
                      MC_ERR_OBJECT_ALREADY_EXISTS);
     v1 = r.version + 1000; /* a wrong version ends nothing */
-    assert_int_equal(mc__master_client_batch_upsert_finish(f->a, 1, 1, &key, &v1, &code), 0);
+    assert_int_equal(mc__master_client_batch_finish(f->a, 1, 1, 1, &key, &v1, &code), 0);
     assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(mc__master_client_batch_upsert_finish(f->a, 1, 1, &key, &r.version, &code), 0);
+    assert_int_equal(mc__master_client_batch_finish(f->a, 1, 1, 1, &key, &r.version, &code), 0);
     assert_int_equal(code, 0);
     assert_int_equal(mc__master_client_get_replica_list(f->b, key, &g), 0);
     assert_int_equal(g.size, 2000);
 
     /* Replace: while it is written, readers get the old placement. */
     len = 3000;
-    assert_int_equal(mc__master_client_batch_upsert_start(f->a, 1, &key, &len, NULL, &r), 0);
+    assert_int_equal(mc__master_client_batch_start(f->a, 1, 1, &key, &len, NULL, &r), 0);
     assert_int_equal(r.code, 0);
     assert_true(r.replicas[0].addr != g.replicas[0].addr);
     assert_int_equal(mc__master_client_get_replica_list(f->b, key, &r2), 0);
@@ -121,13 +121,13 @@ static void test_upsert_versions(void **state) {
     /* A second upsert preempts the first: the first one's end publishes nothing. */
     v1 = r.version;
     len = 4000;
-    assert_int_equal(mc__master_client_batch_upsert_start(f->b, 1, &key, &len, NULL, &r2), 0);
+    assert_int_equal(mc__master_client_batch_start(f->b, 1, 1, &key, &len, NULL, &r2), 0);
     v2 = r2.version;
-    assert_int_equal(mc__master_client_batch_upsert_finish(f->a, 1, 1, &key, &v1, &code), 0);
+    assert_int_equal(mc__master_client_batch_finish(f->a, 1, 1, 1, &key, &v1, &code), 0);
     assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc__master_client_get_replica_list(f->a, key, &g), 0);
     assert_int_equal(g.size, 2000);
-    assert_int_equal(mc__master_client_batch_upsert_finish(f->b, 1, 1, &key, &v2, &code), 0);
+    assert_int_equal(mc__master_client_batch_finish(f->b, 1, 1, 1, &key, &v2, &code), 0);
     assert_int_equal(code, 0);
     assert_int_equal(mc__master_client_get_replica_list(f->a, key, &g), 0);
     assert_int_equal(g.size, 4000);
@@ -135,8 +135,8 @@ static void test_upsert_versions(void **state) {
 
     /* Revoke: the old value stays. */
     len = 100;
-    assert_int_equal(mc__master_client_batch_upsert_start(f->a, 1, &key, &len, NULL, &r), 0);
-    assert_int_equal(mc__master_client_batch_upsert_finish(f->a, 0, 1, &key, &r.version, &code), 0);
+    assert_int_equal(mc__master_client_batch_start(f->a, 1, 1, &key, &len, NULL, &r), 0);
+    assert_int_equal(mc__master_client_batch_finish(f->a, 1, 0, 1, &key, &r.version, &code), 0);
     assert_int_equal(code, 0);
     assert_int_equal(mc__master_client_get_replica_list(f->a, key, &g), 0);
     assert_int_equal(g.size, 4000);

@@ -459,10 +459,16 @@ def _put_tp_many(store, base_keys, tensors, tp_size, split_dim, config):
     tensors = list(tensors) if isinstance(tensors, (list, tuple)) else None
     if tensors is None or not base_keys or len(tensors) != len(base_keys):
         return [INVALID_PARAMS] * len(base_keys)
+    return _put_tp_shards(store, base_keys, [_tp_writes(t, tp_size, split_dim) for t in tensors],
+                          tp_size, config)
+
+
+def _put_tp_shards(store, base_keys, shard_writes, tp_size, config):
+    """Puts the tp_size shard writes of every base key (None: a bad one) in one batch under
+    ``key_tp_r``: a code per base key, its first failing shard's."""
     keys, writes, owner = [], [], []
     res = [INVALID_PARAMS] * len(base_keys)
-    for i, (k, t) in enumerate(zip(base_keys, tensors)):
-        ws = _tp_writes(t, tp_size, split_dim)
+    for i, (k, ws) in enumerate(zip(base_keys, shard_writes)):
         if ws is None:
             continue
         res[i] = 0
@@ -549,20 +555,10 @@ def batch_put_tensor_with_tp_from(self, base_keys, buffer_ptrs, sizes, tp_rank=0
     buffer_ptrs, sizes = list(buffer_ptrs), list(sizes)
     if not base_keys or len(buffer_ptrs) != len(base_keys) or len(sizes) != len(base_keys):
         return [INVALID_PARAMS] * len(base_keys)
-    res = [INVALID_PARAMS] * len(base_keys)
-    keys, writes, owner = [], [], []
-    for i, (k, p, n) in enumerate(zip(base_keys, buffer_ptrs, sizes)):
-        ws = _raw_shard_writes(p, n, tp_size, split_dim, _tp_axes(tp_size, split_dim))
-        if ws is None:
-            continue
-        res[i] = 0
-        keys += [_tp_key(k, r) for r in range(tp_size)]
-        writes += ws
-        owner += [i] * tp_size
-    for i, c in zip(owner, _put_writes(self, keys, writes, None) if keys else []):
-        if c != 0 and res[i] == 0:
-            res[i] = c
-    return res
+    axes = _tp_axes(tp_size, split_dim)
+    return _put_tp_shards(self, base_keys,
+                          [_raw_shard_writes(p, n, tp_size, split_dim, axes)
+                           for p, n in zip(buffer_ptrs, sizes)], tp_size, None)
 
 
 # ---- pub: the same writes with a ReplicateConfig ----
@@ -1301,9 +1297,8 @@ class _Upserting:
         return self._store.batch_upsert_from(keys, buffer_ptrs, sizes, config)
 
     def batch_put_from_multi_buffers(self, keys, all_buffer_ptrs, all_sizes, config=None):
-        return [self._store.upsert_parts(k, *[_at(p, n) for p, n in zip(ptrs, sizes)],
-                                         config=config)
-                for k, ptrs, sizes in zip(keys, all_buffer_ptrs, all_sizes)]
+        return self._store.batch_upsert_from_multi_buffers(keys, all_buffer_ptrs, all_sizes,
+                                                           config)
 
 
 def _upsert_form(put_fn, name):
