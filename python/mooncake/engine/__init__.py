@@ -32,6 +32,7 @@ from mooncake._engine import (  # noqa: F401  (re-exported)
     err_name,
     strerror,
 )
+from mooncake.engine import _rpc
 from mooncake.engine._rpc import (  # noqa: F401  (re-exported)
     CoroRPCInterface,
     ReceivedData,
@@ -47,12 +48,7 @@ __all__ = [
     "TransferNotify",
     "Read",
     "Write",
-    "RpcInterface",
-    "CoroRPCInterface",
-    "ReceivedData",
-    "ReceivedTensor",
-    "create_rpc_client",
-    "create_rpc_server",
+    *_rpc.__all__,
     "ENGINE_HANDLE_CAPSULE",
     "strerror",
     "err_name",

@@ -76,20 +76,8 @@ class ReplicaStatus(_enum.IntEnum):
     FAILED = 5
 
 
-class BufferDescriptor:
-    """Where a memory replica's bytes are: ``size_`` bytes at ``buffer_address_`` in the memory
-    of the engine whose segment is ``transport_endpoint_`` (the reference's field names)."""
-
-    __slots__ = ("size_", "buffer_address_", "transport_endpoint_")
-
-    def __init__(self, size_=0, buffer_address_=0, transport_endpoint_=""):
-        self.size_ = size_
-        self.buffer_address_ = buffer_address_
-        self.transport_endpoint_ = transport_endpoint_
-
-    def __repr__(self):
-        return (f"<BufferDescriptor size={self.size_} buffer_address={self.buffer_address_} "
-                f"transport_endpoint={self.transport_endpoint_}>")
+# A memory replica's buffer_descriptor is the reference's Descriptor, under its older name too.
+BufferDescriptor = Descriptor
 
 
 class MemoryDescriptor:
@@ -132,7 +120,7 @@ class ReplicaDescriptor:
 
 def _descriptors(raw):
     code, reps = raw
-    return [ReplicaDescriptor(st, MemoryDescriptor(BufferDescriptor(size, addr, endpoint)))
+    return [ReplicaDescriptor(st, MemoryDescriptor(Descriptor(size, addr, endpoint)))
             for endpoint, addr, size, st in reps] if code == 0 else []
 
 

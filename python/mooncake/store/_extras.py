@@ -20,8 +20,10 @@ class ObjectDataType(enum.IntEnum):
 
 
 class Descriptor:
-    """Where an allocated buffer is (the reference's ``AllocatedBuffer::Descriptor``): ``size``
-    bytes at ``buffer_address`` in the memory of the engine serving ``transport_endpoint``."""
+    """Where an allocated buffer is (the reference's ``AllocatedBuffer::Descriptor``, also the
+    type of a memory replica's ``buffer_descriptor``): ``size`` bytes at ``buffer_address`` in
+    the memory of the engine serving ``transport_endpoint``. ``size_``, ``buffer_address_`` and
+    ``transport_endpoint_`` are this package's earlier spellings of the same fields."""
 
     __slots__ = ("size", "buffer_address", "transport_endpoint")
 
@@ -29,6 +31,10 @@ class Descriptor:
         self.size = size
         self.buffer_address = buffer_address
         self.transport_endpoint = transport_endpoint
+
+    size_ = property(lambda self: self.size)
+    buffer_address_ = property(lambda self: self.buffer_address)
+    transport_endpoint_ = property(lambda self: self.transport_endpoint)
 
     def __repr__(self):
         return (f"<Descriptor size={self.size} buffer_address={self.buffer_address} "

@@ -14,14 +14,6 @@ from mooncake.engine import TransferEngine, TransferNotify, TransferOpcode
 MiB = 1 << 20
 
 
-@pytest.fixture
-def engine():
-    e = TransferEngine()
-    assert e.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
-    yield e
-    e.close()
-
-
 def test_public_surface():
     for name in me.__all__:
         assert hasattr(me, name), name

@@ -22,14 +22,6 @@ from mooncake.engine import (
 )
 
 
-@pytest.fixture
-def engine():
-    e = TransferEngine()
-    assert e.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
-    yield e
-    e.close()
-
-
 def test_reference_names_present():
     for name in ["TransferEngine", "TransferOpcode", "TransferNotify", "Read", "Write",
                  "RpcInterface", "CoroRPCInterface", "ReceivedData", "ReceivedTensor",

@@ -375,12 +375,18 @@ def test_replica_descriptors(make_master, make_worker):
                  ) == 0
     got = c.run("ds = store.get_replica_desc('two')\n"
                 "result = [[d.status.name, d.is_memory_replica(), d.is_disk_replica(),\n"
-                "           d.get_memory_descriptor().buffer_descriptor.transport_endpoint_,\n"
-                "           d.get_memory_descriptor().buffer_descriptor.size_,\n"
-                "           d.get_memory_descriptor().buffer_descriptor.buffer_address_ > 0]\n"
+                "           d.get_memory_descriptor().buffer_descriptor.transport_endpoint,\n"
+                "           d.get_memory_descriptor().buffer_descriptor.size,\n"
+                "           d.get_memory_descriptor().buffer_descriptor.buffer_address > 0,\n"
+                "           type(d.get_memory_descriptor().buffer_descriptor).__name__,\n"
+                "           (d.get_memory_descriptor().buffer_descriptor.transport_endpoint_,\n"
+                "            d.get_memory_descriptor().buffer_descriptor.size_)]\n"
                 "          for d in ds]")
+    # The reference's field names (its buffer_descriptor is a Descriptor); the earlier
+    # underscore spellings still read the same fields.
     assert sorted(g[3] for g in got) == sorted(names)
     assert all(g[0] == "COMPLETE" and g[1] and not g[2] and g[4] == 5000 and g[5] for g in got)
+    assert all(g[6] == "Descriptor" and g[7] == [g[3], 5000] for g in got)
     assert c.run("result = store.get_replica_desc('missing')") == []
     batch = c.run("d = store.batch_get_replica_desc(['two', 'missing', ''])\n"
                   "result = {k: len(v) for k, v in d.items()}")

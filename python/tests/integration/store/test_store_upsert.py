@@ -211,7 +211,7 @@ def test_batch_replica_clear(master):
         assert a.batch_replica_clear(["c3"], segment_name="nosuch:1") == []
         assert a.batch_replica_clear(["c3"], segment_name=b.get_hostname()) == ["c3"]
         reps = a.get_replica_desc("c3")
-        assert [r.get_memory_descriptor().buffer_descriptor.transport_endpoint_ for r in reps] \
+        assert [r.get_memory_descriptor().buffer_descriptor.transport_endpoint for r in reps] \
             == [a.get_hostname()]
         assert b.get("c3") == b"two copies"
         time.sleep(LEASE_MS / 1000 + 0.2)
