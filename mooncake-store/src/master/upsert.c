@@ -1,4 +1,4 @@
-/* Upserts (insert or replace) and replica clearing.
+/* Upserts (insert or replace) and replica clearing, one key each; ops.c runs the batches.
  *
  * An upsert never writes into bytes a reader may be reading. When the key exists, the new value
  * goes to new space held by a shadow object (the key plus MC__SHADOW_SUFFIX, in the same shard)
@@ -14,7 +14,6 @@
 
 #include "master/master_internal.h"
 #include "mooncake/common/alloc.h"
-#include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
 /* The shadow key of key (which is at most MC_MP_MAX_KEY bytes). */
