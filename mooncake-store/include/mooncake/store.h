@@ -104,9 +104,11 @@ MC_API int mc_store_create(mc_store_t **out);
  * from scratch (a new engine, new memory), unless buffers from mc_store_get_buffer are still
  * alive. Master unreachable: MC_ERR_RPC_FAIL. */
 MC_API int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg);
-/* Stops heartbeats, unmounts the segment at the master, releases the engine's memory. Safe to
- * call twice; later calls then fail with MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS. Buffers returned
- * by mc_store_get_buffer stay valid until freed. */
+/* Stops heartbeats, unmounts the segment at the master and frees the memory, the staging buffer
+ * and its own engine (so its host:port is free at once). Safe to call twice; later calls then
+ * fail with MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS. Buffers returned by mc_store_get_buffer stay
+ * valid until freed: while one is out, the staging buffer and the engine stay too, until the
+ * next setup or destroy. */
 MC_API int mc_store_close(mc_store_t *s);
 /* Closes and frees. Every mc_store_buffer_t must have been freed before. NULL is accepted. */
 MC_API void mc_store_destroy(mc_store_t *s);

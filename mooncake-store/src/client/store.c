@@ -249,26 +249,23 @@ static void mc__teardown(mc_store_t *s) {
     pthread_rwlock_unlock(&s->seg_rw);
 }
 
-/* A closed store sets up again from scratch: what close left for destroy (the staging buffer,
- * our own engine, registrations made with it) goes now, as if the handle were new. Not while
- * buffers from get_buffer still live in the staging buffer: they would point into freed memory
- * (MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS then). */
-static int mc__store_reset(mc_store_t *s) {
+/* Frees what the teardown leaves: the staging buffer, our own engine (its port and memory) and
+ * our registrations in a shared engine. Not while buffers from get_buffer still live in the
+ * staging buffer, unless force (destroy): they would point into freed memory. Returns 0, or
+ * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS when it had to leave everything for later. */
+static int mc__store_release(mc_store_t *s, int force) {
     size_t busy;
     pthread_mutex_lock(&s->staging.mu);
     busy = s->staging.in_use;
     pthread_mutex_unlock(&s->staging.mu);
-    if (busy) {
-        MC_ERROR("store: %zu bytes of buffers from get_buffer are still in use; free them before "
-                 "setting this store up again",
-                 busy);
+    if (busy && !force)
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-    }
     if (s->engine && s->staging_mem)
         mc_engine_free_managed(s->engine, s->staging_mem);
     s->staging_mem = NULL;
     mc__staging_fini(&s->staging);
     mc__staging_init(&s->staging, NULL, 0);
+    /* A shared engine outlives us: leave none of our registrations behind in it. */
     for (size_t i = 0; !s->own_engine && s->engine && i < s->nregs; i++)
         mc_engine_unregister_memory(s->engine, s->regs[i].base);
     s->nregs = 0;
@@ -276,6 +273,18 @@ static int mc__store_reset(mc_store_t *s) {
         mc_engine_destroy(s->engine);
     s->engine = NULL;
     s->own_engine = 0;
+    return 0;
+}
+
+/* A closed store sets up again from scratch, as if the handle were new: close released
+ * everything unless get_buffer buffers were still out then; they must be freed by now. */
+static int mc__store_reset(mc_store_t *s) {
+    int rc = mc__store_release(s, 0);
+    if (rc != 0) {
+        MC_ERROR("store: buffers from get_buffer are still in use; free them before setting "
+                 "this store up again");
+        return rc;
+    }
     atomic_store(&s->state, MC__STORE_NEW);
     return 0;
 }
@@ -365,6 +374,10 @@ int mc_store_close(mc_store_t *s) {
     atomic_store(&s->state, MC__STORE_CLOSED);
     pthread_rwlock_wrlock(&s->op_lock);
     mc__teardown(s);
+    /* The port, the memory and the engine go now (as the reference's close frees them), so a
+     * new store may take the same name at once; with get_buffer buffers still out, at the next
+     * setup or at destroy. */
+    (void)mc__store_release(s, 0);
     pthread_rwlock_unlock(&s->op_lock);
 out:
     pthread_mutex_unlock(&s->mu);
@@ -375,14 +388,8 @@ void mc_store_destroy(mc_store_t *s) {
     if (!s)
         return;
     mc_store_close(s);
-    if (s->engine && s->staging_mem)
-        mc_engine_free_managed(s->engine, s->staging_mem);
+    (void)mc__store_release(s, 1);
     mc__staging_fini(&s->staging);
-    if (s->own_engine)
-        mc_engine_destroy(s->engine);
-    /* A shared engine outlives us: leave none of our registrations behind in it. */
-    for (size_t i = 0; !s->own_engine && s->engine && i < s->nregs; i++)
-        mc_engine_unregister_memory(s->engine, s->regs[i].base);
     mc__free(s->regs);
     mc__free(s->segs);
     pthread_rwlock_destroy(&s->reg_lock);

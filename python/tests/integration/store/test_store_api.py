@@ -109,6 +109,45 @@ def test_a_closed_store_sets_up_again(make_master, make_worker):
     assert master.metric("mooncake_master_segments") == 0
 
 
+def test_close_frees_the_name_and_port_at_once(make_master):
+    """As the reference's close: the engine goes with it, so another store takes the same
+    host:port right away although the closed object is still alive. A get_buffer buffer still
+    out keeps the closed store's engine and memory until the buffer is freed."""
+    import socket
+
+    master = make_master()
+
+    def free_name():
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return f"127.0.0.1:{probe.getsockname()[1]}"
+
+    def setup(store, name):
+        return store.setup(name, "P2PHANDSHAKE", 8 << 20, 1 << 20, "tcp", "", master.addr)
+
+    a, b = MooncakeDistributedStore(), MooncakeDistributedStore()
+    name = free_name()
+    assert setup(a, name) == 0
+    assert a.put("k", b"v") == 0
+    assert a.close() == 0
+    assert setup(b, name) == 0 and b.get_hostname() == name
+    assert b.put("k2", b"v2") == 0 and b.get("k2") == b"v2"
+    assert b.close() == 0
+
+    name = free_name()
+    assert setup(a, name) == 0
+    assert a.put("held", b"h" * 1000) == 0
+    held = a.get_buffer("held")
+    assert a.close() == 0
+    assert bytes(held) == b"h" * 1000  # its memory stays while the buffer lives
+    assert setup(b, name) != 0  # and so does the closed store's port
+    del held
+    assert setup(a, name) == 0  # the buffer is gone: a sets up again from scratch
+    assert a.close() == 0
+    assert setup(b, name) == 0
+    b.close()
+
+
 def test_setup_from_dict_with_string_values(make_master, make_worker):
     master = make_master()
     w = make_worker()
