@@ -45,7 +45,7 @@ def build_parser():
     p.add_argument("--value_size", type=parse_size, default=1 << 20, help="bytes per object")
     p.add_argument("--batch", type=positive(int), default=1, help="keys per call")
     p.add_argument("--threads", type=positive(int), default=1, help="client threads")
-    p.add_argument("--operation", choices=["put", "get", "mixed"], default="get")
+    p.add_argument("--operation", choices=["put", "get", "mixed", "upsert"], default="get")
     p.add_argument("--zero_copy", action="store_true",
                    help="put_from/get_into with registered buffers instead of bytes")
     p.add_argument("--protocol", choices=["tcp", "shm"], default="tcp")
@@ -221,25 +221,34 @@ class Worker(threading.Thread):
             res = [len(v) for v in vals]
         return t0, ok, res
 
-    def do_put(self):
+    def do_put(self, upsert=False):
+        """put: new keys each call (removed afterwards, untimed, so the segment never fills);
+        upsert: the same keys every call, each upsert replacing the value the last one wrote."""
         a, s = self.args, self.store
-        ks = [f"bench-put-{os.getpid()}-{self.tid}-{self.seq}-{i}" for i in range(a.batch)]
+        if upsert:
+            ks = [f"bench-upsert-{os.getpid()}-{self.tid}-{i}" for i in range(a.batch)]
+            one, one_from = s.upsert, s.upsert_from
+            many, many_from = s.upsert_batch, s.batch_upsert_from
+        else:
+            ks = [f"bench-put-{os.getpid()}-{self.tid}-{self.seq}-{i}" for i in range(a.batch)]
+            one, one_from, many, many_from = s.put, s.put_from, s.put_batch, s.batch_put_from
         self.seq += 1
         t0 = time.perf_counter()
         if a.zero_copy:
             if a.batch == 1:
-                res = [s.put_from(ks[0], self.addr, a.value_size)]
+                res = [one_from(ks[0], self.addr, a.value_size)]
             else:
-                res = s.batch_put_from(ks, [self.addr + i * a.value_size for i in range(a.batch)],
-                                       [a.value_size] * a.batch)
+                res = many_from(ks, [self.addr + i * a.value_size for i in range(a.batch)],
+                                [a.value_size] * a.batch)
         else:
             if a.batch == 1:
-                res = [s.put(ks[0], self.value)]
+                res = [one(ks[0], self.value)]
             else:
-                rc = s.put_batch(ks, [self.value] * a.batch)
+                rc = many(ks, [self.value] * a.batch)
                 res = [rc] * a.batch
         t1 = time.perf_counter()
-        s.batch_remove(ks, force=True)  # keep the segment from filling; not timed
+        if not upsert:
+            s.batch_remove(ks, force=True)
         return t0, [r == 0 for r in res], res, t1
 
     def run(self):
@@ -250,7 +259,7 @@ class Worker(threading.Thread):
                 t0, ok, res = self.do_get()
                 t1 = time.perf_counter()
             else:
-                t0, ok, res, t1 = self.do_put()
+                t0, ok, res, t1 = self.do_put(upsert=op == "upsert")
             self.lat.append(t1 - t0)
             for good, r in zip(ok, res):
                 if good:

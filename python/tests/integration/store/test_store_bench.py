@@ -20,6 +20,19 @@ def test_bench_runs_and_reports():
     assert "errors 0" in out
 
 
+def test_bench_upsert_replaces_in_place_of_growing():
+    """The upsert operation rewrites the same keys for the whole run: a segment far smaller than
+    the bytes written still takes them all (every replaced value's space comes back)."""
+    for batch, extra in ((1, []), (4, ["--zero_copy", "--batch=4"])):
+        r = subprocess.run(BENCH + ["--duration=1", "--value_size=256kb", "--operation=upsert",
+                                    "--segment_size=8mb", "--no_limits", *extra],
+                           capture_output=True, text=True, timeout=90)
+        assert r.returncode == 0, r.stderr
+        assert "errors 0" in r.stdout, r.stdout
+        calls = int(re.search(r"calls (\d+)", r.stdout).group(1))
+        assert calls * batch * 256 * 1024 > 8 << 20, r.stdout  # more than the segment holds
+
+
 def test_bench_rejects_bad_flags():
     for bad in (["--operation=scan"], ["--value_size=lots"], ["--batch=0"], ["--duration=-1"],
                 ["--protocol=rdma"], ["--no_such_flag"]):
