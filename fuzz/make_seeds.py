@@ -156,12 +156,18 @@ def frame_header_dict():
 
 # --- master RPC ---------------------------------------------------------------------------------
 (MOUNT, UNMOUNT, PUT_START, PUT_END, PUT_REVOKE, GET_REPLICA_LIST, EXIST, REMOVE, REMOVE_ALL,
- HEARTBEAT, SEGMENT_UNREACHABLE) = range(1, 12)
+ HEARTBEAT, SEGMENT_UNREACHABLE, UPSERT_START, UPSERT_END, UPSERT_REVOKE,
+ REPLICA_CLEAR) = range(1, 16)
 CLIENT_ID = bytes(range(0x10, 0x20))
 
 
 def keys(*ks):
     return u32(len(ks)) + b"".join(s(k) for k in ks)
+
+
+def versioned(*pairs):
+    """Keys each followed by the u64 version its start gave (ends and revokes)."""
+    return u32(len(pairs)) + b"".join(s(k) + u64(v) for k, v in pairs)
 
 
 def config(replica_num=1, flags=0, ttl=0, preferred=()):
@@ -190,8 +196,14 @@ def master_rpc_seeds():
         "put_start": req(PUT_START, u32(2) + s("key-a") + u64(4096) + s("key-b") + u64(1) +
                          config(2, 0x1, 60000, (seg,))),
         "put_start_hard_pin": req(PUT_START, u32(1) + s("k") + u64(1 << 30) + config(1, 0x2)),
-        "put_end": req(PUT_END, keys("key-a", "key-b")),
-        "put_revoke": req(PUT_REVOKE, keys("key-a")),
+        "put_end": req(PUT_END, versioned(("key-a", 1), ("key-b", 2))),
+        "put_revoke": req(PUT_REVOKE, versioned(("key-a", 1))),
+        "put_end_no_version": req(PUT_END, keys("key-a")),
+        "upsert_start": req(UPSERT_START, u32(1) + s("key-a") + u64(8192) + config(1, 0x4)),
+        "upsert_end": req(UPSERT_END, versioned(("key-a", 7))),
+        "upsert_revoke": req(UPSERT_REVOKE, versioned(("key-a", 7), ("key-b", 2**64 - 1))),
+        "replica_clear": req(REPLICA_CLEAR, s(seg) + keys("key-a", "key-b")),
+        "replica_clear_all": req(REPLICA_CLEAR, s("") + keys("key-a")),
         "get_replica_list": req(GET_REPLICA_LIST, keys("key-a")),
         "exist": req(EXIST, keys("key-a", "missing")),
         "exist_empty_key": req(EXIST, keys("")),
@@ -201,14 +213,14 @@ def master_rpc_seeds():
         "heartbeat": req(HEARTBEAT, u32(2)),
         "heartbeat_old": req(HEARTBEAT, b""),
         "segment_unreachable": req(SEGMENT_UNREACHABLE, keys(seg)),
-        "trailing_byte": req(PUT_END, keys("k") + b"\x00"),
-        "unknown_type": frame(12, CLIENT_ID),
+        "trailing_byte": req(PUT_END, versioned(("k", 1)) + b"\x00"),
+        "unknown_type": frame(16, CLIENT_ID),
         "reply_codes": rep(PUT_END, u32(2) + i32(0) + i32(-704)),
         "reply_codes_one": rep(EXIST, u32(1) + i32(1)),
         "reply_replicas": rep(GET_REPLICA_LIST, u32(1) + key_replicas(
             0, 4096, 5000, [replica(seg, 0x7F0000001000, 4096, 5),
                             replica("127.0.0.1:15002", 0x7F0000002000, 4096, 9, 0)])),
-        "reply_replicas_two": rep(PUT_START, u32(2) + key_replicas(0, 1, 0, [
+        "reply_replicas_two": rep(PUT_START, u32(2) + key_replicas(0, 1, 3, [
             replica(seg, 0x1000, 1, 1)]) + key_replicas(-704, 0, 0, [])),
         "reply_remove_all": rep(REMOVE_ALL, i64(3)),
         "reply_heartbeat": rep(HEARTBEAT, u8(1) + u64(42)),

@@ -178,6 +178,7 @@ static int fill(bench_t *b, mc__master_client_t *c) {
     uint64_t *lens = mc__malloc((size_t)b->batch * sizeof(*lens));
     int32_t *codes = mc__malloc((size_t)b->batch * sizeof(*codes));
     mc__key_replicas_t *reps = mc__malloc((size_t)b->batch * sizeof(*reps));
+    uint64_t *vers = mc__malloc((size_t)b->batch * sizeof(*vers));
     int rc = 0;
     for (int64_t done = 0; done < b->objects && rc == 0;) {
         int64_t k = b->objects - done < b->batch ? b->objects - done : b->batch;
@@ -189,14 +190,17 @@ static int fill(bench_t *b, mc__master_client_t *c) {
         rc = mc__master_client_batch_put_start(c, (size_t)k, keys, lens, NULL, reps);
         for (int64_t i = 0; rc == 0 && i < k; i++)
             rc = reps[i].code;
+        for (int64_t i = 0; rc == 0 && i < k; i++)
+            vers[i] = reps[i].version;
         if (rc == 0)
-            rc = mc__master_client_batch_put_end(c, (size_t)k, keys, codes);
+            rc = mc__master_client_batch_finish(c, 0, 1, (size_t)k, keys, vers, codes);
         done += k;
     }
     mc__free(names);
     mc__free(keys);
     mc__free(lens);
     mc__free(codes);
+    mc__free(vers);
     mc__free(reps);
     return rc;
 }

@@ -180,10 +180,12 @@ void mc__grave_add(mc__master_t *m, mc__object_t *o);
 int32_t mc__upsert_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
                              const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
                              uint8_t *n_out, uint64_t *version);
-/* UPSERT_END (publish) or UPSERT_REVOKE of the placement named by version: 0, or
- * OBJECT_NOT_FOUND when it was preempted or discarded. */
-int32_t mc__upsert_finish_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *key,
-                              uint64_t version, uint64_t now);
+/* PUT_END / UPSERT_END (publish) or PUT_REVOKE / UPSERT_REVOKE of the placement named by
+ * version: 0 (also for an end repeated), OBJECT_NOT_FOUND when that placement is no longer there
+ * (discarded as stale, removed, preempted by a later upsert: an end never publishes another
+ * writer's object), INVALID_PARAMS for a revoke of a finished object. */
+int32_t mc__put_finish_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *key, uint64_t version,
+                           uint64_t now);
 /* REPLICA_CLEAR: an unleased, finished object loses its replicas on segment (all of them when
  * segment is empty) and disappears with the last. OBJECT_NOT_FOUND when there is no such object
  * or no replica on that segment, OBJECT_HAS_LEASE while a reader holds it. */

@@ -77,7 +77,7 @@ int32_t mc__place_object(mc__master_t *m, const uint8_t *key, uint32_t key_len, 
     }
     o->size = len;
     o->access_ms = now;
-    o->version = atomic_fetch_add(&m->next_version, 1);
+    o->version = atomic_fetch_add(&m->next_version, 1) + 1; /* never 0 */
     o->flags = (uint8_t)(((cfg->flags & MC_MP_CFG_HARD_PIN) ? MC__OBJ_HARD_PIN : 0) |
                          ((cfg->flags & MC_MP_CFG_SOFT_PIN) ? MC__OBJ_SOFT_PIN : 0) |
                          ((cfg->flags & (MC_MP_CFG_SOFT_PIN | MC_MP_CFG_SOFT_UNPIN)) == 0
@@ -102,7 +102,7 @@ void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint6
 
 static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
                                  const mc__replicate_config_t *cfg, uint64_t now,
-                                 mc__replica_t *reps, uint8_t *n_out) {
+                                 mc__replica_t *reps, uint8_t *n_out, uint64_t *version) {
     uint32_t hash = mc__key_hash(key->p, key->len);
     mc__shard_t *s = mc__shard_of(m, hash);
     mc__object_t *o = NULL;
@@ -126,6 +126,7 @@ static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint6
         code = MC_ERR_OBJECT_ALREADY_EXISTS; /* a concurrent put_start won the key */
     } else {
         *n_out = o->n_replicas;
+        *version = o->version;
         memcpy(reps, mc__obj_reps(o), (size_t)o->n_replicas * sizeof(*reps));
         mc__shard_insert(s, o);
         o = NULL;
@@ -136,8 +137,8 @@ static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint6
     return code;
 }
 
-/* PUT_START and UPSERT_START: the same reply, the same eviction wake-up; an upsert's item also
- * carries the version of the placement (its end names it). */
+/* PUT_START and UPSERT_START: the same reply (each item carries the version of its placement,
+ * which the end or revoke names), the same eviction wake-up. */
 static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
                              uint32_t *errors) {
     const mc__replicate_config_t *cfg = &r->config;
@@ -157,7 +158,8 @@ static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
             code = mc__upsert_start_one(m, &r->keys[i], r->value_lens[i], cfg, now, reps, &n,
                                         &version);
         else if (!bad_cfg)
-            code = mc__put_start_one(m, &r->keys[i], r->value_lens[i], cfg, now, reps, &n);
+            code =
+                mc__put_start_one(m, &r->keys[i], r->value_lens[i], cfg, now, reps, &n, &version);
         *errors += code != 0;
         mc__put_replicas(m, out, code, r->value_lens[i], version, reps, n,
                          MC_MP_REPLICA_PROCESSING);
@@ -227,20 +229,6 @@ static int32_t mc__code_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *k
          * object from eviction or removal (get_replica_desc takes one). */
         code = o && (o->flags & MC__OBJ_COMPLETE) ? 1 : 0;
         break;
-    case MC_MP_PUT_END:
-        if (!o)
-            code = MC_ERR_OBJECT_NOT_FOUND;
-        else if (!(o->flags & MC__OBJ_COMPLETE))
-            mc__object_complete(m, s, o, now);
-        break;
-    case MC_MP_PUT_REVOKE:
-        if (!o)
-            code = MC_ERR_OBJECT_NOT_FOUND;
-        else if (o->flags & MC__OBJ_COMPLETE)
-            code = MC_ERR_INVALID_PARAMS; /* a finished put cannot be revoked; remove it */
-        else
-            dead = o;
-        break;
     case MC_MP_REMOVE:
         if (!o)
             code = MC_ERR_OBJECT_NOT_FOUND;
@@ -276,9 +264,11 @@ static int mc__op_codes(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *ou
         case MC_MP_SEGMENT_UNREACHABLE:
             codes[i] = mc__segment_unreachable(m, &r->keys[i]);
             break;
+        case MC_MP_PUT_END:
+        case MC_MP_PUT_REVOKE:
         case MC_MP_UPSERT_END:
         case MC_MP_UPSERT_REVOKE:
-            codes[i] = mc__upsert_finish_one(m, r->type, &r->keys[i], r->value_lens[i], now);
+            codes[i] = mc__put_finish_one(m, r->type, &r->keys[i], r->value_lens[i], now);
             break;
         case MC_MP_REPLICA_CLEAR:
             codes[i] = mc__replica_clear_one(m, &r->keys[i], &r->segment_name, now);

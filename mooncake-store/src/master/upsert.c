@@ -124,28 +124,34 @@ static int32_t mc__shadow_publish(mc__master_t *m, mc__shard_t *s, mc__object_t 
     return 0;
 }
 
-int32_t mc__upsert_finish_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *key,
-                              uint64_t version, uint64_t now) {
+int32_t mc__put_finish_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *key, uint64_t version,
+                           uint64_t now) {
     uint8_t shadow[MC_MP_MAX_KEY + MC__SHADOW_SUFFIX_LEN];
-    uint32_t shadow_len = mc__shadow_key(key, shadow);
+    int end = type == MC_MP_PUT_END || type == MC_MP_UPSERT_END;
+    int upsert = type == MC_MP_UPSERT_END || type == MC_MP_UPSERT_REVOKE;
     uint32_t hash = mc__key_hash(key->p, key->len);
     mc__shard_t *s = mc__shard_of(m, hash);
     mc__object_t *o = NULL, *sh = NULL;
     int32_t code = MC_ERR_OBJECT_NOT_FOUND;
     pthread_mutex_lock(&s->mu);
     o = mc__shard_find(s, hash, key->p, key->len);
-    sh = mc__shard_find(s, hash, shadow, shadow_len);
-    if (o && !(o->flags & MC__OBJ_COMPLETE) && o->version == version) {
-        /* This writer created the key. */
-        if (type == MC_MP_UPSERT_END) {
-            mc__object_complete(m, s, o, now);
+    if (upsert)
+        sh = mc__shard_find(s, hash, shadow, mc__shadow_key(key, shadow));
+    if (o && o->version == version) {
+        /* This writer's object under the key: a put, or an upsert that created the key. */
+        if (!(o->flags & MC__OBJ_COMPLETE)) {
+            if (end) {
+                mc__object_complete(m, s, o, now);
+            } else {
+                mc__shard_unlink(s, o);
+                mc__object_destroy(m, o);
+            }
+            code = 0;
         } else {
-            mc__shard_unlink(s, o);
-            mc__object_destroy(m, o);
+            code = end ? 0 : MC_ERR_INVALID_PARAMS; /* a retried end; a finished one is removed */
         }
-        code = 0;
     } else if (sh && sh->version == version) {
-        if (type == MC_MP_UPSERT_END) {
+        if (end) {
             code = mc__shadow_publish(m, s, sh, key, hash, o, now);
         } else {
             mc__shard_unlink(s, sh);

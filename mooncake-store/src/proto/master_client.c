@@ -491,25 +491,15 @@ int mc__master_client_batch_finish(mc__master_client_t *c, int upsert, int end, 
                                    int32_t *codes) {
     uint8_t type = upsert ? (end ? MC_MP_UPSERT_END : MC_MP_UPSERT_REVOKE)
                           : (end ? MC_MP_PUT_END : MC_MP_PUT_REVOKE);
-    if (upsert && n && !versions)
+    if (n && !versions)
         return MC_ERR_INVALID_PARAMS;
-    return mc__mc_batch(c, type, n, keys, upsert ? versions : NULL, NULL, 0, NULL, codes, NULL);
+    return mc__mc_batch(c, type, n, keys, versions, NULL, 0, NULL, codes, NULL);
 }
 
 int mc__master_client_batch_put_start(mc__master_client_t *c, size_t n, const char *const *keys,
                                       const uint64_t *value_lens, const mc__replicate_config_t *cfg,
                                       mc__key_replicas_t *out) {
     return mc__master_client_batch_start(c, 0, n, keys, value_lens, cfg, out);
-}
-
-int mc__master_client_batch_put_end(mc__master_client_t *c, size_t n, const char *const *keys,
-                                    int32_t *codes) {
-    return mc__master_client_batch_finish(c, 0, 1, n, keys, NULL, codes);
-}
-
-int mc__master_client_batch_put_revoke(mc__master_client_t *c, size_t n, const char *const *keys,
-                                       int32_t *codes) {
-    return mc__master_client_batch_finish(c, 0, 0, n, keys, NULL, codes);
 }
 
 int mc__master_client_batch_replica_clear(mc__master_client_t *c, size_t n, const char *const *keys,
@@ -552,12 +542,16 @@ static int mc__mc_single(mc__master_client_t *c, uint8_t type, const char *key, 
     return rc ? rc : code;
 }
 
-int mc__master_client_put_end(mc__master_client_t *c, const char *key) {
-    return mc__mc_single(c, MC_MP_PUT_END, key, 0);
+int mc__master_client_put_end(mc__master_client_t *c, const char *key, uint64_t version) {
+    int32_t code = 0;
+    int rc = mc__master_client_batch_finish(c, 0, 1, 1, &key, &version, &code);
+    return rc ? rc : code;
 }
 
-int mc__master_client_put_revoke(mc__master_client_t *c, const char *key) {
-    return mc__mc_single(c, MC_MP_PUT_REVOKE, key, 0);
+int mc__master_client_put_revoke(mc__master_client_t *c, const char *key, uint64_t version) {
+    int32_t code = 0;
+    int rc = mc__master_client_batch_finish(c, 0, 0, 1, &key, &version, &code);
+    return rc ? rc : code;
 }
 
 int mc__master_client_exist(mc__master_client_t *c, const char *key) {

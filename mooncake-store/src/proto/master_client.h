@@ -68,33 +68,31 @@ void mc__master_client_set_remount_hook(mc__master_client_t *c, mc__remount_fn f
 int mc__master_client_unmount_segment(mc__master_client_t *c, const char *segment_name,
                                       uint64_t base);
 
-/* Two-phase put. put_start allocates replicas (status PROCESSING) and returns where to write;
- * the object stays invisible to readers until put_end. put_revoke abandons it (space freed).
- * cfg NULL means replica_num 1, no pins, no preference. value_len 0 is MC_ERR_INVALID_PARAMS. */
+/* Two-phase put. put_start allocates replicas (status PROCESSING) and returns where to write and
+ * the version of that placement (out->version); the object stays invisible to readers until
+ * put_end names that version; put_revoke (with it) abandons the placement, freeing its space.
+ * An end or revoke of a placement that is gone (discarded as stale, removed, replaced) is
+ * OBJECT_NOT_FOUND: it never touches another writer's object. cfg NULL means replica_num 1, no
+ * pins, no preference. value_len 0 is MC_ERR_INVALID_PARAMS. */
 int mc__master_client_put_start(mc__master_client_t *c, const char *key, uint64_t value_len,
                                 const mc__replicate_config_t *cfg, mc__key_replicas_t *out);
-int mc__master_client_put_end(mc__master_client_t *c, const char *key);
-/* The same for puts (upsert = 0) and upserts (1), which may replace an existing key: each
- * started item of an upsert carries the version of its placement, which its end or revoke
- * (finish with end = 1 or 0) must name in versions[] (ignored for puts). */
+int mc__master_client_put_end(mc__master_client_t *c, const char *key, uint64_t version);
+int mc__master_client_put_revoke(mc__master_client_t *c, const char *key, uint64_t version);
+/* The same in batches, for puts (upsert = 0) and upserts (1, which may replace an existing
+ * key): finish ends (end = 1) or revokes (0) each key's placement, named by versions[i]. */
 int mc__master_client_batch_start(mc__master_client_t *c, int upsert, size_t n,
                                   const char *const *keys, const uint64_t *value_lens,
                                   const mc__replicate_config_t *cfg, mc__key_replicas_t *out);
 int mc__master_client_batch_finish(mc__master_client_t *c, int upsert, int end, size_t n,
                                    const char *const *keys, const uint64_t *versions,
                                    int32_t *codes);
+int mc__master_client_batch_put_start(mc__master_client_t *c, size_t n, const char *const *keys,
+                                      const uint64_t *value_lens, const mc__replicate_config_t *cfg,
+                                      mc__key_replicas_t *out);
 /* Drops the replicas of unleased objects: those on segment, or all ("" or NULL). codes[i] is 0
  * for a key cleared, else why not (OBJECT_NOT_FOUND, OBJECT_HAS_LEASE). */
 int mc__master_client_batch_replica_clear(mc__master_client_t *c, size_t n, const char *const *keys,
                                           const char *segment, int32_t *codes);
-int mc__master_client_put_revoke(mc__master_client_t *c, const char *key);
-int mc__master_client_batch_put_start(mc__master_client_t *c, size_t n, const char *const *keys,
-                                      const uint64_t *value_lens, const mc__replicate_config_t *cfg,
-                                      mc__key_replicas_t *out);
-int mc__master_client_batch_put_end(mc__master_client_t *c, size_t n, const char *const *keys,
-                                    int32_t *codes);
-int mc__master_client_batch_put_revoke(mc__master_client_t *c, size_t n, const char *const *keys,
-                                       int32_t *codes);
 
 /* Replica list of a complete object; grants a lease (out->lease_ttl_ms) during which the object
  * is neither removed (without force) nor evicted. Missing or incomplete: MC_ERR_OBJECT_NOT_FOUND.

@@ -54,8 +54,8 @@ static int mc__mp_has_keys(uint8_t type) {
 
 /* Types whose keys each carry a u64 (a length or a version), and those with a config. */
 static int mc__mp_has_key_u64(uint8_t type) {
-    return type == MC_MP_PUT_START || type == MC_MP_UPSERT_START || type == MC_MP_UPSERT_END ||
-           type == MC_MP_UPSERT_REVOKE;
+    return type == MC_MP_PUT_START || type == MC_MP_PUT_END || type == MC_MP_PUT_REVOKE ||
+           type == MC_MP_UPSERT_START || type == MC_MP_UPSERT_END || type == MC_MP_UPSERT_REVOKE;
 }
 
 static int mc__mp_has_config(uint8_t type) {
@@ -446,7 +446,8 @@ int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body
         if (it->code > 0)
             return MC_ERR_RPC_FAIL;
         it->version = 0;
-        if (h->type == MC_MP_UPSERT_START) { /* that field is the writer's version there */
+        if (h->type == MC_MP_PUT_START || h->type == MC_MP_UPSERT_START) {
+            /* that field is the writer's version there */
             it->version = it->lease_ttl_ms;
             it->lease_ttl_ms = 0;
         }

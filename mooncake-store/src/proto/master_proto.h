@@ -8,9 +8,9 @@
  *   UNMOUNT_SEGMENT    str segment_name, u64 base
  *   PUT_START / UPSERT_START
  *                      u32 n, n x (str key, u64 value_len), config
- *   UPSERT_END / UPSERT_REVOKE
- *                      u32 n, n x (str key, u64 version): the version UPSERT_START gave
- *   PUT_END / PUT_REVOKE / GET_REPLICA_LIST / EXIST / SEGMENT_UNREACHABLE
+ *   PUT_END / PUT_REVOKE / UPSERT_END / UPSERT_REVOKE
+ *                      u32 n, n x (str key, u64 version): the version the start gave
+ *   GET_REPLICA_LIST / EXIST / SEGMENT_UNREACHABLE
  *                      u32 n, n x str key (segment names for SEGMENT_UNREACHABLE)
  *   REMOVE             u8 force, u32 n, n x str key
  *   REPLICA_CLEAR      str segment_name (may be empty: every replica), u32 n, n x str key
@@ -32,8 +32,8 @@
  *   EXIST                           u32 n, n x i32 (1 present, 0 absent, or a negative code)
  *   PUT_START / GET_REPLICA_LIST / UPSERT_START
  *                                   u32 n, n x key_replicas
- *   key_replicas:                   i32 code, u64 object size, u64 lease_ttl_ms (UPSERT_START:
- *                                   the version its end names), u32 n_replicas,
+ *   key_replicas:                   i32 code, u64 object size, u64 lease_ttl_ms (PUT_START,
+ *                                   UPSERT_START: the version its end names), u32 n_replicas,
  *                                   n_replicas x (str segment_name, u64 addr, u64 size,
  *                                   u64 epoch, u8 status)
  *   REMOVE_ALL                      i64 removed count
@@ -131,7 +131,7 @@ typedef struct mc__mp_request {
     uint8_t client_id[MC_MP_CLIENT_ID_LEN];
     uint32_t n_keys;
     mc__mp_str_t *keys;
-    uint64_t *value_lens; /* PUT_START / UPSERT_START: lengths; UPSERT_END / REVOKE: versions */
+    uint64_t *value_lens; /* PUT_START / UPSERT_START: lengths; their ENDs / REVOKEs: versions */
     mc__replicate_config_t config; /* PUT_START / UPSERT_START only */
     uint8_t force;                 /* REMOVE, REMOVE_ALL */
     mc__mp_str_t pattern;          /* REMOVE_ALL: a regex, or empty for every object */
@@ -170,7 +170,7 @@ typedef struct mc__key_replicas {
     int32_t code;          /* 0 or a negative MC_ERR_* for this key */
     uint64_t size;         /* object size in bytes */
     uint64_t lease_ttl_ms; /* GET_REPLICA_LIST: how long the granted lease lasts */
-    uint64_t version;      /* UPSERT_START: what its UPSERT_END / UPSERT_REVOKE must name */
+    uint64_t version;      /* PUT_START / UPSERT_START: what the end or revoke must name */
     uint32_t n_replicas;
     mc__replica_desc_t replicas[MC_MP_MAX_REPLICA_NUM];
 } mc__key_replicas_t;

@@ -153,7 +153,7 @@ static void test_garbage_on_rpc_port(void **state) {
     assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &c), 0);
     assert_int_equal(mc__master_client_mount_segment(c, "good:1", 0x1000000, 1 << 20), 0);
     assert_int_equal(mc__master_client_put_start(c, "survivor", 100, NULL, &r), 0);
-    assert_int_equal(mc__master_client_put_end(c, "survivor"), 0);
+    assert_int_equal(mc__master_client_put_end(c, "survivor", r.version), 0);
 
     for (size_t i = 0; i < sizeof(junk); i++)
         junk[i] = (uint8_t)(i * 131 + 7);
@@ -271,14 +271,14 @@ static void test_client_expiry(void **state) {
     two.replica_num = 2;
     assert_int_equal(mc__master_client_put_start(alive, "both", 1000, &two, &r), 0);
     assert_int_equal(r.n_replicas, 2);
-    assert_int_equal(mc__master_client_put_end(alive, "both"), 0);
+    assert_int_equal(mc__master_client_put_end(alive, "both", r.version), 0);
     two.replica_num = 1;
     two.n_preferred = 1;
     two.preferred[0].p = (const uint8_t *)"dying:1";
     two.preferred[0].len = 7;
     assert_int_equal(mc__master_client_put_start(alive, "only-dying", 1000, &two, &r), 0);
     assert_string_equal(r.replicas[0].segment_name, "dying:1");
-    assert_int_equal(mc__master_client_put_end(alive, "only-dying"), 0);
+    assert_int_equal(mc__master_client_put_end(alive, "only-dying", r.version), 0);
     /* Only `alive` heartbeats, for 2.5 client_ttl. */
     for (int i = 0; i < 10; i++) {
         assert_int_equal(mc__master_client_heartbeat(alive, &st), 0);
@@ -308,9 +308,12 @@ static void test_client_expiry(void **state) {
 static void test_discard_abandoned_put(void **state) {
     /* The release timeout is well above the discard timeout so the "space still held" window
      * stays observable on a loaded machine; both checks poll with deadlines instead of sleeping
-     * a fixed time, because the master sweeps periodically. */
+     * a fixed time, because the master sweeps periodically. The one object fills the segment:
+     * background eviction (above the high watermark) must not take it between its put end and
+     * the check that it is there. */
     static const char *const extra[] = {"--put_start_discard_timeout_sec=1",
-                                        "--put_start_release_timeout_sec=4", NULL};
+                                        "--put_start_release_timeout_sec=4",
+                                        "--eviction_high_watermark_ratio=1.0", NULL};
     mc_test_master_t m;
     mc__master_client_t *c = NULL;
     mc__key_replicas_t r;
@@ -336,7 +339,7 @@ static void test_discard_abandoned_put(void **state) {
     } while (v < 1 && mc__now_ms() - t0 < 3500);
     assert_int_equal(v, 1);
     assert_true(mc__now_ms() - t0 >= 1000);
-    assert_int_equal(mc__master_client_put_end(c, "abandoned"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_put_end(c, "abandoned", r.version), MC_ERR_OBJECT_NOT_FOUND);
     /* ... but its space is held until the release timeout, for a writer still copying. */
     assert_true(mc__now_ms() - t0 < 4000);
     assert_int_equal(mc__master_client_put_start(c, "other", 8192, NULL, &r),
@@ -347,7 +350,7 @@ static void test_discard_abandoned_put(void **state) {
     } while (rc == MC_ERR_NO_AVAILABLE_HANDLE && mc__now_ms() - t0 < 10000);
     assert_int_equal(rc, 0);
     assert_true(mc__now_ms() - t0 >= 4000);
-    assert_int_equal(mc__master_client_put_end(c, "other"), 0);
+    assert_int_equal(mc__master_client_put_end(c, "other", r.version), 0);
     assert_int_equal(mc__master_client_exist(c, "other"), 1);
     mc__master_client_close(c);
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
@@ -365,7 +368,7 @@ static void test_restart_reconnects(void **state) {
     assert_int_equal(mc__master_client_connect(m.addr, 5000, NULL, &c), 0);
     assert_int_equal(mc__master_client_mount_segment(c, "re:1", 0x1000000, 1 << 20), 0);
     assert_int_equal(mc__master_client_put_start(c, "before", 100, NULL, &r), 0);
-    assert_int_equal(mc__master_client_put_end(c, "before"), 0);
+    assert_int_equal(mc__master_client_put_end(c, "before", r.version), 0);
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
     /* Master down: calls fail within their deadline with RPC_FAIL. */
     mc__master_client_set_timeout(c, 300);
@@ -391,7 +394,7 @@ static void test_restart_reconnects(void **state) {
     assert_non_null(strstr(body, "re:1"));
     mc__free(body);
     assert_int_equal(mc__master_client_put_start(c, "after", 100, NULL, &r), 0);
-    assert_int_equal(mc__master_client_put_end(c, "after"), 0);
+    assert_int_equal(mc__master_client_put_end(c, "after", r.version), 0);
     assert_int_equal(mc__master_client_exist(c, "after"), 1);
     /* A master killed hard behaves the same for the client. */
     assert_int_not_equal(mc_test_master_stop(&m, 1), 0);
@@ -420,7 +423,7 @@ static void test_admin_http(void **state) {
         char key[16];
         snprintf(key, sizeof(key), "m%d", i);
         assert_int_equal(mc__master_client_put_start(c, key, 1000, NULL, &r), 0);
-        assert_int_equal(mc__master_client_put_end(c, key), 0);
+        assert_int_equal(mc__master_client_put_end(c, key, r.version), 0);
     }
     assert_int_equal(mc__master_client_get_replica_list(c, "missing", &r), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc__master_client_get_replica_list(c, "m0", &r), 0);
@@ -501,6 +504,14 @@ typedef struct stress_arg {
 } stress_arg_t;
 
 /* One client doing every operation on keys shared with the other threads. */
+/* A stress call answered what no interleaving allows: counted, and said (which call, which
+ * code) so that a failure tells what went wrong. */
+static void stress_fail(stress_arg_t *a, const char *what, int rc) {
+    a->failures++;
+    fprintf(stderr, "stress thread %d: %s answered %d (%s)\n", a->id, what, rc,
+            mc_store_strerror(rc));
+}
+
 static void *stress_main(void *p) {
     stress_arg_t *a = p;
     mc__master_client_t *c = NULL;
@@ -520,29 +531,29 @@ static void *stress_main(void *p) {
         cfg.replica_num = 1 + (uint32_t)((seed >> 20) % 3);
         rc = mc__master_client_put_start(c, key, 1000 + (seed >> 40) % 50000, &cfg, &r);
         if (rc == 0) {
-            rc = (seed & 1) ? mc__master_client_put_end(c, key)
-                            : mc__master_client_put_revoke(c, key);
+            rc = (seed & 1) ? mc__master_client_put_end(c, key, r.version)
+                            : mc__master_client_put_revoke(c, key, r.version);
             /* Another thread's unmount may have taken the only replica: NOT_FOUND is fine. */
             if (rc && rc != MC_ERR_OBJECT_NOT_FOUND)
-                a->failures++;
+                stress_fail(a, (seed & 1) ? "put_end" : "put_revoke", rc);
         } else if (rc != MC_ERR_OBJECT_ALREADY_EXISTS && rc != MC_ERR_NO_AVAILABLE_HANDLE) {
-            a->failures++;
+            stress_fail(a, "put_start", rc);
         }
         rc = mc__master_client_get_replica_list(c, key, &r);
         if (rc && rc != MC_ERR_OBJECT_NOT_FOUND)
-            a->failures++;
+            stress_fail(a, "get_replica_list", rc);
         rc = mc__master_client_exist(c, key);
         if (rc < 0)
-            a->failures++;
+            stress_fail(a, "exist", rc);
         rc = mc__master_client_remove(c, key, (int)((seed >> 8) & 1));
         if (rc && rc != MC_ERR_OBJECT_NOT_FOUND && rc != MC_ERR_OBJECT_HAS_LEASE &&
             rc != MC_ERR_REPLICA_IS_NOT_READY)
-            a->failures++;
+            stress_fail(a, "remove", rc);
         if (a->id == 0 && i % 40 == 0) {
             /* Segments come and go under the others' feet. */
-            if (mc__master_client_mount_segment(c, "churn:9", 0x9000000, 1 << 20) ||
-                mc__master_client_unmount_segment(c, "churn:9", 0x9000000))
-                a->failures++;
+            if ((rc = mc__master_client_mount_segment(c, "churn:9", 0x9000000, 1 << 20)) ||
+                (rc = mc__master_client_unmount_segment(c, "churn:9", 0x9000000)))
+                stress_fail(a, "mount/unmount", rc);
         }
     }
     mc__master_client_close(c);

@@ -64,7 +64,9 @@ static void check_in_segment(const mc__replica_desc_t *d, uint64_t len) {
 static void test_two_phase_put_visibility(void **state) {
     fixture_t *f = *state;
     mc__key_replicas_t r;
+    uint64_t version;
     assert_int_equal(mc__master_client_put_start(f->a, "k1", 1000, NULL, &r), 0);
+    version = r.version;
     assert_int_equal(r.n_replicas, 1);
     assert_int_equal(r.replicas[0].status, MC_MP_REPLICA_PROCESSING);
     check_in_segment(&r.replicas[0], 1000);
@@ -73,7 +75,7 @@ static void test_two_phase_put_visibility(void **state) {
     assert_int_equal(mc__master_client_get_replica_list(f->b, "k1", &r), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc__master_client_put_start(f->b, "k1", 10, NULL, &r),
                      MC_ERR_OBJECT_ALREADY_EXISTS);
-    assert_int_equal(mc__master_client_put_end(f->a, "k1"), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "k1", version), 0);
     assert_int_equal(mc__master_client_exist(f->b, "k1"), 1);
     memset(&r, 0, sizeof(r));
     assert_int_equal(mc__master_client_get_replica_list(f->b, "k1", &r), 0);
@@ -158,12 +160,12 @@ static void test_lease_blocks_remove(void **state) {
     assert_int_equal(mc__master_client_put_start(f->a, "leased", 4096, NULL, &r), 0);
     /* Unfinished puts are not removable without force. */
     assert_int_equal(mc__master_client_remove(f->a, "leased", 0), MC_ERR_REPLICA_IS_NOT_READY);
-    assert_int_equal(mc__master_client_put_end(f->a, "leased"), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "leased", r.version), 0);
     assert_int_equal(mc__master_client_remove(f->a, "leased", 0), 0); /* no lease yet */
     assert_int_equal(mc__master_client_remove(f->a, "leased", 0), MC_ERR_OBJECT_NOT_FOUND);
 
     assert_int_equal(mc__master_client_put_start(f->a, "leased", 4096, NULL, &r), 0);
-    assert_int_equal(mc__master_client_put_end(f->a, "leased"), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "leased", r.version), 0);
     assert_int_equal(mc__master_client_get_replica_list(f->b, "leased", &r), 0);
     assert_int_equal(mc__master_client_remove(f->a, "leased", 0), MC_ERR_OBJECT_HAS_LEASE);
     assert_int_equal(mc__master_client_exist(f->a, "leased"), 1);
@@ -171,7 +173,7 @@ static void test_lease_blocks_remove(void **state) {
     assert_int_equal(mc__master_client_remove(f->a, "leased", 0), 0);
 
     assert_int_equal(mc__master_client_put_start(f->a, "leased", 4096, NULL, &r), 0);
-    assert_int_equal(mc__master_client_put_end(f->a, "leased"), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "leased", r.version), 0);
     assert_int_equal(mc__master_client_get_replica_list(f->b, "leased", &r), 0);
     assert_int_equal(mc__master_client_remove(f->a, "leased", 1), 0); /* force */
     assert_int_equal(mc__master_client_exist(f->a, "leased"), 0);
@@ -189,7 +191,7 @@ static void test_bad_input(void **state) {
     assert_int_equal(mc__master_client_exist(f->a, long_key), MC_ERR_INVALID_KEY);
     long_key[MC_MP_MAX_KEY] = '\0'; /* exactly the limit is fine */
     assert_int_equal(mc__master_client_put_start(f->a, long_key, 10, NULL, &r), 0);
-    assert_int_equal(mc__master_client_put_end(f->a, long_key), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, long_key, r.version), 0);
     assert_int_equal(mc__master_client_exist(f->a, long_key), 1);
     assert_int_equal(mc__master_client_remove(f->a, long_key, 0), 0);
     free(long_key);
@@ -210,14 +212,15 @@ static void test_bad_input(void **state) {
     assert_int_equal(mc__master_client_put_start(f->a, "huge", 5 * MIB, NULL, &r),
                      MC_ERR_NO_AVAILABLE_HANDLE);
     assert_int_equal(mc__master_client_exist(f->a, "huge"), 0);
-    assert_int_equal(mc__master_client_put_end(f->a, "nope"), MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(mc__master_client_put_revoke(f->a, "nope"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_put_end(f->a, "nope", r.version), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_put_revoke(f->a, "nope", r.version),
+                     MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc__master_client_get_replica_list(f->a, "nope", &r), MC_ERR_OBJECT_NOT_FOUND);
 
     assert_int_equal(mc__master_client_put_start(f->a, "done", 10, NULL, &r), 0);
-    assert_int_equal(mc__master_client_put_end(f->a, "done"), 0);
-    assert_int_equal(mc__master_client_put_end(f->a, "done"), 0); /* idempotent */
-    assert_int_equal(mc__master_client_put_revoke(f->a, "done"), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__master_client_put_end(f->a, "done", r.version), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "done", r.version), 0); /* idempotent */
+    assert_int_equal(mc__master_client_put_revoke(f->a, "done", r.version), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc__master_client_remove(f->a, "done", 0), 0);
 
     assert_int_equal(mc__master_client_mount_segment(f->a, "bad", 0x1000, 0),
@@ -248,6 +251,7 @@ static void test_batches(void **state) {
     uint64_t lens[N], addrs[N];
     int32_t codes[N];
     mc__key_replicas_t *reps = calloc(N, sizeof(*reps));
+    uint64_t vers[N];
     for (int i = 0; i < N; i++) {
         snprintf(names[i], sizeof(names[i]), "b%03d", i);
         keys[i] = names[i];
@@ -267,7 +271,9 @@ static void test_batches(void **state) {
     assert_int_equal(mc__master_client_batch_exist(f->b, N, keys, codes), 0);
     for (int i = 0; i < N; i++)
         assert_int_equal(codes[i], 0);
-    assert_int_equal(mc__master_client_batch_put_end(f->a, N, keys, codes), 0);
+    for (int i = 0; i < N; i++)
+        vers[i] = reps[i].version;
+    assert_int_equal(mc__master_client_batch_finish(f->a, 0, 1, N, keys, vers, codes), 0);
     for (int i = 0; i < N; i++)
         assert_int_equal(codes[i], 0);
     assert_int_equal(mc__master_client_batch_exist(f->b, N, keys, codes), 0);
@@ -288,7 +294,8 @@ static void test_batches(void **state) {
         assert_int_equal(codes[i], 0);
     /* Mixed results in one batch. */
     assert_int_equal(mc__master_client_put_start(f->a, keys[0], 10, NULL, reps), 0);
-    assert_int_equal(mc__master_client_batch_put_end(f->a, 2, keys, codes), 0);
+    vers[0] = reps[0].version;
+    assert_int_equal(mc__master_client_batch_finish(f->a, 0, 1, 2, keys, vers, codes), 0);
     assert_int_equal(codes[0], 0);
     assert_int_equal(codes[1], MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc__master_client_remove(f->a, keys[0], 1), 0);
@@ -309,7 +316,7 @@ static void test_replicas_distinct(void **state) {
         assert_string_not_equal(r.replicas[0].segment_name, r.replicas[1].segment_name);
         check_in_segment(&r.replicas[0], 5000);
         check_in_segment(&r.replicas[1], 5000);
-        assert_int_equal(mc__master_client_put_end(f->a, key), 0);
+        assert_int_equal(mc__master_client_put_end(f->a, key, r.version), 0);
         assert_int_equal(mc__master_client_get_replica_list(f->b, key, &r), 0);
         assert_int_equal(r.n_replicas, 2);
     }
@@ -317,7 +324,7 @@ static void test_replicas_distinct(void **state) {
     cfg.replica_num = 3;
     assert_int_equal(mc__master_client_put_start(f->a, "r3", 5000, &cfg, &r), 0);
     assert_int_equal(r.n_replicas, 2);
-    assert_int_equal(mc__master_client_put_revoke(f->a, "r3"), 0);
+    assert_int_equal(mc__master_client_put_revoke(f->a, "r3", r.version), 0);
     assert_int_equal(mc__master_client_exist(f->a, "r3"), 0);
     /* Preferred segment honoured. */
     cfg.replica_num = 1;
@@ -329,7 +336,7 @@ static void test_replicas_distinct(void **state) {
         snprintf(key, sizeof(key), "pref-%d", i);
         assert_int_equal(mc__master_client_put_start(f->a, key, 100, &cfg, &r), 0);
         assert_string_equal(r.replicas[0].segment_name, "hostB:2");
-        assert_int_equal(mc__master_client_put_revoke(f->a, key), 0);
+        assert_int_equal(mc__master_client_put_revoke(f->a, key, r.version), 0);
     }
     /* Losing one segment leaves the other replica readable. */
     assert_int_equal(mc__master_client_unmount_segment(f->a, "hostA:1", SEG_A_BASE), 0);
@@ -338,7 +345,7 @@ static void test_replicas_distinct(void **state) {
     assert_string_equal(r.replicas[0].segment_name, "hostB:2");
     assert_int_equal(mc__master_client_put_start(f->a, "afterA", 100, NULL, &r), 0);
     assert_string_equal(r.replicas[0].segment_name, "hostB:2");
-    assert_int_equal(mc__master_client_put_revoke(f->a, "afterA"), 0);
+    assert_int_equal(mc__master_client_put_revoke(f->a, "afterA", r.version), 0);
     /* Losing the last one drops the objects. */
     assert_int_equal(mc__master_client_unmount_segment(f->b, "hostB:2", SEG_B_BASE), 0);
     assert_int_equal(mc__master_client_exist(f->b, "r2-0"), 0);
@@ -359,27 +366,27 @@ static void test_revoke_frees_space(void **state) {
     for (int i = 0; i < 5; i++) {
         assert_int_equal(mc__master_client_put_start(f->a, "whole", 4 * MIB, &cfg, &r), 0);
         assert_int_equal(r.n_replicas, 2);
-        assert_int_equal(mc__master_client_put_revoke(f->a, "whole"), 0);
+        assert_int_equal(mc__master_client_put_revoke(f->a, "whole", r.version), 0);
     }
 }
 
 static void test_remove_all(void **state) {
     fixture_t *f = *state;
-    mc__key_replicas_t r;
+    mc__key_replicas_t r, open;
     char key[16];
     for (int i = 0; i < 5; i++) {
         snprintf(key, sizeof(key), "ra-%d", i);
         assert_int_equal(mc__master_client_put_start(f->a, key, 64, NULL, &r), 0);
-        assert_int_equal(mc__master_client_put_end(f->a, key), 0);
+        assert_int_equal(mc__master_client_put_end(f->a, key, r.version), 0);
     }
-    assert_int_equal(mc__master_client_put_start(f->a, "ra-open", 64, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_start(f->a, "ra-open", 64, NULL, &open), 0);
     assert_int_equal(mc__master_client_get_replica_list(f->a, "ra-0", &r), 0);
     assert_int_equal(mc__master_client_remove_all(f->a, 0), 4);
     assert_int_equal(mc__master_client_exist(f->a, "ra-0"), 1);
     assert_int_equal(mc__master_client_remove_all(f->a, 1), 1);
     assert_int_equal(mc__master_client_exist(f->a, "ra-0"), 0);
     /* The unfinished put is untouched and can still finish. */
-    assert_int_equal(mc__master_client_put_end(f->a, "ra-open"), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "ra-open", open.version), 0);
     assert_int_equal(mc__master_client_remove_all(f->a, 0), 1);
 }
 
@@ -396,7 +403,7 @@ static void test_no_pointless_eviction(void **state) {
         char key[16];
         snprintf(key, sizeof(key), "small-%d", i);
         assert_int_equal(mc__master_client_put_start(f->a, key, MIB, NULL, &r), 0);
-        assert_int_equal(mc__master_client_put_end(f->a, key), 0);
+        assert_int_equal(mc__master_client_put_end(f->a, key, r.version), 0);
     }
     /* Larger than every segment. */
     assert_int_equal(mc__master_client_put_start(f->a, "huge", 4 * MIB + 64, NULL, &r),
@@ -419,7 +426,7 @@ static void test_no_pointless_eviction(void **state) {
         assert_int_equal(
             mc__master_client_put_start(f->a, keys[i], i < 2 ? 3 * MIB : MIB / 2, &cfg, &r), 0);
         assert_string_equal(r.replicas[0].segment_name, segs[i % 2]);
-        assert_int_equal(mc__master_client_put_end(f->a, keys[i]), 0);
+        assert_int_equal(mc__master_client_put_end(f->a, keys[i], r.version), 0);
     }
     assert_int_equal(mc__master_client_put_start(f->a, "two", 2 * MIB, NULL, &r),
                      MC_ERR_NO_AVAILABLE_HANDLE);
@@ -428,7 +435,7 @@ static void test_no_pointless_eviction(void **state) {
         assert_int_equal(codes[i], 1);
     /* 1 MiB can be made room for: eviction runs and the put succeeds. */
     assert_int_equal(mc__master_client_put_start(f->a, "one", MIB, NULL, &r), 0);
-    assert_int_equal(mc__master_client_put_revoke(f->a, "one"), 0);
+    assert_int_equal(mc__master_client_put_revoke(f->a, "one", r.version), 0);
     assert_int_equal(mc__master_client_batch_exist(f->a, 2, keys, codes), 0);
     assert_int_equal(codes[0], 1);
     assert_int_equal(codes[1], 1);
@@ -479,13 +486,13 @@ static void test_unreachable_segments_take_no_placements(void **state) {
         assert_int_equal(mc__master_client_put_start(f->b, key, 4096, &two, &r), 0);
         assert_int_equal(r.n_replicas, 1); /* best effort: only the reachable one */
         assert_string_equal(r.replicas[0].segment_name, "hostB:2");
-        assert_int_equal(mc__master_client_put_revoke(f->b, key), 0);
+        assert_int_equal(mc__master_client_put_revoke(f->b, key, r.version), 0);
     }
     /* its owner is alive after all: placements come back with its next heartbeat */
     assert_int_equal(mc__master_client_heartbeat(f->a, &st), 0);
     assert_int_equal(mc__master_client_put_start(f->b, "unreach-back", 4096, &two, &r), 0);
     assert_int_equal(r.n_replicas, 2);
-    assert_int_equal(mc__master_client_put_revoke(f->b, "unreach-back"), 0);
+    assert_int_equal(mc__master_client_put_revoke(f->b, "unreach-back", r.version), 0);
     /* nothing reachable: no placement at all */
     assert_int_equal(mc__master_client_segment_unreachable(f->a, 2, both, codes), 0);
     assert_int_equal(mc__master_client_put_start(f->b, "unreach-none", 4096, NULL, &r),
@@ -493,7 +500,7 @@ static void test_unreachable_segments_take_no_placements(void **state) {
     assert_int_equal(mc__master_client_heartbeat(f->a, &st), 0);
     assert_int_equal(mc__master_client_heartbeat(f->b, &st), 0);
     assert_int_equal(mc__master_client_put_start(f->b, "unreach-none", 4096, NULL, &r), 0);
-    assert_int_equal(mc__master_client_put_revoke(f->b, "unreach-none"), 0);
+    assert_int_equal(mc__master_client_put_revoke(f->b, "unreach-none", r.version), 0);
 }
 
 /* Mounts name their incarnation; aliases of mounted memory and absurd sizes are refused. */
@@ -523,10 +530,10 @@ static void test_mount_incarnations(void **state) {
                      MC_ERR_INVALID_PARAMS);
     /* the owner's new incarnation replaces the old one, whose placements go with it */
     assert_int_equal(mc__master_client_mount_segment_epoch(c, "hostC:3", base, MIB, 8), 0);
-    assert_int_equal(mc__master_client_put_end(c, "inc-old"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_put_end(c, "inc-old", r.version), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc__master_client_put_start(c, "inc-new", 4096, &cfg, &r), 0);
     assert_true(r.replicas[0].epoch == 8);
-    assert_int_equal(mc__master_client_put_end(c, "inc-new"), 0);
+    assert_int_equal(mc__master_client_put_end(c, "inc-new", r.version), 0);
     assert_int_equal(mc__master_client_remove(c, "inc-new", 1), 0);
     assert_int_equal(mc__master_client_unmount_segment(c, "hostC:3", base), 0);
     mc__master_client_close(c);
@@ -555,13 +562,13 @@ static void test_eviction_lru_skips_leased(void **state) {
         snprintf(names[i], sizeof(names[i]), "e%02d", i);
         keys[i] = names[i];
         assert_int_equal(mc__master_client_put_start(f->a, names[i], 4096, NULL, &r), 0);
-        assert_int_equal(mc__master_client_put_end(f->a, names[i]), 0);
+        assert_int_equal(mc__master_client_put_end(f->a, names[i], r.version), 0);
         usleep(3000);
     }
     /* e00 becomes leased (and most recently used); e01 is now the oldest unleased. */
     assert_int_equal(mc__master_client_get_replica_list(f->b, "e00", &r), 0);
     assert_int_equal(mc__master_client_put_start(f->a, "new0", 4096, NULL, &r), 0);
-    assert_int_equal(mc__master_client_put_end(f->a, "new0"), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "new0", r.version), 0);
     assert_int_equal(mc__master_client_batch_exist(f->a, 20, keys, codes), 0);
     assert_int_equal(codes[0], 1);
     /* 5% of 80 KiB rounds to one 4 KiB block, but every eviction frees at least the need. */
@@ -569,7 +576,7 @@ static void test_eviction_lru_skips_leased(void **state) {
     for (int i = 2; i < 20; i++)
         assert_int_equal(codes[i], 1);
     assert_int_equal(mc__master_client_put_start(f->a, "new1", 4096, NULL, &r), 0);
-    assert_int_equal(mc__master_client_put_end(f->a, "new1"), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "new1", r.version), 0);
     assert_int_equal(mc__master_client_batch_exist(f->a, 20, keys, codes), 0);
     assert_int_equal(codes[0], 1);
     assert_int_equal(codes[2], 0);
@@ -589,15 +596,15 @@ static void test_eviction_lru_skips_leased(void **state) {
                      MC_ERR_NO_AVAILABLE_HANDLE);
     assert_int_equal(mc__master_client_remove_all(f->a, 1), 20);
     assert_int_equal(mc__master_client_put_start(f->a, key, 4096, &pin, &r), 0);
-    assert_int_equal(mc__master_client_put_end(f->a, key), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, key, r.version), 0);
     for (int i = 0; i < 19; i++) {
         assert_int_equal(mc__master_client_put_start(f->a, names[i], 4096, NULL, &r), 0);
-        assert_int_equal(mc__master_client_put_end(f->a, names[i]), 0);
+        assert_int_equal(mc__master_client_put_end(f->a, names[i], r.version), 0);
     }
     for (int i = 0; i < 30; i++) {
         snprintf(key, sizeof(key), "more%d", i);
         assert_int_equal(mc__master_client_put_start(f->a, key, 4096, NULL, &r), 0);
-        assert_int_equal(mc__master_client_put_end(f->a, key), 0);
+        assert_int_equal(mc__master_client_put_end(f->a, key, r.version), 0);
     }
     assert_int_equal(mc__master_client_exist(f->a, "pinned"), 1);
 }
