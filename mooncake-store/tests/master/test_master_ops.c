@@ -154,6 +154,27 @@ static void test_upsert_versions(void **state) {
     assert_int_equal(mc__master_client_exist(f->a, key), 0);
 }
 
+/* A put's end names its placement: after a force-remove and another client's put of the same
+ * key, the first writer's end and revoke answer OBJECT_NOT_FOUND and leave the second writer's
+ * object (whose bytes are not written yet) unfinished and untouched. */
+static void test_put_end_names_its_placement(void **state) {
+    fixture_t *f = *state;
+    mc__key_replicas_t first, second;
+    assert_int_equal(mc__master_client_put_start(f->a, "race", 100, NULL, &first), 0);
+    assert_int_equal(mc__master_client_remove(f->b, "race", 1), 0);
+    assert_int_equal(mc__master_client_put_start(f->b, "race", 200, NULL, &second), 0);
+    assert_int_not_equal(first.version, second.version);
+    assert_int_equal(mc__master_client_put_end(f->a, "race", first.version),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_put_revoke(f->a, "race", first.version),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_exist(f->a, "race"), 0);
+    assert_int_equal(mc__master_client_put_end(f->b, "race", second.version), 0);
+    assert_int_equal(mc__master_client_exist(f->a, "race"), 1);
+    assert_int_equal(mc__master_client_put_end(f->b, "race", second.version), 0); /* repeated */
+    assert_int_equal(mc__master_client_remove(f->a, "race", 1), 0);
+}
+
 static void test_lease_blocks_remove(void **state) {
     fixture_t *f = *state;
     mc__key_replicas_t r;
@@ -614,6 +635,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_two_phase_put_visibility),
         cmocka_unit_test(test_lease_blocks_remove),
         cmocka_unit_test(test_upsert_versions),
+        cmocka_unit_test(test_put_end_names_its_placement),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_replicas_distinct),
