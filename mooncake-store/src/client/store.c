@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "client/dummy.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
@@ -237,6 +238,7 @@ static void mc__teardown(mc_store_t *s) {
         if (rc != 0)
             MC_WARN("store: unmount at the master failed: %s", mc_store_strerror(rc));
     }
+    mc__dummy_disconnect(s);
     mc__master_client_close(s->master);
     s->master = NULL;
     mc__store_segments_clear(s);
@@ -265,6 +267,7 @@ static int mc__store_release(mc_store_t *s, int force) {
     s->staging_mem = NULL;
     mc__staging_fini(&s->staging);
     mc__staging_init(&s->staging, NULL, 0);
+    mc__dummy_release(s);
     /* A shared engine outlives us: leave none of our registrations behind in it. */
     for (size_t i = 0; !s->own_engine && s->engine && i < s->nregs; i++)
         mc_engine_unregister_memory(s->engine, s->regs[i].base);
@@ -362,6 +365,21 @@ out:
     return rc;
 }
 
+int mc_store_setup_dummy(mc_store_t *s, const mc_store_dummy_config_t *cfg) {
+    int rc;
+    if (!s || !cfg)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&s->mu);
+    if (atomic_load(&s->state) == MC__STORE_CLOSED && (rc = mc__store_reset(s)) != 0)
+        goto out;
+    rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    if (atomic_load(&s->state) == MC__STORE_NEW && (rc = mc__dummy_attach(s, cfg)) == 0)
+        atomic_store(&s->state, MC__STORE_READY);
+out:
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 int mc_store_close(mc_store_t *s) {
     int rc = 0;
     if (!s)
@@ -406,6 +424,8 @@ void mc_store_destroy(mc_store_t *s) {
 int mc_store_health_check(mc_store_t *s) {
     uint8_t status = 0;
     int rc;
+    if (s && s->dummy)
+        return mc__dummy_health(s);
     if (mc__store_enter(s) != 0)
         return 1;
     rc = mc__master_client_heartbeat(s->master, &status);

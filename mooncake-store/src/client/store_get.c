@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "client/dummy.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/failpoint.h"
@@ -250,6 +251,9 @@ void mc_store_buffer_free(mc_store_buffer_t *b) {
 
 int64_t mc_store_get_into(mc_store_t *s, const char *key, void *buf, size_t cap) {
     int64_t rc;
+    mc_store_iov_t one = {buf, cap};
+    if (s && s->dummy)
+        return mc__dummy_get1(s, key, &one, 1);
     MC__STORE_HELD(s, rc, mc__get_into_impl(s, key, buf, cap));
     return rc;
 }
@@ -257,6 +261,8 @@ int64_t mc_store_get_into(mc_store_t *s, const char *key, void *buf, size_t cap)
 int64_t mc_store_get_into_parts(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
                                 size_t iovcnt) {
     int64_t rc;
+    if (s && s->dummy)
+        return mc__dummy_get1(s, key, iov, iovcnt);
     MC__STORE_HELD(s, rc, mc__get_into_parts_impl(s, key, iov, iovcnt));
     return rc;
 }
@@ -264,6 +270,8 @@ int64_t mc_store_get_into_parts(mc_store_t *s, const char *key, const mc_store_i
 int mc_store_batch_get_into(mc_store_t *s, const mc_store_item_t *items, size_t n,
                             int64_t *results) {
     int rc;
+    if (s && s->dummy)
+        return mc__dummy_get(s, items, n, results);
     MC__STORE_HELD_BATCH(s, rc, mc__batch_get_into_impl(s, items, n, results), results, n);
     return rc;
 }
@@ -272,6 +280,8 @@ int mc_store_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out)
     int rc;
     if (out)
         *out = NULL;
+    if (s && s->dummy)
+        return out ? mc__dummy_get_buffer(s, key, out) : MC_ERR_INVALID_PARAMS;
     MC__STORE_HELD(s, rc, mc__get_buffer_impl(s, key, out));
     return rc;
 }
@@ -279,6 +289,8 @@ int mc_store_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out)
 int mc_store_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
                               mc_store_buffer_t **outs, int *results) {
     int rc;
+    if (s && s->dummy)
+        return mc__dummy_batch_get_buffer(s, keys, n, outs, results);
     MC__STORE_HELD_BATCH(s, rc, mc__batch_get_buffer_impl(s, keys, n, outs, results), results, n);
     return rc;
 }
@@ -315,6 +327,8 @@ static int mc__batch_replica_desc_impl(mc_store_t *s, const char *const *keys, s
 int mc_store_batch_get_replica_desc(mc_store_t *s, const char *const *keys, size_t n,
                                     mc_store_replica_list_t *out) {
     int rc;
+    if (s && s->dummy)
+        return mc__dummy_unsupported("batch_get_replica_desc");
     MC__STORE_HELD(s, rc, mc__batch_replica_desc_impl(s, keys, n, out));
     return rc;
 }

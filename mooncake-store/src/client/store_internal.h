@@ -64,6 +64,8 @@ struct mc_store {
     pthread_mutex_t sus_mu;
     mc__suspect_t suspects[MC__SUSPECTS];
 
+    struct mc__dummy *dummy; /* set: a dummy client, its calls run by a local storage node */
+
     pthread_rwlock_t reg_lock; /* user buffers registered for zero copy */
     mc_store_iov_t *regs;
     size_t nregs, regs_cap;

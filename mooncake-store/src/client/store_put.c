@@ -4,6 +4,7 @@
  * old one (readers see one or the other, whole). */
 #include <string.h>
 
+#include "client/dummy.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/failpoint.h"
@@ -248,6 +249,8 @@ out:
 int mc_store_put_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts, size_t nparts,
                        const mc_replicate_config_t *rc_cfg) {
     int rc;
+    if (s && s->dummy)
+        return mc__dummy_put1(s, 0, key, parts, nparts, rc_cfg);
     MC__STORE_HELD(s, rc, mc__put_parts_impl(s, 0, key, parts, nparts, rc_cfg));
     return rc;
 }
@@ -261,6 +264,8 @@ int mc_store_upsert(mc_store_t *s, const char *key, const void *data, size_t len
 int mc_store_upsert_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
                           size_t nparts, const mc_replicate_config_t *rc_cfg) {
     int rc;
+    if (s && s->dummy)
+        return mc__dummy_put1(s, 1, key, parts, nparts, rc_cfg);
     MC__STORE_HELD(s, rc, mc__put_parts_impl(s, 1, key, parts, nparts, rc_cfg));
     return rc;
 }
@@ -268,6 +273,8 @@ int mc_store_upsert_parts(mc_store_t *s, const char *key, const mc_store_iov_t *
 int mc_store_batch_upsert(mc_store_t *s, const mc_store_item_t *items, size_t n,
                           const mc_replicate_config_t *rc_cfg, int *results) {
     int rc;
+    if (s && s->dummy)
+        return mc__dummy_put(s, 1, items, n, rc_cfg, results);
     MC__STORE_HELD_BATCH(s, rc, mc__batch_put_impl(s, 1, items, n, rc_cfg, results), results, n);
     return rc;
 }
@@ -275,6 +282,8 @@ int mc_store_batch_upsert(mc_store_t *s, const mc_store_item_t *items, size_t n,
 int mc_store_batch_put(mc_store_t *s, const mc_store_item_t *items, size_t n,
                        const mc_replicate_config_t *rc_cfg, int *results) {
     int rc;
+    if (s && s->dummy)
+        return mc__dummy_put(s, 0, items, n, rc_cfg, results);
     MC__STORE_HELD_BATCH(s, rc, mc__batch_put_impl(s, 0, items, n, rc_cfg, results), results, n);
     return rc;
 }

@@ -3,6 +3,7 @@
  * batch read path moves all ranges of all keys together after one master round trip. */
 #include <string.h>
 
+#include "client/dummy.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 
@@ -102,7 +103,10 @@ out:
 
 int mc_store_batch_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n) {
     int rc;
-    MC__STORE_HELD(s, rc, mc__batch_get_ranges_impl(s, reads, n));
+    if (s && s->dummy)
+        rc = mc__dummy_unsupported("batch_get_ranges");
+    else
+        MC__STORE_HELD(s, rc, mc__batch_get_ranges_impl(s, reads, n));
     /* A call that failed as a whole failed every range (none was read). */
     for (size_t i = 0; rc != 0 && reads && i < n; i++)
         for (size_t j = 0; reads[i].ranges && j < reads[i].n; j++)

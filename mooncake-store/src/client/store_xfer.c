@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "client/dummy.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
@@ -542,12 +543,16 @@ out:
 
 int mc_store_register_buffer(mc_store_t *s, void *addr, size_t len) {
     int rc;
+    if (s && s->dummy)
+        return mc__dummy_register(s, addr, len);
     MC__STORE_HELD(s, rc, mc__register_buffer_impl(s, addr, len));
     return rc;
 }
 
 int mc_store_unregister_buffer(mc_store_t *s, void *addr) {
     int rc;
+    if (s && s->dummy)
+        return mc__dummy_unregister(s, addr);
     MC__STORE_HELD(s, rc, mc__unregister_buffer_impl(s, addr));
     return rc;
 }

@@ -1,0 +1,737 @@
+/* The dummy side of the storage node's control channel (node/node_proto.h): a store handle whose
+ * calls its local mooncake_client daemon runs. Shared-memory blocks are mapped at the daemon once
+ * (MAP with the memfd) and then named by handle; memory that is no pool block is copied through
+ * the local buffer, or through a block taken for the call. One request at a time per handle: the
+ * socket is held for a whole round trip. A daemon that went away is dialed again by the next
+ * call (its mappings start over). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/dummy.h"
+#include "client/shm_pool.h"
+#include "client/store_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
+#include "node/node_proto.h"
+
+#define MC__DUMMY_DEFAULT_ADDR "127.0.0.1:50052"
+#define MC__DUMMY_TIMEOUT_MS 60000
+
+typedef struct mc__dummy_map {
+    uint64_t id;
+    uint32_t handle;
+} mc__dummy_map_t;
+
+struct mc__dummy {
+    pthread_mutex_t mu; /* the socket and the map table: one round trip at a time */
+    int fd;             /* -1 while disconnected */
+    char path[108];
+    uint64_t next_id;
+    int timeout_ms;
+    mc_shm_pool_t *pool;
+    int own_pool;
+    void *local; /* the local buffer: a pool block, the store's staging area */
+    size_t local_len;
+    mc__dummy_map_t *maps;
+    size_t nmaps, maps_cap;
+    uint64_t seen_gen;
+    mc_buf_t out;
+};
+
+void mc_store_dummy_config_init(mc_store_dummy_config_t *c) {
+    if (!c)
+        return;
+    memset(c, 0, sizeof(*c));
+    snprintf(c->server_address, sizeof(c->server_address), "%s", MC__DUMMY_DEFAULT_ADDR);
+}
+
+int mc_store_is_dummy(const mc_store_t *s) {
+    return s && s->dummy != NULL;
+}
+
+void *mc_store_dummy_alloc(mc_store_t *s, size_t len) {
+    return s && s->dummy ? mc_shm_pool_alloc(s->dummy->pool, len) : NULL;
+}
+
+int mc__dummy_unsupported(const char *what) {
+    MC_WARN("store: %s is not offered by a dummy client (it runs its calls at a storage node)",
+            what);
+    return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+}
+
+/* ---- one round trip ------------------------------------------------------------------------- */
+
+static void mc__dummy_drop(mc__dummy_t *d) {
+    if (d->fd >= 0)
+        close(d->fd);
+    d->fd = -1;
+    d->nmaps = 0; /* the daemon forgets our mappings with the connection */
+}
+
+static int mc__dummy_roundtrip(mc__dummy_t *d, int pass_fd, mc__np_reply_t *reply);
+
+static int mc__dummy_dial(mc__dummy_t *d, char *name, size_t cap) {
+    mc__np_request_t hello;
+    mc__np_reply_t reply;
+    int rc;
+    d->fd = mc__unix_connect(d->path, mc__now_ms() + 5000);
+    if (d->fd < 0) {
+        d->fd = -1;
+        return MC_ERR_RPC_FAIL;
+    }
+    memset(&hello, 0, sizeof(hello));
+    hello.pid = (uint32_t)getpid();
+    mc__buf_reset(&d->out);
+    if (mc__np_encode_simple(&d->out, MC_NP_HELLO, ++d->next_id, &hello) != 0)
+        return MC_ERR_INTERNAL_ERROR;
+    rc = mc__dummy_roundtrip(d, -1, &reply);
+    if (rc == 0 && reply.rc != 0)
+        rc = (int)reply.rc;
+    if (rc == 0 && name)
+        snprintf(name, cap, "%s", reply.text);
+    mc__np_reply_free(&reply);
+    if (rc != 0)
+        mc__dummy_drop(d);
+    return rc;
+}
+
+/* Sends d->out (with pass_fd on its first byte when >= 0) and reads the reply. A lost channel
+ * (the daemon died or restarted) drops the connection: RPC_FAIL, and the next call dials again. */
+static int mc__dummy_roundtrip(mc__dummy_t *d, int pass_fd, mc__np_reply_t *reply) {
+    uint64_t deadline = mc__now_ms() + (uint64_t)d->timeout_ms;
+    uint8_t hdr[MC_FRAME_HEADER_SIZE];
+    mc_frame_header_t h;
+    uint8_t *body = NULL;
+    int rc;
+    memset(reply, 0, sizeof(*reply));
+    if (d->out.failed)
+        return MC_ERR_INTERNAL_ERROR;
+    if (d->out.len - MC_FRAME_HEADER_SIZE > MC_NP_MAX_BODY) {
+        MC_ERROR("store: a dummy request of %zu bytes is over the node's %u-byte limit; split "
+                 "the batch",
+                 d->out.len, MC_NP_MAX_BODY);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (pass_fd >= 0)
+        rc = mc__send_fds(d->fd, d->out.data, d->out.len, &pass_fd, 1);
+    else
+        rc = mc__send_all(d->fd, d->out.data, d->out.len, deadline);
+    if (rc == 0)
+        rc = mc__recv_all(d->fd, hdr, sizeof(hdr), deadline);
+    if (rc == 0 && mc__frame_header_decode(hdr, sizeof(hdr), MC_NP_MAX_BODY, &h) != 0)
+        rc = MC_ERR_SOCKET;
+    if (rc == 0 && (!(h.flags & MC_FRAME_F_REPLY) || h.request_id != d->next_id))
+        rc = MC_ERR_SOCKET;
+    if (rc == 0) {
+        body = mc__malloc(h.body_len ? (size_t)h.body_len : 1);
+        if (!body)
+            return MC_ERR_INTERNAL_ERROR; /* the reply stays unread: drop below */
+        rc = mc__recv_all(d->fd, body, (size_t)h.body_len, deadline);
+    }
+    if (rc == 0 && mc__np_decode_reply(h.flags, body, (size_t)h.body_len, reply) != 0)
+        rc = MC_ERR_SOCKET;
+    mc__free(body);
+    if (rc != 0) {
+        MC_ERROR("store: the storage node at %s did not answer (%s); is mooncake_client "
+                 "running?",
+                 d->path, strerror(errno));
+        mc__dummy_drop(d);
+        return MC_ERR_RPC_FAIL;
+    }
+    if (h.flags & MC_FRAME_F_ERROR)
+        MC_ERROR("store: the storage node refused a request: %s", reply->text);
+    return 0;
+}
+
+/* Connected, and every mapping of a block freed since the last call let go at the daemon. */
+static int mc__dummy_ready(mc__dummy_t *d) {
+    uint64_t gen;
+    if (d->fd < 0) {
+        int rc = mc__dummy_dial(d, NULL, 0);
+        if (rc != 0)
+            return rc;
+    }
+    gen = mc__shm_pool_free_gen(d->pool);
+    if (gen == d->seen_gen)
+        return 0;
+    for (size_t i = 0; i < d->nmaps;) {
+        mc__np_request_t r;
+        mc__np_reply_t reply;
+        if (mc__shm_pool_live(d->pool, d->maps[i].id)) {
+            i++;
+            continue;
+        }
+        memset(&r, 0, sizeof(r));
+        r.handle = d->maps[i].handle;
+        d->maps[i] = d->maps[--d->nmaps];
+        mc__buf_reset(&d->out);
+        if (mc__np_encode_simple(&d->out, MC_NP_UNMAP, ++d->next_id, &r) != 0)
+            return MC_ERR_INTERNAL_ERROR;
+        if (mc__dummy_roundtrip(d, -1, &reply) != 0)
+            return MC_ERR_RPC_FAIL;
+        mc__np_reply_free(&reply);
+    }
+    d->seen_gen = gen;
+    return 0;
+}
+
+/* The daemon's handle for the pool block holding [p, p+len): MAPs it the first time. */
+static int mc__dummy_handle(mc__dummy_t *d, const void *p, size_t len, uint32_t *handle,
+                            uint64_t *off) {
+    mc__shm_block_t b;
+    mc__np_request_t r;
+    mc__np_reply_t reply;
+    int rc = mc__shm_pool_find(d->pool, p, len, &b);
+    if (rc != 0)
+        return rc;
+    *off = (uint64_t)((const uint8_t *)p - b.base);
+    for (size_t i = 0; i < d->nmaps; i++)
+        if (d->maps[i].id == b.id) {
+            *handle = d->maps[i].handle;
+            close(b.fd);
+            return 0;
+        }
+    if (d->nmaps == d->maps_cap) {
+        size_t cap = d->maps_cap ? d->maps_cap * 2 : 16;
+        mc__dummy_map_t *v = mc__realloc(d->maps, cap * sizeof(*v));
+        if (!v) {
+            close(b.fd);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        d->maps = v;
+        d->maps_cap = cap;
+    }
+    memset(&r, 0, sizeof(r));
+    r.map_len = b.len;
+    mc__buf_reset(&d->out);
+    rc = mc__np_encode_simple(&d->out, MC_NP_MAP, ++d->next_id, &r);
+    if (rc == 0)
+        rc = mc__dummy_roundtrip(d, b.fd, &reply);
+    close(b.fd);
+    if (rc != 0)
+        return rc;
+    rc = reply.rc < 0 ? (int)reply.rc : 0;
+    if (rc == 0) {
+        *handle = (uint32_t)reply.rc;
+        d->maps[d->nmaps++] = (mc__dummy_map_t){b.id, *handle};
+    }
+    mc__np_reply_free(&reply);
+    return rc;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------ */
+
+int mc__dummy_attach(mc_store_t *s, const mc_store_dummy_config_t *cfg) {
+    mc__dummy_t *d = NULL;
+    char host[MC_STORE_STR_MAX];
+    uint16_t port = 0;
+    const char *addr = cfg->server_address[0] ? cfg->server_address : MC__DUMMY_DEFAULT_ADDR;
+    int rc;
+    if (mc__split_host_port(addr, host, sizeof(host), &port) != 0 || port == 0) {
+        MC_ERROR("store: setup_dummy: '%s' is no host:port of a mooncake_client", addr);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    d = mc__calloc(1, sizeof(*d));
+    if (!d)
+        return MC_ERR_INTERNAL_ERROR;
+    pthread_mutex_init(&d->mu, NULL);
+    mc__buf_init(&d->out);
+    d->fd = -1;
+    d->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : MC__DUMMY_TIMEOUT_MS;
+    mc__np_socket_path(port, d->path, sizeof(d->path));
+    d->pool = cfg->pool;
+    if (!d->pool) {
+        rc = mc_shm_pool_create(&d->pool);
+        if (rc != 0)
+            goto fail;
+        d->own_pool = 1;
+    }
+    d->seen_gen = mc__shm_pool_free_gen(d->pool);
+    rc = mc__dummy_dial(d, s->hostname, sizeof(s->hostname));
+    if (rc != 0) {
+        MC_ERROR("store: setup_dummy: no storage node answers at %s (start mooncake_client "
+                 "--port=%u on this host)",
+                 d->path, (unsigned)port);
+        goto fail;
+    }
+    if (cfg->local_buffer_size > 0) {
+        d->local = mc_shm_pool_alloc(d->pool, (size_t)cfg->local_buffer_size);
+        if (!d->local) {
+            rc = MC_ERR_NO_AVAILABLE_HANDLE;
+            goto fail;
+        }
+        d->local_len = (size_t)cfg->local_buffer_size;
+        mc__staging_fini(&s->staging);
+        rc = mc__staging_init(&s->staging, d->local, d->local_len);
+        if (rc != 0)
+            goto fail;
+    }
+    s->dummy = d;
+    return 0;
+fail:
+    mc__dummy_drop(d);
+    if (d->local)
+        mc_shm_pool_free(d->pool, d->local);
+    if (d->own_pool)
+        mc_shm_pool_destroy(d->pool);
+    mc__buf_free(&d->out);
+    pthread_mutex_destroy(&d->mu);
+    mc__free(d);
+    return rc;
+}
+
+void mc__dummy_disconnect(mc_store_t *s) {
+    mc__dummy_t *d = s ? s->dummy : NULL;
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->mu);
+    mc__dummy_drop(d);
+    pthread_mutex_unlock(&d->mu);
+}
+
+void mc__dummy_release(mc_store_t *s) {
+    mc__dummy_t *d = s ? s->dummy : NULL;
+    if (!d)
+        return;
+    s->dummy = NULL;
+    mc__dummy_drop(d);
+    if (d->local)
+        mc_shm_pool_free(d->pool, d->local);
+    if (d->own_pool)
+        mc_shm_pool_destroy(d->pool);
+    mc__free(d->maps);
+    mc__buf_free(&d->out);
+    pthread_mutex_destroy(&d->mu);
+    mc__free(d);
+}
+
+/* ---- data calls ----------------------------------------------------------------------------- */
+
+/* Where the bytes of a call that are not in pool blocks go on the way: one block of the local
+ * buffer, or a block taken for this call. */
+typedef struct mc__bounce {
+    uint8_t *mem;
+    size_t len;
+    int staged;
+} mc__bounce_t;
+
+static int mc__bounce_get(mc_store_t *s, size_t len, mc__bounce_t *b) {
+    memset(b, 0, sizeof(*b));
+    if (len == 0)
+        return 0;
+    b->len = len;
+    b->mem = mc__staging_try_alloc(&s->staging, len);
+    if (b->mem) {
+        b->staged = 1;
+        return 0;
+    }
+    b->mem = mc_shm_pool_alloc(s->dummy->pool, len);
+    return b->mem ? 0 : MC_ERR_NO_AVAILABLE_HANDLE;
+}
+
+static void mc__bounce_put(mc_store_t *s, mc__bounce_t *b) {
+    if (!b->mem)
+        return;
+    if (b->staged)
+        mc__staging_free(&s->staging, b->mem, b->len);
+    else
+        mc_shm_pool_free(s->dummy->pool, b->mem);
+    b->mem = NULL;
+}
+
+/* Builds the wire items of a data call: every part named by (handle, off); parts outside the pool
+ * go through bounce (filled from them for a write). */
+static int mc__dummy_items(mc_store_t *s, int write, const mc_store_item_t *items, size_t n,
+                           mc__np_item_t *wire, mc__np_part_t *parts, mc__bounce_t *bounce) {
+    mc__dummy_t *d = s->dummy;
+    size_t need = 0, at = 0, k = 0;
+    int rc;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < items[i].iovcnt; j++)
+            if (!mc_shm_pool_contains(d->pool, items[i].iov[j].base, items[i].iov[j].len))
+                need += items[i].iov[j].len;
+    rc = mc__bounce_get(s, need, bounce);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        wire[i].key = items[i].key;
+        wire[i].parts = &parts[k];
+        wire[i].nparts = (uint32_t)items[i].iovcnt;
+        for (size_t j = 0; j < items[i].iovcnt; j++, k++) {
+            const mc_store_iov_t *v = &items[i].iov[j];
+            const void *p = v->base;
+            if (!mc_shm_pool_contains(d->pool, v->base, v->len)) {
+                p = bounce->mem + at;
+                if (write && v->len)
+                    memcpy(bounce->mem + at, v->base, v->len);
+                at += v->len;
+            }
+            parts[k].len = v->len;
+            rc = mc__dummy_handle(d, p, v->len, &parts[k].handle, &parts[k].off);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* Copies what a read put into bounce out to the caller's parts outside the pool. */
+static void mc__dummy_copy_out(mc_store_t *s, const mc_store_item_t *items, size_t n,
+                               const int64_t *results, const mc__bounce_t *bounce) {
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t left = results[i] > 0 ? results[i] : 0;
+        for (size_t j = 0; j < items[i].iovcnt; j++) {
+            const mc_store_iov_t *v = &items[i].iov[j];
+            size_t m;
+            if (mc_shm_pool_contains(s->dummy->pool, v->base, v->len)) {
+                left -= left > (int64_t)v->len ? (int64_t)v->len : left;
+                continue;
+            }
+            m = left > (int64_t)v->len ? v->len : (size_t)left;
+            if (m)
+                memcpy(v->base, bounce->mem + at, m);
+            left -= (int64_t)m;
+            at += v->len;
+        }
+    }
+}
+
+/* 0 for an item the daemon can be asked about, else its code (a bad key, a part without memory). */
+static int mc__dummy_check_item(const mc_store_item_t *it) {
+    int rc = mc__store_check_key(it->key);
+    if (rc == 0 && (it->iovcnt > MC_NP_MAX_PARTS || (it->iovcnt && !it->iov)))
+        rc = MC_ERR_INVALID_PARAMS;
+    for (size_t j = 0; rc == 0 && j < it->iovcnt; j++)
+        if (!it->iov[j].base && it->iov[j].len)
+            rc = MC_ERR_INVALID_PARAMS;
+    return rc;
+}
+
+/* One round trip for n valid items: PUT, UPSERT or GET; per-item results into res. */
+static int mc__dummy_wire(mc_store_t *s, int type, const mc_store_item_t *items, size_t n,
+                          const mc_replicate_config_t *rc, int64_t *res) {
+    mc__dummy_t *d = s->dummy;
+    mc__np_item_t *wire = NULL;
+    mc__np_part_t *parts = NULL;
+    mc__np_reply_t reply;
+    mc__bounce_t bounce;
+    size_t nparts = 0;
+    int code;
+    memset(&bounce, 0, sizeof(bounce));
+    memset(&reply, 0, sizeof(reply));
+    for (size_t i = 0; i < n; i++)
+        nparts += items[i].iovcnt;
+    wire = mc__calloc(n ? n : 1, sizeof(*wire));
+    parts = mc__calloc(nparts ? nparts : 1, sizeof(*parts));
+    if (!wire || !parts) {
+        code = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    pthread_mutex_lock(&d->mu);
+    code = mc__dummy_ready(d);
+    if (code == 0)
+        code = mc__dummy_items(s, type != MC_NP_GET, items, n, wire, parts, &bounce);
+    if (code == 0) {
+        mc__buf_reset(&d->out);
+        code = mc__np_encode_items(&d->out, (uint8_t)type, ++d->next_id, rc, wire, (uint32_t)n);
+    }
+    if (code == 0)
+        code = mc__dummy_roundtrip(d, -1, &reply);
+    pthread_mutex_unlock(&d->mu);
+    if (code == 0 && reply.n != n && reply.rc == 0)
+        code = MC_ERR_INTERNAL_ERROR;
+    if (code == 0)
+        code = (int)reply.rc;
+    for (size_t i = 0; i < n; i++)
+        res[i] = i < reply.n ? reply.results[i] : (code != 0 ? code : MC_ERR_INTERNAL_ERROR);
+    if (type == MC_NP_GET && bounce.mem)
+        mc__dummy_copy_out(s, items, n, res, &bounce);
+out:
+    mc__bounce_put(s, &bounce);
+    mc__np_reply_free(&reply);
+    mc__free(parts);
+    mc__free(wire);
+    return code;
+}
+
+/* A data call of n items: the bad ones get their code here, the rest go to the daemon. Per-item
+ * results in r64 (GET) or r32; returns 0 when every item succeeded, else the first error. */
+static int mc__dummy_data(mc_store_t *s, int type, const mc_store_item_t *items, size_t n,
+                          const mc_replicate_config_t *rc, int64_t *r64, int *r32) {
+    mc_store_item_t *sub = NULL;
+    int64_t *res = NULL, *all = NULL;
+    size_t m = 0;
+    int code = 0, first = 0;
+    if (n > MC_NP_MAX_ITEMS)
+        return MC_ERR_INVALID_PARAMS;
+    sub = mc__calloc(n, sizeof(*sub));
+    res = mc__calloc(n, sizeof(*res));
+    all = mc__calloc(n, sizeof(*all));
+    if (!sub || !res || !all) {
+        code = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        all[i] = mc__dummy_check_item(&items[i]);
+        if (all[i] == 0)
+            sub[m++] = items[i];
+    }
+    if (m)
+        code = mc__dummy_wire(s, type, sub, m, rc, res);
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (all[i] == 0)
+            all[i] = res[j++];
+        if (first == 0 && all[i] < 0)
+            first = (int)all[i];
+    }
+out:
+    for (size_t i = 0; i < n; i++) {
+        int64_t v = all ? all[i] : code;
+        if (r64)
+            r64[i] = v;
+        if (r32)
+            r32[i] = (int)v;
+    }
+    mc__free(all);
+    mc__free(res);
+    mc__free(sub);
+    if (code == MC_ERR_RPC_FAIL || code == MC_ERR_INTERNAL_ERROR)
+        return code;
+    return first;
+}
+
+int mc__dummy_put(mc_store_t *s, int upsert, const mc_store_item_t *items, size_t n,
+                  const mc_replicate_config_t *rc, int *results) {
+    int code = mc__store_enter(s);
+    if (code != 0) {
+        for (size_t i = 0; results && i < n; i++)
+            results[i] = code;
+        return code;
+    }
+    if (n > 0 && !items)
+        code = MC_ERR_INVALID_PARAMS;
+    else if (n > 0)
+        code = mc__dummy_data(s, upsert ? MC_NP_UPSERT : MC_NP_PUT, items, n, rc, NULL, results);
+    mc__store_leave(s);
+    return code;
+}
+
+int mc__dummy_get(mc_store_t *s, const mc_store_item_t *items, size_t n, int64_t *results) {
+    int code = mc__store_enter(s);
+    if (code != 0) {
+        for (size_t i = 0; results && i < n; i++)
+            results[i] = code;
+        return code;
+    }
+    if (n > 0 && !items)
+        code = MC_ERR_INVALID_PARAMS;
+    else if (n > 0)
+        code = mc__dummy_data(s, MC_NP_GET, items, n, NULL, results, NULL);
+    mc__store_leave(s);
+    return code;
+}
+
+/* A whole object into memory of our own: the local buffer when it fits (the bytes move once),
+ * else the heap. The size is asked first; an object that changed size meanwhile is read again. */
+int mc__dummy_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
+    mc_store_buffer_t *b = NULL;
+    int rc = MC_ERR_INTERNAL_ERROR;
+    *out = NULL;
+    for (int tries = 0; tries < 4; tries++) {
+        int64_t size = mc__dummy_scalar(s, MC_NP_SIZE, key, 0);
+        mc_store_iov_t iov;
+        int64_t got;
+        if (size < 0)
+            return (int)size;
+        b = mc__calloc(1, sizeof(*b));
+        if (!b)
+            return MC_ERR_INTERNAL_ERROR;
+        b->store = s;
+        b->size = (size_t)size;
+        b->data = size ? mc__staging_try_alloc(&s->staging, (size_t)size) : NULL;
+        b->staged = b->data != NULL;
+        if (!b->data)
+            b->data = mc__malloc(size ? (size_t)size : 1);
+        if (!b->data) {
+            mc__free(b);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        iov.base = b->data;
+        iov.len = b->size;
+        got = mc__dummy_get1(s, key, &iov, 1);
+        if (got == size) {
+            *out = b;
+            return 0;
+        }
+        mc_store_buffer_free(b);
+        b = NULL;
+        rc = got < 0 ? (int)got : MC_ERR_BUFFER_OVERFLOW;
+        if (got < 0 && got != MC_ERR_BUFFER_OVERFLOW)
+            return rc;
+    }
+    return rc;
+}
+
+int mc__dummy_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
+                               mc_store_buffer_t **outs, int *results) {
+    int first = 0;
+    if (n > 0 && (!keys || !outs || !results))
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++) {
+        outs[i] = NULL;
+        results[i] = mc__dummy_get_buffer(s, keys[i], &outs[i]);
+        if (first == 0 && results[i] != 0)
+            first = results[i];
+    }
+    return first;
+}
+
+/* ---- metadata calls ------------------------------------------------------------------------- */
+
+int mc__dummy_keys(mc_store_t *s, int type, const char *const *keys, size_t n, int force,
+                   int *results) {
+    mc__dummy_t *d;
+    mc__np_reply_t reply;
+    const char **sub = NULL;
+    size_t m = 0;
+    int first = 0;
+    int code = mc__store_enter(s);
+    if (code != 0) {
+        for (size_t i = 0; results && i < n; i++)
+            results[i] = code;
+        return code;
+    }
+    d = s->dummy;
+    memset(&reply, 0, sizeof(reply));
+    if (n > 0 && (!keys || !results || n > MC_NP_MAX_ITEMS)) {
+        code = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    if (n == 0)
+        goto out;
+    sub = mc__calloc(n, sizeof(*sub));
+    if (!sub) {
+        code = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        results[i] = mc__store_check_key(keys[i]);
+        if (results[i] == 0)
+            sub[m++] = keys[i];
+    }
+    if (m) {
+        pthread_mutex_lock(&d->mu);
+        code = mc__dummy_ready(d);
+        if (code == 0) {
+            mc__buf_reset(&d->out);
+            code = mc__np_encode_keys(&d->out, (uint8_t)type, ++d->next_id, force ? 1 : 0, sub,
+                                      (uint32_t)m);
+        }
+        if (code == 0)
+            code = mc__dummy_roundtrip(d, -1, &reply);
+        pthread_mutex_unlock(&d->mu);
+        if (code == 0)
+            code = (int)reply.rc;
+    }
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (results[i] == 0) {
+            results[i] =
+                j < reply.n ? (int)reply.results[j] : (code ? code : MC_ERR_INTERNAL_ERROR);
+            j++;
+        }
+        if (first == 0 && results[i] < 0)
+            first = results[i];
+    }
+    if (code == 0)
+        code = first;
+out:
+    mc__free(sub);
+    mc__np_reply_free(&reply);
+    mc__store_leave(s);
+    return code;
+}
+
+int64_t mc__dummy_scalar(mc_store_t *s, int type, const char *text, int force) {
+    mc__dummy_t *d;
+    mc__np_request_t r;
+    mc__np_reply_t reply;
+    int64_t code = mc__store_enter(s);
+    if (code != 0)
+        return code;
+    d = s->dummy;
+    memset(&reply, 0, sizeof(reply));
+    if (type == MC_NP_SIZE && (code = mc__store_check_key(text)) != 0)
+        goto out;
+    if (type == MC_NP_REMOVE_REGEX && (!text || !*text || strlen(text) > MC_STORE_MAX_KEY_LEN)) {
+        code = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    memset(&r, 0, sizeof(r));
+    r.text = text;
+    r.force = force ? 1 : 0;
+    pthread_mutex_lock(&d->mu);
+    code = mc__dummy_ready(d);
+    if (code == 0) {
+        mc__buf_reset(&d->out);
+        code = mc__np_encode_simple(&d->out, (uint8_t)type, ++d->next_id, &r);
+    }
+    if (code == 0)
+        code = mc__dummy_roundtrip(d, -1, &reply);
+    pthread_mutex_unlock(&d->mu);
+    if (code == 0)
+        code = reply.rc;
+out:
+    mc__np_reply_free(&reply);
+    mc__store_leave(s);
+    return code;
+}
+
+int mc__dummy_health(mc_store_t *s) {
+    int64_t rc = mc__dummy_scalar(s, MC_NP_HEALTH, NULL, 0);
+    if (rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS)
+        return 1;
+    if (rc < 0)
+        return 2; /* the node is gone: for us that is the master out of reach */
+    return (int)rc;
+}
+
+/* Registering is mapping at the daemon now rather than at the first call; only pool memory can
+ * be shared with it. */
+int mc__dummy_register(mc_store_t *s, void *addr, size_t len) {
+    mc__dummy_t *d;
+    uint32_t handle = 0;
+    uint64_t off = 0;
+    int rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    d = s->dummy;
+    if (!addr || len == 0 || !mc_shm_pool_contains(d->pool, addr, len)) {
+        MC_ERROR("store: a dummy client registers only memory from its shared memory pool "
+                 "(MooncakeHostMemAllocator / alloc_from_mem_pool)");
+        rc = MC_ERR_INVALID_PARAMS;
+    } else {
+        pthread_mutex_lock(&d->mu);
+        rc = mc__dummy_ready(d);
+        if (rc == 0)
+            rc = mc__dummy_handle(d, addr, len, &handle, &off);
+        pthread_mutex_unlock(&d->mu);
+    }
+    mc__store_leave(s);
+    return rc;
+}
+
+int mc__dummy_unregister(mc_store_t *s, void *addr) {
+    int rc = mc__store_enter(s);
+    if (rc != 0)
+        return rc;
+    /* The mapping stays until the block is freed: a later call reuses it. */
+    rc = addr && mc_shm_pool_contains(s->dummy->pool, addr, 0) ? 0 : MC_ERR_INVALID_PARAMS;
+    mc__store_leave(s);
+    return rc;
+}

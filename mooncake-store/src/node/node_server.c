@@ -1,0 +1,497 @@
+/* Serving dummy clients (see node_server.h and node_proto.h). Every part a dummy names is checked
+ * against the mapping it gave (handle known, offset and length inside), so no request can make
+ * the node read or write outside memory a dummy handed over; a malformed request gets an error
+ * reply that says what was wrong, and the connection carries on while its framing holds. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/conn_server.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
+#include "node/node_proto.h"
+#include "node/node_server.h"
+
+#define MC__LAT_BUCKETS 12
+static const uint64_t mc__lat_le_us[MC__LAT_BUCKETS] = {
+    50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 100000, 1000000, 10000000};
+
+typedef struct mc__hist {
+    _Atomic uint64_t bucket[MC__LAT_BUCKETS + 1];
+    _Atomic uint64_t sum_us;
+    _Atomic uint64_t count;
+} mc__hist_t;
+
+/* Latency families, named as the reference's client metrics. */
+enum { MC__H_PUT, MC__H_GET, MC__H_BATCH_PUT, MC__H_BATCH_GET, MC__H_N };
+static const char *const mc__hist_names[MC__H_N] = {
+    "mooncake_transfer_put_latency", "mooncake_transfer_get_latency",
+    "mooncake_transfer_batch_put_latency", "mooncake_transfer_batch_get_latency"};
+
+struct mc__node {
+    mc_store_t *store;
+    mc_conn_server_t *srv;
+    size_t max_regions;
+    int request_timeout_ms;
+    _Atomic int64_t dummies;
+    _Atomic uint64_t dummies_total;
+    _Atomic int64_t mapped_bytes;
+    _Atomic uint64_t read_bytes, write_bytes;
+    _Atomic uint64_t requests[MC_NP_TYPE_MAX_];
+    _Atomic uint64_t bad_requests;
+    _Atomic uint64_t lost_dummies; /* connections that ended in the middle of a request */
+    mc__hist_t hist[MC__H_N];
+};
+
+typedef struct mc__region {
+    uint32_t handle;
+    uint8_t *base;
+    size_t len;
+} mc__region_t;
+
+typedef struct mc__conn {
+    mc__node_t *node;
+    int fd;
+    uint32_t pid;
+    mc__region_t *regions;
+    size_t nregions, cap;
+    uint32_t next_handle;
+    mc_buf_t out;
+} mc__conn_t;
+
+static void mc__hist_add(mc__hist_t *h, uint64_t us) {
+    int k = 0;
+    while (k < MC__LAT_BUCKETS && us > mc__lat_le_us[k])
+        k++;
+    atomic_fetch_add(&h->bucket[k], 1);
+    atomic_fetch_add(&h->sum_us, us);
+    atomic_fetch_add(&h->count, 1);
+}
+
+static mc__region_t *mc__find_region(mc__conn_t *c, uint32_t handle) {
+    for (size_t i = 0; i < c->nregions; i++)
+        if (c->regions[i].handle == handle)
+            return &c->regions[i];
+    return NULL;
+}
+
+static void mc__drop_region(mc__conn_t *c, size_t i) {
+    mc__region_t r = c->regions[i];
+    c->regions[i] = c->regions[--c->nregions];
+    (void)mc_store_unregister_buffer(c->node->store, r.base);
+    munmap(r.base, r.len);
+    atomic_fetch_sub(&c->node->mapped_bytes, (int64_t)r.len);
+}
+
+static int mc__send_out(mc__conn_t *c) {
+    if (c->out.failed)
+        return MC_ERR_INTERNAL_ERROR;
+    return mc__send_all(c->fd, c->out.data, c->out.len,
+                        mc__now_ms() + (uint64_t)c->node->request_timeout_ms);
+}
+
+static int mc__reply(mc__conn_t *c, const mc_frame_header_t *h, int64_t rc, const int64_t *res,
+                     uint32_t n, const char *text) {
+    mc__buf_reset(&c->out);
+    if (mc__np_encode_reply(&c->out, h->type, h->request_id, rc, res, n, text) != 0)
+        return MC_ERR_INTERNAL_ERROR;
+    return mc__send_out(c);
+}
+
+static int mc__reply_error(mc__conn_t *c, const mc_frame_header_t *h, int code, const char *msg) {
+    atomic_fetch_add(&c->node->bad_requests, 1);
+    MC_WARN("node: dummy pid %u: %s request refused: %s", (unsigned)c->pid,
+            mc__np_type_name(h->type), msg);
+    mc__buf_reset(&c->out);
+    if (mc__np_encode_error(&c->out, h->type, h->request_id, code, msg) != 0)
+        return MC_ERR_INTERNAL_ERROR;
+    return mc__send_out(c);
+}
+
+/* MAP: the passed memfd, sealed against shrinking, at least as long as asked, mapped here and
+ * registered with the store so the engine moves bytes straight from and to it. */
+static int mc__do_map(mc__conn_t *c, const mc_frame_header_t *h, const mc__np_request_t *r,
+                      int *fds, int nfds) {
+    char msg[160];
+    struct stat st;
+    void *base = MAP_FAILED;
+    int seals;
+    int rc;
+    if (nfds != 1) {
+        snprintf(msg, sizeof(msg), "map needs exactly one descriptor, got %d", nfds);
+        return mc__reply_error(c, h, MC_ERR_INVALID_PARAMS, msg);
+    }
+    seals = fcntl(fds[0], F_GET_SEALS);
+    if (r->map_len == 0 || r->map_len > SIZE_MAX || fstat(fds[0], &st) != 0 ||
+        (uint64_t)st.st_size < r->map_len || seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        snprintf(msg, sizeof(msg),
+                 "map: the descriptor is no memfd sealed against shrinking of at least %llu bytes",
+                 (unsigned long long)r->map_len);
+        return mc__reply_error(c, h, MC_ERR_INVALID_PARAMS, msg);
+    }
+    if (c->nregions >= c->node->max_regions) {
+        snprintf(msg, sizeof(msg), "map: this dummy already has %zu mappings (the limit)",
+                 c->nregions);
+        return mc__reply_error(c, h, MC_ERR_INVALID_PARAMS, msg);
+    }
+    if (c->nregions == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        mc__region_t *v = mc__realloc(c->regions, cap * sizeof(*v));
+        if (!v)
+            return mc__reply_error(c, h, MC_ERR_INTERNAL_ERROR, "map: out of memory");
+        c->regions = v;
+        c->cap = cap;
+    }
+    base = mmap(NULL, (size_t)r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    if (base == MAP_FAILED) {
+        snprintf(msg, sizeof(msg), "map: mmap of %llu bytes failed: %s",
+                 (unsigned long long)r->map_len, strerror(errno));
+        return mc__reply_error(c, h, MC_ERR_INVALID_PARAMS, msg);
+    }
+    rc = mc_store_register_buffer(c->node->store, base, (size_t)r->map_len);
+    if (rc != 0) {
+        munmap(base, (size_t)r->map_len);
+        snprintf(msg, sizeof(msg), "map: registering %llu bytes failed: %s",
+                 (unsigned long long)r->map_len, mc_store_strerror(rc));
+        return mc__reply_error(c, h, rc, msg);
+    }
+    c->regions[c->nregions++] = (mc__region_t){c->next_handle, base, (size_t)r->map_len};
+    atomic_fetch_add(&c->node->mapped_bytes, (int64_t)r->map_len);
+    return mc__reply(c, h, (int64_t)c->next_handle++, NULL, 0, "");
+}
+
+/* The parts of one item as memory of ours; MC_ERR_INVALID_PARAMS for a part outside every
+ * mapping this dummy gave. */
+static int mc__item_iov(mc__conn_t *c, const mc__np_item_t *it, mc_store_iov_t *iov,
+                        uint64_t *total) {
+    *total = 0;
+    for (uint32_t k = 0; k < it->nparts; k++) {
+        const mc__np_part_t *p = &it->parts[k];
+        mc__region_t *r = mc__find_region(c, p->handle);
+        if (!r || p->off > r->len || p->len > r->len - p->off)
+            return MC_ERR_INVALID_PARAMS;
+        iov[k].base = r->base + p->off;
+        iov[k].len = (size_t)p->len;
+        *total += p->len;
+    }
+    return 0;
+}
+
+static int mc__do_data(mc__conn_t *c, const mc_frame_header_t *h, const mc__np_request_t *r) {
+    mc__node_t *n = c->node;
+    size_t nparts = 0, m = 0;
+    mc_store_iov_t *iov = NULL;
+    mc_store_item_t *items = NULL;
+    uint64_t *bytes = NULL;
+    int64_t *res = NULL, *sub64 = NULL;
+    int *sub32 = NULL;
+    uint64_t t0 = (mc__now_ns() / 1000u), moved = 0;
+    int rc;
+    for (uint32_t i = 0; i < r->n; i++)
+        nparts += r->items[i].nparts;
+    iov = mc__calloc(nparts ? nparts : 1, sizeof(*iov));
+    items = mc__calloc(r->n ? r->n : 1, sizeof(*items));
+    bytes = mc__calloc(r->n ? r->n : 1, sizeof(*bytes));
+    res = mc__calloc(r->n ? r->n : 1, sizeof(*res));
+    sub64 = mc__calloc(r->n ? r->n : 1, sizeof(*sub64));
+    sub32 = mc__calloc(r->n ? r->n : 1, sizeof(*sub32));
+    if (!iov || !items || !bytes || !res || !sub64 || !sub32) {
+        rc = mc__reply_error(c, h, MC_ERR_INTERNAL_ERROR, "out of memory");
+        goto out;
+    }
+    /* Items whose parts are not all inside this dummy's mappings fail alone. */
+    for (uint32_t i = 0, at = 0; i < r->n; i++) {
+        const mc__np_item_t *it = &r->items[i];
+        res[i] = mc__item_iov(c, it, &iov[at], &bytes[i]);
+        if (res[i] == 0)
+            items[m++] = (mc_store_item_t){it->key, &iov[at], it->nparts};
+        at += it->nparts;
+    }
+    if (m > 0) {
+        if (r->type == MC_NP_GET)
+            (void)mc_store_batch_get_into(n->store, items, m, sub64);
+        else if (r->type == MC_NP_UPSERT)
+            (void)mc_store_batch_upsert(n->store, items, m, &r->rc, sub32);
+        else
+            (void)mc_store_batch_put(n->store, items, m, &r->rc, sub32);
+    }
+    for (uint32_t i = 0, j = 0; i < r->n; i++) {
+        if (res[i] != 0)
+            continue;
+        res[i] = r->type == MC_NP_GET ? sub64[j] : sub32[j];
+        j++;
+        if (r->type == MC_NP_GET && res[i] > 0)
+            moved += (uint64_t)res[i];
+        else if (r->type != MC_NP_GET && res[i] == 0)
+            moved += bytes[i];
+    }
+    if (r->type == MC_NP_GET) {
+        atomic_fetch_add(&n->read_bytes, moved);
+        mc__hist_add(&n->hist[r->n > 1 ? MC__H_BATCH_GET : MC__H_GET], (mc__now_ns() / 1000u) - t0);
+    } else {
+        atomic_fetch_add(&n->write_bytes, moved);
+        mc__hist_add(&n->hist[r->n > 1 ? MC__H_BATCH_PUT : MC__H_PUT], (mc__now_ns() / 1000u) - t0);
+    }
+    rc = mc__reply(c, h, 0, res, r->n, "");
+out:
+    mc__free(sub32);
+    mc__free(sub64);
+    mc__free(res);
+    mc__free(bytes);
+    mc__free(items);
+    mc__free(iov);
+    return rc;
+}
+
+static int mc__do_keys(mc__conn_t *c, const mc_frame_header_t *h, const mc__np_request_t *r) {
+    int *res32 = mc__calloc(r->n ? r->n : 1, sizeof(*res32));
+    int64_t *res = mc__calloc(r->n ? r->n : 1, sizeof(*res));
+    int rc;
+    if (!res32 || !res) {
+        rc = mc__reply_error(c, h, MC_ERR_INTERNAL_ERROR, "out of memory");
+        goto out;
+    }
+    if (r->type == MC_NP_EXIST)
+        (void)mc_store_batch_is_exist(c->node->store, r->keys, r->n, res32);
+    else
+        (void)mc_store_batch_remove(c->node->store, r->keys, r->n, r->force, res32);
+    for (uint32_t i = 0; i < r->n; i++)
+        res[i] = res32[i];
+    rc = mc__reply(c, h, 0, res, r->n, "");
+out:
+    mc__free(res);
+    mc__free(res32);
+    return rc;
+}
+
+/* Runs one decoded request; a non-zero return ends the connection (the reply could not go). */
+static int mc__dispatch(mc__conn_t *c, const mc_frame_header_t *h, const mc__np_request_t *r,
+                        int *fds, int nfds) {
+    mc_store_t *s = c->node->store;
+    if (r->type != MC_NP_MAP && nfds > 0)
+        return mc__reply_error(c, h, MC_ERR_INVALID_PARAMS,
+                               "descriptors passed with a request that takes none");
+    switch (r->type) {
+    case MC_NP_HELLO:
+        c->pid = r->pid;
+        MC_INFO("node: dummy client pid %u attached", (unsigned)r->pid);
+        return mc__reply(c, h, 0, NULL, 0, mc_store_hostname(s));
+    case MC_NP_MAP:
+        return mc__do_map(c, h, r, fds, nfds);
+    case MC_NP_UNMAP:
+        for (size_t i = 0; i < c->nregions; i++)
+            if (c->regions[i].handle == r->handle) {
+                mc__drop_region(c, i);
+                return mc__reply(c, h, 0, NULL, 0, "");
+            }
+        return mc__reply_error(c, h, MC_ERR_INVALID_PARAMS, "unmap: no such mapping");
+    case MC_NP_PUT:
+    case MC_NP_UPSERT:
+    case MC_NP_GET:
+        return mc__do_data(c, h, r);
+    case MC_NP_EXIST:
+    case MC_NP_REMOVE:
+        return mc__do_keys(c, h, r);
+    case MC_NP_SIZE:
+        return mc__reply(c, h, mc_store_get_size(s, r->text), NULL, 0, "");
+    case MC_NP_REMOVE_ALL:
+        return mc__reply(c, h, mc_store_remove_all(s, r->force), NULL, 0, "");
+    case MC_NP_REMOVE_REGEX:
+        return mc__reply(c, h, mc_store_remove_by_regex(s, r->text, r->force), NULL, 0, "");
+    case MC_NP_HEALTH:
+        return mc__reply(c, h, mc_store_health_check(s), NULL, 0, "");
+    default:
+        return mc__reply_error(c, h, MC_ERR_INVALID_PARAMS, "unknown request type");
+    }
+}
+
+static void mc__close_fds(int *fds, int *nfds) {
+    for (int i = 0; i < *nfds; i++)
+        close(fds[i]);
+    *nfds = 0;
+}
+
+static void mc__node_serve(void *ctx, int fd) {
+    mc__conn_t c;
+    uint8_t *body = NULL;
+    memset(&c, 0, sizeof(c));
+    c.node = ctx;
+    c.fd = fd;
+    c.next_handle = 1;
+    mc__buf_init(&c.out);
+    atomic_fetch_add(&c.node->dummies, 1);
+    atomic_fetch_add(&c.node->dummies_total, 1);
+    for (;;) {
+        uint8_t hdr[MC_FRAME_HEADER_SIZE];
+        mc_frame_header_t h;
+        mc__np_request_t req;
+        char err[256];
+        int fds[4];
+        int nfds = 0;
+        int rc;
+        mc__conn_idle(1);
+        if (mc__recv_fds(fd, hdr, sizeof(hdr), fds, 4, &nfds, 0) != 0)
+            break; /* the dummy closed, exited or died between requests */
+        mc__conn_idle(0);
+        if (mc__frame_header_decode(hdr, sizeof(hdr), MC_NP_MAX_BODY, &h) != 0) {
+            /* The stream cannot be followed past a header we cannot trust. */
+            snprintf(err, sizeof(err),
+                     h.magic != MC_FRAME_MAGIC       ? "bad frame: not a Mooncake frame"
+                     : h.version != MC_FRAME_VERSION ? "bad frame: unknown protocol version"
+                                                     : "bad frame: body over the 16 MiB limit");
+            mc__close_fds(fds, &nfds);
+            (void)mc__reply_error(&c, &h, MC_ERR_INVALID_PARAMS, err);
+            break;
+        }
+        body = mc__malloc(h.body_len ? (size_t)h.body_len : 1);
+        if (!body) {
+            mc__close_fds(fds, &nfds);
+            break;
+        }
+        if (h.body_len && mc__recv_all(fd, body, (size_t)h.body_len,
+                                       mc__now_ms() + (uint64_t)c.node->request_timeout_ms) != 0) {
+            MC_WARN("node: dummy pid %u went away in the middle of a %s request", (unsigned)c.pid,
+                    mc__np_type_name(h.type));
+            atomic_fetch_add(&c.node->lost_dummies, 1);
+            mc__close_fds(fds, &nfds);
+            break;
+        }
+        if (h.type > 0 && h.type < MC_NP_TYPE_MAX_)
+            atomic_fetch_add(&c.node->requests[h.type], 1);
+        rc = mc__np_decode_request(h.type, body, (size_t)h.body_len, &req, err, sizeof(err));
+        if (rc != 0)
+            rc = mc__reply_error(&c, &h, rc, err);
+        else
+            rc = mc__dispatch(&c, &h, &req, fds, nfds);
+        mc__np_request_free(&req);
+        mc__close_fds(fds, &nfds); /* a mapping keeps no descriptor */
+        mc__free(body);
+        body = NULL;
+        if (rc != 0) {
+            atomic_fetch_add(&c.node->lost_dummies, 1);
+            MC_WARN("node: dummy pid %u is gone (its reply could not be sent)", (unsigned)c.pid);
+            break;
+        }
+    }
+    mc__free(body);
+    while (c.nregions)
+        mc__drop_region(&c, c.nregions - 1);
+    mc__free(c.regions);
+    mc__buf_free(&c.out);
+    atomic_fetch_sub(&c.node->dummies, 1);
+    MC_INFO("node: dummy client pid %u detached; its mappings are dropped", (unsigned)c.pid);
+}
+
+int mc__node_start(mc_store_t *store, const mc__node_opts_t *opts, mc__node_t **out) {
+    mc_conn_server_opts_t so;
+    mc__node_t *n;
+    int lfd, rc;
+    if (!store || !opts || !opts->socket_path || !out)
+        return MC_ERR_INVALID_PARAMS;
+    n = mc__calloc(1, sizeof(*n));
+    if (!n)
+        return MC_ERR_INTERNAL_ERROR;
+    n->store = store;
+    n->max_regions = opts->max_regions ? opts->max_regions : 4096;
+    n->request_timeout_ms = opts->request_timeout_ms > 0 ? opts->request_timeout_ms : 10000;
+    lfd = mc__unix_listen(opts->socket_path);
+    if (lfd < 0) {
+        mc__free(n);
+        return lfd;
+    }
+    memset(&so, 0, sizeof(so));
+    so.name = "node";
+    so.listen_fd = lfd;
+    so.max_conns = opts->max_dummies > 0 ? opts->max_dummies : 1024;
+    so.serve = mc__node_serve;
+    so.ctx = n;
+    rc = mc__conn_server_start(&so, &n->srv);
+    if (rc != 0) {
+        mc__free(n);
+        return rc;
+    }
+    *out = n;
+    return 0;
+}
+
+void mc__node_stop(mc__node_t *n) {
+    if (!n)
+        return;
+    mc__conn_server_stop(n->srv);
+    mc__free(n);
+}
+
+int mc__node_dummies(mc__node_t *n) {
+    return n ? (int)atomic_load(&n->dummies) : 0;
+}
+
+static void mc__metric(mc_buf_t *b, const char *name, const char *type, const char *help,
+                       unsigned long long v) {
+    char line[512];
+    int k = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name,
+                     type, name, v);
+    mc__buf_put(b, line, (size_t)k);
+}
+
+int mc__node_metrics(mc__node_t *n, mc_buf_t *b) {
+    char line[512];
+    int k;
+    mc__metric(b, "mooncake_transfer_read_bytes_total", "counter",
+               "bytes read from the pool for dummy clients", atomic_load(&n->read_bytes));
+    mc__metric(b, "mooncake_transfer_write_bytes_total", "counter",
+               "bytes written to the pool for dummy clients", atomic_load(&n->write_bytes));
+    mc__metric(b, "mooncake_client_dummy_clients", "gauge", "dummy clients attached now",
+               (unsigned long long)atomic_load(&n->dummies));
+    mc__metric(b, "mooncake_client_dummy_clients_total", "counter",
+               "dummy client connections accepted", atomic_load(&n->dummies_total));
+    mc__metric(b, "mooncake_client_dummy_lost_total", "counter",
+               "dummy clients that went away in the middle of a request",
+               atomic_load(&n->lost_dummies));
+    mc__metric(b, "mooncake_client_bad_requests_total", "counter",
+               "control-channel requests refused as malformed", atomic_load(&n->bad_requests));
+    mc__metric(b, "mooncake_client_shm_mapped_bytes", "gauge",
+               "dummy shared memory mapped and registered now",
+               (unsigned long long)atomic_load(&n->mapped_bytes));
+    k = snprintf(line, sizeof(line),
+                 "# HELP mooncake_client_rpc_count_total control-channel requests by call\n"
+                 "# TYPE mooncake_client_rpc_count_total counter\n");
+    mc__buf_put(b, line, (size_t)k);
+    for (int t = 1; t < MC_NP_TYPE_MAX_; t++) {
+        k = snprintf(line, sizeof(line), "mooncake_client_rpc_count_total{rpc_name=\"%s\"} %llu\n",
+                     mc__np_type_name(t), (unsigned long long)atomic_load(&n->requests[t]));
+        mc__buf_put(b, line, (size_t)k);
+    }
+    for (int f = 0; f < MC__H_N; f++) {
+        const mc__hist_t *h = &n->hist[f];
+        const char *name = mc__hist_names[f];
+        uint64_t cum = 0;
+        k = snprintf(line, sizeof(line),
+                     "# HELP %s latency of dummy-client calls, in microseconds\n"
+                     "# TYPE %s histogram\n",
+                     name, name);
+        mc__buf_put(b, line, (size_t)k);
+        for (int i = 0; i <= MC__LAT_BUCKETS; i++) {
+            cum += atomic_load(&h->bucket[i]);
+            if (i < MC__LAT_BUCKETS)
+                k = snprintf(line, sizeof(line), "%s_bucket{le=\"%llu\"} %llu\n", name,
+                             (unsigned long long)mc__lat_le_us[i], (unsigned long long)cum);
+            else
+                k = snprintf(line, sizeof(line), "%s_bucket{le=\"+Inf\"} %llu\n", name,
+                             (unsigned long long)cum);
+            mc__buf_put(b, line, (size_t)k);
+        }
+        k = snprintf(line, sizeof(line), "%s_sum %llu\n%s_count %llu\n", name,
+                     (unsigned long long)atomic_load(&h->sum_us), name,
+                     (unsigned long long)atomic_load(&h->count));
+        mc__buf_put(b, line, (size_t)k);
+    }
+    return b->failed ? MC_ERR_INTERNAL_ERROR : 0;
+}
