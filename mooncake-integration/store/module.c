@@ -58,7 +58,8 @@ static int add_store_errors(PyObject *mod) {
 static int module_exec(PyObject *mod) {
     mcpy_store_state_t *st = PyModule_GetState(mod);
     if (add_type(mod, &mcpy_store_spec, "MooncakeDistributedStore", &st->store_type) < 0 ||
-        add_type(mod, &mcpy_buffer_spec, "Buffer", &st->buffer_type) < 0)
+        add_type(mod, &mcpy_buffer_spec, "Buffer", &st->buffer_type) < 0 ||
+        mcpy_dummy_exec(mod, st) < 0)
         return -1;
     if (PyModule_AddIntConstant(mod, "MAX_KEY_LEN", MC_STORE_MAX_KEY_LEN) < 0)
         return -1;
@@ -75,6 +76,7 @@ static int module_traverse(PyObject *mod, visitproc visit, void *arg) {
     if (st) {
         Py_VISIT(st->store_type);
         Py_VISIT(st->buffer_type);
+        Py_VISIT(st->host_alloc_type);
     }
     return 0;
 }
@@ -84,12 +86,16 @@ static int module_clear(PyObject *mod) {
     if (st) {
         Py_CLEAR(st->store_type);
         Py_CLEAR(st->buffer_type);
+        Py_CLEAR(st->host_alloc_type);
     }
     return 0;
 }
 
 static void module_free(void *mod) {
+    mcpy_store_state_t *st = PyModule_GetState((PyObject *)mod);
     module_clear((PyObject *)mod);
+    if (st)
+        mcpy_dummy_free(st);
 }
 
 static PyModuleDef_Slot module_slots[] = {

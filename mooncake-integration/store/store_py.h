@@ -20,9 +20,12 @@
 
 #define MCPY_ENGINE_CAPSULE "mooncake.engine_handle"
 
+struct mc_shm_pool;
 typedef struct {
     PyTypeObject *store_type;
     PyTypeObject *buffer_type;
+    PyTypeObject *host_alloc_type; /* MooncakeHostMemAllocator (dummy.c) */
+    struct mc_shm_pool *shm_pool;  /* the process's shared memory for dummy clients */
 } mcpy_store_state_t;
 
 typedef struct {
@@ -101,6 +104,24 @@ PyObject *mcpy_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *ar
                           Py_ssize_t nargs, PyObject *kwnames);
 PyObject *mcpy_batch_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *args,
                                 Py_ssize_t nargs, PyObject *kwnames);
+/* Dummy clients (dummy.c): the methods, and the module's allocator type and pool. */
+PyObject *mcpy_setup_dummy(PyObject *self, PyTypeObject *cls, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames);
+PyObject *mcpy_alloc_from_mem_pool(PyObject *self, PyTypeObject *cls, PyObject *const *args,
+                                   Py_ssize_t nargs, PyObject *kwnames);
+#define MCPY_DUMMY_METHODS                                                                         \
+    {"setup_dummy", (PyCFunction)(void (*)(void))mcpy_setup_dummy,                                 \
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS,                                                  \
+     "setup_dummy(mem_pool_size, local_buffer_size, server_address) -> 0 or a negative code: "     \
+     "attach to the mooncake_client storage node at server_address ('host:port') of this host, "   \
+     "which then runs this store's calls"},                                                        \
+        {"alloc_from_mem_pool", (PyCFunction)(void (*)(void))mcpy_alloc_from_mem_pool,             \
+         METH_METHOD | METH_FASTCALL | METH_KEYWORDS,                                              \
+         "alloc_from_mem_pool(size) -> address of a shared-memory block a storage node moves "     \
+         "without a copy (0 when none can be had)"},
+int mcpy_dummy_exec(PyObject *mod, mcpy_store_state_t *st);
+void mcpy_dummy_free(mcpy_store_state_t *st);
+
 /* A buffer object owning b (which must be non-NULL). */
 PyObject *mcpy_buffer_new(PyTypeObject *type, PyObject *owner, mc_store_buffer_t *b);
 #endif

@@ -320,7 +320,7 @@ static PyMethodDef store_methods[] = {
      "facade's get_into_ranges and batch_get_into_multi_buffer_ranges build on it)"},
     KW(register_buffer, "register_buffer(buffer_ptr, size) -> 0 or a negative code"),
     KW(unregister_buffer, "unregister_buffer(buffer_ptr) -> 0 or a negative code"),
-    {NULL, NULL, 0, NULL},
+    MCPY_DUMMY_METHODS{NULL, NULL, 0, NULL},
 };
 
 static int store_traverse(PyObject *obj, visitproc visit, void *arg) {

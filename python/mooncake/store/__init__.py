@@ -25,12 +25,14 @@ from mooncake._store import (  # noqa: F401  (re-exported)
     MAX_KEY_LEN,
     Buffer,
     MooncakeDistributedStore,
+    MooncakeHostMemAllocator,
     err_name,
     strerror,
 )
 
 __all__ = [
     "MooncakeDistributedStore",
+    "MooncakeHostMemAllocator",
     "Descriptor",
     "ObjectDataType",
     "bind_to_numa_node",
