@@ -658,6 +658,68 @@ def config_dict():
     return [("w%d" % i, w.encode()) for i, w in enumerate(words)]
 
 
+# --- storage node control channel (mooncake-store/src/node/node_proto.h) -------------------------
+NP = dict(HELLO=1, MAP=2, UNMAP=3, PUT=4, UPSERT=5, GET=6, EXIST=7, REMOVE=8, SIZE=9,
+          REMOVE_ALL=10, REMOVE_REGEX=11, HEALTH=12)
+
+
+def np_item(key, *parts):
+    return s(key) + u32(len(parts)) + b"".join(u32(h) + u64(o) + u64(n) for h, o, n in parts)
+
+
+def np_config(replicas=1, soft=0, hard=0, ttl=-1, preferred=()):
+    return (u32(replicas) + u8(soft) + u8(hard) + i64(ttl) + u32(len(preferred)) +
+            b"".join(s(p) for p in preferred))
+
+
+def np_reply(typ, rc, results=(), text=""):
+    return frame(typ, i64(rc) + u32(len(results)) + b"".join(i64(r) for r in results) + s(text),
+                 F_REPLY)
+
+
+def node_proto_seeds():
+    return {
+        "hello": frame(NP["HELLO"], u32(4242)),
+        "map": frame(NP["MAP"], u64(1 << 20)),
+        "unmap": frame(NP["UNMAP"], u32(1)),
+        "put": frame(NP["PUT"], np_config(2, 1, 0, 60000, ("127.0.0.1:12345",)) + u32(2) +
+                     np_item("key-a", (1, 0, 4096), (2, 64, 10)) + np_item("key-b", (1, 8192, 1))),
+        "upsert": frame(NP["UPSERT"], np_config() + u32(1) + np_item("k", (3, 0, 100))),
+        "get": frame(NP["GET"], u32(1) + np_item("key-a", (1, 0, 4096))),
+        "get_no_parts": frame(NP["GET"], u32(1) + np_item("key-a")),
+        "exist": frame(NP["EXIST"], u32(2) + s("key-a") + s("missing")),
+        "remove": frame(NP["REMOVE"], u8(1) + u32(1) + s("key-a")),
+        "size": frame(NP["SIZE"], s("key-a")),
+        "remove_all": frame(NP["REMOVE_ALL"], u8(0)),
+        "remove_regex": frame(NP["REMOVE_REGEX"], u8(1) + s("^key-")),
+        "health": frame(NP["HEALTH"], b""),
+        "count_lies": frame(NP["GET"], u32(1000000)),
+        "empty_key": frame(NP["EXIST"], u32(1) + s("")),
+        "nul_key": frame(NP["EXIST"], u32(1) + s(b"a\x00b")),
+        "bad_pin": frame(NP["PUT"], np_config(1, 9) + u32(0)),
+        "trailing": frame(NP["HEALTH"], b"\x00"),
+        "unknown_type": frame(99, b""),
+        "reply": np_reply(NP["GET"], 0, (4096, -704)),
+        "reply_hello": np_reply(NP["HELLO"], 0, (), "127.0.0.1:12345"),
+        "reply_error": frame(NP["PUT"], i32(-600) + s("item count: over the limit"),
+                             F_REPLY | F_ERROR),
+    }
+
+
+def node_proto_dict():
+    d = [
+        ("magic", u32(MAGIC)),
+        ("flag_reply", struct.pack("<H", F_REPLY)),
+        ("flag_error", struct.pack("<H", F_REPLY | F_ERROR)),
+        ("max_items", u32(65536)),
+        ("max_parts", u32(1024)),
+        ("max_key", u32(4096)),
+        ("ttl_default", i64(-1)),
+        ("code_not_found", i64(-704)),
+    ]
+    return d + [("type_%s" % k.lower(), bytes([v])) for k, v in sorted(NP.items())]
+
+
 HARNESSES = {
     "config_fuzz": (config_seeds, config_dict),
     "frame_header_fuzz": (frame_header_seeds, frame_header_dict),
@@ -667,6 +729,7 @@ HARNESSES = {
     "http_response_fuzz": (http_response_seeds, http_response_dict),
     "master_config_fuzz": (master_config_seeds, master_config_dict),
     "master_rpc_fuzz": (master_rpc_seeds, master_rpc_dict),
+    "node_proto_fuzz": (node_proto_seeds, node_proto_dict),
     "shm_serve_fuzz": (shm_serve_seeds, shm_serve_dict),
     "store_config_fuzz": (store_config_seeds, store_config_dict),
     "te_desc_fuzz": (te_desc_seeds, te_desc_dict),
