@@ -31,7 +31,8 @@ int64_t mc__dummy_scalar(mc_store_t *s, int type, const char *text, int force);
 int mc__dummy_register(mc_store_t *s, void *addr, size_t len);
 int mc__dummy_unregister(mc_store_t *s, void *addr);
 int mc__dummy_health(mc_store_t *s);
-/* Calls a dummy does not offer (replica descriptors, replica clear, byte ranges). */
+int mc__dummy_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n);
+/* Calls a dummy does not offer (replica descriptors, replica clear). */
 int mc__dummy_unsupported(const char *what);
 
 /* The single-key forms, on top of the batch ones. */

@@ -372,6 +372,8 @@ static int mc__dummy_items(mc_store_t *s, int write, const mc_store_item_t *item
                 at += v->len;
             }
             parts[k].len = v->len;
+            if (v->len == 0)
+                continue; /* names no memory: handle 0 */
             rc = mc__dummy_handle(d, p, v->len, &parts[k].handle, &parts[k].off);
             if (rc != 0)
                 return rc;
@@ -590,6 +592,36 @@ int mc__dummy_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
             first = results[i];
     }
     return first;
+}
+
+/* Byte ranges: each object is read whole into memory of ours (the node has no ranged read to
+ * offer), then its ranges are copied out. */
+int mc__dummy_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n) {
+    if (n > 0 && !reads)
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++) {
+        mc_store_buffer_t *b = NULL;
+        int rc = reads[i].n && !reads[i].ranges ? MC_ERR_INVALID_PARAMS
+                                                : mc__dummy_get_buffer(s, reads[i].key, &b);
+        if (rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS)
+            return rc;
+        for (size_t j = 0; reads[i].ranges && j < reads[i].n; j++) {
+            mc_store_range_t *r = &reads[i].ranges[j];
+            size_t size = b ? mc_store_buffer_size(b) : 0;
+            if (rc != 0)
+                r->result = rc;
+            else if (r->src_off > size || r->len > size - r->src_off || (!r->dst && r->len))
+                r->result = MC_ERR_INVALID_PARAMS;
+            else {
+                if (r->len)
+                    memcpy(r->dst, (const uint8_t *)mc_store_buffer_data(b) + r->src_off,
+                           (size_t)r->len);
+                r->result = (int64_t)r->len;
+            }
+        }
+        mc_store_buffer_free(b);
+    }
+    return 0;
 }
 
 /* ---- metadata calls ------------------------------------------------------------------------- */

@@ -175,7 +175,12 @@ static int mc__item_iov(mc__conn_t *c, const mc__np_item_t *it, mc_store_iov_t *
     *total = 0;
     for (uint32_t k = 0; k < it->nparts; k++) {
         const mc__np_part_t *p = &it->parts[k];
-        mc__region_t *r = mc__find_region(c, p->handle);
+        mc__region_t *r = p->len ? mc__find_region(c, p->handle) : NULL;
+        if (p->len == 0) { /* an empty part names no memory */
+            iov[k].base = NULL;
+            iov[k].len = 0;
+            continue;
+        }
         if (!r || p->off > r->len || p->len > r->len - p->off)
             return MC_ERR_INVALID_PARAMS;
         iov[k].base = r->base + p->off;
