@@ -140,8 +140,15 @@ def test_two_nodes_many_dummies_and_faults(node_pair, make_worker):
         f"c = ReplicateConfig(); c.preferred_segment = {a.segment!r}\n"
         f"result = [store.put(k, pattern({size}, k), c) for k in {only_a!r}]") == [0] * 4
 
-    # A dummy of B is SIGKILLed: B serves the rest and drops what the dead one held.
+    # A dummy of B is SIGKILLed in the middle of its calls: B serves the rest and drops what the
+    # dead one held.
     dead = dummies_b.pop()
+    calls = b.metric("mooncake_client_rpc_count_total")
+    dead.send("while True:\n"
+              "    store.put(f'busy-{os.getpid()}', pattern(2 << 20, 'busy'))\n"
+              "    store.get(f'busy-{os.getpid()}')\n"
+              "    store.remove(f'busy-{os.getpid()}', force=True)")
+    assert wait_for(lambda: b.metric("mooncake_client_rpc_count_total") > calls + 30, timeout=10)
     mapped = b.metric("mooncake_client_shm_mapped_bytes")
     assert mapped > 0
     dead.kill()
