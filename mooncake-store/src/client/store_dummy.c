@@ -470,8 +470,10 @@ static int mc__dummy_data(mc_store_t *s, int type, const mc_store_item_t *items,
     int64_t *res = NULL, *all = NULL;
     size_t m = 0;
     int code = 0, first = 0;
-    if (n > MC_NP_MAX_ITEMS)
-        return MC_ERR_INVALID_PARAMS;
+    if (n > MC_NP_MAX_ITEMS) {
+        code = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
     sub = mc__calloc(n, sizeof(*sub));
     res = mc__calloc(n, sizeof(*res));
     all = mc__calloc(n, sizeof(*all));
@@ -503,8 +505,8 @@ out:
     mc__free(all);
     mc__free(res);
     mc__free(sub);
-    if (code == MC_ERR_RPC_FAIL || code == MC_ERR_INTERNAL_ERROR)
-        return code;
+    if (code == MC_ERR_RPC_FAIL || code == MC_ERR_INTERNAL_ERROR || first == 0)
+        return code != 0 ? code : first;
     return first;
 }
 
@@ -641,7 +643,13 @@ int mc__dummy_keys(mc_store_t *s, int type, const char *const *keys, size_t n, i
     }
     d = s->dummy;
     memset(&reply, 0, sizeof(reply));
-    if (n > 0 && (!keys || !results || n > MC_NP_MAX_ITEMS)) {
+    if (n > 0 && (!keys || !results)) {
+        code = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    if (n > MC_NP_MAX_ITEMS) {
+        for (size_t i = 0; i < n; i++)
+            results[i] = MC_ERR_INVALID_PARAMS;
         code = MC_ERR_INVALID_PARAMS;
         goto out;
     }

@@ -284,6 +284,33 @@ static void test_dummy_data_path(void **state) {
     free(back);
 }
 
+/* Batches over the channel's limits fail whole with INVALID_PARAMS, every item saying so, and
+ * the node serves the next call. */
+static void test_dummy_oversized(void **state) {
+    fixture_t *f = *state;
+    size_t n = MC_NP_MAX_ITEMS + 1, m = 5000;
+    const char **keys = calloc(n, sizeof(*keys));
+    int *res = calloc(n, sizeof(*res));
+    char *big = malloc(4001);
+    assert_non_null(keys);
+    memset(big, 'k', 4000);
+    big[4000] = '\0';
+    for (size_t i = 0; i < n; i++)
+        keys[i] = "k";
+    assert_int_equal(mc_store_batch_is_exist(f->dummy, keys, n, res), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(res[0], MC_ERR_INVALID_PARAMS);
+    assert_int_equal(res[n - 1], MC_ERR_INVALID_PARAMS);
+    /* 5000 keys of 4000 bytes: a 20 MB request */
+    for (size_t i = 0; i < m; i++)
+        keys[i] = big;
+    assert_int_equal(mc_store_batch_is_exist(f->dummy, keys, m, res), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(res[m - 1], MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_put(f->dummy, "after-oversized", "v", 1, NULL), 0);
+    free(big);
+    free(res);
+    free(keys);
+}
+
 /* One raw connection to the node's control socket. */
 static int raw_connect(fixture_t *f) {
     char path[108];
@@ -474,6 +501,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_codec_refusals),
         cmocka_unit_test(test_no_node),
         cmocka_unit_test_setup_teardown(test_dummy_data_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dummy_oversized, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_unmounts, setup, teardown),
     };
