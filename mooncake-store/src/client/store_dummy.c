@@ -612,7 +612,8 @@ int mc__dummy_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n) 
             size_t size = b ? mc_store_buffer_size(b) : 0;
             if (rc != 0)
                 r->result = rc;
-            else if (r->src_off > size || r->len > size - r->src_off || (!r->dst && r->len))
+            else if (r->src_off > size || r->len > size - r->src_off || (!r->dst && r->len) ||
+                     (r->len && mc__store_registered_overrun(s, r->dst, (size_t)r->len)))
                 r->result = MC_ERR_INVALID_PARAMS;
             else {
                 if (r->len)
@@ -741,6 +742,33 @@ int mc__dummy_health(mc_store_t *s) {
     return (int)rc;
 }
 
+/* The registered range, kept where a normal client keeps its own (s->regs), so that the checks
+ * against registered buffers (a range that starts in one but runs past it) hold for dummies too. */
+static int mc__dummy_remember(mc_store_t *s, void *addr, size_t len) {
+    int rc = 0;
+    size_t i;
+    pthread_rwlock_wrlock(&s->reg_lock);
+    for (i = 0; i < s->nregs && s->regs[i].base != addr; i++)
+        ;
+    if (i == s->nregs && s->nregs == s->regs_cap) {
+        size_t cap = s->regs_cap ? s->regs_cap * 2 : 8;
+        mc_store_iov_t *v = mc__realloc(s->regs, cap * sizeof(*v));
+        if (!v)
+            rc = MC_ERR_INTERNAL_ERROR;
+        else {
+            s->regs = v;
+            s->regs_cap = cap;
+        }
+    }
+    if (rc == 0) {
+        s->regs[i] = (mc_store_iov_t){addr, len};
+        if (i == s->nregs)
+            s->nregs++;
+    }
+    pthread_rwlock_unlock(&s->reg_lock);
+    return rc;
+}
+
 /* Registering is mapping at the daemon now rather than at the first call; only pool memory can
  * be shared with it. */
 int mc__dummy_register(mc_store_t *s, void *addr, size_t len) {
@@ -762,6 +790,8 @@ int mc__dummy_register(mc_store_t *s, void *addr, size_t len) {
             rc = mc__dummy_handle(d, addr, len, &handle, &off);
         pthread_mutex_unlock(&d->mu);
     }
+    if (rc == 0)
+        rc = mc__dummy_remember(s, addr, len);
     mc__store_leave(s);
     return rc;
 }
@@ -771,7 +801,15 @@ int mc__dummy_unregister(mc_store_t *s, void *addr) {
     if (rc != 0)
         return rc;
     /* The mapping stays until the block is freed: a later call reuses it. */
-    rc = addr && mc_shm_pool_contains(s->dummy->pool, addr, 0) ? 0 : MC_ERR_INVALID_PARAMS;
+    rc = MC_ERR_INVALID_PARAMS;
+    pthread_rwlock_wrlock(&s->reg_lock);
+    for (size_t i = 0; i < s->nregs; i++)
+        if (s->regs[i].base == addr) {
+            s->regs[i] = s->regs[--s->nregs];
+            rc = 0;
+            break;
+        }
+    pthread_rwlock_unlock(&s->reg_lock);
     mc__store_leave(s);
     return rc;
 }

@@ -81,6 +81,13 @@ result = [store.register_buffer(ns['src'], 1 << 20), store.register_buffer(ns['d
     assert w.run("b = ctypes.string_at(ns['dst'], 128); "
                  "result = [b[0:4] == b'2345', b[8:14] == b'klmnop', b[20:23] == b'UVW', "
                  "b[68:74] == b'abcdef', b[80:84] == b'CDEF']") == [True] * 5
+    # a range that starts in a registered buffer but runs past its end fails alone
+    assert w.run("ns['small'] = store.alloc_from_mem_pool(32); "
+                 "store.register_buffer(ns['small'], 32); "
+                 "result = store.get_into_ranges([ns['small']], [['d-r1']], [[[30]]], [[[0]]], "
+                 "[[[4]]])[0][0][0]") == -600
+    assert w.run("result = [store.unregister_buffer(ns['small']), "
+                 "store.unregister_buffer(ns['small'])]") == [0, -600]
     # memory of no pool block cannot be registered by a dummy
     assert w.run("ns['heap'] = ctypes.create_string_buffer(4096); "
                  "result = store.register_buffer(ctypes.addressof(ns['heap']), 4096)") == -600
