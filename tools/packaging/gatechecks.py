@@ -182,6 +182,7 @@ EXPECTED_NATIVE = [
     (r"mooncake/_engine\.(abi3|cpython-3\d+-[^/]+)\.so", "the TE extension mooncake._engine"),
     (r"mooncake/_store\.(abi3|cpython-3\d+-[^/]+)\.so", "the Store extension mooncake._store"),
     (r"mooncake/bin/mooncake_master", "the master binary"),
+    (r"mooncake/bin/mooncake_client", "the storage node binary"),
     (r"mooncake/bin/mooncake_http_metadata_server", "the HTTP metadata server binary"),
 ]
 
