@@ -75,7 +75,8 @@ static size_t mc__client_flag_table(mc__client_flags_t *f, mc_flag_t *t) {
     F("cluster_secret_file", MC_FLAG_STRING, &f->cluster_secret_file,
       "file holding the cluster secret (default: MC_CLUSTER_SECRET or MC_CLUSTER_SECRET_FILE)");
     F("max_dummy_clients", MC_FLAG_INT, &f->max_dummy_clients,
-      "dummy clients served at once (further ones wait for a slot)");
+      "control connections held at once (a dummy opens up to 4); when all are taken a new one "
+      "replaces the longest idle");
 #undef F
     return n;
 }

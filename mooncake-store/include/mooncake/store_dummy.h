@@ -41,7 +41,9 @@ MC_API int mc_shm_pool_free(mc_shm_pool_t *p, void *addr);
 /* 1 when [addr, addr+len) lies inside one block of the pool. */
 MC_API int mc_shm_pool_contains(mc_shm_pool_t *p, const void *addr, size_t len);
 
-/* ---- attaching ------------------------------------------------------------------------------ */
+/* ---- attaching ------------------------------------------------------------------------------
+ * A dummy handle is thread-safe like any other: threads run their calls at once over up to four
+ * connections to the node. */
 typedef struct mc_store_dummy_config {
     /* The daemon's "host:port" (its --port names its control socket); "" = "127.0.0.1:50052". */
     char server_address[MC_STORE_STR_MAX];

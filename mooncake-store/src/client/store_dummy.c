@@ -27,20 +27,32 @@ typedef struct mc__dummy_map {
     uint32_t handle;
 } mc__dummy_map_t;
 
-struct mc__dummy {
-    pthread_mutex_t mu; /* the socket and the map table: one round trip at a time */
+/* One connection to the node, with the mappings made on it (the node keeps them per connection).
+ * A call holds one channel for its round trips; threads of one dummy use up to MC__DUMMY_CHANNELS
+ * at once, each opened the first time it is needed. */
+#define MC__DUMMY_CHANNELS 4
+typedef struct mc__chan {
+    pthread_mutex_t mu; /* held for a whole call */
     int fd;             /* -1 while disconnected */
-    char path[108];
+    const char *path;   /* the dummy's, as are timeout_ms and pool */
+    int timeout_ms;
+    mc_shm_pool_t *pool;
     uint64_t next_id;
+    mc__dummy_map_t *maps;
+    size_t nmaps, maps_cap;
+    uint64_t seen_gen;
+    mc_buf_t out;
+} mc__chan_t;
+
+struct mc__dummy {
+    char path[108];
     int timeout_ms;
     mc_shm_pool_t *pool;
     int own_pool;
     void *local; /* the local buffer: a pool block, the store's staging area */
     size_t local_len;
-    mc__dummy_map_t *maps;
-    size_t nmaps, maps_cap;
-    uint64_t seen_gen;
-    mc_buf_t out;
+    mc__chan_t ch[MC__DUMMY_CHANNELS];
+    _Atomic unsigned next_ch;
 };
 
 void mc_store_dummy_config_init(mc_store_dummy_config_t *c) {
@@ -66,16 +78,16 @@ int mc__dummy_unsupported(const char *what) {
 
 /* ---- one round trip ------------------------------------------------------------------------- */
 
-static void mc__dummy_drop(mc__dummy_t *d) {
+static void mc__dummy_drop(mc__chan_t *d) {
     if (d->fd >= 0)
         close(d->fd);
     d->fd = -1;
     d->nmaps = 0; /* the daemon forgets our mappings with the connection */
 }
 
-static int mc__dummy_roundtrip(mc__dummy_t *d, int pass_fd, mc__np_reply_t *reply);
+static int mc__dummy_roundtrip(mc__chan_t *d, int pass_fd, mc__np_reply_t *reply);
 
-static int mc__dummy_dial(mc__dummy_t *d, char *name, size_t cap) {
+static int mc__dummy_dial(mc__chan_t *d, char *name, size_t cap) {
     mc__np_request_t hello;
     mc__np_reply_t reply;
     int rc;
@@ -102,7 +114,7 @@ static int mc__dummy_dial(mc__dummy_t *d, char *name, size_t cap) {
 
 /* Sends d->out (with pass_fd on its first byte when >= 0) and reads the reply. A lost channel
  * (the daemon died or restarted) drops the connection: RPC_FAIL, and the next call dials again. */
-static int mc__dummy_roundtrip(mc__dummy_t *d, int pass_fd, mc__np_reply_t *reply) {
+static int mc__dummy_roundtrip(mc__chan_t *d, int pass_fd, mc__np_reply_t *reply) {
     uint64_t deadline = mc__now_ms() + (uint64_t)d->timeout_ms;
     uint8_t hdr[MC_FRAME_HEADER_SIZE];
     mc_frame_header_t h;
@@ -149,7 +161,7 @@ static int mc__dummy_roundtrip(mc__dummy_t *d, int pass_fd, mc__np_reply_t *repl
 }
 
 /* Connected, and every mapping of a block freed since the last call let go at the daemon. */
-static int mc__dummy_ready(mc__dummy_t *d) {
+static int mc__dummy_ready(mc__chan_t *d) {
     uint64_t gen;
     if (d->fd < 0) {
         int rc = mc__dummy_dial(d, NULL, 0);
@@ -181,7 +193,7 @@ static int mc__dummy_ready(mc__dummy_t *d) {
 }
 
 /* The daemon's handle for the pool block holding [p, p+len): MAPs it the first time. */
-static int mc__dummy_handle(mc__dummy_t *d, const void *p, size_t len, uint32_t *handle,
+static int mc__dummy_handle(mc__chan_t *d, const void *p, size_t len, uint32_t *handle,
                             uint64_t *off) {
     mc__shm_block_t b;
     mc__np_request_t r;
@@ -224,6 +236,48 @@ static int mc__dummy_handle(mc__dummy_t *d, const void *p, size_t len, uint32_t 
     return rc;
 }
 
+/* A channel for one call: a free connected one, else a free one not yet connected (it dials at
+ * its first use), else the next one in turn, waiting for it. Returned locked. */
+static mc__chan_t *mc__chan_get(mc__dummy_t *d) {
+    unsigned start = atomic_fetch_add(&d->next_ch, 1);
+    for (int pass = 0; pass < 2; pass++)
+        for (unsigned k = 0; k < MC__DUMMY_CHANNELS; k++) {
+            mc__chan_t *c = &d->ch[(start + k) % MC__DUMMY_CHANNELS];
+            if (pthread_mutex_trylock(&c->mu) != 0)
+                continue;
+            if (pass == 0 && c->fd < 0) {
+                pthread_mutex_unlock(&c->mu);
+                continue;
+            }
+            return c;
+        }
+    pthread_mutex_lock(&d->ch[start % MC__DUMMY_CHANNELS].mu);
+    return &d->ch[start % MC__DUMMY_CHANNELS];
+}
+
+static void mc__chan_put(mc__chan_t *c) {
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void mc__chan_init(mc__dummy_t *d, mc__chan_t *c) {
+    memset(c, 0, sizeof(*c));
+    pthread_mutex_init(&c->mu, NULL);
+    mc__buf_init(&c->out);
+    c->fd = -1;
+    c->path = d->path;
+    c->timeout_ms = d->timeout_ms;
+    c->pool = d->pool;
+    c->seen_gen = mc__shm_pool_free_gen(d->pool);
+}
+
+static void mc__chan_fini(mc__chan_t *c) {
+    mc__dummy_drop(c);
+    mc__free(c->maps);
+    c->maps = NULL;
+    mc__buf_free(&c->out);
+    pthread_mutex_destroy(&c->mu);
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
 int mc__dummy_attach(mc_store_t *s, const mc_store_dummy_config_t *cfg) {
@@ -239,9 +293,6 @@ int mc__dummy_attach(mc_store_t *s, const mc_store_dummy_config_t *cfg) {
     d = mc__calloc(1, sizeof(*d));
     if (!d)
         return MC_ERR_INTERNAL_ERROR;
-    pthread_mutex_init(&d->mu, NULL);
-    mc__buf_init(&d->out);
-    d->fd = -1;
     d->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : MC__DUMMY_TIMEOUT_MS;
     mc__np_socket_path(port, d->path, sizeof(d->path));
     d->pool = cfg->pool;
@@ -251,8 +302,10 @@ int mc__dummy_attach(mc_store_t *s, const mc_store_dummy_config_t *cfg) {
             goto fail;
         d->own_pool = 1;
     }
-    d->seen_gen = mc__shm_pool_free_gen(d->pool);
-    rc = mc__dummy_dial(d, s->hostname, sizeof(s->hostname));
+    for (int i = 0; i < MC__DUMMY_CHANNELS; i++)
+        mc__chan_init(d, &d->ch[i]);
+    d->ch[0].path = d->path;
+    rc = mc__dummy_dial(&d->ch[0], s->hostname, sizeof(s->hostname));
     if (rc != 0) {
         MC_ERROR("store: setup_dummy: no storage node answers at %s (start mooncake_client "
                  "--port=%u on this host)",
@@ -274,13 +327,12 @@ int mc__dummy_attach(mc_store_t *s, const mc_store_dummy_config_t *cfg) {
     s->dummy = d;
     return 0;
 fail:
-    mc__dummy_drop(d);
+    for (int i = 0; d->pool && i < MC__DUMMY_CHANNELS; i++)
+        mc__chan_fini(&d->ch[i]);
     if (d->local)
         mc_shm_pool_free(d->pool, d->local);
     if (d->own_pool)
         mc_shm_pool_destroy(d->pool);
-    mc__buf_free(&d->out);
-    pthread_mutex_destroy(&d->mu);
     mc__free(d);
     return rc;
 }
@@ -289,9 +341,11 @@ void mc__dummy_disconnect(mc_store_t *s) {
     mc__dummy_t *d = s ? s->dummy : NULL;
     if (!d)
         return;
-    pthread_mutex_lock(&d->mu);
-    mc__dummy_drop(d);
-    pthread_mutex_unlock(&d->mu);
+    for (int i = 0; i < MC__DUMMY_CHANNELS; i++) {
+        pthread_mutex_lock(&d->ch[i].mu);
+        mc__dummy_drop(&d->ch[i]);
+        pthread_mutex_unlock(&d->ch[i].mu);
+    }
 }
 
 void mc__dummy_release(mc_store_t *s) {
@@ -299,14 +353,12 @@ void mc__dummy_release(mc_store_t *s) {
     if (!d)
         return;
     s->dummy = NULL;
-    mc__dummy_drop(d);
+    for (int i = 0; i < MC__DUMMY_CHANNELS; i++)
+        mc__chan_fini(&d->ch[i]);
     if (d->local)
         mc_shm_pool_free(d->pool, d->local);
     if (d->own_pool)
         mc_shm_pool_destroy(d->pool);
-    mc__free(d->maps);
-    mc__buf_free(&d->out);
-    pthread_mutex_destroy(&d->mu);
     mc__free(d);
 }
 
@@ -346,9 +398,9 @@ static void mc__bounce_put(mc_store_t *s, mc__bounce_t *b) {
 
 /* Builds the wire items of a data call: every part named by (handle, off); parts outside the pool
  * go through bounce (filled from them for a write). */
-static int mc__dummy_items(mc_store_t *s, int write, const mc_store_item_t *items, size_t n,
-                           mc__np_item_t *wire, mc__np_part_t *parts, mc__bounce_t *bounce) {
-    mc__dummy_t *d = s->dummy;
+static int mc__dummy_items(mc_store_t *s, mc__chan_t *d, int write, const mc_store_item_t *items,
+                           size_t n, mc__np_item_t *wire, mc__np_part_t *parts,
+                           mc__bounce_t *bounce) {
     size_t need = 0, at = 0, k = 0;
     int rc;
     for (size_t i = 0; i < n; i++)
@@ -418,7 +470,7 @@ static int mc__dummy_check_item(const mc_store_item_t *it) {
 /* One round trip for n valid items: PUT, UPSERT or GET; per-item results into res. */
 static int mc__dummy_wire(mc_store_t *s, int type, const mc_store_item_t *items, size_t n,
                           const mc_replicate_config_t *rc, int64_t *res) {
-    mc__dummy_t *d = s->dummy;
+    mc__chan_t *d;
     mc__np_item_t *wire = NULL;
     mc__np_part_t *parts = NULL;
     mc__np_reply_t reply;
@@ -435,17 +487,17 @@ static int mc__dummy_wire(mc_store_t *s, int type, const mc_store_item_t *items,
         code = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    pthread_mutex_lock(&d->mu);
+    d = mc__chan_get(s->dummy);
     code = mc__dummy_ready(d);
     if (code == 0)
-        code = mc__dummy_items(s, type != MC_NP_GET, items, n, wire, parts, &bounce);
+        code = mc__dummy_items(s, d, type != MC_NP_GET, items, n, wire, parts, &bounce);
     if (code == 0) {
         mc__buf_reset(&d->out);
         code = mc__np_encode_items(&d->out, (uint8_t)type, ++d->next_id, rc, wire, (uint32_t)n);
     }
     if (code == 0)
         code = mc__dummy_roundtrip(d, -1, &reply);
-    pthread_mutex_unlock(&d->mu);
+    mc__chan_put(d);
     if (code == 0 && reply.n != n && reply.rc == 0)
         code = MC_ERR_INTERNAL_ERROR;
     if (code == 0)
@@ -667,16 +719,16 @@ int mc__dummy_keys(mc_store_t *s, int type, const char *const *keys, size_t n, i
             sub[m++] = keys[i];
     }
     if (m) {
-        pthread_mutex_lock(&d->mu);
-        code = mc__dummy_ready(d);
+        mc__chan_t *ch = mc__chan_get(d);
+        code = mc__dummy_ready(ch);
         if (code == 0) {
-            mc__buf_reset(&d->out);
-            code = mc__np_encode_keys(&d->out, (uint8_t)type, ++d->next_id, force ? 1 : 0, sub,
+            mc__buf_reset(&ch->out);
+            code = mc__np_encode_keys(&ch->out, (uint8_t)type, ++ch->next_id, force ? 1 : 0, sub,
                                       (uint32_t)m);
         }
         if (code == 0)
-            code = mc__dummy_roundtrip(d, -1, &reply);
-        pthread_mutex_unlock(&d->mu);
+            code = mc__dummy_roundtrip(ch, -1, &reply);
+        mc__chan_put(ch);
         if (code == 0)
             code = (int)reply.rc;
     }
@@ -716,15 +768,15 @@ int64_t mc__dummy_scalar(mc_store_t *s, int type, const char *text, int force) {
     memset(&r, 0, sizeof(r));
     r.text = text;
     r.force = force ? 1 : 0;
-    pthread_mutex_lock(&d->mu);
-    code = mc__dummy_ready(d);
+    mc__chan_t *ch = mc__chan_get(d);
+    code = mc__dummy_ready(ch);
     if (code == 0) {
-        mc__buf_reset(&d->out);
-        code = mc__np_encode_simple(&d->out, (uint8_t)type, ++d->next_id, &r);
+        mc__buf_reset(&ch->out);
+        code = mc__np_encode_simple(&ch->out, (uint8_t)type, ++ch->next_id, &r);
     }
     if (code == 0)
-        code = mc__dummy_roundtrip(d, -1, &reply);
-    pthread_mutex_unlock(&d->mu);
+        code = mc__dummy_roundtrip(ch, -1, &reply);
+    mc__chan_put(ch);
     if (code == 0)
         code = reply.rc;
 out:
@@ -784,11 +836,11 @@ int mc__dummy_register(mc_store_t *s, void *addr, size_t len) {
                  "(MooncakeHostMemAllocator / alloc_from_mem_pool)");
         rc = MC_ERR_INVALID_PARAMS;
     } else {
-        pthread_mutex_lock(&d->mu);
-        rc = mc__dummy_ready(d);
+        mc__chan_t *ch = mc__chan_get(d);
+        rc = mc__dummy_ready(ch);
         if (rc == 0)
-            rc = mc__dummy_handle(d, addr, len, &handle, &off);
-        pthread_mutex_unlock(&d->mu);
+            rc = mc__dummy_handle(ch, addr, len, &handle, &off);
+        mc__chan_put(ch);
     }
     if (rc == 0)
         rc = mc__dummy_remember(s, addr, len);

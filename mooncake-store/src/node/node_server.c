@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,8 +42,15 @@ struct mc__node {
     mc_conn_server_t *srv;
     size_t max_regions;
     int request_timeout_ms;
-    _Atomic int64_t dummies;
-    _Atomic uint64_t dummies_total;
+    _Atomic int64_t conns;
+    _Atomic uint64_t conns_total;
+    pthread_mutex_t pids_mu; /* the dummies (processes) attached: a dummy may hold several
+                                connections */
+    struct {
+        uint32_t pid;
+        uint32_t refs;
+    } * pids;
+    size_t npids, pids_cap;
     _Atomic int64_t mapped_bytes;
     _Atomic uint64_t read_bytes, write_bytes;
     _Atomic uint64_t requests[MC_NP_TYPE_MAX_];
@@ -277,6 +285,33 @@ out:
     return rc;
 }
 
+/* Counts a dummy's connections by its pid (HELLO names it). */
+static void mc__pid_ref(mc__node_t *n, uint32_t pid, int delta) {
+    size_t i;
+    pthread_mutex_lock(&n->pids_mu);
+    for (i = 0; i < n->npids && n->pids[i].pid != pid; i++)
+        ;
+    if (i == n->npids && delta > 0) {
+        if (n->npids == n->pids_cap) {
+            size_t cap = n->pids_cap ? n->pids_cap * 2 : 16;
+            void *v = mc__realloc(n->pids, cap * sizeof(*n->pids));
+            if (!v)
+                goto out; /* the gauge undercounts; nothing else depends on it */
+            n->pids = v;
+            n->pids_cap = cap;
+        }
+        n->pids[n->npids].pid = pid;
+        n->pids[n->npids++].refs = 0;
+    }
+    if (i < n->npids) {
+        n->pids[i].refs += (uint32_t)delta;
+        if (n->pids[i].refs == 0)
+            n->pids[i] = n->pids[--n->npids];
+    }
+out:
+    pthread_mutex_unlock(&n->pids_mu);
+}
+
 /* Runs one decoded request; a non-zero return ends the connection (the reply could not go). */
 static int mc__dispatch(mc__conn_t *c, const mc_frame_header_t *h, const mc__np_request_t *r,
                         int *fds, int nfds) {
@@ -286,8 +321,8 @@ static int mc__dispatch(mc__conn_t *c, const mc_frame_header_t *h, const mc__np_
                                "descriptors passed with a request that takes none");
     switch (r->type) {
     case MC_NP_HELLO:
-        c->pid = r->pid;
-        MC_INFO("node: dummy client pid %u attached", (unsigned)r->pid);
+        MC_INFO("node: dummy client pid %u attached (it says pid %u)", (unsigned)c->pid,
+                (unsigned)r->pid);
         return mc__reply(c, h, 0, NULL, 0, mc_store_hostname(s));
     case MC_NP_MAP:
         return mc__do_map(c, h, r, fds, nfds);
@@ -332,8 +367,17 @@ static void mc__node_serve(void *ctx, int fd) {
     c.fd = fd;
     c.next_handle = 1;
     mc__buf_init(&c.out);
-    atomic_fetch_add(&c.node->dummies, 1);
-    atomic_fetch_add(&c.node->dummies_total, 1);
+    atomic_fetch_add(&c.node->conns, 1);
+    atomic_fetch_add(&c.node->conns_total, 1);
+    {
+        /* The kernel's word for who is at the other end, not the peer's. */
+        struct ucred cred;
+        socklen_t cl = sizeof(cred);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0)
+            c.pid = (uint32_t)cred.pid;
+        if (c.pid)
+            mc__pid_ref(c.node, c.pid, 1);
+    }
     for (;;) {
         uint8_t hdr[MC_FRAME_HEADER_SIZE];
         mc_frame_header_t h;
@@ -391,7 +435,9 @@ static void mc__node_serve(void *ctx, int fd) {
         mc__drop_region(&c, c.nregions - 1);
     mc__free(c.regions);
     mc__buf_free(&c.out);
-    atomic_fetch_sub(&c.node->dummies, 1);
+    atomic_fetch_sub(&c.node->conns, 1);
+    if (c.pid)
+        mc__pid_ref(c.node, c.pid, -1);
     MC_INFO("node: dummy client pid %u detached; its mappings are dropped", (unsigned)c.pid);
 }
 
@@ -405,6 +451,7 @@ int mc__node_start(mc_store_t *store, const mc__node_opts_t *opts, mc__node_t **
     if (!n)
         return MC_ERR_INTERNAL_ERROR;
     n->store = store;
+    pthread_mutex_init(&n->pids_mu, NULL);
     n->max_regions = opts->max_regions ? opts->max_regions : 4096;
     n->request_timeout_ms = opts->request_timeout_ms > 0 ? opts->request_timeout_ms : 10000;
     lfd = mc__unix_listen(opts->socket_path);
@@ -420,6 +467,7 @@ int mc__node_start(mc_store_t *store, const mc__node_opts_t *opts, mc__node_t **
     so.ctx = n;
     rc = mc__conn_server_start(&so, &n->srv);
     if (rc != 0) {
+        pthread_mutex_destroy(&n->pids_mu);
         mc__free(n);
         return rc;
     }
@@ -431,11 +479,19 @@ void mc__node_stop(mc__node_t *n) {
     if (!n)
         return;
     mc__conn_server_stop(n->srv);
+    pthread_mutex_destroy(&n->pids_mu);
+    mc__free(n->pids);
     mc__free(n);
 }
 
 int mc__node_dummies(mc__node_t *n) {
-    return n ? (int)atomic_load(&n->dummies) : 0;
+    int k;
+    if (!n)
+        return 0;
+    pthread_mutex_lock(&n->pids_mu);
+    k = (int)n->npids;
+    pthread_mutex_unlock(&n->pids_mu);
+    return k;
 }
 
 static void mc__metric(mc_buf_t *b, const char *name, const char *type, const char *help,
@@ -453,10 +509,13 @@ int mc__node_metrics(mc__node_t *n, mc_buf_t *b) {
                "bytes read from the pool for dummy clients", atomic_load(&n->read_bytes));
     mc__metric(b, "mooncake_transfer_write_bytes_total", "counter",
                "bytes written to the pool for dummy clients", atomic_load(&n->write_bytes));
-    mc__metric(b, "mooncake_client_dummy_clients", "gauge", "dummy clients attached now",
-               (unsigned long long)atomic_load(&n->dummies));
-    mc__metric(b, "mooncake_client_dummy_clients_total", "counter",
-               "dummy client connections accepted", atomic_load(&n->dummies_total));
+    mc__metric(b, "mooncake_client_dummy_clients", "gauge",
+               "dummy clients (processes) attached now", (unsigned long long)mc__node_dummies(n));
+    mc__metric(b, "mooncake_client_dummy_connections", "gauge",
+               "control connections open now (a dummy opens up to 4)",
+               (unsigned long long)atomic_load(&n->conns));
+    mc__metric(b, "mooncake_client_dummy_connections_total", "counter",
+               "control connections accepted", atomic_load(&n->conns_total));
     mc__metric(b, "mooncake_client_dummy_lost_total", "counter",
                "dummy clients that went away in the middle of a request",
                atomic_load(&n->lost_dummies));

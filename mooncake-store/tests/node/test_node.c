@@ -6,6 +6,7 @@
  * paths of mooncake_master and mooncake_client. */
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -284,6 +285,45 @@ static void test_dummy_data_path(void **state) {
     free(back);
 }
 
+/* Threads of one dummy run their calls at once, over connections of their own. */
+typedef struct job {
+    mc_store_t *s;
+    int id;
+    int failures;
+} job_t;
+
+static void *job_main(void *arg) {
+    job_t *j = arg;
+    uint8_t *v = malloc(200000), *back = malloc(200000);
+    for (int i = 0; i < 40; i++) {
+        char key[64];
+        size_t len = 1000 + (size_t)i * 4000;
+        snprintf(key, sizeof(key), "thr-%d-%d", j->id, i);
+        fill(v, len, (unsigned)(j->id * 100 + i));
+        if (mc_store_put(j->s, key, v, len, NULL) != 0 ||
+            mc_store_get_into(j->s, key, back, 200000) != (int64_t)len ||
+            memcmp(v, back, len) != 0 || mc_store_remove(j->s, key, 1) != 0)
+            j->failures++;
+    }
+    free(v);
+    free(back);
+    return NULL;
+}
+
+static void test_dummy_threads(void **state) {
+    fixture_t *f = *state;
+    pthread_t t[6];
+    job_t jobs[6];
+    for (int i = 0; i < 6; i++) {
+        jobs[i] = (job_t){f->dummy, i, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, job_main, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 6; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(jobs[i].failures, 0);
+    }
+}
+
 /* Batches over the channel's limits fail whole with INVALID_PARAMS, every item saying so, and
  * the node serves the next call. */
 static void test_dummy_oversized(void **state) {
@@ -501,6 +541,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_codec_refusals),
         cmocka_unit_test(test_no_node),
         cmocka_unit_test_setup_teardown(test_dummy_data_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dummy_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dummy_oversized, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_unmounts, setup, teardown),

@@ -207,3 +207,6 @@ result = errors
         w.send(code)
     for w in ws:
         assert w.reply() == []
+    # Four processes, each with as many connections as its threads needed at once.
+    assert node.metric("mooncake_client_dummy_clients") == 4
+    assert node.metric("mooncake_client_dummy_connections") >= 4
