@@ -5,6 +5,7 @@
  * socket is held for a whole round trip. A daemon that went away is dialed again by the next
  * call (its mappings start over). */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -163,6 +164,14 @@ static int mc__dummy_roundtrip(mc__chan_t *d, int pass_fd, mc__np_reply_t *reply
 /* Connected, and every mapping of a block freed since the last call let go at the daemon. */
 static int mc__dummy_ready(mc__chan_t *d) {
     uint64_t gen;
+    if (d->fd >= 0) {
+        /* Between calls the node sends nothing: a readable or hung-up socket is a node that
+         * restarted or closed us (a full connection table takes the idlest). Dial again now
+         * rather than fail this call. */
+        struct pollfd p = {.fd = d->fd, .events = POLLIN | POLLRDHUP};
+        if (poll(&p, 1, 0) > 0)
+            mc__dummy_drop(d);
+    }
     if (d->fd < 0) {
         int rc = mc__dummy_dial(d, NULL, 0);
         if (rc != 0)

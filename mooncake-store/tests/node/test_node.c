@@ -519,6 +519,27 @@ static void test_sigterm_unmounts(void **state) {
     mc__free(body);
     /* the dummy now says the node is gone */
     assert_int_equal(mc_store_put(f->dummy, "after", "x", 1, NULL), MC_ERR_RPC_FAIL);
+    /* a node back on the same port serves the dummy's very next call */
+    assert_int_equal(node_start(f->m.addr, test_port(), &f->node), 0);
+    assert_int_equal(mc_store_put(f->dummy, "after", "x", 1, NULL), 0);
+    assert_int_equal(mc_store_get_size(f->dummy, "after"), 1);
+}
+
+/* A node restarted between two calls: the next call dials it again instead of failing. */
+static void test_node_restart_between_calls(void **state) {
+    fixture_t *f = *state;
+    uint8_t *blk = mc_shm_pool_alloc(f->pool, 8192);
+    uint8_t back[8192];
+    memset(blk, 7, 8192);
+    assert_int_equal(mc_store_put(f->dummy, "before", blk, 8192, NULL), 0);
+    /* SIGTERM: the old segment is unmounted at once, so no put is placed in a dead one */
+    node_stop(&f->node, SIGTERM);
+    assert_int_equal(node_start(f->m.addr, test_port(), &f->node), 0);
+    /* its mappings start over: the pool block is handed over again */
+    assert_int_equal(mc_store_put(f->dummy, "restarted", blk, 8192, NULL), 0);
+    assert_int_equal(mc_store_get_into(f->dummy, "restarted", back, sizeof(back)), 8192);
+    assert_memory_equal(back, blk, 8192);
+    mc_shm_pool_free(f->pool, blk);
 }
 
 static void test_no_node(void **state) {
@@ -545,6 +566,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_dummy_oversized, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_unmounts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_restart_between_calls, setup, teardown),
     };
     if (argc < 3) {
         fprintf(stderr, "usage: %s path/to/mooncake_master path/to/mooncake_client\n", argv[0]);
