@@ -38,6 +38,7 @@ int mc_store_create(mc_store_t **out) {
     pthread_mutex_init(&s->sus_mu, NULL);
     pthread_rwlock_init(&s->reg_lock, NULL);
     pthread_rwlock_init(&s->seg_rw, NULL);
+    mc__put_sessions_init(&s->sessions);
     atomic_init(&s->state, MC__STORE_NEW);
     atomic_init(&s->master_ok, 0);
     mc__staging_init(&s->staging, NULL, 0);
@@ -231,6 +232,7 @@ static void mc__teardown(mc_store_t *s) {
         pthread_join(s->hb_thread, NULL);
         s->hb_started = 0;
     }
+    mc__put_sessions_revoke_all(s);
     if (s->master && s->segment) {
         int rc = mc__master_client_unmount_segment(s->master, s->hostname,
                                                    (uint64_t)(uintptr_t)s->segment);
@@ -392,6 +394,7 @@ void mc_store_destroy(mc_store_t *s) {
     mc__staging_fini(&s->staging);
     mc__free(s->regs);
     mc__free(s->segs);
+    mc__put_sessions_fini(&s->sessions);
     pthread_rwlock_destroy(&s->reg_lock);
     pthread_rwlock_destroy(&s->seg_rw);
     pthread_rwlock_destroy(&s->op_lock);

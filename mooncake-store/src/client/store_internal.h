@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "client/put_session.h"
 #include "client/staging.h"
 #include "mooncake/store.h"
 #include "proto/master_client.h"
@@ -63,6 +64,8 @@ struct mc_store {
 
     pthread_mutex_t sus_mu;
     mc__suspect_t suspects[MC__SUSPECTS];
+
+    mc__put_sessions_t sessions; /* put sessions between start and end (put_session.c) */
 
     pthread_rwlock_t reg_lock; /* user buffers registered for zero copy */
     mc_store_iov_t *regs;
