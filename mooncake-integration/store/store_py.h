@@ -88,6 +88,9 @@ MCPY_DECL(batch_put_session_start);
 MCPY_DECL(put_ranges_raw);
 MCPY_DECL(batch_put_session_end);
 MCPY_DECL(batch_put_session_revoke);
+/* Replica tasks, in store_task.c. */
+MCPY_DECL(create_task_raw);
+MCPY_DECL(query_task_raw);
 MCPY_DECL(put_parts);
 MCPY_DECL(put_batch);
 MCPY_DECL(put_from);

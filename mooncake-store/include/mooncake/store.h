@@ -289,6 +289,43 @@ MC_API int64_t mc_store_remove_all(mc_store_t *s, int force);
  * (INVALID_PARAMS for an empty or malformed expression). */
 MC_API int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, int force);
 
+/* ---- replica tasks ----------------------------------------------------------------------------
+ * The master moves replicas for you: a copy adds replicas of an object on target segments, a
+ * move puts its replica on one segment onto another. The task runs on the client that owns the
+ * source replica (it takes its tasks with its heartbeats, so within about a heartbeat interval),
+ * and fails, leaving the object as it was, when the object is removed, replaced or loses that
+ * replica meanwhile. Ids and numbers are the reference's (TaskType, TaskStatus, UUID). */
+typedef struct mc_store_task_id {
+    uint64_t hi, lo;
+} mc_store_task_id_t;
+enum { MC_STORE_TASK_REPLICA_COPY = 0, MC_STORE_TASK_REPLICA_MOVE = 1 };
+enum {
+    MC_STORE_TASK_PENDING = 0,
+    MC_STORE_TASK_PROCESSING = 1,
+    MC_STORE_TASK_FAILED = 2,
+    MC_STORE_TASK_SUCCESS = 3
+};
+typedef struct mc_store_task_info {
+    mc_store_task_id_t id;
+    int type;   /* MC_STORE_TASK_REPLICA_* */
+    int status; /* MC_STORE_TASK_* */
+    int64_t created_at_ms_epoch, last_updated_at_ms_epoch;
+    mc_store_task_id_t assigned_client; /* the client id of the one that runs it */
+    char message[256];                  /* why it failed, or a note */
+} mc_store_task_info_t;
+/* 0 and the task's id, or: OBJECT_NOT_FOUND (no such complete object), INVALID_PARAMS (no
+ * targets, more than 8, a target that is no mounted segment, a move whose source holds no replica
+ * of the object or equals its target, or replicas beyond 8), OBJECT_HAS_REPLICATION_TASK (one is
+ * unfinished for the key), TASK_PENDING_LIMIT_EXCEEDED. Targets that hold a replica already are
+ * skipped (a task with nothing left to move succeeds at once). */
+MC_API int mc_store_create_copy_task(mc_store_t *s, const char *key, const char *const *targets,
+                                     size_t n, mc_store_task_id_t *id);
+MC_API int mc_store_create_move_task(mc_store_t *s, const char *key, const char *source,
+                                     const char *target, mc_store_task_id_t *id);
+/* 0 with the task's state, or TASK_NOT_FOUND (the master keeps the last 10000 finished). */
+MC_API int mc_store_query_task(mc_store_t *s, const mc_store_task_id_t *id,
+                               mc_store_task_info_t *out);
+
 #ifdef __cplusplus
 }
 #endif

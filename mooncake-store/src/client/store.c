@@ -95,6 +95,8 @@ static void *mc__heartbeat_main(void *arg) {
             MC_DEBUG("store: heartbeat failed: %s", mc_store_strerror(rc));
         else if (status == MC_MP_CLIENT_NEED_REMOUNT && s->cfg.global_segment_size > 0)
             MC_WARN("store: the master had forgotten this client; segment mounted again");
+        if (rc == 0)
+            mc__store_run_tasks(s);
         pthread_mutex_lock(&s->hb_mu);
         mc__deadline_in(&ts, interval);
         while (!s->hb_stop)

@@ -178,4 +178,6 @@ void mc__store_suspect_failed(mc_store_t *s, const char *name, int rc);
 /* A transfer with name worked: it is healthy again. */
 void mc__store_suspect_clear(mc_store_t *s, const char *name);
 void mc__store_segments_clear(mc_store_t *s);
+/* Runs the replica tasks the master assigned to this client (heartbeat thread). */
+void mc__store_run_tasks(mc_store_t *s);
 #endif
