@@ -91,6 +91,11 @@ MCPY_DECL(batch_put_session_revoke);
 /* Replica tasks, in store_task.c. */
 MCPY_DECL(create_task_raw);
 MCPY_DECL(query_task_raw);
+/* Extra segments, in store_segment.c. */
+MCPY_DECL(mount_segment);
+MCPY_DECL(allocate_and_mount_segment);
+MCPY_DECL(unmount_segment);
+MCPY_DECL(unmount_and_free_segment);
 MCPY_DECL(put_parts);
 MCPY_DECL(put_batch);
 MCPY_DECL(put_from);

@@ -338,6 +338,18 @@ static PyMethodDef store_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "_query_task_raw(hi, lo) -> (code, type, status, created_ms, updated_ms, client_hi, "
      "client_lo, message) (the facade's query_task builds on it)"},
+    KW(mount_segment,
+       "mount_segment(path, size, offset=0, protocol='tcp', location='') -> {'ret': 0 or a "
+       "negative code, 'segment_ids': [id]}: serves [offset, offset+size) of a file as pool "
+       "memory"),
+    KW(allocate_and_mount_segment,
+       "allocate_and_mount_segment(size, protocol='tcp', location='') -> {'ret', 'segment_ids', "
+       "'allocated_size'}: size rounded up to 4 MiB"),
+    KW(unmount_segment, "unmount_segment(segment_ids, grace_period_seconds=0) -> 0 or the first "
+                        "negative code (mount_segment's ids)"),
+    KW(unmount_and_free_segment,
+       "unmount_and_free_segment(segment_ids, grace_period_seconds=0) -> 0 or the first negative "
+       "code (allocate_and_mount_segment's ids)"),
     KW(register_buffer, "register_buffer(buffer_ptr, size) -> 0 or a negative code"),
     KW(unregister_buffer, "unregister_buffer(buffer_ptr) -> 0 or a negative code"),
     {NULL, NULL, 0, NULL},

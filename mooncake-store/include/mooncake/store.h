@@ -289,6 +289,30 @@ MC_API int64_t mc_store_remove_all(mc_store_t *s, int force);
  * (INVALID_PARAMS for an empty or malformed expression). */
 MC_API int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, int force);
 
+/* ---- extra segments ---------------------------------------------------------------------------
+ * Memory contributed beside the global segment, mounted under this client's segment name and
+ * named by an id (36-character UUID text, written to id with its NUL). mount_segment maps
+ * [offset, offset+size) of a regular file shared (offset page-aligned) and serves those pages;
+ * allocate_and_mount_segment allocates size bytes, rounded up to 4 MiB (*allocated, may be
+ * NULL). Errors: INVALID_PARAMS (size 0, a range outside the file, an unaligned offset),
+ * FILE_NOT_FOUND, NO_AVAILABLE_HANDLE (no memory), the master's code.
+ *
+ * unmount_segment takes mount_segment's ids, unmount_and_free_segment allocate_and_mount's
+ * (each refuses the other's with SEGMENT_NOT_FOUND); both return 0 or the first error. The
+ * master drops the objects' replicas on the segment (objects without another replica go), then
+ * the memory is released. With grace_s > 0 the segment stays mounted and readable for that many
+ * seconds first (it still takes new placements meanwhile). close() unmounts every one. A segment
+ * the master forgets (restart, expiry) comes back in a new incarnation if allocated; a file
+ * segment is dropped (its pages cannot change, and stale placements could reach them). */
+MC_API int mc_store_mount_segment(mc_store_t *s, const char *path, uint64_t offset, uint64_t size,
+                                  char id[37]);
+MC_API int mc_store_allocate_and_mount_segment(mc_store_t *s, uint64_t size, char id[37],
+                                               uint64_t *allocated);
+MC_API int mc_store_unmount_segment(mc_store_t *s, const char *const *ids, size_t n,
+                                    uint64_t grace_s);
+MC_API int mc_store_unmount_and_free_segment(mc_store_t *s, const char *const *ids, size_t n,
+                                             uint64_t grace_s);
+
 /* ---- replica tasks ----------------------------------------------------------------------------
  * The master moves replicas for you: a copy adds replicas of an object on target segments, a
  * move puts its replica on one segment onto another. The task runs on the client that owns the

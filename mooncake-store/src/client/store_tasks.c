@@ -120,8 +120,12 @@ void mc__store_run_tasks(mc_store_t *s) {
     mc__task_work_t *w = NULL;
     uint8_t *buf = NULL;
     uint32_t n = 0;
-    if (!s->segment)
-        return; /* a pure client owns no replica: the master assigns it nothing */
+    size_t extras;
+    pthread_mutex_lock(&s->extras_mu);
+    extras = s->n_extras;
+    pthread_mutex_unlock(&s->extras_mu);
+    if (!s->segment && extras == 0)
+        return; /* a client that owns no replica is assigned nothing */
     w = mc__calloc(MC__TASK_FETCH, sizeof(*w));
     if (!w || mc__master_client_task_fetch(s->master, MC__TASK_FETCH, w, &n) != 0 || n == 0)
         goto out;
