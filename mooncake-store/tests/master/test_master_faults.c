@@ -445,22 +445,32 @@ static void test_admin_http(void **state) {
         metric_value(m.metrics_port, "mooncake_master_errors_total{op=\"get_replica_list\"}", &v),
         0);
     assert_int_equal(v, 1);
-    assert_int_equal(
-        metric_value(m.metrics_port, "mooncake_master_rpc_latency_us_count{op=\"put_end\"}", &v),
-        0);
+    assert_int_equal(metric_value(m.metrics_port,
+                                  "mooncake_master_rpc_duration_seconds_count{op=\"put_end\"}", &v),
+                     0);
     assert_int_equal(v, 3);
     assert_int_equal(
         metric_value(m.metrics_port,
-                     "mooncake_master_rpc_latency_us_bucket{op=\"put_end\",le=\"+Inf\"}", &v),
+                     "mooncake_master_rpc_duration_seconds_bucket{op=\"put_end\",le=\"+Inf\"}", &v),
         0);
     assert_int_equal(v, 3);
 
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_requests_total", &v), 0);
+    assert_int_equal(v, 3);
+    assert_int_equal(metric_value(m.metrics_port, "master_key_count", &v), 0);
+    assert_int_equal(v, 3);
+
     assert_int_equal(mc_test_http_get(m.metrics_port, "/health", &body), 200);
+    assert_non_null(strstr(body, "\"status\":\"ok\""));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/metrics/summary", &body), 200);
     assert_non_null(strstr(body, "objects=3"));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/query_key?key=m1", &body), 200);
+    assert_non_null(strstr(body, "\"transport_endpoint_\":\"adm:1\""));
+    assert_non_null(strstr(body, "\"size_\":1000"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/json/query_key?key=m1", &body), 200);
     assert_non_null(strstr(body, "\"segment\":\"adm:1\""));
     assert_non_null(strstr(body, "\"size\":1000"));
     mc__free(body);
@@ -474,9 +484,16 @@ static void test_admin_http(void **state) {
     assert_non_null(strstr(body, "OBJECT_NOT_FOUND"));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_keys", &body), 200);
+    assert_non_null(strstr(body, "m2\n"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/json/get_all_keys", &body), 200);
     assert_non_null(strstr(body, "\"m2\""));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/query_segment?segment=adm:1", &body), 200);
+    assert_non_null(strstr(body, "Used(bytes): 3072\n"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/json/query_segment?segment=adm:1", &body),
+                     200);
     assert_non_null(strstr(body, "\"used\":3072"));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/query_segment?segment=zzz", &body), 404);
