@@ -26,6 +26,7 @@ from store_helpers import Master, Worker, wait_for
 ROOT = Path(__file__).resolve().parents[4]
 DASHBOARD = ROOT / "monitoring" / "grafana" / "mooncake-dashboard.json"
 SCRAPE_CONFIG = ROOT / "monitoring" / "prometheus" / "prometheus.yml"
+ALERTS = ROOT / "monitoring" / "prometheus" / "alerts.yml"
 SCRAPE_INTERVAL_S = 1
 
 # Node-panel expressions, not checked yet: no storage-node daemon in this tree to scrape.
@@ -43,6 +44,9 @@ PENDING = sorted([
     'process_resident_memory_bytes{job="mooncake_node"}',
 ])
 
+# Alert expressions of jobs without a target, likewise.
+PENDING_ALERTS = ['up{job="mooncake_node"} == 0']
+
 
 def tool(name):
     path = shutil.which(name)
@@ -55,6 +59,17 @@ def tool(name):
 def dashboard_exprs():
     panels = json.loads(DASHBOARD.read_text())["panels"]
     return [t["expr"] for p in panels for t in p.get("targets", [])]
+
+
+def alerts():
+    """{expression: alert name} of monitoring/prometheus/alerts.yml."""
+    return {e: a for a, e in re.findall(r"- alert: (\S+)\n\s+expr: (.+)", ALERTS.read_text())}
+
+
+def alert_exprs():
+    exprs = re.findall(r"^\s+expr: (.+)$", ALERTS.read_text(), re.M)
+    assert len(exprs) == len(alerts())
+    return exprs
 
 
 def job_of(expr):
@@ -101,7 +116,8 @@ def free_port():
 class Prometheus:
     def __init__(self, tmp, jobs):
         cfg = ["global:", f"  scrape_interval: {SCRAPE_INTERVAL_S}s",
-               f"  evaluation_interval: {SCRAPE_INTERVAL_S}s", "scrape_configs:"]
+               f"  evaluation_interval: {SCRAPE_INTERVAL_S}s",
+               f"rule_files: [{json.dumps(str(ALERTS))}]", "scrape_configs:"]
         for job, targets in jobs.items():
             cfg += [f"  - job_name: {job}", "    static_configs:",
                     f"      - targets: {json.dumps(targets)}"]
@@ -131,6 +147,10 @@ class Prometheus:
             body = json.loads(r.read())
         assert body["status"] == "success", body
         return body["data"]["result"]
+
+    def api(self, path):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+            return json.loads(r.read())
 
     def scrapes(self, job):
         got = self.query(f'count_over_time(up{{job="{job}"}}[10m])')
@@ -191,10 +211,33 @@ def test_pending_lists_exactly_the_expressions_of_jobs_without_a_target():
     assert unchecked == PENDING
 
 
-def test_shipped_scrape_config_is_valid():
+def test_shipped_scrape_config_and_alerts_are_valid():
     r = subprocess.run([tool("promtool"), "check", "config", str(SCRAPE_CONFIG)],
                        capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr  # it also checks the rule file it names
+    assert "alerts.yml" in r.stdout
+
+
+def test_pending_alerts_are_exactly_those_of_jobs_without_a_target():
+    assert sorted(e for e in alert_exprs() if job_of(e) not in TARGETS) == sorted(PENDING_ALERTS)
+
+
+@pytest.mark.parametrize("expr", sorted(e for e in alert_exprs() if job_of(e) in TARGETS))
+def test_alert_reads_series_that_exist(scraped, expr):
+    """Each metric an alert reads is scraped (a misspelt name would never fire), and the rule
+    evaluates without error."""
+    prom, _ = scraped
+    job = job_of(expr)
+    names = re.findall(r'([a-zA-Z_:][a-zA-Z0-9_:]*)\{job="' + job + '"', expr)
+    assert names
+    for name in names:
+        assert prom.query(f'{name}{{job="{job}"}}'), f"{expr}: no series {name}"
+    assert wait_for(lambda: rule_health(prom, alerts()[expr]) == "ok", timeout=10, step=0.2)
+
+
+def rule_health(prom, name):
+    rules = [r for g in prom.api("/api/v1/rules")["data"]["groups"] for r in g["rules"]]
+    return next(r["health"] for r in rules if r["name"] == name)
 
 
 def test_promtool_check_metrics_is_clean(scraped):
