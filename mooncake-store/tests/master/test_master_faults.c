@@ -500,6 +500,18 @@ static void test_admin_http(void **state) {
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/nothing/here", &body), 404);
     mc__free(body);
+    /* A put still being written is not readable yet: the reference's REPLICA_IS_NOT_READY. */
+    assert_int_equal(mc__master_client_put_start(c, "pending", 1000, NULL, &r), 0);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/query_key?key=pending", &body), 404);
+    assert_non_null(strstr(body, "\"error_code\":-703"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/batch_query_keys?keys=pending", &body),
+                     200);
+    assert_non_null(strstr(body, "REPLICA_IS_NOT_READY"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_keys", &body), 200);
+    assert_null(strstr(body, "pending"));
+    mc__free(body);
 
     /* The embedded TE metadata store. */
     assert_true(m.meta_port != 0);
