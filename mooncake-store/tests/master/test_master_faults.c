@@ -512,6 +512,17 @@ static void test_admin_http(void **state) {
     assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_keys", &body), 200);
     assert_null(strstr(body, "pending"));
     mc__free(body);
+    /* A segment name the exposition must escape: quote, backslash, newline. */
+    assert_int_equal(mc__master_client_mount_segment(c, "q\"\\\nx", 0x9000000, 1 << 20), 0);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/metrics", &body), 200);
+    assert_non_null(
+        strstr(body, "\nsegment_total_capacity_bytes{segment=\"q\\\"\\\\\\\\x0ax\"} 1048576\n"));
+    assert_non_null(strstr(body, "\nsegment_total_capacity_bytes{segment=\"adm:1\"} 1048576\n"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_segments", &body), 200);
+    assert_non_null(strstr(body, "adm:1\n"));
+    assert_non_null(strstr(body, "q\"\\\\x0ax\n")); /* one line: the newline is written \x0a */
+    mc__free(body);
 
     /* The embedded TE metadata store. */
     assert_true(m.meta_port != 0);

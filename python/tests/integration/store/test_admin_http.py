@@ -47,7 +47,8 @@ def get_json(master, target):
 
 
 def raw(master, data):
-    """Sends bytes as they are; the status line of the answer ('reset' when the server reset the connection)."""
+    """Sends bytes as they are; the status line of the answer ('reset' when the server reset
+    the connection)."""
     with socket.create_connection(("127.0.0.1", master.metrics_port), timeout=5) as s:
         s.sendall(data)
         try:

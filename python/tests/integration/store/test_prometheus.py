@@ -99,6 +99,7 @@ for i in range(20):
 assert store.get("prom-missing") == b""
 assert store.is_exist("prom-0") == 1
 assert store.batch_is_exist(["prom-0", "prom-missing"]) == [1, 0]
+assert store.put("prom-pin", b"p" * 300, config=ReplicateConfig(with_soft_pin=True)) == 0
 assert store.put("prom-r", b"r" * 100, config=cfg) == 0
 assert store.remove("prom-r") == 0  # not read, so no lease holds it
 assert store.remove("prom-missing") < 0
@@ -271,7 +272,7 @@ def test_counters_count_what_was_done(scraped):
         return float(s["value"][1])
 
     m = 'job="mooncake_master"'
-    assert value(f"master_put_start_requests_total{{{m}}}") == 21
+    assert value(f"master_put_start_requests_total{{{m}}}") == 22
     assert value(f"master_batch_put_start_requests_total{{{m}}}") == 1
     assert value(f"master_batch_put_start_items_total{{{m}}}") == 8
     assert value(f"total_get_nums_{{{m}}}") == 21
@@ -281,8 +282,11 @@ def test_counters_count_what_was_done(scraped):
     assert value(f"master_remove_requests_total{{{m}}}") == 2
     assert value(f"master_remove_failures_total{{{m}}}") == 1
     assert value(f"master_remove_by_regex_requests_total{{{m}}}") == 1
-    assert value(f"master_key_count{{{m}}}") == 20
-    assert value(f"master_value_size_bytes_count{{{m}}}") == 29
+    assert value(f"master_key_count{{{m}}}") == 21
+    assert value(f"master_soft_pin_key_count{{{m}}}") == 1
+    assert value(f"master_value_size_bytes_count{{{m}}}") == 30
+    # sizes 1000..4000, 300 and 100 fall into the first bucket
+    assert value(f"master_value_size_bytes_bucket{{{m},le=\"4096\"}}") == 6
     assert value(f"master_active_clients{{{m}}}") == 1
     assert value(f"mooncake_master_build_info{{{m}}}") == 1
     assert value(f"process_resident_memory_bytes{{{m}}}") > 1 << 20
