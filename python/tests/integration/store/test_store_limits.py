@@ -130,7 +130,8 @@ def test_admin_endpoints_long_keys_and_batches(make_master, make_worker):
     segs = json.loads(master.http("/json/get_all_segments"))
     assert segs and all("client_id" not in s for s in segs)  # ids authorize unmounts
     # Bytes that are not UTF-8 in a key come back as valid UTF-8 JSON (\xNN), never raw.
-    status, body = http("GET", f"http://127.0.0.1:{master.metrics_port}/json/query_key?key=%FF%FEbin")
+    url = f"http://127.0.0.1:{master.metrics_port}/json/query_key?key=%FF%FEbin"
+    status, body = http("GET", url)
     assert status == 404
     assert json.loads(body.decode("utf-8"))["key"] == "\\xff\\xfebin"
 
