@@ -266,10 +266,11 @@ static void mc__ref_segments(mc__master_t *m, mc_buf_t *b) {
                 sum += pass ? t->alloc.total_bytes : t->alloc.used_bytes;
                 pthread_mutex_unlock(&t->mu);
             }
-            mc__label(s->name, label);
-            mc__put(b, "%s{segment=\"%s\"} %llu\n",
-                    pass ? "segment_total_capacity_bytes" : "segment_allocated_bytes", label,
-                    (unsigned long long)sum);
+            mc__label(s->name, label); /* may exceed mc__put's line: written apart */
+            mc__put(b, "%s{segment=\"",
+                    pass ? "segment_total_capacity_bytes" : "segment_allocated_bytes");
+            mc__buf_put(b, label, strlen(label));
+            mc__put(b, "\"} %llu\n", (unsigned long long)sum);
         }
         pthread_rwlock_unlock(&m->registry);
     }

@@ -519,6 +519,23 @@ static void test_admin_http(void **state) {
         strstr(body, "\nsegment_total_capacity_bytes{segment=\"q\\\"\\\\\\\\x0ax\"} 1048576\n"));
     assert_non_null(strstr(body, "\nsegment_total_capacity_bytes{segment=\"adm:1\"} 1048576\n"));
     mc__free(body);
+    {
+        /* the longest name, no byte of it UTF-8: 2040 characters of label, still one line */
+        char name[256], *want = mc__malloc(4096);
+        size_t o = 0;
+        memset(name, 0xff, 255);
+        name[255] = '\0';
+        assert_non_null(want);
+        o += (size_t)sprintf(want, "\nsegment_allocated_bytes{segment=\"");
+        for (int i = 0; i < 255; i++)
+            o += (size_t)sprintf(want + o, "\\\\xff");
+        sprintf(want + o, "\"} 0\n");
+        assert_int_equal(mc__master_client_mount_segment(c, name, 0xa000000, 1 << 20), 0);
+        assert_int_equal(mc_test_http_get(m.metrics_port, "/metrics", &body), 200);
+        assert_non_null(strstr(body, want));
+        mc__free(want);
+    }
+    mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_segments", &body), 200);
     assert_non_null(strstr(body, "adm:1\n"));
     assert_non_null(strstr(body, "q\"\\\\x0ax\n")); /* one line: the newline is written \x0a */
