@@ -38,6 +38,7 @@ int mc_store_create(mc_store_t **out) {
     pthread_mutex_init(&s->sus_mu, NULL);
     pthread_rwlock_init(&s->reg_lock, NULL);
     pthread_rwlock_init(&s->seg_rw, NULL);
+    mc__put_sessions_init(&s->sessions);
     atomic_init(&s->state, MC__STORE_NEW);
     atomic_init(&s->master_ok, 0);
     mc__staging_init(&s->staging, NULL, 0);
@@ -94,6 +95,8 @@ static void *mc__heartbeat_main(void *arg) {
             MC_DEBUG("store: heartbeat failed: %s", mc_store_strerror(rc));
         else if (status == MC_MP_CLIENT_NEED_REMOUNT && s->cfg.global_segment_size > 0)
             MC_WARN("store: the master had forgotten this client; segment mounted again");
+        if (rc == 0)
+            mc__store_run_tasks(s);
         pthread_mutex_lock(&s->hb_mu);
         mc__deadline_in(&ts, interval);
         while (!s->hb_stop)
@@ -231,6 +234,7 @@ static void mc__teardown(mc_store_t *s) {
         pthread_join(s->hb_thread, NULL);
         s->hb_started = 0;
     }
+    mc__put_sessions_revoke_all(s);
     if (s->master && s->segment) {
         int rc = mc__master_client_unmount_segment(s->master, s->hostname,
                                                    (uint64_t)(uintptr_t)s->segment);
@@ -392,6 +396,7 @@ void mc_store_destroy(mc_store_t *s) {
     mc__staging_fini(&s->staging);
     mc__free(s->regs);
     mc__free(s->segs);
+    mc__put_sessions_fini(&s->sessions);
     pthread_rwlock_destroy(&s->reg_lock);
     pthread_rwlock_destroy(&s->seg_rw);
     pthread_rwlock_destroy(&s->op_lock);

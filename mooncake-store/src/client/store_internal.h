@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "client/put_session.h"
 #include "client/staging.h"
 #include "mooncake/store.h"
 #include "proto/master_client.h"
@@ -63,6 +64,8 @@ struct mc_store {
 
     pthread_mutex_t sus_mu;
     mc__suspect_t suspects[MC__SUSPECTS];
+
+    mc__put_sessions_t sessions; /* put sessions between start and end (put_session.c) */
 
     pthread_rwlock_t reg_lock; /* user buffers registered for zero copy */
     mc_store_iov_t *regs;
@@ -175,4 +178,6 @@ void mc__store_suspect_failed(mc_store_t *s, const char *name, int rc);
 /* A transfer with name worked: it is healthy again. */
 void mc__store_suspect_clear(mc_store_t *s, const char *name);
 void mc__store_segments_clear(mc_store_t *s);
+/* Runs the replica tasks the master assigned to this client (heartbeat thread). */
+void mc__store_run_tasks(mc_store_t *s);
 #endif
