@@ -290,7 +290,7 @@ void mc__grave_release(mc__master_t *m, uint64_t now, int all) {
     /* Freed outside grave_mu: freeing takes the registry lock. */
     while (due) {
         mc__object_t *next = due->next;
-        if (!(due->flags & MC__OBJ_COMPLETE)) /* a discarded put, not a replaced value */
+        if (due->flags & MC__OBJ_DISCARDED) /* not a replaced value or a moved replica */
             atomic_fetch_add(&m->released_puts, 1);
         mc__object_destroy(m, due);
         due = next;

@@ -16,7 +16,8 @@
 #define MC__OBJ_COMPLETE 0x1u
 #define MC__OBJ_HARD_PIN 0x2u
 #define MC__OBJ_SOFT_PIN 0x4u
-#define MC__OBJ_PIN_KEEP 0x8u /* an upsert asked to keep the replaced object's soft pin */
+#define MC__OBJ_PIN_KEEP 0x8u   /* an upsert asked to keep the replaced object's soft pin */
+#define MC__OBJ_DISCARDED 0x10u /* an unfinished put discarded as stale (graveyard) */
 #define MC__SHADOW_SUFFIX "\0u"
 #define MC__SHADOW_SUFFIX_LEN 2u
 
@@ -140,6 +141,7 @@ struct mc__master {
     _Atomic uint64_t remove_all_regex_failed;
     _Atomic uint64_t value_size_bucket[MC__SIZE_BUCKETS + 1]; /* finished puts by size */
     _Atomic uint64_t value_size_sum;
+    _Atomic uint64_t task_creates[2], task_create_failures[2]; /* by MC_TASK_COPY / _MOVE */
     mc__op_stats_t op[MC_MP_TYPE_MAX_];
 
     pthread_t monitor;

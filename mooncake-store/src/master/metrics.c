@@ -16,6 +16,7 @@
 #include "mooncake/common/time.h"
 #include "mooncake/common/version.h"
 #include "mooncake/error.h"
+#include "proto/task_proto.h"
 
 static const uint64_t mc__lat_le_us[MC__LAT_BUCKETS] = {10,   25,   50,    100,   250,    500,
                                                         1000, 2500, 10000, 50000, 250000, 1000000};
@@ -154,6 +155,15 @@ static mc__op_names_t mc__ref_names(int type) {
     case MC_MP_REPLICA_CLEAR:
         r.batch = "batch_replica_clear";
         break;
+    case MC_MP_TASK_QUERY:
+        r.single = "query_task";
+        break;
+    case MC_MP_TASK_FETCH:
+        r.single = "fetch_tasks";
+        break;
+    case MC_MP_TASK_REPORT:
+        r.single = "update_task"; /* the reference's MarkTaskToComplete */
+        break;
     default:
         break;
     }
@@ -219,6 +229,15 @@ static void mc__ref_requests(mc__master_t *m, mc_buf_t *b) {
             mc__one(b, name, "counter", help, failed_items);
         }
     }
+    /* one message type, two reference calls: the task's type tells them apart */
+    mc__one(b, "master_create_copy_task_requests_total", "counter",
+            "copy tasks asked for (CreateCopyTask)", MC__U(m->task_creates[MC_TASK_COPY]));
+    mc__one(b, "master_create_copy_task_failures_total", "counter", "copy tasks refused",
+            MC__U(m->task_create_failures[MC_TASK_COPY]));
+    mc__one(b, "master_create_move_task_requests_total", "counter",
+            "move tasks asked for (CreateMoveTask)", MC__U(m->task_creates[MC_TASK_MOVE]));
+    mc__one(b, "master_create_move_task_failures_total", "counter", "move tasks refused",
+            MC__U(m->task_create_failures[MC_TASK_MOVE]));
     mc__one(b, "master_put_start_alloc_failures_total", "counter",
             "keys a put found no space for (NO_AVAILABLE_HANDLE)", MC__U(m->put_alloc_failures));
     mc__one(b, "master_put_start_partial_allocations_total", "counter",
@@ -286,7 +305,7 @@ static void mc__ref_metrics(mc__master_t *m, mc_buf_t *b) {
     pthread_mutex_unlock(&m->clients_mu);
     pthread_mutex_lock(&m->grave_mu);
     for (mc__object_t *o = m->grave; o; o = o->next)
-        if (!(o->flags & MC__OBJ_COMPLETE)) /* the others are replaced values kept for readers */
+        if (o->flags & MC__OBJ_DISCARDED) /* the others are kept for readers or tasks */
             staging += o->size * o->n_replicas;
     pthread_mutex_unlock(&m->grave_mu);
 
@@ -358,6 +377,11 @@ static void mc__ref_metrics(mc__master_t *m, mc_buf_t *b) {
 
 /* ---- ours ---- */
 
+/* A message type number in use (the enum has gaps): one series each, never two "unknown". */
+static int mc__named(int t) {
+    return strcmp(mc__mp_type_name((uint8_t)t), "unknown") != 0;
+}
+
 static void mc__own_metrics(mc__master_t *m, mc_buf_t *b) {
     size_t clients;
     pthread_mutex_lock(&m->clients_mu);
@@ -385,22 +409,28 @@ static void mc__own_metrics(mc__master_t *m, mc_buf_t *b) {
 
     mc__head(b, "mooncake_master_ops_total", "counter", "keys processed per operation");
     for (int t = 1; t < MC_MP_TYPE_MAX_; t++)
-        mc__put(b, "mooncake_master_ops_total{op=\"%s\"} %llu\n", mc__mp_type_name((uint8_t)t),
-                (unsigned long long)atomic_load(&m->op[t].ops));
+        if (mc__named(t))
+            mc__put(b, "mooncake_master_ops_total{op=\"%s\"} %llu\n", mc__mp_type_name((uint8_t)t),
+                    (unsigned long long)atomic_load(&m->op[t].ops));
     mc__head(b, "mooncake_master_errors_total", "counter", "keys that failed per operation");
     for (int t = 1; t < MC_MP_TYPE_MAX_; t++)
-        mc__put(b, "mooncake_master_errors_total{op=\"%s\"} %llu\n", mc__mp_type_name((uint8_t)t),
-                (unsigned long long)atomic_load(&m->op[t].errors));
+        if (mc__named(t))
+            mc__put(b, "mooncake_master_errors_total{op=\"%s\"} %llu\n",
+                    mc__mp_type_name((uint8_t)t),
+                    (unsigned long long)atomic_load(&m->op[t].errors));
     mc__head(b, "mooncake_master_requests_total", "counter", "requests served per operation");
     for (int t = 1; t < MC_MP_TYPE_MAX_; t++)
-        mc__put(b, "mooncake_master_requests_total{op=\"%s\"} %llu\n", mc__mp_type_name((uint8_t)t),
-                (unsigned long long)atomic_load(&m->op[t].rpcs));
+        if (mc__named(t))
+            mc__put(b, "mooncake_master_requests_total{op=\"%s\"} %llu\n",
+                    mc__mp_type_name((uint8_t)t), (unsigned long long)atomic_load(&m->op[t].rpcs));
 
     mc__head(b, "mooncake_master_rpc_duration_seconds", "histogram",
              "time to serve one request, per operation");
     for (int t = 1; t < MC_MP_TYPE_MAX_; t++) {
         const char *op = mc__mp_type_name((uint8_t)t);
         uint64_t cum = 0;
+        if (!mc__named(t))
+            continue;
         for (int k = 0; k < MC__LAT_BUCKETS; k++) {
             cum += atomic_load(&m->op[t].lat_bucket[k]);
             mc__put(b, "mooncake_master_rpc_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",

@@ -6,6 +6,7 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
+#include "proto/task_proto.h"
 
 static int mc__leased(const mc__object_t *o, uint64_t now) {
     return o->lease_until > now;
@@ -47,6 +48,7 @@ int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t
     if ((o->flags & MC__OBJ_COMPLETE) || o->access_ms + discard > now)
         return 0;
     mc__shard_unlink(s, o);
+    o->flags |= MC__OBJ_DISCARDED; /* counted while it waits in the graveyard */
     atomic_fetch_add(&m->discarded_puts, 1);
     if (o->access_ms + release <= now) {
         atomic_fetch_add(&m->released_puts, 1);
@@ -400,6 +402,11 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     case MC_MP_TASK_REPORT:
         keys = 1;
         mc__op_task(m, r, out, &errors);
+        if (r->type == MC_MP_TASK_CREATE && r->task_type <= MC_TASK_MOVE) {
+            atomic_fetch_add_explicit(&m->task_creates[r->task_type], 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&m->task_create_failures[r->task_type], errors,
+                                      memory_order_relaxed);
+        }
         break;
     case MC_MP_HEARTBEAT: {
         int unknown = mc__client_touch(m, r->client_id);

@@ -339,6 +339,16 @@ static void test_discard_abandoned_put(void **state) {
     } while (v < 1 && mc__now_ms() - t0 < 3500);
     assert_int_equal(v, 1);
     assert_true(mc__now_ms() - t0 >= 1000);
+    /* the reference's names for the same: discarded, its bytes still held, not yet released */
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_discard_cnt", &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_discarded_staging_size", &v),
+                     0);
+    assert_int_equal(v, 8192);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_release_cnt", &v), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_alloc_failures_total", &v), 0);
+    assert_int_equal(v, 1);
     assert_int_equal(mc__master_client_put_end(c, "abandoned", r.version), MC_ERR_OBJECT_NOT_FOUND);
     /* ... but its space is held until the release timeout, for a writer still copying. */
     assert_true(mc__now_ms() - t0 < 4000);
@@ -351,6 +361,11 @@ static void test_discard_abandoned_put(void **state) {
     assert_int_equal(rc, 0);
     assert_true(mc__now_ms() - t0 >= 4000);
     assert_int_equal(mc__master_client_put_end(c, "other", r.version), 0);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_release_cnt", &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_discarded_staging_size", &v),
+                     0);
+    assert_int_equal(v, 0);
     assert_int_equal(mc__master_client_exist(c, "other"), 1);
     mc__master_client_close(c);
     assert_int_equal(mc_test_master_stop(&m, 0), 0);

@@ -104,6 +104,9 @@ assert store.put("prom-r", b"r" * 100, config=cfg) == 0
 assert store.remove("prom-r") == 0  # not read, so no lease holds it
 assert store.remove("prom-missing") < 0
 assert store.remove_by_regex("^prom-b") == 8
+assert store.create_copy_task("prom-missing", ["nowhere:1"])[1] < 0
+assert store.create_move_task("prom-missing", "a:1", "b:1")[1] < 0
+assert store.query_task((1, 2))[1] < 0
 result = True
 """
 
@@ -288,6 +291,11 @@ def test_counters_count_what_was_done(scraped):
     # sizes 1000..4000, 300 and 100 fall into the first bucket
     assert value(f"master_value_size_bytes_bucket{{{m},le=\"4096\"}}") == 6
     assert value(f"master_active_clients{{{m}}}") == 1
+    for kind in ("copy", "move"):
+        assert value(f"master_create_{kind}_task_requests_total{{{m}}}") == 1
+        assert value(f"master_create_{kind}_task_failures_total{{{m}}}") == 1
+    assert value(f"master_query_task_requests_total{{{m}}}") == 1
+    assert value(f"master_query_task_failures_total{{{m}}}") == 1
     assert value(f"mooncake_master_build_info{{{m}}}") == 1
     assert value(f"process_resident_memory_bytes{{{m}}}") > 1 << 20
     start = value(f"process_start_time_seconds{{{m}}}")
