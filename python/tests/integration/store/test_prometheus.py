@@ -48,6 +48,35 @@ PENDING = sorted([
 PENDING_ALERTS = ['up{job="mooncake_node"} == 0']
 
 
+# The reference master's metrics we expose, by the type we declare (docs/operations.md says why
+# some are untyped): a dashboard written for the reference finds each of them.
+_SINGLE = ["put_start", "put_end", "put_revoke", "get_replica_list", "exist_key", "remove",
+           "remove_all", "remove_by_regex", "mount_segment", "unmount_segment", "ping",
+           "query_task", "fetch_tasks", "update_task", "create_copy_task", "create_move_task"]
+_BATCH = ["put_start", "put_end", "put_revoke", "get_replica_list", "exist_key", "replica_clear"]
+REFERENCE_METRICS = {
+    "counter": [f"master_{op}_{k}_total" for op in _SINGLE for k in ("requests", "failures")]
+    + [f"master_batch_{op}_{k}_total" for op in _BATCH
+       for k in ("requests", "failures", "partial_successes", "items", "failed_items")]
+    + ["master_put_start_alloc_failures_total", "master_put_start_partial_allocations_total",
+       "mem_cache_hit_bytes_total", "master_successful_evictions_total",
+       "master_attempted_evictions_total"],
+    "gauge": ["master_allocated_bytes", "master_total_capacity_bytes", "segment_allocated_bytes",
+              "segment_total_capacity_bytes", "master_active_clients", "mem_cache_nums_",
+              "master_put_start_discarded_staging_size"],
+    "untyped": ["master_key_count", "master_soft_pin_key_count", "mem_cache_hit_nums_",
+                "valid_get_nums_", "total_get_nums_", "master_evicted_key_count",
+                "master_evicted_size_bytes", "master_successful_evictions_mem",
+                "master_attempted_evictions_mem", "master_evicted_key_count_mem",
+                "master_evicted_size_bytes_mem", "master_put_start_discard_cnt",
+                "master_put_start_release_cnt"],
+    "histogram": ["master_value_size_bytes"],
+}
+PROCESS_METRICS = {"counter": ["process_cpu_seconds_total"],
+                   "gauge": ["process_resident_memory_bytes", "process_virtual_memory_bytes",
+                             "process_start_time_seconds", "process_open_fds", "process_max_fds"]}
+
+
 def tool(name):
     path = shutil.which(name)
     if not path:
@@ -254,6 +283,17 @@ def test_promtool_check_metrics_is_clean(scraped):
     # ... and it carries what the dashboard needs: the segment's own series among them
     seg = started["mooncake_master"]["segment"]
     assert f'segment_total_capacity_bytes{{segment="{seg}"}} {32 << 20}' in text
+
+
+def test_master_declares_the_reference_metrics_and_process_metrics(scraped):
+    _, started = scraped
+    text = started["mooncake_master"]["master"].http("/metrics")
+    declared = dict(line.split()[2:4] for line in text.splitlines()
+                    if line.startswith("# TYPE "))
+    for table in (REFERENCE_METRICS, PROCESS_METRICS):
+        for kind, names in table.items():
+            for name in names:
+                assert declared.get(name) == kind, f"{name}: {declared.get(name)}, not {kind}"
 
 
 @pytest.mark.parametrize(
