@@ -242,6 +242,7 @@ uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking) {
     if (freed < target && m->cfg.allow_evict_soft_pinned_objects)
         freed += mc__evict_tier_run(m, 1, filter, target - freed, &count);
     atomic_fetch_add(&m->eviction_runs, 1);
+    atomic_fetch_add(&m->eviction_successes, count > 0);
     atomic_fetch_add(&m->evictions, count);
     atomic_fetch_add(&m->evicted_bytes, freed);
     if (count)
@@ -289,6 +290,8 @@ void mc__grave_release(mc__master_t *m, uint64_t now, int all) {
     /* Freed outside grave_mu: freeing takes the registry lock. */
     while (due) {
         mc__object_t *next = due->next;
+        if (due->flags & MC__OBJ_DISCARDED) /* not a replaced value or a moved replica */
+            atomic_fetch_add(&m->released_puts, 1);
         mc__object_destroy(m, due);
         due = next;
     }

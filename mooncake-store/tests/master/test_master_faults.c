@@ -339,6 +339,16 @@ static void test_discard_abandoned_put(void **state) {
     } while (v < 1 && mc__now_ms() - t0 < 3500);
     assert_int_equal(v, 1);
     assert_true(mc__now_ms() - t0 >= 1000);
+    /* the reference's names for the same: discarded, its bytes still held, not yet released */
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_discard_cnt", &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_discarded_staging_size", &v),
+                     0);
+    assert_int_equal(v, 8192);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_release_cnt", &v), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_alloc_failures_total", &v), 0);
+    assert_int_equal(v, 1);
     assert_int_equal(mc__master_client_put_end(c, "abandoned", r.version), MC_ERR_OBJECT_NOT_FOUND);
     /* ... but its space is held until the release timeout, for a writer still copying. */
     assert_true(mc__now_ms() - t0 < 4000);
@@ -351,6 +361,11 @@ static void test_discard_abandoned_put(void **state) {
     assert_int_equal(rc, 0);
     assert_true(mc__now_ms() - t0 >= 4000);
     assert_int_equal(mc__master_client_put_end(c, "other", r.version), 0);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_release_cnt", &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_discarded_staging_size", &v),
+                     0);
+    assert_int_equal(v, 0);
     assert_int_equal(mc__master_client_exist(c, "other"), 1);
     mc__master_client_close(c);
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
@@ -445,22 +460,32 @@ static void test_admin_http(void **state) {
         metric_value(m.metrics_port, "mooncake_master_errors_total{op=\"get_replica_list\"}", &v),
         0);
     assert_int_equal(v, 1);
-    assert_int_equal(
-        metric_value(m.metrics_port, "mooncake_master_rpc_latency_us_count{op=\"put_end\"}", &v),
-        0);
+    assert_int_equal(metric_value(m.metrics_port,
+                                  "mooncake_master_rpc_duration_seconds_count{op=\"put_end\"}", &v),
+                     0);
     assert_int_equal(v, 3);
     assert_int_equal(
         metric_value(m.metrics_port,
-                     "mooncake_master_rpc_latency_us_bucket{op=\"put_end\",le=\"+Inf\"}", &v),
+                     "mooncake_master_rpc_duration_seconds_bucket{op=\"put_end\",le=\"+Inf\"}", &v),
         0);
     assert_int_equal(v, 3);
 
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_requests_total", &v), 0);
+    assert_int_equal(v, 3);
+    assert_int_equal(metric_value(m.metrics_port, "master_key_count", &v), 0);
+    assert_int_equal(v, 3);
+
     assert_int_equal(mc_test_http_get(m.metrics_port, "/health", &body), 200);
+    assert_non_null(strstr(body, "\"status\":\"ok\""));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/metrics/summary", &body), 200);
     assert_non_null(strstr(body, "objects=3"));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/query_key?key=m1", &body), 200);
+    assert_non_null(strstr(body, "\"transport_endpoint_\":\"adm:1\""));
+    assert_non_null(strstr(body, "\"size_\":1000"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/json/query_key?key=m1", &body), 200);
     assert_non_null(strstr(body, "\"segment\":\"adm:1\""));
     assert_non_null(strstr(body, "\"size\":1000"));
     mc__free(body);
@@ -474,14 +499,61 @@ static void test_admin_http(void **state) {
     assert_non_null(strstr(body, "OBJECT_NOT_FOUND"));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_keys", &body), 200);
+    assert_non_null(strstr(body, "m2\n"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/json/get_all_keys", &body), 200);
     assert_non_null(strstr(body, "\"m2\""));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/query_segment?segment=adm:1", &body), 200);
+    assert_non_null(strstr(body, "Used(bytes): 3072\n"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/json/query_segment?segment=adm:1", &body),
+                     200);
     assert_non_null(strstr(body, "\"used\":3072"));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/query_segment?segment=zzz", &body), 404);
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/nothing/here", &body), 404);
+    mc__free(body);
+    /* A put still being written is not readable yet: the reference's REPLICA_IS_NOT_READY. */
+    assert_int_equal(mc__master_client_put_start(c, "pending", 1000, NULL, &r), 0);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/query_key?key=pending", &body), 404);
+    assert_non_null(strstr(body, "\"error_code\":-703"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/batch_query_keys?keys=pending", &body),
+                     200);
+    assert_non_null(strstr(body, "REPLICA_IS_NOT_READY"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_keys", &body), 200);
+    assert_null(strstr(body, "pending"));
+    mc__free(body);
+    /* A segment name the exposition must escape: quote, backslash, newline. */
+    assert_int_equal(mc__master_client_mount_segment(c, "q\"\\\nx", 0x9000000, 1 << 20), 0);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/metrics", &body), 200);
+    assert_non_null(
+        strstr(body, "\nsegment_total_capacity_bytes{segment=\"q\\\"\\\\\\\\x0ax\"} 1048576\n"));
+    assert_non_null(strstr(body, "\nsegment_total_capacity_bytes{segment=\"adm:1\"} 1048576\n"));
+    mc__free(body);
+    {
+        /* the longest name, no byte of it UTF-8: 2040 characters of label, still one line */
+        char name[256], *want = mc__malloc(4096);
+        size_t o = 0;
+        memset(name, 0xff, 255);
+        name[255] = '\0';
+        assert_non_null(want);
+        o += (size_t)sprintf(want, "\nsegment_allocated_bytes{segment=\"");
+        for (int i = 0; i < 255; i++)
+            o += (size_t)sprintf(want + o, "\\\\xff");
+        sprintf(want + o, "\"} 0\n");
+        assert_int_equal(mc__master_client_mount_segment(c, name, 0xa000000, 1 << 20), 0);
+        assert_int_equal(mc_test_http_get(m.metrics_port, "/metrics", &body), 200);
+        assert_non_null(strstr(body, want));
+        mc__free(want);
+    }
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_segments", &body), 200);
+    assert_non_null(strstr(body, "adm:1\n"));
+    assert_non_null(strstr(body, "q\"\\\\x0ax\n")); /* one line: the newline is written \x0a */
     mc__free(body);
 
     /* The embedded TE metadata store. */
