@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "master/master_internal.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
@@ -334,6 +335,7 @@ void *mc__monitor_main(void *arg) {
         mc__discard_stale_puts(m, now);
         mc__grave_release(m, now, 0);
         mc__tasks_expire(m, now);
+        mc__persist_commit(m); /* what this pass freed and removed */
         /* Background eviction scans every object; when nothing is evictable (all leased) that
          * scan must not run back to back. */
         if ((evict ||

@@ -3,8 +3,10 @@
 #include <string.h>
 
 #include "master/master_internal.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/http.h"
+#include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
@@ -27,6 +29,7 @@ void mc__master_config_defaults(mc__master_config_t *c) {
     /* Clients heartbeat every second, so only abandoned connections ever sit idle this long. */
     c->rpc_idle_timeout_s = 300;
     c->rpc_max_conns_per_peer = 1024;
+    c->restore_metadata = 1;
 }
 
 static int mc__bad(char *err, size_t cap, const char *what) {
@@ -104,6 +107,15 @@ int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
         if (rc)
             goto out;
     }
+    atomic_store(&m->next_serial, 1); /* 0 names no segment in the log */
+    if (cfg->metadata_dir && *cfg->metadata_dir) {
+        char err[512];
+        rc = mc__persist_open(m, cfg->metadata_dir, cfg->restore_metadata, err, sizeof(err));
+        if (rc) {
+            MC_ERROR("master: metadata log in %s: %s", cfg->metadata_dir, err);
+            goto out;
+        }
+    }
     if (pthread_create(&m->monitor, NULL, mc__monitor_main, m) != 0) {
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
@@ -146,6 +158,8 @@ void mc__master_stop(mc__master_t *m) {
         pthread_mutex_unlock(&m->mon_mu);
         pthread_join(m->monitor, NULL);
     }
+    /* The log is closed before the state is torn down: a stop is not a removal of everything. */
+    mc__persist_close(m);
     mc__tasks_destroy(m);
     for (int i = 0; i < MC__SHARDS; i++)
         mc__shard_destroy(m, &m->shards[i]);

@@ -30,6 +30,9 @@ typedef struct mc__master_config {
     int64_t rpc_max_conns_per_peer;  /* RPC connections from one address (0: no limit) */
     const char *cluster_secret_file; /* NULL: MC_CLUSTER_SECRET(_FILE) from the environment */
     int enable_metric_reporting;     /* log a one-line summary periodically */
+    /* A directory for the metadata log (persist.h): NULL or "" keeps metadata in memory only. */
+    const char *metadata_dir;
+    int restore_metadata; /* replay metadata_dir's log at start (else start empty) */
 } mc__master_config_t;
 
 void mc__master_config_defaults(mc__master_config_t *c);

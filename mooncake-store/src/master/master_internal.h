@@ -60,6 +60,7 @@ typedef struct mc__shard {
 
 typedef struct mc__segment {
     pthread_mutex_t mu;
+    uint64_t serial; /* names it in the metadata log (persist.h); never reused in a log */
     char name[MC_MP_MAX_SEGMENT_NAME + 1];
     uint32_t name_len;
     uint64_t base, size;
@@ -92,6 +93,7 @@ typedef struct mc__op_stats {
 } mc__op_stats_t;
 
 typedef struct mc__rpc_server mc__rpc_server_t;
+typedef struct mc__persist mc__persist_t;
 typedef struct mc_http_server mc_http_server_t;
 
 struct mc__master {
@@ -151,6 +153,8 @@ struct mc__master {
     int stopping;
     int evict_wanted;
 
+    mc__persist_t *persist;       /* the local metadata log, or NULL (persist.h) */
+    _Atomic uint64_t next_serial; /* segments' log serials */
     mc__rpc_server_t *rpc;
     mc_http_server_t *admin;
     void *meta_store;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "master/master_internal.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
@@ -102,6 +103,7 @@ void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint6
     atomic_fetch_add(&m->n_objects, 1);
     atomic_fetch_add(&m->object_bytes, (int64_t)o->size);
     mc__value_size_record(m, o->size);
+    mc__persist_obj_set(m, o);
 }
 
 static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
@@ -429,6 +431,8 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     }
     if (out->failed)
         rc = MC_ERR_MEMORY;
+    /* Nothing is acknowledged before what it changed is on disk (when a log is kept). */
+    mc__persist_commit(m);
     mc__op_record(m, r->type, keys, errors, mc__now_ns() - t0);
     return rc;
 }

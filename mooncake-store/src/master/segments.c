@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "master/master_internal.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
@@ -134,7 +135,9 @@ again:
     seg->size = size;
     seg->epoch = epoch;
     memcpy(seg->owner, client, MC_MP_CLIENT_ID_LEN);
+    seg->serial = atomic_fetch_add(&m->next_serial, 1);
     m->slots[slot] = seg;
+    mc__persist_seg_mount(m, seg);
     atomic_fetch_add(&m->n_segments, 1);
     atomic_fetch_add(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
     atomic_fetch_add(&m->view_version, 1);
@@ -189,6 +192,7 @@ static void mc__segment_drop(mc__master_t *m, uint32_t slot) {
     pthread_rwlock_wrlock(&m->registry);
     seg = m->slots[slot];
     m->slots[slot] = NULL;
+    mc__persist_seg_drop(m, seg);
     if (atomic_exchange(&seg->unreachable, 0))
         atomic_fetch_sub(&m->n_unreachable, 1);
     atomic_fetch_sub(&m->n_segments, 1);
@@ -420,6 +424,7 @@ static int mc__try_alloc(mc__master_t *m, uint32_t slot, uint64_t len, mc__repli
     if (h == MC_SEG_NIL)
         return 0;
     atomic_fetch_add(&m->used_bytes, (int64_t)mc__seg_round(len));
+    mc__persist_alloc(m, s, off, mc__seg_round(len));
     r->seg = slot;
     r->block = h;
     r->off = off;

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "master/master_internal.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
@@ -162,8 +163,10 @@ static int32_t mc__task_check_new(mc__master_t *m, const mc__mp_request_t *r, mc
     pthread_rwlock_unlock(&m->registry);
     if (need == 0) {
         /* Every target holds a replica already: a copy is done, a move only drops its source. */
-        if (t->type == MC_TASK_MOVE)
+        if (t->type == MC_TASK_MOVE) {
             mc__detach_replica(m, o, (uint8_t)src, mc__now_ms());
+            mc__persist_obj_set(m, o);
+        }
         mc__task_set(t, MC_TASK_SUCCESS, "every target already held a replica");
     }
 out:
@@ -289,8 +292,10 @@ static int mc__task_start(mc__master_t *m, mc__task_t *t, mc__task_work_t *w) {
         n_new++;
     }
     if (n_new == 0) {
-        if (t->type == MC_TASK_MOVE)
+        if (t->type == MC_TASK_MOVE) {
             mc__detach_replica(m, o, (uint8_t)src, mc__now_ms());
+            mc__persist_obj_set(m, o);
+        }
         mc__task_set(t, MC_TASK_SUCCESS, "every target already held a replica");
         goto out;
     }
@@ -387,6 +392,7 @@ static void mc__task_publish(mc__master_t *m, mc__task_t *t) {
         t->pending = NULL;
         if (t->type == MC_TASK_MOVE)
             mc__detach_replica(m, o, (uint8_t)src, mc__now_ms());
+        mc__persist_obj_set(m, o);
         mc__task_set(t, MC_TASK_SUCCESS, "");
     }
     pthread_mutex_unlock(&s->mu);
