@@ -157,7 +157,7 @@ def frame_header_dict():
 # --- master RPC ---------------------------------------------------------------------------------
 (MOUNT, UNMOUNT, PUT_START, PUT_END, PUT_REVOKE, GET_REPLICA_LIST, EXIST, REMOVE, REMOVE_ALL,
  HEARTBEAT, SEGMENT_UNREACHABLE, UPSERT_START, UPSERT_END, UPSERT_REVOKE,
- REPLICA_CLEAR) = range(1, 16)
+ REPLICA_CLEAR, UNREGISTER_CLIENT) = range(1, 17)
 CLIENT_ID = bytes(range(0x10, 0x20))
 
 
@@ -214,7 +214,9 @@ def master_rpc_seeds():
         "heartbeat_old": req(HEARTBEAT, b""),
         "segment_unreachable": req(SEGMENT_UNREACHABLE, keys(seg)),
         "trailing_byte": req(PUT_END, versioned(("k", 1)) + b"\x00"),
-        "unknown_type": frame(16, CLIENT_ID),
+        "unregister_client": req(UNREGISTER_CLIENT, b""),
+        "unregister_trailing": req(UNREGISTER_CLIENT, u32(0)),
+        "unknown_type": frame(99, CLIENT_ID),
         "reply_codes": rep(PUT_END, u32(2) + i32(0) + i32(-704)),
         "reply_codes_one": rep(EXIST, u32(1) + i32(1)),
         "reply_replicas": rep(GET_REPLICA_LIST, u32(1) + key_replicas(

@@ -75,6 +75,9 @@ static void mc__metrics(mc__master_t *m, mc_buf_t *b) {
     mc__counter(b, "mooncake_master_expired_clients_total",
                 "clients expired after client_ttl without heartbeat",
                 (unsigned long long)atomic_load(&m->expired_clients));
+    mc__counter(b, "mooncake_master_left_clients_total",
+                "clients that unregistered on a clean close",
+                (unsigned long long)atomic_load(&m->left_clients));
 
     n = snprintf(line, sizeof(line),
                  "# HELP mooncake_master_ops_total keys processed per operation\n"

@@ -117,7 +117,7 @@ struct mc__master {
     _Atomic int64_t capacity_bytes;
     _Atomic int64_t used_bytes;
     _Atomic uint64_t evictions, evicted_bytes, eviction_runs;
-    _Atomic uint64_t discarded_puts, expired_clients;
+    _Atomic uint64_t discarded_puts, expired_clients, left_clients;
     mc__op_stats_t op[MC_MP_TYPE_MAX_];
 
     pthread_t monitor;
@@ -217,6 +217,10 @@ int32_t mc__segment_unreachable(mc__master_t *m, const mc__mp_str_t *name);
 /* The owner is alive (it heartbeats): its segments take placements again. */
 void mc__segments_reachable(mc__master_t *m, const uint8_t *client);
 void mc__clients_expire(mc__master_t *m, uint64_t now);
+/* A clean leave: forgets the client and unmounts its segments now (objects on them handled as an
+ * expiry handles them), counted in left_clients, never as expired. Returns 1 when it was known;
+ * an unknown or repeated leave is harmless. */
+int mc__client_unregister(mc__master_t *m, const uint8_t *id);
 
 /* evict.c */
 /* Frees at least need bytes (and eviction_ratio of capacity). Returns bytes freed. With fit > 0

@@ -345,6 +345,11 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     uint32_t keys = r->n_keys;
     int rc = 0;
     switch (r->type) {
+    case MC_MP_UNREGISTER_CLIENT:
+        keys = 1;
+        mc__client_unregister(m, r->client_id);
+        rc = mc__mp_encode_empty_reply(out, r->type, r->request_id);
+        break;
     case MC_MP_MOUNT_SEGMENT:
     case MC_MP_UNMOUNT_SEGMENT:
         keys = 1;

@@ -42,6 +42,8 @@ const char *mc__mp_type_name(uint8_t type) {
         return "upsert_revoke";
     case MC_MP_REPLICA_CLEAR:
         return "replica_clear";
+    case MC_MP_UNREGISTER_CLIENT:
+        return "unregister_client";
     default:
         return "unknown";
     }
@@ -49,7 +51,7 @@ const char *mc__mp_type_name(uint8_t type) {
 
 static int mc__mp_has_keys(uint8_t type) {
     return type != MC_MP_MOUNT_SEGMENT && type != MC_MP_UNMOUNT_SEGMENT &&
-           type != MC_MP_REMOVE_ALL && type != MC_MP_HEARTBEAT;
+           type != MC_MP_REMOVE_ALL && type != MC_MP_HEARTBEAT && type != MC_MP_UNREGISTER_CLIENT;
 }
 
 /* Types whose keys each carry a u64 (a length or a version), and those with a config. */
@@ -109,6 +111,8 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
     case MC_MP_HEARTBEAT:
         mc__buf_u32(b, r->n_mounted);
         break;
+    case MC_MP_UNREGISTER_CLIENT:
+        break; /* the client id says it all */
     default:
         if (r->type == MC_MP_REMOVE)
             mc__buf_u8(b, r->force ? 1 : 0);
@@ -243,6 +247,8 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
         if (mc__cur_left(&cur) != 0 && mc__cur_u32(&cur, &out->n_mounted))
             rc = MC_ERR_INVALID_PARAMS;
         break;
+    case MC_MP_UNREGISTER_CLIENT:
+        break; /* trailing bytes are refused below */
     default:
         if ((h->type == MC_MP_REMOVE && mc__cur_u8(&cur, &out->force)) ||
             (h->type == MC_MP_REPLICA_CLEAR &&
