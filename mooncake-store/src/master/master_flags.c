@@ -183,7 +183,6 @@ void mc__master_opts_init(mc__master_opts_t *o) {
     o->default_kv_lease_ttl_ms = (uint64_t)c->default_kv_lease_ttl_ms;
     o->default_kv_soft_pin_ttl_ms = (uint64_t)c->default_kv_soft_pin_ttl_ms;
     o->max_kv_soft_pin_ttl_ms = (uint64_t)c->max_kv_soft_pin_ttl_ms;
-    o->client_live_ttl_sec = -1;
     o->rpc_interface = "";
 #define F(name, type, ptr, help) o->table[n++] = (mc_flag_t){name, type, ptr, help}
     F("rpc_port", MC_FLAG_INT, &o->rpc_port, "RPC port; 0 = use --port");
@@ -269,8 +268,6 @@ static const char *mc__file_alias(const char *key) {
 }
 
 static const mc_flag_t *mc__find(const mc__master_opts_t *o, const char *key) {
-    if (!strcmp(key, "client_live_ttl_sec"))
-        return NULL; /* handled by the caller: it is the file's spelling only */
     key = mc__file_alias(key);
     for (size_t i = 0; i < o->n; i++)
         if (!strcmp(o->table[i].name, key))
@@ -357,12 +354,6 @@ static int mc__load_json(mc__master_opts_t *o, const char *path, char *text, cha
     o->doc_ = doc;
     cJSON_ArrayForEach(it, doc) {
         const mc_flag_t *fl = NULL;
-        if (!strcmp(it->string, "client_live_ttl_sec")) {
-            mc_flag_t alias = {"client_live_ttl_sec", MC_FLAG_INT, &o->client_live_ttl_sec, NULL};
-            if (mc__apply_json(&alias, it, it->string, err, cap))
-                return -1;
-            continue;
-        }
         fl = mc__find(o, it->string);
         if (!fl || !strcmp(it->string, "config_path")) {
             mc__note_unknown(o, path, it->string, 0);
@@ -387,8 +378,7 @@ typedef struct mc__yaml_ctx {
 
 static int mc__yaml_pair(void *arg, const mc__yaml_pair_t *p) {
     mc__yaml_ctx_t *y = arg;
-    mc_flag_t alias = {"client_live_ttl_sec", MC_FLAG_INT, &y->o->client_live_ttl_sec, NULL};
-    const mc_flag_t *fl = !strcmp(p->key, "client_live_ttl_sec") ? &alias : mc__find(y->o, p->key);
+    const mc_flag_t *fl = mc__find(y->o, p->key);
     int rc = 0;
     if (!fl || !strcmp(p->key, "config_path")) {
         mc__note_unknown(y->o, y->path, p->key, p->line);
@@ -621,8 +611,6 @@ int mc__master_opts_finish(mc__master_opts_t *o, char *err, size_t cap) {
         return mc__fail(err, cap, "--rpc_conn_timeout_seconds must be in 0..86400");
     if (o->rpc_conn_timeout_seconds > 0)
         c->rpc_idle_timeout_s = o->rpc_conn_timeout_seconds;
-    if (o->client_live_ttl_sec >= 0)
-        c->client_ttl_s = o->client_live_ttl_sec;
     if (o->rpc_interface && o->rpc_interface[0]) {
         if (mc__iface_ipv4(o->rpc_interface, o->rpc_interface_addr,
                            sizeof(o->rpc_interface_addr)) != 0)

@@ -31,7 +31,6 @@ typedef struct mc__master_opts {
     int64_t rpc_port;    /* > 0 wins over port */
     int64_t max_threads; /* rpc_thread_num 0: min(max_threads, CPUs) */
     uint64_t default_kv_lease_ttl_ms, default_kv_soft_pin_ttl_ms, max_kv_soft_pin_ttl_ms;
-    int64_t client_live_ttl_sec; /* the file's name for client_ttl; -1 unset */
     int64_t rpc_conn_timeout_seconds;
     const char *rpc_interface;
     char rpc_interface_addr[64];
