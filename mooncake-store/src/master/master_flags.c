@@ -243,10 +243,13 @@ void mc__master_opts_init(mc__master_opts_t *o) {
     for (size_t k = 0; k < MC__N_COMPAT; k++) {
         const mc__compat_flag_t *cf = &mc__compat[k];
         mc__compat_parse(cf, cf->def, &o->compat[k]);
-        o->table[n++] = (mc_flag_t){cf->name, cf->type, mc__compat_ptr(&o->compat[k], cf->type),
-                                    cf->feature ? "not supported: refused when it turns the "
-                                                  "feature on"
-                                                : "accepted for compatibility, no effect"};
+        if (cf->feature)
+            snprintf(o->help_[k], sizeof(o->help_[k]), "not supported: %s; refused when on",
+                     cf->feature);
+        else
+            snprintf(o->help_[k], sizeof(o->help_[k]), "accepted, no effect here");
+        o->table[n++] =
+            (mc_flag_t){cf->name, cf->type, mc__compat_ptr(&o->compat[k], cf->type), o->help_[k]};
     }
     o->n = n;
 }

@@ -36,6 +36,7 @@ typedef struct mc__master_opts {
     char rpc_interface_addr[64];
     mc__master_compat_val_t compat[MC__MASTER_MAX_FLAGS];
     mc_flag_t table[MC__MASTER_MAX_FLAGS];
+    char help_[MC__MASTER_MAX_FLAGS][96]; /* --help text of the flags above that have none */
     size_t n;
     FILE *warn;  /* where notes go (unknown keys, flags with no effect); NULL: nowhere */
     void *doc_;  /* the parsed config file, which string values point into */
