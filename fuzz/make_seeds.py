@@ -158,7 +158,9 @@ def frame_header_dict():
 (MOUNT, UNMOUNT, PUT_START, PUT_END, PUT_REVOKE, GET_REPLICA_LIST, EXIST, REMOVE, REMOVE_ALL,
  HEARTBEAT, SEGMENT_UNREACHABLE, UPSERT_START, UPSERT_END, UPSERT_REVOKE,
  REPLICA_CLEAR, UNREGISTER_CLIENT) = range(1, 17)
+TASK_CREATE, TASK_QUERY, TASK_FETCH, TASK_REPORT = range(17, 21)
 CLIENT_ID = bytes(range(0x10, 0x20))
+TASK_ID = bytes(range(0xA0, 0xB0))
 
 
 def keys(*ks):
@@ -213,6 +215,22 @@ def master_rpc_seeds():
         "heartbeat": req(HEARTBEAT, u32(2)),
         "heartbeat_old": req(HEARTBEAT, b""),
         "segment_unreachable": req(SEGMENT_UNREACHABLE, keys(seg)),
+        "task_copy": req(TASK_CREATE, u8(0) + s("key-a") + s("") + u32(2) + s(seg) +
+                         s("127.0.0.1:15002")),
+        "task_move": req(TASK_CREATE, u8(1) + s("key-a") + s(seg) + u32(1) + s("127.0.0.1:15002")),
+        "task_bad_type": req(TASK_CREATE, u8(7) + s("key-a") + s("") + u32(1) + s(seg)),
+        "task_no_targets": req(TASK_CREATE, u8(0) + s("key-a") + s("") + u32(0)),
+        "task_query": req(TASK_QUERY, TASK_ID),
+        "task_query_short": req(TASK_QUERY, TASK_ID[:8]),
+        "task_fetch": req(TASK_FETCH, u32(4)),
+        "task_fetch_zero": req(TASK_FETCH, u32(0)),
+        "task_report": req(TASK_REPORT, TASK_ID + i32(-800) + s("transfer failed")),
+        "reply_task_id": rep(TASK_CREATE, TASK_ID),
+        "reply_task_query": rep(TASK_QUERY, u8(0) + u8(3) + u64(1700000000000) +
+                                u64(1700000000100) + CLIENT_ID + s("")),
+        "reply_task_fetch": rep(TASK_FETCH, u32(1) + TASK_ID + u8(1) + s("key-a") + u64(4096) +
+                                s(seg) + u64(0x7F0000001000) + u64(5) + u32(1) +
+                                s("127.0.0.1:15002") + u64(0x7F0000009000) + u64(9)),
         "trailing_byte": req(PUT_END, versioned(("k", 1)) + b"\x00"),
         "unregister_client": req(UNREGISTER_CLIENT, b""),
         "unregister_trailing": req(UNREGISTER_CLIENT, u32(0)),
@@ -251,7 +269,7 @@ def master_rpc_dict():
         ("code_not_found", i32(-704)),
         ("segment", s("127.0.0.1:15001")),
     ]
-    return d + [("type_%d" % t, bytes([t])) for t in range(1, 13)]
+    return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 21))]
 
 
 # --- segment descriptors (JSON) -----------------------------------------------------------------

@@ -330,6 +330,7 @@ void *mc__monitor_main(void *arg) {
         mc__clients_expire(m, now);
         mc__discard_stale_puts(m, now);
         mc__grave_release(m, now, 0);
+        mc__tasks_expire(m, now);
         /* Background eviction scans every object; when nothing is evictable (all leased) that
          * scan must not run back to back. */
         if ((evict ||

@@ -103,6 +103,7 @@ int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
     pthread_mutex_init(&m->evict_mu, NULL);
     pthread_mutex_init(&m->mon_mu, NULL);
     pthread_cond_init(&m->mon_cv, NULL);
+    pthread_mutex_init(&m->tasks_mu, NULL);
     for (int i = 0; i < MC__SHARDS; i++) {
         rc = mc__shard_init(&m->shards[i]);
         if (rc)
@@ -150,6 +151,7 @@ void mc__master_stop(mc__master_t *m) {
         pthread_mutex_unlock(&m->mon_mu);
         pthread_join(m->monitor, NULL);
     }
+    mc__tasks_destroy(m);
     for (int i = 0; i < MC__SHARDS; i++)
         mc__shard_destroy(m, &m->shards[i]);
     while (m->grave) {
@@ -163,6 +165,7 @@ void mc__master_stop(mc__master_t *m) {
     pthread_mutex_destroy(&m->clients_mu);
     pthread_mutex_destroy(&m->grave_mu);
     pthread_mutex_destroy(&m->evict_mu);
+    pthread_mutex_destroy(&m->tasks_mu);
     pthread_mutex_destroy(&m->mon_mu);
     pthread_cond_destroy(&m->mon_cv);
     mc__free(m);

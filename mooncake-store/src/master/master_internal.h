@@ -1,7 +1,7 @@
 /* Master state shared by its files (objects, segments, clients, metrics).
  *
- * Lock order, never reversed: placement (rw) -> shard -> registry (rw) -> segment; the client
- * table, graveyard and eviction locks are leaves or taken with nothing else held. */
+ * Lock order, never reversed: tasks -> placement (rw) -> shard -> registry (rw) -> segment; the
+ * client table, graveyard and eviction locks are leaves or taken with nothing else held. */
 #ifndef MC_STORE_MASTER_INTERNAL_H
 #define MC_STORE_MASTER_INTERNAL_H
 #include <pthread.h>
@@ -27,7 +27,9 @@ typedef struct mc__replica {
 } mc__replica_t;
 
 /* One object, one allocation: a 56-byte header, the key (padded to 8), then 16 bytes per
- * replica. Replicas only ever shrink (segment lost, replica cleared), so the layout never moves.
+ * replica. Replicas shrink in place (segment lost, replica cleared); a copy task that adds some
+ * swaps in a bigger record (mc__object_grow) under the shard lock, and no pointer to an object
+ * is kept across that lock.
  * An upsert of an existing key writes a shadow object first: its key is the object's key plus
  * MC__SHADOW_SUFFIX (no client key holds a NUL), its hash the object's, so both share a shard. */
 typedef struct mc__object {
@@ -110,6 +112,12 @@ struct mc__master {
 
     pthread_mutex_t evict_mu;
 
+    /* Replica copy / move tasks (tasks.c). */
+    pthread_mutex_t tasks_mu;
+    struct mc__task **tasks;
+    size_t n_tasks, cap_tasks;
+    uint64_t tasks_checked_ms;
+
     /* gauges and counters */
     _Atomic int64_t n_objects;    /* complete objects */
     _Atomic int64_t object_bytes; /* their sizes */
@@ -148,6 +156,10 @@ mc__object_t *mc__shard_find(mc__shard_t *s, uint32_t hash, const uint8_t *key, 
 void mc__shard_insert(mc__shard_t *s, mc__object_t *o);
 void mc__shard_unlink(mc__shard_t *s, mc__object_t *o);
 mc__object_t *mc__object_new(const uint8_t *key, uint32_t len, uint32_t hash, uint8_t n_replicas);
+/* With the shard locked: replaces o (in its chain) by a copy with n_add more replicas, which
+ * it returns; o is freed. NULL (o untouched) when memory runs out. */
+mc__object_t *mc__object_grow(mc__shard_t *s, mc__object_t *o, const mc__replica_t *add,
+                              uint8_t n_add);
 /* Frees the replicas' space (shard lock may be held) and the record. Updates gauges. */
 void mc__object_destroy(mc__master_t *m, mc__object_t *o);
 void mc__free_replica(mc__master_t *m, const mc__replica_t *r);
@@ -216,6 +228,17 @@ uint32_t mc__segments_of(mc__master_t *m, const uint8_t *client); /* live segmen
 int32_t mc__segment_unreachable(mc__master_t *m, const mc__mp_str_t *name);
 /* The owner is alive (it heartbeats): its segments take placements again. */
 void mc__segments_reachable(mc__master_t *m, const uint8_t *client);
+/* 1 when slot holds a live segment (owned by client): registry read lock taken inside. */
+int mc__segment_owned_by(mc__master_t *m, uint32_t slot, const uint8_t *client);
+int mc__segment_live(mc__master_t *m, uint32_t slot);
+/* 1 when a live segment is named name (its owner copied to owner, may be NULL). */
+int mc__segment_named(mc__master_t *m, const mc__mp_str_t *name, uint8_t *owner);
+/* 1 when slot's segment (live or dying) is named name. */
+int mc__slot_named(mc__master_t *m, uint32_t slot, const mc__mp_str_t *name);
+/* Places one replica of len bytes on a live segment named name, in none of avoid's slots:
+ * 0, or NO_AVAILABLE_HANDLE. Caller holds placement (read). */
+int mc__place_on(mc__master_t *m, uint64_t len, const mc__mp_str_t *name,
+                 const mc__replica_t *avoid, int n_avoid, mc__replica_t *out);
 void mc__clients_expire(mc__master_t *m, uint64_t now);
 /* A clean leave: forgets the client and unmounts its segments now (objects on them handled as an
  * expiry handles them), counted in left_clients, never as expired. Returns 1 when it was known;
@@ -230,6 +253,15 @@ uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking);
 void mc__discard_stale_puts(mc__master_t *m, uint64_t now);
 void mc__grave_release(mc__master_t *m, uint64_t now, int all);
 void *mc__monitor_main(void *arg);
+
+/* tasks.c: the TASK_* requests (reply written to out), and the monitor's and a segment drop's
+ * part in them. */
+void mc__op_task(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *errors);
+/* Fails tasks whose client never fetched them or never reported, once a second. */
+void mc__tasks_expire(mc__master_t *m, uint64_t now);
+/* Forgets the reserved replicas that lie in slot (its segment goes away). */
+void mc__tasks_drop_slot(mc__master_t *m, uint32_t slot);
+void mc__tasks_destroy(mc__master_t *m);
 
 /* rpc_server.c */
 int mc__rpc_server_start(mc__master_t *m, const char *host, uint16_t port, mc__rpc_server_t **out);

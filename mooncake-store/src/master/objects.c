@@ -163,3 +163,21 @@ void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg) {
         pthread_mutex_unlock(&s->mu);
     }
 }
+
+mc__object_t *mc__object_grow(mc__shard_t *s, mc__object_t *o, const mc__replica_t *add,
+                              uint8_t n_add) {
+    size_t key_space = ((size_t)o->key_len + 7u) & ~(size_t)7u;
+    size_t old_size = sizeof(*o) + key_space + (size_t)o->n_replicas * sizeof(mc__replica_t);
+    mc__object_t *g = mc__malloc(old_size + (size_t)n_add * sizeof(mc__replica_t));
+    mc__object_t **pp = &s->buckets[o->hash & s->mask];
+    if (!g)
+        return NULL;
+    memcpy(g, o, old_size);
+    memcpy(mc__obj_reps(g) + o->n_replicas, add, (size_t)n_add * sizeof(*add));
+    g->n_replicas = (uint8_t)(o->n_replicas + n_add);
+    while (*pp != o)
+        pp = &(*pp)->next;
+    *pp = g; /* g->next is o->next: the chain is as it was, with g in o's place */
+    mc__free(o);
+    return g;
+}

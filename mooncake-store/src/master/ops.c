@@ -385,6 +385,13 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
         keys = 1;
         rc = mc__op_remove_all(m, r, out);
         break;
+    case MC_MP_TASK_CREATE:
+    case MC_MP_TASK_QUERY:
+    case MC_MP_TASK_FETCH:
+    case MC_MP_TASK_REPORT:
+        keys = 1;
+        mc__op_task(m, r, out, &errors);
+        break;
     case MC_MP_HEARTBEAT: {
         int unknown = mc__client_touch(m, r->client_id);
         mc__segments_reachable(m, r->client_id);

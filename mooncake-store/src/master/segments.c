@@ -184,6 +184,7 @@ static void mc__segment_drop(mc__master_t *m, uint32_t slot) {
         }
     }
     pthread_mutex_unlock(&m->grave_mu);
+    mc__tasks_drop_slot(m, slot);
     /* 3. Forget it. */
     pthread_rwlock_wrlock(&m->registry);
     seg = m->slots[slot];
@@ -372,6 +373,47 @@ uint32_t mc__segment_name(mc__master_t *m, uint32_t slot, char *out, uint64_t *b
     return n;
 }
 
+int mc__segment_owned_by(mc__master_t *m, uint32_t slot, const uint8_t *client) {
+    int yes;
+    pthread_rwlock_rdlock(&m->registry);
+    yes = slot < m->n_slots && m->slots[slot] && !m->slots[slot]->dying &&
+          memcmp(m->slots[slot]->owner, client, MC_MP_CLIENT_ID_LEN) == 0;
+    pthread_rwlock_unlock(&m->registry);
+    return yes;
+}
+
+int mc__segment_live(mc__master_t *m, uint32_t slot) {
+    int yes;
+    pthread_rwlock_rdlock(&m->registry);
+    yes = slot < m->n_slots && m->slots[slot] && !m->slots[slot]->dying;
+    pthread_rwlock_unlock(&m->registry);
+    return yes;
+}
+
+int mc__segment_named(mc__master_t *m, const mc__mp_str_t *name, uint8_t *owner) {
+    int found = 0;
+    pthread_rwlock_rdlock(&m->registry);
+    for (uint32_t i = 0; i < m->n_slots && !found; i++) {
+        const mc__segment_t *s = m->slots[i];
+        if (s && !s->dying && s->name_len == name->len && !memcmp(s->name, name->p, name->len)) {
+            found = 1;
+            if (owner)
+                memcpy(owner, s->owner, MC_MP_CLIENT_ID_LEN);
+        }
+    }
+    pthread_rwlock_unlock(&m->registry);
+    return found;
+}
+
+int mc__slot_named(mc__master_t *m, uint32_t slot, const mc__mp_str_t *name) {
+    int yes;
+    pthread_rwlock_rdlock(&m->registry);
+    yes = slot < m->n_slots && m->slots[slot] && m->slots[slot]->name_len == name->len &&
+          !memcmp(m->slots[slot]->name, name->p, name->len);
+    pthread_rwlock_unlock(&m->registry);
+    return yes;
+}
+
 /* --- placement --- */
 
 static int mc__name_used(mc__master_t *m, const mc__replica_t *out, int n, const mc__segment_t *s) {
@@ -444,4 +486,20 @@ int mc__place(mc__master_t *m, uint64_t len, const mc__replicate_config_t *cfg,
 out:
     pthread_rwlock_unlock(&m->registry);
     return n > 0 ? n : MC_ERR_NO_AVAILABLE_HANDLE;
+}
+
+int mc__place_on(mc__master_t *m, uint64_t len, const mc__mp_str_t *name,
+                 const mc__replica_t *avoid, int n_avoid, mc__replica_t *out) {
+    int placed = 0;
+    pthread_rwlock_rdlock(&m->registry);
+    for (uint32_t slot = 0; slot < m->n_slots && !placed; slot++) {
+        mc__segment_t *s = m->slots[slot];
+        if (!s || s->dying || atomic_load_explicit(&s->unreachable, memory_order_relaxed) ||
+            s->name_len != name->len || memcmp(s->name, name->p, name->len) != 0 ||
+            s->alloc.total_bytes < len || mc__slot_used(avoid, n_avoid, slot))
+            continue;
+        placed = mc__try_alloc(m, slot, len, out);
+    }
+    pthread_rwlock_unlock(&m->registry);
+    return placed ? 0 : MC_ERR_NO_AVAILABLE_HANDLE;
 }

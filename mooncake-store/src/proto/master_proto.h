@@ -93,8 +93,14 @@ enum mc__mp_type {
     MC_MP_REPLICA_CLEAR = 15,
     /* A client that closes cleanly says so: it is not counted or logged as expired. */
     MC_MP_UNREGISTER_CLIENT = 16,
-    /* 17..20 are reserved (master-driven copy / move tasks). */
-    MC_MP_TYPE_MAX_ = 17
+    /* Master-driven replica tasks (task_proto.h): any client creates and queries them; the
+     * client that owns the source replica fetches its tasks with its heartbeats, moves the
+     * bytes and reports. */
+    MC_MP_TASK_CREATE = 17,
+    MC_MP_TASK_QUERY = 18,
+    MC_MP_TASK_FETCH = 19,
+    MC_MP_TASK_REPORT = 20,
+    MC_MP_TYPE_MAX_ = 21
 };
 
 /* Heartbeat status. NEED_REMOUNT: the master holds fewer segments of this client than the client
@@ -146,6 +152,17 @@ typedef struct mc__mp_request {
     uint64_t epoch;                /* MOUNT */
     uint8_t mount_flags;           /* MOUNT: MC_MP_MOUNT_F_* */
     uint32_t n_mounted;            /* HEARTBEAT; MC_MP_MOUNTS_UNKNOWN when the peer sent none */
+    /* Tasks (task_proto.h). CREATE: task_type, object_key, segment_name (the move's source;
+     * empty for a copy), targets. QUERY and REPORT: task_id; REPORT: task_code, message.
+     * FETCH: max_tasks. */
+    uint8_t task_type;
+    mc__mp_str_t object_key;
+    uint32_t n_targets;
+    mc__mp_str_t targets[MC_MP_MAX_REPLICA_NUM];
+    uint8_t task_id[MC_MP_CLIENT_ID_LEN];
+    int32_t task_code;
+    mc__mp_str_t message;
+    uint32_t max_tasks;
     /* decoder-owned storage; freed by mc__mp_request_free */
     void *owned_;
 } mc__mp_request_t;
@@ -215,6 +232,9 @@ int mc__mp_decode_remove_all_reply(const mc_frame_header_t *h, const uint8_t *bo
                                    int64_t *removed);
 int mc__mp_decode_heartbeat_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                                   uint8_t *status, uint64_t *view_version);
+/* The common start of every reply decoder: 0 for a success reply, the error reply's code, or
+ * MC_ERR_RPC_FAIL (not a reply, or a body missing). */
+int mc__mp_reply_check(const mc_frame_header_t *h, const uint8_t *body, size_t len);
 /* For MOUNT / UNMOUNT / UNREGISTER_CLIENT: 0, or the error reply's code. */
 int mc__mp_decode_empty_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len);
 
