@@ -14,9 +14,10 @@ void mc__master_config_defaults(mc__master_config_t *c) {
     memset(c, 0, sizeof(*c));
     c->rpc_address = "0.0.0.0";
     c->port = 50051;
-    c->rpc_thread_num = 4;
+    c->rpc_thread_num = 0; /* the reference's: min(max_threads, CPUs) */
     c->default_kv_lease_ttl_ms = 10000;
     c->default_kv_soft_pin_ttl_ms = 30 * 60 * 1000;
+    c->max_kv_soft_pin_ttl_ms = 24 * 60 * 60 * 1000;
     c->allow_evict_soft_pinned_objects = 1;
     c->eviction_ratio = 0.05;
     c->eviction_high_watermark_ratio = 0.90;
@@ -30,6 +31,8 @@ void mc__master_config_defaults(mc__master_config_t *c) {
     c->rpc_idle_timeout_s = 300;
     c->rpc_max_conns_per_peer = 1024;
     c->restore_metadata = 1;
+    c->enable_metric_reporting = 1;
+    c->cluster_id = "mooncake_cluster";
 }
 
 static int mc__bad(char *err, size_t cap, const char *what) {
@@ -44,12 +47,14 @@ int mc__master_config_validate(const mc__master_config_t *c, char *err, size_t c
         return mc__bad(err, cap, "--metrics_port must be in 0..65535");
     if (c->http_metadata_server_port < 0 || c->http_metadata_server_port > 65535)
         return mc__bad(err, cap, "--http_metadata_server_port must be in 0..65535");
-    if (c->rpc_thread_num < 1 || c->rpc_thread_num > 1024)
-        return mc__bad(err, cap, "--rpc_thread_num must be in 1..1024");
+    if (c->rpc_thread_num < 0 || c->rpc_thread_num > 1024)
+        return mc__bad(err, cap, "--rpc_thread_num must be in 0..1024 (0: the default)");
     if (c->default_kv_lease_ttl_ms < 0)
         return mc__bad(err, cap, "--default_kv_lease_ttl must be >= 0 (milliseconds)");
     if (c->default_kv_soft_pin_ttl_ms < 0)
         return mc__bad(err, cap, "--default_kv_soft_pin_ttl must be >= 0 (milliseconds)");
+    if (c->max_kv_soft_pin_ttl_ms < c->default_kv_soft_pin_ttl_ms)
+        return mc__bad(err, cap, "--max_kv_soft_pin_ttl must be >= --default_kv_soft_pin_ttl");
     if (!(c->eviction_ratio >= 0.0 && c->eviction_ratio <= 1.0))
         return mc__bad(err, cap, "--eviction_ratio must be in [0, 1]");
     if (!(c->eviction_high_watermark_ratio >= 0.0 && c->eviction_high_watermark_ratio <= 1.0))

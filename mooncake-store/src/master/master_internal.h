@@ -133,7 +133,7 @@ struct mc__master {
     _Atomic int64_t capacity_bytes;
     _Atomic int64_t used_bytes;
     _Atomic uint64_t evictions, evicted_bytes, eviction_runs;
-    _Atomic uint64_t discarded_puts, expired_clients;
+    _Atomic uint64_t discarded_puts, expired_clients, left_clients;
     _Atomic uint64_t eviction_successes;            /* passes that evicted something */
     _Atomic uint64_t released_puts;                 /* discarded puts whose space was given back */
     _Atomic uint64_t put_alloc_failures;            /* keys a put or upsert found no space for */
@@ -260,6 +260,10 @@ int mc__slot_named(mc__master_t *m, uint32_t slot, const mc__mp_str_t *name);
 int mc__place_on(mc__master_t *m, uint64_t len, const mc__mp_str_t *name,
                  const mc__replica_t *avoid, int n_avoid, mc__replica_t *out);
 void mc__clients_expire(mc__master_t *m, uint64_t now);
+/* A clean leave: forgets the client and unmounts its segments now (objects on them handled as an
+ * expiry handles them), counted in left_clients, never as expired. Returns 1 when it was known;
+ * an unknown or repeated leave is harmless. */
+int mc__client_unregister(mc__master_t *m, const uint8_t *id);
 
 /* evict.c */
 /* Frees at least need bytes (and eviction_ratio of capacity). Returns bytes freed. With fit > 0

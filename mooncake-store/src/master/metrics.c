@@ -406,6 +406,8 @@ static void mc__own_metrics(mc__master_t *m, mc_buf_t *b) {
             "unfinished puts discarded after the discard timeout", MC__U(m->discarded_puts));
     mc__one(b, "mooncake_master_expired_clients_total", "counter",
             "clients expired after client_ttl without heartbeat", MC__U(m->expired_clients));
+    mc__one(b, "mooncake_master_left_clients_total", "counter",
+            "clients that unregistered on a clean close", MC__U(m->left_clients));
 
     mc__head(b, "mooncake_master_ops_total", "counter", "keys processed per operation");
     for (int t = 1; t < MC_MP_TYPE_MAX_; t++)

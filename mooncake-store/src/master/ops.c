@@ -148,7 +148,10 @@ static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint6
 static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
                              uint32_t *errors) {
     const mc__replicate_config_t *cfg = &r->config;
-    int bad_cfg = cfg->replica_num == 0 || cfg->replica_num > MC_MP_MAX_REPLICA_NUM;
+    /* A soft pin longer than max_kv_soft_pin_ttl is refused, as the reference refuses it. */
+    int bad_cfg = cfg->replica_num == 0 || cfg->replica_num > MC_MP_MAX_REPLICA_NUM ||
+                  ((cfg->flags & MC_MP_CFG_SOFT_PIN) &&
+                   cfg->soft_pin_ttl_ms > (uint64_t)m->cfg.max_kv_soft_pin_ttl_ms);
     uint64_t now = mc__now_ms();
     size_t start = 0;
     mc__mp_replicas_reply_begin(out, r->type, r->request_id, r->n_keys, &start);
@@ -362,6 +365,11 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     uint32_t keys = r->n_keys;
     int rc = 0;
     switch (r->type) {
+    case MC_MP_UNREGISTER_CLIENT:
+        keys = 1;
+        mc__client_unregister(m, r->client_id);
+        rc = mc__mp_encode_empty_reply(out, r->type, r->request_id);
+        break;
     case MC_MP_MOUNT_SEGMENT:
     case MC_MP_UNMOUNT_SEGMENT:
         keys = 1;

@@ -77,13 +77,16 @@ static void test_bad_flags(void **state) {
     }
     snprintf(path, sizeof(path), "/tmp/mc_master_cfg_%d.json", (int)getpid());
     fp = fopen(path, "w");
-    fputs("{\"port\": 0, \"colour\": \"blue\"}", fp);
+    /* An unknown key is a warning (named on stderr), not fatal: the bad port stops it. */
+    fputs("{\"port\": 70000, \"colour\": \"blue\"}", fp);
     fclose(fp);
     {
         char arg[96];
         const char *a[] = {arg, NULL};
         snprintf(arg, sizeof(arg), "--config_path=%s", path);
-        expect_usage_error(a, "colour");
+        assert_int_equal(mc_test_run_capture(g_bin, a, err, sizeof(err)), 2);
+        assert_non_null(strstr(err, "unknown key 'colour' ignored"));
+        assert_non_null(strstr(err, "--port must be in 0..65535"));
         fp = fopen(path, "w");
         fputs("{\"eviction_ratio\": \"lots\"}", fp);
         fclose(fp);
@@ -302,6 +305,56 @@ static void test_client_expiry(void **state) {
     mc__free(body);
     mc__master_client_close(dying);
     mc__master_client_close(alive);
+    assert_int_equal(mc_test_master_stop(&m, 0), 0);
+}
+
+/* A clean leave unmounts at once and is not an expiry; a client that just vanishes still is. */
+static void test_unregister_is_not_expiry(void **state) {
+    static const char *const extra[] = {"--client_ttl=1", NULL};
+    mc_test_master_t m;
+    mc__master_client_t *leaving = NULL, *vanishing = NULL, *reader = NULL;
+    mc__key_replicas_t r;
+    mc__replicate_config_t one;
+    char *body = NULL;
+    double v = -1;
+    (void)state;
+    assert_int_equal(mc_test_master_start(g_bin, 0, extra, &m), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &leaving), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &reader), 0);
+    assert_int_equal(mc__master_client_heartbeat(reader, NULL), 0); /* known to the master */
+    assert_int_equal(mc__master_client_mount_segment(leaving, "leaving:1", 0x1000000, 1 << 20), 0);
+    memset(&one, 0, sizeof(one));
+    one.replica_num = 1;
+    assert_int_equal(mc__master_client_put_start(reader, "on-leaving", 1000, &one, &r), 0);
+    assert_string_equal(r.replicas[0].segment_name, "leaving:1");
+    assert_int_equal(mc__master_client_put_end(reader, "on-leaving", r.version), 0);
+    assert_int_equal(mc__master_client_unregister(leaving), 0);
+    /* At once, not a client_ttl later: the segment and the object on it are gone. */
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_segments", &body), 200);
+    assert_null(strstr(body, "leaving:1"));
+    mc__free(body);
+    assert_int_equal(mc__master_client_exist(reader, "on-leaving"), 0);
+    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_left_clients_total", &v), 0);
+    assert_true(v == 1);
+    /* Twice, and by a client the master never saw, is harmless. */
+    assert_int_equal(mc__master_client_unregister(leaving), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &vanishing), 0);
+    assert_int_equal(mc__master_client_unregister(vanishing), 0);
+    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_left_clients_total", &v), 0);
+    assert_true(v == 1);
+    mc__master_client_close(leaving);
+    /* The reader goes without a word: after client_ttl it is expired, and only it. */
+    assert_int_equal(mc__master_client_mount_segment(vanishing, "vanish:2", 0x2000000, 1 << 20), 0);
+    mc__master_client_close(vanishing);
+    mc__master_client_close(reader);
+    for (int i = 0; i < 40; i++) {
+        assert_int_equal(metric_value(m.metrics_port, "mooncake_master_expired_clients_total", &v),
+                         0);
+        if (v >= 2)
+            break;
+        usleep(100 * 1000);
+    }
+    assert_true(v == 2); /* reader and vanishing; leaving never */
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
 }
 
@@ -668,9 +721,13 @@ static void test_concurrent_clients(void **state) {
 
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_flags),          cmocka_unit_test(test_garbage_on_rpc_port),
-        cmocka_unit_test(test_client_expiry),      cmocka_unit_test(test_discard_abandoned_put),
-        cmocka_unit_test(test_restart_reconnects), cmocka_unit_test(test_admin_http),
+        cmocka_unit_test(test_bad_flags),
+        cmocka_unit_test(test_garbage_on_rpc_port),
+        cmocka_unit_test(test_client_expiry),
+        cmocka_unit_test(test_unregister_is_not_expiry),
+        cmocka_unit_test(test_discard_abandoned_put),
+        cmocka_unit_test(test_restart_reconnects),
+        cmocka_unit_test(test_admin_http),
         cmocka_unit_test(test_concurrent_clients),
     };
     if (argc < 2) {

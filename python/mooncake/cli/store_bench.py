@@ -68,7 +68,8 @@ def build_parser():
 def start_master():
     from mooncake.cli import binary_path
     proc = subprocess.Popen([binary_path("mooncake_master"), "--port=0", "--metrics_port=0",
-                             "--rpc_address=127.0.0.1", "--default_kv_lease_ttl=1000"],
+                             "--rpc_address=127.0.0.1", "--default_kv_lease_ttl=1000",
+                             "--enable_metric_reporting=false"],  # nobody reads the pipe
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
