@@ -45,23 +45,35 @@ void mc__persist_record_end(mc_buf_t *b, size_t at) {
     memcpy(b->data + at + 4, &sum, 4);
 }
 
-/* Emitting: each builds its record straight into the pending buffer under the lock. */
+/* Emitting: a record is built in a buffer of its own (looking up what it needs, under whatever
+ * locks the caller holds), then appended under the log's lock, which is therefore a leaf: it is
+ * never held while another lock is taken. */
+static void mc__append(mc__master_t *m, mc_buf_t *rec) {
+    mc__persist_t *p = m->persist;
+    pthread_mutex_lock(&p->mu);
+    if (rec->failed)
+        p->pending.failed = 1; /* the next commit stops the master: this change is unrecorded */
+    else
+        mc__buf_put(&p->pending, rec->data, rec->len);
+    p->appended += rec->failed ? 1 : rec->len; /* a failed one still needs a commit to stop */
+    pthread_mutex_unlock(&p->mu);
+    mc__buf_free(rec);
+}
+
 #define MC__EMIT(m, body)                                                                          \
     do {                                                                                           \
-        mc__persist_t *p_ = (m)->persist;                                                          \
-        size_t at_ = 0, before_;                                                                   \
-        if (!p_)                                                                                   \
+        mc_buf_t rec_;                                                                             \
+        size_t at_ = 0;                                                                            \
+        if (!(m)->persist)                                                                         \
             break;                                                                                 \
-        pthread_mutex_lock(&p_->mu);                                                               \
-        before_ = p_->pending.len;                                                                 \
-        mc__persist_record_begin(&p_->pending, &at_);                                              \
+        mc__buf_init(&rec_);                                                                       \
+        mc__persist_record_begin(&rec_, &at_);                                                     \
         {                                                                                          \
-            mc_buf_t *b = &p_->pending;                                                            \
+            mc_buf_t *b = &rec_;                                                                   \
             body;                                                                                  \
         }                                                                                          \
-        mc__persist_record_end(&p_->pending, at_);                                                 \
-        p_->appended += p_->pending.len - before_;                                                 \
-        pthread_mutex_unlock(&p_->mu);                                                             \
+        mc__persist_record_end(&rec_, at_);                                                        \
+        mc__append((m), &rec_);                                                                    \
     } while (0)
 
 void mc__persist_seg_mount(mc__master_t *m, const mc__segment_t *seg) {
