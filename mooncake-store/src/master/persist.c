@@ -27,7 +27,16 @@ struct mc__persist {
     uint64_t appended; /* bytes of records emitted in all */
     uint64_t synced;   /* of those, bytes on disk */
     int syncing;       /* a thread is writing and syncing */
+    uint64_t off;      /* where the next records go in the file */
+    uint64_t zeroed;   /* the file is written with zeros up to here (see mc__log_write) */
 };
+
+/* The log's tail is written with zeros ahead of the records, MC__LOG_AHEAD at a time: a record
+ * then lands inside the file's size, so the fdatasync that makes it durable flushes the data
+ * only, not the file system's metadata (an append would change the size, and on ext4 a
+ * preallocated range would need its extents converted: both cost a journal commit per sync).
+ * The replay ends at the first record whose length is 0. */
+#define MC__LOG_AHEAD (16ull << 20)
 
 void mc__persist_record_begin(mc_buf_t *b, size_t *at) {
     *at = b->len;
@@ -168,6 +177,40 @@ static int mc__write_all(int fd, const uint8_t *p, size_t n) {
     return 0;
 }
 
+static int mc__pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off) {
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+/* Writes n bytes of records at the log's end (syncing is the caller's). */
+static int mc__log_write(mc__persist_t *p, const uint8_t *data, size_t n) {
+    static const uint8_t zeros[1 << 16];
+    if (p->off + n + 8 > p->zeroed) {
+        uint64_t end = p->zeroed + MC__LOG_AHEAD;
+        while (end < p->off + n + 8)
+            end += MC__LOG_AHEAD;
+        for (uint64_t at = p->zeroed; at < end; at += sizeof(zeros))
+            if (mc__pwrite_all(p->fd, zeros, sizeof(zeros), at) != 0)
+                return -1;
+        if (fsync(p->fd) != 0) /* the new size, once per MC__LOG_AHEAD */
+            return -1;
+        p->zeroed = end;
+    }
+    if (mc__pwrite_all(p->fd, data, n, p->off) != 0)
+        return -1;
+    p->off += n;
+    return 0;
+}
+
 void mc__persist_commit(mc__master_t *m) {
     mc__persist_t *p = m->persist;
     uint64_t target;
@@ -188,7 +231,7 @@ void mc__persist_commit(mc__master_t *m) {
         mc__buf_init(&p->pending);
         upto = p->appended;
         pthread_mutex_unlock(&p->mu);
-        if (out.failed || mc__write_all(p->fd, out.data, out.len) != 0 || fdatasync(p->fd) != 0) {
+        if (out.failed || mc__log_write(p, out.data, out.len) != 0 || fdatasync(p->fd) != 0) {
             /* Fail-stop: the log holds exactly what was acknowledged so far. */
             MC_ERROR("master: cannot write its metadata log (%s); stopping so that nothing "
                      "unrecorded is acknowledged (restart with --enable_snapshot_restore)",
@@ -264,7 +307,8 @@ int mc__persist_open(mc__master_t *m, const char *dir, int restore, char *err, s
         rc = mc__write_log_file(p->dir_fd, &body, err, cap);
     if (rc != 0)
         goto fail;
-    p->fd = openat(p->dir_fd, MC__LOG_FILE, O_WRONLY | O_APPEND | O_CLOEXEC);
+    p->fd = openat(p->dir_fd, MC__LOG_FILE, O_WRONLY | O_CLOEXEC);
+    p->off = p->zeroed = 8 + body.len; /* the compacted log just written */
     if (p->fd < 0) {
         snprintf(err, cap, "cannot open %s: %s", path, strerror(errno));
         rc = MC_ERR_INVALID_PARAMS;

@@ -406,6 +406,11 @@ int mc__persist_replay(mc__master_t *m, const char *path, char *err, size_t cap)
         mc_cursor_t c;
         memcpy(&rlen, data + pos, 4);
         memcpy(&sum, data + pos + 4, 4);
+        if (rlen == 0 && sum == 0) {
+            /* The zeros written ahead of the records: the log's clean end. */
+            pos = len;
+            break;
+        }
         if (rlen == 0 || rlen > len - pos - 8 || (uint32_t)XXH3_64bits(data + pos + 8, rlen) != sum)
             break; /* a torn tail: the crash came while this record was being written */
         c.pos = data + pos + 8;

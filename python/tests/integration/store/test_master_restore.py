@@ -77,8 +77,15 @@ def test_torn_tail_and_start_empty(make_master, tmp_path):
         assert w.run("result = store.put('kept', b'x' * 5000)") == 0
         port = master.port
         master.stop(signal.SIGKILL)
-        with open(d / "master.log", "ab") as f:
-            f.write(b"\x40\x00\x00\x00torn")  # a record whose write the crash cut short
+        # A record whose write the crash cut short, where the next record would have gone
+        # (the log is written with zeros ahead of its records).
+        data = (d / "master.log").read_bytes()
+        at = 8
+        while int.from_bytes(data[at:at + 4], "little"):
+            at += 8 + int.from_bytes(data[at:at + 4], "little")
+        with open(d / "master.log", "r+b") as f:
+            f.seek(at)
+            f.write(b"\x40\x00\x00\x00torn")
         master = make_master(LEASE, f"--metadata_dir={d}", port=port)
         wait_for(lambda: w.run("result = store.is_exist('kept')") == 1, timeout=20)
         assert w.run("result = store.get('kept') == b'x' * 5000")
