@@ -411,8 +411,23 @@ int mc__persist_replay(mc__master_t *m, const char *path, char *err, size_t cap)
             pos = len;
             break;
         }
-        if (rlen == 0 || rlen > len - pos - 8 || (uint32_t)XXH3_64bits(data + pos + 8, rlen) != sum)
-            break; /* a torn tail: the crash came while this record was being written */
+        if (rlen == 0 || rlen > len - pos - 8 ||
+            (uint32_t)XXH3_64bits(data + pos + 8, rlen) != sum) {
+            /* A torn tail (the crash came while this record was written) has nothing but zeros
+             * after it; anything else after a bad record is a damaged log, whose later records
+             * were acknowledged: refuse rather than silently start without them. */
+            size_t from = pos + 8 + (rlen <= len - pos - 8 ? rlen : 0);
+            for (size_t k = from; k < len; k++)
+                if (data[k] != 0) {
+                    snprintf(err, cap,
+                             "%s is damaged at byte %zu (record %zu fails its checksum and "
+                             "records follow it); move it away to start empty",
+                             path, pos, records);
+                    rc = MC_ERR_INVALID_PARAMS;
+                    goto out;
+                }
+            break;
+        }
         c.pos = data + pos + 8;
         c.end = c.pos + rlen;
         if (mc__apply(&r, &c) != 0 || mc__cur_left(&c) != 0) {

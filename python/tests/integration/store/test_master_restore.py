@@ -230,3 +230,23 @@ def test_kill_during_a_put_storm(make_master, tmp_path):
     finally:
         for w in nodes:
             w.close()
+
+
+def test_a_damaged_log_is_refused(make_master, tmp_path):
+    """A record in the middle that fails its checksum, with records after it, is damage (not a
+    torn tail): the master refuses to start rather than drop acknowledged objects silently."""
+    d = tmp_path / "meta"
+    master = make_master(LEASE, f"--metadata_dir={d}")
+    w = Worker()
+    try:
+        w.setup(master, segment=16 << 20)
+        for i in range(5):
+            assert w.run(f"result = store.put('d{i}', b'x' * 1000)") == 0
+        master.stop(signal.SIGKILL)
+    finally:
+        w.close()
+    data = bytearray((d / "master.log").read_bytes())
+    data[8 + 8] ^= 0xFF  # the first record's first payload byte
+    (d / "master.log").write_bytes(bytes(data))
+    with pytest.raises(RuntimeError):
+        make_master(LEASE, f"--metadata_dir={d}")
