@@ -157,8 +157,10 @@ def frame_header_dict():
 # --- master RPC ---------------------------------------------------------------------------------
 (MOUNT, UNMOUNT, PUT_START, PUT_END, PUT_REVOKE, GET_REPLICA_LIST, EXIST, REMOVE, REMOVE_ALL,
  HEARTBEAT, SEGMENT_UNREACHABLE, UPSERT_START, UPSERT_END, UPSERT_REVOKE,
- REPLICA_CLEAR) = range(1, 16)
+ REPLICA_CLEAR, UNREGISTER_CLIENT) = range(1, 17)
+TASK_CREATE, TASK_QUERY, TASK_FETCH, TASK_REPORT = range(17, 21)
 CLIENT_ID = bytes(range(0x10, 0x20))
+TASK_ID = bytes(range(0xA0, 0xB0))
 
 
 def keys(*ks):
@@ -213,8 +215,26 @@ def master_rpc_seeds():
         "heartbeat": req(HEARTBEAT, u32(2)),
         "heartbeat_old": req(HEARTBEAT, b""),
         "segment_unreachable": req(SEGMENT_UNREACHABLE, keys(seg)),
+        "task_copy": req(TASK_CREATE, u8(0) + s("key-a") + s("") + u32(2) + s(seg) +
+                         s("127.0.0.1:15002")),
+        "task_move": req(TASK_CREATE, u8(1) + s("key-a") + s(seg) + u32(1) + s("127.0.0.1:15002")),
+        "task_bad_type": req(TASK_CREATE, u8(7) + s("key-a") + s("") + u32(1) + s(seg)),
+        "task_no_targets": req(TASK_CREATE, u8(0) + s("key-a") + s("") + u32(0)),
+        "task_query": req(TASK_QUERY, TASK_ID),
+        "task_query_short": req(TASK_QUERY, TASK_ID[:8]),
+        "task_fetch": req(TASK_FETCH, u32(4)),
+        "task_fetch_zero": req(TASK_FETCH, u32(0)),
+        "task_report": req(TASK_REPORT, TASK_ID + i32(-800) + s("transfer failed")),
+        "reply_task_id": rep(TASK_CREATE, TASK_ID),
+        "reply_task_query": rep(TASK_QUERY, u8(0) + u8(3) + u64(1700000000000) +
+                                u64(1700000000100) + CLIENT_ID + s("")),
+        "reply_task_fetch": rep(TASK_FETCH, u32(1) + TASK_ID + u8(1) + s("key-a") + u64(4096) +
+                                s(seg) + u64(0x7F0000001000) + u64(5) + u32(1) +
+                                s("127.0.0.1:15002") + u64(0x7F0000009000) + u64(9)),
         "trailing_byte": req(PUT_END, versioned(("k", 1)) + b"\x00"),
-        "unknown_type": frame(16, CLIENT_ID),
+        "unregister_client": req(UNREGISTER_CLIENT, b""),
+        "unregister_trailing": req(UNREGISTER_CLIENT, u32(0)),
+        "unknown_type": frame(99, CLIENT_ID),
         "reply_codes": rep(PUT_END, u32(2) + i32(0) + i32(-704)),
         "reply_codes_one": rep(EXIST, u32(1) + i32(1)),
         "reply_replicas": rep(GET_REPLICA_LIST, u32(1) + key_replicas(
@@ -249,7 +269,7 @@ def master_rpc_dict():
         ("code_not_found", i32(-704)),
         ("segment", s("127.0.0.1:15001")),
     ]
-    return d + [("type_%d" % t, bytes([t])) for t in range(1, 13)]
+    return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 21))]
 
 
 # --- segment descriptors (JSON) -----------------------------------------------------------------
@@ -576,13 +596,19 @@ def store_config_dict():
     return d + [("lb", b"{"), ("rb", b"}"), ("comma", b","), ("big", b"9e15"), ("neg", b"-1")]
 
 
-MASTER_KEYS = ["port", "rpc_address", "rpc_thread_num", "default_kv_lease_ttl",
-               "default_kv_soft_pin_ttl", "allow_evict_soft_pinned_objects", "eviction_ratio",
-               "eviction_high_watermark_ratio", "client_ttl", "put_start_discard_timeout_sec",
-               "put_start_release_timeout_sec", "enable_http_metadata_server",
-               "http_metadata_server_port", "http_metadata_server_host", "metrics_port",
+MASTER_KEYS = ["port", "rpc_port", "rpc_address", "rpc_interface", "rpc_thread_num",
+               "max_threads", "rpc_conn_timeout_seconds", "default_kv_lease_ttl",
+               "default_kv_soft_pin_ttl", "max_kv_soft_pin_ttl",
+               "allow_evict_soft_pinned_objects", "eviction_ratio",
+               "eviction_high_watermark_ratio", "client_ttl", "client_live_ttl_sec",
+               "put_start_discard_timeout_sec", "put_start_release_timeout_sec",
+               "enable_http_metadata_server", "http_metadata_server_port",
+               "http_metadata_server_host", "metrics_port", "metrics_host",
                "enable_metric_reporting", "rpc_idle_timeout_sec", "rpc_max_conns_per_peer",
-               "cluster_secret_file", "config_path", "enable_ha", "etcd_endpoints"]
+               "cluster_secret_file", "cluster_id", "config_path", "enable_ha", "etcd_endpoints",
+               "enable_offload", "enable_cxl", "root_fs_dir", "memory_allocator",
+               "allocation_strategy", "dynamic_replication_mode", "offloading_queue_limit",
+               "nof_eviction_ratio"]
 
 
 def master_config_seeds():
@@ -613,6 +639,29 @@ def master_config_seeds():
         "not_object": b"42",
         "truncated": b"{\"port\": 5",
         "nan_string": j({"eviction_ratio": "nan"}),
+        "durations": j({"default_kv_lease_ttl": "10s", "default_kv_soft_pin_ttl": "30m",
+                        "max_kv_soft_pin_ttl": 86400000}),
+        "duration_bad_unit": j({"default_kv_lease_ttl": "10 days"}),
+        "duration_negative": j({"default_kv_lease_ttl": -1}),
+        "reference_names": j({"rpc_port": 50051, "rpc_thread_num": 0, "max_threads": 16,
+                              "metrics_host": "127.0.0.1", "cluster_id": "c1",
+                              "client_live_ttl_sec": 20, "rpc_conn_timeout_seconds": 0,
+                              "memory_allocator": "offset", "dynamic_replication_mode": "off"}),
+        "feature_on": j({"enable_cxl": True}),
+        "feature_string": j({"root_fs_dir": "/mnt/3fs"}),
+        "allocator_cachelib": j({"memory_allocator": "cachelib"}),
+        "nested": b'{"a": {"b": 1}}',
+        "yaml_reference": (b"# master\nrpc_port: 50051\nrpc_address: \"0.0.0.0\"\n"
+                           b"enable_metric_reporting: true\neviction_ratio: 0.1\n"
+                           b"default_kv_lease_ttl: 10s\nclient_live_ttl_sec: 60\n"
+                           b"etcd_endpoints: 'http://localhost:2379'\nunknown: 1\n"),
+        "yaml_nested": b"a: 1\nb:\n  c: 2\n",
+        "yaml_list": b"- a\n- b\n",
+        "yaml_flow": b"a: [1, 2]\n",
+        "yaml_escapes": b"cluster_id: \"a\\u00e9\\x41\\t\"\nrpc_address: 'it''s'\n",
+        "yaml_unterminated": b"cluster_id: \"open\n",
+        "yaml_null": b"port: ~\n",
+        "yaml_documents": b"---\na: 1\n---\nb: 2\n",
     }
 
 
@@ -621,7 +670,10 @@ def master_config_dict():
     return d + [("true", b"true"), ("false", b"false"), ("null", b"null"), ("lb", b"{"),
                 ("rb", b"}"), ("comma", b","), ("yes", b'"yes"'), ("nan", b'"nan"'),
                 ("inf", b'"inf"'), ("big", b"9e15"), ("frac", b"0.5"), ("neg", b"-1"),
-                ("p65535", b"65535"), ("p65536", b"65536")]
+                ("p65535", b"65535"), ("p65536", b"65536"),
+                ("colon", b": "), ("nl", b"\n"), ("hash", b" #"), ("dq", b'"'), ("sq", b"'"),
+                ("dash", b"- "), ("indent", b"  "), ("s10", b'"10s"'), ("ms", b"ms"),
+                ("doc", b"---\n")]
 
 
 # --- config values and gflags command lines -----------------------------------------------------

@@ -6,11 +6,16 @@
 
 #include "mooncake/common/frame.h"
 #include "proto/master_proto.h"
+#include "proto/task_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static mc__key_replicas_t reps[64];
+    static mc__task_work_t work[MC_TP_MAX_FETCH];
+    mc__task_info_t info;
+    uint8_t task_id[MC_MP_CLIENT_ID_LEN];
+    uint32_t n_work;
     int32_t codes[64];
     mc_frame_header_t h;
     mc__mp_request_t req;
@@ -38,6 +43,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)mc__mp_decode_remove_all_reply(&h, body, len, &removed);
     (void)mc__mp_decode_heartbeat_reply(&h, body, len, &st, &view);
     (void)mc__mp_decode_empty_reply(&h, body, len);
+    (void)mc__tp_decode_create_reply(&h, body, len, task_id);
+    (void)mc__tp_decode_query_reply(&h, body, len, &info);
+    (void)mc__tp_decode_fetch_reply(&h, body, len, MC_TP_MAX_FETCH, work, &n_work);
+    (void)mc__tp_decode_fetch_reply(&h, body, len, 1, work, &n_work);
     (void)mc__mp_decode_error(&h, body, len, err, sizeof(err));
     return 0;
 }

@@ -3,12 +3,6 @@
 
 #include "store_py.h"
 
-#define NOGIL(stmt)                                                                                \
-    do {                                                                                           \
-        Py_BEGIN_ALLOW_THREADS stmt;                                                               \
-        Py_END_ALLOW_THREADS                                                                       \
-    } while (0)
-
 /* ---- puts ---- */
 
 /* put and upsert share their parsing; upsert replaces an existing value (mooncake/store.h). */

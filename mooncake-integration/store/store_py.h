@@ -20,6 +20,13 @@
 
 #define MCPY_ENGINE_CAPSULE "mooncake.engine_handle"
 
+/* Runs stmt (a C client call that may block on the master or the network) without the GIL. */
+#define NOGIL(stmt)                                                                                \
+    do {                                                                                           \
+        Py_BEGIN_ALLOW_THREADS stmt;                                                               \
+        Py_END_ALLOW_THREADS                                                                       \
+    } while (0)
+
 struct mc_shm_pool;
 typedef struct {
     PyTypeObject *store_type;
@@ -79,6 +86,19 @@ MCPY_DECL(upsert_from);
 MCPY_DECL(batch_upsert_from);
 MCPY_DECL(batch_replica_clear);
 MCPY_DECL(get_ranges_raw);
+/* Put sessions, in store_session.c. */
+MCPY_DECL(batch_put_session_start);
+MCPY_DECL(put_ranges_raw);
+MCPY_DECL(batch_put_session_end);
+MCPY_DECL(batch_put_session_revoke);
+/* Replica tasks, in store_task.c. */
+MCPY_DECL(create_task_raw);
+MCPY_DECL(query_task_raw);
+/* Extra segments, in store_segment.c. */
+MCPY_DECL(mount_segment);
+MCPY_DECL(allocate_and_mount_segment);
+MCPY_DECL(unmount_segment);
+MCPY_DECL(unmount_and_free_segment);
 MCPY_DECL(put_parts);
 MCPY_DECL(put_batch);
 MCPY_DECL(put_from);

@@ -318,6 +318,38 @@ static PyMethodDef store_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "_get_ranges_raw(keys, counts, dsts, src_offsets, sizes) -> one result per range (the "
      "facade's get_into_ranges and batch_get_into_multi_buffer_ranges build on it)"},
+    KW(batch_put_session_start,
+       "batch_put_session_start(keys, sizes, config=None) -> list of codes: reserves each "
+       "object (readers do not see it until batch_put_session_end)"),
+    {"_put_ranges_raw", (PyCFunction)(void (*)(void))mcpy_put_ranges_raw,
+     METH_VARARGS | METH_KEYWORDS,
+     "_put_ranges_raw(keys, counts, srcs, dst_offsets, sizes) -> one result per key: bytes "
+     "written into its put session or a negative code (the facade's "
+     "batch_put_from_multi_buffer_ranges builds on it)"},
+    KW(batch_put_session_end,
+       "batch_put_session_end(keys) -> list of codes: publishes the put sessions' objects"),
+    KW(batch_put_session_revoke,
+       "batch_put_session_revoke(keys) -> list of codes: abandons the put sessions"),
+    {"_create_task_raw", (PyCFunction)(void (*)(void))mcpy_create_task_raw,
+     METH_VARARGS | METH_KEYWORDS,
+     "_create_task_raw(type, key, source, targets) -> (id_hi, id_lo, code) (the facade's "
+     "create_copy_task / create_move_task build on it)"},
+    {"_query_task_raw", (PyCFunction)(void (*)(void))mcpy_query_task_raw,
+     METH_VARARGS | METH_KEYWORDS,
+     "_query_task_raw(hi, lo) -> (code, type, status, created_ms, updated_ms, client_hi, "
+     "client_lo, message) (the facade's query_task builds on it)"},
+    KW(mount_segment,
+       "mount_segment(path, size, offset=0, protocol='tcp', location='') -> {'ret': 0 or a "
+       "negative code, 'segment_ids': [id]}: serves [offset, offset+size) of a file as pool "
+       "memory"),
+    KW(allocate_and_mount_segment,
+       "allocate_and_mount_segment(size, protocol='tcp', location='') -> {'ret', 'segment_ids', "
+       "'allocated_size'}: size rounded up to 4 MiB"),
+    KW(unmount_segment, "unmount_segment(segment_ids, grace_period_seconds=0) -> 0 or the first "
+                        "negative code (mount_segment's ids)"),
+    KW(unmount_and_free_segment,
+       "unmount_and_free_segment(segment_ids, grace_period_seconds=0) -> 0 or the first negative "
+       "code (allocate_and_mount_segment's ids)"),
     KW(register_buffer, "register_buffer(buffer_ptr, size) -> 0 or a negative code"),
     KW(unregister_buffer, "unregister_buffer(buffer_ptr) -> 0 or a negative code"),
     MCPY_DUMMY_METHODS{NULL, NULL, 0, NULL},

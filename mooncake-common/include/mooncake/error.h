@@ -53,12 +53,15 @@ extern "C" {
     X(OBJECT_ALREADY_EXISTS, -705, STORE, "object already exists")                                 \
     X(OBJECT_HAS_LEASE, -706, STORE, "object has a lease")                                         \
     X(LEASE_EXPIRED, -707, STORE, "lease expired")                                                 \
+    X(OBJECT_HAS_REPLICATION_TASK, -708, STORE, "object has a replication task in progress")       \
     X(TRANSFER_FAIL, -800, STORE, "transfer failed")                                               \
     X(CHECKSUM_MISMATCH, -801, STORE, "checksum mismatch")                                         \
     X(RPC_FAIL, -900, STORE, "RPC to the master failed")                                           \
     X(ETCD_OPERATION_ERROR, -1000, STORE, "etcd operation failed")                                 \
     X(UNAVAILABLE_IN_CURRENT_STATUS, -1010, STORE, "unavailable in the current status")            \
-    X(FILE_NOT_FOUND, -1100, STORE, "file not found")
+    X(FILE_NOT_FOUND, -1100, STORE, "file not found")                                              \
+    X(TASK_NOT_FOUND, -1400, STORE, "task not found")                                              \
+    X(TASK_PENDING_LIMIT_EXCEEDED, -1401, STORE, "too many unfinished tasks")
 
 #define MC__ERR_ENUM(name, value, domain, msg) MC_ERR_##name = (value),
 enum mc_err { MC_ERRNO_MAP(MC__ERR_ENUM) };

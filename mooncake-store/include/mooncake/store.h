@@ -163,6 +163,48 @@ MC_API int mc_store_upsert_parts(mc_store_t *s, const char *key, const mc_store_
 MC_API int mc_store_batch_upsert(mc_store_t *s, const mc_store_item_t *items, size_t n,
                                  const mc_replicate_config_t *rc, int *results);
 
+/* ---- put sessions -----------------------------------------------------------------------------
+ * A put in steps, for values that arrive piecewise (a KV cache written layer by layer): start
+ * reserves each object's replicas (readers do not see it yet), range writes move bytes from
+ * caller memory into byte ranges of every replica (any order, any number of calls, from several
+ * threads), end publishes the objects, revoke abandons them. Bytes a session never wrote read
+ * as whatever the space held. An unfinished session is discarded by the master after its
+ * put_start_discard_timeout_sec, and close revokes those still open.
+ *
+ * start: codes[i] is 0, or MC_ERR_INVALID_PARAMS (size 0, the key already in a session of this
+ * client, or named twice), the key's code (INVALID_KEY), OBJECT_ALREADY_EXISTS (the key exists
+ * or another client is putting it), NO_AVAILABLE_HANDLE (no room). Returns 0 when the call itself
+ * worked. */
+MC_API int mc_store_put_session_start(mc_store_t *s, const char *const *keys, const uint64_t *sizes,
+                                      size_t n, const mc_replicate_config_t *rc, int *codes);
+/* One range of a session's object: len bytes from src to offset dst_off of the object. */
+typedef struct mc_store_put_range {
+    const void *src;
+    uint64_t dst_off;
+    uint64_t len;
+} mc_store_put_range_t;
+/* The ranges written into one key; result (out) is the bytes written, or a negative code:
+ * INVALID_PARAMS when the key has no open session (never started, ended, revoked), has no
+ * ranges, or a range is empty, runs past the object's end or past the end of the registered
+ * buffer it starts in (then none of its ranges is written); TRANSFER_FAIL when a replica could
+ * not be written (the session stays open: write again or revoke). All ranges of all keys move
+ * in as few engine batches as they allow. Returns 0 when the call itself worked. */
+typedef struct mc_store_range_write {
+    const char *key;
+    const mc_store_put_range_t *ranges;
+    size_t n;
+    int64_t result;
+} mc_store_range_write_t;
+MC_API int mc_store_put_session_write(mc_store_t *s, mc_store_range_write_t *writes, size_t n);
+/* end publishes, revoke abandons; each first waits for the key's range writes in flight.
+ * codes[i]: 0, INVALID_PARAMS (no open session for the key), OBJECT_NOT_FOUND (end only: the
+ * master discarded the reservation as stale; its bytes are lost), or the master's code. A call
+ * whose master round trip failed leaves its sessions open (sealed to writes) for another end
+ * or revoke. */
+MC_API int mc_store_put_session_end(mc_store_t *s, const char *const *keys, size_t n, int *codes);
+MC_API int mc_store_put_session_revoke(mc_store_t *s, const char *const *keys, size_t n,
+                                       int *codes);
+
 /* ---- reads ------------------------------------------------------------------------------------
  * A read asks the master for the replica list (which grants a lease), reads from one replica and
  * falls back to the others when a transfer fails. Returns the object's byte length, or a negative
@@ -246,6 +288,67 @@ MC_API int64_t mc_store_remove_all(mc_store_t *s, int force);
  * std::regex_search would; leased ones only with force). The count, or a negative code
  * (INVALID_PARAMS for an empty or malformed expression). */
 MC_API int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, int force);
+
+/* ---- extra segments ---------------------------------------------------------------------------
+ * Memory contributed beside the global segment, mounted under this client's segment name and
+ * named by an id (36-character UUID text, written to id with its NUL). mount_segment maps
+ * [offset, offset+size) of a regular file shared (offset page-aligned) and serves those pages;
+ * allocate_and_mount_segment allocates size bytes, rounded up to 4 MiB (*allocated, may be
+ * NULL). Errors: INVALID_PARAMS (size 0, a range outside the file, an unaligned offset),
+ * FILE_NOT_FOUND, NO_AVAILABLE_HANDLE (no memory), the master's code.
+ *
+ * unmount_segment takes mount_segment's ids, unmount_and_free_segment allocate_and_mount's
+ * (each refuses the other's with SEGMENT_NOT_FOUND); both return 0 or the first error. The
+ * master drops the objects' replicas on the segment (objects without another replica go), then
+ * the memory is released. With grace_s > 0 the segment stays mounted and readable for that many
+ * seconds first (it still takes new placements meanwhile). close() unmounts every one. A segment
+ * the master forgets (restart, expiry) comes back in a new incarnation if allocated; a file
+ * segment is dropped (its pages cannot change, and stale placements could reach them). */
+MC_API int mc_store_mount_segment(mc_store_t *s, const char *path, uint64_t offset, uint64_t size,
+                                  char id[37]);
+MC_API int mc_store_allocate_and_mount_segment(mc_store_t *s, uint64_t size, char id[37],
+                                               uint64_t *allocated);
+MC_API int mc_store_unmount_segment(mc_store_t *s, const char *const *ids, size_t n,
+                                    uint64_t grace_s);
+MC_API int mc_store_unmount_and_free_segment(mc_store_t *s, const char *const *ids, size_t n,
+                                             uint64_t grace_s);
+
+/* ---- replica tasks ----------------------------------------------------------------------------
+ * The master moves replicas for you: a copy adds replicas of an object on target segments, a
+ * move puts its replica on one segment onto another. The task runs on the client that owns the
+ * source replica (it takes its tasks with its heartbeats, so within about a heartbeat interval),
+ * and fails, leaving the object as it was, when the object is removed, replaced or loses that
+ * replica meanwhile. Ids and numbers are the reference's (TaskType, TaskStatus, UUID). */
+typedef struct mc_store_task_id {
+    uint64_t hi, lo;
+} mc_store_task_id_t;
+enum { MC_STORE_TASK_REPLICA_COPY = 0, MC_STORE_TASK_REPLICA_MOVE = 1 };
+enum {
+    MC_STORE_TASK_PENDING = 0,
+    MC_STORE_TASK_PROCESSING = 1,
+    MC_STORE_TASK_FAILED = 2,
+    MC_STORE_TASK_SUCCESS = 3
+};
+typedef struct mc_store_task_info {
+    mc_store_task_id_t id;
+    int type;   /* MC_STORE_TASK_REPLICA_* */
+    int status; /* MC_STORE_TASK_* */
+    int64_t created_at_ms_epoch, last_updated_at_ms_epoch;
+    mc_store_task_id_t assigned_client; /* the client id of the one that runs it */
+    char message[256];                  /* why it failed, or a note */
+} mc_store_task_info_t;
+/* 0 and the task's id, or: OBJECT_NOT_FOUND (no such complete object), INVALID_PARAMS (no
+ * targets, more than 8, a target that is no mounted segment, a move whose source holds no replica
+ * of the object or equals its target, or replicas beyond 8), OBJECT_HAS_REPLICATION_TASK (one is
+ * unfinished for the key), TASK_PENDING_LIMIT_EXCEEDED. Targets that hold a replica already are
+ * skipped (a task with nothing left to move succeeds at once). */
+MC_API int mc_store_create_copy_task(mc_store_t *s, const char *key, const char *const *targets,
+                                     size_t n, mc_store_task_id_t *id);
+MC_API int mc_store_create_move_task(mc_store_t *s, const char *key, const char *source,
+                                     const char *target, mc_store_task_id_t *id);
+/* 0 with the task's state, or TASK_NOT_FOUND (the master keeps the last 10000 finished). */
+MC_API int mc_store_query_task(mc_store_t *s, const mc_store_task_id_t *id,
+                               mc_store_task_info_t *out);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,10 @@
 
 typedef struct mc__dummy mc__dummy_t;
 
+/* mc__store_enter for the dummy's own calls: mc__store_enter itself refuses dummy handles, so a
+ * call a dummy does not hand over never runs on the master, engine or segment it lacks. */
+int mc__store_enter_dummy(mc_store_t *s);
+
 /* Connects (s->mu held by the caller, the state NEW): 0 or a code; s->dummy is set on success. */
 int mc__dummy_attach(mc_store_t *s, const mc_store_dummy_config_t *cfg);
 /* Closes the channel (close, teardown); the daemon then drops what it held for us. */

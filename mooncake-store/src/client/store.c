@@ -39,6 +39,8 @@ int mc_store_create(mc_store_t **out) {
     pthread_mutex_init(&s->sus_mu, NULL);
     pthread_rwlock_init(&s->reg_lock, NULL);
     pthread_rwlock_init(&s->seg_rw, NULL);
+    mc__put_sessions_init(&s->sessions);
+    pthread_mutex_init(&s->extras_mu, NULL);
     atomic_init(&s->state, MC__STORE_NEW);
     atomic_init(&s->master_ok, 0);
     mc__staging_init(&s->staging, NULL, 0);
@@ -52,7 +54,7 @@ int mc__store_ready(mc_store_t *s) {
     return 0;
 }
 
-int mc__store_enter(mc_store_t *s) {
+int mc__store_enter_dummy(mc_store_t *s) {
     if (!s)
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     pthread_rwlock_rdlock(&s->op_lock);
@@ -61,6 +63,19 @@ int mc__store_enter(mc_store_t *s) {
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     }
     return 0;
+}
+
+int mc__store_enter(mc_store_t *s) {
+    int rc = mc__store_enter_dummy(s);
+    /* A dummy has no master, engine or segment: a call it does not hand to its node (see
+     * dummy.h) is unavailable on it rather than run on state it does not have. */
+    if (rc == 0 && s->dummy) {
+        mc__store_leave(s);
+        MC_WARN("store: this call is not offered by a dummy client (it runs its calls at a "
+                "storage node)");
+        rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    }
+    return rc;
 }
 
 void mc__store_leave(mc_store_t *s) {
@@ -95,6 +110,9 @@ static void *mc__heartbeat_main(void *arg) {
             MC_DEBUG("store: heartbeat failed: %s", mc_store_strerror(rc));
         else if (status == MC_MP_CLIENT_NEED_REMOUNT && s->cfg.global_segment_size > 0)
             MC_WARN("store: the master had forgotten this client; segment mounted again");
+        if (rc == 0)
+            mc__store_run_tasks(s);
+        mc__store_extras_tick(s);
         pthread_mutex_lock(&s->hb_mu);
         mc__deadline_in(&ts, interval);
         while (!s->hb_stop)
@@ -166,6 +184,8 @@ static int mc__store_new_incarnation(void *ctx, const char *name, uint64_t size,
     uint64_t e = mc__new_epoch();
     int rc;
     (void)name;
+    if (*base != (uint64_t)(uintptr_t)s->segment)
+        return mc__store_extras_remount(s, base, epoch); /* an extra segment, by its base */
     pthread_rwlock_wrlock(&s->seg_rw);
     if (s->segment)
         mc_engine_free_managed(s->engine, s->segment);
@@ -232,12 +252,19 @@ static void mc__teardown(mc_store_t *s) {
         pthread_join(s->hb_thread, NULL);
         s->hb_started = 0;
     }
-    if (s->master && s->segment) {
-        int rc = mc__master_client_unmount_segment(s->master, s->hostname,
+    mc__put_sessions_revoke_all(s);
+    mc__store_extras_teardown(s);
+    if (s->master && s->master_known) {
+        /* A clean leave: the master unmounts our segments and forgets us now, rather than count
+         * us as expired client_ttl later. A master without the call still gets the unmount. */
+        int rc = mc__master_client_unregister(s->master);
+        if (rc == MC_ERR_NOT_IMPLEMENTED && s->segment)
+            rc = mc__master_client_unmount_segment(s->master, s->hostname,
                                                    (uint64_t)(uintptr_t)s->segment);
         if (rc != 0)
-            MC_WARN("store: unmount at the master failed: %s", mc_store_strerror(rc));
+            MC_WARN("store: leaving the master failed: %s", mc_store_strerror(rc));
     }
+    s->master_known = 0;
     mc__dummy_disconnect(s);
     mc__master_client_close(s->master);
     s->master = NULL;
@@ -328,6 +355,7 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
                  mc_store_strerror(rc));
         goto out;
     }
+    s->master_known = 1;
     rc = mc__setup_engine(s);
     if (rc != 0)
         goto out;
@@ -335,8 +363,9 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
     rc = mc__setup_memory(s);
     if (rc != 0)
         goto out;
+    /* Every mount (the global segment, extra ones) comes back in a new incarnation. */
+    mc__master_client_set_remount_hook(s->master, mc__store_new_incarnation, s);
     if (s->segment) {
-        mc__master_client_set_remount_hook(s->master, mc__store_new_incarnation, s);
         rc = mc__master_client_mount_segment_epoch(s->master, s->hostname,
                                                    (uint64_t)(uintptr_t)s->segment, s->segment_size,
                                                    s->segment_epoch);
@@ -410,6 +439,9 @@ void mc_store_destroy(mc_store_t *s) {
     mc__staging_fini(&s->staging);
     mc__free(s->regs);
     mc__free(s->segs);
+    mc__put_sessions_fini(&s->sessions);
+    mc__free(s->extras);
+    pthread_mutex_destroy(&s->extras_mu);
     pthread_rwlock_destroy(&s->reg_lock);
     pthread_rwlock_destroy(&s->seg_rw);
     pthread_rwlock_destroy(&s->op_lock);

@@ -573,7 +573,7 @@ out:
 
 int mc__dummy_put(mc_store_t *s, int upsert, const mc_store_item_t *items, size_t n,
                   const mc_replicate_config_t *rc, int *results) {
-    int code = mc__store_enter(s);
+    int code = mc__store_enter_dummy(s);
     if (code != 0) {
         for (size_t i = 0; results && i < n; i++)
             results[i] = code;
@@ -588,7 +588,7 @@ int mc__dummy_put(mc_store_t *s, int upsert, const mc_store_item_t *items, size_
 }
 
 int mc__dummy_get(mc_store_t *s, const mc_store_item_t *items, size_t n, int64_t *results) {
-    int code = mc__store_enter(s);
+    int code = mc__store_enter_dummy(s);
     if (code != 0) {
         for (size_t i = 0; results && i < n; i++)
             results[i] = code;
@@ -697,7 +697,7 @@ int mc__dummy_keys(mc_store_t *s, int type, const char *const *keys, size_t n, i
     const char **sub = NULL;
     size_t m = 0;
     int first = 0;
-    int code = mc__store_enter(s);
+    int code = mc__store_enter_dummy(s);
     if (code != 0) {
         for (size_t i = 0; results && i < n; i++)
             results[i] = code;
@@ -763,7 +763,7 @@ int64_t mc__dummy_scalar(mc_store_t *s, int type, const char *text, int force) {
     mc__dummy_t *d;
     mc__np_request_t r;
     mc__np_reply_t reply;
-    int64_t code = mc__store_enter(s);
+    int64_t code = mc__store_enter_dummy(s);
     if (code != 0)
         return code;
     d = s->dummy;
@@ -836,7 +836,7 @@ int mc__dummy_register(mc_store_t *s, void *addr, size_t len) {
     mc__dummy_t *d;
     uint32_t handle = 0;
     uint64_t off = 0;
-    int rc = mc__store_enter(s);
+    int rc = mc__store_enter_dummy(s);
     if (rc != 0)
         return rc;
     d = s->dummy;
@@ -858,7 +858,7 @@ int mc__dummy_register(mc_store_t *s, void *addr, size_t len) {
 }
 
 int mc__dummy_unregister(mc_store_t *s, void *addr) {
-    int rc = mc__store_enter(s);
+    int rc = mc__store_enter_dummy(s);
     if (rc != 0)
         return rc;
     /* The mapping stays until the block is freed: a later call reuses it. */

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "client/put_session.h"
 #include "client/staging.h"
 #include "mooncake/store.h"
 #include "proto/master_client.h"
@@ -27,6 +28,16 @@ typedef struct mc__suspect {
     uint64_t warned_ms; /* last warning about it */
     uint64_t quiet;     /* failures since that warning */
 } mc__suspect_t;
+
+/* An extra segment (store_segments.c): a file range mapped shared, or memory allocated for it. */
+typedef struct mc__extra_seg {
+    char id[37]; /* the UUID text callers name it by */
+    void *addr;
+    size_t size;
+    uint64_t epoch;         /* 0 for a file segment (plain registered memory) */
+    int file;               /* 1: mount_segment's file mapping; 0: allocated */
+    uint64_t unmount_at_ms; /* an unmount with a grace period: when it happens (0: none) */
+} mc__extra_seg_t;
 
 struct mc_store {
     pthread_mutex_t mu; /* state transitions */
@@ -52,6 +63,7 @@ struct mc_store {
 
     pthread_t hb_thread;
     int hb_started;
+    int master_known; /* the master answered us: a close must unregister */
     int hb_stop;
     pthread_mutex_t hb_mu;
     pthread_cond_t hb_cv;
@@ -63,6 +75,12 @@ struct mc_store {
 
     pthread_mutex_t sus_mu;
     mc__suspect_t suspects[MC__SUSPECTS];
+
+    mc__put_sessions_t sessions; /* put sessions between start and end (put_session.c) */
+
+    pthread_mutex_t extras_mu; /* extra segments (store_segments.c); never held around an RPC */
+    mc__extra_seg_t *extras;
+    size_t n_extras, cap_extras;
 
     struct mc__dummy *dummy; /* set: a dummy client, its calls run by a local storage node */
 
@@ -177,4 +195,11 @@ void mc__store_suspect_failed(mc_store_t *s, const char *name, int rc);
 /* A transfer with name worked: it is healthy again. */
 void mc__store_suspect_clear(mc_store_t *s, const char *name);
 void mc__store_segments_clear(mc_store_t *s);
+/* Extra segments: unmounts those whose grace period passed (heartbeat thread); unmounts and
+ * releases all (teardown); the remount hook's part for them (see store_segments.c). */
+void mc__store_extras_tick(mc_store_t *s);
+void mc__store_extras_teardown(mc_store_t *s);
+int mc__store_extras_remount(mc_store_t *s, uint64_t *base, uint64_t *epoch);
+/* Runs the replica tasks the master assigned to this client (heartbeat thread). */
+void mc__store_run_tasks(mc_store_t *s);
 #endif

@@ -1,7 +1,7 @@
 /* Master state shared by its files (objects, segments, clients, metrics).
  *
- * Lock order, never reversed: placement (rw) -> shard -> registry (rw) -> segment; the client
- * table, graveyard and eviction locks are leaves or taken with nothing else held. */
+ * Lock order, never reversed: tasks -> placement (rw) -> shard -> registry (rw) -> segment; the
+ * client table, graveyard and eviction locks are leaves or taken with nothing else held. */
 #ifndef MC_STORE_MASTER_INTERNAL_H
 #define MC_STORE_MASTER_INTERNAL_H
 #include <pthread.h>
@@ -16,7 +16,8 @@
 #define MC__OBJ_COMPLETE 0x1u
 #define MC__OBJ_HARD_PIN 0x2u
 #define MC__OBJ_SOFT_PIN 0x4u
-#define MC__OBJ_PIN_KEEP 0x8u /* an upsert asked to keep the replaced object's soft pin */
+#define MC__OBJ_PIN_KEEP 0x8u   /* an upsert asked to keep the replaced object's soft pin */
+#define MC__OBJ_DISCARDED 0x10u /* an unfinished put discarded as stale (graveyard) */
 #define MC__SHADOW_SUFFIX "\0u"
 #define MC__SHADOW_SUFFIX_LEN 2u
 
@@ -27,7 +28,9 @@ typedef struct mc__replica {
 } mc__replica_t;
 
 /* One object, one allocation: a 56-byte header, the key (padded to 8), then 16 bytes per
- * replica. Replicas only ever shrink (segment lost, replica cleared), so the layout never moves.
+ * replica. Replicas shrink in place (segment lost, replica cleared); a copy task that adds some
+ * swaps in a bigger record (mc__object_grow) under the shard lock, and no pointer to an object
+ * is kept across that lock.
  * An upsert of an existing key writes a shadow object first: its key is the object's key plus
  * MC__SHADOW_SUFFIX (no client key holds a NUL), its hash the object's, so both share a shard. */
 typedef struct mc__object {
@@ -57,6 +60,7 @@ typedef struct mc__shard {
 
 typedef struct mc__segment {
     pthread_mutex_t mu;
+    uint64_t serial; /* names it in the metadata log (persist.h); never reused in a log */
     char name[MC_MP_MAX_SEGMENT_NAME + 1];
     uint32_t name_len;
     uint64_t base, size;
@@ -75,15 +79,21 @@ typedef struct mc__client_rec {
 } mc__client_rec_t;
 
 #define MC__LAT_BUCKETS 12
+#define MC__SIZE_BUCKETS 7
+/* Per message type. A request naming one key is counted as the reference's single-key call
+ * (single_*), one naming more as its batch call (batch_*): on the wire both are batches. */
 typedef struct mc__op_stats {
     _Atomic uint64_t ops;    /* keys processed */
     _Atomic uint64_t errors; /* keys that failed */
     _Atomic uint64_t rpcs;
     _Atomic uint64_t lat_sum_us;
     _Atomic uint64_t lat_bucket[MC__LAT_BUCKETS + 1];
+    _Atomic uint64_t single, single_failed;
+    _Atomic uint64_t batch, batch_items, batch_failed, batch_partial, batch_failed_items;
 } mc__op_stats_t;
 
 typedef struct mc__rpc_server mc__rpc_server_t;
+typedef struct mc__persist mc__persist_t;
 typedef struct mc_http_server mc_http_server_t;
 
 struct mc__master {
@@ -110,6 +120,12 @@ struct mc__master {
 
     pthread_mutex_t evict_mu;
 
+    /* Replica copy / move tasks (tasks.c). */
+    pthread_mutex_t tasks_mu;
+    struct mc__task **tasks;
+    size_t n_tasks, cap_tasks;
+    uint64_t tasks_checked_ms;
+
     /* gauges and counters */
     _Atomic int64_t n_objects;    /* complete objects */
     _Atomic int64_t object_bytes; /* their sizes */
@@ -117,7 +133,17 @@ struct mc__master {
     _Atomic int64_t capacity_bytes;
     _Atomic int64_t used_bytes;
     _Atomic uint64_t evictions, evicted_bytes, eviction_runs;
-    _Atomic uint64_t discarded_puts, expired_clients;
+    _Atomic uint64_t discarded_puts, expired_clients, left_clients;
+    _Atomic uint64_t eviction_successes;            /* passes that evicted something */
+    _Atomic uint64_t released_puts;                 /* discarded puts whose space was given back */
+    _Atomic uint64_t put_alloc_failures;            /* keys a put or upsert found no space for */
+    _Atomic uint64_t put_partial_allocs;            /* keys placed with fewer replicas than asked */
+    _Atomic uint64_t gets, get_hits, get_hit_bytes; /* GET_REPLICA_LIST keys, found, bytes */
+    _Atomic uint64_t remove_all_regex;              /* REMOVE_ALL requests with a pattern */
+    _Atomic uint64_t remove_all_regex_failed;
+    _Atomic uint64_t value_size_bucket[MC__SIZE_BUCKETS + 1]; /* finished puts by size */
+    _Atomic uint64_t value_size_sum;
+    _Atomic uint64_t task_creates[2], task_create_failures[2]; /* by MC_TASK_COPY / _MOVE */
     mc__op_stats_t op[MC_MP_TYPE_MAX_];
 
     pthread_t monitor;
@@ -127,6 +153,8 @@ struct mc__master {
     int stopping;
     int evict_wanted;
 
+    mc__persist_t *persist;       /* the local metadata log, or NULL (persist.h) */
+    _Atomic uint64_t next_serial; /* segments' log serials */
     mc__rpc_server_t *rpc;
     mc_http_server_t *admin;
     void *meta_store;
@@ -148,6 +176,10 @@ mc__object_t *mc__shard_find(mc__shard_t *s, uint32_t hash, const uint8_t *key, 
 void mc__shard_insert(mc__shard_t *s, mc__object_t *o);
 void mc__shard_unlink(mc__shard_t *s, mc__object_t *o);
 mc__object_t *mc__object_new(const uint8_t *key, uint32_t len, uint32_t hash, uint8_t n_replicas);
+/* With the shard locked: replaces o (in its chain) by a copy with n_add more replicas, which
+ * it returns; o is freed. NULL (o untouched) when memory runs out. */
+mc__object_t *mc__object_grow(mc__shard_t *s, mc__object_t *o, const mc__replica_t *add,
+                              uint8_t n_add);
 /* Frees the replicas' space (shard lock may be held) and the record. Updates gauges. */
 void mc__object_destroy(mc__master_t *m, mc__object_t *o);
 void mc__free_replica(mc__master_t *m, const mc__replica_t *r);
@@ -216,7 +248,22 @@ uint32_t mc__segments_of(mc__master_t *m, const uint8_t *client); /* live segmen
 int32_t mc__segment_unreachable(mc__master_t *m, const mc__mp_str_t *name);
 /* The owner is alive (it heartbeats): its segments take placements again. */
 void mc__segments_reachable(mc__master_t *m, const uint8_t *client);
+/* 1 when slot holds a live segment (owned by client): registry read lock taken inside. */
+int mc__segment_owned_by(mc__master_t *m, uint32_t slot, const uint8_t *client);
+int mc__segment_live(mc__master_t *m, uint32_t slot);
+/* 1 when a live segment is named name (its owner copied to owner, may be NULL). */
+int mc__segment_named(mc__master_t *m, const mc__mp_str_t *name, uint8_t *owner);
+/* 1 when slot's segment (live or dying) is named name. */
+int mc__slot_named(mc__master_t *m, uint32_t slot, const mc__mp_str_t *name);
+/* Places one replica of len bytes on a live segment named name, in none of avoid's slots:
+ * 0, or NO_AVAILABLE_HANDLE. Caller holds placement (read). */
+int mc__place_on(mc__master_t *m, uint64_t len, const mc__mp_str_t *name,
+                 const mc__replica_t *avoid, int n_avoid, mc__replica_t *out);
 void mc__clients_expire(mc__master_t *m, uint64_t now);
+/* A clean leave: forgets the client and unmounts its segments now (objects on them handled as an
+ * expiry handles them), counted in left_clients, never as expired. Returns 1 when it was known;
+ * an unknown or repeated leave is harmless. */
+int mc__client_unregister(mc__master_t *m, const uint8_t *id);
 
 /* evict.c */
 /* Frees at least need bytes (and eviction_ratio of capacity). Returns bytes freed. With fit > 0
@@ -227,6 +274,15 @@ void mc__discard_stale_puts(mc__master_t *m, uint64_t now);
 void mc__grave_release(mc__master_t *m, uint64_t now, int all);
 void *mc__monitor_main(void *arg);
 
+/* tasks.c: the TASK_* requests (reply written to out), and the monitor's and a segment drop's
+ * part in them. */
+void mc__op_task(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *errors);
+/* Fails tasks whose client never fetched them or never reported, once a second. */
+void mc__tasks_expire(mc__master_t *m, uint64_t now);
+/* Forgets the reserved replicas that lie in slot (its segment goes away). */
+void mc__tasks_drop_slot(mc__master_t *m, uint32_t slot);
+void mc__tasks_destroy(mc__master_t *m);
+
 /* rpc_server.c */
 int mc__rpc_server_start(mc__master_t *m, const char *host, uint16_t port, mc__rpc_server_t **out);
 uint16_t mc__rpc_server_port(const mc__rpc_server_t *s);
@@ -234,6 +290,23 @@ void mc__rpc_server_stop(mc__rpc_server_t *s);
 
 /* admin_http.c */
 int mc__admin_http_start(mc__master_t *m, uint16_t port);
+/* Text for n bytes of a key or name: valid UTF-8 passes unchanged (control characters too when
+ * ctl is 0), any other byte becomes the four characters \xNN. out holds 4 * n + 1 bytes. */
+void mc__key_text(const uint8_t *p, size_t n, char *out, int ctl);
+
+/* admin_compat.c: answers the endpoints in the reference's shapes; 0 when path is not one.
+ * arg (cap bytes) and b are the caller's scratch. */
+struct mc_http_request;
+struct mc_http_response;
+int mc__admin_compat(mc__master_t *m, const struct mc_http_request *req,
+                     struct mc_http_response *resp, char *arg, size_t cap, mc_buf_t *b);
+
+/* metrics.c */
+/* One request served: keys named, keys that failed, time taken. */
 void mc__op_record(mc__master_t *m, uint8_t type, uint32_t keys, uint32_t errors,
                    uint64_t elapsed_ns);
+/* A put (or upsert) of size bytes was published. */
+void mc__value_size_record(mc__master_t *m, uint64_t size);
+/* Appends the Prometheus text exposition of every metric. */
+void mc__metrics_render(mc__master_t *m, mc_buf_t *b);
 #endif

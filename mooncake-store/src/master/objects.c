@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "master/master_internal.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/error.h"
 
@@ -124,6 +125,7 @@ void mc__free_replica(mc__master_t *m, const mc__replica_t *r) {
         uint64_t before = seg->alloc.used_bytes;
         mc__seg_free(&seg->alloc, r->block);
         atomic_fetch_sub(&m->used_bytes, (int64_t)(before - seg->alloc.used_bytes));
+        mc__persist_free(m, seg, r->off);
         pthread_mutex_unlock(&seg->mu);
     }
     pthread_rwlock_unlock(&m->registry);
@@ -131,6 +133,8 @@ void mc__free_replica(mc__master_t *m, const mc__replica_t *r) {
 
 void mc__object_destroy(mc__master_t *m, mc__object_t *o) {
     mc__replica_t *reps = mc__obj_reps(o);
+    if (o->flags & MC__OBJ_COMPLETE)
+        mc__persist_obj_del(m, o);
     for (uint8_t i = 0; i < o->n_replicas; i++)
         mc__free_replica(m, &reps[i]);
     if (o->flags & MC__OBJ_COMPLETE) {
@@ -162,4 +166,22 @@ void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg) {
         }
         pthread_mutex_unlock(&s->mu);
     }
+}
+
+mc__object_t *mc__object_grow(mc__shard_t *s, mc__object_t *o, const mc__replica_t *add,
+                              uint8_t n_add) {
+    size_t key_space = ((size_t)o->key_len + 7u) & ~(size_t)7u;
+    size_t old_size = sizeof(*o) + key_space + (size_t)o->n_replicas * sizeof(mc__replica_t);
+    mc__object_t *g = mc__malloc(old_size + (size_t)n_add * sizeof(mc__replica_t));
+    mc__object_t **pp = &s->buckets[o->hash & s->mask];
+    if (!g)
+        return NULL;
+    memcpy(g, o, old_size);
+    memcpy(mc__obj_reps(g) + o->n_replicas, add, (size_t)n_add * sizeof(*add));
+    g->n_replicas = (uint8_t)(o->n_replicas + n_add);
+    while (*pp != o)
+        pp = &(*pp)->next;
+    *pp = g; /* g->next is o->next: the chain is as it was, with g in o's place */
+    mc__free(o);
+    return g;
 }

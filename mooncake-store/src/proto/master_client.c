@@ -406,6 +406,22 @@ int mc__master_client_unmount_segment(mc__master_client_t *c, const char *segmen
     return rc;
 }
 
+int mc__master_client_unregister(mc__master_client_t *c) {
+    mc__mp_request_t r;
+    mc_frame_header_t h;
+    int rc = 0;
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_UNREGISTER_CLIENT;
+    pthread_mutex_lock(&c->mu);
+    /* Nothing is ours at the master any more: a reconnect must not mount anything again. */
+    c->n_mounts = 0;
+    rc = mc__mc_call(c, &r, &h);
+    if (rc == 0)
+        rc = mc__mp_decode_empty_reply(&h, c->in, (size_t)h.body_len);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 /* Fills key views for keys[0..n); 0 or MC_ERR_INVALID_KEY. */
 static int mc__mc_key_views(size_t n, const char *const *keys, mc__mp_str_t *views) {
     for (size_t i = 0; i < n; i++) {
@@ -617,5 +633,96 @@ int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status) {
     pthread_mutex_unlock(&c->mu);
     if (status)
         *status = st;
+    return rc;
+}
+
+/* --- replica tasks --- */
+
+static int mc__mc_str(const char *s, uint32_t max, mc__mp_str_t *out) {
+    size_t n = s ? strlen(s) : 0;
+    if (n > max)
+        return MC_ERR_INVALID_PARAMS;
+    out->p = (const uint8_t *)s;
+    out->len = (uint32_t)n;
+    return 0;
+}
+
+int mc__master_client_task_create(mc__master_client_t *c, uint8_t type, const char *key,
+                                  const char *source, size_t n, const char *const *targets,
+                                  uint8_t id[MC_MP_CLIENT_ID_LEN]) {
+    mc__mp_request_t r;
+    mc_frame_header_t h;
+    int rc;
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_TASK_CREATE;
+    r.task_type = type;
+    if (n == 0 || n > MC_MP_MAX_REPLICA_NUM || !targets)
+        return MC_ERR_INVALID_PARAMS;
+    if (mc__mc_str(key, MC_MP_MAX_KEY, &r.object_key) != 0 || r.object_key.len == 0)
+        return MC_ERR_INVALID_KEY;
+    if (mc__mc_str(source, MC_MP_MAX_SEGMENT_NAME, &r.segment_name) != 0)
+        return MC_ERR_INVALID_PARAMS;
+    r.n_targets = (uint32_t)n;
+    for (size_t i = 0; i < n; i++)
+        if (mc__mc_str(targets[i], MC_MP_MAX_SEGMENT_NAME, &r.targets[i]) != 0 ||
+            r.targets[i].len == 0)
+            return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&c->mu);
+    rc = mc__mc_call(c, &r, &h);
+    if (rc == 0)
+        rc = mc__tp_decode_create_reply(&h, c->in, (size_t)h.body_len, id);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int mc__master_client_task_query(mc__master_client_t *c, const uint8_t id[MC_MP_CLIENT_ID_LEN],
+                                 mc__task_info_t *out) {
+    mc__mp_request_t r;
+    mc_frame_header_t h;
+    int rc;
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_TASK_QUERY;
+    memcpy(r.task_id, id, MC_MP_CLIENT_ID_LEN);
+    pthread_mutex_lock(&c->mu);
+    rc = mc__mc_call(c, &r, &h);
+    if (rc == 0)
+        rc = mc__tp_decode_query_reply(&h, c->in, (size_t)h.body_len, out);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int mc__master_client_task_fetch(mc__master_client_t *c, uint32_t max, mc__task_work_t *out,
+                                 uint32_t *n) {
+    mc__mp_request_t r;
+    mc_frame_header_t h;
+    int rc;
+    *n = 0;
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_TASK_FETCH;
+    r.max_tasks = max;
+    pthread_mutex_lock(&c->mu);
+    rc = mc__mc_call(c, &r, &h);
+    if (rc == 0)
+        rc = mc__tp_decode_fetch_reply(&h, c->in, (size_t)h.body_len, max, out, n);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int mc__master_client_task_report(mc__master_client_t *c, const uint8_t id[MC_MP_CLIENT_ID_LEN],
+                                  int32_t code, const char *message) {
+    mc__mp_request_t r;
+    mc_frame_header_t h;
+    int rc;
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_TASK_REPORT;
+    memcpy(r.task_id, id, MC_MP_CLIENT_ID_LEN);
+    r.task_code = code;
+    r.message.p = (const uint8_t *)(message ? message : "");
+    r.message.len = (uint32_t)strnlen((const char *)r.message.p, MC_TP_MAX_MESSAGE);
+    pthread_mutex_lock(&c->mu);
+    rc = mc__mc_call(c, &r, &h);
+    if (rc == 0)
+        rc = mc__mp_decode_empty_reply(&h, c->in, (size_t)h.body_len);
+    pthread_mutex_unlock(&c->mu);
     return rc;
 }

@@ -25,6 +25,7 @@
 
 #include "mooncake/common/auth.h"
 #include "proto/master_proto.h"
+#include "proto/task_proto.h"
 
 typedef struct mc__master_client mc__master_client_t;
 
@@ -125,8 +126,27 @@ int64_t mc__master_client_remove_by_regex(mc__master_client_t *c, const char *re
 int mc__master_client_segment_unreachable(mc__master_client_t *c, size_t n,
                                           const char *const *names, int32_t *codes);
 
+/* Replica tasks (see master/tasks.c). create: a copy (source NULL or "") or a move (source, one
+ * target) of key to the target segments; id gets the task's id. OBJECT_NOT_FOUND, INVALID_PARAMS
+ * (a segment unknown, a move onto its source), OBJECT_HAS_REPLICATION_TASK, or 0. query: the
+ * task's state, or TASK_NOT_FOUND. fetch: up to max (1..MC_TP_MAX_FETCH) of this client's tasks,
+ * started (their targets reserved); report: the outcome of one (0: every target written). */
+int mc__master_client_task_create(mc__master_client_t *c, uint8_t type, const char *key,
+                                  const char *source, size_t n, const char *const *targets,
+                                  uint8_t id[MC_MP_CLIENT_ID_LEN]);
+int mc__master_client_task_query(mc__master_client_t *c, const uint8_t id[MC_MP_CLIENT_ID_LEN],
+                                 mc__task_info_t *out);
+int mc__master_client_task_fetch(mc__master_client_t *c, uint32_t max, mc__task_work_t *out,
+                                 uint32_t *n);
+int mc__master_client_task_report(mc__master_client_t *c, const uint8_t id[MC_MP_CLIENT_ID_LEN],
+                                  int32_t code, const char *message);
+
 /* Keeps this client alive (the master expires clients after client_ttl without one). When the
  * master did not know the client (restart, expiry) the segments are mounted again here and
  * *status (may be NULL) reports MC_MP_CLIENT_NEED_REMOUNT. */
 int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status);
+/* A clean leave: the master unmounts every segment of this client and forgets it at once (not
+ * counted as expired). The client's mount list is cleared first, so nothing is remounted. 0, or the
+ * master's code (NOT_IMPLEMENTED from a master that predates it), or RPC_FAIL. */
+int mc__master_client_unregister(mc__master_client_t *c);
 #endif

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "proto/task_proto.h"
+
 #include "mooncake/common/alloc.h"
 #include "mooncake/error.h"
 
@@ -42,14 +44,34 @@ const char *mc__mp_type_name(uint8_t type) {
         return "upsert_revoke";
     case MC_MP_REPLICA_CLEAR:
         return "replica_clear";
+    case MC_MP_UNREGISTER_CLIENT:
+        return "unregister_client";
+    case MC_MP_TASK_CREATE:
+        return "task_create";
+    case MC_MP_TASK_QUERY:
+        return "task_query";
+    case MC_MP_TASK_FETCH:
+        return "task_fetch";
+    case MC_MP_TASK_REPORT:
+        return "task_report";
     default:
         return "unknown";
     }
 }
 
+static int mc__mp_is_task(uint8_t type) {
+    return type >= MC_MP_TASK_CREATE && type <= MC_MP_TASK_REPORT;
+}
+
 static int mc__mp_has_keys(uint8_t type) {
     return type != MC_MP_MOUNT_SEGMENT && type != MC_MP_UNMOUNT_SEGMENT &&
-           type != MC_MP_REMOVE_ALL && type != MC_MP_HEARTBEAT;
+           type != MC_MP_REMOVE_ALL && type != MC_MP_HEARTBEAT && type != MC_MP_UNREGISTER_CLIENT &&
+           !mc__mp_is_task(type);
+}
+
+/* Types this build knows (the numbering has gaps). */
+static int mc__mp_known(uint8_t type) {
+    return (type >= MC_MP_MOUNT_SEGMENT && type <= MC_MP_UNREGISTER_CLIENT) || mc__mp_is_task(type);
 }
 
 /* Types whose keys each carry a u64 (a length or a version), and those with a config. */
@@ -68,8 +90,10 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
     size_t start = 0;
     size_t body_start = 0;
     int rc = 0;
-    if (r->type == 0 || r->type >= MC_MP_TYPE_MAX_)
+    if (!mc__mp_known(r->type))
         return MC_ERR_INVALID_PARAMS;
+    if (mc__mp_is_task(r->type) && (rc = mc__tp_check_request(r)) != 0)
+        return rc;
     if (mc__mp_has_keys(r->type)) {
         if (r->n_keys > MC_MP_MAX_BATCH || (r->n_keys && !r->keys))
             return MC_ERR_INVALID_PARAMS;
@@ -108,6 +132,14 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         break;
     case MC_MP_HEARTBEAT:
         mc__buf_u32(b, r->n_mounted);
+        break;
+    case MC_MP_UNREGISTER_CLIENT:
+        break; /* the client id says it all */
+    case MC_MP_TASK_CREATE:
+    case MC_MP_TASK_QUERY:
+    case MC_MP_TASK_FETCH:
+    case MC_MP_TASK_REPORT:
+        mc__tp_encode_request(b, r);
         break;
     default:
         if (r->type == MC_MP_REMOVE)
@@ -202,7 +234,7 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
     memset(out, 0, sizeof(*out));
     out->type = h->type;
     out->request_id = h->request_id;
-    if (h->type == 0 || h->type >= MC_MP_TYPE_MAX_) {
+    if (!mc__mp_known(h->type)) {
         rc = MC_ERR_NOT_IMPLEMENTED;
         goto out;
     }
@@ -242,6 +274,14 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
         out->n_mounted = MC_MP_MOUNTS_UNKNOWN;
         if (mc__cur_left(&cur) != 0 && mc__cur_u32(&cur, &out->n_mounted))
             rc = MC_ERR_INVALID_PARAMS;
+        break;
+    case MC_MP_UNREGISTER_CLIENT:
+        break; /* trailing bytes are refused below */
+    case MC_MP_TASK_CREATE:
+    case MC_MP_TASK_QUERY:
+    case MC_MP_TASK_FETCH:
+    case MC_MP_TASK_REPORT:
+        rc = mc__tp_decode_request(&cur, out);
         break;
     default:
         if ((h->type == MC_MP_REMOVE && mc__cur_u8(&cur, &out->force)) ||
@@ -396,7 +436,7 @@ int mc__mp_decode_error(const mc_frame_header_t *h, const uint8_t *body, size_t 
     return code;
 }
 
-static int mc__mp_reply_check(const mc_frame_header_t *h, const uint8_t *body, size_t len) {
+int mc__mp_reply_check(const mc_frame_header_t *h, const uint8_t *body, size_t len) {
     if (!(h->flags & MC_FRAME_F_REPLY))
         return MC_ERR_RPC_FAIL;
     if (h->flags & MC_FRAME_F_ERROR)

@@ -275,6 +275,23 @@ static void test_dummy_data_path(void **state) {
     assert_int_equal(mc_store_put(s, "", heap, 1, NULL), MC_ERR_INVALID_KEY);
     assert_int_equal(mc_store_remove(s, "n-heap", 1), 0);
     assert_int_equal(mc_store_is_exist(s, "n-heap"), 0);
+    /* calls a dummy does not hand to its node are unavailable on it, never run on the master,
+     * engine or segment it lacks */
+    {
+        const char *tgt[] = {"elsewhere:1"};
+        const char *k1[] = {"n-session"};
+        uint64_t sz[] = {64};
+        int codes[1] = {0};
+        mc_store_task_id_t id;
+        mc_store_replica_list_t rl;
+        assert_int_equal(mc_store_create_copy_task(s, "n-heap", tgt, 1, &id),
+                         MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+        assert_int_equal(mc_store_put_session_start(s, k1, sz, 1, NULL, codes),
+                         MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+        assert_int_equal(codes[0], MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+        assert_int_equal(mc_store_batch_get_replica_desc(s, k1, 1, &rl),
+                         MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+    }
     /* unregistered memory of no pool block cannot be registered by a dummy */
     assert_int_equal(mc_store_register_buffer(s, heap, 64), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_shm_pool_free(f->pool, shm), 0);

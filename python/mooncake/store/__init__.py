@@ -17,8 +17,9 @@ explains one). Only wrong argument types (``TypeError``, naming an unknown keywo
 
 import enum as _enum
 
-from mooncake.store import _extras, _ranges
+from mooncake.store import _extras, _ranges, _tasks
 from mooncake.store._extras import Descriptor, ObjectDataType, bind_to_numa_node  # noqa: F401
+from mooncake.store._tasks import QueryTaskResponse, TaskStatus, TaskType  # noqa: F401
 
 from mooncake._store import STORE_ERRORS as _STORE_ERRORS
 from mooncake._store import (  # noqa: F401  (re-exported)
@@ -50,6 +51,9 @@ __all__ = [
     "ParallelAxis",
     "TensorParallelism",
     "ReadTarget",
+    "TaskType",
+    "TaskStatus",
+    "QueryTaskResponse",
 ]
 
 
@@ -142,6 +146,7 @@ def _batch_get_replica_desc(self, keys):
 MooncakeDistributedStore.get_replica_desc = _get_replica_desc
 _ranges.attach(MooncakeDistributedStore)
 _extras.attach(MooncakeDistributedStore)
+_tasks.attach(MooncakeDistributedStore)
 MooncakeDistributedStore.batch_get_replica_desc = _batch_get_replica_desc
 
 # The tensor methods (put_tensor, get_tensor, ...); torch is imported only when one is called.

@@ -1,4 +1,5 @@
-"""Ranged reads with the reference's nested argument shapes, over the flat C call.
+"""Ranged reads and put-session writes with the reference's nested argument shapes, over the
+flat C calls.
 
 ``MooncakeDistributedStore._get_ranges_raw(keys, counts, dsts, src_offsets, sizes)`` reads every
 range of every key after one master round trip (``mc_store_batch_get_ranges``); this module only
@@ -102,7 +103,35 @@ def batch_get_session_end(self, keys):
     return 0
 
 
+def batch_put_from_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_dst_offsets):
+    """Writes into open put sessions (``batch_put_session_start``): for key ``i``, range ``j``
+    copies ``all_sizes[i][j]`` bytes from ``all_buffer_ptrs[i][j]`` to offset
+    ``all_dst_offsets[i][j]`` of the object. One result per key: the bytes written, or a
+    negative code (INVALID_PARAMS for a key without an open session, mismatched lists, or a
+    range past the object's end; then none of that key's ranges is written). All keys' ranges
+    move together; call it as often as needed before ``batch_put_session_end``."""
+    keys = list(keys)
+    if not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_dst_offsets)):
+        return [_INVALID_PARAMS] * len(keys)
+    ok_keys, counts, srcs, offs, lens, which = [], [], [], [], [], []
+    out = [_INVALID_PARAMS] * len(keys)
+    for i, (key, p, s, o) in enumerate(zip(keys, all_buffer_ptrs, all_sizes, all_dst_offsets)):
+        p, s, o = list(p), list(s), list(o)
+        if not (len(p) == len(s) == len(o)):
+            continue
+        ok_keys.append(key)
+        counts.append(len(p))
+        srcs += p
+        offs += o
+        lens += s
+        which.append(i)
+    if ok_keys:
+        for i, r in zip(which, self._put_ranges_raw(ok_keys, counts, srcs, offs, lens)):
+            out[i] = r
+    return out
+
+
 def attach(cls):
     for fn in (get_into_ranges, batch_get_into_multi_buffer_ranges, batch_get_session_start,
-               batch_get_session_end):
+               batch_get_session_end, batch_put_from_multi_buffer_ranges):
         setattr(cls, fn.__name__, fn)

@@ -51,7 +51,7 @@ def test_sizes_as_strings(make_master):
     master = make_master()
     node = Node(master, segment="4 MB")  # the reference's spelling, with a space
     try:
-        segs = json.loads(master.http("/get_all_segments"))
+        segs = json.loads(master.http("/json/get_all_segments"))
         assert [s["size"] for s in segs if s["name"] == node.segment] == [4 << 20]
     finally:
         node.stop()
@@ -85,11 +85,11 @@ def test_port_taken_fails_clearly(make_master):
 def test_sigterm_unmounts(make_master):
     master = make_master()
     node = Node(master, segment="8mb")
-    names = [s["name"] for s in json.loads(master.http("/get_all_segments"))]
+    names = [s["name"] for s in json.loads(master.http("/json/get_all_segments"))]
     assert node.segment in names
     assert node.stop(signal.SIGTERM) == 0
     # Unmounted before it exited: no client_ttl wait.
-    names = [s["name"] for s in json.loads(master.http("/get_all_segments"))]
+    names = [s["name"] for s in json.loads(master.http("/json/get_all_segments"))]
     assert node.segment not in names
     assert any("unmounting" in line for line in node.lines)
 
