@@ -2,6 +2,7 @@
  * against the mapping it gave (handle known, offset and length inside), so no request can make
  * the node read or write outside memory a dummy handed over; a malformed request gets an error
  * reply that says what was wrong, and the connection carries on while its framing holds. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -57,6 +59,7 @@ struct mc__node {
     _Atomic uint64_t bad_requests;
     _Atomic uint64_t lost_dummies; /* connections that ended in the middle of a request */
     mc__hist_t hist[MC__H_N];
+    mc__hist_t rpc_hist[MC_NP_TYPE_MAX_];
 };
 
 typedef struct mc__region {
@@ -418,8 +421,11 @@ static void mc__node_serve(void *ctx, int fd) {
         rc = mc__np_decode_request(h.type, body, (size_t)h.body_len, &req, err, sizeof(err));
         if (rc != 0)
             rc = mc__reply_error(&c, &h, rc, err);
-        else
+        else {
+            uint64_t t0 = mc__now_ns();
             rc = mc__dispatch(&c, &h, &req, fds, nfds);
+            mc__hist_add(&c.node->rpc_hist[h.type], (mc__now_ns() - t0) / 1000u);
+        }
         mc__np_request_free(&req);
         mc__close_fds(fds, &nfds); /* a mapping keeps no descriptor */
         mc__free(body);
@@ -502,13 +508,81 @@ static void mc__metric(mc_buf_t *b, const char *name, const char *type, const ch
     mc__buf_put(b, line, (size_t)k);
 }
 
+/* One histogram's samples; label is "" or `rpc_name="..."`. */
+static void mc__hist_render(mc_buf_t *b, const char *name, const char *label, const mc__hist_t *h) {
+    char line[512];
+    const char *sep = *label ? "," : "";
+    uint64_t cum = 0;
+    int k;
+    for (int i = 0; i <= MC__LAT_BUCKETS; i++) {
+        cum += atomic_load(&h->bucket[i]);
+        if (i < MC__LAT_BUCKETS)
+            k = snprintf(line, sizeof(line), "%s_bucket{%s%sle=\"%llu\"} %llu\n", name, label, sep,
+                         (unsigned long long)mc__lat_le_us[i], (unsigned long long)cum);
+        else
+            k = snprintf(line, sizeof(line), "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, label, sep,
+                         (unsigned long long)cum);
+        mc__buf_put(b, line, (size_t)k);
+    }
+    k = snprintf(line, sizeof(line), "%s_sum%s%s%s %llu\n%s_count%s%s%s %llu\n", name,
+                 *label ? "{" : "", label, *label ? "}" : "",
+                 (unsigned long long)atomic_load(&h->sum_us), name, *label ? "{" : "", label,
+                 *label ? "}" : "", (unsigned long long)atomic_load(&h->count));
+    mc__buf_put(b, line, (size_t)k);
+}
+
+/* The process, as Prometheus client libraries describe theirs. */
+static void mc__process_metrics(mc_buf_t *b) {
+    struct rusage ru;
+    struct rlimit rl;
+    unsigned long long vpages = 0, rpages = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    FILE *f = fopen("/proc/self/statm", "r");
+    DIR *d = opendir("/proc/self/fd");
+    char line[256];
+    int k;
+    if (f) {
+        if (fscanf(f, "%llu %llu", &vpages, &rpages) == 2 && page > 0) {
+            mc__metric(b, "process_resident_memory_bytes", "gauge", "resident memory size",
+                       rpages * (unsigned long long)page);
+            mc__metric(b, "process_virtual_memory_bytes", "gauge", "virtual memory size",
+                       vpages * (unsigned long long)page);
+        }
+        fclose(f);
+    }
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+                     ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
+        k = snprintf(line, sizeof(line),
+                     "# HELP process_cpu_seconds_total user and system CPU time spent\n"
+                     "# TYPE process_cpu_seconds_total counter\n"
+                     "process_cpu_seconds_total %.6f\n",
+                     cpu);
+        mc__buf_put(b, line, (size_t)k);
+    }
+    if (d) {
+        unsigned long long fds = 0;
+        for (struct dirent *e = readdir(d); e; e = readdir(d))
+            fds += e->d_name[0] != '.';
+        closedir(d);
+        mc__metric(b, "process_open_fds", "gauge", "open file descriptors", fds ? fds - 1 : 0);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        mc__metric(b, "process_max_fds", "gauge", "the limit of open file descriptors",
+                   (unsigned long long)rl.rlim_cur);
+}
+
 int mc__node_metrics(mc__node_t *n, mc_buf_t *b) {
     char line[512];
     int k;
-    mc__metric(b, "mooncake_transfer_read_bytes_total", "counter",
-               "bytes read from the pool for dummy clients", atomic_load(&n->read_bytes));
-    mc__metric(b, "mooncake_transfer_write_bytes_total", "counter",
-               "bytes written to the pool for dummy clients", atomic_load(&n->write_bytes));
+    /* The reference client's names: they carry no _total suffix, so they are declared untyped
+     * (Prometheus reads them as counters all the same). */
+    mc__metric(b, "mooncake_transfer_read_bytes", "untyped",
+               "bytes read from the pool for dummy clients (a counter)",
+               atomic_load(&n->read_bytes));
+    mc__metric(b, "mooncake_transfer_write_bytes", "untyped",
+               "bytes written to the pool for dummy clients (a counter)",
+               atomic_load(&n->write_bytes));
     mc__metric(b, "mooncake_client_dummy_clients", "gauge",
                "dummy clients (processes) attached now", (unsigned long long)mc__node_dummies(n));
     mc__metric(b, "mooncake_client_dummy_connections", "gauge",
@@ -525,37 +599,32 @@ int mc__node_metrics(mc__node_t *n, mc_buf_t *b) {
                "dummy shared memory mapped and registered now",
                (unsigned long long)atomic_load(&n->mapped_bytes));
     k = snprintf(line, sizeof(line),
-                 "# HELP mooncake_client_rpc_count_total control-channel requests by call\n"
-                 "# TYPE mooncake_client_rpc_count_total counter\n");
+                 "# HELP mooncake_client_rpc_count control-channel requests by call (a counter)\n"
+                 "# TYPE mooncake_client_rpc_count untyped\n");
     mc__buf_put(b, line, (size_t)k);
     for (int t = 1; t < MC_NP_TYPE_MAX_; t++) {
-        k = snprintf(line, sizeof(line), "mooncake_client_rpc_count_total{rpc_name=\"%s\"} %llu\n",
+        k = snprintf(line, sizeof(line), "mooncake_client_rpc_count{rpc_name=\"%s\"} %llu\n",
                      mc__np_type_name(t), (unsigned long long)atomic_load(&n->requests[t]));
         mc__buf_put(b, line, (size_t)k);
     }
+    k = snprintf(line, sizeof(line),
+                 "# HELP mooncake_client_rpc_latency time to serve a control-channel request, in "
+                 "microseconds\n"
+                 "# TYPE mooncake_client_rpc_latency histogram\n");
+    mc__buf_put(b, line, (size_t)k);
+    for (int t = 1; t < MC_NP_TYPE_MAX_; t++) {
+        char label[64];
+        snprintf(label, sizeof(label), "rpc_name=\"%s\"", mc__np_type_name(t));
+        mc__hist_render(b, "mooncake_client_rpc_latency", label, &n->rpc_hist[t]);
+    }
     for (int f = 0; f < MC__H_N; f++) {
-        const mc__hist_t *h = &n->hist[f];
-        const char *name = mc__hist_names[f];
-        uint64_t cum = 0;
         k = snprintf(line, sizeof(line),
                      "# HELP %s latency of dummy-client calls, in microseconds\n"
                      "# TYPE %s histogram\n",
-                     name, name);
+                     mc__hist_names[f], mc__hist_names[f]);
         mc__buf_put(b, line, (size_t)k);
-        for (int i = 0; i <= MC__LAT_BUCKETS; i++) {
-            cum += atomic_load(&h->bucket[i]);
-            if (i < MC__LAT_BUCKETS)
-                k = snprintf(line, sizeof(line), "%s_bucket{le=\"%llu\"} %llu\n", name,
-                             (unsigned long long)mc__lat_le_us[i], (unsigned long long)cum);
-            else
-                k = snprintf(line, sizeof(line), "%s_bucket{le=\"+Inf\"} %llu\n", name,
-                             (unsigned long long)cum);
-            mc__buf_put(b, line, (size_t)k);
-        }
-        k = snprintf(line, sizeof(line), "%s_sum %llu\n%s_count %llu\n", name,
-                     (unsigned long long)atomic_load(&h->sum_us), name,
-                     (unsigned long long)atomic_load(&h->count));
-        mc__buf_put(b, line, (size_t)k);
+        mc__hist_render(b, mc__hist_names[f], "", &n->hist[f]);
     }
+    mc__process_metrics(b);
     return b->failed ? MC_ERR_INTERNAL_ERROR : 0;
 }

@@ -150,12 +150,12 @@ def test_two_nodes_many_dummies_and_faults(node_pair, make_worker):
     # A dummy of B is SIGKILLed in the middle of its calls: B serves the rest and drops what the
     # dead one held.
     dead = dummies_b.pop()
-    calls = b.metric("mooncake_client_rpc_count_total")
+    calls = b.metric("mooncake_client_rpc_count")
     dead.send("while True:\n"
               "    store.put(f'busy-{os.getpid()}', pattern(2 << 20, 'busy'))\n"
               "    store.get(f'busy-{os.getpid()}')\n"
               "    store.remove(f'busy-{os.getpid()}', force=True)")
-    assert wait_for(lambda: b.metric("mooncake_client_rpc_count_total") > calls + 30, timeout=10)
+    assert wait_for(lambda: b.metric("mooncake_client_rpc_count") > calls + 30, timeout=10)
     mapped = b.metric("mooncake_client_shm_mapped_bytes")
     assert mapped > 0
     dead.kill()

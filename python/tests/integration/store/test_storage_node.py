@@ -106,12 +106,12 @@ def test_health_and_metrics(make_master, make_worker):
         assert w.run("result = len(store.get('metric-key'))") == 100000
         status, text = node.http("/metrics")
         assert status == 200
-        for name in ("mooncake_transfer_write_bytes_total", "mooncake_transfer_read_bytes_total",
-                     "mooncake_transfer_put_latency_bucket", "mooncake_client_rpc_count_total",
+        for name in ("mooncake_transfer_write_bytes", "mooncake_transfer_read_bytes",
+                     "mooncake_transfer_put_latency_bucket", "mooncake_client_rpc_count",
                      "mooncake_client_dummy_clients", "mooncake_client_global_segment_bytes"):
             assert name in text, name
-        assert node.metric("mooncake_transfer_write_bytes_total") == 100000
-        assert node.metric("mooncake_transfer_read_bytes_total") == 100000
+        assert node.metric("mooncake_transfer_write_bytes") == 100000
+        assert node.metric("mooncake_transfer_read_bytes") == 100000
         assert node.metric("mooncake_client_dummy_clients") == 1
         promtool = shutil.which("promtool")
         if promtool:
