@@ -338,8 +338,12 @@ int mc__dummy_attach(mc_store_t *s, const mc_store_dummy_config_t *cfg) {
 fail:
     for (int i = 0; d->pool && i < MC__DUMMY_CHANNELS; i++)
         mc__chan_fini(&d->ch[i]);
-    if (d->local)
+    if (d->local) {
+        /* the staging area may already sit on it: back to none */
+        mc__staging_fini(&s->staging);
+        mc__staging_init(&s->staging, NULL, 0);
         mc_shm_pool_free(d->pool, d->local);
+    }
     if (d->own_pool)
         mc_shm_pool_destroy(d->pool);
     mc__free(d);
