@@ -32,6 +32,9 @@ typedef struct mc__master_config {
     const char *cluster_secret_file; /* NULL: MC_CLUSTER_SECRET(_FILE) from the environment */
     int enable_metric_reporting;     /* log a one-line summary periodically */
     const char *cluster_id;          /* the deployment's name for this cluster */
+    /* Replica tasks (tasks.c), the reference's limits and timeouts (0 s: no timeout). */
+    int64_t max_finished_tasks, max_pending_tasks, max_processing_tasks;
+    int64_t pending_task_timeout_s, processing_task_timeout_s;
     /* A directory for the metadata log (persist.h): NULL or "" keeps metadata in memory only. */
     const char *metadata_dir;
     int restore_metadata; /* replay metadata_dir's log at start (else start empty) */
