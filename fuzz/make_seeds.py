@@ -16,6 +16,7 @@ import json
 import os
 import struct
 import sys
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -270,6 +271,60 @@ def master_rpc_dict():
         ("segment", s("127.0.0.1:15001")),
     ]
     return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 21))]
+
+
+# --- master metadata log ------------------------------------------------------------------------
+(R_SEG_MOUNT, R_SEG_DROP, R_ALLOC, R_FREE, R_OBJ_SET, R_OBJ_DEL) = range(1, 7)
+LOG_MAGIC = b"MCMLOG01"
+
+
+def rec(payload):
+    """One log record: u32 length, u32 CRC-32 of the payload, the payload."""
+    return u32(len(payload)) + u32(zlib.crc32(payload)) + payload
+
+
+def seg_mount(serial, name="127.0.0.1:15001", base=0x7F0000000000, size=64 << 20, epoch=5):
+    return rec(u8(R_SEG_MOUNT) + u64(serial) + s(name) + u64(base) + u64(size) + u64(epoch) +
+               CLIENT_ID)
+
+
+def obj_set(version, key, size, reps, flags=1, pin=0):
+    return rec(u8(R_OBJ_SET) + u64(version) + s(key) + u64(size) + u8(flags) + u64(pin) +
+               u32(len(reps)) + b"".join(u64(sr) + u64(off) + u64(size) for sr, off in reps))
+
+
+def alloc(serial, off, length):
+    return rec(u8(R_ALLOC) + u64(serial) + u64(off) + u64(length))
+
+
+def master_log_seeds():
+    one = seg_mount(1) + alloc(1, 0, 4096) + obj_set(7, "key-a", 4096, [(1, 0)])
+    two_segs = (seg_mount(1) + seg_mount(2, "127.0.0.1:15002", 0x7F1000000000) +
+                alloc(1, 4096, 8192) + alloc(2, 0, 8192) +
+                obj_set(9, "key-b", 8192, [(1, 4096), (2, 0)], flags=5, pin=60000))
+    return {
+        "empty": LOG_MAGIC,
+        "one_object": LOG_MAGIC + one,
+        "two_replicas": LOG_MAGIC + two_segs,
+        "removed": LOG_MAGIC + one + rec(u8(R_OBJ_DEL) + u64(7)) +
+        rec(u8(R_FREE) + u64(1) + u64(0)),
+        "replaced": LOG_MAGIC + one + alloc(1, 4096, 4096) + obj_set(8, "key-a", 4096, [(1, 4096)]),
+        "orphan": LOG_MAGIC + seg_mount(1) + alloc(1, 65536, 1 << 20),
+        "segment_dropped": LOG_MAGIC + one + rec(u8(R_SEG_DROP) + u64(1)),
+        "zeros_after": LOG_MAGIC + one + bytes(64),
+        "torn_tail": LOG_MAGIC + one + u32(64) + u32(0) + b"torn",
+        "damaged_middle": LOG_MAGIC + one[:-1] + b"\xff" + one,
+        "overlap": LOG_MAGIC + seg_mount(1) + alloc(1, 0, 8192) + alloc(1, 4096, 8192),
+        "replica_unallocated": LOG_MAGIC + seg_mount(1) + obj_set(3, "k", 64, [(1, 0)]),
+        "unknown_type": LOG_MAGIC + rec(u8(99)),
+        "bad_magic": b"MCMLOG00" + one,
+    }
+
+
+def master_log_dict():
+    return [("magic", LOG_MAGIC), ("client_id", CLIENT_ID), ("zero_len", u32(0)),
+            ("max_replicas", u32(8)), ("max_key", u32(4096))] + [
+        ("type_%d" % t, bytes([t])) for t in range(1, 7)]
 
 
 # --- segment descriptors (JSON) -----------------------------------------------------------------
@@ -718,6 +773,7 @@ HARNESSES = {
     "http_request_fuzz": (http_request_seeds, http_request_dict),
     "http_response_fuzz": (http_response_seeds, http_response_dict),
     "master_config_fuzz": (master_config_seeds, master_config_dict),
+    "master_log_fuzz": (master_log_seeds, master_log_dict),
     "master_rpc_fuzz": (master_rpc_seeds, master_rpc_dict),
     "shm_serve_fuzz": (shm_serve_seeds, shm_serve_dict),
     "store_config_fuzz": (store_config_seeds, store_config_dict),

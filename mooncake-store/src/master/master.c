@@ -98,15 +98,13 @@ uint16_t mc__master_http_metadata_port(const mc__master_t *m) {
     return mc__meta_port(m);
 }
 
-int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
+int mc__master_new_offline(const mc__master_config_t *cfg, mc__master_t **out) {
     mc__master_t *m = NULL;
     int rc = 0;
     *out = NULL;
     m = mc__calloc(1, sizeof(*m));
-    if (!m) {
-        rc = MC_ERR_MEMORY;
-        goto out;
-    }
+    if (!m)
+        return MC_ERR_MEMORY;
     m->cfg = *cfg;
     m->start_ms = mc__now_ms();
     pthread_rwlock_init(&m->placement, NULL);
@@ -117,12 +115,23 @@ int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
     pthread_mutex_init(&m->mon_mu, NULL);
     pthread_cond_init(&m->mon_cv, NULL);
     pthread_mutex_init(&m->tasks_mu, NULL);
-    for (int i = 0; i < MC__SHARDS; i++) {
+    for (int i = 0; i < MC__SHARDS && rc == 0; i++)
         rc = mc__shard_init(&m->shards[i]);
-        if (rc)
-            goto out;
-    }
     atomic_store(&m->next_serial, 1); /* 0 names no segment in the log */
+    if (rc) {
+        mc__master_stop(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
+    mc__master_t *m = NULL;
+    int rc = mc__master_new_offline(cfg, &m);
+    *out = NULL;
+    if (rc)
+        return rc;
     if (cfg->metadata_dir && *cfg->metadata_dir) {
         char err[512];
         rc = mc__persist_open(m, cfg->metadata_dir, cfg->restore_metadata, err, sizeof(err));

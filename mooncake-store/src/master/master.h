@@ -50,6 +50,9 @@ typedef struct mc__master mc__master_t;
  * metadata server and the monitor thread. Prints nothing; see the *_port getters. */
 int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out);
 void mc__master_stop(mc__master_t *m);
+/* The state alone, with no thread, listener or log (tests and fuzzers drive it directly); freed
+ * with mc__master_stop. */
+int mc__master_new_offline(const mc__master_config_t *cfg, mc__master_t **out);
 uint16_t mc__master_rpc_port(const mc__master_t *m);
 uint16_t mc__master_metrics_port(const mc__master_t *m);
 uint16_t mc__master_http_metadata_port(const mc__master_t *m); /* 0 when disabled */

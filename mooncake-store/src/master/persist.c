@@ -9,11 +9,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "master/master_internal.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/crc32.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
@@ -49,9 +48,11 @@ void mc__persist_record_end(mc_buf_t *b, size_t at) {
     uint32_t len = (uint32_t)body, sum;
     if (b->failed)
         return;
-    sum = (uint32_t)XXH3_64bits(b->data + at + 8, body);
-    memcpy(b->data + at, &len, 4);
-    memcpy(b->data + at + 4, &sum, 4);
+    sum = mc__crc32(0, b->data + at + 8, body);
+    for (int i = 0; i < 4; i++) { /* little-endian, as every integer of the log */
+        b->data[at + i] = (uint8_t)(len >> (8 * i));
+        b->data[at + 4 + i] = (uint8_t)(sum >> (8 * i));
+    }
 }
 
 /* Emitting: a record is built in a buffer of its own (looking up what it needs, under whatever
@@ -277,6 +278,7 @@ int mc__persist_open(mc__master_t *m, const char *dir, int restore, char *err, s
         snprintf(err, cap, "cannot create %s: %s", dir, strerror(errno));
         return MC_ERR_INVALID_PARAMS;
     }
+    errno = 0; /* an existing directory is no error for whoever reports one later */
     snprintf(path, sizeof(path), "%s/%s", dir, MC__LOG_FILE);
     if (restore && stat(path, &st) == 0) {
         rc = mc__persist_replay(m, path, err, cap);
