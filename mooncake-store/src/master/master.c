@@ -31,6 +31,7 @@ void mc__master_config_defaults(mc__master_config_t *c) {
     c->rpc_idle_timeout_s = 300;
     c->rpc_max_conns_per_peer = 1024;
     c->restore_metadata = 1;
+    c->metadata_compact_bytes = 64ll << 20;
     c->max_finished_tasks = c->max_pending_tasks = c->max_processing_tasks = 10000;
     c->pending_task_timeout_s = c->processing_task_timeout_s = 300;
     c->enable_metric_reporting = 1;
@@ -69,6 +70,8 @@ int mc__master_config_validate(const mc__master_config_t *c, char *err, size_t c
         return mc__bad(err, cap,
                        "--max_total_finished_tasks must be in 0..10000000 and "
                        "--max_total_pending_tasks, --max_total_processing_tasks in 1..10000000");
+    if (c->metadata_compact_bytes < (1ll << 20))
+        return mc__bad(err, cap, "--metadata_log_compact_bytes must be >= 1 MiB");
     if (c->pending_task_timeout_s < 0 || c->processing_task_timeout_s < 0)
         return mc__bad(err, cap, "task timeouts must be >= 0 (seconds; 0: none)");
     if (c->put_start_discard_timeout_s < 1)

@@ -37,7 +37,8 @@ typedef struct mc__master_config {
     int64_t pending_task_timeout_s, processing_task_timeout_s;
     /* A directory for the metadata log (persist.h): NULL or "" keeps metadata in memory only. */
     const char *metadata_dir;
-    int restore_metadata; /* replay metadata_dir's log at start (else start empty) */
+    int restore_metadata;           /* replay metadata_dir's log at start (else start empty) */
+    int64_t metadata_compact_bytes; /* the log is rewritten past max(this, 4x its last size) */
 } mc__master_config_t;
 
 void mc__master_config_defaults(mc__master_config_t *c);

@@ -253,6 +253,9 @@ void mc__master_opts_init(mc__master_opts_t *o) {
       "directory of the metadata log: every acknowledged change is on disk before its reply, so "
       "a restart (even after kill -9) restores every object (default: memory only; the "
       "reference's --enable_snapshot --snapshot_backup_dir=DIR selects it too)");
+    F("metadata_log_compact_bytes", MC_FLAG_SIZE, &c->metadata_compact_bytes,
+      "the metadata log is rewritten from the state when it grows past this (and 4x its size "
+      "after the last rewrite); sizes as 64mb");
     F("restore_metadata", MC_FLAG_BOOL, &c->restore_metadata,
       "with --metadata_dir, restore the log's objects at start (false: start empty)");
     F("config_path", MC_FLAG_STRING, &o->config_path,

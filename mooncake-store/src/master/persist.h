@@ -59,6 +59,8 @@ void mc__persist_free(mc__master_t *m, const struct mc__segment *seg, uint64_t o
 /* With the object's shard locked (its replicas' segments are looked up inside). */
 void mc__persist_obj_set(mc__master_t *m, struct mc__object *o);
 void mc__persist_obj_del(mc__master_t *m, const struct mc__object *o);
+/* The monitor's part: rewrites the log from the state once it grew past its limit. */
+void mc__persist_maybe_compact(mc__master_t *m);
 /* Makes every record emitted so far durable; returns when it is. */
 void mc__persist_commit(mc__master_t *m);
 

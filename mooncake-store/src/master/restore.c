@@ -113,6 +113,8 @@ static int mc__apply(mc__replay_t *r, mc_cursor_t *c) {
         memcpy(s.owner, c->pos, MC_MP_CLIENT_ID_LEN);
         c->pos += MC_MP_CLIENT_ID_LEN;
         s.live = 1;
+        if (mc__rseg_find(r, s.serial))
+            return 0; /* again (a compaction's snapshot and the changes after it) */
         if (r->n_segs == r->cap_segs) {
             size_t cap = r->cap_segs ? r->cap_segs * 2 : 16;
             mc__rseg_t *p = mc__realloc(r->segs, cap * sizeof(*p));
@@ -504,7 +506,7 @@ static int mc__dump_obj(mc__master_t *m, mc__object_t *o, void *arg) {
 int mc__persist_dump(mc__master_t *m, mc_buf_t *b) {
     pthread_rwlock_rdlock(&m->registry);
     for (uint32_t i = 0; i < m->n_slots; i++) {
-        const mc__segment_t *s = m->slots[i];
+        mc__segment_t *s = m->slots[i];
         size_t at = 0;
         if (!s)
             continue;
@@ -517,7 +519,9 @@ int mc__persist_dump(mc__master_t *m, mc_buf_t *b) {
         mc__buf_u64(b, s->epoch);
         mc__buf_put(b, s->owner, MC_MP_CLIENT_ID_LEN);
         mc__persist_record_end(b, at);
-        /* Every allocated block, in physical order from the block at offset 0 (handle 0). */
+        /* Every allocated block, in physical order from the block at offset 0 (handle 0);
+         * the segment's lock keeps allocations out while its blocks are walked. */
+        pthread_mutex_lock(&s->mu);
         for (uint32_t h = s->alloc.n_blocks ? 0 : MC_SEG_NIL; h != MC_SEG_NIL;
              h = s->alloc.blocks[h].next_phys) {
             const mc__seg_block_t *blk = &s->alloc.blocks[h];
@@ -530,6 +534,7 @@ int mc__persist_dump(mc__master_t *m, mc_buf_t *b) {
             mc__buf_u64(b, mc__seg_block_size(blk) * MC_SEG_ALIGN);
             mc__persist_record_end(b, at);
         }
+        pthread_mutex_unlock(&s->mu);
     }
     pthread_rwlock_unlock(&m->registry);
     mc__objects_sweep(m, mc__dump_obj, b);

@@ -213,7 +213,7 @@ def test_task_racing_a_change_mid_copy_fails(make_master, make_worker, race):
         _put_on(coord, "mid", b"old" * 1000, [a])
         task_id, err = coord.create_copy_task("mid", [b])
         assert err == 0
-        wait_for(owner.stopped)
+        assert wait_for(owner.stopped)
         assert coord.query_task(task_id)[0].status == TaskStatus.PROCESSING
         if race == "upsert":
             cfg = ReplicateConfig()
@@ -232,7 +232,7 @@ def test_task_racing_a_change_mid_copy_fails(make_master, make_worker, race):
             assert coord.is_exist("mid") == 0
         # Nothing reserved is left behind: both segments can take a value of their whole size.
         coord.remove_all(True)
-        wait_for(lambda: master.metric("mooncake_master_used_bytes") == 0)
+        assert wait_for(lambda: master.metric("mooncake_master_used_bytes") == 0)
     finally:
         coord.close()
 
@@ -263,7 +263,7 @@ def test_task_limits_and_timeouts(make_master, make_worker):
             assert err == 0
         finally:
             owner.signal(signal.SIGCONT)
-        wait_for(lambda: coord.query_task(second)[0].status in (TaskStatus.SUCCESS,
+        assert wait_for(lambda: coord.query_task(second)[0].status in (TaskStatus.SUCCESS,
                                                                 TaskStatus.FAILED))
     finally:
         coord.close()
