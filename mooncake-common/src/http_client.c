@@ -197,7 +197,7 @@ static int mc__http_read_chunked(int fd, mc_buf_t *b, size_t off, uint64_t deadl
  * 64 bytes) receives a 401's "MC-HMAC nonce=" hex nonce, or "". */
 static int mc__http_exchange(const char *method, const char *url, const void *body, size_t body_len,
                              int timeout_ms, const char *authz, int *status, char **resp_body,
-                             size_t *resp_len, char *challenge) {
+                             size_t *resp_len, char *challenge, int *sent) {
     mc__http_url_t u;
     mc_buf_t req, in, out;
     uint64_t deadline = timeout_ms > 0 ? mc__now_ms() + (uint64_t)timeout_ms : 0;
@@ -240,6 +240,8 @@ static int mc__http_exchange(const char *method, const char *url, const void *bo
     if (rc < 0)
         goto out;
     fd = rc;
+    if (sent)
+        *sent = 1;
     rc = mc__send2(fd, req.data, req.len, body, body_len, deadline);
     if (rc)
         goto out;
@@ -327,7 +329,16 @@ out:
 int mc__http_request(const char *method, const char *url, const void *body, size_t body_len,
                      int timeout_ms, int *status, char **resp_body, size_t *resp_len) {
     return mc__http_exchange(method, url, body, body_len, timeout_ms, NULL, status, resp_body,
-                             resp_len, NULL);
+                             resp_len, NULL, NULL);
+}
+
+int mc__http_request_sent(const char *method, const char *url, const void *body, size_t body_len,
+                          int timeout_ms, int *status, char **resp_body, size_t *resp_len,
+                          int *sent) {
+    if (sent)
+        *sent = 0;
+    return mc__http_exchange(method, url, body, body_len, timeout_ms, NULL, status, resp_body,
+                             resp_len, NULL, sent);
 }
 
 int mc__http_request_auth(const struct mc_auth *a, const char *method, const char *url,
@@ -343,7 +354,7 @@ int mc__http_request_auth(const struct mc_auth *a, const char *method, const cha
         return mc__http_request(method, url, body, body_len, timeout_ms, status, resp_body,
                                 resp_len);
     rc = mc__http_exchange(method, url, body, body_len, timeout_ms, NULL, status, resp_body,
-                           resp_len, challenge);
+                           resp_len, challenge, NULL);
     if (rc || *status != 401 || !challenge[0])
         return rc; /* served without a challenge (a server without a secret), or failed */
     if (resp_body) {
@@ -356,5 +367,5 @@ int mc__http_request_auth(const struct mc_auth *a, const char *method, const cha
     mc__auth_hex(mac, sizeof(mac), mac_hex);
     snprintf(authz, sizeof(authz), "MC-HMAC nonce=%s, mac=%s", challenge, mac_hex);
     return mc__http_exchange(method, url, body, body_len, timeout_ms, authz, status, resp_body,
-                             resp_len, NULL);
+                             resp_len, NULL, NULL);
 }
