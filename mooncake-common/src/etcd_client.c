@@ -61,7 +61,8 @@ int mc__etcd_open(const char *endpoints, int timeout_ms, mc_etcd_t **out) {
                 goto out;
             }
             ep = &c->eps[c->n];
-            if (!*hp || strchr(hp, '/') ||
+            /* an IPv6 address needs brackets: "h:1:2" says nothing clear */
+            if (!*hp || strchr(hp, '/') || (hp[0] != '[' && strchr(hp, ':') != strrchr(hp, ':')) ||
                 (mc__split_host_port(hp, ep->host, sizeof(ep->host), &ep->port) != 0 &&
                  (strchr(hp, ':') ||
                   (size_t)snprintf(ep->host, sizeof(ep->host), "%s", hp) >= sizeof(ep->host)))) {

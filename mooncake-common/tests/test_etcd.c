@@ -46,9 +46,10 @@ static mc_etcd_t *client(const char *eps, int timeout_ms) {
 }
 
 static void test_open_bad_endpoints(void **state) {
-    static const char *const bad[] = {"",           " , ;",      "https://127.0.0.1:2379",
-                                      "a:b:c",      "h:99999",   "127.0.0.1:2379/v3",
-                                      "unix://x:1", "etcd://h:1"};
+    static const char *const bad[] = {"",           " , ;",       "https://127.0.0.1:2379",
+                                      "a:b:c",      "h:99999",    "127.0.0.1:2379/v3",
+                                      "unix://x:1", "etcd://h:1", "h:1:2",
+                                      "::1:2379"};
     char many[1024] = "";
     mc_etcd_t *c = NULL;
     (void)state;

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 build_pkgs=(libcjson-dev libxxhash-dev pkg-config)
-test_pkgs=(libcmocka-dev clang clang-format libclang-rt-14-dev iproute2 redis-server iperf3 shellcheck)
+test_pkgs=(libcmocka-dev clang clang-format libclang-rt-14-dev iproute2 redis-server iperf3 shellcheck etcd-server)
 want=("${build_pkgs[@]}")
 [ "${1:-}" = "--build-only" ] || want+=("${test_pkgs[@]}")
 
