@@ -482,7 +482,7 @@ def etcd_seeds():
         "stream_chunk_ext": b"\x00\x00" + head + b"5;x=y\r\n{}\n\n\n\r\n0\r\n\r\n",
         "range": b"\x01" + hdr + b',"kvs":[' + kv + b'],"more":true,"count":"4"}',
         "range_empty": b"\x01" + hdr + b"}",
-        "range_bad_b64": b"\x01" + b'{"kvs":[{"key":"Zm9","value":"!!!!"}]}',
+        "range_bad_b64": b"\x01" + hdr + b',"kvs":[{"key":"Zm9","value":"!!!!"}]}',
         "range_numbers": b"\x01" + b'{"header":{"revision":5},"kvs":[{"key":"YQ==","version":1.5}]}',
         "txn": b"\x02" + hdr + b',"succeeded":true,"responses":[{"response_put":' + hdr +
         b'}},{"response_range":' + hdr + b',"kvs":[' + kv + b']}},'

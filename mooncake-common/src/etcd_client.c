@@ -115,10 +115,13 @@ void mc__etcd_sleep_ms(int ms) {
 
 /* Maps an etcd error answer to our code, logging etcd's own message. */
 static int mc__etcd_answer_error(const mc__etcd_ep_t *ep, const char *path, int status,
-                                 const char *body, size_t len, int *grpc_code) {
+                                 const char *body, size_t len, int *grpc_code, int *no_leader) {
     char msg[256];
     int code = mc__etcd_parse_error(body, len, msg, sizeof(msg));
     *grpc_code = code;
+    /* "no leader" is refused before anything is proposed; other Unavailable answers (a timed
+     * out proposal, a leader change) may have been applied */
+    *no_leader = code == MC__GRPC_UNAVAILABLE && strstr(msg, "no leader") != NULL;
     if (code < 0) {
         MC_WARN("etcd %s %s: HTTP %d without an etcd error body", ep->name, path, status);
         return MC_ERR_ETCD_OPERATION_ERROR;
@@ -152,7 +155,7 @@ int mc__etcd_call(mc_etcd_t *c, const char *path, const char *body, int idempote
             uint64_t now = mc__now_ms(), slice;
             char *rb = NULL;
             size_t rl = 0;
-            int status = 0, sent = 0, grpc = -1, rc;
+            int status = 0, sent = 0, grpc = -1, no_leader = 0, rc;
             if (now >= deadline)
                 goto expired;
             /* a stalled endpoint takes at most its share of what is left, so the ones after it
@@ -185,10 +188,16 @@ int mc__etcd_call(mc_etcd_t *c, const char *path, const char *body, int idempote
                 *resp_len = rl;
                 return 0;
             }
-            last = mc__etcd_answer_error(ep, path, status, rb, rl, &grpc);
+            last = mc__etcd_answer_error(ep, path, status, rb, rl, &grpc, &no_leader);
             mc__free(rb);
             if (grpc != MC__GRPC_UNAVAILABLE && !(grpc < 0 && status >= 500))
                 return last; /* etcd's verdict: another member would say the same */
+            if (!idempotent && !no_leader) {
+                MC_WARN("etcd %s %s: unavailable after the request was proposed; it may have "
+                        "been applied",
+                        ep->name, path);
+                return MC_ERR_ETCD_TRANSACTION_FAIL;
+            }
             reached = 1;
         }
         /* every endpoint refused connections twice: nothing is listening; do not wait out

@@ -192,6 +192,11 @@ static int mc__parse_kv(const cJSON *o, mc_etcd_kv_t *kv) {
     return rc;
 }
 
+/* Top-level answers of kv calls always carry etcd's header: one without is not etcd's. */
+static int mc__has_header(const cJSON *o) {
+    return cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(o, "header"));
+}
+
 static int mc__header_rev(const cJSON *o, int64_t *rev) {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "header");
     *rev = 0;
@@ -283,7 +288,7 @@ int mc__etcd_parse_range(const char *body, size_t len, mc_etcd_kvs_t *out) {
     memset(out, 0, sizeof(*out));
     if (!j)
         return MC_ERR_MALFORMED_JSON;
-    rc = mc__parse_range_obj(j, out);
+    rc = mc__has_header(j) ? mc__parse_range_obj(j, out) : MC_ERR_MALFORMED_JSON;
     cJSON_Delete(j);
     return rc;
 }
@@ -294,7 +299,7 @@ int mc__etcd_parse_write(const char *body, size_t len, int64_t *revision, int64_
     int rc = MC_ERR_MALFORMED_JSON;
     if (!j)
         return rc;
-    if (!mc__header_rev(j, &rev) && !mc__j_i64(j, "deleted", &del))
+    if (mc__has_header(j) && !mc__header_rev(j, &rev) && !mc__j_i64(j, "deleted", &del))
         rc = 0;
     if (revision)
         *revision = rev;
@@ -322,7 +327,7 @@ int mc__etcd_parse_txn(const char *body, size_t len, mc_etcd_txn_result_t *out) 
     memset(out, 0, sizeof(*out));
     if (!j)
         return rc;
-    if (mc__header_rev(j, &out->revision))
+    if (!mc__has_header(j) || mc__header_rev(j, &out->revision))
         goto out;
     out->succeeded = mc__j_bool(j, "succeeded");
     arr = cJSON_GetObjectItemCaseSensitive(j, "responses");

@@ -247,6 +247,9 @@ static int mc__watch_stream(mc_etcd_watch_t *w, const mc__etcd_ep_t *ep) {
     {
         int n = snprintf(head, sizeof(head),
                          "POST /v3/watch HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                         /* a member cut off from the quorum ends the stream instead of
+                          * going quiet (etcd's require-leader metadata, via the gateway) */
+                         "Grpc-Metadata-Hasleader: true\r\n"
                          "Connection: close\r\nContent-Length: %zu\r\n\r\n",
                          ep->name, body.len);
         mc__buf_put(&req, head, (size_t)n);

@@ -434,6 +434,10 @@ static void fake(void *ctx, const mc_http_request_t *req, mc_http_response_t *re
         "{\"kvs\":[{\"key\":\"Zm9v\",\"value\":\"%%%%\"}]}",                 /* bad base64 */
         "<html>not found</html>",                                            /* 404 page */
         "{\"error\":\"etcdserver: mvcc: required revision has been compacted\",\"code\":11}",
+        "", /* 4: a body past the size bound */
+        "{\"error\":\"etcdserver: no leader\",\"message\":\"etcdserver: no leader\",\"code\":14}",
+        "{\"error\":\"etcdserver: request timed out\",\"code\":14}",
+        "{\"kvs\":[],\"deleted\":\"1\"}", /* 7: JSON, but not etcd's (no header) */
     };
     int m = atomic_load(&g_fake_mode);
     (void)ctx;
@@ -451,9 +455,10 @@ static void fake(void *ctx, const mc_http_request_t *req, mc_http_response_t *re
         return;
     }
     mc__http_respond(resp,
-                     m == 2   ? 404
-                     : m == 3 ? 400
-                              : 200,
+                     m == 2             ? 404
+                     : m == 3           ? 400
+                     : m == 5 || m == 6 ? 503
+                                        : 200,
                      "application/json", bodies[m], strlen(bodies[m]));
 }
 
@@ -462,7 +467,7 @@ static void test_fake_server_answers(void **state) {
     mc_etcd_t *c;
     mc_etcd_kv_t kv;
     mc_etcd_kvs_t r;
-    char eps[64];
+    char eps[160];
     static const int want[] = {MC_ERR_MALFORMED_JSON, MC_ERR_MALFORMED_JSON,
                                MC_ERR_ETCD_OPERATION_ERROR, MC_ERR_ETCD_OPERATION_ERROR,
                                MC_ERR_MALFORMED_JSON};
@@ -477,7 +482,25 @@ static void test_fake_server_answers(void **state) {
         assert_int_equal(mc__etcd_range_prefix(c, "f", 1, 0, &r), want[m]);
         assert_null(r.kvs);
     }
+    atomic_store(&g_fake_mode, 7);
+    assert_int_equal(mc__etcd_get(c, "foo", 3, &kv), MC_ERR_MALFORMED_JSON);
+    assert_int_equal(mc__etcd_put(c, "foo", 3, "v", 1, 0, NULL), MC_ERR_MALFORMED_JSON);
+    assert_int_equal(mc__etcd_delete(c, "foo", 3, NULL, 0, NULL), MC_ERR_MALFORMED_JSON);
+    assert_int_equal(mc__etcd_txn(c, NULL, 0, NULL, 0, NULL, 0, NULL), MC_ERR_MALFORMED_JSON);
     mc__etcd_close(c);
+    /* an Unavailable member is skipped for the next one; a txn only when etcd said "no leader",
+     * since a timed out proposal may have been applied */
+    snprintf(eps, sizeof(eps), "127.0.0.1:%u,%s", (unsigned)mc__http_server_port(srv), g_ep);
+    for (int m = 5; m <= 6; m++) {
+        atomic_store(&g_fake_mode, m);
+        c = client(eps, 3000);
+        assert_int_equal(mc__etcd_put(c, "fk", 2, "v", 1, 0, NULL), 0);
+        mc__etcd_close(c);
+        c = client(eps, 3000);
+        assert_int_equal(mc__etcd_txn(c, NULL, 0, NULL, 0, NULL, 0, NULL),
+                         m == 5 ? 0 : MC_ERR_ETCD_TRANSACTION_FAIL);
+        mc__etcd_close(c);
+    }
     mc__http_server_stop(srv);
 }
 

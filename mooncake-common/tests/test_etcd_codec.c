@@ -91,15 +91,15 @@ static void test_parse_bad_answers(void **state) {
         "{",
         "[1,2]",
         "null",
-        "{\"kvs\":[{\"key\":\"Zm9v\",\"value\":\"!!!!\"}]}", /* bad base64 */
-        "{\"kvs\":[{\"key\":\"Zm9\"}]}",                     /* truncated base64 */
-        "{\"kvs\":{\"key\":\"Zm9v\"}}",                      /* not an array */
-        "{\"kvs\":[7]}",
-        "{\"kvs\":[{\"key\":5}]}",
+        "{\"header\":{},\"kvs\":[{\"key\":\"Zm9v\",\"value\":\"!!!!\"}]}", /* bad base64 */
+        "{\"header\":{},\"kvs\":[{\"key\":\"Zm9\"}]}",                     /* truncated base64 */
+        "{\"header\":{},\"kvs\":{\"key\":\"Zm9v\"}}",                      /* not an array */
+        "{\"header\":{},\"kvs\":[7]}",
+        "{\"header\":{},\"kvs\":[{\"key\":5}]}",
         "{\"header\":{\"revision\":\"x1\"}}",
         "{\"header\":{\"revision\":1.5}}",
         "{\"header\":\"r\"}",
-        "{\"count\":\"99999999999999999999999\"}",
+        "{\"header\":{},\"count\":\"99999999999999999999999\"}",
         "{\"header\":{\"revision\":\"2\"},\"kvs\":[{\"key\":\"Zm9v\",\"mod_revision\":\"1",
     };
     mc_etcd_kvs_t r;
@@ -115,8 +115,12 @@ static void test_parse_bad_answers(void **state) {
                                         52, &t),
                      MC_ERR_MALFORMED_JSON);
     assert_int_equal(mc__etcd_parse_txn("{\"responses\":3}", 15, &t), MC_ERR_MALFORMED_JSON);
+    assert_int_equal(mc__etcd_parse_txn("{\"responses\":[]}", 16, &t), MC_ERR_MALFORMED_JSON);
+    assert_int_equal(mc__etcd_parse_range("{\"kvs\":[]}", 10, &r), MC_ERR_MALFORMED_JSON);
+    assert_int_equal(mc__etcd_parse_write("{}", 2, &a, &b), MC_ERR_MALFORMED_JSON);
     assert_int_equal(mc__etcd_parse_lease("{\"ID\":[]}", 9, &a, &b), MC_ERR_MALFORMED_JSON);
-    assert_int_equal(mc__etcd_parse_write("{\"deleted\":true}", 16, &a, &b), MC_ERR_MALFORMED_JSON);
+    assert_int_equal(mc__etcd_parse_write("{\"header\":{},\"deleted\":true}", 28, &a, &b),
+                     MC_ERR_MALFORMED_JSON);
 }
 
 static void test_parse_txn_and_leases(void **state) {
