@@ -164,10 +164,15 @@ int mc__etcd_call(mc_etcd_t *c, const char *path, const char *body, int idempote
             if (slice < 200)
                 slice = deadline - now < 200 ? deadline - now : 200;
             snprintf(url, sizeof(url), "http://%s%s", ep->name, path);
-            rc = mc__http_request_sent("POST", url, body, blen, (int)slice, &status, &rb, &rl,
-                                       &sent);
+            rc = mc__http_request_ex("POST", url, body, blen, (int)slice, MC_ETCD_MAX_RESPONSE,
+                                     &status, &rb, &rl, &sent);
             if (rc == MC_ERR_MEMORY)
                 return rc;
+            if (rc == MC_ERR_BUFFER_OVERFLOW) {
+                MC_WARN("etcd %s %s: an answer over %u MiB; not etcd's, or a range to page",
+                        ep->name, path, MC_ETCD_MAX_RESPONSE >> 20);
+                return MC_ERR_MALFORMED_JSON;
+            }
             if (rc) {
                 int stalled = mc__now_ms() - now + 5 >= slice;
                 timed_out |= stalled;
