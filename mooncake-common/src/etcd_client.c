@@ -449,6 +449,19 @@ int mc__etcd_txn(mc_etcd_t *c, const mc_etcd_cmp_t *cmps, size_t ncmp, const mc_
     return rc;
 }
 
+int mc__etcd_compact(mc_etcd_t *c, int64_t revision) {
+    char body[64];
+    char *r = NULL;
+    size_t rl = 0;
+    int rc;
+    if (!c || revision <= 0)
+        return MC_ERR_INVALID_ARGUMENT;
+    snprintf(body, sizeof(body), "{\"revision\":\"%" PRId64 "\"}", revision);
+    rc = mc__etcd_call(c, "/v3/kv/compaction", body, 1, 0, &r, &rl);
+    mc__free(r);
+    return rc;
+}
+
 static int mc__lease_call(mc_etcd_t *c, const char *path, int64_t id, int64_t ttl, int timeout_ms,
                           int64_t *out_id, int64_t *out_ttl) {
     char body[96];

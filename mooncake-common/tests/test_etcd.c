@@ -274,6 +274,24 @@ static void test_leases(void **state) {
     assert_int_equal(atomic_load(&g_lost), MC_ERR_ETCD_KEY_NOT_EXIST);
     assert_false(mc__etcd_keeper_alive(k));
     mc__etcd_keeper_stop(k);
+    /* a keeper whose endpoints all died: lost once a whole TTL went by without a refresh */
+    {
+        char dead[32];
+        mc_etcd_t *gone;
+        id = 0;
+        atomic_store(&g_lost, 0);
+        assert_int_equal(mc__etcd_lease_grant(c, 1, &id, NULL), 0);
+        snprintf(dead, sizeof(dead), "127.0.0.1:%u", (unsigned)th_free_port());
+        gone = client(dead, 500);
+        assert_int_equal(mc__etcd_keeper_start(gone, id, 1, on_lost, NULL, &k), 0);
+        t0 = mc__now_ms();
+        while (!atomic_load(&g_lost) && mc__now_ms() - t0 < 4000)
+            usleep(20 * 1000);
+        assert_int_equal(atomic_load(&g_lost), MC_ERR_ETCD_CTX_CANCELLED);
+        assert_true(mc__now_ms() - t0 >= 900);
+        mc__etcd_keeper_stop(k);
+        mc__etcd_close(gone);
+    }
     /* a chosen lease id */
     id = 4242;
     assert_int_equal(mc__etcd_lease_grant(c, 5, &id, NULL), 0);
@@ -354,6 +372,35 @@ static void test_watch(void **state) {
     mc__etcd_watch_stop(w2);
     mc__etcd_watch_stop(w);
     assert_int_equal(s.err, 0);
+    /* history compacted away: a watch from before it is ended by etcd with the compact
+     * revision, and the caller learns it */
+    {
+        seen_t old = {.lock = PTHREAD_MUTEX_INITIALIZER};
+        int64_t now_rev = 0;
+        uint64_t t1;
+        assert_int_equal(mc__etcd_put(c, "w/c", 3, "x", 1, 0, &now_rev), 0);
+        assert_int_equal(mc__etcd_compact(c, now_rev), 0);
+        assert_int_equal(mc__etcd_compact(c, now_rev), MC_ERR_ETCD_OPERATION_ERROR);
+        w2 = NULL;
+        int rc = mc__etcd_watch_start(c, "w/", 2, end, el, rev0, on_events, &old, &w2);
+        if (rc == 0) {
+            t1 = mc__now_ms();
+            for (;;) {
+                pthread_mutex_lock(&old.lock);
+                int err = old.err;
+                pthread_mutex_unlock(&old.lock);
+                if (err)
+                    break;
+                assert_true(mc__now_ms() - t1 < 3000);
+                usleep(10 * 1000);
+            }
+            assert_int_equal(old.err, MC_ERR_ETCD_OPERATION_ERROR);
+            assert_int_equal(old.n, 0);
+            mc__etcd_watch_stop(w2);
+        } else {
+            assert_int_equal(rc, MC_ERR_ETCD_OPERATION_ERROR);
+        }
+    }
     /* a watch with no endpoint: a clear error, within the deadline */
     mc__etcd_close(c);
     char dead[32];

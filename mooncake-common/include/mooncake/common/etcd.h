@@ -82,6 +82,9 @@ size_t mc__etcd_prefix_end(const void *prefix, size_t prefix_len, uint8_t *out);
 int mc__etcd_delete(mc_etcd_t *c, const void *key, size_t key_len, const void *range_end,
                     size_t range_end_len, int64_t *deleted);
 
+/* Drops history before revision (watches and ranges at older revisions then fail). */
+int mc__etcd_compact(mc_etcd_t *c, int64_t revision);
+
 /* --- transactions: if every compare holds, the success ops run, else the failure ops --- */
 enum {
     MC_ETCD_CMP_VERSION,
