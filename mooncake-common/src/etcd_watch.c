@@ -3,6 +3,8 @@
  * break from the revision after the last one delivered). */
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -262,6 +264,15 @@ static int mc__watch_stream(mc_etcd_watch_t *w, const mc__etcd_ep_t *ep) {
     if (fd < 0) {
         rc = MC_ERR_ETCD_OPERATION_ERROR;
         goto out;
+    }
+    {
+        /* a member whose host vanished sends no FIN: TCP keep-alive notices within ~11 s, where
+         * an idle watch stream would otherwise wait forever */
+        int on = 1, idle = 5, intvl = 2, cnt = 3;
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
     }
     rc = mc__send_all(fd, req.data, req.len, dl) ? MC_ERR_ETCD_OPERATION_ERROR : 0;
     while (!rc && !atomic_load(&w->stop)) {
