@@ -37,7 +37,7 @@ def pct(xs, p):
 
 def start_master(secret_file):
     cmd = [binary_path("mooncake_master"), "--port=0", "--metrics_port=0",
-           "--rpc_address=127.0.0.1"]
+           "--rpc_address=127.0.0.1", "--enable_metric_reporting=false"]
     if secret_file:
         cmd.append(f"--cluster_secret_file={secret_file}")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -16,6 +16,7 @@ import json
 import os
 import struct
 import sys
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -157,7 +158,7 @@ def frame_header_dict():
 # --- master RPC ---------------------------------------------------------------------------------
 (MOUNT, UNMOUNT, PUT_START, PUT_END, PUT_REVOKE, GET_REPLICA_LIST, EXIST, REMOVE, REMOVE_ALL,
  HEARTBEAT, SEGMENT_UNREACHABLE, UPSERT_START, UPSERT_END, UPSERT_REVOKE,
- REPLICA_CLEAR) = range(1, 16)
+ REPLICA_CLEAR, UNREGISTER_CLIENT) = range(1, 17)
 TASK_CREATE, TASK_QUERY, TASK_FETCH, TASK_REPORT = range(17, 21)
 CLIENT_ID = bytes(range(0x10, 0x20))
 TASK_ID = bytes(range(0xA0, 0xB0))
@@ -232,7 +233,9 @@ def master_rpc_seeds():
                                 s(seg) + u64(0x7F0000001000) + u64(5) + u32(1) +
                                 s("127.0.0.1:15002") + u64(0x7F0000009000) + u64(9)),
         "trailing_byte": req(PUT_END, versioned(("k", 1)) + b"\x00"),
-        "unknown_type": frame(16, CLIENT_ID),
+        "unregister_client": req(UNREGISTER_CLIENT, b""),
+        "unregister_trailing": req(UNREGISTER_CLIENT, u32(0)),
+        "unknown_type": frame(99, CLIENT_ID),
         "reply_codes": rep(PUT_END, u32(2) + i32(0) + i32(-704)),
         "reply_codes_one": rep(EXIST, u32(1) + i32(1)),
         "reply_replicas": rep(GET_REPLICA_LIST, u32(1) + key_replicas(
@@ -268,6 +271,60 @@ def master_rpc_dict():
         ("segment", s("127.0.0.1:15001")),
     ]
     return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 21))]
+
+
+# --- master metadata log ------------------------------------------------------------------------
+(R_SEG_MOUNT, R_SEG_DROP, R_ALLOC, R_FREE, R_OBJ_SET, R_OBJ_DEL) = range(1, 7)
+LOG_MAGIC = b"MCMLOG01"
+
+
+def rec(payload):
+    """One log record: u32 length, u32 CRC-32 of the payload, the payload."""
+    return u32(len(payload)) + u32(zlib.crc32(payload)) + payload
+
+
+def seg_mount(serial, name="127.0.0.1:15001", base=0x7F0000000000, size=64 << 20, epoch=5):
+    return rec(u8(R_SEG_MOUNT) + u64(serial) + s(name) + u64(base) + u64(size) + u64(epoch) +
+               CLIENT_ID)
+
+
+def obj_set(version, key, size, reps, flags=1, pin=0):
+    return rec(u8(R_OBJ_SET) + u64(version) + s(key) + u64(size) + u8(flags) + u64(pin) +
+               u32(len(reps)) + b"".join(u64(sr) + u64(off) + u64(size) for sr, off in reps))
+
+
+def alloc(serial, off, length):
+    return rec(u8(R_ALLOC) + u64(serial) + u64(off) + u64(length))
+
+
+def master_log_seeds():
+    one = seg_mount(1) + alloc(1, 0, 4096) + obj_set(7, "key-a", 4096, [(1, 0)])
+    two_segs = (seg_mount(1) + seg_mount(2, "127.0.0.1:15002", 0x7F1000000000) +
+                alloc(1, 4096, 8192) + alloc(2, 0, 8192) +
+                obj_set(9, "key-b", 8192, [(1, 4096), (2, 0)], flags=5, pin=60000))
+    return {
+        "empty": LOG_MAGIC,
+        "one_object": LOG_MAGIC + one,
+        "two_replicas": LOG_MAGIC + two_segs,
+        "removed": LOG_MAGIC + one + rec(u8(R_OBJ_DEL) + u64(7)) +
+        rec(u8(R_FREE) + u64(1) + u64(0)),
+        "replaced": LOG_MAGIC + one + alloc(1, 4096, 4096) + obj_set(8, "key-a", 4096, [(1, 4096)]),
+        "orphan": LOG_MAGIC + seg_mount(1) + alloc(1, 65536, 1 << 20),
+        "segment_dropped": LOG_MAGIC + one + rec(u8(R_SEG_DROP) + u64(1)),
+        "zeros_after": LOG_MAGIC + one + bytes(64),
+        "torn_tail": LOG_MAGIC + one + u32(64) + u32(0) + b"torn",
+        "damaged_middle": LOG_MAGIC + one[:-1] + b"\xff" + one,
+        "overlap": LOG_MAGIC + seg_mount(1) + alloc(1, 0, 8192) + alloc(1, 4096, 8192),
+        "replica_unallocated": LOG_MAGIC + seg_mount(1) + obj_set(3, "k", 64, [(1, 0)]),
+        "unknown_type": LOG_MAGIC + rec(u8(99)),
+        "bad_magic": b"MCMLOG00" + one,
+    }
+
+
+def master_log_dict():
+    return [("magic", LOG_MAGIC), ("client_id", CLIENT_ID), ("zero_len", u32(0)),
+            ("max_replicas", u32(8)), ("max_key", u32(4096))] + [
+        ("type_%d" % t, bytes([t])) for t in range(1, 7)]
 
 
 # --- segment descriptors (JSON) -----------------------------------------------------------------
@@ -652,13 +709,19 @@ def store_config_dict():
     return d + [("lb", b"{"), ("rb", b"}"), ("comma", b","), ("big", b"9e15"), ("neg", b"-1")]
 
 
-MASTER_KEYS = ["port", "rpc_address", "rpc_thread_num", "default_kv_lease_ttl",
-               "default_kv_soft_pin_ttl", "allow_evict_soft_pinned_objects", "eviction_ratio",
-               "eviction_high_watermark_ratio", "client_ttl", "put_start_discard_timeout_sec",
-               "put_start_release_timeout_sec", "enable_http_metadata_server",
-               "http_metadata_server_port", "http_metadata_server_host", "metrics_port",
+MASTER_KEYS = ["port", "rpc_port", "rpc_address", "rpc_interface", "rpc_thread_num",
+               "max_threads", "rpc_conn_timeout_seconds", "default_kv_lease_ttl",
+               "default_kv_soft_pin_ttl", "max_kv_soft_pin_ttl",
+               "allow_evict_soft_pinned_objects", "eviction_ratio",
+               "eviction_high_watermark_ratio", "client_ttl", "client_live_ttl_sec",
+               "put_start_discard_timeout_sec", "put_start_release_timeout_sec",
+               "enable_http_metadata_server", "http_metadata_server_port",
+               "http_metadata_server_host", "metrics_port", "metrics_host",
                "enable_metric_reporting", "rpc_idle_timeout_sec", "rpc_max_conns_per_peer",
-               "cluster_secret_file", "config_path", "enable_ha", "etcd_endpoints"]
+               "cluster_secret_file", "cluster_id", "config_path", "enable_ha", "etcd_endpoints",
+               "enable_offload", "enable_cxl", "root_fs_dir", "memory_allocator",
+               "allocation_strategy", "dynamic_replication_mode", "offloading_queue_limit",
+               "nof_eviction_ratio"]
 
 
 def master_config_seeds():
@@ -689,6 +752,29 @@ def master_config_seeds():
         "not_object": b"42",
         "truncated": b"{\"port\": 5",
         "nan_string": j({"eviction_ratio": "nan"}),
+        "durations": j({"default_kv_lease_ttl": "10s", "default_kv_soft_pin_ttl": "30m",
+                        "max_kv_soft_pin_ttl": 86400000}),
+        "duration_bad_unit": j({"default_kv_lease_ttl": "10 days"}),
+        "duration_negative": j({"default_kv_lease_ttl": -1}),
+        "reference_names": j({"rpc_port": 50051, "rpc_thread_num": 0, "max_threads": 16,
+                              "metrics_host": "127.0.0.1", "cluster_id": "c1",
+                              "client_live_ttl_sec": 20, "rpc_conn_timeout_seconds": 0,
+                              "memory_allocator": "offset", "dynamic_replication_mode": "off"}),
+        "feature_on": j({"enable_cxl": True}),
+        "feature_string": j({"root_fs_dir": "/mnt/3fs"}),
+        "allocator_cachelib": j({"memory_allocator": "cachelib"}),
+        "nested": b'{"a": {"b": 1}}',
+        "yaml_reference": (b"# master\nrpc_port: 50051\nrpc_address: \"0.0.0.0\"\n"
+                           b"enable_metric_reporting: true\neviction_ratio: 0.1\n"
+                           b"default_kv_lease_ttl: 10s\nclient_live_ttl_sec: 60\n"
+                           b"etcd_endpoints: 'http://localhost:2379'\nunknown: 1\n"),
+        "yaml_nested": b"a: 1\nb:\n  c: 2\n",
+        "yaml_list": b"- a\n- b\n",
+        "yaml_flow": b"a: [1, 2]\n",
+        "yaml_escapes": b"cluster_id: \"a\\u00e9\\x41\\t\"\nrpc_address: 'it''s'\n",
+        "yaml_unterminated": b"cluster_id: \"open\n",
+        "yaml_null": b"port: ~\n",
+        "yaml_documents": b"---\na: 1\n---\nb: 2\n",
     }
 
 
@@ -697,7 +783,10 @@ def master_config_dict():
     return d + [("true", b"true"), ("false", b"false"), ("null", b"null"), ("lb", b"{"),
                 ("rb", b"}"), ("comma", b","), ("yes", b'"yes"'), ("nan", b'"nan"'),
                 ("inf", b'"inf"'), ("big", b"9e15"), ("frac", b"0.5"), ("neg", b"-1"),
-                ("p65535", b"65535"), ("p65536", b"65536")]
+                ("p65535", b"65535"), ("p65536", b"65536"),
+                ("colon", b": "), ("nl", b"\n"), ("hash", b" #"), ("dq", b'"'), ("sq", b"'"),
+                ("dash", b"- "), ("indent", b"  "), ("s10", b'"10s"'), ("ms", b"ms"),
+                ("doc", b"---\n")]
 
 
 # --- config values and gflags command lines -----------------------------------------------------
@@ -743,6 +832,7 @@ HARNESSES = {
     "http_request_fuzz": (http_request_seeds, http_request_dict),
     "http_response_fuzz": (http_response_seeds, http_response_dict),
     "master_config_fuzz": (master_config_seeds, master_config_dict),
+    "master_log_fuzz": (master_log_seeds, master_log_dict),
     "master_rpc_fuzz": (master_rpc_seeds, master_rpc_dict),
     "shm_serve_fuzz": (shm_serve_seeds, shm_serve_dict),
     "store_config_fuzz": (store_config_seeds, store_config_dict),

@@ -135,3 +135,44 @@ int mc__parse_size(const char *s, uint64_t *out) {
     *out = (uint64_t)d;
     return 0;
 }
+
+int mc__parse_duration_ms(const char *s, uint64_t *out) {
+    static const struct {
+        const char *unit;
+        uint64_t ms;
+    } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+    const char *p = NULL;
+    uint64_t v = 0;
+    char suffix[4];
+    size_t sl = 0;
+    if (!s || !out)
+        return MC_ERR_INVALID_ARGUMENT;
+    p = mc__skip_space(s);
+    if (!isdigit((unsigned char)*p))
+        return MC_ERR_INVALID_ARGUMENT; /* empty, a sign, a dot */
+    for (; isdigit((unsigned char)*p); p++) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return MC_ERR_INVALID_ARGUMENT;
+        v = v * 10 + d;
+    }
+    p = mc__skip_space(p);
+    while (isalpha((unsigned char)p[sl])) {
+        if (sl + 1 >= sizeof(suffix))
+            return MC_ERR_INVALID_ARGUMENT;
+        suffix[sl] = (char)tolower((unsigned char)p[sl]);
+        sl++;
+    }
+    suffix[sl] = '\0';
+    if (!mc__only_space(p + sl))
+        return MC_ERR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(suffix, units[i].unit) == 0) {
+            if (v > UINT64_MAX / units[i].ms)
+                return MC_ERR_INVALID_ARGUMENT;
+            *out = v * units[i].ms;
+            return 0;
+        }
+    }
+    return MC_ERR_INVALID_ARGUMENT;
+}

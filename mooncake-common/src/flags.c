@@ -6,7 +6,8 @@
 #include "mooncake/common/config.h"
 #include "mooncake/error.h"
 
-static const char *const mc__flag_type_names[] = {"bool", "int64", "double", "string", "size"};
+static const char *const mc__flag_type_names[] = {
+    "bool", "int64", "double", "string", "size", "duration (10s, 500ms, 1m, 1h)"};
 
 static void mc__flag_print_value(const mc_flag_t *f) {
     switch (f->type) {
@@ -24,6 +25,9 @@ static void mc__flag_print_value(const mc_flag_t *f) {
         break;
     case MC_FLAG_SIZE:
         printf("%llu", (unsigned long long)*(uint64_t *)f->value);
+        break;
+    case MC_FLAG_DURATION_MS:
+        printf("%llums", (unsigned long long)*(uint64_t *)f->value);
         break;
     }
 }
@@ -54,6 +58,8 @@ static int mc__flag_set(const mc_flag_t *f, const char *v) {
         return 0;
     case MC_FLAG_SIZE:
         return mc__parse_size(v, (uint64_t *)f->value);
+    case MC_FLAG_DURATION_MS:
+        return mc__parse_duration_ms(v, (uint64_t *)f->value);
     }
     return MC_ERR_INVALID_ARGUMENT;
 }

@@ -240,12 +240,17 @@ static void mc__teardown(mc_store_t *s) {
     }
     mc__put_sessions_revoke_all(s);
     mc__store_extras_teardown(s);
-    if (s->master && s->segment) {
-        int rc = mc__master_client_unmount_segment(s->master, s->hostname,
+    if (s->master && s->master_known) {
+        /* A clean leave: the master unmounts our segments and forgets us now, rather than count
+         * us as expired client_ttl later. A master without the call still gets the unmount. */
+        int rc = mc__master_client_unregister(s->master);
+        if (rc == MC_ERR_NOT_IMPLEMENTED && s->segment)
+            rc = mc__master_client_unmount_segment(s->master, s->hostname,
                                                    (uint64_t)(uintptr_t)s->segment);
         if (rc != 0)
-            MC_WARN("store: unmount at the master failed: %s", mc_store_strerror(rc));
+            MC_WARN("store: leaving the master failed: %s", mc_store_strerror(rc));
     }
+    s->master_known = 0;
     mc__master_client_close(s->master);
     s->master = NULL;
     mc__store_segments_clear(s);
@@ -334,6 +339,7 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
                  mc_store_strerror(rc));
         goto out;
     }
+    s->master_known = 1;
     rc = mc__setup_engine(s);
     if (rc != 0)
         goto out;

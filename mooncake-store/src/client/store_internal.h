@@ -63,6 +63,7 @@ struct mc_store {
 
     pthread_t hb_thread;
     int hb_started;
+    int master_known; /* the master answered us: a close must unregister */
     int hb_stop;
     pthread_mutex_t hb_mu;
     pthread_cond_t hb_cv;

@@ -1,5 +1,6 @@
-/* Admin HTTP endpoints on --metrics_port: Prometheus metrics, health, and read-only views of
- * keys and segments as JSON. */
+/* Admin HTTP endpoints on --metrics_port: the dispatcher, /metrics (metrics.c), the endpoints in
+ * the reference's shapes (admin_compat.c), and our read-only JSON views of keys and segments
+ * under /json/ (here). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,125 +12,14 @@
 #include "mooncake/error.h"
 #include "proto/master_client.h"
 
-static const uint64_t mc__lat_le_us[MC__LAT_BUCKETS] = {10,   25,   50,    100,   250,    500,
-                                                        1000, 2500, 10000, 50000, 250000, 1000000};
-
-void mc__op_record(mc__master_t *m, uint8_t type, uint32_t keys, uint32_t errors,
-                   uint64_t elapsed_ns) {
-    mc__op_stats_t *st = NULL;
-    uint64_t us = elapsed_ns / 1000u;
-    int b = 0;
-    if (type == 0 || type >= MC_MP_TYPE_MAX_)
-        return;
-    st = &m->op[type];
-    atomic_fetch_add_explicit(&st->ops, keys, memory_order_relaxed);
-    atomic_fetch_add_explicit(&st->errors, errors, memory_order_relaxed);
-    atomic_fetch_add_explicit(&st->rpcs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&st->lat_sum_us, us, memory_order_relaxed);
-    while (b < MC__LAT_BUCKETS && us > mc__lat_le_us[b])
-        b++;
-    atomic_fetch_add_explicit(&st->lat_bucket[b], 1, memory_order_relaxed);
-}
-
-static void mc__gauge(mc_buf_t *b, const char *name, const char *help, long long v) {
-    char line[512];
-    int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help,
-                     name, name, v);
-    mc__buf_put(b, line, (size_t)n);
-}
-
-static void mc__counter(mc_buf_t *b, const char *name, const char *help, unsigned long long v) {
-    char line[512];
-    int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help,
-                     name, name, v);
-    mc__buf_put(b, line, (size_t)n);
-}
-
-static void mc__metrics(mc__master_t *m, mc_buf_t *b) {
-    char line[256];
-    int n;
-    size_t clients;
-    pthread_mutex_lock(&m->clients_mu);
-    clients = m->n_clients;
-    pthread_mutex_unlock(&m->clients_mu);
-    mc__gauge(b, "mooncake_master_objects", "complete objects stored",
-              (long long)atomic_load(&m->n_objects));
-    mc__gauge(b, "mooncake_master_object_bytes", "bytes of complete objects (one replica each)",
-              (long long)atomic_load(&m->object_bytes));
-    mc__gauge(b, "mooncake_master_segments", "mounted segments",
-              (long long)atomic_load(&m->n_segments));
-    mc__gauge(b, "mooncake_master_capacity_bytes", "total bytes of mounted segments",
-              (long long)atomic_load(&m->capacity_bytes));
-    mc__gauge(b, "mooncake_master_used_bytes", "allocated bytes in segments (all replicas)",
-              (long long)atomic_load(&m->used_bytes));
-    mc__gauge(b, "mooncake_master_clients", "clients seen alive", (long long)clients);
-    mc__counter(b, "mooncake_master_evictions_total", "objects evicted",
-                (unsigned long long)atomic_load(&m->evictions));
-    mc__counter(b, "mooncake_master_evicted_bytes_total", "replica bytes freed by eviction",
-                (unsigned long long)atomic_load(&m->evicted_bytes));
-    mc__counter(b, "mooncake_master_eviction_runs_total", "eviction passes",
-                (unsigned long long)atomic_load(&m->eviction_runs));
-    mc__counter(b, "mooncake_master_discarded_puts_total",
-                "unfinished puts discarded after the discard timeout",
-                (unsigned long long)atomic_load(&m->discarded_puts));
-    mc__counter(b, "mooncake_master_expired_clients_total",
-                "clients expired after client_ttl without heartbeat",
-                (unsigned long long)atomic_load(&m->expired_clients));
-
-    n = snprintf(line, sizeof(line),
-                 "# HELP mooncake_master_ops_total keys processed per operation\n"
-                 "# TYPE mooncake_master_ops_total counter\n");
-    mc__buf_put(b, line, (size_t)n);
-    for (int t = 1; t < MC_MP_TYPE_MAX_; t++) {
-        n = snprintf(line, sizeof(line), "mooncake_master_ops_total{op=\"%s\"} %llu\n",
-                     mc__mp_type_name((uint8_t)t), (unsigned long long)atomic_load(&m->op[t].ops));
-        mc__buf_put(b, line, (size_t)n);
-    }
-    n = snprintf(line, sizeof(line),
-                 "# HELP mooncake_master_errors_total keys that failed per operation\n"
-                 "# TYPE mooncake_master_errors_total counter\n");
-    mc__buf_put(b, line, (size_t)n);
-    for (int t = 1; t < MC_MP_TYPE_MAX_; t++) {
-        n = snprintf(line, sizeof(line), "mooncake_master_errors_total{op=\"%s\"} %llu\n",
-                     mc__mp_type_name((uint8_t)t),
-                     (unsigned long long)atomic_load(&m->op[t].errors));
-        mc__buf_put(b, line, (size_t)n);
-    }
-    n = snprintf(line, sizeof(line),
-                 "# HELP mooncake_master_rpc_latency_us time to serve one RPC\n"
-                 "# TYPE mooncake_master_rpc_latency_us histogram\n");
-    mc__buf_put(b, line, (size_t)n);
-    for (int t = 1; t < MC_MP_TYPE_MAX_; t++) {
-        const char *op = mc__mp_type_name((uint8_t)t);
-        uint64_t cum = 0;
-        for (int k = 0; k <= MC__LAT_BUCKETS; k++) {
-            cum += atomic_load(&m->op[t].lat_bucket[k]);
-            if (k < MC__LAT_BUCKETS)
-                n = snprintf(line, sizeof(line),
-                             "mooncake_master_rpc_latency_us_bucket{op=\"%s\",le=\"%llu\"} %llu\n",
-                             op, (unsigned long long)mc__lat_le_us[k], (unsigned long long)cum);
-            else
-                n = snprintf(line, sizeof(line),
-                             "mooncake_master_rpc_latency_us_bucket{op=\"%s\",le=\"+Inf\"} %llu\n",
-                             op, (unsigned long long)cum);
-            mc__buf_put(b, line, (size_t)n);
-        }
-        n = snprintf(line, sizeof(line),
-                     "mooncake_master_rpc_latency_us_sum{op=\"%s\"} %llu\n"
-                     "mooncake_master_rpc_latency_us_count{op=\"%s\"} %llu\n",
-                     op, (unsigned long long)atomic_load(&m->op[t].lat_sum_us), op,
-                     (unsigned long long)atomic_load(&m->op[t].rpcs));
-        mc__buf_put(b, line, (size_t)n);
-    }
-}
-
+/* One line for people, led by the reference's role and state. */
 static void mc__summary(mc__master_t *m, mc_buf_t *b) {
-    char line[512];
+    char line[640];
     int n = snprintf(
         line, sizeof(line),
-        "objects=%lld object_bytes=%lld segments=%lld capacity_bytes=%lld "
-        "used_bytes=%lld evictions=%llu discarded_puts=%llu expired_clients=%llu "
-        "uptime_s=%llu\n",
+        "role=leader, state=serving, service_ready=true, master={objects=%lld object_bytes=%lld "
+        "segments=%lld capacity_bytes=%lld used_bytes=%lld evictions=%llu discarded_puts=%llu "
+        "expired_clients=%llu uptime_s=%llu}\n",
         (long long)atomic_load(&m->n_objects), (long long)atomic_load(&m->object_bytes),
         (long long)atomic_load(&m->n_segments), (long long)atomic_load(&m->capacity_bytes),
         (long long)atomic_load(&m->used_bytes), (unsigned long long)atomic_load(&m->evictions),
@@ -139,12 +29,13 @@ static void mc__summary(mc__master_t *m, mc_buf_t *b) {
     mc__buf_put(b, line, (size_t)n);
 }
 
-/* JSON description of one key, or NULL when it does not exist. */
 /* Length of the valid UTF-8 sequence at p (at most n bytes), 0 when there is none. */
-static size_t mc__utf8_seq(const uint8_t *p, size_t n) {
+static size_t mc__utf8_seq(const uint8_t *p, size_t n, int ctl) {
     uint8_t c = p[0];
     size_t len;
     uint8_t lo = 0x80, hi = 0xBF; /* the allowed range of the second byte */
+    if (ctl && (c < 0x20 || c == 0x7F))
+        return 0;
     if (c >= 0x01 && c < 0x80)
         return 1;
     if (c >= 0xC2 && c <= 0xDF)
@@ -168,14 +59,15 @@ static size_t mc__utf8_seq(const uint8_t *p, size_t n) {
     return len;
 }
 
-/* JSON text must be UTF-8, keys are bytes: valid UTF-8 passes unchanged, any other byte (NUL
- * too) becomes the four characters \xNN, so a binary key stays visible and the document valid.
- * out holds 4 * n + 1 bytes. */
-static void mc__key_text(const uint8_t *p, size_t n, char *out) {
+/* JSON and label text must be UTF-8, keys are bytes: valid UTF-8 passes unchanged, any other
+ * byte (NUL too) becomes the four characters \xNN, so a binary key stays visible and the
+ * document valid. Line-per-key lists (ctl) escape control characters the same way, so a key
+ * with a newline in it is still one line. */
+void mc__key_text(const uint8_t *p, size_t n, char *out, int ctl) {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        size_t k = mc__utf8_seq(p + i, n - i);
+        size_t k = mc__utf8_seq(p + i, n - i, ctl);
         if (k) {
             memcpy(out + o, p + i, k);
             o += k;
@@ -197,7 +89,7 @@ static void mc__key_json_field(cJSON *j, const char *field, const char *key) {
     char *text = mc__malloc(4 * n + 1);
     if (!text)
         return;
-    mc__key_text((const uint8_t *)key, n, text);
+    mc__key_text((const uint8_t *)key, n, text, 0);
     cJSON_AddStringToObject(j, field, text);
     mc__free(text);
 }
@@ -257,7 +149,7 @@ static int mc__all_keys_visit(mc__master_t *m, mc__object_t *o, void *arg) {
     (void)m;
     if (!(o->flags & MC__OBJ_COMPLETE))
         return 0;
-    mc__key_text(o->data, o->key_len, key);
+    mc__key_text(o->data, o->key_len, key, 0);
     cJSON_AddItemToArray((cJSON *)arg, cJSON_CreateString(key));
     return 0;
 }
@@ -313,14 +205,14 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
         goto out;
     }
     if (!strcmp(req->path, "/metrics")) {
-        mc__metrics(m, &b);
+        mc__metrics_render(m, &b);
         mc__http_respond(resp, b.failed ? 500 : 200, "text/plain; version=0.0.4", b.data, b.len);
     } else if (!strcmp(req->path, "/metrics/summary")) {
         mc__summary(m, &b);
         mc__http_respond(resp, 200, "text/plain", b.data, b.len);
-    } else if (!strcmp(req->path, "/health")) {
-        mc__http_respond(resp, 200, "text/plain", "OK\n", 3);
-    } else if (!strcmp(req->path, "/query_key")) {
+    } else if (mc__admin_compat(m, req, resp, arg, arg_cap, &b)) {
+        /* answered in the reference's shape */
+    } else if (!strcmp(req->path, "/json/query_key")) {
         cJSON *j = NULL;
         if (mc__http_query_get(req->query, "key", arg, arg_cap) || !arg[0]) {
             mc__http_respond(resp, 400, "text/plain", "missing ?key=\n", 14);
@@ -336,7 +228,7 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
         } else {
             mc__respond_json(resp, 200, j);
         }
-    } else if (!strcmp(req->path, "/batch_query_keys")) {
+    } else if (!strcmp(req->path, "/json/batch_query_keys")) {
         cJSON *all = NULL;
         char *save = NULL;
         if (mc__http_query_get(req->query, "keys", arg, arg_cap)) {
@@ -353,18 +245,18 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
             }
             char *name = mc__malloc(4 * strlen(k) + 1);
             if (name)
-                mc__key_text((const uint8_t *)k, strlen(k), name);
+                mc__key_text((const uint8_t *)k, strlen(k), name, 0);
             cJSON_AddItemToObject(all, name ? name : "?", j);
             mc__free(name);
         }
         mc__respond_json(resp, 200, all);
-    } else if (!strcmp(req->path, "/get_all_keys")) {
+    } else if (!strcmp(req->path, "/json/get_all_keys")) {
         cJSON *arr = cJSON_CreateArray();
         mc__objects_sweep(m, mc__all_keys_visit, arr);
         mc__respond_json(resp, 200, arr);
-    } else if (!strcmp(req->path, "/get_all_segments")) {
+    } else if (!strcmp(req->path, "/json/get_all_segments")) {
         mc__respond_json(resp, 200, mc__segments_json(m, NULL));
-    } else if (!strcmp(req->path, "/query_segment")) {
+    } else if (!strcmp(req->path, "/json/query_segment")) {
         cJSON *arr = NULL;
         if (mc__http_query_get(req->query, "segment", arg, arg_cap) || !arg[0]) {
             mc__http_respond(resp, 400, "text/plain", "missing ?segment=\n", 18);
@@ -373,9 +265,12 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
         arr = mc__segments_json(m, arg);
         mc__respond_json(resp, cJSON_GetArraySize(arr) ? 200 : 404, arr);
     } else {
-        static const char nf[] = "not found; try /metrics, /metrics/summary, /health, "
-                                 "/query_key?key=, /batch_query_keys?keys=, /get_all_keys, "
-                                 "/get_all_segments, /query_segment?segment=\n";
+        static const char nf[] =
+            "not found; try /metrics, /metrics/summary, /health, /role, /ha_status, "
+            "/query_key?key=, /batch_query_keys?keys=, /get_all_keys, /get_all_segments, "
+            "/query_segment?segment=, and the JSON views /json/query_key?key=, "
+            "/json/batch_query_keys?keys=, /json/get_all_keys, /json/get_all_segments, "
+            "/json/query_segment?segment=\n";
         mc__http_respond(resp, 404, "text/plain", nf, sizeof(nf) - 1);
     }
 out:

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "master/master_internal.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
@@ -242,6 +243,7 @@ uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking) {
     if (freed < target && m->cfg.allow_evict_soft_pinned_objects)
         freed += mc__evict_tier_run(m, 1, filter, target - freed, &count);
     atomic_fetch_add(&m->eviction_runs, 1);
+    atomic_fetch_add(&m->eviction_successes, count > 0);
     atomic_fetch_add(&m->evictions, count);
     atomic_fetch_add(&m->evicted_bytes, freed);
     if (count)
@@ -289,6 +291,8 @@ void mc__grave_release(mc__master_t *m, uint64_t now, int all) {
     /* Freed outside grave_mu: freeing takes the registry lock. */
     while (due) {
         mc__object_t *next = due->next;
+        if (due->flags & MC__OBJ_DISCARDED) /* not a replaced value or a moved replica */
+            atomic_fetch_add(&m->released_puts, 1);
         mc__object_destroy(m, due);
         due = next;
     }
@@ -331,6 +335,7 @@ void *mc__monitor_main(void *arg) {
         mc__discard_stale_puts(m, now);
         mc__grave_release(m, now, 0);
         mc__tasks_expire(m, now);
+        mc__persist_commit(m); /* what this pass freed and removed */
         /* Background eviction scans every object; when nothing is evictable (all leased) that
          * scan must not run back to back. */
         if ((evict ||

@@ -3,8 +3,10 @@
 #include <string.h>
 
 #include "master/master_internal.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/http.h"
+#include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
@@ -12,9 +14,10 @@ void mc__master_config_defaults(mc__master_config_t *c) {
     memset(c, 0, sizeof(*c));
     c->rpc_address = "0.0.0.0";
     c->port = 50051;
-    c->rpc_thread_num = 4;
+    c->rpc_thread_num = 0; /* the reference's: min(max_threads, CPUs) */
     c->default_kv_lease_ttl_ms = 10000;
     c->default_kv_soft_pin_ttl_ms = 30 * 60 * 1000;
+    c->max_kv_soft_pin_ttl_ms = 24 * 60 * 60 * 1000;
     c->allow_evict_soft_pinned_objects = 1;
     c->eviction_ratio = 0.05;
     c->eviction_high_watermark_ratio = 0.90;
@@ -27,6 +30,11 @@ void mc__master_config_defaults(mc__master_config_t *c) {
     /* Clients heartbeat every second, so only abandoned connections ever sit idle this long. */
     c->rpc_idle_timeout_s = 300;
     c->rpc_max_conns_per_peer = 1024;
+    c->restore_metadata = 1;
+    c->max_finished_tasks = c->max_pending_tasks = c->max_processing_tasks = 10000;
+    c->pending_task_timeout_s = c->processing_task_timeout_s = 300;
+    c->enable_metric_reporting = 1;
+    c->cluster_id = "mooncake_cluster";
 }
 
 static int mc__bad(char *err, size_t cap, const char *what) {
@@ -41,18 +49,28 @@ int mc__master_config_validate(const mc__master_config_t *c, char *err, size_t c
         return mc__bad(err, cap, "--metrics_port must be in 0..65535");
     if (c->http_metadata_server_port < 0 || c->http_metadata_server_port > 65535)
         return mc__bad(err, cap, "--http_metadata_server_port must be in 0..65535");
-    if (c->rpc_thread_num < 1 || c->rpc_thread_num > 1024)
-        return mc__bad(err, cap, "--rpc_thread_num must be in 1..1024");
+    if (c->rpc_thread_num < 0 || c->rpc_thread_num > 1024)
+        return mc__bad(err, cap, "--rpc_thread_num must be in 0..1024 (0: the default)");
     if (c->default_kv_lease_ttl_ms < 0)
         return mc__bad(err, cap, "--default_kv_lease_ttl must be >= 0 (milliseconds)");
     if (c->default_kv_soft_pin_ttl_ms < 0)
         return mc__bad(err, cap, "--default_kv_soft_pin_ttl must be >= 0 (milliseconds)");
+    if (c->max_kv_soft_pin_ttl_ms < c->default_kv_soft_pin_ttl_ms)
+        return mc__bad(err, cap, "--max_kv_soft_pin_ttl must be >= --default_kv_soft_pin_ttl");
     if (!(c->eviction_ratio >= 0.0 && c->eviction_ratio <= 1.0))
         return mc__bad(err, cap, "--eviction_ratio must be in [0, 1]");
     if (!(c->eviction_high_watermark_ratio >= 0.0 && c->eviction_high_watermark_ratio <= 1.0))
         return mc__bad(err, cap, "--eviction_high_watermark_ratio must be in [0, 1]");
     if (c->client_ttl_s < 1)
         return mc__bad(err, cap, "--client_ttl must be >= 1 (seconds)");
+    if (c->max_finished_tasks < 0 || c->max_finished_tasks > 10000000 || c->max_pending_tasks < 1 ||
+        c->max_pending_tasks > 10000000 || c->max_processing_tasks < 1 ||
+        c->max_processing_tasks > 10000000)
+        return mc__bad(err, cap,
+                       "--max_total_finished_tasks must be in 0..10000000 and "
+                       "--max_total_pending_tasks, --max_total_processing_tasks in 1..10000000");
+    if (c->pending_task_timeout_s < 0 || c->processing_task_timeout_s < 0)
+        return mc__bad(err, cap, "task timeouts must be >= 0 (seconds; 0: none)");
     if (c->put_start_discard_timeout_s < 1)
         return mc__bad(err, cap, "--put_start_discard_timeout_sec must be >= 1");
     if (c->put_start_release_timeout_s < 1)
@@ -80,15 +98,13 @@ uint16_t mc__master_http_metadata_port(const mc__master_t *m) {
     return mc__meta_port(m);
 }
 
-int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
+int mc__master_new_offline(const mc__master_config_t *cfg, mc__master_t **out) {
     mc__master_t *m = NULL;
     int rc = 0;
     *out = NULL;
     m = mc__calloc(1, sizeof(*m));
-    if (!m) {
-        rc = MC_ERR_MEMORY;
-        goto out;
-    }
+    if (!m)
+        return MC_ERR_MEMORY;
     m->cfg = *cfg;
     m->start_ms = mc__now_ms();
     pthread_rwlock_init(&m->placement, NULL);
@@ -99,10 +115,30 @@ int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
     pthread_mutex_init(&m->mon_mu, NULL);
     pthread_cond_init(&m->mon_cv, NULL);
     pthread_mutex_init(&m->tasks_mu, NULL);
-    for (int i = 0; i < MC__SHARDS; i++) {
+    for (int i = 0; i < MC__SHARDS && rc == 0; i++)
         rc = mc__shard_init(&m->shards[i]);
-        if (rc)
+    atomic_store(&m->next_serial, 1); /* 0 names no segment in the log */
+    if (rc) {
+        mc__master_stop(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
+    mc__master_t *m = NULL;
+    int rc = mc__master_new_offline(cfg, &m);
+    *out = NULL;
+    if (rc)
+        return rc;
+    if (cfg->metadata_dir && *cfg->metadata_dir) {
+        char err[512];
+        rc = mc__persist_open(m, cfg->metadata_dir, cfg->restore_metadata, err, sizeof(err));
+        if (rc) {
+            MC_ERROR("master: metadata log in %s: %s", cfg->metadata_dir, err);
             goto out;
+        }
     }
     if (pthread_create(&m->monitor, NULL, mc__monitor_main, m) != 0) {
         rc = MC_ERR_INTERNAL_ERROR;
@@ -146,6 +182,8 @@ void mc__master_stop(mc__master_t *m) {
         pthread_mutex_unlock(&m->mon_mu);
         pthread_join(m->monitor, NULL);
     }
+    /* The log is closed before the state is torn down: a stop is not a removal of everything. */
+    mc__persist_close(m);
     mc__tasks_destroy(m);
     for (int i = 0; i < MC__SHARDS; i++)
         mc__shard_destroy(m, &m->shards[i]);

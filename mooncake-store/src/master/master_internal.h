@@ -16,7 +16,8 @@
 #define MC__OBJ_COMPLETE 0x1u
 #define MC__OBJ_HARD_PIN 0x2u
 #define MC__OBJ_SOFT_PIN 0x4u
-#define MC__OBJ_PIN_KEEP 0x8u /* an upsert asked to keep the replaced object's soft pin */
+#define MC__OBJ_PIN_KEEP 0x8u   /* an upsert asked to keep the replaced object's soft pin */
+#define MC__OBJ_DISCARDED 0x10u /* an unfinished put discarded as stale (graveyard) */
 #define MC__SHADOW_SUFFIX "\0u"
 #define MC__SHADOW_SUFFIX_LEN 2u
 
@@ -59,6 +60,7 @@ typedef struct mc__shard {
 
 typedef struct mc__segment {
     pthread_mutex_t mu;
+    uint64_t serial; /* names it in the metadata log (persist.h); never reused in a log */
     char name[MC_MP_MAX_SEGMENT_NAME + 1];
     uint32_t name_len;
     uint64_t base, size;
@@ -77,15 +79,21 @@ typedef struct mc__client_rec {
 } mc__client_rec_t;
 
 #define MC__LAT_BUCKETS 12
+#define MC__SIZE_BUCKETS 7
+/* Per message type. A request naming one key is counted as the reference's single-key call
+ * (single_*), one naming more as its batch call (batch_*): on the wire both are batches. */
 typedef struct mc__op_stats {
     _Atomic uint64_t ops;    /* keys processed */
     _Atomic uint64_t errors; /* keys that failed */
     _Atomic uint64_t rpcs;
     _Atomic uint64_t lat_sum_us;
     _Atomic uint64_t lat_bucket[MC__LAT_BUCKETS + 1];
+    _Atomic uint64_t single, single_failed;
+    _Atomic uint64_t batch, batch_items, batch_failed, batch_partial, batch_failed_items;
 } mc__op_stats_t;
 
 typedef struct mc__rpc_server mc__rpc_server_t;
+typedef struct mc__persist mc__persist_t;
 typedef struct mc_http_server mc_http_server_t;
 
 struct mc__master {
@@ -125,7 +133,17 @@ struct mc__master {
     _Atomic int64_t capacity_bytes;
     _Atomic int64_t used_bytes;
     _Atomic uint64_t evictions, evicted_bytes, eviction_runs;
-    _Atomic uint64_t discarded_puts, expired_clients;
+    _Atomic uint64_t discarded_puts, expired_clients, left_clients;
+    _Atomic uint64_t eviction_successes;            /* passes that evicted something */
+    _Atomic uint64_t released_puts;                 /* discarded puts whose space was given back */
+    _Atomic uint64_t put_alloc_failures;            /* keys a put or upsert found no space for */
+    _Atomic uint64_t put_partial_allocs;            /* keys placed with fewer replicas than asked */
+    _Atomic uint64_t gets, get_hits, get_hit_bytes; /* GET_REPLICA_LIST keys, found, bytes */
+    _Atomic uint64_t remove_all_regex;              /* REMOVE_ALL requests with a pattern */
+    _Atomic uint64_t remove_all_regex_failed;
+    _Atomic uint64_t value_size_bucket[MC__SIZE_BUCKETS + 1]; /* finished puts by size */
+    _Atomic uint64_t value_size_sum;
+    _Atomic uint64_t task_creates[2], task_create_failures[2]; /* by MC_TASK_COPY / _MOVE */
     mc__op_stats_t op[MC_MP_TYPE_MAX_];
 
     pthread_t monitor;
@@ -135,6 +153,8 @@ struct mc__master {
     int stopping;
     int evict_wanted;
 
+    mc__persist_t *persist;       /* the local metadata log, or NULL (persist.h) */
+    _Atomic uint64_t next_serial; /* segments' log serials */
     mc__rpc_server_t *rpc;
     mc_http_server_t *admin;
     void *meta_store;
@@ -240,6 +260,10 @@ int mc__slot_named(mc__master_t *m, uint32_t slot, const mc__mp_str_t *name);
 int mc__place_on(mc__master_t *m, uint64_t len, const mc__mp_str_t *name,
                  const mc__replica_t *avoid, int n_avoid, mc__replica_t *out);
 void mc__clients_expire(mc__master_t *m, uint64_t now);
+/* A clean leave: forgets the client and unmounts its segments now (objects on them handled as an
+ * expiry handles them), counted in left_clients, never as expired. Returns 1 when it was known;
+ * an unknown or repeated leave is harmless. */
+int mc__client_unregister(mc__master_t *m, const uint8_t *id);
 
 /* evict.c */
 /* Frees at least need bytes (and eviction_ratio of capacity). Returns bytes freed. With fit > 0
@@ -266,6 +290,23 @@ void mc__rpc_server_stop(mc__rpc_server_t *s);
 
 /* admin_http.c */
 int mc__admin_http_start(mc__master_t *m, uint16_t port);
+/* Text for n bytes of a key or name: valid UTF-8 passes unchanged (control characters too when
+ * ctl is 0), any other byte becomes the four characters \xNN. out holds 4 * n + 1 bytes. */
+void mc__key_text(const uint8_t *p, size_t n, char *out, int ctl);
+
+/* admin_compat.c: answers the endpoints in the reference's shapes; 0 when path is not one.
+ * arg (cap bytes) and b are the caller's scratch. */
+struct mc_http_request;
+struct mc_http_response;
+int mc__admin_compat(mc__master_t *m, const struct mc_http_request *req,
+                     struct mc_http_response *resp, char *arg, size_t cap, mc_buf_t *b);
+
+/* metrics.c */
+/* One request served: keys named, keys that failed, time taken. */
 void mc__op_record(mc__master_t *m, uint8_t type, uint32_t keys, uint32_t errors,
                    uint64_t elapsed_ns);
+/* A put (or upsert) of size bytes was published. */
+void mc__value_size_record(mc__master_t *m, uint64_t size);
+/* Appends the Prometheus text exposition of every metric. */
+void mc__metrics_render(mc__master_t *m, mc_buf_t *b);
 #endif

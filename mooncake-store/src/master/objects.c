@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "master/master_internal.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/error.h"
 
@@ -124,6 +125,7 @@ void mc__free_replica(mc__master_t *m, const mc__replica_t *r) {
         uint64_t before = seg->alloc.used_bytes;
         mc__seg_free(&seg->alloc, r->block);
         atomic_fetch_sub(&m->used_bytes, (int64_t)(before - seg->alloc.used_bytes));
+        mc__persist_free(m, seg, r->off);
         pthread_mutex_unlock(&seg->mu);
     }
     pthread_rwlock_unlock(&m->registry);
@@ -131,6 +133,8 @@ void mc__free_replica(mc__master_t *m, const mc__replica_t *r) {
 
 void mc__object_destroy(mc__master_t *m, mc__object_t *o) {
     mc__replica_t *reps = mc__obj_reps(o);
+    if (o->flags & MC__OBJ_COMPLETE)
+        mc__persist_obj_del(m, o);
     for (uint8_t i = 0; i < o->n_replicas; i++)
         mc__free_replica(m, &reps[i]);
     if (o->flags & MC__OBJ_COMPLETE) {

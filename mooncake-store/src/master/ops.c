@@ -3,9 +3,11 @@
 #include <string.h>
 
 #include "master/master_internal.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
+#include "proto/task_proto.h"
 
 static int mc__leased(const mc__object_t *o, uint64_t now) {
     return o->lease_until > now;
@@ -47,10 +49,12 @@ int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t
     if ((o->flags & MC__OBJ_COMPLETE) || o->access_ms + discard > now)
         return 0;
     mc__shard_unlink(s, o);
+    o->flags |= MC__OBJ_DISCARDED; /* counted while it waits in the graveyard */
     atomic_fetch_add(&m->discarded_puts, 1);
-    if (o->access_ms + release <= now)
+    if (o->access_ms + release <= now) {
+        atomic_fetch_add(&m->released_puts, 1);
         mc__object_destroy(m, o);
-    else
+    } else
         mc__grave_add(m, o);
     return 1;
 }
@@ -98,6 +102,8 @@ void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint6
         o->soft_pin_until += now; /* put_start stored the TTL there */
     atomic_fetch_add(&m->n_objects, 1);
     atomic_fetch_add(&m->object_bytes, (int64_t)o->size);
+    mc__value_size_record(m, o->size);
+    mc__persist_obj_set(m, o);
 }
 
 static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
@@ -142,7 +148,10 @@ static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint6
 static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
                              uint32_t *errors) {
     const mc__replicate_config_t *cfg = &r->config;
-    int bad_cfg = cfg->replica_num == 0 || cfg->replica_num > MC_MP_MAX_REPLICA_NUM;
+    /* A soft pin longer than max_kv_soft_pin_ttl is refused, as the reference refuses it. */
+    int bad_cfg = cfg->replica_num == 0 || cfg->replica_num > MC_MP_MAX_REPLICA_NUM ||
+                  ((cfg->flags & MC_MP_CFG_SOFT_PIN) &&
+                   cfg->soft_pin_ttl_ms > (uint64_t)m->cfg.max_kv_soft_pin_ttl_ms);
     uint64_t now = mc__now_ms();
     size_t start = 0;
     mc__mp_replicas_reply_begin(out, r->type, r->request_id, r->n_keys, &start);
@@ -161,6 +170,10 @@ static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
             code =
                 mc__put_start_one(m, &r->keys[i], r->value_lens[i], cfg, now, reps, &n, &version);
         *errors += code != 0;
+        if (code == MC_ERR_NO_AVAILABLE_HANDLE)
+            atomic_fetch_add_explicit(&m->put_alloc_failures, 1, memory_order_relaxed);
+        else if (code == 0 && n < cfg->replica_num)
+            atomic_fetch_add_explicit(&m->put_partial_allocs, 1, memory_order_relaxed);
         mc__put_replicas(m, out, code, r->value_lens[i], version, reps, n,
                          MC_MP_REPLICA_PROCESSING);
         pthread_rwlock_unlock(&m->placement);
@@ -181,6 +194,7 @@ static void mc__op_get(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out
     uint64_t now = mc__now_ms();
     uint64_t ttl = (uint64_t)m->cfg.default_kv_lease_ttl_ms;
     size_t start = 0;
+    atomic_fetch_add_explicit(&m->gets, r->n_keys, memory_order_relaxed);
     mc__mp_replicas_reply_begin(out, r->type, r->request_id, r->n_keys, &start);
     for (uint32_t i = 0; i < r->n_keys; i++) {
         const mc__mp_str_t *k = &r->keys[i];
@@ -206,6 +220,10 @@ static void mc__op_get(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out
             memcpy(reps, mc__obj_reps(o), (size_t)n * sizeof(*reps));
         }
         *errors += code != 0;
+        if (!code) {
+            atomic_fetch_add_explicit(&m->get_hits, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&m->get_hit_bytes, size, memory_order_relaxed);
+        }
         /* Under the shard lock: a segment drop must sweep this object before its slot goes. */
         mc__put_replicas(m, out, code, size, ttl, reps, n, MC_MP_REPLICA_COMPLETE);
         pthread_mutex_unlock(&s->mu);
@@ -310,7 +328,8 @@ static int mc__remove_all_visit(mc__master_t *m, mc__object_t *o, void *arg) {
 
 /* REMOVE_ALL, or with a pattern remove_by_regex: the pattern is compiled once (POSIX extended;
  * a bad one is INVALID_PARAMS) and matched against every complete key. */
-static int mc__op_remove_all(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out) {
+static int mc__op_remove_all(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                             uint32_t *errors) {
     mc__remove_all_arg_t *a = mc__calloc(1, sizeof(*a));
     regex_t re;
     char *pat = NULL;
@@ -325,6 +344,7 @@ static int mc__op_remove_all(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
             regcomp(&re, pat, REG_EXTENDED | REG_NOSUB) != 0) {
             mc__free(pat);
             mc__free(a);
+            *errors = 1;
             return mc__mp_encode_error_reply(out, r->type, r->request_id, MC_ERR_INVALID_PARAMS,
                                              "not a valid (POSIX extended) regular expression");
         }
@@ -345,6 +365,11 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     uint32_t keys = r->n_keys;
     int rc = 0;
     switch (r->type) {
+    case MC_MP_UNREGISTER_CLIENT:
+        keys = 1;
+        mc__client_unregister(m, r->client_id);
+        rc = mc__mp_encode_empty_reply(out, r->type, r->request_id);
+        break;
     case MC_MP_MOUNT_SEGMENT:
     case MC_MP_UNMOUNT_SEGMENT:
         keys = 1;
@@ -375,7 +400,11 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
         break;
     case MC_MP_REMOVE_ALL:
         keys = 1;
-        rc = mc__op_remove_all(m, r, out);
+        rc = mc__op_remove_all(m, r, out, &errors);
+        if (r->pattern.len) {
+            atomic_fetch_add_explicit(&m->remove_all_regex, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&m->remove_all_regex_failed, errors, memory_order_relaxed);
+        }
         break;
     case MC_MP_TASK_CREATE:
     case MC_MP_TASK_QUERY:
@@ -383,6 +412,11 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     case MC_MP_TASK_REPORT:
         keys = 1;
         mc__op_task(m, r, out, &errors);
+        if (r->type == MC_MP_TASK_CREATE && r->task_type <= MC_TASK_MOVE) {
+            atomic_fetch_add_explicit(&m->task_creates[r->task_type], 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&m->task_create_failures[r->task_type], errors,
+                                      memory_order_relaxed);
+        }
         break;
     case MC_MP_HEARTBEAT: {
         int unknown = mc__client_touch(m, r->client_id);
@@ -405,6 +439,8 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     }
     if (out->failed)
         rc = MC_ERR_MEMORY;
+    /* Nothing is acknowledged before what it changed is on disk (when a log is kept). */
+    mc__persist_commit(m);
     mc__op_record(m, r->type, keys, errors, mc__now_ns() - t0);
     return rc;
 }

@@ -209,6 +209,60 @@ void mc__seg_free(mc__seg_alloc_t *a, uint32_t i) {
     mc__seg_list_insert(a, i);
 }
 
+/* Links block n into the physical chain right after block i. */
+static void mc__seg_link_after(mc__seg_alloc_t *a, uint32_t i, uint32_t n) {
+    mc__seg_block_t *b = &a->blocks[i];
+    mc__seg_block_t *x = &a->blocks[n];
+    x->prev_phys = i;
+    x->next_phys = b->next_phys;
+    if (b->next_phys != MC_SEG_NIL)
+        a->blocks[b->next_phys].prev_phys = n;
+    b->next_phys = n;
+}
+
+uint32_t mc__seg_alloc_take(mc__seg_alloc_t *a, uint32_t *tail, uint64_t off, uint64_t len) {
+    uint64_t units = len / MC_SEG_ALIGN + (len % MC_SEG_ALIGN != 0);
+    uint64_t at = off / MC_SEG_ALIGN, b_off, b_size;
+    uint32_t t = *tail, used, rest = MC_SEG_NIL;
+    if (t == MC_SEG_NIL || t >= a->n_blocks || off % MC_SEG_ALIGN != 0 || units == 0 ||
+        !mc__blk_free(&a->blocks[t]))
+        return MC_SEG_NIL;
+    b_off = a->blocks[t].off;
+    b_size = mc__blk_size(&a->blocks[t]);
+    if (at < b_off || units > b_size || at - b_off > b_size - units)
+        return MC_SEG_NIL;
+    /* Both new slots first: growth may move the pool. */
+    used = at > b_off ? mc__seg_new_block(a) : t;
+    if (used == MC_SEG_NIL)
+        return MC_SEG_NIL;
+    if (at + units < b_off + b_size && (rest = mc__seg_new_block(a)) == MC_SEG_NIL) {
+        if (used != t)
+            mc__seg_release_block(a, used);
+        return MC_SEG_NIL;
+    }
+    mc__seg_list_remove(a, t);
+    if (used != t) { /* t stays, as the free gap before the range */
+        a->blocks[t].size = at - b_off;
+        a->blocks[used] =
+            (mc__seg_block_t){at, units, MC_SEG_NIL, MC_SEG_NIL, MC_SEG_NIL, MC_SEG_NIL};
+        mc__seg_link_after(a, t, used);
+        mc__seg_list_insert(a, t);
+    } else {
+        a->blocks[t].size = units;
+    }
+    if (rest != MC_SEG_NIL) {
+        a->blocks[rest] = (mc__seg_block_t){at + units, b_off + b_size - at - units,
+                                            MC_SEG_NIL, MC_SEG_NIL,
+                                            MC_SEG_NIL, MC_SEG_NIL};
+        mc__seg_link_after(a, used, rest);
+        mc__seg_list_insert(a, rest);
+    }
+    a->used_bytes += units * MC_SEG_ALIGN;
+    a->n_allocs++;
+    *tail = rest;
+    return used;
+}
+
 uint64_t mc__seg_alloc_largest_free(const mc__seg_alloc_t *a) {
     uint64_t best = 0;
     if (!a->fl_bitmap)

@@ -42,6 +42,20 @@ void mc__seg_alloc_destroy(mc__seg_alloc_t *a);
  * or MC_SEG_NIL when no free block fits (or the pool cannot grow). */
 uint32_t mc__seg_alloc(mc__seg_alloc_t *a, uint64_t len, uint64_t *offset);
 void mc__seg_free(mc__seg_alloc_t *a, uint32_t handle);
+/* Rebuilding an allocator from a list of allocated ranges sorted by offset (a restart from the
+ * metadata log): each call takes [off, off+len) (len rounded up) out of *tail, the free block
+ * that ends the segment, leaving the gap before it free. *tail starts as handle 0 (a new
+ * allocator's one block) and is updated (MC_SEG_NIL once nothing is left after the range).
+ * Returns the range's handle, or MC_SEG_NIL when it does not lie inside *tail (unsorted or
+ * overlapping input) or the pool cannot grow. The block at offset 0 always has handle 0, so
+ * next_phys from handle 0 walks the blocks in order. */
+uint32_t mc__seg_alloc_take(mc__seg_alloc_t *a, uint32_t *tail, uint64_t off, uint64_t len);
+static inline int mc__seg_block_is_free(const mc__seg_block_t *b) {
+    return (b->size >> 63) != 0;
+}
+static inline uint64_t mc__seg_block_size(const mc__seg_block_t *b) {
+    return b->size & ~(1ull << 63);
+}
 /* Largest block that an allocation could get right now, in bytes (for fragmentation stats). */
 uint64_t mc__seg_alloc_largest_free(const mc__seg_alloc_t *a);
 /* Bytes one allocation of len really takes. */

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "master/master_internal.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
@@ -134,7 +135,9 @@ again:
     seg->size = size;
     seg->epoch = epoch;
     memcpy(seg->owner, client, MC_MP_CLIENT_ID_LEN);
+    seg->serial = atomic_fetch_add(&m->next_serial, 1);
     m->slots[slot] = seg;
+    mc__persist_seg_mount(m, seg);
     atomic_fetch_add(&m->n_segments, 1);
     atomic_fetch_add(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
     atomic_fetch_add(&m->view_version, 1);
@@ -189,6 +192,7 @@ static void mc__segment_drop(mc__master_t *m, uint32_t slot) {
     pthread_rwlock_wrlock(&m->registry);
     seg = m->slots[slot];
     m->slots[slot] = NULL;
+    mc__persist_seg_drop(m, seg);
     if (atomic_exchange(&seg->unreachable, 0))
         atomic_fetch_sub(&m->n_unreachable, 1);
     atomic_fetch_sub(&m->n_segments, 1);
@@ -265,6 +269,29 @@ int mc__segment_unmount(mc__master_t *m, const uint8_t *client, const mc__mp_str
  * a mass expiry (or a flood of short-lived fake clients) cannot flood the log. */
 #define MC__EXPIRE_LOG_EACH 3
 
+/* Unmounts every live segment the client owns (its objects handled as any unmount handles
+ * them); returns how many. */
+static unsigned long mc__client_drop_segments(mc__master_t *m, const uint8_t *id) {
+    unsigned long n = 0;
+    for (;; n++) {
+        uint32_t slot = UINT32_MAX;
+        pthread_rwlock_wrlock(&m->registry);
+        for (uint32_t i = 0; i < m->n_slots; i++) {
+            mc__segment_t *s = m->slots[i];
+            if (s && !s->dying && memcmp(s->owner, id, MC_MP_CLIENT_ID_LEN) == 0) {
+                s->dying = 1;
+                slot = i;
+                break;
+            }
+        }
+        pthread_rwlock_unlock(&m->registry);
+        if (slot == UINT32_MAX)
+            break;
+        mc__segment_drop(m, slot);
+    }
+    return n;
+}
+
 void mc__clients_expire(mc__master_t *m, uint64_t now) {
     uint64_t ttl = (uint64_t)m->cfg.client_ttl_s * 1000u;
     unsigned long expired = 0, segments = 0;
@@ -287,27 +314,34 @@ void mc__clients_expire(mc__master_t *m, uint64_t now) {
         if (expired < MC__EXPIRE_LOG_EACH)
             MC_WARN("client expired after %llds without heartbeat; unmounting its segments",
                     (long long)m->cfg.client_ttl_s);
-        for (;; segments++) {
-            uint32_t slot = UINT32_MAX;
-            pthread_rwlock_wrlock(&m->registry);
-            for (uint32_t i = 0; i < m->n_slots; i++) {
-                mc__segment_t *s = m->slots[i];
-                if (s && !s->dying && memcmp(s->owner, id, sizeof(id)) == 0) {
-                    s->dying = 1;
-                    slot = i;
-                    break;
-                }
-            }
-            pthread_rwlock_unlock(&m->registry);
-            if (slot == UINT32_MAX)
-                break;
-            mc__segment_drop(m, slot);
-        }
+        segments += mc__client_drop_segments(m, id);
     }
     if (expired > MC__EXPIRE_LOG_EACH)
         MC_WARN("%lu more clients expired after %llds without heartbeat (%lu segments unmounted "
                 "in all)",
                 expired - MC__EXPIRE_LOG_EACH, (long long)m->cfg.client_ttl_s, segments);
+}
+
+int mc__client_unregister(mc__master_t *m, const uint8_t *id) {
+    unsigned long segments = 0;
+    int known = 0;
+    pthread_mutex_lock(&m->clients_mu);
+    for (size_t i = 0; i < m->n_clients; i++) {
+        if (memcmp(m->clients[i].id, id, MC_MP_CLIENT_ID_LEN) == 0) {
+            m->clients[i] = m->clients[--m->n_clients];
+            known = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&m->clients_mu);
+    /* Segments go even when the record is missing (its allocation failed, or a mount raced the
+     * leave): whatever the client still owns is unmounted now rather than left to nobody. */
+    segments = mc__client_drop_segments(m, id);
+    if (known || segments) {
+        atomic_fetch_add(&m->left_clients, 1);
+        MC_INFO("client left (unregistered); %lu segments unmounted", segments);
+    }
+    return known;
 }
 
 void mc__segments_destroy(mc__master_t *m) {
@@ -420,6 +454,7 @@ static int mc__try_alloc(mc__master_t *m, uint32_t slot, uint64_t len, mc__repli
     if (h == MC_SEG_NIL)
         return 0;
     atomic_fetch_add(&m->used_bytes, (int64_t)mc__seg_round(len));
+    mc__persist_alloc(m, s, off, mc__seg_round(len));
     r->seg = slot;
     r->block = h;
     r->off = off;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "master/master_internal.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/error.h"
 
@@ -33,6 +34,7 @@ static void mc__retire(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_
             return;
         }
         /* No longer an object readers can find: count it out now, free it after its lease. */
+        mc__persist_obj_del(m, o);
         o->flags &= (uint8_t)~MC__OBJ_COMPLETE;
         atomic_fetch_sub(&m->n_objects, 1);
         atomic_fetch_sub(&m->object_bytes, (int64_t)o->size);
@@ -196,6 +198,8 @@ int32_t mc__replica_clear_one(mc__master_t *m, const mc__mp_str_t *key, const mc
             if (kept == 0) {
                 mc__shard_unlink(s, o);
                 mc__object_destroy(m, o);
+            } else {
+                mc__persist_obj_set(m, o);
             }
         }
     }

@@ -406,6 +406,22 @@ int mc__master_client_unmount_segment(mc__master_client_t *c, const char *segmen
     return rc;
 }
 
+int mc__master_client_unregister(mc__master_client_t *c) {
+    mc__mp_request_t r;
+    mc_frame_header_t h;
+    int rc = 0;
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_UNREGISTER_CLIENT;
+    pthread_mutex_lock(&c->mu);
+    /* Nothing is ours at the master any more: a reconnect must not mount anything again. */
+    c->n_mounts = 0;
+    rc = mc__mc_call(c, &r, &h);
+    if (rc == 0)
+        rc = mc__mp_decode_empty_reply(&h, c->in, (size_t)h.body_len);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 /* Fills key views for keys[0..n); 0 or MC_ERR_INVALID_KEY. */
 static int mc__mc_key_views(size_t n, const char *const *keys, mc__mp_str_t *views) {
     for (size_t i = 0; i < n; i++) {

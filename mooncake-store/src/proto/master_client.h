@@ -145,4 +145,8 @@ int mc__master_client_task_report(mc__master_client_t *c, const uint8_t id[MC_MP
  * master did not know the client (restart, expiry) the segments are mounted again here and
  * *status (may be NULL) reports MC_MP_CLIENT_NEED_REMOUNT. */
 int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status);
+/* A clean leave: the master unmounts every segment of this client and forgets it at once (not
+ * counted as expired). The client's mount list is cleared first, so nothing is remounted. 0, or the
+ * master's code (NOT_IMPLEMENTED from a master that predates it), or RPC_FAIL. */
+int mc__master_client_unregister(mc__master_client_t *c);
 #endif

@@ -44,6 +44,8 @@ const char *mc__mp_type_name(uint8_t type) {
         return "upsert_revoke";
     case MC_MP_REPLICA_CLEAR:
         return "replica_clear";
+    case MC_MP_UNREGISTER_CLIENT:
+        return "unregister_client";
     case MC_MP_TASK_CREATE:
         return "task_create";
     case MC_MP_TASK_QUERY:
@@ -63,12 +65,13 @@ static int mc__mp_is_task(uint8_t type) {
 
 static int mc__mp_has_keys(uint8_t type) {
     return type != MC_MP_MOUNT_SEGMENT && type != MC_MP_UNMOUNT_SEGMENT &&
-           type != MC_MP_REMOVE_ALL && type != MC_MP_HEARTBEAT && !mc__mp_is_task(type);
+           type != MC_MP_REMOVE_ALL && type != MC_MP_HEARTBEAT && type != MC_MP_UNREGISTER_CLIENT &&
+           !mc__mp_is_task(type);
 }
 
 /* Types this build knows (the numbering has gaps). */
 static int mc__mp_known(uint8_t type) {
-    return (type >= MC_MP_MOUNT_SEGMENT && type <= MC_MP_REPLICA_CLEAR) || mc__mp_is_task(type);
+    return (type >= MC_MP_MOUNT_SEGMENT && type <= MC_MP_UNREGISTER_CLIENT) || mc__mp_is_task(type);
 }
 
 /* Types whose keys each carry a u64 (a length or a version), and those with a config. */
@@ -130,6 +133,8 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
     case MC_MP_HEARTBEAT:
         mc__buf_u32(b, r->n_mounted);
         break;
+    case MC_MP_UNREGISTER_CLIENT:
+        break; /* the client id says it all */
     case MC_MP_TASK_CREATE:
     case MC_MP_TASK_QUERY:
     case MC_MP_TASK_FETCH:
@@ -270,6 +275,8 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
         if (mc__cur_left(&cur) != 0 && mc__cur_u32(&cur, &out->n_mounted))
             rc = MC_ERR_INVALID_PARAMS;
         break;
+    case MC_MP_UNREGISTER_CLIENT:
+        break; /* trailing bytes are refused below */
     case MC_MP_TASK_CREATE:
     case MC_MP_TASK_QUERY:
     case MC_MP_TASK_FETCH:

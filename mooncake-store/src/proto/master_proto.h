@@ -18,6 +18,8 @@
  *                      the key) only the objects whose keys match
  *   HEARTBEAT          u32 n_mounted: segments the client holds mounted (absent from older
  *                      clients: then an unknown client is told to remount, as before)
+ *   UNREGISTER_CLIENT  (nothing more): a clean leave; the master unmounts every segment of the
+ *                      client and forgets it now, as an expiry would, but counts it as a leave
  *   config:            u32 replica_num, u8 flags (1 soft pin, 2 hard pin, 4 soft unpin),
  *                      u64 soft_pin_ttl_ms,
  *                      u32 n_preferred, n_preferred x str segment_name
@@ -26,7 +28,8 @@
  * request id; a request that failed as a whole carries MC_FRAME_F_ERROR and (i32 code, str msg).
  * Reply bodies:
  *
- *   MOUNT / UNMOUNT                 (empty)
+ *   MOUNT / UNMOUNT / UNREGISTER_CLIENT
+ *                                   (empty)
  *   PUT_END / PUT_REVOKE / REMOVE / SEGMENT_UNREACHABLE / UPSERT_END / UPSERT_REVOKE /
  *   REPLICA_CLEAR                   u32 n, n x i32 code
  *   EXIST                           u32 n, n x i32 (1 present, 0 absent, or a negative code)
@@ -88,6 +91,8 @@ enum mc__mp_type {
     MC_MP_UPSERT_REVOKE = 14,
     /* Drops the replicas of unleased objects (all of them, or those on one segment). */
     MC_MP_REPLICA_CLEAR = 15,
+    /* A client that closes cleanly says so: it is not counted or logged as expired. */
+    MC_MP_UNREGISTER_CLIENT = 16,
     /* Master-driven replica tasks (task_proto.h): any client creates and queries them; the
      * client that owns the source replica fetches its tasks with its heartbeats, moves the
      * bytes and reports. */
@@ -230,7 +235,7 @@ int mc__mp_decode_heartbeat_reply(const mc_frame_header_t *h, const uint8_t *bod
 /* The common start of every reply decoder: 0 for a success reply, the error reply's code, or
  * MC_ERR_RPC_FAIL (not a reply, or a body missing). */
 int mc__mp_reply_check(const mc_frame_header_t *h, const uint8_t *body, size_t len);
-/* For MOUNT / UNMOUNT: 0, or the error reply's code. */
+/* For MOUNT / UNMOUNT / UNREGISTER_CLIENT: 0, or the error reply's code. */
 int mc__mp_decode_empty_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len);
 
 const char *mc__mp_type_name(uint8_t type);

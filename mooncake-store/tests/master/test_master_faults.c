@@ -77,13 +77,16 @@ static void test_bad_flags(void **state) {
     }
     snprintf(path, sizeof(path), "/tmp/mc_master_cfg_%d.json", (int)getpid());
     fp = fopen(path, "w");
-    fputs("{\"port\": 0, \"colour\": \"blue\"}", fp);
+    /* An unknown key is a warning (named on stderr), not fatal: the bad port stops it. */
+    fputs("{\"port\": 70000, \"colour\": \"blue\"}", fp);
     fclose(fp);
     {
         char arg[96];
         const char *a[] = {arg, NULL};
         snprintf(arg, sizeof(arg), "--config_path=%s", path);
-        expect_usage_error(a, "colour");
+        assert_int_equal(mc_test_run_capture(g_bin, a, err, sizeof(err)), 2);
+        assert_non_null(strstr(err, "unknown key 'colour' ignored"));
+        assert_non_null(strstr(err, "--port must be in 0..65535"));
         fp = fopen(path, "w");
         fputs("{\"eviction_ratio\": \"lots\"}", fp);
         fclose(fp);
@@ -305,6 +308,56 @@ static void test_client_expiry(void **state) {
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
 }
 
+/* A clean leave unmounts at once and is not an expiry; a client that just vanishes still is. */
+static void test_unregister_is_not_expiry(void **state) {
+    static const char *const extra[] = {"--client_ttl=1", NULL};
+    mc_test_master_t m;
+    mc__master_client_t *leaving = NULL, *vanishing = NULL, *reader = NULL;
+    mc__key_replicas_t r;
+    mc__replicate_config_t one;
+    char *body = NULL;
+    double v = -1;
+    (void)state;
+    assert_int_equal(mc_test_master_start(g_bin, 0, extra, &m), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &leaving), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &reader), 0);
+    assert_int_equal(mc__master_client_heartbeat(reader, NULL), 0); /* known to the master */
+    assert_int_equal(mc__master_client_mount_segment(leaving, "leaving:1", 0x1000000, 1 << 20), 0);
+    memset(&one, 0, sizeof(one));
+    one.replica_num = 1;
+    assert_int_equal(mc__master_client_put_start(reader, "on-leaving", 1000, &one, &r), 0);
+    assert_string_equal(r.replicas[0].segment_name, "leaving:1");
+    assert_int_equal(mc__master_client_put_end(reader, "on-leaving", r.version), 0);
+    assert_int_equal(mc__master_client_unregister(leaving), 0);
+    /* At once, not a client_ttl later: the segment and the object on it are gone. */
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_segments", &body), 200);
+    assert_null(strstr(body, "leaving:1"));
+    mc__free(body);
+    assert_int_equal(mc__master_client_exist(reader, "on-leaving"), 0);
+    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_left_clients_total", &v), 0);
+    assert_true(v == 1);
+    /* Twice, and by a client the master never saw, is harmless. */
+    assert_int_equal(mc__master_client_unregister(leaving), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &vanishing), 0);
+    assert_int_equal(mc__master_client_unregister(vanishing), 0);
+    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_left_clients_total", &v), 0);
+    assert_true(v == 1);
+    mc__master_client_close(leaving);
+    /* The reader goes without a word: after client_ttl it is expired, and only it. */
+    assert_int_equal(mc__master_client_mount_segment(vanishing, "vanish:2", 0x2000000, 1 << 20), 0);
+    mc__master_client_close(vanishing);
+    mc__master_client_close(reader);
+    for (int i = 0; i < 40; i++) {
+        assert_int_equal(metric_value(m.metrics_port, "mooncake_master_expired_clients_total", &v),
+                         0);
+        if (v >= 2)
+            break;
+        usleep(100 * 1000);
+    }
+    assert_true(v == 2); /* reader and vanishing; leaving never */
+    assert_int_equal(mc_test_master_stop(&m, 0), 0);
+}
+
 static void test_discard_abandoned_put(void **state) {
     /* The release timeout is well above the discard timeout so the "space still held" window
      * stays observable on a loaded machine; both checks poll with deadlines instead of sleeping
@@ -339,6 +392,16 @@ static void test_discard_abandoned_put(void **state) {
     } while (v < 1 && mc__now_ms() - t0 < 3500);
     assert_int_equal(v, 1);
     assert_true(mc__now_ms() - t0 >= 1000);
+    /* the reference's names for the same: discarded, its bytes still held, not yet released */
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_discard_cnt", &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_discarded_staging_size", &v),
+                     0);
+    assert_int_equal(v, 8192);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_release_cnt", &v), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_alloc_failures_total", &v), 0);
+    assert_int_equal(v, 1);
     assert_int_equal(mc__master_client_put_end(c, "abandoned", r.version), MC_ERR_OBJECT_NOT_FOUND);
     /* ... but its space is held until the release timeout, for a writer still copying. */
     assert_true(mc__now_ms() - t0 < 4000);
@@ -351,6 +414,11 @@ static void test_discard_abandoned_put(void **state) {
     assert_int_equal(rc, 0);
     assert_true(mc__now_ms() - t0 >= 4000);
     assert_int_equal(mc__master_client_put_end(c, "other", r.version), 0);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_release_cnt", &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_discarded_staging_size", &v),
+                     0);
+    assert_int_equal(v, 0);
     assert_int_equal(mc__master_client_exist(c, "other"), 1);
     mc__master_client_close(c);
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
@@ -445,22 +513,32 @@ static void test_admin_http(void **state) {
         metric_value(m.metrics_port, "mooncake_master_errors_total{op=\"get_replica_list\"}", &v),
         0);
     assert_int_equal(v, 1);
-    assert_int_equal(
-        metric_value(m.metrics_port, "mooncake_master_rpc_latency_us_count{op=\"put_end\"}", &v),
-        0);
+    assert_int_equal(metric_value(m.metrics_port,
+                                  "mooncake_master_rpc_duration_seconds_count{op=\"put_end\"}", &v),
+                     0);
     assert_int_equal(v, 3);
     assert_int_equal(
         metric_value(m.metrics_port,
-                     "mooncake_master_rpc_latency_us_bucket{op=\"put_end\",le=\"+Inf\"}", &v),
+                     "mooncake_master_rpc_duration_seconds_bucket{op=\"put_end\",le=\"+Inf\"}", &v),
         0);
     assert_int_equal(v, 3);
 
+    assert_int_equal(metric_value(m.metrics_port, "master_put_start_requests_total", &v), 0);
+    assert_int_equal(v, 3);
+    assert_int_equal(metric_value(m.metrics_port, "master_key_count", &v), 0);
+    assert_int_equal(v, 3);
+
     assert_int_equal(mc_test_http_get(m.metrics_port, "/health", &body), 200);
+    assert_non_null(strstr(body, "\"status\":\"ok\""));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/metrics/summary", &body), 200);
     assert_non_null(strstr(body, "objects=3"));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/query_key?key=m1", &body), 200);
+    assert_non_null(strstr(body, "\"transport_endpoint_\":\"adm:1\""));
+    assert_non_null(strstr(body, "\"size_\":1000"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/json/query_key?key=m1", &body), 200);
     assert_non_null(strstr(body, "\"segment\":\"adm:1\""));
     assert_non_null(strstr(body, "\"size\":1000"));
     mc__free(body);
@@ -474,14 +552,61 @@ static void test_admin_http(void **state) {
     assert_non_null(strstr(body, "OBJECT_NOT_FOUND"));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_keys", &body), 200);
+    assert_non_null(strstr(body, "m2\n"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/json/get_all_keys", &body), 200);
     assert_non_null(strstr(body, "\"m2\""));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/query_segment?segment=adm:1", &body), 200);
+    assert_non_null(strstr(body, "Used(bytes): 3072\n"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/json/query_segment?segment=adm:1", &body),
+                     200);
     assert_non_null(strstr(body, "\"used\":3072"));
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/query_segment?segment=zzz", &body), 404);
     mc__free(body);
     assert_int_equal(mc_test_http_get(m.metrics_port, "/nothing/here", &body), 404);
+    mc__free(body);
+    /* A put still being written is not readable yet: the reference's REPLICA_IS_NOT_READY. */
+    assert_int_equal(mc__master_client_put_start(c, "pending", 1000, NULL, &r), 0);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/query_key?key=pending", &body), 404);
+    assert_non_null(strstr(body, "\"error_code\":-703"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/batch_query_keys?keys=pending", &body),
+                     200);
+    assert_non_null(strstr(body, "REPLICA_IS_NOT_READY"));
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_keys", &body), 200);
+    assert_null(strstr(body, "pending"));
+    mc__free(body);
+    /* A segment name the exposition must escape: quote, backslash, newline. */
+    assert_int_equal(mc__master_client_mount_segment(c, "q\"\\\nx", 0x9000000, 1 << 20), 0);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/metrics", &body), 200);
+    assert_non_null(
+        strstr(body, "\nsegment_total_capacity_bytes{segment=\"q\\\"\\\\\\\\x0ax\"} 1048576\n"));
+    assert_non_null(strstr(body, "\nsegment_total_capacity_bytes{segment=\"adm:1\"} 1048576\n"));
+    mc__free(body);
+    {
+        /* the longest name, no byte of it UTF-8: 2040 characters of label, still one line */
+        char name[256], *want = mc__malloc(4096);
+        size_t o = 0;
+        memset(name, 0xff, 255);
+        name[255] = '\0';
+        assert_non_null(want);
+        o += (size_t)sprintf(want, "\nsegment_allocated_bytes{segment=\"");
+        for (int i = 0; i < 255; i++)
+            o += (size_t)sprintf(want + o, "\\\\xff");
+        sprintf(want + o, "\"} 0\n");
+        assert_int_equal(mc__master_client_mount_segment(c, name, 0xa000000, 1 << 20), 0);
+        assert_int_equal(mc_test_http_get(m.metrics_port, "/metrics", &body), 200);
+        assert_non_null(strstr(body, want));
+        mc__free(want);
+    }
+    mc__free(body);
+    assert_int_equal(mc_test_http_get(m.metrics_port, "/get_all_segments", &body), 200);
+    assert_non_null(strstr(body, "adm:1\n"));
+    assert_non_null(strstr(body, "q\"\\\\x0ax\n")); /* one line: the newline is written \x0a */
     mc__free(body);
 
     /* The embedded TE metadata store. */
@@ -596,9 +721,13 @@ static void test_concurrent_clients(void **state) {
 
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_flags),          cmocka_unit_test(test_garbage_on_rpc_port),
-        cmocka_unit_test(test_client_expiry),      cmocka_unit_test(test_discard_abandoned_put),
-        cmocka_unit_test(test_restart_reconnects), cmocka_unit_test(test_admin_http),
+        cmocka_unit_test(test_bad_flags),
+        cmocka_unit_test(test_garbage_on_rpc_port),
+        cmocka_unit_test(test_client_expiry),
+        cmocka_unit_test(test_unregister_is_not_expiry),
+        cmocka_unit_test(test_discard_abandoned_put),
+        cmocka_unit_test(test_restart_reconnects),
+        cmocka_unit_test(test_admin_http),
         cmocka_unit_test(test_concurrent_clients),
     };
     if (argc < 2) {

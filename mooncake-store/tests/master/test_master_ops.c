@@ -213,6 +213,17 @@ static void test_bad_input(void **state) {
     long_key[MC_MP_MAX_KEY] = '\0'; /* exactly the limit is fine */
     assert_int_equal(mc__master_client_put_start(f->a, long_key, 10, NULL, &r), 0);
     assert_int_equal(mc__master_client_put_end(f->a, long_key, r.version), 0);
+    /* A soft pin longer than max_kv_soft_pin_ttl (24 h by default) is refused; at it, fine. */
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.replica_num = 1;
+    cfg.flags = MC_MP_CFG_SOFT_PIN;
+    cfg.soft_pin_ttl_ms = 24ull * 3600 * 1000 + 1;
+    assert_int_equal(mc__master_client_put_start(f->a, "pin-too-long", 10, &cfg, &r),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__master_client_exist(f->a, "pin-too-long"), 0);
+    cfg.soft_pin_ttl_ms = 24ull * 3600 * 1000;
+    assert_int_equal(mc__master_client_put_start(f->a, "pin-max", 10, &cfg, &r), 0);
+    assert_int_equal(mc__master_client_put_end(f->a, "pin-max", r.version), 0);
     assert_int_equal(mc__master_client_exist(f->a, long_key), 1);
     assert_int_equal(mc__master_client_remove(f->a, long_key, 0), 0);
     free(long_key);

@@ -140,6 +140,31 @@ static void test_other_requests(void **state) {
             mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE, (size_t)h.body_len, &d),
             MC_ERR_INVALID_PARAMS);
     }
+    /* UNREGISTER_CLIENT is the client id alone; anything after it is malformed. */
+    mc__buf_reset(&b);
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_UNREGISTER_CLIENT;
+    r.client_id[0] = 0x5a;
+    assert_int_equal(roundtrip(&r, &b, &d), 0);
+    assert_int_equal(d.type, MC_MP_UNREGISTER_CLIENT);
+    assert_int_equal(d.client_id[0], 0x5a);
+    assert_string_equal(mc__mp_type_name(MC_MP_UNREGISTER_CLIENT), "unregister_client");
+    {
+        mc_frame_header_t h;
+        uint8_t body[MC_MP_CLIENT_ID_LEN + 1] = {0};
+        assert_int_equal(mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h), 0);
+        assert_int_equal(h.body_len, MC_MP_CLIENT_ID_LEN);
+        h.body_len = sizeof(body);
+        assert_int_equal(mc__mp_decode_request(&h, body, sizeof(body), &d), MC_ERR_INVALID_PARAMS);
+        h.body_len = MC_MP_CLIENT_ID_LEN - 1;
+        assert_int_equal(mc__mp_decode_request(&h, body, MC_MP_CLIENT_ID_LEN - 1, &d),
+                         MC_ERR_INVALID_PARAMS);
+        /* The reserved numbers after it are not ours: unknown. */
+        h.type = MC_MP_TYPE_MAX_;
+        h.body_len = MC_MP_CLIENT_ID_LEN;
+        assert_int_equal(mc__mp_decode_request(&h, body, MC_MP_CLIENT_ID_LEN, &d),
+                         MC_ERR_NOT_IMPLEMENTED);
+    }
     mc__buf_free(&b);
 }
 

@@ -107,11 +107,63 @@ static void test_churn(void **state) {
     mc__seg_alloc_destroy(&a);
 }
 
+/* The rebuild a restart does: ranges taken in offset order leave exactly the gaps free, the
+ * allocator then behaves as one built by allocations (frees coalesce, gaps are found), and
+ * unsorted or overlapping input is refused. */
+static void test_take_sorted(void **state) {
+    mc__seg_alloc_t a;
+    uint32_t tail = 0, h[4];
+    uint64_t offs[4] = {0, 4096, 64 * 1024, 100 * 1024}, lens[4] = {4096, 100, 8192, 4096};
+    uint64_t off = 0;
+    (void)state;
+    assert_int_equal(mc__seg_alloc_init(&a, 128 * 1024), 0);
+    for (int i = 0; i < 4; i++) {
+        h[i] = mc__seg_alloc_take(&a, &tail, offs[i], lens[i]);
+        assert_int_not_equal(h[i], MC_SEG_NIL);
+        assert_int_equal(a.blocks[h[i]].off * MC_SEG_ALIGN, offs[i]);
+    }
+    assert_int_equal(h[0], 0); /* the block at offset 0 keeps handle 0 */
+    assert_int_equal(a.used_bytes, 4096 + 128 + 8192 + 4096);
+    assert_int_equal(a.n_allocs, 4);
+    /* Out of order, overlapping, unaligned: refused, nothing changed. */
+    assert_int_equal(mc__seg_alloc_take(&a, &tail, 64 * 1024, 64), MC_SEG_NIL);
+    assert_int_equal(mc__seg_alloc_take(&a, &tail, 100 * 1024 + 64, 64), MC_SEG_NIL);
+    assert_int_equal(mc__seg_alloc_take(&a, &tail, 110 * 1024 + 1, 64), MC_SEG_NIL);
+    assert_int_equal(mc__seg_alloc_take(&a, &tail, 127 * 1024, 4096), MC_SEG_NIL);
+    assert_int_equal(a.n_allocs, 4);
+    /* Walking from handle 0 visits the blocks in offset order, used and free alternating. */
+    {
+        uint64_t expect = 0;
+        for (uint32_t b = 0; b != MC_SEG_NIL; b = a.blocks[b].next_phys) {
+            assert_int_equal(a.blocks[b].off, expect);
+            expect += mc__seg_block_size(&a.blocks[b]);
+        }
+        assert_int_equal(expect * MC_SEG_ALIGN, 128 * 1024);
+    }
+    /* The gap between the 2nd and 3rd range (4096+128 .. 64 KiB) can be allocated. */
+    assert_int_not_equal(mc__seg_alloc(&a, 32 * 1024, &off), MC_SEG_NIL);
+    assert_true(off >= 4096 + 128 && off + 32 * 1024 <= 64 * 1024);
+    /* Frees coalesce back to one block. */
+    for (int i = 0; i < 4; i++)
+        mc__seg_free(&a, h[i]);
+    assert_int_equal(a.n_allocs, 1);
+    mc__seg_alloc_destroy(&a);
+    /* A range that ends the segment leaves no tail. */
+    assert_int_equal(mc__seg_alloc_init(&a, 8192), 0);
+    tail = 0;
+    assert_int_not_equal(mc__seg_alloc_take(&a, &tail, 4096, 4096), MC_SEG_NIL);
+    assert_int_equal(tail, MC_SEG_NIL);
+    assert_int_equal(mc__seg_alloc_take(&a, &tail, 8192, 64), MC_SEG_NIL);
+    assert_int_equal(mc__seg_alloc_largest_free(&a), 4096);
+    mc__seg_alloc_destroy(&a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_fill),
         cmocka_unit_test(test_bad_sizes),
         cmocka_unit_test(test_churn),
+        cmocka_unit_test(test_take_sorted),
     };
     return cmocka_run_group_tests_name("store_master_alloc", tests, NULL, NULL);
 }

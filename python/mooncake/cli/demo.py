@@ -29,7 +29,8 @@ def _say(msg: str) -> None:
 
 def _start_master(client_ttl: int) -> tuple[subprocess.Popen, str, int]:
     cmd = [binary_path("mooncake_master"), "--port=0", "--rpc_address=127.0.0.1",
-           "--metrics_port=0", f"--client_ttl={client_ttl}"]
+           "--metrics_port=0", f"--client_ttl={client_ttl}",
+           "--enable_metric_reporting=false"]  # its output pipe is read only at start
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     rpc = metrics = None
     deadline = time.monotonic() + 15

@@ -59,16 +59,21 @@ def build_parser():
                    help="distinct objects read by get (default: fill half the segment, <= 256)")
     p.add_argument("--no_limits", action="store_true", help="skip the memcpy/TCP measurements")
     p.add_argument("--json", action="store_true", help="also print one JSON line of results")
+    p.add_argument("--master_flag", action="append", default=[], metavar="FLAG",
+                   help="a flag for the master this bench starts (repeatable), e.g. "
+                        "--master_flag=--metadata_dir=/tmp/mc-meta")
     p.add_argument("--_storage_node", default="", help=argparse.SUPPRESS)
     return p
 
 
 # ---- processes -------------------------------------------------------------------------------
 
-def start_master():
+def start_master(extra=()):
     from mooncake.cli import binary_path
     proc = subprocess.Popen([binary_path("mooncake_master"), "--port=0", "--metrics_port=0",
-                             "--rpc_address=127.0.0.1", "--default_kv_lease_ttl=1000"],
+                             "--rpc_address=127.0.0.1", "--default_kv_lease_ttl=1000",
+                             "--enable_metric_reporting=false",  # nobody reads the pipe
+                             *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -333,7 +338,7 @@ def main(argv=None):
         master = args.master
         where = master
         if not master:
-            mproc, master = start_master()
+            mproc, master = start_master(args.master_flag)
             procs.append(mproc)
             nproc, seg = start_storage_node(master, args)
             procs.append(nproc)

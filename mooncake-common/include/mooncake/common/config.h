@@ -13,13 +13,24 @@ int mc__parse_size(const char *s, uint64_t *out);
 int mc__parse_i64(const char *s, int64_t *out);
 int mc__parse_double(const char *s, double *out);
 int mc__parse_bool(const char *s, int *out); /* 1/0, true/false, yes/no, on/off */
+/* A duration as the reference's master takes one: a non-negative integer with an optional unit
+ * ms, s, m or h (case-insensitive, spaces allowed around it; none = milliseconds), e.g. "10s",
+ * "500ms", "10000". 0 or MC_ERR_INVALID_ARGUMENT (garbage, negative, fraction, overflow). */
+int mc__parse_duration_ms(const char *s, uint64_t *out);
 
-enum mc_flag_type { MC_FLAG_BOOL, MC_FLAG_INT, MC_FLAG_DOUBLE, MC_FLAG_STRING, MC_FLAG_SIZE };
+enum mc_flag_type {
+    MC_FLAG_BOOL,
+    MC_FLAG_INT,
+    MC_FLAG_DOUBLE,
+    MC_FLAG_STRING,
+    MC_FLAG_SIZE,
+    MC_FLAG_DURATION_MS /* uint64_t* in milliseconds; mc__parse_duration_ms */
+};
 
 typedef struct mc_flag {
     const char *name; /* without dashes */
     enum mc_flag_type type;
-    void *value; /* int*, int64_t*, double*, const char**, uint64_t* (size) */
+    void *value; /* int*, int64_t*, double*, const char**, uint64_t* (size, duration) */
     const char *help;
 } mc_flag_t;
 

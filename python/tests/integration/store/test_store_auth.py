@@ -42,7 +42,7 @@ def test_cluster_secret_gates_the_master_and_the_engines(make_master, make_worke
         assert rc == -601
 
     # ... and the storage node's engine refuses to be written or read by it.
-    addr = json.loads(master.http("/query_key?key=guarded"))["replicas"][0]["addr"]
+    addr = json.loads(master.http("/query_key?key=guarded"))["data"][0]["buffer_address_"]
     intruder = make_worker()
     got = intruder.run(
         "from mooncake.engine import TransferEngine\n"

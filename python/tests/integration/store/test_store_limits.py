@@ -122,15 +122,16 @@ def test_admin_endpoints_long_keys_and_batches(make_master, make_worker):
     keys = [f"bq-{i:04d}-" + "x" * 40 for i in range(300)]
     assert node.run(f"result = store.put({long_key!r}, b'1')") == 0
     assert node.run(f"result = [store.put(k, b'v') for k in {keys!r}]") == [0] * 300
-    one = json.loads(master.http("/query_key?key=" + long_key))
+    one = json.loads(master.http("/json/query_key?key=" + long_key))
     assert one["key"] == long_key and one["size"] == 1
-    many = json.loads(master.http("/batch_query_keys?keys=" + ",".join(keys)))
+    many = json.loads(master.http("/json/batch_query_keys?keys=" + ",".join(keys)))
     assert sorted(many) == sorted(keys)
     assert all(v.get("size") == 1 for v in many.values())
-    segs = json.loads(master.http("/get_all_segments"))
+    segs = json.loads(master.http("/json/get_all_segments"))
     assert segs and all("client_id" not in s for s in segs)  # ids authorize unmounts
     # Bytes that are not UTF-8 in a key come back as valid UTF-8 JSON (\xNN), never raw.
-    status, body = http("GET", f"http://127.0.0.1:{master.metrics_port}/query_key?key=%FF%FEbin")
+    url = f"http://127.0.0.1:{master.metrics_port}/json/query_key?key=%FF%FEbin"
+    status, body = http("GET", url)
     assert status == 404
     assert json.loads(body.decode("utf-8"))["key"] == "\\xff\\xfebin"
 

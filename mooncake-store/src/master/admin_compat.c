@@ -1,0 +1,264 @@
+/* The admin endpoints in the reference master's shapes: /health (JSON), /role, /ha_status,
+ * /query_key and /batch_query_keys (JSON replica descriptors), /get_all_keys, /get_all_segments
+ * and /query_segment (text). Tools written for the reference (SGLang's launcher waits on
+ * /get_all_segments) read these; our richer JSON views live under /json/ (admin_http.c). */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "master/master_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/http.h"
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+
+#define MC__TEXT "text/plain; charset=utf-8"
+
+typedef struct mc__key_view {
+    uint64_t size;
+    uint8_t n;
+    mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
+} mc__key_view_t;
+
+/* The replicas of a finished object, read without a lease (looking is not reading): 0,
+ * OBJECT_NOT_FOUND, REPLICA_IS_NOT_READY for a put still being written, INVALID_PARAMS for a
+ * key no client could have stored. */
+static int mc__key_view(mc__master_t *m, const char *key, mc__key_view_t *v) {
+    size_t len = strlen(key);
+    uint32_t hash;
+    mc__shard_t *s;
+    mc__object_t *o;
+    int rc = 0;
+    if (len == 0 || len > MC_MP_MAX_KEY)
+        return MC_ERR_INVALID_PARAMS;
+    hash = mc__key_hash((const uint8_t *)key, (uint32_t)len);
+    s = mc__shard_of(m, hash);
+    pthread_mutex_lock(&s->mu);
+    o = mc__shard_find(s, hash, (const uint8_t *)key, (uint32_t)len);
+    if (!o) {
+        rc = MC_ERR_OBJECT_NOT_FOUND;
+    } else if (!(o->flags & MC__OBJ_COMPLETE)) {
+        rc = MC_ERR_REPLICA_IS_NOT_READY;
+    } else {
+        v->size = o->size;
+        v->n = o->n_replicas;
+        memcpy(v->reps, mc__obj_reps(o), (size_t)v->n * sizeof(v->reps[0]));
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* The reference's buffer descriptors: size_, buffer_address_, protocol_, transport_endpoint_.
+ * The master is not told a segment's transport, so protocol_ is empty; the endpoint is the
+ * segment's name (the TE's host:port). */
+static cJSON *mc__descriptors(mc__master_t *m, const mc__key_view_t *v) {
+    cJSON *arr = cJSON_CreateArray();
+    for (uint8_t i = 0; arr && i < v->n; i++) {
+        char name[MC_MP_MAX_SEGMENT_NAME + 1];
+        char text[4 * MC_MP_MAX_SEGMENT_NAME + 1];
+        uint64_t base = 0;
+        cJSON *d;
+        uint32_t len = mc__segment_name(m, v->reps[i].seg, name, &base, NULL);
+        if (!len)
+            continue; /* its segment went away meanwhile */
+        mc__key_text((const uint8_t *)name, len, text, 0);
+        d = cJSON_CreateObject();
+        cJSON_AddNumberToObject(d, "size_", (double)v->size);
+        cJSON_AddNumberToObject(d, "buffer_address_", (double)(base + v->reps[i].off));
+        cJSON_AddStringToObject(d, "protocol_", "");
+        cJSON_AddStringToObject(d, "transport_endpoint_", text);
+        cJSON_AddItemToArray(arr, d);
+    }
+    return arr;
+}
+
+static void mc__send_json(mc_http_response_t *resp, int status, cJSON *j) {
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    if (!text)
+        mc__http_respond(resp, 500, MC__TEXT, "out of memory\n", 14);
+    else
+        mc__http_respond(resp, status, "application/json; charset=utf-8", text, strlen(text));
+    cJSON_free(text);
+    cJSON_Delete(j);
+}
+
+static void mc__send_error(mc_http_response_t *resp, int code, const char *msg) {
+    cJSON *j = cJSON_CreateObject();
+    int status = code == MC_ERR_INVALID_PARAMS ? 400 : 404;
+    cJSON_AddBoolToObject(j, "success", 0);
+    cJSON_AddNumberToObject(j, "error_code", code);
+    cJSON_AddStringToObject(j, "error_message", msg ? msg : mc_store_err_name(code));
+    mc__send_json(resp, status, j);
+}
+
+static void mc__query_key(mc__master_t *m, const mc_http_request_t *req, mc_http_response_t *resp,
+                          char *arg, size_t cap) {
+    mc__key_view_t v;
+    cJSON *j;
+    int rc;
+    if (mc__http_query_get(req->query, "key", arg, cap) || !arg[0]) {
+        mc__send_error(resp, MC_ERR_INVALID_PARAMS, "missing ?key=");
+        return;
+    }
+    rc = mc__key_view(m, arg, &v);
+    if (rc) {
+        mc__send_error(resp, rc, NULL);
+        return;
+    }
+    j = cJSON_CreateObject();
+    cJSON_AddBoolToObject(j, "success", 1);
+    cJSON_AddItemToObject(j, "data", mc__descriptors(m, &v));
+    mc__send_json(resp, 200, j);
+}
+
+/* keys=a,b,c: every item answers ok with its replicas or an error name; an empty item is a key
+ * no client could have stored (INVALID_PARAMS). A key named twice answers once. */
+static void mc__batch_query_keys(mc__master_t *m, const mc_http_request_t *req,
+                                 mc_http_response_t *resp, char *arg, size_t cap) {
+    cJSON *all, *data;
+    char *p = arg;
+    char *name = NULL;
+    if (mc__http_query_get(req->query, "keys", arg, cap) || !arg[0]) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddBoolToObject(e, "success", 0);
+        cJSON_AddStringToObject(e, "error", "No keys provided. Use ?keys=key1,key2,...");
+        mc__send_json(resp, 400, e);
+        return;
+    }
+    name = mc__malloc(4 * MC_HTTP_MAX_QUERY + 1);
+    if (!name) {
+        mc__http_respond(resp, 503, MC__TEXT, "out of memory\n", 14);
+        return;
+    }
+    all = cJSON_CreateObject();
+    cJSON_AddBoolToObject(all, "success", 1);
+    data = cJSON_AddObjectToObject(all, "data");
+    for (;;) {
+        char *comma = strchr(p, ',');
+        mc__key_view_t v;
+        cJSON *item;
+        int rc;
+        if (comma)
+            *comma = '\0';
+        mc__key_text((const uint8_t *)p, strlen(p), name, 0);
+        if (!cJSON_GetObjectItemCaseSensitive(data, name)) {
+            item = cJSON_CreateObject();
+            rc = mc__key_view(m, p, &v);
+            cJSON_AddBoolToObject(item, "ok", rc == 0);
+            if (rc)
+                cJSON_AddStringToObject(item, "error", mc_store_err_name(rc));
+            else
+                cJSON_AddItemToObject(item, "values", mc__descriptors(m, &v));
+            cJSON_AddItemToObject(data, name, item);
+        }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    mc__free(name);
+    mc__send_json(resp, 200, all);
+}
+
+static int mc__key_line_visit(mc__master_t *m, mc__object_t *o, void *arg) {
+    char text[4 * MC_MP_MAX_KEY + 2];
+    size_t n;
+    (void)m;
+    if (!(o->flags & MC__OBJ_COMPLETE)) /* unfinished puts and upserts' shadows */
+        return 0;
+    mc__key_text(o->data, o->key_len, text, 1);
+    n = strlen(text);
+    text[n++] = '\n';
+    mc__buf_put((mc_buf_t *)arg, text, n);
+    return 0;
+}
+
+/* Names of mounted segments, one a line, each once (a client may mount several buffers under
+ * one name); with only, the used and capacity bytes of that name instead. Returns the number
+ * of mounts found. */
+static int mc__segment_lines(mc__master_t *m, mc_buf_t *b, const char *only, uint64_t *used,
+                             uint64_t *cap) {
+    int found = 0;
+    pthread_rwlock_rdlock(&m->registry);
+    for (uint32_t i = 0; i < m->n_slots; i++) {
+        mc__segment_t *s = m->slots[i];
+        int seen = 0;
+        if (!s || s->dying)
+            continue;
+        if (only) {
+            if (strcmp(s->name, only) != 0)
+                continue;
+            pthread_mutex_lock(&s->mu);
+            *used += s->alloc.used_bytes;
+            *cap += s->alloc.total_bytes;
+            pthread_mutex_unlock(&s->mu);
+            found++;
+            continue;
+        }
+        for (uint32_t j = 0; j < i && !seen; j++)
+            seen = m->slots[j] && !m->slots[j]->dying && strcmp(m->slots[j]->name, s->name) == 0;
+        if (!seen) {
+            char text[4 * MC_MP_MAX_SEGMENT_NAME + 2];
+            size_t n;
+            mc__key_text((const uint8_t *)s->name, s->name_len, text, 1);
+            n = strlen(text);
+            text[n++] = '\n';
+            mc__buf_put(b, text, n);
+            found++;
+        }
+    }
+    pthread_rwlock_unlock(&m->registry);
+    return found;
+}
+
+static void mc__query_segment(mc__master_t *m, const mc_http_request_t *req,
+                              mc_http_response_t *resp, char *arg, size_t cap, mc_buf_t *b) {
+    uint64_t used = 0, total = 0;
+    char line[128];
+    int n;
+    if (mc__http_query_get(req->query, "segment", arg, cap) || !arg[0]) {
+        mc__http_respond(resp, 400, MC__TEXT, "missing ?segment=\n", 18);
+        return;
+    }
+    if (strlen(arg) > MC_MP_MAX_SEGMENT_NAME || !mc__segment_lines(m, b, arg, &used, &total)) {
+        mc__http_respond(resp, 404, MC__TEXT, "segment not found\n", 18);
+        return;
+    }
+    mc__buf_put(b, arg, strlen(arg));
+    n = snprintf(line, sizeof(line), "\nUsed(bytes): %llu\nCapacity(bytes) : %llu\n",
+                 (unsigned long long)used, (unsigned long long)total);
+    mc__buf_put(b, line, (size_t)n);
+    mc__http_respond(resp, b->failed ? 500 : 200, MC__TEXT, b->data, b->len);
+}
+
+int mc__admin_compat(mc__master_t *m, const mc_http_request_t *req, mc_http_response_t *resp,
+                     char *arg, size_t cap, mc_buf_t *b) {
+    const char *path = req->path;
+    if (!strcmp(path, "/health")) {
+        /* one master, always serving: the reference's answer for its leader */
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "status", "ok");
+        cJSON_AddStringToObject(j, "role", "leader");
+        cJSON_AddStringToObject(j, "ha_state", "serving");
+        cJSON_AddBoolToObject(j, "service_ready", 1);
+        mc__send_json(resp, 200, j);
+    } else if (!strcmp(path, "/role")) {
+        mc__http_respond(resp, 200, MC__TEXT, "leader", 6);
+    } else if (!strcmp(path, "/ha_status")) {
+        mc__http_respond(resp, 200, MC__TEXT, "serving", 7);
+    } else if (!strcmp(path, "/query_key")) {
+        mc__query_key(m, req, resp, arg, cap);
+    } else if (!strcmp(path, "/batch_query_keys")) {
+        mc__batch_query_keys(m, req, resp, arg, cap);
+    } else if (!strcmp(path, "/get_all_keys")) {
+        mc__objects_sweep(m, mc__key_line_visit, b);
+        mc__http_respond(resp, b->failed ? 500 : 200, MC__TEXT, b->data, b->len);
+    } else if (!strcmp(path, "/get_all_segments")) {
+        mc__segment_lines(m, b, NULL, NULL, NULL);
+        mc__http_respond(resp, b->failed ? 500 : 200, MC__TEXT, b->data, b->len);
+    } else if (!strcmp(path, "/query_segment")) {
+        mc__query_segment(m, req, resp, arg, cap, b);
+    } else {
+        return 0;
+    }
+    return 1;
+}

@@ -1,0 +1,524 @@
+/* The master's Prometheus metrics: what each request records, and the text exposition.
+ *
+ * Three families share the page. The reference's names (master_*, segment_*, mem_cache_*, ...)
+ * so that dashboards written for it work unchanged; our own mooncake_master_* names, which
+ * existing tests and tools read; and the standard process_* set read from /proc. Latencies are
+ * in seconds. See docs/operations.md for the list and for the reference's metrics left out. */
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "master/master_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/time.h"
+#include "mooncake/common/version.h"
+#include "mooncake/error.h"
+#include "proto/task_proto.h"
+
+static const uint64_t mc__lat_le_us[MC__LAT_BUCKETS] = {10,   25,   50,    100,   250,    500,
+                                                        1000, 2500, 10000, 50000, 250000, 1000000};
+/* The reference's value-size buckets: 4 KiB .. 64 MiB. */
+static const uint64_t mc__size_le[MC__SIZE_BUCKETS] = {4096,    65536,    262144,  1048576,
+                                                       4194304, 16777216, 67108864};
+
+void mc__op_record(mc__master_t *m, uint8_t type, uint32_t keys, uint32_t errors,
+                   uint64_t elapsed_ns) {
+    mc__op_stats_t *st = NULL;
+    uint64_t us = elapsed_ns / 1000u;
+    int b = 0;
+    if (type == 0 || type >= MC_MP_TYPE_MAX_)
+        return;
+    st = &m->op[type];
+    atomic_fetch_add_explicit(&st->ops, keys, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->errors, errors, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->rpcs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->lat_sum_us, us, memory_order_relaxed);
+    while (b < MC__LAT_BUCKETS && us > mc__lat_le_us[b])
+        b++;
+    atomic_fetch_add_explicit(&st->lat_bucket[b], 1, memory_order_relaxed);
+    if (keys <= 1) {
+        atomic_fetch_add_explicit(&st->single, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&st->single_failed, errors != 0, memory_order_relaxed);
+        return;
+    }
+    atomic_fetch_add_explicit(&st->batch, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->batch_items, keys, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->batch_failed_items, errors, memory_order_relaxed);
+    if (errors == keys)
+        atomic_fetch_add_explicit(&st->batch_failed, 1, memory_order_relaxed);
+    else if (errors)
+        atomic_fetch_add_explicit(&st->batch_partial, 1, memory_order_relaxed);
+}
+
+void mc__value_size_record(mc__master_t *m, uint64_t size) {
+    int b = 0;
+    while (b < MC__SIZE_BUCKETS && size > mc__size_le[b])
+        b++;
+    atomic_fetch_add_explicit(&m->value_size_bucket[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->value_size_sum, size, memory_order_relaxed);
+}
+
+/* ---- writing the exposition ---- */
+
+static void mc__put(mc_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mc__put(mc_buf_t *b, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        mc__buf_put(b, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+static void mc__head(mc_buf_t *b, const char *name, const char *type, const char *help) {
+    mc__put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void mc__one(mc_buf_t *b, const char *name, const char *type, const char *help, double v) {
+    mc__head(b, name, type, help);
+    if (v == (double)(long long)v) /* counts: every digit */
+        mc__put(b, "%s %lld\n", name, (long long)v);
+    else
+        mc__put(b, "%s %.6f\n", name, v);
+}
+
+#define MC__U(x) ((double)atomic_load(&(x)))
+
+/* A label value: the name as text (bytes that are not UTF-8 as \xNN), then the exposition's
+ * escapes for backslash and quote. out holds 8 * n + 1 bytes. */
+static void mc__label(const char *s, char *out) {
+    size_t n = strlen(s), o = 0;
+    char *text = mc__malloc(4 * n + 1);
+    if (!text) {
+        out[0] = '\0';
+        return;
+    }
+    mc__key_text((const uint8_t *)s, n, text, 1);
+    for (const char *p = text; *p; p++) {
+        if (*p == '\\' || *p == '"')
+            out[o++] = '\\';
+        out[o++] = *p;
+    }
+    out[o] = '\0';
+    mc__free(text);
+}
+
+/* ---- the reference's master metrics ---- */
+
+/* The reference's family names for each message type: a single-key call and, where it has one,
+ * its batch call. NULL: it has no such metric (our upserts, replica clears of one key, ...). */
+typedef struct mc__op_names {
+    const char *single;
+    const char *batch;
+} mc__op_names_t;
+
+static mc__op_names_t mc__ref_names(int type) {
+    mc__op_names_t r = {NULL, NULL};
+    switch (type) {
+    case MC_MP_MOUNT_SEGMENT:
+        r.single = "mount_segment";
+        break;
+    case MC_MP_UNMOUNT_SEGMENT:
+        r.single = "unmount_segment";
+        break;
+    case MC_MP_PUT_START:
+        r.single = "put_start";
+        r.batch = "batch_put_start";
+        break;
+    case MC_MP_PUT_END:
+        r.single = "put_end";
+        r.batch = "batch_put_end";
+        break;
+    case MC_MP_PUT_REVOKE:
+        r.single = "put_revoke";
+        r.batch = "batch_put_revoke";
+        break;
+    case MC_MP_GET_REPLICA_LIST:
+        r.single = "get_replica_list";
+        r.batch = "batch_get_replica_list";
+        break;
+    case MC_MP_EXIST:
+        r.single = "exist_key";
+        r.batch = "batch_exist_key";
+        break;
+    case MC_MP_REMOVE:
+        r.single = "remove";
+        break;
+    case MC_MP_HEARTBEAT:
+        r.single = "ping";
+        break;
+    case MC_MP_REPLICA_CLEAR:
+        r.batch = "batch_replica_clear";
+        break;
+    case MC_MP_TASK_QUERY:
+        r.single = "query_task";
+        break;
+    case MC_MP_TASK_FETCH:
+        r.single = "fetch_tasks";
+        break;
+    case MC_MP_TASK_REPORT:
+        r.single = "update_task"; /* the reference's MarkTaskToComplete */
+        break;
+    default:
+        break;
+    }
+    return r;
+}
+
+static void mc__ref_requests(mc__master_t *m, mc_buf_t *b) {
+    char name[128], help[192];
+    for (int t = 1; t < MC_MP_TYPE_MAX_; t++) {
+        mc__op_names_t r = mc__ref_names(t);
+        mc__op_stats_t *st = &m->op[t];
+        double single = MC__U(st->single), single_failed = MC__U(st->single_failed);
+        if (t == MC_MP_REMOVE_ALL) {
+            /* one message type, two reference calls: with a pattern it is remove_by_regex */
+            double rx = MC__U(m->remove_all_regex), rxf = MC__U(m->remove_all_regex_failed);
+            mc__one(b, "master_remove_all_requests_total", "counter", "RemoveAll requests received",
+                    single - rx);
+            mc__one(b, "master_remove_all_failures_total", "counter", "RemoveAll requests failed",
+                    single_failed - rxf);
+            mc__one(b, "master_remove_by_regex_requests_total", "counter",
+                    "RemoveByRegex requests received", rx);
+            mc__one(b, "master_remove_by_regex_failures_total", "counter",
+                    "RemoveByRegex requests failed", rxf);
+            continue;
+        }
+        if (!r.batch && r.single) {
+            /* no batch form: every request is one call (failed when a key failed) */
+            single = MC__U(st->rpcs);
+            single_failed += MC__U(st->batch_failed) + MC__U(st->batch_partial);
+        }
+        if (r.single) {
+            snprintf(name, sizeof(name), "master_%s_requests_total", r.single);
+            snprintf(help, sizeof(help), "%s requests received (one key each)", r.single);
+            mc__one(b, name, "counter", help, single);
+            snprintf(name, sizeof(name), "master_%s_failures_total", r.single);
+            snprintf(help, sizeof(help), "%s requests that failed", r.single);
+            mc__one(b, name, "counter", help, single_failed);
+        }
+        if (r.batch) {
+            double reqs = MC__U(st->batch), items = MC__U(st->batch_items);
+            double failed = MC__U(st->batch_failed), partial = MC__U(st->batch_partial);
+            double failed_items = MC__U(st->batch_failed_items);
+            if (!r.single) { /* every request is a batch, even of one key */
+                reqs = MC__U(st->rpcs);
+                items = MC__U(st->ops);
+                failed_items = MC__U(st->errors);
+                failed += single_failed;
+            }
+            snprintf(name, sizeof(name), "master_%s_requests_total", r.batch);
+            snprintf(help, sizeof(help), "%s requests received (more than one key)", r.batch);
+            mc__one(b, name, "counter", help, reqs);
+            snprintf(name, sizeof(name), "master_%s_failures_total", r.batch);
+            snprintf(help, sizeof(help), "%s requests where every key failed", r.batch);
+            mc__one(b, name, "counter", help, failed);
+            snprintf(name, sizeof(name), "master_%s_partial_successes_total", r.batch);
+            snprintf(help, sizeof(help), "%s requests where some keys failed", r.batch);
+            mc__one(b, name, "counter", help, partial);
+            snprintf(name, sizeof(name), "master_%s_items_total", r.batch);
+            snprintf(help, sizeof(help), "keys named in %s requests", r.batch);
+            mc__one(b, name, "counter", help, items);
+            snprintf(name, sizeof(name), "master_%s_failed_items_total", r.batch);
+            snprintf(help, sizeof(help), "keys that failed in %s requests", r.batch);
+            mc__one(b, name, "counter", help, failed_items);
+        }
+    }
+    /* one message type, two reference calls: the task's type tells them apart */
+    mc__one(b, "master_create_copy_task_requests_total", "counter",
+            "copy tasks asked for (CreateCopyTask)", MC__U(m->task_creates[MC_TASK_COPY]));
+    mc__one(b, "master_create_copy_task_failures_total", "counter", "copy tasks refused",
+            MC__U(m->task_create_failures[MC_TASK_COPY]));
+    mc__one(b, "master_create_move_task_requests_total", "counter",
+            "move tasks asked for (CreateMoveTask)", MC__U(m->task_creates[MC_TASK_MOVE]));
+    mc__one(b, "master_create_move_task_failures_total", "counter", "move tasks refused",
+            MC__U(m->task_create_failures[MC_TASK_MOVE]));
+    mc__one(b, "master_put_start_alloc_failures_total", "counter",
+            "keys a put found no space for (NO_AVAILABLE_HANDLE)", MC__U(m->put_alloc_failures));
+    mc__one(b, "master_put_start_partial_allocations_total", "counter",
+            "keys placed with fewer replicas than asked (best effort)",
+            MC__U(m->put_partial_allocs));
+}
+
+typedef struct mc__sweep_count {
+    uint64_t now;
+    uint64_t soft_pinned;
+} mc__sweep_count_t;
+
+static int mc__count_visit(mc__master_t *m, mc__object_t *o, void *arg) {
+    mc__sweep_count_t *c = arg;
+    (void)m;
+    if ((o->flags & MC__OBJ_COMPLETE) && (o->flags & MC__OBJ_SOFT_PIN) &&
+        o->soft_pin_until > c->now)
+        c->soft_pinned++;
+    return 0;
+}
+
+static void mc__ref_segments(mc__master_t *m, mc_buf_t *b) {
+    /* Several mounts may share one name (one client's buffers): the series is per name. */
+    mc__head(b, "segment_allocated_bytes", "gauge", "bytes allocated in the segment");
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass)
+            mc__head(b, "segment_total_capacity_bytes", "gauge", "capacity of the segment");
+        pthread_rwlock_rdlock(&m->registry);
+        for (uint32_t i = 0; i < m->n_slots; i++) {
+            mc__segment_t *s = m->slots[i];
+            char label[8 * MC_MP_MAX_SEGMENT_NAME + 1];
+            uint64_t sum = 0;
+            int seen = 0;
+            if (!s)
+                continue;
+            for (uint32_t j = 0; j < i && !seen; j++)
+                seen = m->slots[j] && strcmp(m->slots[j]->name, s->name) == 0;
+            if (seen)
+                continue;
+            for (uint32_t j = i; j < m->n_slots; j++) {
+                mc__segment_t *t = m->slots[j];
+                if (!t || strcmp(t->name, s->name) != 0)
+                    continue;
+                pthread_mutex_lock(&t->mu);
+                sum += pass ? t->alloc.total_bytes : t->alloc.used_bytes;
+                pthread_mutex_unlock(&t->mu);
+            }
+            mc__label(s->name, label); /* may exceed mc__put's line: written apart */
+            mc__put(b, "%s{segment=\"",
+                    pass ? "segment_total_capacity_bytes" : "segment_allocated_bytes");
+            mc__buf_put(b, label, strlen(label));
+            mc__put(b, "\"} %llu\n", (unsigned long long)sum);
+        }
+        pthread_rwlock_unlock(&m->registry);
+    }
+}
+
+static void mc__ref_metrics(mc__master_t *m, mc_buf_t *b) {
+    mc__sweep_count_t c = {mc__now_ms(), 0};
+    uint64_t staging = 0, cum = 0, n_values = 0;
+    size_t clients;
+    mc__objects_sweep(m, mc__count_visit, &c);
+    pthread_mutex_lock(&m->clients_mu);
+    clients = m->n_clients;
+    pthread_mutex_unlock(&m->clients_mu);
+    pthread_mutex_lock(&m->grave_mu);
+    for (mc__object_t *o = m->grave; o; o = o->next)
+        if (o->flags & MC__OBJ_DISCARDED) /* the others are kept for readers or tasks */
+            staging += o->size * o->n_replicas;
+    pthread_mutex_unlock(&m->grave_mu);
+
+    mc__one(b, "master_allocated_bytes", "gauge", "bytes allocated across all segments",
+            MC__U(m->used_bytes));
+    mc__one(b, "master_total_capacity_bytes", "gauge", "capacity of all mounted segments",
+            MC__U(m->capacity_bytes));
+    mc__ref_segments(m, b);
+    /* The reference names these gauges *_count, which the exposition linter reserves for
+     * histograms and summaries: untyped keeps the names and a clean lint. */
+    mc__one(b, "master_key_count", "untyped", "(gauge) complete objects (keys) stored",
+            MC__U(m->n_objects));
+    mc__one(b, "master_soft_pin_key_count", "untyped",
+            "(gauge) complete objects whose soft pin has not expired", (double)c.soft_pinned);
+    mc__one(b, "master_active_clients", "gauge", "clients alive (heartbeating)", (double)clients);
+
+    mc__head(b, "master_value_size_bytes", "histogram", "sizes of the objects put");
+    for (int k = 0; k <= MC__SIZE_BUCKETS; k++) {
+        cum += atomic_load(&m->value_size_bucket[k]);
+        if (k < MC__SIZE_BUCKETS)
+            mc__put(b, "master_value_size_bytes_bucket{le=\"%llu\"} %llu\n",
+                    (unsigned long long)mc__size_le[k], (unsigned long long)cum);
+    }
+    n_values = cum;
+    mc__put(b, "master_value_size_bytes_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)n_values);
+    mc__put(b, "master_value_size_bytes_sum %llu\nmaster_value_size_bytes_count %llu\n",
+            (unsigned long long)atomic_load(&m->value_size_sum), (unsigned long long)n_values);
+
+    mc__ref_requests(m, b);
+
+    /* Reads: every key asked for, and those found (served from memory, the only tier the
+     * master places in). The reference types these counters without the _total suffix. */
+    mc__one(b, "mem_cache_hit_nums_", "untyped", "(counter) replica lookups served from memory",
+            MC__U(m->get_hits));
+    mc__one(b, "mem_cache_hit_bytes_total", "counter",
+            "bytes of the objects whose lookups were served from memory", MC__U(m->get_hit_bytes));
+    mc__one(b, "mem_cache_nums_", "gauge", "objects held in memory", MC__U(m->n_objects));
+    mc__one(b, "valid_get_nums_", "untyped",
+            "(counter) replica lookups that found a complete object", MC__U(m->get_hits));
+    mc__one(b, "total_get_nums_", "untyped", "(counter) replica lookups", MC__U(m->gets));
+
+    /* Eviction: memory is the only tier, so the _mem series equal the totals. */
+    mc__one(b, "master_successful_evictions_total", "counter",
+            "eviction passes that evicted at least one object", MC__U(m->eviction_successes));
+    mc__one(b, "master_attempted_evictions_total", "counter", "eviction passes",
+            MC__U(m->eviction_runs));
+    mc__one(b, "master_evicted_key_count", "untyped", "(counter) objects evicted",
+            MC__U(m->evictions));
+    mc__one(b, "master_evicted_size_bytes", "untyped", "(counter) bytes freed by eviction",
+            MC__U(m->evicted_bytes));
+    mc__one(b, "master_successful_evictions_mem", "untyped",
+            "(counter) eviction passes in memory that evicted at least one object",
+            MC__U(m->eviction_successes));
+    mc__one(b, "master_attempted_evictions_mem", "untyped", "(counter) eviction passes in memory",
+            MC__U(m->eviction_runs));
+    mc__one(b, "master_evicted_key_count_mem", "untyped", "(counter) objects evicted from memory",
+            MC__U(m->evictions));
+    mc__one(b, "master_evicted_size_bytes_mem", "untyped",
+            "(counter) bytes freed by eviction in memory", MC__U(m->evicted_bytes));
+
+    mc__one(b, "master_put_start_discard_cnt", "untyped",
+            "(counter) unfinished puts discarded after put_start_discard_timeout_sec",
+            MC__U(m->discarded_puts));
+    mc__one(b, "master_put_start_release_cnt", "untyped",
+            "(counter) discarded puts whose space was released", MC__U(m->released_puts));
+    mc__one(b, "master_put_start_discarded_staging_size", "gauge",
+            "replica bytes of discarded puts not yet released", (double)staging);
+}
+
+/* ---- ours ---- */
+
+/* A message type number in use (the enum has gaps): one series each, never two "unknown". */
+static int mc__named(int t) {
+    return strcmp(mc__mp_type_name((uint8_t)t), "unknown") != 0;
+}
+
+static void mc__own_metrics(mc__master_t *m, mc_buf_t *b) {
+    size_t clients;
+    pthread_mutex_lock(&m->clients_mu);
+    clients = m->n_clients;
+    pthread_mutex_unlock(&m->clients_mu);
+    mc__one(b, "mooncake_master_objects", "gauge", "complete objects stored", MC__U(m->n_objects));
+    mc__one(b, "mooncake_master_object_bytes", "gauge",
+            "bytes of complete objects (one replica each)", MC__U(m->object_bytes));
+    mc__one(b, "mooncake_master_segments", "gauge", "mounted segments", MC__U(m->n_segments));
+    mc__one(b, "mooncake_master_capacity_bytes", "gauge", "total bytes of mounted segments",
+            MC__U(m->capacity_bytes));
+    mc__one(b, "mooncake_master_used_bytes", "gauge", "allocated bytes in segments (all replicas)",
+            MC__U(m->used_bytes));
+    mc__one(b, "mooncake_master_clients", "gauge", "clients seen alive", (double)clients);
+    mc__one(b, "mooncake_master_evictions_total", "counter", "objects evicted",
+            MC__U(m->evictions));
+    mc__one(b, "mooncake_master_evicted_bytes_total", "counter", "replica bytes freed by eviction",
+            MC__U(m->evicted_bytes));
+    mc__one(b, "mooncake_master_eviction_runs_total", "counter", "eviction passes",
+            MC__U(m->eviction_runs));
+    mc__one(b, "mooncake_master_discarded_puts_total", "counter",
+            "unfinished puts discarded after the discard timeout", MC__U(m->discarded_puts));
+    mc__one(b, "mooncake_master_expired_clients_total", "counter",
+            "clients expired after client_ttl without heartbeat", MC__U(m->expired_clients));
+    mc__one(b, "mooncake_master_left_clients_total", "counter",
+            "clients that unregistered on a clean close", MC__U(m->left_clients));
+
+    mc__head(b, "mooncake_master_ops_total", "counter", "keys processed per operation");
+    for (int t = 1; t < MC_MP_TYPE_MAX_; t++)
+        if (mc__named(t))
+            mc__put(b, "mooncake_master_ops_total{op=\"%s\"} %llu\n", mc__mp_type_name((uint8_t)t),
+                    (unsigned long long)atomic_load(&m->op[t].ops));
+    mc__head(b, "mooncake_master_errors_total", "counter", "keys that failed per operation");
+    for (int t = 1; t < MC_MP_TYPE_MAX_; t++)
+        if (mc__named(t))
+            mc__put(b, "mooncake_master_errors_total{op=\"%s\"} %llu\n",
+                    mc__mp_type_name((uint8_t)t),
+                    (unsigned long long)atomic_load(&m->op[t].errors));
+    mc__head(b, "mooncake_master_requests_total", "counter", "requests served per operation");
+    for (int t = 1; t < MC_MP_TYPE_MAX_; t++)
+        if (mc__named(t))
+            mc__put(b, "mooncake_master_requests_total{op=\"%s\"} %llu\n",
+                    mc__mp_type_name((uint8_t)t), (unsigned long long)atomic_load(&m->op[t].rpcs));
+
+    mc__head(b, "mooncake_master_rpc_duration_seconds", "histogram",
+             "time to serve one request, per operation");
+    for (int t = 1; t < MC_MP_TYPE_MAX_; t++) {
+        const char *op = mc__mp_type_name((uint8_t)t);
+        uint64_t cum = 0;
+        if (!mc__named(t))
+            continue;
+        for (int k = 0; k < MC__LAT_BUCKETS; k++) {
+            cum += atomic_load(&m->op[t].lat_bucket[k]);
+            mc__put(b, "mooncake_master_rpc_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",
+                    op, (double)mc__lat_le_us[k] / 1e6, (unsigned long long)cum);
+        }
+        cum += atomic_load(&m->op[t].lat_bucket[MC__LAT_BUCKETS]);
+        mc__put(b, "mooncake_master_rpc_duration_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n", op,
+                (unsigned long long)cum);
+        mc__put(b, "mooncake_master_rpc_duration_seconds_sum{op=\"%s\"} %.6f\n", op,
+                (double)atomic_load(&m->op[t].lat_sum_us) / 1e6);
+        mc__put(b, "mooncake_master_rpc_duration_seconds_count{op=\"%s\"} %llu\n", op,
+                (unsigned long long)cum);
+    }
+
+    mc__head(b, "mooncake_master_build_info", "gauge", "always 1; the labels name the build");
+    mc__put(b, "mooncake_master_build_info{version=\"%s\",implementation=\"c\"} 1\n",
+            MC_VERSION_STRING);
+    mc__one(b, "mooncake_master_uptime_seconds", "gauge", "seconds since the master started",
+            (double)(mc__now_ms() - m->start_ms) / 1000.0);
+}
+
+/* ---- process_*, as every Prometheus client library names them ---- */
+
+static int mc__proc_stat(double *cpu_s, double *vsize, double *rss, double *start_s) {
+    char buf[2048];
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t n;
+    const char *p;
+    unsigned long long utime = 0, stime = 0, start = 0, vs = 0;
+    long long rs = 0, btime = 0;
+    long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    if (!f)
+        return -1;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* the command name may hold spaces and parentheses: fields restart after the last ')' */
+    p = strrchr(buf, ')');
+    if (!p || tck <= 0 || page <= 0)
+        return -1;
+    if (sscanf(p + 2,
+               "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
+               "%llu %llu %lld",
+               &utime, &stime, &start, &vs, &rs) != 5)
+        return -1;
+    f = fopen("/proc/stat", "r");
+    if (!f)
+        return -1;
+    while (fgets(buf, sizeof(buf), f))
+        if (sscanf(buf, "btime %lld", &btime) == 1)
+            break;
+    fclose(f);
+    *cpu_s = (double)(utime + stime) / (double)tck;
+    *vsize = (double)vs;
+    *rss = (double)rs * (double)page;
+    *start_s = (double)btime + (double)start / (double)tck;
+    return 0;
+}
+
+static void mc__process_metrics(mc_buf_t *b) {
+    double cpu = 0, vsize = 0, rss = 0, start = 0;
+    struct rlimit rl;
+    DIR *d = opendir("/proc/self/fd");
+    long fds = 0;
+    if (d) {
+        for (struct dirent *e = readdir(d); e; e = readdir(d))
+            fds += e->d_name[0] != '.';
+        closedir(d);
+        fds--; /* the directory's own descriptor */
+    }
+    if (mc__proc_stat(&cpu, &vsize, &rss, &start) == 0) {
+        mc__one(b, "process_cpu_seconds_total", "counter", "user and system CPU time spent", cpu);
+        mc__one(b, "process_virtual_memory_bytes", "gauge", "virtual memory size", vsize);
+        mc__one(b, "process_resident_memory_bytes", "gauge", "resident memory size", rss);
+        mc__one(b, "process_start_time_seconds", "gauge",
+                "start time of the process since the Unix epoch", start);
+    }
+    if (d)
+        mc__one(b, "process_open_fds", "gauge", "open file descriptors", (double)fds);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        mc__one(b, "process_max_fds", "gauge", "the limit of open file descriptors",
+                (double)rl.rlim_cur);
+}
+
+void mc__metrics_render(mc__master_t *m, mc_buf_t *b) {
+    mc__ref_metrics(m, b);
+    mc__own_metrics(m, b);
+    mc__process_metrics(b);
+}

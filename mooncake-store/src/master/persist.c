@@ -1,0 +1,345 @@
+/* The master's local log: emitters, group commit, and opening (with replay and compaction); see
+ * persist.h. */
+#include "master/persist.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "master/master_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/crc32.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+
+struct mc__persist {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int fd;
+    int dir_fd;
+    mc_buf_t pending;  /* records not written yet */
+    uint64_t appended; /* bytes of records emitted in all */
+    uint64_t synced;   /* of those, bytes on disk */
+    int syncing;       /* a thread is writing and syncing */
+    uint64_t off;      /* where the next records go in the file */
+    uint64_t zeroed;   /* the file is written with zeros up to here (see mc__log_write) */
+};
+
+/* The log's tail is written with zeros ahead of the records, MC__LOG_AHEAD at a time: a record
+ * then lands inside the file's size, so the fdatasync that makes it durable flushes the data
+ * only, not the file system's metadata (an append would change the size, and on ext4 a
+ * preallocated range would need its extents converted: both cost a journal commit per sync).
+ * The replay ends at the first record whose length is 0. */
+#define MC__LOG_AHEAD (16ull << 20)
+
+void mc__persist_record_begin(mc_buf_t *b, size_t *at) {
+    *at = b->len;
+    mc__buf_u32(b, 0); /* length and checksum, filled in by end */
+    mc__buf_u32(b, 0);
+}
+
+void mc__persist_record_end(mc_buf_t *b, size_t at) {
+    size_t body = b->len - at - 8;
+    uint32_t len = (uint32_t)body, sum;
+    if (b->failed)
+        return;
+    sum = mc__crc32(0, b->data + at + 8, body);
+    for (int i = 0; i < 4; i++) { /* little-endian, as every integer of the log */
+        b->data[at + i] = (uint8_t)(len >> (8 * i));
+        b->data[at + 4 + i] = (uint8_t)(sum >> (8 * i));
+    }
+}
+
+/* Emitting: a record is built in a buffer of its own (looking up what it needs, under whatever
+ * locks the caller holds), then appended under the log's lock, which is therefore a leaf: it is
+ * never held while another lock is taken. */
+static void mc__append(mc__master_t *m, mc_buf_t *rec) {
+    mc__persist_t *p = m->persist;
+    pthread_mutex_lock(&p->mu);
+    if (rec->failed)
+        p->pending.failed = 1; /* the next commit stops the master: this change is unrecorded */
+    else
+        mc__buf_put(&p->pending, rec->data, rec->len);
+    p->appended += rec->failed ? 1 : rec->len; /* a failed one still needs a commit to stop */
+    pthread_mutex_unlock(&p->mu);
+    mc__buf_free(rec);
+}
+
+#define MC__EMIT(m, body)                                                                          \
+    do {                                                                                           \
+        mc_buf_t rec_;                                                                             \
+        size_t at_ = 0;                                                                            \
+        if (!(m)->persist)                                                                         \
+            break;                                                                                 \
+        mc__buf_init(&rec_);                                                                       \
+        mc__persist_record_begin(&rec_, &at_);                                                     \
+        {                                                                                          \
+            mc_buf_t *b = &rec_;                                                                   \
+            body;                                                                                  \
+        }                                                                                          \
+        mc__persist_record_end(&rec_, at_);                                                        \
+        mc__append((m), &rec_);                                                                    \
+    } while (0)
+
+void mc__persist_seg_mount(mc__master_t *m, const mc__segment_t *seg) {
+    MC__EMIT(m, {
+        mc__buf_u8(b, MC__R_SEG_MOUNT);
+        mc__buf_u64(b, seg->serial);
+        mc__buf_bytes(b, seg->name, seg->name_len);
+        mc__buf_u64(b, seg->base);
+        mc__buf_u64(b, seg->size);
+        mc__buf_u64(b, seg->epoch);
+        mc__buf_put(b, seg->owner, MC_MP_CLIENT_ID_LEN);
+    });
+}
+
+void mc__persist_seg_drop(mc__master_t *m, const mc__segment_t *seg) {
+    MC__EMIT(m, {
+        mc__buf_u8(b, MC__R_SEG_DROP);
+        mc__buf_u64(b, seg->serial);
+    });
+}
+
+void mc__persist_alloc(mc__master_t *m, const mc__segment_t *seg, uint64_t off, uint64_t len) {
+    MC__EMIT(m, {
+        mc__buf_u8(b, MC__R_ALLOC);
+        mc__buf_u64(b, seg->serial);
+        mc__buf_u64(b, off);
+        mc__buf_u64(b, len);
+    });
+}
+
+void mc__persist_free(mc__master_t *m, const mc__segment_t *seg, uint64_t off) {
+    MC__EMIT(m, {
+        mc__buf_u8(b, MC__R_FREE);
+        mc__buf_u64(b, seg->serial);
+        mc__buf_u64(b, off);
+    });
+}
+
+/* The record body of an object (shared with the dump); the registry read lock is taken for the
+ * replicas' serials. A replica whose segment is gone is left out. */
+void mc__persist_put_obj(mc__master_t *m, mc_buf_t *b, const mc__object_t *o, uint64_t now) {
+    const mc__replica_t *reps = mc__obj_reps((mc__object_t *)o);
+    uint64_t serial[MC_MP_MAX_REPLICA_NUM];
+    uint32_t n = 0;
+    pthread_rwlock_rdlock(&m->registry);
+    for (uint8_t i = 0; i < o->n_replicas && i < MC_MP_MAX_REPLICA_NUM; i++) {
+        const mc__segment_t *s = reps[i].seg < m->n_slots ? m->slots[reps[i].seg] : NULL;
+        serial[i] = s ? s->serial : 0;
+    }
+    pthread_rwlock_unlock(&m->registry);
+    for (uint8_t i = 0; i < o->n_replicas; i++)
+        n += serial[i] != 0;
+    mc__buf_u8(b, MC__R_OBJ_SET);
+    mc__buf_u64(b, o->version);
+    mc__buf_bytes(b, o->data, o->key_len);
+    mc__buf_u64(b, o->size);
+    mc__buf_u8(b, o->flags);
+    mc__buf_u64(
+        b, (o->flags & MC__OBJ_SOFT_PIN) && o->soft_pin_until > now ? o->soft_pin_until - now : 0);
+    mc__buf_u32(b, n);
+    for (uint8_t i = 0; i < o->n_replicas; i++) {
+        if (!serial[i])
+            continue;
+        mc__buf_u64(b, serial[i]);
+        mc__buf_u64(b, reps[i].off);
+        mc__buf_u64(b, o->size);
+    }
+}
+
+void mc__persist_obj_set(mc__master_t *m, mc__object_t *o) {
+    uint64_t now = mc__now_ms();
+    MC__EMIT(m, mc__persist_put_obj(m, b, o, now));
+}
+
+void mc__persist_obj_del(mc__master_t *m, const mc__object_t *o) {
+    MC__EMIT(m, {
+        mc__buf_u8(b, MC__R_OBJ_DEL);
+        mc__buf_u64(b, o->version);
+    });
+}
+
+static int mc__write_all(int fd, const uint8_t *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int mc__pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off) {
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+/* Writes n bytes of records at the log's end (syncing is the caller's). */
+static int mc__log_write(mc__persist_t *p, const uint8_t *data, size_t n) {
+    static const uint8_t zeros[1 << 16];
+    if (p->off + n + 8 > p->zeroed) {
+        uint64_t end = p->zeroed + MC__LOG_AHEAD;
+        while (end < p->off + n + 8)
+            end += MC__LOG_AHEAD;
+        for (uint64_t at = p->zeroed; at < end; at += sizeof(zeros))
+            if (mc__pwrite_all(p->fd, zeros, sizeof(zeros), at) != 0)
+                return -1;
+        if (fsync(p->fd) != 0) /* the new size, once per MC__LOG_AHEAD */
+            return -1;
+        p->zeroed = end;
+    }
+    if (mc__pwrite_all(p->fd, data, n, p->off) != 0)
+        return -1;
+    p->off += n;
+    return 0;
+}
+
+void mc__persist_commit(mc__master_t *m) {
+    mc__persist_t *p = m->persist;
+    uint64_t target;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    target = p->appended;
+    while (p->synced < target) {
+        mc_buf_t out;
+        uint64_t upto;
+        if (p->syncing) {
+            pthread_cond_wait(&p->cv, &p->mu);
+            continue;
+        }
+        /* This thread writes everything pending, for itself and everyone waiting. */
+        p->syncing = 1;
+        out = p->pending;
+        mc__buf_init(&p->pending);
+        upto = p->appended;
+        pthread_mutex_unlock(&p->mu);
+        if (out.failed || mc__log_write(p, out.data, out.len) != 0 || fdatasync(p->fd) != 0) {
+            /* Fail-stop: the log holds exactly what was acknowledged so far. */
+            MC_ERROR("master: cannot write its metadata log (%s); stopping so that nothing "
+                     "unrecorded is acknowledged (restart with --enable_snapshot_restore)",
+                     out.failed ? "out of memory" : strerror(errno));
+            _exit(70);
+        }
+        mc__buf_free(&out);
+        pthread_mutex_lock(&p->mu);
+        p->synced = upto;
+        p->syncing = 0;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Writes data (magic + records) to dir/master.log through a temporary file and a rename, both
+ * synced, so a crash leaves the old log or the new one whole. */
+static int mc__write_log_file(int dir_fd, const mc_buf_t *body, char *err, size_t cap) {
+    int fd = openat(dir_fd, MC__LOG_FILE ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || mc__write_all(fd, (const uint8_t *)MC__LOG_MAGIC, 8) != 0 ||
+        mc__write_all(fd, body->data, body->len) != 0 || fsync(fd) != 0) {
+        snprintf(err, cap, "cannot write %s.tmp: %s", MC__LOG_FILE, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    close(fd);
+    if (renameat(dir_fd, MC__LOG_FILE ".tmp", dir_fd, MC__LOG_FILE) != 0 || fsync(dir_fd) != 0) {
+        snprintf(err, cap, "cannot replace %s: %s", MC__LOG_FILE, strerror(errno));
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    return 0;
+}
+
+int mc__persist_open(mc__master_t *m, const char *dir, int restore, char *err, size_t cap) {
+    mc__persist_t *p = NULL;
+    mc_buf_t body;
+    char path[4096];
+    int rc = 0;
+    struct stat st;
+    mc__buf_init(&body);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, cap, "cannot create %s: %s", dir, strerror(errno));
+        return MC_ERR_INVALID_PARAMS;
+    }
+    errno = 0; /* an existing directory is no error for whoever reports one later */
+    snprintf(path, sizeof(path), "%s/%s", dir, MC__LOG_FILE);
+    if (restore && stat(path, &st) == 0) {
+        rc = mc__persist_replay(m, path, err, cap);
+        if (rc != 0)
+            return rc;
+    } else if (!restore && stat(path, &st) == 0 && st.st_size > 8) {
+        /* Starting empty over a log that holds objects would lose them at the next restore. */
+        MC_WARN("master: %s holds an earlier run's metadata; starting empty replaces it (use "
+                "--enable_snapshot_restore to restore it)",
+                path);
+    }
+    p = mc__calloc(1, sizeof(*p));
+    if (!p)
+        return MC_ERR_INTERNAL_ERROR;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    mc__buf_init(&p->pending);
+    p->fd = -1;
+    p->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (p->dir_fd < 0) {
+        snprintf(err, cap, "cannot open %s: %s", dir, strerror(errno));
+        rc = MC_ERR_INVALID_PARAMS;
+        goto fail;
+    }
+    /* The restored state, compacted: the new log starts as one record per live thing. */
+    rc = mc__persist_dump(m, &body);
+    if (rc == 0)
+        rc = mc__write_log_file(p->dir_fd, &body, err, cap);
+    if (rc != 0)
+        goto fail;
+    p->fd = openat(p->dir_fd, MC__LOG_FILE, O_WRONLY | O_CLOEXEC);
+    p->off = p->zeroed = 8 + body.len; /* the compacted log just written */
+    if (p->fd < 0) {
+        snprintf(err, cap, "cannot open %s: %s", path, strerror(errno));
+        rc = MC_ERR_INVALID_PARAMS;
+        goto fail;
+    }
+    mc__buf_free(&body);
+    m->persist = p;
+    return 0;
+fail:
+    mc__buf_free(&body);
+    if (p->dir_fd >= 0)
+        close(p->dir_fd);
+    mc__buf_free(&p->pending);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    mc__free(p);
+    return rc;
+}
+
+void mc__persist_close(mc__master_t *m) {
+    mc__persist_t *p = m->persist;
+    if (!p)
+        return;
+    mc__persist_commit(m);
+    m->persist = NULL;
+    close(p->fd);
+    close(p->dir_fd);
+    mc__buf_free(&p->pending);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    mc__free(p);
+}
