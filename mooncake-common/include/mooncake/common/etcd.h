@@ -130,7 +130,8 @@ int mc__etcd_txn(mc_etcd_t *c, const mc_etcd_cmp_t *cmps, size_t ncmp, const mc_
                  mc_etcd_txn_result_t *out);
 
 /* --- leases --- */
-/* A lease of ttl_s seconds (id 0: etcd picks one). *granted_ttl (may be NULL): what etcd gave. */
+/* A lease of ttl_s seconds; *id in: the id wanted (0: etcd picks one), out: the lease. *granted_ttl
+ * (may be NULL): what etcd gave. */
 int mc__etcd_lease_grant(mc_etcd_t *c, int64_t ttl_s, int64_t *id, int64_t *granted_ttl);
 /* One refresh; *ttl (may be NULL) the TTL restarted. MC_ERR_ETCD_KEY_NOT_EXIST: expired/revoked. */
 int mc__etcd_lease_keepalive(mc_etcd_t *c, int64_t id, int64_t *ttl);
@@ -139,7 +140,7 @@ int mc__etcd_lease_revoke(mc_etcd_t *c, int64_t id);
 /* Remaining TTL in seconds (-1: expired), and the granted TTL (may be NULL). */
 int mc__etcd_lease_ttl(mc_etcd_t *c, int64_t id, int64_t *remaining, int64_t *granted);
 
-/* A thread that refreshes a lease every ttl/3 seconds (at least every 500 ms for short ones).
+/* A thread that refreshes a lease every ttl/3 seconds (no more often than every 200 ms).
  * When the lease is found gone, or no refresh succeeded for a whole TTL (it has then expired on
  * the servers' clock), lost(ctx, id, err) is called once from that thread and refreshing stops.
  * lost may be NULL. stop joins the thread and does not revoke. */
