@@ -519,6 +519,64 @@ def http_response_dict():
     ] + [("m%d" % i, bytes([i])) for i in range(4)]
 
 
+# --- etcd gateway answers (first byte: decoder; stream: second byte = split point) ------------
+def etcd_seeds():
+    hdr = b'{"header":{"cluster_id":"1","member_id":"2","revision":"9","raft_term":"2"}'
+    kv = b'{"key":"Zm9v","create_revision":"2","mod_revision":"9","version":"3","value":"YmFy"}'
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+    def chunk(b):
+        return b"%x\r\n" % len(b) + b + b"\r\n"
+    created = b'{"result":{"header":{"revision":"9"},"created":true}}\n'
+    events = (b'{"result":{"header":{"revision":"10"},"events":[{"kv":' + kv +
+              b'},{"type":"DELETE","kv":{"key":"Zm9v","mod_revision":"10"}}]}}\n')
+    return {
+        "stream_created_events": b"\x00\x40" + head + chunk(created) + chunk(events[:30]) +
+        chunk(events[30:]) + b"0\r\n\r\n",
+        "stream_error": b"\x00\x10HTTP/1.1 400 Bad Request\r\nContent-Length: 37\r\n\r\n"
+        b'{"error":"bad","message":"x","code":3}',
+        "stream_bad_size": b"\x00\x05" + head + b"zz\r\n",
+        "stream_chunk_ext": b"\x00\x00" + head + b"5;x=y\r\n{}\n\n\n\r\n0\r\n\r\n",
+        "range": b"\x01" + hdr + b',"kvs":[' + kv + b'],"more":true,"count":"4"}',
+        "range_empty": b"\x01" + hdr + b"}",
+        "range_bad_b64": b"\x01" + hdr + b',"kvs":[{"key":"Zm9","value":"!!!!"}]}',
+        "range_numbers": b"\x01" + b'{"header":{"revision":5},"kvs":[{"key":"YQ==","version":1.5}]}',
+        "txn": b"\x02" + hdr + b',"succeeded":true,"responses":[{"response_put":' + hdr +
+        b'}},{"response_range":' + hdr + b',"kvs":[' + kv + b']}},'
+        b'{"response_delete_range":{"deleted":"2"}}]}',
+        "txn_failed": b"\x02" + hdr + b',"responses":[]}',
+        "lease_grant": b"\x03" + hdr + b',"ID":"7587","TTL":"10"}',
+        "lease_keepalive": b"\x03" + b'{"result":{"ID":"7587","TTL":"10"}}',
+        "write_put": b"\x04" + hdr + b"}",
+        "write_delete": b"\x04" + hdr + b',"deleted":"3"}',
+        "error_flat": b"\x05" + b'{"error":"etcdserver: requested lease not found",'
+        b'"message":"etcdserver: requested lease not found","code":5}',
+        "error_stream": b"\x05" + b'{"error":{"grpc_code":14,"http_code":503,"message":"no leader"}}',
+        "watch_events": b"\x06" + events.rstrip(b"\n"),
+        "watch_canceled": b"\x06" + b'{"result":{"header":{"revision":"9"},"canceled":true,'
+        b'"compact_revision":"7","cancel_reason":"compacted"}}',
+        "b64": b"\x07Zm9vYmFy",
+        "b64_pad": b"\x07Zm8=",
+        "b64_noncanonical": b"\x07Zh==",
+    }
+
+
+def etcd_dict():
+    return [
+        ("header", b'"header"'), ("revision", b'"revision"'), ("kvs", b'"kvs"'),
+        ("key", b'"key"'), ("value", b'"value"'), ("more", b'"more"'), ("count", b'"count"'),
+        ("lease", b'"lease"'), ("version", b'"version"'), ("modrev", b'"mod_revision"'),
+        ("succeeded", b'"succeeded"'), ("responses", b'"responses"'),
+        ("rr", b'"response_range"'), ("rd", b'"response_delete_range"'),
+        ("deleted", b'"deleted"'), ("id", b'"ID"'), ("ttl", b'"TTL"'), ("result", b'"result"'),
+        ("error", b'"error"'), ("code", b'"code"'), ("message", b'"message"'),
+        ("events", b'"events"'), ("type", b'"type"'), ("del", b'"DELETE"'),
+        ("created", b'"created"'), ("canceled", b'"canceled"'),
+        ("compact", b'"compact_revision"'), ("true", b"true"), ("crlf", b"\r\n"),
+        ("te", b"Transfer-Encoding: chunked"), ("last", b"0\r\n\r\n"), ("pad", b"=="),
+    ] + [("m%d" % i, bytes([i])) for i in range(8)]
+
+
 # --- host:port (first byte: host buffer capacity, 0 = plenty) -----------------------------------
 def host_port_seeds():
     p = b"\x00"
@@ -767,6 +825,7 @@ def config_dict():
 
 HARNESSES = {
     "config_fuzz": (config_seeds, config_dict),
+    "etcd_fuzz": (etcd_seeds, etcd_dict),
     "frame_header_fuzz": (frame_header_seeds, frame_header_dict),
     "host_port_fuzz": (host_port_seeds, host_port_dict),
     "http_kv_fuzz": (http_kv_seeds, http_kv_dict),
