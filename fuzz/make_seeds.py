@@ -16,6 +16,7 @@ import json
 import os
 import struct
 import sys
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -272,6 +273,60 @@ def master_rpc_dict():
     return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 21))]
 
 
+# --- master metadata log ------------------------------------------------------------------------
+(R_SEG_MOUNT, R_SEG_DROP, R_ALLOC, R_FREE, R_OBJ_SET, R_OBJ_DEL) = range(1, 7)
+LOG_MAGIC = b"MCMLOG01"
+
+
+def rec(payload):
+    """One log record: u32 length, u32 CRC-32 of the payload, the payload."""
+    return u32(len(payload)) + u32(zlib.crc32(payload)) + payload
+
+
+def seg_mount(serial, name="127.0.0.1:15001", base=0x7F0000000000, size=64 << 20, epoch=5):
+    return rec(u8(R_SEG_MOUNT) + u64(serial) + s(name) + u64(base) + u64(size) + u64(epoch) +
+               CLIENT_ID)
+
+
+def obj_set(version, key, size, reps, flags=1, pin=0):
+    return rec(u8(R_OBJ_SET) + u64(version) + s(key) + u64(size) + u8(flags) + u64(pin) +
+               u32(len(reps)) + b"".join(u64(sr) + u64(off) + u64(size) for sr, off in reps))
+
+
+def alloc(serial, off, length):
+    return rec(u8(R_ALLOC) + u64(serial) + u64(off) + u64(length))
+
+
+def master_log_seeds():
+    one = seg_mount(1) + alloc(1, 0, 4096) + obj_set(7, "key-a", 4096, [(1, 0)])
+    two_segs = (seg_mount(1) + seg_mount(2, "127.0.0.1:15002", 0x7F1000000000) +
+                alloc(1, 4096, 8192) + alloc(2, 0, 8192) +
+                obj_set(9, "key-b", 8192, [(1, 4096), (2, 0)], flags=5, pin=60000))
+    return {
+        "empty": LOG_MAGIC,
+        "one_object": LOG_MAGIC + one,
+        "two_replicas": LOG_MAGIC + two_segs,
+        "removed": LOG_MAGIC + one + rec(u8(R_OBJ_DEL) + u64(7)) +
+        rec(u8(R_FREE) + u64(1) + u64(0)),
+        "replaced": LOG_MAGIC + one + alloc(1, 4096, 4096) + obj_set(8, "key-a", 4096, [(1, 4096)]),
+        "orphan": LOG_MAGIC + seg_mount(1) + alloc(1, 65536, 1 << 20),
+        "segment_dropped": LOG_MAGIC + one + rec(u8(R_SEG_DROP) + u64(1)),
+        "zeros_after": LOG_MAGIC + one + bytes(64),
+        "torn_tail": LOG_MAGIC + one + u32(64) + u32(0) + b"torn",
+        "damaged_middle": LOG_MAGIC + one[:-1] + b"\xff" + one,
+        "overlap": LOG_MAGIC + seg_mount(1) + alloc(1, 0, 8192) + alloc(1, 4096, 8192),
+        "replica_unallocated": LOG_MAGIC + seg_mount(1) + obj_set(3, "k", 64, [(1, 0)]),
+        "unknown_type": LOG_MAGIC + rec(u8(99)),
+        "bad_magic": b"MCMLOG00" + one,
+    }
+
+
+def master_log_dict():
+    return [("magic", LOG_MAGIC), ("client_id", CLIENT_ID), ("zero_len", u32(0)),
+            ("max_replicas", u32(8)), ("max_key", u32(4096))] + [
+        ("type_%d" % t, bytes([t])) for t in range(1, 7)]
+
+
 # --- segment descriptors (JSON) -----------------------------------------------------------------
 def desc(bufs, **over):
     d = {
@@ -462,6 +517,64 @@ def http_response_dict():
         ("www_auth", b"WWW-Authenticate: MC-HMAC nonce="), ("ct", b"Content-Type: "),
         ("colon", b":"),
     ] + [("m%d" % i, bytes([i])) for i in range(4)]
+
+
+# --- etcd gateway answers (first byte: decoder; stream: second byte = split point) ------------
+def etcd_seeds():
+    hdr = b'{"header":{"cluster_id":"1","member_id":"2","revision":"9","raft_term":"2"}'
+    kv = b'{"key":"Zm9v","create_revision":"2","mod_revision":"9","version":"3","value":"YmFy"}'
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+    def chunk(b):
+        return b"%x\r\n" % len(b) + b + b"\r\n"
+    created = b'{"result":{"header":{"revision":"9"},"created":true}}\n'
+    events = (b'{"result":{"header":{"revision":"10"},"events":[{"kv":' + kv +
+              b'},{"type":"DELETE","kv":{"key":"Zm9v","mod_revision":"10"}}]}}\n')
+    return {
+        "stream_created_events": b"\x00\x40" + head + chunk(created) + chunk(events[:30]) +
+        chunk(events[30:]) + b"0\r\n\r\n",
+        "stream_error": b"\x00\x10HTTP/1.1 400 Bad Request\r\nContent-Length: 37\r\n\r\n"
+        b'{"error":"bad","message":"x","code":3}',
+        "stream_bad_size": b"\x00\x05" + head + b"zz\r\n",
+        "stream_chunk_ext": b"\x00\x00" + head + b"5;x=y\r\n{}\n\n\n\r\n0\r\n\r\n",
+        "range": b"\x01" + hdr + b',"kvs":[' + kv + b'],"more":true,"count":"4"}',
+        "range_empty": b"\x01" + hdr + b"}",
+        "range_bad_b64": b"\x01" + hdr + b',"kvs":[{"key":"Zm9","value":"!!!!"}]}',
+        "range_numbers": b"\x01" + b'{"header":{"revision":5},"kvs":[{"key":"YQ==","version":1.5}]}',
+        "txn": b"\x02" + hdr + b',"succeeded":true,"responses":[{"response_put":' + hdr +
+        b'}},{"response_range":' + hdr + b',"kvs":[' + kv + b']}},'
+        b'{"response_delete_range":{"deleted":"2"}}]}',
+        "txn_failed": b"\x02" + hdr + b',"responses":[]}',
+        "lease_grant": b"\x03" + hdr + b',"ID":"7587","TTL":"10"}',
+        "lease_keepalive": b"\x03" + b'{"result":{"ID":"7587","TTL":"10"}}',
+        "write_put": b"\x04" + hdr + b"}",
+        "write_delete": b"\x04" + hdr + b',"deleted":"3"}',
+        "error_flat": b"\x05" + b'{"error":"etcdserver: requested lease not found",'
+        b'"message":"etcdserver: requested lease not found","code":5}',
+        "error_stream": b"\x05" + b'{"error":{"grpc_code":14,"http_code":503,"message":"no leader"}}',
+        "watch_events": b"\x06" + events.rstrip(b"\n"),
+        "watch_canceled": b"\x06" + b'{"result":{"header":{"revision":"9"},"canceled":true,'
+        b'"compact_revision":"7","cancel_reason":"compacted"}}',
+        "b64": b"\x07Zm9vYmFy",
+        "b64_pad": b"\x07Zm8=",
+        "b64_noncanonical": b"\x07Zh==",
+    }
+
+
+def etcd_dict():
+    return [
+        ("header", b'"header"'), ("revision", b'"revision"'), ("kvs", b'"kvs"'),
+        ("key", b'"key"'), ("value", b'"value"'), ("more", b'"more"'), ("count", b'"count"'),
+        ("lease", b'"lease"'), ("version", b'"version"'), ("modrev", b'"mod_revision"'),
+        ("succeeded", b'"succeeded"'), ("responses", b'"responses"'),
+        ("rr", b'"response_range"'), ("rd", b'"response_delete_range"'),
+        ("deleted", b'"deleted"'), ("id", b'"ID"'), ("ttl", b'"TTL"'), ("result", b'"result"'),
+        ("error", b'"error"'), ("code", b'"code"'), ("message", b'"message"'),
+        ("events", b'"events"'), ("type", b'"type"'), ("del", b'"DELETE"'),
+        ("created", b'"created"'), ("canceled", b'"canceled"'),
+        ("compact", b'"compact_revision"'), ("true", b"true"), ("crlf", b"\r\n"),
+        ("te", b"Transfer-Encoding: chunked"), ("last", b"0\r\n\r\n"), ("pad", b"=="),
+    ] + [("m%d" % i, bytes([i])) for i in range(8)]
 
 
 # --- host:port (first byte: host buffer capacity, 0 = plenty) -----------------------------------
@@ -774,12 +887,14 @@ def node_proto_dict():
 
 HARNESSES = {
     "config_fuzz": (config_seeds, config_dict),
+    "etcd_fuzz": (etcd_seeds, etcd_dict),
     "frame_header_fuzz": (frame_header_seeds, frame_header_dict),
     "host_port_fuzz": (host_port_seeds, host_port_dict),
     "http_kv_fuzz": (http_kv_seeds, http_kv_dict),
     "http_request_fuzz": (http_request_seeds, http_request_dict),
     "http_response_fuzz": (http_response_seeds, http_response_dict),
     "master_config_fuzz": (master_config_seeds, master_config_dict),
+    "master_log_fuzz": (master_log_seeds, master_log_dict),
     "master_rpc_fuzz": (master_rpc_seeds, master_rpc_dict),
     "node_proto_fuzz": (node_proto_seeds, node_proto_dict),
     "shm_serve_fuzz": (shm_serve_seeds, shm_serve_dict),

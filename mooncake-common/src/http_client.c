@@ -159,7 +159,7 @@ static int mc__http_need(int fd, mc_buf_t *b, size_t need, uint64_t deadline) {
 
 /* Decodes a chunked body starting at off in b into out. */
 static int mc__http_read_chunked(int fd, mc_buf_t *b, size_t off, uint64_t deadline,
-                                 mc_buf_t *out) {
+                                 size_t max_body, mc_buf_t *out) {
     for (;;) {
         uint64_t sz = 0;
         const uint8_t *nl;
@@ -175,16 +175,16 @@ static int mc__http_read_chunked(int fd, mc_buf_t *b, size_t off, uint64_t deadl
         for (; i < (size_t)(nl - b->data) && isxdigit(b->data[i]); i++, digits++) {
             int c = tolower(b->data[i]);
             sz = sz * 16 + (uint64_t)(c <= '9' ? c - '0' : c - 'a' + 10);
-            if (sz > MC__HTTP_CLIENT_MAX_BODY)
-                return MC_ERR_SOCKET;
+            if (sz > max_body)
+                return MC_ERR_BUFFER_OVERFLOW;
         }
         if (!digits)
             return MC_ERR_SOCKET;
         off = (size_t)(nl - b->data) + 1;
         if (sz == 0)
             return 0; /* trailers are ignored: the connection closes after this response */
-        if (out->len + sz > MC__HTTP_CLIENT_MAX_BODY)
-            return MC_ERR_SOCKET;
+        if (out->len + sz > max_body)
+            return MC_ERR_BUFFER_OVERFLOW;
         if ((rc = mc__http_need(fd, b, off + sz + 2, deadline)) != 0)
             return rc;
         if (mc__buf_put(out, b->data + off, sz) != 0)
@@ -197,7 +197,7 @@ static int mc__http_read_chunked(int fd, mc_buf_t *b, size_t off, uint64_t deadl
  * 64 bytes) receives a 401's "MC-HMAC nonce=" hex nonce, or "". */
 static int mc__http_exchange(const char *method, const char *url, const void *body, size_t body_len,
                              int timeout_ms, const char *authz, int *status, char **resp_body,
-                             size_t *resp_len, char *challenge) {
+                             size_t *resp_len, char *challenge, size_t max_body, int *sent) {
     mc__http_url_t u;
     mc_buf_t req, in, out;
     uint64_t deadline = timeout_ms > 0 ? mc__now_ms() + (uint64_t)timeout_ms : 0;
@@ -211,6 +211,8 @@ static int mc__http_exchange(const char *method, const char *url, const void *bo
     mc__buf_init(&req);
     mc__buf_init(&in);
     mc__buf_init(&out);
+    if (!max_body || max_body > MC__HTTP_CLIENT_MAX_BODY)
+        max_body = MC__HTTP_CLIENT_MAX_BODY;
     if (resp_body)
         *resp_body = NULL;
     if (resp_len)
@@ -240,6 +242,8 @@ static int mc__http_exchange(const char *method, const char *url, const void *bo
     if (rc < 0)
         goto out;
     fd = rc;
+    if (sent)
+        *sent = 1;
     rc = mc__send2(fd, req.data, req.len, body, body_len, deadline);
     if (rc)
         goto out;
@@ -275,7 +279,7 @@ static int mc__http_exchange(const char *method, const char *url, const void *bo
     } else if ((v = mc__http_find_header((const char *)in.data, head_len, "transfer-encoding",
                                          &vl)) &&
                vl >= 7 && !strncasecmp(v + vl - 7, "chunked", 7)) {
-        rc = mc__http_read_chunked(fd, &in, head_len, deadline, &out);
+        rc = mc__http_read_chunked(fd, &in, head_len, deadline, max_body, &out);
     } else if ((v = mc__http_find_header((const char *)in.data, head_len, "content-length", &vl))) {
         char tmp[24];
         char *e = NULL;
@@ -286,16 +290,20 @@ static int mc__http_exchange(const char *method, const char *url, const void *bo
         tmp[vl] = '\0';
         errno = 0;
         cl = strtoull(tmp, &e, 10);
-        if (errno || *e || !isdigit((unsigned char)tmp[0]) || cl > MC__HTTP_CLIENT_MAX_BODY)
+        if (errno || *e || !isdigit((unsigned char)tmp[0]))
             goto out;
+        if (cl > max_body) {
+            rc = MC_ERR_BUFFER_OVERFLOW;
+            goto out;
+        }
         rc = mc__http_need(fd, &in, head_len + cl, deadline);
         if (rc == 0)
             rc = mc__buf_put(&out, in.data + head_len, cl);
     } else {
         int r;
         while ((r = mc__http_fill(fd, &in, deadline)) > 0) {
-            if (in.len - head_len > MC__HTTP_CLIENT_MAX_BODY) {
-                r = MC_ERR_SOCKET;
+            if (in.len - head_len > max_body) {
+                r = MC_ERR_BUFFER_OVERFLOW;
                 break;
             }
         }
@@ -327,7 +335,16 @@ out:
 int mc__http_request(const char *method, const char *url, const void *body, size_t body_len,
                      int timeout_ms, int *status, char **resp_body, size_t *resp_len) {
     return mc__http_exchange(method, url, body, body_len, timeout_ms, NULL, status, resp_body,
-                             resp_len, NULL);
+                             resp_len, NULL, 0, NULL);
+}
+
+int mc__http_request_ex(const char *method, const char *url, const void *body, size_t body_len,
+                        int timeout_ms, size_t max_body, int *status, char **resp_body,
+                        size_t *resp_len, int *sent) {
+    if (sent)
+        *sent = 0;
+    return mc__http_exchange(method, url, body, body_len, timeout_ms, NULL, status, resp_body,
+                             resp_len, NULL, max_body, sent);
 }
 
 int mc__http_request_auth(const struct mc_auth *a, const char *method, const char *url,
@@ -343,7 +360,7 @@ int mc__http_request_auth(const struct mc_auth *a, const char *method, const cha
         return mc__http_request(method, url, body, body_len, timeout_ms, status, resp_body,
                                 resp_len);
     rc = mc__http_exchange(method, url, body, body_len, timeout_ms, NULL, status, resp_body,
-                           resp_len, challenge);
+                           resp_len, challenge, 0, NULL);
     if (rc || *status != 401 || !challenge[0])
         return rc; /* served without a challenge (a server without a secret), or failed */
     if (resp_body) {
@@ -356,5 +373,5 @@ int mc__http_request_auth(const struct mc_auth *a, const char *method, const cha
     mc__auth_hex(mac, sizeof(mac), mac_hex);
     snprintf(authz, sizeof(authz), "MC-HMAC nonce=%s, mac=%s", challenge, mac_hex);
     return mc__http_exchange(method, url, body, body_len, timeout_ms, authz, status, resp_body,
-                             resp_len, NULL);
+                             resp_len, NULL, 0, NULL);
 }

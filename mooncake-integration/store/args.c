@@ -260,3 +260,42 @@ out:
 void mcpy_rconfig_release(mcpy_rconfig_t *c) {
     Py_CLEAR(c->hold);
 }
+
+void mcpy_flat_ranges_free(mcpy_flat_ranges_t *r) {
+    PyMem_Free(r->c);
+    PyMem_Free(r->b);
+    PyMem_Free(r->a);
+    PyMem_Free(r->counts);
+    PyMem_Free(r->keys);
+    Py_XDECREF(r->hold);
+    memset(r, 0, sizeof(*r));
+}
+
+int mcpy_flat_ranges(PyObject *const objs[5], const char *const names[5], const char *fn,
+                     mcpy_flat_ranges_t *out) {
+    Py_ssize_t nc, na, nb, nl;
+    uint64_t total = 0;
+    memset(out, 0, sizeof(*out));
+    out->n = mcpy_keys(objs[0], names[0], &out->hold, &out->keys);
+    if (out->n < 0) {
+        out->n = 0;
+        return -1;
+    }
+    nc = mcpy_u64_array(objs[1], names[1], &out->counts);
+    na = nc < 0 ? -1 : mcpy_u64_array(objs[2], names[2], &out->a);
+    nb = na < 0 ? -1 : mcpy_u64_array(objs[3], names[3], &out->b);
+    nl = nb < 0 ? -1 : mcpy_u64_array(objs[4], names[4], &out->c);
+    if (nl < 0)
+        goto fail;
+    for (Py_ssize_t i = 0; i < nc; i++)
+        total += out->counts[i];
+    if (nc != out->n || na != nb || na != nl || (uint64_t)na != total) {
+        PyErr_Format(PyExc_ValueError, "%s: list lengths disagree", fn);
+        goto fail;
+    }
+    out->total = na;
+    return 0;
+fail:
+    mcpy_flat_ranges_free(out);
+    return -1;
+}

@@ -875,61 +875,40 @@ out:
  * batch_get_into_multi_buffer_ranges give it their nested shapes. */
 PyObject *mcpy_get_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "counts", "dsts", "src_offsets", "sizes", NULL};
-    PyObject *keys_o, *counts_o, *dsts_o, *offs_o, *lens_o, *hold = NULL, *ret = NULL;
-    const char **keys = NULL;
-    uint64_t *counts = NULL, *dsts = NULL, *offs = NULL, *lens = NULL;
+    static const char *const names[5] = {"keys", "counts", "dsts", "src_offsets", "sizes"};
+    PyObject *objs[5], *ret = NULL;
+    mcpy_flat_ranges_t f;
     mc_store_range_read_t *reads = NULL;
     mc_store_range_t *ranges = NULL;
-    Py_ssize_t n, nc, nd, no, nl;
-    uint64_t total = 0;
     int rc;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO:_get_ranges_raw", kwl, &keys_o, &counts_o,
-                                     &dsts_o, &offs_o, &lens_o))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO:_get_ranges_raw", kwl, &objs[0], &objs[1],
+                                     &objs[2], &objs[3], &objs[4]) ||
+        mcpy_flat_ranges(objs, names, "_get_ranges_raw", &f) != 0)
         return NULL;
-    n = mcpy_keys(keys_o, "keys", &hold, &keys);
-    if (n < 0)
-        return NULL;
-    nc = mcpy_u64_array(counts_o, "counts", &counts);
-    nd = nc < 0 ? -1 : mcpy_u64_array(dsts_o, "dsts", &dsts);
-    no = nd < 0 ? -1 : mcpy_u64_array(offs_o, "src_offsets", &offs);
-    nl = no < 0 ? -1 : mcpy_u64_array(lens_o, "sizes", &lens);
-    if (nl < 0)
-        goto out;
-    for (Py_ssize_t i = 0; i < nc; i++)
-        total += counts[i];
-    if (nc != n || nd != no || nd != nl || (uint64_t)nd != total) {
-        PyErr_SetString(PyExc_ValueError, "_get_ranges_raw: list lengths disagree");
-        goto out;
-    }
-    reads = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*reads));
-    ranges = PyMem_Calloc((size_t)(nd ? nd : 1), sizeof(*ranges));
+    reads = PyMem_Calloc((size_t)(f.n ? f.n : 1), sizeof(*reads));
+    ranges = PyMem_Calloc((size_t)(f.total ? f.total : 1), sizeof(*ranges));
     if (!reads || !ranges) {
         PyErr_NoMemory();
         goto out;
     }
-    for (Py_ssize_t i = 0, at = 0; i < n; i++) {
-        reads[i].key = keys[i];
+    for (Py_ssize_t i = 0, at = 0; i < f.n; i++) {
+        reads[i].key = f.keys[i];
         reads[i].ranges = &ranges[at];
-        reads[i].n = (size_t)counts[i];
-        at += (Py_ssize_t)counts[i];
+        reads[i].n = (size_t)f.counts[i];
+        at += (Py_ssize_t)f.counts[i];
     }
-    for (Py_ssize_t j = 0; j < nd; j++) {
-        ranges[j].dst = (void *)(uintptr_t)dsts[j];
-        ranges[j].src_off = offs[j];
-        ranges[j].len = lens[j];
+    for (Py_ssize_t j = 0; j < f.total; j++) {
+        ranges[j].dst = (void *)(uintptr_t)f.a[j];
+        ranges[j].src_off = f.b[j];
+        ranges[j].len = f.c[j];
     }
-    NOGIL(rc = mc_store_batch_get_ranges(MCPY_STORE(self), reads, (size_t)n));
-    ret = PyList_New(nd);
-    for (Py_ssize_t j = 0; ret && j < nd; j++)
+    NOGIL(rc = mc_store_batch_get_ranges(MCPY_STORE(self), reads, (size_t)f.n));
+    ret = PyList_New(f.total);
+    for (Py_ssize_t j = 0; ret && j < f.total; j++)
         PyList_SetItem(ret, j, PyLong_FromLongLong(rc != 0 ? rc : ranges[j].result));
 out:
     PyMem_Free(ranges);
     PyMem_Free(reads);
-    PyMem_Free(lens);
-    PyMem_Free(offs);
-    PyMem_Free(dsts);
-    PyMem_Free(counts);
-    PyMem_Free(keys);
-    Py_XDECREF(hold);
+    mcpy_flat_ranges_free(&f);
     return ret;
 }

@@ -63,6 +63,20 @@ Py_ssize_t mcpy_u64_array(PyObject *seq, const char *what, uint64_t **out);
 PyObject *mcpy_int_list(const int *v, Py_ssize_t n);
 PyObject *mcpy_i64_list(const int64_t *v, Py_ssize_t n);
 
+/* The flat shape of the ranged calls: keys, counts (key i owns the next counts[i] entries) and
+ * three u64 lists as long as the counts' sum. */
+typedef struct {
+    PyObject *hold; /* keeps the keys alive */
+    const char **keys;
+    uint64_t *counts, *a, *b, *c;
+    Py_ssize_t n, total;
+} mcpy_flat_ranges_t;
+/* Parses objs[0..4] (names[] for the messages, fn for the ValueError on lengths that disagree):
+ * 0, or -1 with an exception set and nothing to free. */
+int mcpy_flat_ranges(PyObject *const objs[5], const char *const names[5], const char *fn,
+                     mcpy_flat_ranges_t *out);
+void mcpy_flat_ranges_free(mcpy_flat_ranges_t *r);
+
 /* A ReplicateConfig (or None) read into the C struct; strings borrowed from held objects. */
 typedef struct {
     mc_replicate_config_t rc;

@@ -50,61 +50,40 @@ out:
  * or a code): key i owns the next counts[i] entries of the three flat lists. */
 PyObject *mcpy_put_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "counts", "srcs", "dst_offsets", "sizes", NULL};
-    PyObject *keys_o, *counts_o, *srcs_o, *offs_o, *lens_o, *hold = NULL, *ret = NULL;
-    const char **keys = NULL;
-    uint64_t *counts = NULL, *srcs = NULL, *offs = NULL, *lens = NULL;
+    static const char *const names[5] = {"keys", "counts", "srcs", "dst_offsets", "sizes"};
+    PyObject *objs[5], *ret = NULL;
+    mcpy_flat_ranges_t f;
     mc_store_range_write_t *writes = NULL;
     mc_store_put_range_t *ranges = NULL;
-    Py_ssize_t n, nc, ns, no, nl;
-    uint64_t total = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO:_put_ranges_raw", kwl, &keys_o, &counts_o,
-                                     &srcs_o, &offs_o, &lens_o))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO:_put_ranges_raw", kwl, &objs[0], &objs[1],
+                                     &objs[2], &objs[3], &objs[4]) ||
+        mcpy_flat_ranges(objs, names, "_put_ranges_raw", &f) != 0)
         return NULL;
-    n = mcpy_keys(keys_o, "keys", &hold, &keys);
-    if (n < 0)
-        return NULL;
-    nc = mcpy_u64_array(counts_o, "counts", &counts);
-    ns = nc < 0 ? -1 : mcpy_u64_array(srcs_o, "srcs", &srcs);
-    no = ns < 0 ? -1 : mcpy_u64_array(offs_o, "dst_offsets", &offs);
-    nl = no < 0 ? -1 : mcpy_u64_array(lens_o, "sizes", &lens);
-    if (nl < 0)
-        goto out;
-    for (Py_ssize_t i = 0; i < nc; i++)
-        total += counts[i];
-    if (nc != n || ns != no || ns != nl || (uint64_t)ns != total) {
-        PyErr_SetString(PyExc_ValueError, "_put_ranges_raw: list lengths disagree");
-        goto out;
-    }
-    writes = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*writes));
-    ranges = PyMem_Calloc((size_t)(ns ? ns : 1), sizeof(*ranges));
+    writes = PyMem_Calloc((size_t)(f.n ? f.n : 1), sizeof(*writes));
+    ranges = PyMem_Calloc((size_t)(f.total ? f.total : 1), sizeof(*ranges));
     if (!writes || !ranges) {
         PyErr_NoMemory();
         goto out;
     }
-    for (Py_ssize_t i = 0, at = 0; i < n; i++) {
-        writes[i].key = keys[i];
+    for (Py_ssize_t i = 0, at = 0; i < f.n; i++) {
+        writes[i].key = f.keys[i];
         writes[i].ranges = &ranges[at];
-        writes[i].n = (size_t)counts[i];
-        at += (Py_ssize_t)counts[i];
+        writes[i].n = (size_t)f.counts[i];
+        at += (Py_ssize_t)f.counts[i];
     }
-    for (Py_ssize_t j = 0; j < ns; j++) {
-        ranges[j].src = (const void *)(uintptr_t)srcs[j];
-        ranges[j].dst_off = offs[j];
-        ranges[j].len = lens[j];
+    for (Py_ssize_t j = 0; j < f.total; j++) {
+        ranges[j].src = (const void *)(uintptr_t)f.a[j];
+        ranges[j].dst_off = f.b[j];
+        ranges[j].len = f.c[j];
     }
-    NOGIL(mc_store_put_session_write(MCPY_STORE(self), writes, (size_t)n));
-    ret = PyList_New(n);
-    for (Py_ssize_t i = 0; ret && i < n; i++)
+    NOGIL(mc_store_put_session_write(MCPY_STORE(self), writes, (size_t)f.n));
+    ret = PyList_New(f.n);
+    for (Py_ssize_t i = 0; ret && i < f.n; i++)
         PyList_SetItem(ret, i, PyLong_FromLongLong(writes[i].result));
 out:
     PyMem_Free(ranges);
     PyMem_Free(writes);
-    PyMem_Free(lens);
-    PyMem_Free(offs);
-    PyMem_Free(srcs);
-    PyMem_Free(counts);
-    PyMem_Free(keys);
-    Py_XDECREF(hold);
+    mcpy_flat_ranges_free(&f);
     return ret;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "metadata/etcd_meta.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/config.h"
 #include "mooncake/common/log.h"
@@ -189,10 +190,21 @@ int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
         opts && opts->metadata_conn && *opts->metadata_conn ? opts->metadata_conn : "P2PHANDSHAKE";
     p2p = !strcmp(meta, "P2PHANDSHAKE");
     if (!p2p) {
-        if (strncmp(meta, "http://", 7)) {
-            MC_ERROR("metadata server \"%s\" is not supported (P2PHANDSHAKE or http://)", meta);
+        const char *eps = NULL;
+        int etcd = mc__meta_etcd_parse(meta, &eps);
+        if (strncmp(meta, "http://", 7) && !etcd) {
+            MC_ERROR("metadata server \"%s\" is not supported (P2PHANDSHAKE, http:// or "
+                     "etcd://)",
+                     meta);
             rc = MC_ERR_NOT_IMPLEMENTED;
             goto out;
+        }
+        if (etcd) {
+            /* a metadata call waits no longer than a transfer may (metadata.c does the same) */
+            int t = mc__transfer_timeout(opts ? opts->transfer_timeout_ms : 0);
+            rc = mc__meta_etcd_open(eps, t > 0 && t < 5000 ? t : 5000, &e->etcd);
+            if (rc) /* the reason is logged where it was found */
+                goto out;
         }
         e->metadata_url = mc__strdup(meta);
         if (!e->metadata_url) {
@@ -286,6 +298,7 @@ void mc_engine_destroy(mc_engine_t *e) {
     pthread_mutex_destroy(&e->peers_lock);
     pthread_mutex_destroy(&e->batches_lock);
     pthread_mutex_destroy(&e->notify_lock);
+    mc__meta_etcd_close(e->etcd);
     mc__free(e->metadata_url);
     mc__free(e);
 }

@@ -1,10 +1,13 @@
 /* Metadata back ends. P2PHANDSHAKE: the descriptor is asked from the peer itself over its RPC
- * port (the segment name is "host:port"). http://...: the descriptor is a value in a key/value
- * store, key "mooncake/ram/<segment name>". */
+ * port (the segment name is "host:port"). http://... and etcd://...: the descriptor is a value in
+ * a key/value store, key "mooncake/ram/<segment name>" ("mooncake/<id>/ram/<segment name>" with
+ * MC_METADATA_CLUSTER_ID set, as the reference lays it out). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "metadata/etcd_meta.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/http.h"
 #include "mooncake/common/log.h"
@@ -21,15 +24,26 @@ static int mc__meta_timeout_ms(const mc_engine_t *e) {
     return e->timeout_ms > 0 && e->timeout_ms < MC__META_TIMEOUT_MS ? e->timeout_ms
                                                                     : MC__META_TIMEOUT_MS;
 }
-#define MC__META_KEY_PREFIX "mooncake/ram/"
+#define MC__META_KEY_MAX (MC__TE_NAME_MAX + 160)
+
+/* The segment's key: "mooncake/" [cluster id "/"] "ram/" name. */
+static int mc__meta_key(const char *name, char *key, size_t cap) {
+    const char *id = getenv("MC_METADATA_CLUSTER_ID");
+    size_t il = id ? strlen(id) : 0;
+    int n;
+    if (il > 128)
+        return MC_ERR_INVALID_ARGUMENT;
+    n = snprintf(key, cap, "mooncake/%s%sram/%s", il ? id : "", il && id[il - 1] != '/' ? "/" : "",
+                 name);
+    return n < 0 || (size_t)n >= cap ? MC_ERR_INVALID_ARGUMENT : 0;
+}
 
 static int mc__meta_url(const mc_engine_t *e, const char *name, char **out) {
-    char key[MC__TE_NAME_MAX + 32];
+    char key[MC__META_KEY_MAX];
     char enc[3 * sizeof(key)];
     size_t n;
     *out = NULL;
-    snprintf(key, sizeof(key), MC__META_KEY_PREFIX "%s", name);
-    if (mc__http_url_encode(key, enc, sizeof(enc)))
+    if (mc__meta_key(name, key, sizeof(key)) || mc__http_url_encode(key, enc, sizeof(enc)))
         return MC_ERR_INVALID_ARGUMENT;
     n = strlen(e->metadata_url) + strlen(enc) + 8;
     *out = mc__malloc(n);
@@ -41,10 +55,19 @@ static int mc__meta_url(const mc_engine_t *e, const char *name, char **out) {
 
 int mc__meta_publish(mc_engine_t *e) {
     char *url = NULL, *json = NULL;
+    char key[MC__META_KEY_MAX];
     int status = 0;
     int rc = 0;
     if (!e->metadata_url)
         goto out;
+    if (e->etcd) {
+        rc = mc__meta_key(e->name, key, sizeof(key));
+        if (!rc)
+            rc = mc__engine_desc_json(e, &json);
+        if (!rc)
+            rc = mc__meta_etcd_publish(e->etcd, key, json);
+        goto out;
+    }
     rc = mc__meta_url(e, e->name, &url);
     if (!rc)
         rc = mc__engine_desc_json(e, &json);
@@ -147,7 +170,13 @@ int mc__meta_claim(mc_engine_t *e) {
 
 void mc__meta_unpublish(mc_engine_t *e) {
     char *url = NULL;
+    char key[MC__META_KEY_MAX];
     int status = 0;
+    if (e->etcd) {
+        if (!mc__meta_key(e->name, key, sizeof(key)))
+            mc__meta_etcd_unpublish(e->etcd, key);
+        return;
+    }
     if (!e->metadata_url || mc__meta_url(e, e->name, &url))
         return;
     if (mc__http_request_auth(&e->auth, "DELETE", url, NULL, 0, MC__META_TIMEOUT_MS, &status, NULL,
@@ -157,11 +186,27 @@ void mc__meta_unpublish(mc_engine_t *e) {
     mc__free(url);
 }
 
+static int mc__meta_fetch_etcd(mc_engine_t *e, const char *name, mc__desc_t **out) {
+    char key[MC__META_KEY_MAX];
+    char *json = NULL;
+    size_t len = 0;
+    int rc = mc__meta_key(name, key, sizeof(key));
+    if (!rc)
+        rc = mc__meta_etcd_fetch(e->etcd, key, &json, &len);
+    if (!rc)
+        rc = mc__desc_decode(json, len, out);
+    mc__free(json);
+    return rc;
+}
+
 static int mc__meta_fetch_http(mc_engine_t *e, const char *name, mc__desc_t **out) {
     char *url = NULL, *body = NULL;
     size_t len = 0;
     int status = 0;
-    int rc = mc__meta_url(e, name, &url);
+    int rc;
+    if (e->etcd)
+        return mc__meta_fetch_etcd(e, name, out);
+    rc = mc__meta_url(e, name, &url);
     if (rc)
         goto out;
     rc = mc__http_request_auth(&e->auth, "GET", url, NULL, 0, mc__meta_timeout_ms(e), &status,

@@ -106,7 +106,8 @@ struct mc_engine {
     char name[MC__TE_NAME_MAX];
     char host[MC__TE_NAME_MAX];
     uint16_t port;
-    char *metadata_url; /* NULL for P2PHANDSHAKE */
+    char *metadata_url; /* NULL for P2PHANDSHAKE: http://... or, with etcd set, etcd://... */
+    struct mc__meta_etcd *etcd; /* etcd metadata (metadata/etcd_meta.h), else NULL */
     int proto;
     int timeout_ms;
     mc_auth_t auth; /* the cluster secret: every RPC connection, both ways, proves it */

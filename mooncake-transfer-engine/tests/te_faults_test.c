@@ -684,7 +684,7 @@ static void test_shm_peer_restart(void **state) {
 
 static void test_engine_misuse(void **state) {
     mc_engine_t *e = NULL;
-    mc_engine_options_t o = {.local_server_name = "127.0.0.1", .metadata_conn = "etcd://x:2379"};
+    mc_engine_options_t o = {.local_server_name = "127.0.0.1", .metadata_conn = "redis://x:6379"};
     mc_batch_id_t b;
     (void)state;
     assert_int_equal(mc_engine_create(NULL), MC_ERR_INVALID_ARGUMENT);

@@ -5,7 +5,7 @@ set -euo pipefail
 
 build_pkgs=(libcjson-dev libxxhash-dev pkg-config)
 test_pkgs=(libcmocka-dev clang clang-format libclang-rt-14-dev iproute2 redis-server iperf3 shellcheck
-  prometheus)
+  prometheus etcd-server)
 want=("${build_pkgs[@]}")
 [ "${1:-}" = "--build-only" ] || want+=("${test_pkgs[@]}")
 

@@ -58,6 +58,9 @@ extern "C" {
     X(CHECKSUM_MISMATCH, -801, STORE, "checksum mismatch")                                         \
     X(RPC_FAIL, -900, STORE, "RPC to the master failed")                                           \
     X(ETCD_OPERATION_ERROR, -1000, STORE, "etcd operation failed")                                 \
+    X(ETCD_KEY_NOT_EXIST, -1001, STORE, "key not found in etcd")                                   \
+    X(ETCD_TRANSACTION_FAIL, -1002, STORE, "etcd transaction failed")                              \
+    X(ETCD_CTX_CANCELLED, -1003, STORE, "etcd call cancelled: deadline passed")                    \
     X(UNAVAILABLE_IN_CURRENT_STATUS, -1010, STORE, "unavailable in the current status")            \
     X(FILE_NOT_FOUND, -1100, STORE, "file not found")                                              \
     X(TASK_NOT_FOUND, -1400, STORE, "task not found")                                              \

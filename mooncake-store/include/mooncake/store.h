@@ -346,7 +346,8 @@ MC_API int mc_store_create_copy_task(mc_store_t *s, const char *key, const char 
                                      size_t n, mc_store_task_id_t *id);
 MC_API int mc_store_create_move_task(mc_store_t *s, const char *key, const char *source,
                                      const char *target, mc_store_task_id_t *id);
-/* 0 with the task's state, or TASK_NOT_FOUND (the master keeps the last 10000 finished). */
+/* 0 with the task's state, or TASK_NOT_FOUND (the master keeps the last
+ * --max_total_finished_tasks finished ones, 10000 by default). */
 MC_API int mc_store_query_task(mc_store_t *s, const mc_store_task_id_t *id,
                                mc_store_task_info_t *out);
 

@@ -336,6 +336,7 @@ void *mc__monitor_main(void *arg) {
         mc__grave_release(m, now, 0);
         mc__tasks_expire(m, now);
         mc__persist_commit(m); /* what this pass freed and removed */
+        mc__persist_maybe_compact(m);
         /* Background eviction scans every object; when nothing is evictable (all leased) that
          * scan must not run back to back. */
         if ((evict ||

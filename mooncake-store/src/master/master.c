@@ -31,6 +31,9 @@ void mc__master_config_defaults(mc__master_config_t *c) {
     c->rpc_idle_timeout_s = 300;
     c->rpc_max_conns_per_peer = 1024;
     c->restore_metadata = 1;
+    c->metadata_compact_bytes = 64ll << 20;
+    c->max_finished_tasks = c->max_pending_tasks = c->max_processing_tasks = 10000;
+    c->pending_task_timeout_s = c->processing_task_timeout_s = 300;
     c->enable_metric_reporting = 1;
     c->cluster_id = "mooncake_cluster";
 }
@@ -61,6 +64,16 @@ int mc__master_config_validate(const mc__master_config_t *c, char *err, size_t c
         return mc__bad(err, cap, "--eviction_high_watermark_ratio must be in [0, 1]");
     if (c->client_ttl_s < 1)
         return mc__bad(err, cap, "--client_ttl must be >= 1 (seconds)");
+    if (c->max_finished_tasks < 0 || c->max_finished_tasks > 10000000 || c->max_pending_tasks < 1 ||
+        c->max_pending_tasks > 10000000 || c->max_processing_tasks < 1 ||
+        c->max_processing_tasks > 10000000)
+        return mc__bad(err, cap,
+                       "--max_total_finished_tasks must be in 0..10000000 and "
+                       "--max_total_pending_tasks, --max_total_processing_tasks in 1..10000000");
+    if (c->metadata_compact_bytes < (1ll << 20))
+        return mc__bad(err, cap, "--metadata_log_compact_bytes must be >= 1 MiB");
+    if (c->pending_task_timeout_s < 0 || c->processing_task_timeout_s < 0)
+        return mc__bad(err, cap, "task timeouts must be >= 0 (seconds; 0: none)");
     if (c->put_start_discard_timeout_s < 1)
         return mc__bad(err, cap, "--put_start_discard_timeout_sec must be >= 1");
     if (c->put_start_release_timeout_s < 1)
@@ -88,15 +101,13 @@ uint16_t mc__master_http_metadata_port(const mc__master_t *m) {
     return mc__meta_port(m);
 }
 
-int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
+int mc__master_new_offline(const mc__master_config_t *cfg, mc__master_t **out) {
     mc__master_t *m = NULL;
     int rc = 0;
     *out = NULL;
     m = mc__calloc(1, sizeof(*m));
-    if (!m) {
-        rc = MC_ERR_MEMORY;
-        goto out;
-    }
+    if (!m)
+        return MC_ERR_MEMORY;
     m->cfg = *cfg;
     m->start_ms = mc__now_ms();
     pthread_rwlock_init(&m->placement, NULL);
@@ -107,12 +118,23 @@ int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
     pthread_mutex_init(&m->mon_mu, NULL);
     pthread_cond_init(&m->mon_cv, NULL);
     pthread_mutex_init(&m->tasks_mu, NULL);
-    for (int i = 0; i < MC__SHARDS; i++) {
+    for (int i = 0; i < MC__SHARDS && rc == 0; i++)
         rc = mc__shard_init(&m->shards[i]);
-        if (rc)
-            goto out;
-    }
     atomic_store(&m->next_serial, 1); /* 0 names no segment in the log */
+    if (rc) {
+        mc__master_stop(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
+    mc__master_t *m = NULL;
+    int rc = mc__master_new_offline(cfg, &m);
+    *out = NULL;
+    if (rc)
+        return rc;
     if (cfg->metadata_dir && *cfg->metadata_dir) {
         char err[512];
         rc = mc__persist_open(m, cfg->metadata_dir, cfg->restore_metadata, err, sizeof(err));

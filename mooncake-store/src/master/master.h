@@ -32,9 +32,13 @@ typedef struct mc__master_config {
     const char *cluster_secret_file; /* NULL: MC_CLUSTER_SECRET(_FILE) from the environment */
     int enable_metric_reporting;     /* log a one-line summary periodically */
     const char *cluster_id;          /* the deployment's name for this cluster */
+    /* Replica tasks (tasks.c), the reference's limits and timeouts (0 s: no timeout). */
+    int64_t max_finished_tasks, max_pending_tasks, max_processing_tasks;
+    int64_t pending_task_timeout_s, processing_task_timeout_s;
     /* A directory for the metadata log (persist.h): NULL or "" keeps metadata in memory only. */
     const char *metadata_dir;
-    int restore_metadata; /* replay metadata_dir's log at start (else start empty) */
+    int restore_metadata;           /* replay metadata_dir's log at start (else start empty) */
+    int64_t metadata_compact_bytes; /* the log is rewritten past max(this, 4x its last size) */
 } mc__master_config_t;
 
 void mc__master_config_defaults(mc__master_config_t *c);
@@ -47,6 +51,9 @@ typedef struct mc__master mc__master_t;
  * metadata server and the monitor thread. Prints nothing; see the *_port getters. */
 int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out);
 void mc__master_stop(mc__master_t *m);
+/* The state alone, with no thread, listener or log (tests and fuzzers drive it directly); freed
+ * with mc__master_stop. */
+int mc__master_new_offline(const mc__master_config_t *cfg, mc__master_t **out);
 uint16_t mc__master_rpc_port(const mc__master_t *m);
 uint16_t mc__master_metrics_port(const mc__master_t *m);
 uint16_t mc__master_http_metadata_port(const mc__master_t *m); /* 0 when disabled */

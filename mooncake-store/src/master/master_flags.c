@@ -105,11 +105,6 @@ static const mc__compat_flag_t mc__compat[] = {
     {"snapshot_catalog_store_connstring", MC_FLAG_STRING, "", NULL},
     {"snapshot_catalog_backend_connstring", MC_FLAG_STRING, "", NULL},
     /* The reference's task manager (master-driven copy / move tasks). */
-    {"max_total_finished_tasks", MC_FLAG_INT, "10000", NULL},
-    {"max_total_pending_tasks", MC_FLAG_INT, "10000", NULL},
-    {"max_total_processing_tasks", MC_FLAG_INT, "10000", NULL},
-    {"pending_task_timeout_sec", MC_FLAG_INT, "300", NULL},
-    {"processing_task_timeout_sec", MC_FLAG_INT, "300", NULL},
     {"max_retry_attempts", MC_FLAG_INT, "10", NULL},
     /* The reference logs through glog; this master always logs to stderr. */
     {"log_dir", MC_FLAG_STRING, "", NULL},
@@ -244,10 +239,23 @@ void mc__master_opts_init(mc__master_opts_t *o) {
     F("cluster_secret_file", MC_FLAG_STRING, &c->cluster_secret_file,
       "file holding the cluster secret every client must prove (default: MC_CLUSTER_SECRET or "
       "MC_CLUSTER_SECRET_FILE from the environment; none: no authentication)");
+    F("max_total_finished_tasks", MC_FLAG_INT, &c->max_finished_tasks,
+      "finished replica tasks kept for query_task");
+    F("max_total_pending_tasks", MC_FLAG_INT, &c->max_pending_tasks,
+      "replica tasks waiting for their client at most (more: TASK_PENDING_LIMIT_EXCEEDED)");
+    F("max_total_processing_tasks", MC_FLAG_INT, &c->max_processing_tasks,
+      "replica tasks running at once at most (the rest wait)");
+    F("pending_task_timeout_sec", MC_FLAG_INT, &c->pending_task_timeout_s,
+      "a replica task its client has not taken by then fails (0: never)");
+    F("processing_task_timeout_sec", MC_FLAG_INT, &c->processing_task_timeout_s,
+      "a replica task its client has not reported by then fails (0: never)");
     F("metadata_dir", MC_FLAG_STRING, &c->metadata_dir,
       "directory of the metadata log: every acknowledged change is on disk before its reply, so "
       "a restart (even after kill -9) restores every object (default: memory only; the "
       "reference's --enable_snapshot --snapshot_backup_dir=DIR selects it too)");
+    F("metadata_log_compact_bytes", MC_FLAG_SIZE, &c->metadata_compact_bytes,
+      "the metadata log is rewritten from the state when it grows past this (and 4x its size "
+      "after the last rewrite); sizes as 64mb");
     F("restore_metadata", MC_FLAG_BOOL, &c->restore_metadata,
       "with --metadata_dir, restore the log's objects at start (false: start empty)");
     F("config_path", MC_FLAG_STRING, &o->config_path,

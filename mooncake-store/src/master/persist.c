@@ -9,11 +9,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "master/master_internal.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/crc32.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
@@ -23,13 +22,23 @@ struct mc__persist {
     pthread_cond_t cv;
     int fd;
     int dir_fd;
-    mc_buf_t pending;  /* records not written yet */
-    uint64_t appended; /* bytes of records emitted in all */
-    uint64_t synced;   /* of those, bytes on disk */
-    int syncing;       /* a thread is writing and syncing */
-    uint64_t off;      /* where the next records go in the file */
-    uint64_t zeroed;   /* the file is written with zeros up to here (see mc__log_write) */
+    mc_buf_t pending;   /* records not written yet */
+    uint64_t appended;  /* bytes of records emitted in all */
+    uint64_t synced;    /* of those, bytes on disk */
+    int syncing;        /* a thread is writing and syncing */
+    uint64_t off;       /* where the next records go in the file */
+    uint64_t zeroed;    /* the file is written with zeros up to here (see mc__log_write) */
+    uint64_t compacted; /* the file's size when it was last compacted */
+    /* While the monitor rewrites the log (mc__persist_maybe_compact), every record emitted is
+     * also kept here, to follow the snapshot in the new file. */
+    int rewriting;
+    mc_buf_t redo;
 };
+
+/* The log is rewritten from the state once it is this much larger than after the last rewrite
+ * (and at least --metadata_log_compact_bytes): a long-running master's log stays a few times the
+ * size of its state. */
+#define MC__COMPACT_GROWTH 4u
 
 /* The log's tail is written with zeros ahead of the records, MC__LOG_AHEAD at a time: a record
  * then lands inside the file's size, so the fdatasync that makes it durable flushes the data
@@ -49,9 +58,11 @@ void mc__persist_record_end(mc_buf_t *b, size_t at) {
     uint32_t len = (uint32_t)body, sum;
     if (b->failed)
         return;
-    sum = (uint32_t)XXH3_64bits(b->data + at + 8, body);
-    memcpy(b->data + at, &len, 4);
-    memcpy(b->data + at + 4, &sum, 4);
+    sum = mc__crc32(0, b->data + at + 8, body);
+    for (int i = 0; i < 4; i++) { /* little-endian, as every integer of the log */
+        b->data[at + i] = (uint8_t)(len >> (8 * i));
+        b->data[at + 4 + i] = (uint8_t)(sum >> (8 * i));
+    }
 }
 
 /* Emitting: a record is built in a buffer of its own (looking up what it needs, under whatever
@@ -64,6 +75,8 @@ static void mc__append(mc__master_t *m, mc_buf_t *rec) {
         p->pending.failed = 1; /* the next commit stops the master: this change is unrecorded */
     else
         mc__buf_put(&p->pending, rec->data, rec->len);
+    if (p->rewriting && !rec->failed)
+        mc__buf_put(&p->redo, rec->data, rec->len);
     p->appended += rec->failed ? 1 : rec->len; /* a failed one still needs a commit to stop */
     pthread_mutex_unlock(&p->mu);
     mc__buf_free(rec);
@@ -247,6 +260,72 @@ void mc__persist_commit(mc__master_t *m) {
     pthread_mutex_unlock(&p->mu);
 }
 
+/* Rewrites the log from the state while the master serves (from the monitor thread), once it
+ * grew past its limit. The snapshot is fuzzy: it reads each segment and shard in turn while
+ * changes go on; every record emitted from its start on is kept (redo) and follows it in the new
+ * file, and the replay builds the master only from the final tables, so a change the snapshot
+ * saw and also replays, or saw half of, comes out as the change (records are idempotent). The
+ * switch to the new file happens under the log's lock with no commit writing, after the new file
+ * holds the snapshot and every record emitted so far and is synced and renamed over the old. */
+void mc__persist_maybe_compact(mc__master_t *m) {
+    mc__persist_t *p = m->persist;
+    mc_buf_t body;
+    uint64_t size, limit;
+    int fd = -1, ok = 0;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    size = p->off;
+    limit = p->compacted * MC__COMPACT_GROWTH;
+    if (limit < (uint64_t)m->cfg.metadata_compact_bytes)
+        limit = (uint64_t)m->cfg.metadata_compact_bytes;
+    if (size < limit || p->rewriting) {
+        pthread_mutex_unlock(&p->mu);
+        return;
+    }
+    p->rewriting = 1;
+    mc__buf_init(&p->redo);
+    pthread_mutex_unlock(&p->mu);
+    mc__buf_init(&body);
+    if (mc__persist_dump(m, &body) == 0) {
+        fd = openat(p->dir_fd, MC__LOG_FILE ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ok = fd >= 0 && mc__write_all(fd, (const uint8_t *)MC__LOG_MAGIC, 8) == 0 &&
+             mc__write_all(fd, body.data, body.len) == 0;
+    }
+    pthread_mutex_lock(&p->mu);
+    while (p->syncing)
+        pthread_cond_wait(&p->cv, &p->mu);
+    /* Everything emitted since the snapshot began, committed or not, goes after it. */
+    ok = ok && !p->redo.failed && mc__write_all(fd, p->redo.data, p->redo.len) == 0 &&
+         fsync(fd) == 0 && renameat(p->dir_fd, MC__LOG_FILE ".tmp", p->dir_fd, MC__LOG_FILE) == 0 &&
+         fsync(p->dir_fd) == 0;
+    if (ok) {
+        uint64_t new_size = 8 + body.len + p->redo.len;
+        close(p->fd);
+        p->fd = fd;
+        fd = -1;
+        p->off = p->zeroed = p->compacted = new_size;
+        mc__buf_free(&p->pending); /* all of it is in the new file, synced */
+        mc__buf_init(&p->pending);
+        p->synced = p->appended;
+        MC_INFO("master: metadata log compacted from %llu to %llu bytes", (unsigned long long)size,
+                (unsigned long long)new_size);
+    } else {
+        MC_WARN("master: compacting the metadata log failed (%s); it keeps growing",
+                strerror(errno));
+        p->compacted = size; /* not again before it grew that much more */
+    }
+    p->rewriting = 0;
+    mc__buf_free(&p->redo);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (fd >= 0) {
+        close(fd);
+        unlinkat(p->dir_fd, MC__LOG_FILE ".tmp", 0);
+    }
+    mc__buf_free(&body);
+}
+
 /* Writes data (magic + records) to dir/master.log through a temporary file and a rename, both
  * synced, so a crash leaves the old log or the new one whole. */
 static int mc__write_log_file(int dir_fd, const mc_buf_t *body, char *err, size_t cap) {
@@ -277,6 +356,7 @@ int mc__persist_open(mc__master_t *m, const char *dir, int restore, char *err, s
         snprintf(err, cap, "cannot create %s: %s", dir, strerror(errno));
         return MC_ERR_INVALID_PARAMS;
     }
+    errno = 0; /* an existing directory is no error for whoever reports one later */
     snprintf(path, sizeof(path), "%s/%s", dir, MC__LOG_FILE);
     if (restore && stat(path, &st) == 0) {
         rc = mc__persist_replay(m, path, err, cap);
@@ -308,7 +388,7 @@ int mc__persist_open(mc__master_t *m, const char *dir, int restore, char *err, s
     if (rc != 0)
         goto fail;
     p->fd = openat(p->dir_fd, MC__LOG_FILE, O_WRONLY | O_CLOEXEC);
-    p->off = p->zeroed = 8 + body.len; /* the compacted log just written */
+    p->off = p->zeroed = p->compacted = 8 + body.len; /* the compacted log just written */
     if (p->fd < 0) {
         snprintf(err, cap, "cannot open %s: %s", path, strerror(errno));
         rc = MC_ERR_INVALID_PARAMS;

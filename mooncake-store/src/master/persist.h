@@ -14,8 +14,9 @@
  * it. A write or sync that fails stops the master (fail-stop): the log holds exactly what was
  * acknowledged, and a restart restores it.
  *
- * File: DIR/master.log, an 8-byte magic then records (u32 length, u32 checksum of the payload,
- * payload: u8 type, fields as below). A torn tail (the crash came mid-write) ends the replay. */
+ * File: DIR/master.log, an 8-byte magic then records (u32 length, u32 CRC-32 of the payload,
+ * payload: u8 type, fields as below; integers little-endian, str = u32 length + bytes), then
+ * zeros. A torn tail (the crash came mid-write) ends the replay. */
 #ifndef MC_STORE_MASTER_PERSIST_H
 #define MC_STORE_MASTER_PERSIST_H
 #include <stdint.h>
@@ -58,12 +59,17 @@ void mc__persist_free(mc__master_t *m, const struct mc__segment *seg, uint64_t o
 /* With the object's shard locked (its replicas' segments are looked up inside). */
 void mc__persist_obj_set(mc__master_t *m, struct mc__object *o);
 void mc__persist_obj_del(mc__master_t *m, const struct mc__object *o);
+/* The monitor's part: rewrites the log from the state once it grew past its limit. */
+void mc__persist_maybe_compact(mc__master_t *m);
 /* Makes every record emitted so far durable; returns when it is. */
 void mc__persist_commit(mc__master_t *m);
 
 /* restore.c: replays the log file at path into m (whose shards and registry are empty);
  * 0 or a code with a message in err. */
 int mc__persist_replay(mc__master_t *m, const char *path, char *err, size_t cap);
+/* The same for a log already in memory (path names it in messages); fuzzed. */
+int mc__persist_replay_buf(mc__master_t *m, const uint8_t *data, size_t len, const char *path,
+                           char *err, size_t cap);
 /* Writes m's whole state as records into b (a compacted log's body). */
 int mc__persist_dump(mc__master_t *m, mc_buf_t *b);
 /* One record appended to b. */

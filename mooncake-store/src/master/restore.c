@@ -17,11 +17,10 @@
 #include "master/master_internal.h"
 #include "master/persist.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/crc32.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 typedef struct mc__rseg {
     uint64_t serial;
@@ -114,6 +113,8 @@ static int mc__apply(mc__replay_t *r, mc_cursor_t *c) {
         memcpy(s.owner, c->pos, MC_MP_CLIENT_ID_LEN);
         c->pos += MC_MP_CLIENT_ID_LEN;
         s.live = 1;
+        if (mc__rseg_find(r, s.serial))
+            return 0; /* again (a compaction's snapshot and the changes after it) */
         if (r->n_segs == r->cap_segs) {
             size_t cap = r->cap_segs ? r->cap_segs * 2 : 16;
             mc__rseg_t *p = mc__realloc(r->segs, cap * sizeof(*p));
@@ -382,17 +383,24 @@ static int mc__read_file(const char *path, uint8_t **out, size_t *len, char *err
 }
 
 int mc__persist_replay(mc__master_t *m, const char *path, char *err, size_t cap) {
-    mc__replay_t r;
     uint8_t *data = NULL;
-    size_t len = 0, pos = 8, records = 0, orphans = 0, objects = 0;
-    uint64_t now = mc__now_ms();
+    size_t len = 0;
     int rc = mc__read_file(path, &data, &len, err, cap);
-    if (rc != 0)
-        return rc;
+    if (rc == 0)
+        rc = mc__persist_replay_buf(m, data, len, path, err, cap);
+    mc__free(data);
+    return rc;
+}
+
+int mc__persist_replay_buf(mc__master_t *m, const uint8_t *data, size_t len, const char *path,
+                           char *err, size_t cap) {
+    mc__replay_t r;
+    size_t pos = 8, records = 0, orphans = 0, objects = 0;
+    uint64_t now = mc__now_ms();
+    int rc = 0;
     memset(&r, 0, sizeof(r));
     if (len < 8 || memcmp(data, MC__LOG_MAGIC, 8) != 0) {
         snprintf(err, cap, "%s is not a mooncake_master metadata log", path);
-        mc__free(data);
         return MC_ERR_INVALID_PARAMS;
     }
     r.allocs = mc__calloc(MC__RBUCKETS, sizeof(*r.allocs));
@@ -404,15 +412,17 @@ int mc__persist_replay(mc__master_t *m, const char *path, char *err, size_t cap)
     while (pos + 8 <= len) {
         uint32_t rlen, sum;
         mc_cursor_t c;
-        memcpy(&rlen, data + pos, 4);
-        memcpy(&sum, data + pos + 4, 4);
+        rlen = sum = 0;
+        for (int i = 3; i >= 0; i--) {
+            rlen = (rlen << 8) | data[pos + (size_t)i];
+            sum = (sum << 8) | data[pos + 4 + (size_t)i];
+        }
         if (rlen == 0 && sum == 0) {
             /* The zeros written ahead of the records: the log's clean end. */
             pos = len;
             break;
         }
-        if (rlen == 0 || rlen > len - pos - 8 ||
-            (uint32_t)XXH3_64bits(data + pos + 8, rlen) != sum) {
+        if (rlen == 0 || rlen > len - pos - 8 || mc__crc32(0, data + pos + 8, rlen) != sum) {
             /* A torn tail (the crash came while this record was written) has nothing but zeros
              * after it; anything else after a bad record is a damaged log, whose later records
              * were acknowledged: refuse rather than silently start without them. */
@@ -475,7 +485,6 @@ int mc__persist_replay(mc__master_t *m, const char *path, char *err, size_t cap)
     rc = 0;
 out:
     mc__replay_free(&r);
-    mc__free(data);
     return rc;
 }
 
@@ -497,7 +506,7 @@ static int mc__dump_obj(mc__master_t *m, mc__object_t *o, void *arg) {
 int mc__persist_dump(mc__master_t *m, mc_buf_t *b) {
     pthread_rwlock_rdlock(&m->registry);
     for (uint32_t i = 0; i < m->n_slots; i++) {
-        const mc__segment_t *s = m->slots[i];
+        mc__segment_t *s = m->slots[i];
         size_t at = 0;
         if (!s)
             continue;
@@ -510,7 +519,9 @@ int mc__persist_dump(mc__master_t *m, mc_buf_t *b) {
         mc__buf_u64(b, s->epoch);
         mc__buf_put(b, s->owner, MC_MP_CLIENT_ID_LEN);
         mc__persist_record_end(b, at);
-        /* Every allocated block, in physical order from the block at offset 0 (handle 0). */
+        /* Every allocated block, in physical order from the block at offset 0 (handle 0);
+         * the segment's lock keeps allocations out while its blocks are walked. */
+        pthread_mutex_lock(&s->mu);
         for (uint32_t h = s->alloc.n_blocks ? 0 : MC_SEG_NIL; h != MC_SEG_NIL;
              h = s->alloc.blocks[h].next_phys) {
             const mc__seg_block_t *blk = &s->alloc.blocks[h];
@@ -523,6 +534,7 @@ int mc__persist_dump(mc__master_t *m, mc_buf_t *b) {
             mc__buf_u64(b, mc__seg_block_size(blk) * MC_SEG_ALIGN);
             mc__persist_record_end(b, at);
         }
+        pthread_mutex_unlock(&s->mu);
     }
     pthread_rwlock_unlock(&m->registry);
     mc__objects_sweep(m, mc__dump_obj, b);

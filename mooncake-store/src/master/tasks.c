@@ -13,7 +13,8 @@
  * still has the version and the source replica it had at fetch, so a copy that raced a remove,
  * an eviction, an upsert or a lost segment fails instead of publishing bytes read from space
  * that was reused. A client that never fetches or never reports fails its tasks after the
- * reference's task timeouts; reserved space it may still be writing waits out the put release
+ * reference's task timeouts (--pending_task_timeout_sec, --processing_task_timeout_sec); reserved
+ * space it may still be writing waits out the put release
  * timeout in the graveyard. */
 #include <stdio.h>
 #include <string.h>
@@ -27,11 +28,7 @@
 #include "proto/master_client.h"
 #include "proto/task_proto.h"
 
-#define MC__TASKS_UNFINISHED_MAX 10000u /* the reference's pending limit */
-#define MC__TASKS_FINISHED_MAX 10000u   /* finished ones kept for query_task */
-#define MC__TASK_PENDING_TIMEOUT_MS (300u * 1000u)
-#define MC__TASK_PROCESSING_TIMEOUT_MS (300u * 1000u)
-#define MC__TASK_CHUNK_CHECK_MS 1000u
+#define MC__TASK_CHECK_MS 1000u /* how often the monitor looks for tasks that timed out */
 
 typedef struct mc__task {
     uint8_t id[MC_MP_CLIENT_ID_LEN];
@@ -88,7 +85,7 @@ static void mc__tasks_trim(mc__master_t *m) {
         if (oldest == SIZE_MAX || m->tasks[i]->since < m->tasks[oldest]->since)
             oldest = i;
     }
-    if (finished <= MC__TASKS_FINISHED_MAX || oldest == SIZE_MAX)
+    if (finished <= (size_t)m->cfg.max_finished_tasks || oldest == SIZE_MAX)
         return;
     mc__task_free(m, m->tasks[oldest]);
     m->tasks[oldest] = m->tasks[--m->n_tasks];
@@ -176,7 +173,7 @@ out:
 
 static int32_t mc__task_create(mc__master_t *m, const mc__mp_request_t *r, uint8_t *id_out) {
     size_t names = r->segment_name.len;
-    size_t unfinished = 0;
+    size_t pending = 0;
     mc__task_t *t = NULL;
     uint8_t *p = NULL;
     int32_t rc = 0;
@@ -216,11 +213,11 @@ static int32_t mc__task_create(mc__master_t *m, const mc__mp_request_t *r, uint8
         const mc__task_t *o = m->tasks[i];
         if (mc__finished(o))
             continue;
-        unfinished++;
+        pending += o->status == MC_TASK_PENDING;
         if (o->key_len == t->key_len && memcmp(o->data, t->data, t->key_len) == 0)
             rc = MC_ERR_OBJECT_HAS_REPLICATION_TASK;
     }
-    if (rc == 0 && unfinished >= MC__TASKS_UNFINISHED_MAX)
+    if (rc == 0 && pending >= (size_t)m->cfg.max_pending_tasks)
         rc = MC_ERR_TASK_PENDING_LIMIT_EXCEEDED;
     if (rc == 0)
         rc = mc__task_check_new(m, r, t);
@@ -335,16 +332,24 @@ out:
 static int mc__task_fetch(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out) {
     mc__task_work_t *w = mc__calloc(r->max_tasks, sizeof(*w));
     uint32_t n = 0;
-    size_t start = 0;
+    size_t start = 0, processing = 0;
     int rc;
     if (!w)
         return MC_ERR_INTERNAL_ERROR;
     pthread_mutex_lock(&m->tasks_mu);
-    for (size_t i = 0; i < m->n_tasks && n < r->max_tasks; i++) {
+    for (size_t i = 0; i < m->n_tasks; i++)
+        processing += m->tasks[i]->status == MC_TASK_PROCESSING;
+    for (size_t i = 0;
+         i < m->n_tasks && n < r->max_tasks && processing < (size_t)m->cfg.max_processing_tasks;
+         i++) {
         mc__task_t *t = m->tasks[i];
-        if (t->status == MC_TASK_PENDING &&
-            memcmp(t->assigned, r->client_id, MC_MP_CLIENT_ID_LEN) == 0)
-            n += (uint32_t)mc__task_start(m, t, &w[n]);
+        uint32_t started;
+        if (t->status != MC_TASK_PENDING ||
+            memcmp(t->assigned, r->client_id, MC_MP_CLIENT_ID_LEN) != 0)
+            continue;
+        started = (uint32_t)mc__task_start(m, t, &w[n]);
+        n += started;
+        processing += started;
     }
     pthread_mutex_unlock(&m->tasks_mu);
     rc = mc__tp_fetch_reply_begin(out, r->request_id, n, &start);
@@ -481,18 +486,20 @@ void mc__op_task(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint
 }
 
 void mc__tasks_expire(mc__master_t *m, uint64_t now) {
-    if (now - m->tasks_checked_ms < MC__TASK_CHUNK_CHECK_MS)
+    uint64_t pending_ms = (uint64_t)m->cfg.pending_task_timeout_s * 1000u;
+    uint64_t processing_ms = (uint64_t)m->cfg.processing_task_timeout_s * 1000u;
+    if (now - m->tasks_checked_ms < MC__TASK_CHECK_MS)
         return;
     m->tasks_checked_ms = now;
     pthread_mutex_lock(&m->tasks_mu);
     for (size_t i = 0; i < m->n_tasks; i++) {
         mc__task_t *t = m->tasks[i];
-        if (t->status == MC_TASK_PENDING && now - t->since >= MC__TASK_PENDING_TIMEOUT_MS) {
+        if (t->status == MC_TASK_PENDING && pending_ms && now - t->since >= pending_ms) {
             mc__task_set(t, MC_TASK_FAILED, "its client did not take it in time");
         } else if (t->status == MC_TASK_PENDING && mc__segments_of(m, t->assigned) == 0) {
             mc__task_set(t, MC_TASK_FAILED, "its client is gone");
-        } else if (t->status == MC_TASK_PROCESSING &&
-                   now - t->since >= MC__TASK_PROCESSING_TIMEOUT_MS) {
+        } else if (t->status == MC_TASK_PROCESSING && processing_ms &&
+                   now - t->since >= processing_ms) {
             /* The client may still be writing: its reserved space waits out the release
              * timeout in the graveyard. */
             if (t->pending)

@@ -65,9 +65,17 @@ int mc__http_server_start_auth(const char *host, uint16_t port, size_t max_body,
 void mc__http_server_stop(mc_http_server_t *s);
 
 /* Blocking client. url like "http://host:port/path?query". On success returns 0 and sets *status;
+ * a response body over 1 GiB is MC_ERR_BUFFER_OVERFLOW, other failures MC_ERR_SOCKET;
  * *body (NUL-terminated, mc__malloc'ed, may be NULL when body_len is NULL) receives the body. */
 int mc__http_request(const char *method, const char *url, const void *body, size_t body_len,
                      int timeout_ms, int *status, char **resp_body, size_t *resp_len);
+/* The same, with a body bound (0: the default, 1 GiB; a larger body fails with
+ * MC_ERR_BUFFER_OVERFLOW, and is never buffered whole) and *sent (may be NULL) set to 1 once the
+ * connection is up, so a failure with *sent 0 certainly did nothing on the server (the etcd client
+ * retries those). */
+int mc__http_request_ex(const char *method, const char *url, const void *body, size_t body_len,
+                        int timeout_ms, size_t max_body, int *status, char **resp_body,
+                        size_t *resp_len, int *sent);
 /* The same, answering a server's cluster-secret challenge (a 401 with an MC-HMAC nonce) with one
  * retry when a is enabled; a NULL or disabled a is mc__http_request. */
 int mc__http_request_auth(const struct mc_auth *a, const char *method, const char *url,

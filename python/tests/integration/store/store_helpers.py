@@ -167,3 +167,20 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def local_store(master, segment=32 << 20, buffer=8 << 20):
+    """A store client in this process (tcp, P2PHANDSHAKE) set up against master; close it."""
+    from mooncake.store import MooncakeDistributedStore
+
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", segment, buffer, "tcp", "", master.addr) == 0
+    return s
+
+
+def c_buffer(data):
+    """(a ctypes copy of data, its address): keep the first alive while the address is used."""
+    import ctypes
+
+    b = (ctypes.c_ubyte * len(data)).from_buffer_copy(data)
+    return b, ctypes.addressof(b)

@@ -46,7 +46,7 @@ def test_kill_and_restore_keeps_every_acknowledged_object(make_master, tmp_path)
         master.stop(signal.SIGKILL)
         master = make_master(LEASE, f"--metadata_dir={d}", port=port)
         # The clients reconnect by themselves; the first calls may wait out the reconnect.
-        wait_for(lambda: nodes[1].run("result = store.is_exist('k20')") == 1, timeout=20)
+        assert wait_for(lambda: nodes[1].run("result = store.is_exist('k20')") == 1, timeout=20)
         for reader in nodes:
             assert reader.run(_digest_code(keys[8:])) == before
             gone = reader.run(f"result = [store.is_exist(k) for k in {keys[:8]!r}]")
@@ -61,7 +61,7 @@ def test_kill_and_restore_keeps_every_acknowledged_object(make_master, tmp_path)
         # And the restart after that restores the new ones too.
         master.stop(signal.SIGKILL)
         master = make_master(LEASE, f"--metadata_dir={d}", port=port)
-        wait_for(lambda: nodes[0].run("result = store.is_exist('k20')") == 1, timeout=20)
+        assert wait_for(lambda: nodes[0].run("result = store.is_exist('k20')") == 1, timeout=20)
         assert nodes[0].run(_digest_code(keys[8:])) == before
     finally:
         for w in nodes:
@@ -87,7 +87,7 @@ def test_torn_tail_and_start_empty(make_master, tmp_path):
             f.seek(at)
             f.write(b"\x40\x00\x00\x00torn")
         master = make_master(LEASE, f"--metadata_dir={d}", port=port)
-        wait_for(lambda: w.run("result = store.is_exist('kept')") == 1, timeout=20)
+        assert wait_for(lambda: w.run("result = store.is_exist('kept')") == 1, timeout=20)
         assert w.run("result = store.get('kept') == b'x' * 5000")
         master.stop(signal.SIGKILL)
         # --restore_metadata=false: an empty start (the log is replaced).
@@ -124,7 +124,7 @@ def test_a_put_in_flight_across_the_restart_overwrites_nothing(make_master, tmp_
         node.setup(master, segment=24 << 20)
         late.setup(master, segment=0)
         late.send("result = store.put('late', b'L' * (8 << 20))")
-        wait_for(late.stopped)
+        assert wait_for(late.stopped)
         port = master.port
         master.stop(signal.SIGKILL)
         master = make_master(LEASE, f"--metadata_dir={d}", port=port)
@@ -175,7 +175,7 @@ def test_the_reference_snapshot_flags_select_the_log(make_master, tmp_path):
         port = master.port
         master.stop(signal.SIGKILL)
         master = make_master(*flags, port=port)
-        wait_for(lambda: w.run("result = store.is_exist('snap')") == 1, timeout=20)
+        assert wait_for(lambda: w.run("result = store.is_exist('snap')") == 1, timeout=20)
         assert w.run("result = store.get('snap') == b's' * 3000")
     finally:
         w.close()
@@ -250,3 +250,39 @@ def test_a_damaged_log_is_refused(make_master, tmp_path):
     (d / "master.log").write_bytes(bytes(data))
     with pytest.raises(RuntimeError):
         make_master(LEASE, f"--metadata_dir={d}")
+
+
+def test_the_log_is_compacted_while_serving(make_master, tmp_path):
+    """Churn (puts and removes of the same keys) grows the log; past
+    --metadata_log_compact_bytes the master rewrites it from its state while it serves, so the
+    file stays near the size of what is stored; a kill -9 after that restores every object."""
+    d = tmp_path / "meta"
+    master = make_master(LEASE, f"--metadata_dir={d}", "--metadata_log_compact_bytes=1mb")
+    w = Worker()
+    try:
+        w.setup(master, segment=32 << 20)
+        keep = w.run("import os, hashlib\n"
+                     "keep = {}\n"
+                     "for i in range(20):\n"
+                     "    v = os.urandom(2000 + i)\n"
+                     "    assert store.put(f'keep{i}', v) == 0\n"
+                     "    keep[f'keep{i}'] = hashlib.sha256(v).hexdigest()\n"
+                     "for r in range(150):\n"
+                     "    keys = [f'churn{r}-{i}' for i in range(100)]\n"
+                     "    assert store.put_batch(keys, [b'c' * 100] * 100) == 0\n"
+                     "    assert all(c == 0 for c in store.batch_remove(keys, True))\n"
+                     "result = keep")
+        # 15000 puts and removes wrote about 2 MiB of records; what is left after the
+        # rewrite (the monitor looks every 100 ms) is the 20 objects and what came after.
+        def records():
+            return len((d / "master.log").read_bytes().rstrip(b"\0"))
+
+        assert wait_for(lambda: records() < 256 << 10, timeout=10)
+        port = master.port
+        master.stop(signal.SIGKILL)
+        master = make_master(LEASE, f"--metadata_dir={d}", port=port)
+        assert wait_for(lambda: w.run("result = store.is_exist('keep3')") == 1, timeout=20)
+        assert w.run(_digest_code(list(keep))) == keep
+        assert w.run("result = store.is_exist('churn5-5')") == 0
+    finally:
+        w.close()

@@ -2,12 +2,12 @@
 batch_put_session_end / batch_put_session_revoke) against a real master: the reference's shapes
 and codes, readers never see a session's object before its end, and bad input."""
 
-import ctypes
 import threading
 
 import pytest
+from store_helpers import c_buffer, local_store
 
-from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+from mooncake.store import ReplicateConfig
 
 INVALID_PARAMS, NOT_FOUND, EXISTS = -600, -704, -705
 
@@ -20,9 +20,7 @@ def master(make_master):
 
 
 def _store(master, segment=32 << 20):
-    s = MooncakeDistributedStore()
-    assert s.setup("127.0.0.1", "P2PHANDSHAKE", segment, 8 << 20, "tcp", "", master.addr) == 0
-    return s
+    return local_store(master, segment)
 
 
 @pytest.fixture
@@ -33,8 +31,7 @@ def store(master):
 
 
 def _buf(data):
-    b = (ctypes.c_ubyte * len(data)).from_buffer_copy(data)
-    return b, ctypes.addressof(b)
+    return c_buffer(data)
 
 
 def test_layer_by_layer_then_end(store):

@@ -7,8 +7,9 @@ import os
 import time
 
 import pytest
+from store_helpers import local_store
 
-from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+from mooncake.store import ReplicateConfig
 
 INVALID_PARAMS, SEGMENT_NOT_FOUND, FILE_NOT_FOUND = -600, -101, -1100
 
@@ -19,9 +20,7 @@ def master(make_master):
 
 
 def _store(master, segment=0):
-    s = MooncakeDistributedStore()
-    assert s.setup("127.0.0.1", "P2PHANDSHAKE", segment, 8 << 20, "tcp", "", master.addr) == 0
-    return s
+    return local_store(master, segment)
 
 
 def _on(store):

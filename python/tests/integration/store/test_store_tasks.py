@@ -213,7 +213,7 @@ def test_task_racing_a_change_mid_copy_fails(make_master, make_worker, race):
         _put_on(coord, "mid", b"old" * 1000, [a])
         task_id, err = coord.create_copy_task("mid", [b])
         assert err == 0
-        wait_for(owner.stopped)
+        assert wait_for(owner.stopped)
         assert coord.query_task(task_id)[0].status == TaskStatus.PROCESSING
         if race == "upsert":
             cfg = ReplicateConfig()
@@ -232,6 +232,38 @@ def test_task_racing_a_change_mid_copy_fails(make_master, make_worker, race):
             assert coord.is_exist("mid") == 0
         # Nothing reserved is left behind: both segments can take a value of their whole size.
         coord.remove_all(True)
-        wait_for(lambda: master.metric("mooncake_master_used_bytes") == 0)
+        assert wait_for(lambda: master.metric("mooncake_master_used_bytes") == 0)
+    finally:
+        coord.close()
+
+
+def test_task_limits_and_timeouts(make_master, make_worker):
+    """The reference's --max_total_pending_tasks and --pending_task_timeout_sec: a task its
+    client does not take in time fails, and past the pending limit creation is refused."""
+    from store_helpers import wait_for
+
+    master = make_master("--default_kv_lease_ttl=200", "--pending_task_timeout_sec=1",
+                         "--max_total_pending_tasks=1")
+    owner, other = make_worker(), make_worker()
+    a, b = owner.setup(master, segment=16 << 20), other.setup(master, segment=16 << 20)
+    coord = MooncakeDistributedStore()
+    assert coord.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr) == 0
+    try:
+        _put_on(coord, "t1", b"1" * 100, [a])
+        _put_on(coord, "t2", b"2" * 100, [a])
+        owner.signal(signal.SIGSTOP)
+        try:
+            first, err = coord.create_copy_task("t1", [b])
+            assert err == 0
+            assert coord.create_copy_task("t2", [b]) == ((0, 0), -1401)
+            resp = _wait(coord, first)
+            assert resp.status == TaskStatus.FAILED and "in time" in resp.message
+            # Room again once the first one ended.
+            second, err = coord.create_copy_task("t2", [b])
+            assert err == 0
+        finally:
+            owner.signal(signal.SIGCONT)
+        assert wait_for(lambda: coord.query_task(second)[0].status in (TaskStatus.SUCCESS,
+                                                                TaskStatus.FAILED))
     finally:
         coord.close()

@@ -6,8 +6,9 @@ import threading
 import time
 
 import pytest
+from store_helpers import c_buffer, local_store
 
-from mooncake.store import MooncakeDistributedStore, ReplicateConfig, SoftPinAction
+from mooncake.store import ReplicateConfig, SoftPinAction
 
 LEASE_MS = 300
 
@@ -18,9 +19,7 @@ def master(make_master):
 
 
 def _store(master, segment=32 << 20):
-    s = MooncakeDistributedStore()
-    assert s.setup("127.0.0.1", "P2PHANDSHAKE", segment, 8 << 20, "tcp", "", master.addr) == 0
-    return s
+    return local_store(master, segment)
 
 
 @pytest.fixture
@@ -31,8 +30,7 @@ def store(master):
 
 
 def _buf(data):
-    b = (ctypes.c_ubyte * len(data)).from_buffer_copy(data)
-    return b, ctypes.addressof(b)
+    return c_buffer(data)
 
 
 def test_upsert_inserts_and_replaces_any_size(store):

@@ -1,0 +1,33 @@
+/* Shared by etcd_client.c and etcd_watch.c: the client's endpoint list and the one call path
+ * every unary request takes. */
+#ifndef MC_COMMON_ETCD_INTERNAL_H
+#define MC_COMMON_ETCD_INTERNAL_H
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/common/etcd.h"
+
+typedef struct mc__etcd_ep {
+    char host[256];
+    uint16_t port;
+    char name[270]; /* "host:port", "[v6]:port" */
+} mc__etcd_ep_t;
+
+struct mc_etcd {
+    mc__etcd_ep_t eps[MC_ETCD_MAX_ENDPOINTS];
+    size_t n;
+    int timeout_ms;
+    _Atomic size_t current; /* the endpoint that answered last: tried first */
+};
+
+/* POSTs body to path, failing over between endpoints, within timeout_ms (0: the client's). 200
+ * answers give 0 and the body (mc__malloc'ed, NUL-terminated) in *resp. idempotent 0: a request
+ * that was sent without an answer is not repeated (MC_ERR_ETCD_TRANSACTION_FAIL). */
+int mc__etcd_call(mc_etcd_t *c, const char *path, const char *body, int idempotent, int timeout_ms,
+                  char **resp, size_t *resp_len);
+int mc__etcd_lease_keepalive_dl(mc_etcd_t *c, int64_t id, int timeout_ms, int64_t *ttl);
+/* A lease time-to-live answer: TTL (-1: expired) and grantedTTL. */
+int mc__etcd_parse_lease_ttl(const char *body, size_t len, int64_t *ttl, int64_t *granted);
+void mc__etcd_sleep_ms(int ms);
+#endif
