@@ -310,3 +310,13 @@ def test_put_from_with_metadata_and_small_names(store):
             bind_to_numa_node("0")
     finally:
         os.sched_setaffinity(0, before)
+
+
+def test_init_all_on_a_store_already_set_up(store):
+    """init_all is setup with the reference's fixed choices; on a store that is set up already
+    it answers -600 as the reference does, and leaves the store working."""
+    assert store.init_all("tcp", "") == -600
+    assert store.init_all("tcp", "", 16 << 20) == -600
+    with pytest.raises(TypeError):
+        store.init_all("tcp")
+    assert store.put("after-init-all", b"ok") == 0 and store.get("after-init-all") == b"ok"
