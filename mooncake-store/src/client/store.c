@@ -110,7 +110,28 @@ static void *mc__heartbeat_main(void *arg) {
             MC_DEBUG("store: heartbeat failed: %s", mc_store_strerror(rc));
         else if (status == MC_MP_CLIENT_NEED_REMOUNT && s->cfg.global_segment_size > 0)
             MC_WARN("store: the master had forgotten this client; segment mounted again");
-        if (rc == 0)
+        pthread_mutex_lock(&s->hb_mu);
+        mc__deadline_in(&ts, interval);
+        while (!s->hb_stop)
+            if (pthread_cond_timedwait(&s->hb_cv, &s->hb_mu, &ts) == ETIMEDOUT)
+                break;
+    }
+    pthread_mutex_unlock(&s->hb_mu);
+    return NULL;
+}
+
+/* Work the master hands out with its heartbeats and timed local work, on a thread of its own
+ * so that a long copy never delays a heartbeat (the master would expire us): replica tasks
+ * assigned to this client, and extra segments whose grace period passed. */
+static void *mc__maint_main(void *arg) {
+    mc_store_t *s = arg;
+    int interval =
+        s->cfg.heartbeat_interval_ms > 0 ? s->cfg.heartbeat_interval_ms : MC__DEFAULT_HEARTBEAT_MS;
+    pthread_mutex_lock(&s->hb_mu);
+    while (!s->hb_stop) {
+        struct timespec ts;
+        pthread_mutex_unlock(&s->hb_mu);
+        if (atomic_load(&s->master_ok))
             mc__store_run_tasks(s);
         mc__store_extras_tick(s);
         pthread_mutex_lock(&s->hb_mu);
@@ -252,6 +273,10 @@ static void mc__teardown(mc_store_t *s) {
         pthread_join(s->hb_thread, NULL);
         s->hb_started = 0;
     }
+    if (s->maint_started) { /* woken by the same hb_stop broadcast */
+        pthread_join(s->maint_thread, NULL);
+        s->maint_started = 0;
+    }
     mc__put_sessions_revoke_all(s);
     mc__store_extras_teardown(s);
     if (s->master && s->master_known) {
@@ -382,6 +407,11 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
         goto out;
     }
     s->hb_started = 1;
+    if (pthread_create(&s->maint_thread, NULL, mc__maint_main, s) != 0) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    s->maint_started = 1;
     atomic_store(&s->state, MC__STORE_READY);
     rc = 0;
 out:

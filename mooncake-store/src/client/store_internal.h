@@ -63,6 +63,8 @@ struct mc_store {
 
     pthread_t hb_thread;
     int hb_started;
+    pthread_t maint_thread; /* replica tasks and timed work (store.c), stopped by hb_stop too */
+    int maint_started;
     int master_known; /* the master answered us: a close must unregister */
     int hb_stop;
     pthread_mutex_t hb_mu;
@@ -195,11 +197,11 @@ void mc__store_suspect_failed(mc_store_t *s, const char *name, int rc);
 /* A transfer with name worked: it is healthy again. */
 void mc__store_suspect_clear(mc_store_t *s, const char *name);
 void mc__store_segments_clear(mc_store_t *s);
-/* Extra segments: unmounts those whose grace period passed (heartbeat thread); unmounts and
+/* Extra segments: unmounts those whose grace period passed (maintenance thread); unmounts and
  * releases all (teardown); the remount hook's part for them (see store_segments.c). */
 void mc__store_extras_tick(mc_store_t *s);
 void mc__store_extras_teardown(mc_store_t *s);
 int mc__store_extras_remount(mc_store_t *s, uint64_t *base, uint64_t *epoch);
-/* Runs the replica tasks the master assigned to this client (heartbeat thread). */
+/* Runs the replica tasks the master assigned to this client (the maintenance thread). */
 void mc__store_run_tasks(mc_store_t *s);
 #endif

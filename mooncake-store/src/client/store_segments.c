@@ -187,7 +187,7 @@ static int mc__unmount_impl(mc_store_t *s, const char *const *ids, size_t n, uin
             int j = mc__extra_find(s, ids[i]);
             rc = j < 0 || s->extras[j].file != file ? MC_ERR_SEGMENT_NOT_FOUND : 0;
             /* With a grace period the segment stays mounted (readers keep reading it) until
-             * the heartbeat thread unmounts it when the period has passed. */
+             * the maintenance thread unmounts it when the period has passed. */
             if (rc == 0 && grace_s > 0)
                 s->extras[j].unmount_at_ms = mc__now_ms() + grace_s * 1000u;
             pthread_mutex_unlock(&s->extras_mu);
