@@ -212,10 +212,11 @@ static int campaign(mc_election_t *e, int *won, int64_t *term, int64_t *lease,
  * restarted here after checking the key is still ours. */
 static void *refresh_main(void *arg) {
     mc_election_t *e = arg;
-    uint64_t period = (uint64_t)e->ttl_s * 1000 / 3, next = mc__now_ms() + period;
+    uint64_t period = (uint64_t)e->ttl_s * 1000 / 3, next;
     int64_t lease;
     if (period < 100)
         period = 100;
+    next = mc__now_ms() + period;
     pthread_mutex_lock(&e->mu);
     lease = e->lease;
     while (!e->refresh_stop) {

@@ -1,7 +1,8 @@
 /* Leader election against a real etcd started here on loopback: one candidate wins; of three,
  * exactly one leads at a time and the others follow it; a stopped leader is replaced within a
  * second; a leader cut off from etcd is deposed before anyone else is elected and within its TTL;
- * a deleted key deposes its leader; a 3-member etcd cluster losing a member keeps the leader.
+ * a deleted key deposes its leader; a 3-member etcd cluster losing a member keeps the leader, and
+ * losing all of them deposes it within its TTL.
  * Exits 77 (skipped) when no etcd binary is installed. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -343,7 +344,24 @@ static void test_cluster_member_lost(void **state) {
     assert_int_equal(atomic_load(&c[1].elected), 0);
     assert_key("ha", c[0].addr, atomic_load(&c[0].term));
     cand_stop(&c[0]);
-    assert_int_equal(wait_leader(c, 2, 1500), 1);
+    {
+        uint64_t dl = mc__now_ms() + 1500, t0;
+        while (mc__now_ms() < dl && !atomic_load(&c[1].leading))
+            usleep(5 * 1000);
+        assert_int_equal(atomic_load(&c[1].leading), 1);
+        /* etcd gone altogether: the leader steps down within its TTL */
+        t0 = mc__now_ms();
+        th_etcd_kill(&m[1]);
+        th_etcd_kill(&m[2]);
+        dl = t0 + TTL_S * 1000 + 1000;
+        while (mc__now_ms() < dl && atomic_load(&c[1].deposed) == 0)
+            usleep(5 * 1000);
+        assert_int_equal(atomic_load(&c[1].deposed), 1);
+        fprintf(stderr, "etcd lost at 0: deposed at %llu ms\n",
+                (unsigned long long)(atomic_load(&c[1].deposed_ms) - t0));
+        assert_true(atomic_load(&c[1].deposed_ms) <= t0 + TTL_S * 1000);
+        assert_int_equal(mc__election_is_leader(c[1].e), 0);
+    }
     cand_stop(&c[1]);
     assert_int_equal(atomic_load(&g_overlaps), 0);
 }
