@@ -484,8 +484,10 @@ int mc__election_is_leader(mc_election_t *e) {
     int v;
     if (!e)
         return 0;
+    /* the fence is checked here too: after a stall (SIGSTOP, a long callback) a caller must not
+     * see leadership the election thread has not yet had the chance to give up */
     pthread_mutex_lock(&e->mu);
-    v = e->is_leader;
+    v = e->is_leader && mc__now_ms() < e->valid_until_ms - e->margin_ms;
     pthread_mutex_unlock(&e->mu);
     return v;
 }

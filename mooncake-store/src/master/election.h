@@ -16,7 +16,8 @@
  * is deleted or holds another's lease, when the lease is found gone, or on mc__election_stop.
  *
  * Callbacks run on the election's own thread, one at a time, in order (elected, deposed,
- * elected, ...); they may call mc__election_leader / _is_leader, not mc__election_stop. */
+ * elected, ...); they should return quickly (the fence is not watched while one runs) and may
+ * call mc__election_leader / _is_leader, not mc__election_stop. */
 #ifndef MC_STORE_MASTER_ELECTION_H
 #define MC_STORE_MASTER_ELECTION_H
 #include <stddef.h>
@@ -51,7 +52,9 @@ int mc__election_start(const char *endpoints, const char *cluster_id, const char
 /* The leader's address as last seen (NUL-terminated): 0, MC_ERR_ETCD_KEY_NOT_EXIST when none is
  * known, MC_ERR_INVALID_ARGUMENT when cap is too small. */
 int mc__election_leader(mc_election_t *e, char *buf, size_t cap);
-/* 1 while this candidate holds leadership (between on_elected and on_deposed). */
+/* 1 while this candidate holds leadership: between on_elected and on_deposed, and only while
+ * the fence deadline has not passed (so a process resumed after a stall sees 0 at once, before
+ * the election thread has run). A leader checks this before each act that needs leadership. */
 int mc__election_is_leader(mc_election_t *e);
 /* The term of the current leadership, 0 when not leader. */
 int64_t mc__election_term(mc_election_t *e);

@@ -1,6 +1,7 @@
 /* Leader election against a real etcd started here on loopback: one candidate wins; of three,
  * exactly one leads at a time and the others follow it; a stopped leader is replaced within a
  * second; a leader cut off from etcd is deposed before anyone else is elected and within its TTL;
+ * a leader process frozen by SIGSTOP never acts after its successor is elected;
  * a deleted key deposes its leader; a 3-member etcd cluster losing a member keeps the leader, and
  * losing all of them deposes it within its TTL.
  * Exits 77 (skipped) when no etcd binary is installed. */
@@ -291,6 +292,80 @@ static void test_cut_off_leader_is_fenced(void **state) {
     assert_int_equal(atomic_load(&g_overlaps), 0);
 }
 
+/* A leader process frozen by SIGSTOP past its TTL: a successor is elected, and once resumed the
+ * old leader's own check (is_leader, stamped before it is asked) never lets it act after that. */
+static void test_stopped_process_is_fenced(void **state) {
+    int fds[2];
+    pid_t pid;
+    cand_t c;
+    uint64_t t_stop, t_won, last_act = 0;
+    int acts = 0, late = 0;
+    FILE *f;
+    char line[64];
+    (void)state;
+    atomic_store(&g_overlaps, 0);
+    assert_int_equal(pipe(fds), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        mc_election_t *e = NULL;
+        close(fds[0]);
+        if (mc__election_start(g_ep, "stall", "10.0.0.9:50051", TTL_S, NULL, &e))
+            _exit(1);
+        for (;;) {
+            uint64_t t = mc__now_ms();
+            if (mc__election_is_leader(e)) {
+                char b[32];
+                int n = snprintf(b, sizeof(b), "A %llu\n", (unsigned long long)t);
+                if (write(fds[1], b, (size_t)n) != n)
+                    _exit(2);
+            }
+            usleep(5 * 1000);
+        }
+    }
+    close(fds[1]);
+    f = fdopen(fds[0], "r");
+    assert_non_null(f);
+    /* the child leads: its first act */
+    assert_non_null(fgets(line, sizeof(line), f));
+    assert_int_equal(line[0], 'A');
+    cand_start(&c, "stall", 0);
+    usleep(300 * 1000);
+    assert_int_equal(atomic_load(&c.leading), 0);
+    t_stop = mc__now_ms();
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+    {
+        uint64_t dl = t_stop + TTL_S * 1000 + 3000;
+        while (mc__now_ms() < dl && !atomic_load(&c.leading))
+            usleep(5 * 1000);
+    }
+    assert_int_equal(atomic_load(&c.leading), 1);
+    t_won = atomic_load(&c.elected_ms);
+    fprintf(stderr, "leader stopped at 0: successor elected at %llu ms\n",
+            (unsigned long long)(t_won - t_stop));
+    assert_true(t_won >= t_stop + TTL_S * 1000 / 2);
+    usleep(200 * 1000);
+    assert_int_equal(kill(pid, SIGCONT), 0);
+    usleep(500 * 1000);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long long t = 0;
+        assert_int_equal(sscanf(line, "A %llu", &t), 1);
+        acts++;
+        last_act = t;
+        if (t >= t_won)
+            late++;
+    }
+    fclose(f);
+    fprintf(stderr, "old leader: %d more acts, last at %lld ms; %d after the successor\n", acts,
+            (long long)last_act - (long long)t_stop, late);
+    assert_int_equal(late, 0);
+    assert_int_equal(mc__election_is_leader(c.e), 1);
+    assert_key("stall", c.addr, atomic_load(&c.term));
+    cand_stop(&c);
+}
+
 static void test_deleted_key_deposes(void **state) {
     cand_t c;
     char key[128];
@@ -368,9 +443,13 @@ static void test_cluster_member_lost(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_key_and_bad_args),    cmocka_unit_test(test_one_candidate_wins),
-        cmocka_unit_test(test_three_candidates),    cmocka_unit_test(test_cut_off_leader_is_fenced),
+        cmocka_unit_test(test_key_and_bad_args),
+        cmocka_unit_test(test_one_candidate_wins),
+        cmocka_unit_test(test_three_candidates),
+        cmocka_unit_test(test_cut_off_leader_is_fenced),
+        cmocka_unit_test(test_stopped_process_is_fenced),
         cmocka_unit_test(test_deleted_key_deposes),
+        /* one per line */
     };
     const struct CMUnitTest cluster[] = {
         cmocka_unit_test(test_cluster_member_lost),
