@@ -412,6 +412,8 @@ int mc__election_start(const char *endpoints, const char *cluster_id, const char
         return MC_ERR_INVALID_ARGUMENT;
     if (lease_ttl_s <= 0)
         lease_ttl_s = MC_ELECTION_DEFAULT_TTL_S;
+    if (lease_ttl_s > MC_ELECTION_MAX_TTL_S)
+        return MC_ERR_INVALID_ARGUMENT;
     e = mc__calloc(1, sizeof(*e));
     if (!e)
         return MC_ERR_MEMORY;

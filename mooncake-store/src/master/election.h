@@ -27,6 +27,7 @@
 #define MC_ELECTION_KEY_SUFFIX "/master_view"
 #define MC_ELECTION_DEFAULT_CLUSTER_ID "mooncake_cluster"
 #define MC_ELECTION_DEFAULT_TTL_S 5
+#define MC_ELECTION_MAX_TTL_S 3600
 #define MC_ELECTION_MAX_ADDR 256
 
 typedef struct mc_election_callbacks {
@@ -42,10 +43,10 @@ typedef struct mc_election mc_election_t;
 int mc__master_view_key(const char *cluster_id, char *buf, size_t cap);
 
 /* Starts campaigning for cluster_id's leadership as my_address (1..MC_ELECTION_MAX_ADDR-1
- * bytes). lease_ttl_s <= 0 picks MC_ELECTION_DEFAULT_TTL_S. Reads the key once before returning:
- * an unreachable etcd is an error here (MC_ERR_ETCD_OPERATION_ERROR / _CTX_CANCELLED), later
- * outages are retried by the election thread. MC_ERR_INVALID_ARGUMENT for a bad endpoint list,
- * an empty cluster id or address. */
+ * bytes). lease_ttl_s <= 0 picks MC_ELECTION_DEFAULT_TTL_S; above MC_ELECTION_MAX_TTL_S is refused.
+ * Reads the key once before returning: an unreachable etcd is an error here
+ * (MC_ERR_ETCD_OPERATION_ERROR / _CTX_CANCELLED), later outages are retried by the election thread.
+ * MC_ERR_INVALID_ARGUMENT for a bad endpoint list, an empty cluster id or address. */
 int mc__election_start(const char *endpoints, const char *cluster_id, const char *my_address,
                        int lease_ttl_s, const mc_election_callbacks_t *cbs, mc_election_t **out);
 
