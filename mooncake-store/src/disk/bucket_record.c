@@ -102,7 +102,8 @@ int mc__brec_scan(mc__brec_read_fn rd, void *rd_ctx, uint64_t file_len, uint8_t 
                 rc = -1;
                 goto out;
             }
-            v = ok ? MC_BREC_OK : MC_BREC_BADCRC;
+            /* A key with a NUL in it passes no check a writer makes: never index it. */
+            v = ok && !memchr(key, 0, r.key_len) ? MC_BREC_OK : MC_BREC_BADCRC;
         }
         rc = visit(visit_ctx, off, &r, v == MC_BREC_OK ? key : NULL, v);
         if (rc != 0)

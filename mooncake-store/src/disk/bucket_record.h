@@ -52,7 +52,8 @@ typedef int (*mc__brec_read_fn)(void *ctx, uint64_t off, void *buf, size_t len);
 enum mc__brec_verdict {
     MC_BREC_OK = 0,  /* live record, data_crc verified; key holds its key */
     MC_BREC_DEADREC, /* a well-formed dead record: skip it */
-    MC_BREC_BADCRC,  /* header intact, data fails its checksum: skip it, never serve it */
+    MC_BREC_BADCRC,  /* header intact, data fails its checksum (or the key holds a NUL): skip
+                        it, never serve it */
 };
 
 /* Called for every record whose header is intact; key is the key bytes (NUL-terminated, only
