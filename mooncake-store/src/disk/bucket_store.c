@@ -540,6 +540,8 @@ int mc__bstore_foreach(struct mc__bstore *s, mc__bstore_key_fn fn, void *ctx) {
 
 /* --- open and rescan -------------------------------------------------------------------------- */
 
+#define SCAN_NOMEM 1
+
 struct scan_ctx {
     struct mc__bstore *s;
     struct mc__bucket *b;
@@ -577,7 +579,7 @@ static int scan_visit(void *ctx, uint64_t off, const struct mc__brec *r, const c
         ob->nlive--;
         s->live -= rec_size(e);
     } else if (!(e = mc__bindex_add(&s->ix, key, r->key_len))) {
-        return MC_ERR_INTERNAL_ERROR;
+        return SCAN_NOMEM; /* not -1: the scanner's own read error */
     }
     e->b = c->b;
     e->off = off;
@@ -670,7 +672,7 @@ static int rescan(struct mc__bstore *s) {
         uint64_t end = 0;
         rc = mc__brec_scan(scan_read, &c, b->size, scratch, SCRATCH_LEN, scan_visit, &c, &end);
         if (rc != 0) {
-            rc = rc < 0 && rc != -1 ? rc : MC_ERR_INVALID_READ;
+            rc = rc == SCAN_NOMEM ? MC_ERR_INTERNAL_ERROR : MC_ERR_INVALID_READ;
             goto out;
         }
         if (end < b->size) {
@@ -693,14 +695,14 @@ static int rescan(struct mc__bstore *s) {
         MC_WARN("bucket store: %" PRIu64 " objects failed their checksum on rescan: dropped",
                 c.dropped);
     s->seq = c.max_seq > s->seq ? c.max_seq : s->seq;
-    /* The newest bucket keeps taking appends while it has room; the rest are sealed, and a sealed
-     * bucket with nothing live goes now. */
+    /* The newest bucket keeps taking appends while it has room; the rest are sealed. A bucket
+     * with nothing live goes now (the active one is cut back to empty). */
     if (last && last->size < s->opts.bucket_size)
         s->active = last;
     for (struct mc__bucket *b = s->buckets, *next; b; b = next) {
         next = b->next;
-        if (b->nlive == 0 && b != s->active)
-            bucket_drop(s, b);
+        if (b->nlive == 0 && (b != s->active || b->size > 0))
+            bucket_emptied(s, b);
     }
 out:
     mc__free(scratch);
