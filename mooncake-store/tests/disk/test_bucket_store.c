@@ -746,6 +746,35 @@ static void test_alloc_failures(void **state) {
     mc__bstore_close(s);
 }
 
+/* Reopened with a smaller capacity than it holds: it opens with everything, refuses puts, and
+ * takes them again once removals bring it under. */
+static void test_reopen_with_smaller_capacity(void **state) {
+    struct fx *f = *state;
+    struct mc__bstore *s = open_store(f->dir, 4u << 20, 128u << 10);
+    char key[16];
+    for (int i = 0; i < 30; i++) {
+        snprintf(key, sizeof key, "s%d", i);
+        put_seeded(s, key, 100000, (uint64_t)i + 1);
+    }
+    mc__bstore_close(s);
+    s = open_store(f->dir, 1u << 20, 128u << 10);
+    assert_int_equal(mc__bstore_count(s), 30);
+    assert_true(mc__bstore_used(s) > mc__bstore_capacity(s));
+    check_seeded(s, "s29", 100000, 30);
+    assert_int_equal(mc__bstore_put(s, "more", "x", 1), MC_ERR_NO_AVAILABLE_HANDLE);
+    int i = 0;
+    int rc;
+    while ((rc = mc__bstore_put(s, "more", "x", 1)) == MC_ERR_NO_AVAILABLE_HANDLE) {
+        snprintf(key, sizeof key, "s%d", i++);
+        assert_int_equal(mc__bstore_remove(s, key), 0);
+    }
+    assert_int_equal(rc, 0);
+    assert_true(mc__bstore_used(s) <= mc__bstore_capacity(s));
+    assert_true(i >= 20);
+    check_seeded(s, "s29", 100000, 30);
+    mc__bstore_close(s);
+}
+
 struct thr {
     struct mc__bstore *s;
     int id;
@@ -810,6 +839,7 @@ int main(int argc, char **argv) {
         T(test_compaction_drops_corrupt),
         T(test_killed_writer),
         T(test_alloc_failures),
+        T(test_reopen_with_smaller_capacity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
