@@ -35,6 +35,8 @@ struct mc__bucket {
     uint64_t size;  /* bytes in the file */
     uint64_t live;  /* bytes of indexed records in it */
     uint64_t nlive; /* indexed records in it */
+    int pins;       /* gets reading it outside the lock */
+    int gone;       /* unlinked while pinned: the last unpin closes and frees it */
 };
 
 struct mc__bstore {
@@ -136,7 +138,6 @@ static void bucket_drop(struct mc__bstore *s, struct mc__bucket *b) {
     if (unlinkat(s->dirfd, name, 0) != 0)
         MC_WARN("bucket store: unlink %s: %s", name, strerror(errno));
     sync_fd(s, s->dirfd);
-    close(b->fd);
     s->used -= b->size;
     if (s->active == b)
         s->active = NULL;
@@ -145,7 +146,19 @@ static void bucket_drop(struct mc__bstore *s, struct mc__bucket *b) {
             *pp = b->next;
             break;
         }
+    if (b->pins > 0) {
+        b->gone = 1; /* its fd still reads the unlinked file's bytes */
+        return;
+    }
+    close(b->fd);
     mc__free(b);
+}
+
+static void bucket_unpin(struct mc__bucket *b) {
+    if (--b->pins == 0 && b->gone) {
+        close(b->fd);
+        mc__free(b);
+    }
 }
 
 static int bucket_create(struct mc__bstore *s, struct mc__bucket **out) {
@@ -223,6 +236,8 @@ static void bucket_emptied(struct mc__bstore *s, struct mc__bucket *b) {
         bucket_drop(s, b);
         return;
     }
+    if (b->pins > 0)
+        return; /* a get is reading it: the dead bytes wait for a compaction */
     if (ftruncate(b->fd, 0) != 0) {
         MC_WARN("bucket store: truncate an empty bucket: %s", strerror(errno));
         return;
@@ -252,11 +267,11 @@ static void kill_entry(struct mc__bstore *s, struct mc__bentry *e) {
 }
 
 /* Reads e's value into buf (value_len bytes) and checks the header and checksum on disk. */
-static int read_verify(struct mc__bstore *s, const struct mc__bentry *e, void *buf) {
+static int read_verify(int fd, const struct mc__bentry *e, void *buf) {
     uint8_t head[MC_BREC_HDR + MC_BREC_MAX_KEY];
     size_t hl = MC_BREC_HDR + e->key_len;
-    if (pread_full(e->b->fd, e->off, head, hl) != 0 ||
-        pread_full(e->b->fd, e->off + hl, buf, (size_t)e->value_len) != 0)
+    if (pread_full(fd, e->off, head, hl) != 0 ||
+        pread_full(fd, e->off + hl, buf, (size_t)e->value_len) != 0)
         return MC_ERR_INVALID_READ;
     struct mc__brec r;
     if (mc__brec_decode(head, &r) != 0 || r.magic != MC_BREC_LIVE || r.key_len != e->key_len ||
@@ -294,7 +309,7 @@ static int compact_bucket(struct mc__bstore *s, struct mc__bucket *b) {
             rc = MC_ERR_INTERNAL_ERROR;
             goto out;
         }
-        int vr = read_verify(s, e, buf);
+        int vr = read_verify(e->b->fd, e, buf);
         if (vr == MC_ERR_CHECKSUM_MISMATCH) {
             /* Not kill_entry: that could drop b under this loop. */
             MC_WARN("bucket store: dropping a corrupt object while compacting");
@@ -437,25 +452,50 @@ int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t ca
         return rc;
     if (!buf && cap > 0)
         return MC_ERR_INVALID_PARAMS;
+    /* A copy of the entry (the key is the caller's): the read runs outside the lock, with the
+     * bucket pinned so that it stays open, while the entry itself may move or go. */
+    union {
+        struct mc__bentry e;
+        uint8_t bytes[sizeof(struct mc__bentry) + MC_BREC_MAX_KEY + 1];
+    } snap;
     pthread_mutex_lock(&s->mu);
-    struct mc__bentry *e = mc__bindex_find(&s->ix, key, klen);
-    if (!e) {
-        rc = MC_ERR_OBJECT_NOT_FOUND;
-        goto out;
+    for (int attempt = 0;; attempt++) {
+        struct mc__bentry *e = mc__bindex_find(&s->ix, key, klen);
+        if (!e) {
+            rc = MC_ERR_OBJECT_NOT_FOUND;
+            break;
+        }
+        if (out_len)
+            *out_len = e->value_len;
+        if (e->value_len > cap) {
+            rc = MC_ERR_BUFFER_OVERFLOW;
+            break;
+        }
+        memcpy(&snap, e, sizeof *e + e->key_len + 1);
+        struct mc__bucket *b = e->b;
+        b->pins++;
+        pthread_mutex_unlock(&s->mu);
+        uint8_t none;
+        rc = read_verify(b->fd, &snap.e, snap.e.value_len ? buf : &none);
+        pthread_mutex_lock(&s->mu);
+        bucket_unpin(b);
+        if (rc == 0)
+            break;
+        e = mc__bindex_find(&s->ix, key, klen);
+        if (e && e->b == b && e->off == snap.e.off && e->seq == snap.e.seq) {
+            /* The copy read is still the indexed one: what failed is on the disk. */
+            if (rc == MC_ERR_CHECKSUM_MISMATCH) {
+                MC_WARN("bucket store: an object failed its checksum on read: deleted");
+                kill_entry(s, e);
+            }
+            break;
+        }
+        /* It was overwritten, moved or removed while it was read: look again. */
+        if (attempt == 16) {
+            rc = MC_ERR_INVALID_READ;
+            break;
+        }
     }
-    if (out_len)
-        *out_len = e->value_len;
-    if (e->value_len > cap) {
-        rc = MC_ERR_BUFFER_OVERFLOW;
-        goto out;
-    }
-    uint8_t none;
-    rc = read_verify(s, e, e->value_len ? buf : &none);
-    if (rc == MC_ERR_CHECKSUM_MISMATCH) {
-        MC_WARN("bucket store: an object failed its checksum on read: deleted");
-        kill_entry(s, e);
-    }
-out:
     pthread_mutex_unlock(&s->mu);
     return rc;
 }

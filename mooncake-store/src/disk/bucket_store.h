@@ -4,8 +4,9 @@
  * fails its checksum. Format and policy: docs/disk-tier.md; record layout: bucket_record.h.
  *
  * Keys are NUL-terminated strings of 1..MC_BREC_MAX_KEY bytes (any bytes but NUL). Every call
- * returns 0 or a negative MC_ERR_ code. All calls are thread-safe (one mutex per store); a store
- * directory is held by one open store at a time (an flock on its LOCK file). */
+ * returns 0 or a negative MC_ERR_ code. All calls but close are thread-safe (one mutex per
+ * store; a get reads outside it, its bucket pinned); a store directory is held by one open store at
+ * a time (an flock on its LOCK file). */
 #ifndef MC_DISK_BUCKET_STORE_H
 #define MC_DISK_BUCKET_STORE_H
 #include <stddef.h>
@@ -72,6 +73,6 @@ uint64_t mc__bstore_capacity(struct mc__bstore *s);
 typedef int (*mc__bstore_key_fn)(void *ctx, const char *key, uint64_t value_len);
 int mc__bstore_foreach(struct mc__bstore *s, mc__bstore_key_fn fn, void *ctx);
 
-/* Closes the files and frees s (NULL is a no-op). */
+/* Closes the files and frees s (NULL is a no-op); no other call on s may be in flight. */
 void mc__bstore_close(struct mc__bstore *s);
 #endif

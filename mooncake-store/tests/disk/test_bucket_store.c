@@ -775,6 +775,75 @@ static void test_reopen_with_smaller_capacity(void **state) {
     mc__bstore_close(s);
 }
 
+/* Readers outside the lock while a writer overwrites, removes and compacts under them: every get
+ * returns one whole version that was written (its seed leads its bytes) or not-found, never a
+ * checksum failure of a copy that merely moved. */
+struct race {
+    struct mc__bstore *s;
+    _Atomic int stop;
+    _Atomic int bad;
+    _Atomic long gets;
+};
+
+static void *race_reader(void *arg) {
+    struct race *r = arg;
+    uint8_t *buf = malloc(200u << 10), *want = malloc(200u << 10);
+    for (uint32_t i = 0; !r->stop; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "r%u", i % 8);
+        uint64_t len = 0;
+        int rc = mc__bstore_get(r->s, key, buf, 200u << 10, &len);
+        r->gets++;
+        if (rc == MC_ERR_OBJECT_NOT_FOUND)
+            continue;
+        uint64_t seed;
+        if (rc != 0 || len < 8) {
+            r->bad++;
+            continue;
+        }
+        memcpy(&seed, buf, 8);
+        fill(want, len, seed);
+        memcpy(want, &seed, 8);
+        if (memcmp(want, buf, len) != 0)
+            r->bad++;
+    }
+    free(buf);
+    free(want);
+    return NULL;
+}
+
+static void test_reads_race_writes(void **state) {
+    struct fx *f = *state;
+    struct race r = {.s = open_store(f->dir, 4u << 20, 256u << 10)};
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, race_reader, &r), 0);
+    uint8_t *b = malloc(200u << 10);
+    for (uint64_t v = 1; v <= 1500; v++) {
+        char key[16];
+        snprintf(key, sizeof key, "r%u", (unsigned)(v % 8));
+        if (v % 11 == 0) {
+            int rc = mc__bstore_remove(r.s, key);
+            assert_true(rc == 0 || rc == MC_ERR_OBJECT_NOT_FOUND);
+            continue;
+        }
+        size_t len = 8 + (size_t)(v * 7919 % (190u << 10));
+        fill(b, len, v);
+        memcpy(b, &v, 8);
+        assert_int_equal(mc__bstore_put(r.s, key, b, len), 0);
+        if (v % 100 == 0)
+            assert_int_equal(mc__bstore_compact(r.s), 0);
+    }
+    r.stop = 1;
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(r.bad, 0);
+    assert_true(r.gets > 0);
+    assert_true(mc__bstore_used(r.s) <= (4u << 20));
+    free(b);
+    mc__bstore_close(r.s);
+}
+
 struct thr {
     struct mc__bstore *s;
     int id;
@@ -840,6 +909,7 @@ int main(int argc, char **argv) {
         T(test_killed_writer),
         T(test_alloc_failures),
         T(test_reopen_with_smaller_capacity),
+        T(test_reads_race_writes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
