@@ -597,6 +597,10 @@ static int scan_visit(void *ctx, uint64_t off, const struct mc__brec *r, const c
                       enum mc__brec_verdict v) {
     struct scan_ctx *c = ctx;
     struct mc__bstore *s = c->s;
+    /* Every verified header's seq counts, dead ones too: a copy whose dead mark was lost can
+     * never outrank a later write. */
+    if (r->seq >= c->max_seq && r->seq < UINT64_MAX)
+        c->max_seq = r->seq + 1;
     if (v == MC_BREC_DEADREC)
         return 0;
     if (v == MC_BREC_BADCRC) {
@@ -604,8 +608,6 @@ static int scan_visit(void *ctx, uint64_t off, const struct mc__brec *r, const c
         mark_dead(s, c->b, off);
         return 0;
     }
-    if (r->seq >= c->max_seq)
-        c->max_seq = r->seq + 1;
     uint64_t rs = mc__brec_size(r->key_len, r->value_len);
     struct mc__bentry *e = mc__bindex_find(&s->ix, key, r->key_len);
     if (e && e->seq >= r->seq) {
