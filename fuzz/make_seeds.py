@@ -10,7 +10,8 @@ decoder must refuse, so a short run starts from inside the protocol instead of f
 
 Layouts follow the C headers: mooncake-common/include/mooncake/common/frame.h (the 24-byte
 header), mooncake-transfer-engine/src/proto.h (TE RPC), mooncake-store/src/proto/master_proto.h
-(master RPC), mooncake-transfer-engine/src/transports/shm_wire.h (shm hand-off, native layout).
+(master RPC), mooncake-transfer-engine/src/transports/shm_wire.h (shm hand-off, native layout),
+mooncake-store/src/disk/bucket_record.h (disk tier bucket records).
 """
 import json
 import os
@@ -885,7 +886,55 @@ def node_proto_dict():
     return d + [("type_%s" % k.lower(), bytes([v])) for k, v in sorted(NP.items())]
 
 
+# --- disk tier bucket files (mooncake-store/src/disk/bucket_record.h) ---------------------------
+BREC_LIVE, BREC_DEAD = 0x424F434D, 0x4444434D
+
+
+def brec(key, value, seq=1, magic=BREC_LIVE, key_len=None, value_len=None, data_crc=None):
+    if isinstance(key, str):
+        key = key.encode()
+    kl = len(key) if key_len is None else key_len
+    vl = len(value) if value_len is None else value_len
+    crc = zlib.crc32(key + value) if data_crc is None else data_crc
+    fields = u32(kl) + u64(vl) + u64(seq) + u32(crc)
+    return u32(magic) + fields + u32(zlib.crc32(fields)) + key + value
+
+
+def bucket_scan_seeds():
+    a = brec("key-a", b"A" * 100, 1)
+    b = brec("key-b", b"", 2)
+    c = brec("key-a", b"newer", 3)
+    return {
+        "empty": b"",
+        "one": a,
+        "three": a + b + c,
+        "dead": brec("gone", b"xyz", 4, magic=BREC_DEAD) + b,
+        "bad_data_crc": brec("k", b"value", 5, data_crc=0x12345678) + b,
+        "bad_hdr_crc": a[:28] + u32(0) + a[32:],
+        "torn_value": a + c[:-2],
+        "torn_header": a + c[:20],
+        "key_len_zero": brec(b"", b"v", 6),
+        "key_len_max": brec("k" * 4096, b"v", 7),
+        "key_len_over": brec("k" * 4097, b"v", 8),
+        "key_nul": brec(b"a\x00b", b"v", 9),
+        "value_len_lies": brec("k", b"v", 10, value_len=2**64 - 1),
+        "bad_magic": u32(0x11111111) + a[4:],
+    }
+
+
+def bucket_scan_dict():
+    return [
+        ("magic_live", u32(BREC_LIVE)),
+        ("magic_dead", u32(BREC_DEAD)),
+        ("max_key", u32(4096)),
+        ("max_key_plus1", u32(4097)),
+        ("u64_max", u64(2**64 - 1)),
+        ("seq_1", u64(1)),
+    ]
+
+
 HARNESSES = {
+    "bucket_scan_fuzz": (bucket_scan_seeds, bucket_scan_dict),
     "config_fuzz": (config_seeds, config_dict),
     "etcd_fuzz": (etcd_seeds, etcd_dict),
     "frame_header_fuzz": (frame_header_seeds, frame_header_dict),

@@ -1,0 +1,830 @@
+/* The bucket store: append-only bucket files, an in-memory index, compaction on demand and a
+ * rescan on open (see bucket_store.h and docs/disk-tier.md).
+ *
+ * Space accounting: used is the sum of the bucket files' sizes, the number the capacity bounds.
+ * A put first makes room (unlinking buckets with nothing live, then rewriting the live records
+ * of the most-dead bucket into the active one, only when the copies fit under the capacity
+ * too), so used never passes the capacity, not even in the middle of a compaction. */
+#include "disk/bucket_store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "disk/bucket_index.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/crc32.h"
+#include "mooncake/common/log.h"
+#include "mooncake/error.h"
+
+#define SCRATCH_LEN (1u << 20)
+
+struct mc__bucket {
+    struct mc__bucket *next;
+    uint32_t id;
+    int fd;
+    uint64_t size;  /* bytes in the file */
+    uint64_t live;  /* bytes of indexed records in it */
+    uint64_t nlive; /* indexed records in it */
+    int pins;       /* gets reading it outside the lock */
+    int gone;       /* unlinked while pinned: the last unpin closes and frees it */
+};
+
+struct mc__bstore {
+    pthread_mutex_t mu;
+    int dirfd;
+    int lockfd;
+    struct mc__bstore_opts opts;
+    struct mc__bucket *buckets;
+    struct mc__bucket *active; /* appended to; NULL until the next put creates one */
+    uint32_t next_id;
+    uint64_t seq; /* next sequence number */
+    uint64_t used;
+    uint64_t live;
+    struct mc__bindex ix;
+};
+
+static uint64_t rec_size(const struct mc__bentry *e) {
+    return mc__brec_size(e->key_len, e->value_len);
+}
+
+static void bucket_name(uint32_t id, char out[32]) {
+    snprintf(out, 32, "bucket-%08" PRIx32 ".mcb", id);
+}
+
+/* 1 and *id when name is a bucket file's name exactly as bucket_name writes it. */
+static int parse_bucket_name(const char *name, uint32_t *id) {
+    if (strlen(name) != 19 || strncmp(name, "bucket-", 7) != 0 || strcmp(name + 15, ".mcb") != 0)
+        return 0;
+    uint32_t v = 0;
+    for (int i = 7; i < 15; i++) {
+        char c = name[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            return 0;
+        v = (v << 4) | (uint32_t)d;
+    }
+    *id = v;
+    return 1;
+}
+
+static void sync_fd(const struct mc__bstore *s, int fd) {
+    if (!s->opts.no_sync && fdatasync(fd) != 0)
+        MC_WARN("bucket store: fdatasync: %s", strerror(errno));
+}
+
+static int pread_full(int fd, uint64_t off, void *buf, size_t len) {
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = pread(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int pwritev_full(int fd, uint64_t off, struct iovec *iov, int cnt) {
+    while (cnt > 0) {
+        ssize_t n = pwritev(fd, iov, cnt, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        off += (uint64_t)n;
+        while (cnt > 0 && (size_t)n >= iov->iov_len) {
+            n -= (ssize_t)iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + n;
+            iov->iov_len -= (size_t)n;
+        }
+    }
+    return 0;
+}
+
+static struct mc__bucket *bucket_new(struct mc__bstore *s, uint32_t id, int fd, uint64_t size) {
+    struct mc__bucket *b = mc__calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->id = id;
+    b->fd = fd;
+    b->size = size;
+    b->next = s->buckets;
+    s->buckets = b;
+    s->used += size;
+    return b;
+}
+
+/* Unlinks b's file and forgets it; its records must no longer be indexed. */
+static void bucket_drop(struct mc__bstore *s, struct mc__bucket *b) {
+    char name[32];
+    bucket_name(b->id, name);
+    if (unlinkat(s->dirfd, name, 0) != 0)
+        MC_WARN("bucket store: unlink %s: %s", name, strerror(errno));
+    sync_fd(s, s->dirfd);
+    s->used -= b->size;
+    if (s->active == b)
+        s->active = NULL;
+    for (struct mc__bucket **pp = &s->buckets; *pp; pp = &(*pp)->next)
+        if (*pp == b) {
+            *pp = b->next;
+            break;
+        }
+    if (b->pins > 0) {
+        b->gone = 1; /* its fd still reads the unlinked file's bytes */
+        return;
+    }
+    close(b->fd);
+    mc__free(b);
+}
+
+static void bucket_unpin(struct mc__bucket *b) {
+    if (--b->pins == 0 && b->gone) {
+        close(b->fd);
+        mc__free(b);
+    }
+}
+
+static int bucket_create(struct mc__bstore *s, struct mc__bucket **out) {
+    char name[32];
+    bucket_name(s->next_id, name);
+    int fd = openat(s->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        MC_ERROR("bucket store: create %s: %s", name, strerror(errno));
+        return MC_ERR_WRITE_FAIL;
+    }
+    sync_fd(s, s->dirfd);
+    struct mc__bucket *b = bucket_new(s, s->next_id, fd, 0);
+    if (!b) {
+        close(fd);
+        unlinkat(s->dirfd, name, 0);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    s->next_id++;
+    *out = b;
+    return 0;
+}
+
+/* Stops appending to the active bucket; one with nothing live left goes at once. */
+static void seal_active(struct mc__bstore *s) {
+    struct mc__bucket *b = s->active;
+    s->active = NULL;
+    if (b && b->nlive == 0)
+        bucket_drop(s, b);
+}
+
+/* Appends one record; *ob and *ooff say where it went. On failure the bucket is cut back. */
+static int append(struct mc__bstore *s, const char *key, uint32_t klen, const void *data,
+                  uint64_t len, uint64_t seq, struct mc__bucket **ob, uint64_t *ooff) {
+    uint64_t rs = mc__brec_size(klen, len);
+    if (s->active && s->active->size > 0 && s->active->size + rs > s->opts.bucket_size)
+        seal_active(s);
+    if (!s->active) {
+        int rc = bucket_create(s, &s->active);
+        if (rc != 0)
+            return rc;
+    }
+    struct mc__bucket *b = s->active;
+    struct mc__brec r = {.magic = MC_BREC_LIVE, .key_len = klen, .value_len = len, .seq = seq};
+    uint32_t crc = mc__crc32(0, key, klen);
+    r.data_crc = mc__crc32(crc, data, (size_t)len);
+    uint8_t hdr[MC_BREC_HDR];
+    mc__brec_encode(&r, hdr);
+    struct iovec iov[3] = {{hdr, sizeof hdr}, {(void *)key, klen}, {(void *)data, (size_t)len}};
+    if (pwritev_full(b->fd, b->size, iov, len > 0 ? 3 : 2) != 0) {
+        MC_ERROR("bucket store: write to bucket %" PRIu32 ": %s", b->id, strerror(errno));
+        if (ftruncate(b->fd, (off_t)b->size) != 0)
+            MC_WARN("bucket store: truncate after a failed write: %s", strerror(errno));
+        return MC_ERR_WRITE_FAIL;
+    }
+    *ob = b;
+    *ooff = b->size;
+    b->size += rs;
+    s->used += rs;
+    return 0;
+}
+
+/* Rewrites a record's magic so no rescan takes it again. Best effort: a failure is logged and
+ * the seq rule still hides an overwritten copy; a removed one could come back after a crash. */
+static void mark_dead(struct mc__bstore *s, struct mc__bucket *b, uint64_t off) {
+    uint8_t m[4] = {MC_BREC_DEAD & 0xff, (MC_BREC_DEAD >> 8) & 0xff, (MC_BREC_DEAD >> 16) & 0xff,
+                    MC_BREC_DEAD >> 24};
+    if (pwrite(b->fd, m, sizeof m, (off_t)off) != (ssize_t)sizeof m)
+        MC_WARN("bucket store: mark dead in bucket %" PRIu32 ": %s", b->id, strerror(errno));
+}
+
+/* A bucket whose last live record just went: a sealed one is unlinked, the active one is cut
+ * back to empty (appending after dead bytes would only make work for compaction). */
+static void bucket_emptied(struct mc__bstore *s, struct mc__bucket *b) {
+    if (b != s->active) {
+        bucket_drop(s, b);
+        return;
+    }
+    if (b->pins > 0)
+        return; /* a get is reading it: the dead bytes wait for a compaction */
+    if (ftruncate(b->fd, 0) != 0) {
+        MC_WARN("bucket store: truncate an empty bucket: %s", strerror(errno));
+        return;
+    }
+    s->used -= b->size;
+    b->size = 0;
+}
+
+/* Detaches e's record from its bucket's counts (the bucket may go or be emptied). */
+static void unaccount(struct mc__bstore *s, struct mc__bentry *e) {
+    struct mc__bucket *b = e->b;
+    uint64_t rs = rec_size(e);
+    b->live -= rs;
+    b->nlive--;
+    s->live -= rs;
+    e->b = NULL;
+    if (b->nlive == 0)
+        bucket_emptied(s, b);
+}
+
+/* Deletes an indexed object: its record dies on disk and its entry goes. */
+static void kill_entry(struct mc__bstore *s, struct mc__bentry *e) {
+    mark_dead(s, e->b, e->off);
+    sync_fd(s, e->b->fd);
+    unaccount(s, e);
+    mc__bindex_del(&s->ix, e);
+}
+
+/* Reads e's value into buf (value_len bytes) and checks the header and checksum on disk. */
+static int read_verify(int fd, const struct mc__bentry *e, void *buf) {
+    uint8_t head[MC_BREC_HDR + MC_BREC_MAX_KEY];
+    size_t hl = MC_BREC_HDR + e->key_len;
+    if (pread_full(fd, e->off, head, hl) != 0 ||
+        pread_full(fd, e->off + hl, buf, (size_t)e->value_len) != 0)
+        return MC_ERR_INVALID_READ;
+    struct mc__brec r;
+    if (mc__brec_decode(head, &r) != 0 || r.magic != MC_BREC_LIVE || r.key_len != e->key_len ||
+        r.value_len != e->value_len || r.seq != e->seq || r.data_crc != e->data_crc ||
+        memcmp(head + MC_BREC_HDR, e->key, e->key_len) != 0)
+        return MC_ERR_CHECKSUM_MISMATCH;
+    uint32_t crc = mc__crc32(0, e->key, e->key_len);
+    if (mc__crc32(crc, buf, (size_t)e->value_len) != e->data_crc)
+        return MC_ERR_CHECKSUM_MISMATCH;
+    return 0;
+}
+
+/* Moves the live records of b into the active bucket and unlinks b. */
+static int compact_bucket(struct mc__bstore *s, struct mc__bucket *b) {
+    int rc = 0;
+    struct mc__bentry **list = NULL;
+    void *buf = NULL;
+    if (s->active == b)
+        s->active = NULL;
+    list = mc__calloc(b->nlive ? b->nlive : 1, sizeof *list);
+    if (!list) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    size_t n = 0;
+    struct mc__bindex_iter it = {0};
+    for (struct mc__bentry *e; (e = mc__bindex_next(&s->ix, &it)) != NULL;)
+        if (e->b == b && n < b->nlive)
+            list[n++] = e;
+    for (size_t i = 0; i < n; i++) {
+        struct mc__bentry *e = list[i];
+        mc__free(buf);
+        buf = mc__malloc(e->value_len ? (size_t)e->value_len : 1);
+        if (!buf) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+        int vr = read_verify(e->b->fd, e, buf);
+        if (vr == MC_ERR_CHECKSUM_MISMATCH) {
+            /* Not kill_entry: that could drop b under this loop. */
+            MC_WARN("bucket store: dropping a corrupt object while compacting");
+            mark_dead(s, b, e->off);
+            b->live -= rec_size(e);
+            b->nlive--;
+            s->live -= rec_size(e);
+            mc__bindex_del(&s->ix, e);
+            continue;
+        }
+        if (vr != 0) {
+            rc = vr;
+            goto out;
+        }
+        struct mc__bucket *nb;
+        uint64_t off;
+        rc = append(s, e->key, e->key_len, buf, e->value_len, e->seq, &nb, &off);
+        if (rc != 0)
+            goto out;
+        uint64_t rs = rec_size(e);
+        b->live -= rs;
+        b->nlive--;
+        nb->live += rs;
+        nb->nlive++;
+        e->b = nb;
+        e->off = off;
+    }
+    if (s->active)
+        sync_fd(s, s->active->fd);
+    if (b->nlive == 0 && s->active != b)
+        bucket_drop(s, b);
+out:
+    mc__free(buf);
+    mc__free(list);
+    return rc;
+}
+
+/* Frees space until need more bytes fit under the capacity. */
+static int make_room(struct mc__bstore *s, uint64_t need) {
+    while (s->used + need > s->opts.capacity) {
+        struct mc__bucket *best = NULL;
+        for (struct mc__bucket *b = s->buckets; b; b = b->next) {
+            uint64_t dead = b->size - b->live;
+            if (dead == 0 || s->used + b->live > s->opts.capacity)
+                continue;
+            if (!best || dead > best->size - best->live)
+                best = b;
+        }
+        if (!best)
+            return MC_ERR_NO_AVAILABLE_HANDLE;
+        if (best->nlive == 0) {
+            bucket_drop(s, best);
+            continue;
+        }
+        int rc = compact_bucket(s, best);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int check_key(const char *key, size_t *klen) {
+    if (!key)
+        return MC_ERR_INVALID_KEY;
+    *klen = strnlen(key, MC_BREC_MAX_KEY + 1);
+    if (*klen == 0 || *klen > MC_BREC_MAX_KEY)
+        return MC_ERR_INVALID_KEY;
+    return 0;
+}
+
+int mc__bstore_put(struct mc__bstore *s, const char *key, const void *data, uint64_t len) {
+    size_t klen;
+    if (!s)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = check_key(key, &klen);
+    if (rc != 0)
+        return rc;
+    if (!data && len > 0)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t rs = mc__brec_size(klen, len);
+    if (len > s->opts.capacity || rs > s->opts.capacity)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&s->mu);
+    struct mc__bentry *old = mc__bindex_find(&s->ix, key, klen);
+    uint64_t old_rs = old ? rec_size(old) : 0;
+    if (s->live - old_rs + rs > s->opts.capacity) {
+        rc = MC_ERR_NO_AVAILABLE_HANDLE;
+        goto out;
+    }
+    rc = make_room(s, rs);
+    old = mc__bindex_find(&s->ix, key, klen); /* a compaction may have dropped a corrupt copy */
+    if (rc == MC_ERR_NO_AVAILABLE_HANDLE && old) {
+        /* Only the old copy's space is in the way: give it up before the new one is written. */
+        kill_entry(s, old);
+        old = NULL;
+        rc = make_room(s, rs);
+    }
+    if (rc != 0)
+        goto out;
+    struct mc__bucket *b;
+    uint64_t off;
+    rc = append(s, key, (uint32_t)klen, data, len, s->seq, &b, &off);
+    if (rc != 0)
+        goto out;
+    sync_fd(s, b->fd);
+    struct mc__bentry *e = old;
+    if (!old && !(e = mc__bindex_add(&s->ix, key, klen))) {
+        mark_dead(s, b, off);
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    /* The new copy is counted before the old one is let go, so sharing a bucket with it
+     * cannot make that bucket look empty. */
+    b->live += rs;
+    b->nlive++;
+    s->live += rs;
+    if (old) {
+        mark_dead(s, old->b, old->off);
+        sync_fd(s, old->b->fd);
+        unaccount(s, old);
+    }
+    e->b = b;
+    e->off = off;
+    e->value_len = len;
+    e->seq = s->seq++;
+    uint32_t crc = mc__crc32(0, key, klen);
+    e->data_crc = mc__crc32(crc, data, (size_t)len);
+out:
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
+                   uint64_t *out_len) {
+    size_t klen;
+    if (!s)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = check_key(key, &klen);
+    if (rc != 0)
+        return rc;
+    if (!buf && cap > 0)
+        return MC_ERR_INVALID_PARAMS;
+    /* A copy of the entry (the key is the caller's): the read runs outside the lock, with the
+     * bucket pinned so that it stays open, while the entry itself may move or go. */
+    union {
+        struct mc__bentry e;
+        uint8_t bytes[sizeof(struct mc__bentry) + MC_BREC_MAX_KEY + 1];
+    } snap;
+    pthread_mutex_lock(&s->mu);
+    for (int attempt = 0;; attempt++) {
+        struct mc__bentry *e = mc__bindex_find(&s->ix, key, klen);
+        if (!e) {
+            rc = MC_ERR_OBJECT_NOT_FOUND;
+            break;
+        }
+        if (out_len)
+            *out_len = e->value_len;
+        if (e->value_len > cap) {
+            rc = MC_ERR_BUFFER_OVERFLOW;
+            break;
+        }
+        memcpy(&snap, e, sizeof *e + e->key_len + 1);
+        struct mc__bucket *b = e->b;
+        b->pins++;
+        pthread_mutex_unlock(&s->mu);
+        uint8_t none;
+        rc = read_verify(b->fd, &snap.e, snap.e.value_len ? buf : &none);
+        pthread_mutex_lock(&s->mu);
+        bucket_unpin(b);
+        if (rc == 0)
+            break;
+        e = mc__bindex_find(&s->ix, key, klen);
+        if (e && e->b == b && e->off == snap.e.off && e->seq == snap.e.seq) {
+            /* The copy read is still the indexed one: what failed is on the disk. */
+            if (rc == MC_ERR_CHECKSUM_MISMATCH) {
+                MC_WARN("bucket store: an object failed its checksum on read: deleted");
+                kill_entry(s, e);
+            }
+            break;
+        }
+        /* It was overwritten, moved or removed while it was read: look again. */
+        if (attempt == 16) {
+            rc = MC_ERR_INVALID_READ;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int mc__bstore_size(struct mc__bstore *s, const char *key, uint64_t *out_len) {
+    size_t klen;
+    if (!s || !out_len)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = check_key(key, &klen);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&s->mu);
+    struct mc__bentry *e = mc__bindex_find(&s->ix, key, klen);
+    if (e)
+        *out_len = e->value_len;
+    pthread_mutex_unlock(&s->mu);
+    return e ? 0 : MC_ERR_OBJECT_NOT_FOUND;
+}
+
+int mc__bstore_remove(struct mc__bstore *s, const char *key) {
+    size_t klen;
+    if (!s)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = check_key(key, &klen);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&s->mu);
+    struct mc__bentry *e = mc__bindex_find(&s->ix, key, klen);
+    if (e)
+        kill_entry(s, e);
+    pthread_mutex_unlock(&s->mu);
+    return e ? 0 : MC_ERR_OBJECT_NOT_FOUND;
+}
+
+int mc__bstore_compact(struct mc__bstore *s) {
+    if (!s)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    for (int again = 1; again && rc == 0;) {
+        again = 0;
+        for (struct mc__bucket *b = s->buckets; b; b = b->next) {
+            uint64_t dead = b->size - b->live;
+            if (b == s->active || dead == 0 || dead < b->size / 2 ||
+                s->used + b->live > s->opts.capacity)
+                continue;
+            rc = compact_bucket(s, b); /* the list changed: walk it again */
+            again = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+#define GETTER(name, expr)                                                                         \
+    uint64_t mc__bstore_##name(struct mc__bstore *s) {                                             \
+        if (!s)                                                                                    \
+            return 0;                                                                              \
+        pthread_mutex_lock(&s->mu);                                                                \
+        uint64_t v = (expr);                                                                       \
+        pthread_mutex_unlock(&s->mu);                                                              \
+        return v;                                                                                  \
+    }
+GETTER(used, s->used)
+GETTER(live, s->live)
+GETTER(count, (uint64_t)s->ix.count)
+GETTER(capacity, s->opts.capacity)
+#undef GETTER
+
+int mc__bstore_foreach(struct mc__bstore *s, mc__bstore_key_fn fn, void *ctx) {
+    if (!s || !fn)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    struct mc__bindex_iter it = {0};
+    for (struct mc__bentry *e; rc == 0 && (e = mc__bindex_next(&s->ix, &it)) != NULL;)
+        rc = fn(ctx, e->key, e->value_len);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* --- open and rescan -------------------------------------------------------------------------- */
+
+#define SCAN_NOMEM 1
+
+struct scan_ctx {
+    struct mc__bstore *s;
+    struct mc__bucket *b;
+    uint64_t max_seq;
+    uint64_t dropped;
+};
+
+static int scan_read(void *ctx, uint64_t off, void *buf, size_t len) {
+    return pread_full(((struct scan_ctx *)ctx)->b->fd, off, buf, len);
+}
+
+static int scan_visit(void *ctx, uint64_t off, const struct mc__brec *r, const char *key,
+                      enum mc__brec_verdict v) {
+    struct scan_ctx *c = ctx;
+    struct mc__bstore *s = c->s;
+    /* Every verified header's seq counts, dead ones too: a copy whose dead mark was lost can
+     * never outrank a later write. */
+    if (r->seq >= c->max_seq && r->seq < UINT64_MAX)
+        c->max_seq = r->seq + 1;
+    if (v == MC_BREC_DEADREC)
+        return 0;
+    if (v == MC_BREC_BADCRC) {
+        c->dropped++;
+        mark_dead(s, c->b, off);
+        return 0;
+    }
+    uint64_t rs = mc__brec_size(r->key_len, r->value_len);
+    struct mc__bentry *e = mc__bindex_find(&s->ix, key, r->key_len);
+    if (e && e->seq >= r->seq) {
+        mark_dead(s, c->b, off); /* an older copy, or a duplicate left by a compaction */
+        return 0;
+    }
+    if (e) {
+        mark_dead(s, e->b, e->off);
+        struct mc__bucket *ob = e->b;
+        ob->live -= rec_size(e);
+        ob->nlive--;
+        s->live -= rec_size(e);
+    } else if (!(e = mc__bindex_add(&s->ix, key, r->key_len))) {
+        return SCAN_NOMEM; /* not -1: the scanner's own read error */
+    }
+    e->b = c->b;
+    e->off = off;
+    e->value_len = r->value_len;
+    e->seq = r->seq;
+    e->data_crc = r->data_crc;
+    c->b->live += rs;
+    c->b->nlive++;
+    s->live += rs;
+    return 0;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Bucket ids in dir, ascending. */
+static int list_buckets(struct mc__bstore *s, uint32_t **out, size_t *n) {
+    int fd = dup(s->dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    uint32_t *ids = NULL;
+    size_t cnt = 0, cap = 0;
+    int rc = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        uint32_t id;
+        if (!parse_bucket_name(de->d_name, &id))
+            continue;
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 16;
+            uint32_t *n2 = mc__realloc(ids, cap * sizeof *ids);
+            if (!n2) {
+                rc = MC_ERR_INTERNAL_ERROR;
+                break;
+            }
+            ids = n2;
+        }
+        ids[cnt++] = id;
+    }
+    closedir(d);
+    if (rc != 0) {
+        mc__free(ids);
+        return rc;
+    }
+    if (cnt)
+        qsort(ids, cnt, sizeof *ids, cmp_u32);
+    *out = ids;
+    *n = cnt;
+    return 0;
+}
+
+static int rescan(struct mc__bstore *s) {
+    uint32_t *ids = NULL;
+    size_t n = 0;
+    uint8_t *scratch = NULL;
+    int rc = list_buckets(s, &ids, &n);
+    if (rc != 0)
+        return rc;
+    scratch = mc__malloc(SCRATCH_LEN);
+    if (!scratch) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    struct scan_ctx c = {.s = s};
+    struct mc__bucket *last = NULL;
+    for (size_t i = 0; i < n; i++) {
+        char name[32];
+        bucket_name(ids[i], name);
+        int fd = openat(s->dirfd, name, O_RDWR | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            MC_ERROR("bucket store: open %s: %s", name, strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            rc = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+        struct mc__bucket *b = bucket_new(s, ids[i], fd, (uint64_t)st.st_size);
+        if (!b) {
+            close(fd);
+            rc = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+        c.b = b;
+        uint64_t end = 0;
+        rc = mc__brec_scan(scan_read, &c, b->size, scratch, SCRATCH_LEN, scan_visit, &c, &end);
+        if (rc != 0) {
+            rc = rc == SCAN_NOMEM ? MC_ERR_INTERNAL_ERROR : MC_ERR_INVALID_READ;
+            goto out;
+        }
+        if (end < b->size) {
+            MC_WARN("bucket store: %s: %" PRIu64 " torn or unreadable bytes at %" PRIu64
+                    ": cut off",
+                    name, b->size - end, end);
+            if (ftruncate(fd, (off_t)end) != 0) {
+                rc = MC_ERR_WRITE_FAIL;
+                goto out;
+            }
+            s->used -= b->size - end;
+            b->size = end;
+        }
+        sync_fd(s, fd);
+        if (ids[i] >= s->next_id)
+            s->next_id = ids[i] + 1;
+        last = b;
+    }
+    if (c.dropped)
+        MC_WARN("bucket store: %" PRIu64 " objects failed their checksum on rescan: dropped",
+                c.dropped);
+    s->seq = c.max_seq > s->seq ? c.max_seq : s->seq;
+    /* The newest bucket keeps taking appends while it has room; the rest are sealed. A bucket
+     * with nothing live goes now (the active one is cut back to empty). */
+    if (last && last->size < s->opts.bucket_size)
+        s->active = last;
+    for (struct mc__bucket *b = s->buckets, *next; b; b = next) {
+        next = b->next;
+        if (b->nlive == 0 && (b != s->active || b->size > 0))
+            bucket_emptied(s, b);
+    }
+out:
+    mc__free(scratch);
+    mc__free(ids);
+    return rc;
+}
+
+int mc__bstore_open_ex(const char *dir, const struct mc__bstore_opts *opts,
+                       struct mc__bstore **out) {
+    if (!dir || !*dir || !opts || !out || opts->capacity == 0)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        MC_ERROR("bucket store: mkdir %s: %s", dir, strerror(errno));
+        return errno == ENOENT ? MC_ERR_FILE_NOT_FOUND : MC_ERR_INTERNAL_ERROR;
+    }
+    struct mc__bstore *s = mc__calloc(1, sizeof *s);
+    if (!s)
+        return MC_ERR_INTERNAL_ERROR;
+    int rc = 0;
+    s->dirfd = -1;
+    s->lockfd = -1;
+    s->opts = *opts;
+    if (!s->opts.bucket_size)
+        s->opts.bucket_size = MC_BSTORE_DEFAULT_BUCKET;
+    /* Compaction copies a bucket's live records before it unlinks the bucket, under the same
+     * limit: buckets well below the capacity keep that headroom small. */
+    if (s->opts.bucket_size > opts->capacity / 8)
+        s->opts.bucket_size = opts->capacity / 8 > 4096 ? opts->capacity / 8 : 4096;
+    s->seq = 1;
+    pthread_mutex_init(&s->mu, NULL);
+    if (mc__bindex_init(&s->ix) != 0) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->dirfd < 0) {
+        MC_ERROR("bucket store: open %s: %s", dir, strerror(errno));
+        rc = errno == ENOENT || errno == ENOTDIR ? MC_ERR_FILE_NOT_FOUND : MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    s->lockfd = openat(s->dirfd, "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lockfd < 0) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    if (flock(s->lockfd, LOCK_EX | LOCK_NB) != 0) {
+        MC_ERROR("bucket store: %s is held by another store", dir);
+        rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+        goto out;
+    }
+    rc = rescan(s);
+out:
+    if (rc != 0) {
+        mc__bstore_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int mc__bstore_open(const char *dir, uint64_t capacity, struct mc__bstore **out) {
+    struct mc__bstore_opts o = {.capacity = capacity};
+    return mc__bstore_open_ex(dir, &o, out);
+}
+
+void mc__bstore_close(struct mc__bstore *s) {
+    if (!s)
+        return;
+    for (struct mc__bucket *b = s->buckets, *next; b; b = next) {
+        next = b->next;
+        sync_fd(s, b->fd);
+        close(b->fd);
+        mc__free(b);
+    }
+    mc__bindex_free(&s->ix);
+    if (s->lockfd >= 0)
+        close(s->lockfd); /* releases the flock */
+    if (s->dirfd >= 0)
+        close(s->dirfd);
+    pthread_mutex_destroy(&s->mu);
+    mc__free(s);
+}

@@ -1,0 +1,78 @@
+/* The on-disk object store under the disk tier: objects appended to bucket files of many
+ * objects each, a CRC-32 per object verified on every read, an in-memory index, and a rescan on
+ * open that keeps the newest intact copy of each key and drops (and reclaims) what is torn or
+ * fails its checksum. Format and policy: docs/disk-tier.md; record layout: bucket_record.h.
+ *
+ * Keys are NUL-terminated strings of 1..MC_BREC_MAX_KEY bytes (any bytes but NUL). Every call
+ * returns 0 or a negative MC_ERR_ code. All calls but close are thread-safe (one mutex per
+ * store; a get reads outside it, its bucket pinned); a store directory is held by one open store at
+ * a time (an flock on its LOCK file). */
+#ifndef MC_DISK_BUCKET_STORE_H
+#define MC_DISK_BUCKET_STORE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "disk/bucket_record.h"
+
+#define MC_BSTORE_DEFAULT_BUCKET (64ull << 20)
+
+struct mc__bstore;
+
+struct mc__bstore_opts {
+    uint64_t capacity;    /* disk bytes the bucket files may take in all (> 0) */
+    uint64_t bucket_size; /* a bucket is sealed once it reaches this; 0: 64 MiB; at most
+                             capacity / 8 (min 4 KiB) so compaction has room */
+    int no_sync;          /* 1: skip fdatasync after writes (tests, scratch data) */
+};
+
+/* Opens dir (created if missing; its parent must exist) with the default bucket size, rescanning
+ * whatever buckets are there. A store over capacity after the rescan (the limit was lowered)
+ * still opens; puts are refused until removals bring it under. INVALID_PARAMS for bad
+ * arguments, UNAVAILABLE_IN_CURRENT_STATUS when another store holds dir, FILE_NOT_FOUND /
+ * INTERNAL_ERROR for what the file system refuses. */
+int mc__bstore_open(const char *dir, uint64_t capacity, struct mc__bstore **out);
+int mc__bstore_open_ex(const char *dir, const struct mc__bstore_opts *opts,
+                       struct mc__bstore **out);
+
+/* Stores len bytes under key, replacing an existing copy (the old copy's space becomes dead and
+ * is reclaimed by compaction). Durable when it returns 0 (unless no_sync).
+ * NO_AVAILABLE_HANDLE: it does not fit even after compaction; the caller evicts and retries.
+ * INVALID_PARAMS: data NULL with len > 0, or an object that could never fit (its record is over
+ * the capacity). INVALID_KEY: key NULL, empty or over MC_BREC_MAX_KEY. WRITE_FAIL: I/O error
+ * (nothing is left of the failed copy; an older copy of key is still served unless its space
+ * had to be given up first to make room). */
+int mc__bstore_put(struct mc__bstore *s, const char *key, const void *data, uint64_t len);
+
+/* Copies the value of key into buf (cap bytes) after verifying its checksum; *out_len (may be
+ * NULL) is the value's length. OBJECT_NOT_FOUND; BUFFER_OVERFLOW when cap is too small (*out_len
+ * says how much is needed; nothing is copied); CHECKSUM_MISMATCH when the bytes on disk fail the
+ * checksum: the object is deleted and buf's contents are undefined; INVALID_READ: I/O error. */
+int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
+                   uint64_t *out_len);
+
+/* The value length of key: OBJECT_NOT_FOUND if absent. */
+int mc__bstore_size(struct mc__bstore *s, const char *key, uint64_t *out_len);
+
+/* Deletes key (its space becomes dead; a bucket with nothing live left is unlinked at once).
+ * OBJECT_NOT_FOUND if absent. */
+int mc__bstore_remove(struct mc__bstore *s, const char *key);
+
+/* Rewrites buckets that are at least half dead, now (puts also compact on demand). */
+int mc__bstore_compact(struct mc__bstore *s);
+
+/* Disk bytes the bucket files take (live, dead and the active bucket's tail), live bytes (the
+ * records of indexed objects), object count, capacity. */
+uint64_t mc__bstore_used(struct mc__bstore *s);
+uint64_t mc__bstore_live(struct mc__bstore *s);
+uint64_t mc__bstore_count(struct mc__bstore *s);
+uint64_t mc__bstore_capacity(struct mc__bstore *s);
+
+/* Calls fn for every intact object (after open: what the rescan kept, for re-announcing), with
+ * the store's lock held: fn must not call back into s. A non-zero return stops the walk and is
+ * returned. */
+typedef int (*mc__bstore_key_fn)(void *ctx, const char *key, uint64_t value_len);
+int mc__bstore_foreach(struct mc__bstore *s, mc__bstore_key_fn fn, void *ctx);
+
+/* Closes the files and frees s (NULL is a no-op); no other call on s may be in flight. */
+void mc__bstore_close(struct mc__bstore *s);
+#endif
