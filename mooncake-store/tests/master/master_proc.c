@@ -16,7 +16,7 @@
 #include "mooncake/common/http.h"
 #include "mooncake/common/time.h"
 
-static int mc__read_line(int fd, char *line, size_t cap, uint64_t deadline) {
+int mc_test_read_line(int fd, char *line, size_t cap, uint64_t deadline) {
     size_t n = 0;
     while (n + 1 < cap) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -75,7 +75,7 @@ int mc_test_master_start(const char *bin, uint16_t port, const char *const *extr
     m->out_fd = pfd[0];
     while (!m->rpc_port || !m->metrics_port || (want_meta && !m->meta_port)) {
         char line[256];
-        if (mc__read_line(m->out_fd, line, sizeof(line), deadline)) {
+        if (mc_test_read_line(m->out_fd, line, sizeof(line), deadline)) {
             mc_test_master_stop(m, 1);
             return -1;
         }

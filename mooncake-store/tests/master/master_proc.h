@@ -2,6 +2,7 @@
  * the lines it prints. */
 #ifndef MC_TEST_MASTER_PROC_H
 #define MC_TEST_MASTER_PROC_H
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -20,6 +21,8 @@ int mc_test_master_start(const char *bin, uint16_t port, const char *const *extr
 int mc_test_master_stop(mc_test_master_t *m, int hard);
 /* Runs bin with args to completion; returns its exit code and captures stderr into err. */
 int mc_test_run_capture(const char *bin, const char *const *args, char *err, size_t cap);
+/* Reads one line (without its newline) from fd before deadline (mc__now_ms); 0 or -1. */
+int mc_test_read_line(int fd, char *line, size_t cap, uint64_t deadline);
 /* GET http://127.0.0.1:port/path; returns the status, body into *body (mc__free it). */
 int mc_test_http_get(uint16_t port, const char *path, char **body);
 #endif

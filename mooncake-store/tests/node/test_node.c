@@ -120,24 +120,6 @@ typedef struct fixture {
     mc_store_t *dummy;
 } fixture_t;
 
-static int read_line(int fd, char *line, size_t cap, uint64_t deadline) {
-    size_t n = 0;
-    while (n + 1 < cap) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        uint64_t now = mc__now_ms();
-        char ch;
-        if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0)
-            return -1;
-        if (read(fd, &ch, 1) != 1)
-            return -1;
-        if (ch == '\n')
-            break;
-        line[n++] = ch;
-    }
-    line[n] = '\0';
-    return 0;
-}
-
 static int node_start(const char *master_addr, uint16_t port, node_proc_t *np) {
     char a_master[128], a_port[32];
     const char *argv[] = {g_node_bin,
@@ -168,7 +150,7 @@ static int node_start(const char *master_addr, uint16_t port, node_proc_t *np) {
     np->out_fd = pfd[0];
     while (!ready) {
         char line[512];
-        if (read_line(np->out_fd, line, sizeof(line), deadline) != 0)
+        if (mc_test_read_line(np->out_fd, line, sizeof(line), deadline) != 0)
             return -1;
         if (sscanf(line, "mooncake_client segment %255s", np->segment) == 1)
             continue;
