@@ -297,8 +297,15 @@ void mc__persist_maybe_compact(mc__master_t *m) {
         pthread_cond_wait(&p->cv, &p->mu);
     /* Everything emitted since the snapshot began, committed or not, goes after it. */
     ok = ok && !p->redo.failed && mc__write_all(fd, p->redo.data, p->redo.len) == 0 &&
-         fsync(fd) == 0 && renameat(p->dir_fd, MC__LOG_FILE ".tmp", p->dir_fd, MC__LOG_FILE) == 0 &&
-         fsync(p->dir_fd) == 0;
+         fsync(fd) == 0 && renameat(p->dir_fd, MC__LOG_FILE ".tmp", p->dir_fd, MC__LOG_FILE) == 0;
+    if (ok && fsync(p->dir_fd) != 0) {
+        /* The new file has the name, but the rename may not survive a crash, and the old file
+         * no longer takes records anyone would replay: stop, as for any write that fails. */
+        MC_ERROR("master: cannot sync the metadata log's directory (%s); stopping so that "
+                 "nothing unrecorded is acknowledged",
+                 strerror(errno));
+        _exit(70);
+    }
     if (ok) {
         uint64_t new_size = 8 + body.len + p->redo.len;
         close(p->fd);
