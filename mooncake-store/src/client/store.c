@@ -92,24 +92,16 @@ static void mc__deadline_in(struct timespec *ts, int ms) {
     }
 }
 
-/* The master expires clients that stop heartbeating; when it forgot us (restart, expiry), the
- * master client mounts our segment again inside the heartbeat call. */
-static void *mc__heartbeat_main(void *arg) {
-    mc_store_t *s = arg;
+/* The loop both background threads run: step, then wait one heartbeat interval or until
+ * close sets hb_stop. */
+static void mc__every_heartbeat(mc_store_t *s, void (*step)(mc_store_t *)) {
     int interval =
         s->cfg.heartbeat_interval_ms > 0 ? s->cfg.heartbeat_interval_ms : MC__DEFAULT_HEARTBEAT_MS;
     pthread_mutex_lock(&s->hb_mu);
     while (!s->hb_stop) {
         struct timespec ts;
-        uint8_t status = 0;
-        int rc;
         pthread_mutex_unlock(&s->hb_mu);
-        rc = mc__master_client_heartbeat(s->master, &status);
-        atomic_store(&s->master_ok, rc == 0);
-        if (rc != 0)
-            MC_DEBUG("store: heartbeat failed: %s", mc_store_strerror(rc));
-        else if (status == MC_MP_CLIENT_NEED_REMOUNT && s->cfg.global_segment_size > 0)
-            MC_WARN("store: the master had forgotten this client; segment mounted again");
+        step(s);
         pthread_mutex_lock(&s->hb_mu);
         mc__deadline_in(&ts, interval);
         while (!s->hb_stop)
@@ -117,30 +109,36 @@ static void *mc__heartbeat_main(void *arg) {
                 break;
     }
     pthread_mutex_unlock(&s->hb_mu);
-    return NULL;
+}
+
+/* The master expires clients that stop heartbeating; when it forgot us (restart, expiry), the
+ * master client mounts our segment again inside the heartbeat call. */
+static void mc__heartbeat_step(mc_store_t *s) {
+    uint8_t status = 0;
+    int rc = mc__master_client_heartbeat(s->master, &status);
+    atomic_store(&s->master_ok, rc == 0);
+    if (rc != 0)
+        MC_DEBUG("store: heartbeat failed: %s", mc_store_strerror(rc));
+    else if (status == MC_MP_CLIENT_NEED_REMOUNT && s->cfg.global_segment_size > 0)
+        MC_WARN("store: the master had forgotten this client; segment mounted again");
 }
 
 /* Work the master hands out with its heartbeats and timed local work, on a thread of its own
  * so that a long copy never delays a heartbeat (the master would expire us): replica tasks
  * assigned to this client, and extra segments whose grace period passed. */
+static void mc__maint_step(mc_store_t *s) {
+    if (atomic_load(&s->master_ok))
+        mc__store_run_tasks(s);
+    mc__store_extras_tick(s);
+}
+
+static void *mc__heartbeat_main(void *arg) {
+    mc__every_heartbeat(arg, mc__heartbeat_step);
+    return NULL;
+}
+
 static void *mc__maint_main(void *arg) {
-    mc_store_t *s = arg;
-    int interval =
-        s->cfg.heartbeat_interval_ms > 0 ? s->cfg.heartbeat_interval_ms : MC__DEFAULT_HEARTBEAT_MS;
-    pthread_mutex_lock(&s->hb_mu);
-    while (!s->hb_stop) {
-        struct timespec ts;
-        pthread_mutex_unlock(&s->hb_mu);
-        if (atomic_load(&s->master_ok))
-            mc__store_run_tasks(s);
-        mc__store_extras_tick(s);
-        pthread_mutex_lock(&s->hb_mu);
-        mc__deadline_in(&ts, interval);
-        while (!s->hb_stop)
-            if (pthread_cond_timedwait(&s->hb_cv, &s->hb_mu, &ts) == ETIMEDOUT)
-                break;
-    }
-    pthread_mutex_unlock(&s->hb_mu);
+    mc__every_heartbeat(arg, mc__maint_step);
     return NULL;
 }
 

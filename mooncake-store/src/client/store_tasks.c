@@ -117,7 +117,7 @@ static int mc__task_move_bytes(mc_store_t *s, const mc__task_work_t *w, uint8_t 
 }
 
 void mc__store_run_tasks(mc_store_t *s) {
-    mc__task_work_t *w = NULL;
+    mc__task_work_t w[MC__TASK_FETCH]; /* ~27 KiB on the maintenance thread's stack */
     uint8_t *buf = NULL;
     uint32_t n = 0;
     size_t extras;
@@ -126,9 +126,8 @@ void mc__store_run_tasks(mc_store_t *s) {
     pthread_mutex_unlock(&s->extras_mu);
     if (!s->segment && extras == 0)
         return; /* a client that owns no replica is assigned nothing */
-    w = mc__calloc(MC__TASK_FETCH, sizeof(*w));
-    if (!w || mc__master_client_task_fetch(s->master, MC__TASK_FETCH, w, &n) != 0 || n == 0)
-        goto out;
+    if (mc__master_client_task_fetch(s->master, MC__TASK_FETCH, w, &n) != 0 || n == 0)
+        return;
     mc__failpoint("store_task_after_fetch"); /* tests race removes and replaces against this */
     buf = mc__malloc(MC__TASK_CHUNK);
     for (uint32_t i = 0; i < n; i++) {
@@ -140,7 +139,5 @@ void mc__store_run_tasks(mc_store_t *s) {
             MC_WARN("store: reporting a replica task for '%s' failed: %s", w[i].key,
                     mc_store_strerror(rc));
     }
-out:
     mc__free(buf);
-    mc__free(w);
 }

@@ -124,6 +124,7 @@ struct mc__master {
     pthread_mutex_t tasks_mu;
     struct mc__task **tasks;
     size_t n_tasks, cap_tasks;
+    size_t tasks_in[4]; /* listed tasks by status (MC_TASK_*), so no request counts them */
     uint64_t tasks_checked_ms;
 
     /* gauges and counters */

@@ -98,16 +98,26 @@ static void mc__append(mc__master_t *m, mc_buf_t *rec) {
         mc__append((m), &rec_);                                                                    \
     } while (0)
 
+/* Record bodies, shared by the emitters and the dump of a compaction (restore.c). */
+void mc__persist_put_seg(mc_buf_t *b, const mc__segment_t *seg) {
+    mc__buf_u8(b, MC__R_SEG_MOUNT);
+    mc__buf_u64(b, seg->serial);
+    mc__buf_bytes(b, seg->name, seg->name_len);
+    mc__buf_u64(b, seg->base);
+    mc__buf_u64(b, seg->size);
+    mc__buf_u64(b, seg->epoch);
+    mc__buf_put(b, seg->owner, MC_MP_CLIENT_ID_LEN);
+}
+
+void mc__persist_put_alloc(mc_buf_t *b, uint64_t serial, uint64_t off, uint64_t len) {
+    mc__buf_u8(b, MC__R_ALLOC);
+    mc__buf_u64(b, serial);
+    mc__buf_u64(b, off);
+    mc__buf_u64(b, len);
+}
+
 void mc__persist_seg_mount(mc__master_t *m, const mc__segment_t *seg) {
-    MC__EMIT(m, {
-        mc__buf_u8(b, MC__R_SEG_MOUNT);
-        mc__buf_u64(b, seg->serial);
-        mc__buf_bytes(b, seg->name, seg->name_len);
-        mc__buf_u64(b, seg->base);
-        mc__buf_u64(b, seg->size);
-        mc__buf_u64(b, seg->epoch);
-        mc__buf_put(b, seg->owner, MC_MP_CLIENT_ID_LEN);
-    });
+    MC__EMIT(m, mc__persist_put_seg(b, seg));
 }
 
 void mc__persist_seg_drop(mc__master_t *m, const mc__segment_t *seg) {
@@ -118,12 +128,7 @@ void mc__persist_seg_drop(mc__master_t *m, const mc__segment_t *seg) {
 }
 
 void mc__persist_alloc(mc__master_t *m, const mc__segment_t *seg, uint64_t off, uint64_t len) {
-    MC__EMIT(m, {
-        mc__buf_u8(b, MC__R_ALLOC);
-        mc__buf_u64(b, seg->serial);
-        mc__buf_u64(b, off);
-        mc__buf_u64(b, len);
-    });
+    MC__EMIT(m, mc__persist_put_alloc(b, seg->serial, off, len));
 }
 
 void mc__persist_free(mc__master_t *m, const mc__segment_t *seg, uint64_t off) {
@@ -134,8 +139,8 @@ void mc__persist_free(mc__master_t *m, const mc__segment_t *seg, uint64_t off) {
     });
 }
 
-/* The record body of an object (shared with the dump); the registry read lock is taken for the
- * replicas' serials. A replica whose segment is gone is left out. */
+/* The registry read lock is taken for the replicas' serials; a replica whose segment is gone is
+ * left out. */
 void mc__persist_put_obj(mc__master_t *m, mc_buf_t *b, const mc__object_t *o, uint64_t now) {
     const mc__replica_t *reps = mc__obj_reps((mc__object_t *)o);
     uint64_t serial[MC_MP_MAX_REPLICA_NUM];
@@ -166,8 +171,7 @@ void mc__persist_put_obj(mc__master_t *m, mc_buf_t *b, const mc__object_t *o, ui
 }
 
 void mc__persist_obj_set(mc__master_t *m, mc__object_t *o) {
-    uint64_t now = mc__now_ms();
-    MC__EMIT(m, mc__persist_put_obj(m, b, o, now));
+    MC__EMIT(m, mc__persist_put_obj(m, b, o, mc__now_ms())); /* no clock read with no log */
 }
 
 void mc__persist_obj_del(mc__master_t *m, const mc__object_t *o) {

@@ -72,6 +72,10 @@ int mc__persist_replay_buf(mc__master_t *m, const uint8_t *data, size_t len, con
                            char *err, size_t cap);
 /* Writes m's whole state as records into b (a compacted log's body). */
 int mc__persist_dump(mc__master_t *m, mc_buf_t *b);
+/* Record bodies (between record_begin and record_end), for the emitters and the dump. */
+void mc__persist_put_seg(mc_buf_t *b, const struct mc__segment *seg);
+void mc__persist_put_alloc(mc_buf_t *b, uint64_t serial, uint64_t off, uint64_t len);
+void mc__persist_put_obj(mc__master_t *m, mc_buf_t *b, const struct mc__object *o, uint64_t now);
 /* One record appended to b. */
 void mc__persist_record_begin(mc_buf_t *b, size_t *at);
 void mc__persist_record_end(mc_buf_t *b, size_t at);

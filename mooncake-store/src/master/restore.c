@@ -490,8 +490,6 @@ out:
 
 /* --- dump --- */
 
-void mc__persist_put_obj(mc__master_t *m, mc_buf_t *b, const mc__object_t *o, uint64_t now);
-
 static int mc__dump_obj(mc__master_t *m, mc__object_t *o, void *arg) {
     mc_buf_t *b = arg;
     size_t at = 0;
@@ -511,13 +509,7 @@ int mc__persist_dump(mc__master_t *m, mc_buf_t *b) {
         if (!s)
             continue;
         mc__persist_record_begin(b, &at);
-        mc__buf_u8(b, MC__R_SEG_MOUNT);
-        mc__buf_u64(b, s->serial);
-        mc__buf_bytes(b, s->name, s->name_len);
-        mc__buf_u64(b, s->base);
-        mc__buf_u64(b, s->size);
-        mc__buf_u64(b, s->epoch);
-        mc__buf_put(b, s->owner, MC_MP_CLIENT_ID_LEN);
+        mc__persist_put_seg(b, s);
         mc__persist_record_end(b, at);
         /* Every allocated block, in physical order from the block at offset 0 (handle 0);
          * the segment's lock keeps allocations out while its blocks are walked. */
@@ -528,10 +520,8 @@ int mc__persist_dump(mc__master_t *m, mc_buf_t *b) {
             if (mc__seg_block_is_free(blk))
                 continue;
             mc__persist_record_begin(b, &at);
-            mc__buf_u8(b, MC__R_ALLOC);
-            mc__buf_u64(b, s->serial);
-            mc__buf_u64(b, blk->off * MC_SEG_ALIGN);
-            mc__buf_u64(b, mc__seg_block_size(blk) * MC_SEG_ALIGN);
+            mc__persist_put_alloc(b, s->serial, blk->off * MC_SEG_ALIGN,
+                                  mc__seg_block_size(blk) * MC_SEG_ALIGN);
             mc__persist_record_end(b, at);
         }
         pthread_mutex_unlock(&s->mu);

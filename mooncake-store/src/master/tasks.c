@@ -45,6 +45,7 @@ typedef struct mc__task {
     mc__replica_t src;
     mc__object_t *pending;
     char message[MC_TP_MAX_MESSAGE + 1];
+    int listed; /* in m->tasks, counted in m->tasks_in */
     uint32_t hash;
     uint32_t key_len;
     uint8_t data[]; /* key, then the segment names */
@@ -54,7 +55,11 @@ static int mc__finished(const mc__task_t *t) {
     return t->status == MC_TASK_SUCCESS || t->status == MC_TASK_FAILED;
 }
 
-static void mc__task_set(mc__task_t *t, uint8_t status, const char *msg) {
+static void mc__task_set(mc__master_t *m, mc__task_t *t, uint8_t status, const char *msg) {
+    if (t->listed) {
+        m->tasks_in[t->status]--;
+        m->tasks_in[status]++;
+    }
     t->status = status;
     t->updated_ms = mc__wall_ms();
     t->since = mc__now_ms();
@@ -77,16 +82,17 @@ static void mc__task_free(mc__master_t *m, mc__task_t *t) {
 
 /* With tasks_mu held: drops the oldest finished task while more than the limit are kept. */
 static void mc__tasks_trim(mc__master_t *m) {
-    size_t finished = 0, oldest = SIZE_MAX;
-    for (size_t i = 0; i < m->n_tasks; i++) {
-        if (!mc__finished(m->tasks[i]))
-            continue;
-        finished++;
-        if (oldest == SIZE_MAX || m->tasks[i]->since < m->tasks[oldest]->since)
-            oldest = i;
-    }
-    if (finished <= (size_t)m->cfg.max_finished_tasks || oldest == SIZE_MAX)
+    size_t oldest = SIZE_MAX;
+    if (m->tasks_in[MC_TASK_FAILED] + m->tasks_in[MC_TASK_SUCCESS] <=
+        (size_t)m->cfg.max_finished_tasks)
         return;
+    for (size_t i = 0; i < m->n_tasks; i++)
+        if (mc__finished(m->tasks[i]) &&
+            (oldest == SIZE_MAX || m->tasks[i]->since < m->tasks[oldest]->since))
+            oldest = i;
+    if (oldest == SIZE_MAX)
+        return;
+    m->tasks_in[m->tasks[oldest]->status]--;
     mc__task_free(m, m->tasks[oldest]);
     m->tasks[oldest] = m->tasks[--m->n_tasks];
 }
@@ -164,7 +170,7 @@ static int32_t mc__task_check_new(mc__master_t *m, const mc__mp_request_t *r, mc
             mc__detach_replica(m, o, (uint8_t)src, mc__now_ms());
             mc__persist_obj_set(m, o);
         }
-        mc__task_set(t, MC_TASK_SUCCESS, "every target already held a replica");
+        mc__task_set(m, t, MC_TASK_SUCCESS, "every target already held a replica");
     }
 out:
     pthread_mutex_unlock(&s->mu);
@@ -173,7 +179,6 @@ out:
 
 static int32_t mc__task_create(mc__master_t *m, const mc__mp_request_t *r, uint8_t *id_out) {
     size_t names = r->segment_name.len;
-    size_t pending = 0;
     mc__task_t *t = NULL;
     uint8_t *p = NULL;
     int32_t rc = 0;
@@ -213,11 +218,10 @@ static int32_t mc__task_create(mc__master_t *m, const mc__mp_request_t *r, uint8
         const mc__task_t *o = m->tasks[i];
         if (mc__finished(o))
             continue;
-        pending += o->status == MC_TASK_PENDING;
         if (o->key_len == t->key_len && memcmp(o->data, t->data, t->key_len) == 0)
             rc = MC_ERR_OBJECT_HAS_REPLICATION_TASK;
     }
-    if (rc == 0 && pending >= (size_t)m->cfg.max_pending_tasks)
+    if (rc == 0 && m->tasks_in[MC_TASK_PENDING] >= (size_t)m->cfg.max_pending_tasks)
         rc = MC_ERR_TASK_PENDING_LIMIT_EXCEEDED;
     if (rc == 0)
         rc = mc__task_check_new(m, r, t);
@@ -232,6 +236,8 @@ static int32_t mc__task_create(mc__master_t *m, const mc__mp_request_t *r, uint8
         }
     }
     if (rc == 0) {
+        t->listed = 1;
+        m->tasks_in[t->status]++;
         m->tasks[m->n_tasks++] = t;
         memcpy(id_out, t->id, MC_MP_CLIENT_ID_LEN);
         mc__tasks_trim(m);
@@ -293,7 +299,7 @@ static int mc__task_start(mc__master_t *m, mc__task_t *t, mc__task_work_t *w) {
             mc__detach_replica(m, o, (uint8_t)src, mc__now_ms());
             mc__persist_obj_set(m, o);
         }
-        mc__task_set(t, MC_TASK_SUCCESS, "every target already held a replica");
+        mc__task_set(m, t, MC_TASK_SUCCESS, "every target already held a replica");
         goto out;
     }
     pend = mc__object_new(t->data, t->key_len, t->hash, (uint8_t)n_new);
@@ -316,40 +322,37 @@ static int mc__task_start(mc__master_t *m, mc__task_t *t, mc__task_work_t *w) {
     w->n_targets = (uint32_t)n_new;
     for (int i = 0; i < n_new; i++)
         mc__desc_of(m, &placed[n_have + i], &w->targets[i]);
-    mc__task_set(t, MC_TASK_PROCESSING, "");
+    mc__task_set(m, t, MC_TASK_PROCESSING, "");
     started = 1;
     n_new = 0; /* owned by the task now */
 out:
     for (int i = 0; i < n_new; i++)
         mc__free_replica(m, &placed[n_have + i]);
     if (why)
-        mc__task_set(t, MC_TASK_FAILED, why);
+        mc__task_set(m, t, MC_TASK_FAILED, why);
     pthread_mutex_unlock(&s->mu);
     pthread_rwlock_unlock(&m->placement);
     return started;
 }
 
 static int mc__task_fetch(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out) {
-    mc__task_work_t *w = mc__calloc(r->max_tasks, sizeof(*w));
+    mc__task_work_t *w = NULL;
     uint32_t n = 0;
-    size_t start = 0, processing = 0;
+    size_t start = 0;
     int rc;
-    if (!w)
-        return MC_ERR_INTERNAL_ERROR;
     pthread_mutex_lock(&m->tasks_mu);
-    for (size_t i = 0; i < m->n_tasks; i++)
-        processing += m->tasks[i]->status == MC_TASK_PROCESSING;
-    for (size_t i = 0;
-         i < m->n_tasks && n < r->max_tasks && processing < (size_t)m->cfg.max_processing_tasks;
+    /* Every storage client asks every heartbeat; nearly always nothing waits. */
+    if (m->tasks_in[MC_TASK_PENDING] > 0 &&
+        m->tasks_in[MC_TASK_PROCESSING] < (size_t)m->cfg.max_processing_tasks)
+        w = mc__calloc(r->max_tasks, sizeof(*w));
+    for (size_t i = 0; w && i < m->n_tasks && n < r->max_tasks &&
+                       m->tasks_in[MC_TASK_PROCESSING] < (size_t)m->cfg.max_processing_tasks;
          i++) {
         mc__task_t *t = m->tasks[i];
-        uint32_t started;
         if (t->status != MC_TASK_PENDING ||
             memcmp(t->assigned, r->client_id, MC_MP_CLIENT_ID_LEN) != 0)
             continue;
-        started = (uint32_t)mc__task_start(m, t, &w[n]);
-        n += started;
-        processing += started;
+        n += (uint32_t)mc__task_start(m, t, &w[n]);
     }
     pthread_mutex_unlock(&m->tasks_mu);
     rc = mc__tp_fetch_reply_begin(out, r->request_id, n, &start);
@@ -398,14 +401,14 @@ static void mc__task_publish(mc__master_t *m, mc__task_t *t) {
         if (t->type == MC_TASK_MOVE)
             mc__detach_replica(m, o, (uint8_t)src, mc__now_ms());
         mc__persist_obj_set(m, o);
-        mc__task_set(t, MC_TASK_SUCCESS, "");
+        mc__task_set(m, t, MC_TASK_SUCCESS, "");
     }
     pthread_mutex_unlock(&s->mu);
     pthread_rwlock_unlock(&m->placement);
     if (why) {
         mc__object_destroy(m, t->pending); /* the executor is done writing: free at once */
         t->pending = NULL;
-        mc__task_set(t, MC_TASK_FAILED, why);
+        mc__task_set(m, t, MC_TASK_FAILED, why);
     }
 }
 
@@ -425,7 +428,7 @@ static int32_t mc__task_report(mc__master_t *m, const mc__mp_request_t *r) {
         if (t->pending)
             mc__object_destroy(m, t->pending); /* the client is done with it */
         t->pending = NULL;
-        mc__task_set(t, MC_TASK_FAILED, msg[0] ? msg : mc_store_strerror(r->task_code));
+        mc__task_set(m, t, MC_TASK_FAILED, msg[0] ? msg : mc_store_strerror(r->task_code));
     } else {
         mc__task_publish(m, t);
     }
@@ -495,9 +498,9 @@ void mc__tasks_expire(mc__master_t *m, uint64_t now) {
     for (size_t i = 0; i < m->n_tasks; i++) {
         mc__task_t *t = m->tasks[i];
         if (t->status == MC_TASK_PENDING && pending_ms && now - t->since >= pending_ms) {
-            mc__task_set(t, MC_TASK_FAILED, "its client did not take it in time");
+            mc__task_set(m, t, MC_TASK_FAILED, "its client did not take it in time");
         } else if (t->status == MC_TASK_PENDING && mc__segments_of(m, t->assigned) == 0) {
-            mc__task_set(t, MC_TASK_FAILED, "its client is gone");
+            mc__task_set(m, t, MC_TASK_FAILED, "its client is gone");
         } else if (t->status == MC_TASK_PROCESSING && processing_ms &&
                    now - t->since >= processing_ms) {
             /* The client may still be writing: its reserved space waits out the release
@@ -505,7 +508,7 @@ void mc__tasks_expire(mc__master_t *m, uint64_t now) {
             if (t->pending)
                 mc__grave_add(m, t->pending);
             t->pending = NULL;
-            mc__task_set(t, MC_TASK_FAILED, "its client did not report in time");
+            mc__task_set(m, t, MC_TASK_FAILED, "its client did not report in time");
         }
     }
     pthread_mutex_unlock(&m->tasks_mu);

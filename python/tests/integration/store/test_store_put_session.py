@@ -19,8 +19,7 @@ def master(make_master):
                        "--put_start_release_timeout_sec=2")
 
 
-def _store(master, segment=32 << 20):
-    return local_store(master, segment)
+_store = local_store  # 32 MiB segment, 8 MiB buffer
 
 
 @pytest.fixture
@@ -30,8 +29,7 @@ def store(master):
     s.close()
 
 
-def _buf(data):
-    return c_buffer(data)
+_buf = c_buffer
 
 
 def test_layer_by_layer_then_end(store):

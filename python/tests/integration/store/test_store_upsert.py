@@ -18,8 +18,7 @@ def master(make_master):
     return make_master(f"--default_kv_lease_ttl={LEASE_MS}")
 
 
-def _store(master, segment=32 << 20):
-    return local_store(master, segment)
+_store = local_store  # 32 MiB segment, 8 MiB buffer
 
 
 @pytest.fixture
@@ -29,8 +28,7 @@ def store(master):
     s.close()
 
 
-def _buf(data):
-    return c_buffer(data)
+_buf = c_buffer
 
 
 def test_upsert_inserts_and_replaces_any_size(store):
