@@ -24,11 +24,9 @@
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
-#define MC__ELECTION_KEY_MAX (sizeof(MC_ELECTION_KEY_PREFIX) + 256 + sizeof(MC_ELECTION_KEY_SUFFIX))
-
 struct mc_election {
     mc_etcd_t *etcd;
-    char key[MC__ELECTION_KEY_MAX];
+    char key[MC_MASTER_VIEW_KEY_MAX];
     size_t key_len;
     char me[MC_ELECTION_MAX_ADDR];
     size_t me_len;
@@ -50,25 +48,9 @@ struct mc_election {
     int64_t lease;           /* held while leader; 0 otherwise */
     uint64_t valid_until_ms; /* earliest possible server-side expiry of the lease */
     int lease_gone, key_lost, key_deleted, watch_failed, refresh_stop;
+    int resign_asked; /* mc__election_resign: step down at once, campaign again later */
     mc_etcd_watch_t *watch;
 };
-
-int mc__master_view_key(const char *cluster_id, char *buf, size_t cap) {
-    size_t n;
-    int w;
-    if (!cluster_id || !buf)
-        return MC_ERR_INVALID_ARGUMENT;
-    n = strlen(cluster_id);
-    if (n && cluster_id[n - 1] == '/')
-        n--;
-    if (n == 0 || n > 256)
-        return MC_ERR_INVALID_ARGUMENT;
-    w = snprintf(buf, cap, "%s%.*s%s", MC_ELECTION_KEY_PREFIX, (int)n, cluster_id,
-                 MC_ELECTION_KEY_SUFFIX);
-    if (w < 0 || (size_t)w >= cap)
-        return MC_ERR_INVALID_ARGUMENT;
-    return w;
-}
 
 /* Waits on e->cv until deadline_ms (monotonic) or a signal; mu held. */
 static void wait_until(mc_election_t *e, uint64_t deadline_ms) {
@@ -310,6 +292,8 @@ static void lead(mc_election_t *e, int64_t term, int64_t lease, uint64_t valid_u
         uint64_t fence = e->valid_until_ms - e->margin_ms;
         if (e->stopping)
             why = "stopping";
+        else if (e->resign_asked)
+            why = "resigned";
         else if (e->lease_gone)
             why = "lease gone";
         else if (e->key_lost)
@@ -387,7 +371,11 @@ static void *election_main(void *arg) {
         backoff = 0;
         if (won) {
             lead(e, term, lease, valid_until, rev);
-            backoff = 0;
+            pthread_mutex_lock(&e->mu);
+            /* after a resignation the standbys (watching the key) get the first chance */
+            backoff = e->resign_asked ? 500 : 0;
+            e->resign_asked = 0;
+            pthread_mutex_unlock(&e->mu);
         } else {
             stand_by(e, rev);
             pthread_mutex_lock(&e->mu);
@@ -494,6 +482,16 @@ int mc__election_is_leader(mc_election_t *e) {
     return v;
 }
 
+int mc__election_leads(mc_election_t *e, int64_t term) {
+    int v;
+    if (!e)
+        return 0;
+    pthread_mutex_lock(&e->mu);
+    v = e->is_leader && e->term == term && mc__now_ms() < e->valid_until_ms - e->margin_ms;
+    pthread_mutex_unlock(&e->mu);
+    return v;
+}
+
 int64_t mc__election_term(mc_election_t *e) {
     int64_t v;
     if (!e)
@@ -502,6 +500,17 @@ int64_t mc__election_term(mc_election_t *e) {
     v = e->term;
     pthread_mutex_unlock(&e->mu);
     return v;
+}
+
+void mc__election_resign(mc_election_t *e, int64_t term) {
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->mu);
+    if (e->is_leader && e->term == term) {
+        e->resign_asked = 1;
+        pthread_cond_broadcast(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
 }
 
 void mc__election_test_pause_refresh(mc_election_t *e, int paused) {
@@ -521,32 +530,4 @@ void mc__election_stop(mc_election_t *e) {
     pthread_mutex_destroy(&e->mu);
     mc__etcd_close(e->etcd);
     mc__free(e);
-}
-
-int mc__master_view_get(const char *endpoints, const char *cluster_id, char *out_addr, size_t cap,
-                        int timeout_ms) {
-    char key[MC__ELECTION_KEY_MAX];
-    mc_etcd_t *c = NULL;
-    mc_etcd_kv_t kv;
-    int kl, rc;
-    if (!endpoints || !out_addr)
-        return MC_ERR_INVALID_ARGUMENT;
-    kl = mc__master_view_key(cluster_id, key, sizeof(key));
-    if (kl < 0)
-        return kl;
-    rc = mc__etcd_open(endpoints, timeout_ms, &c);
-    if (rc)
-        return rc;
-    rc = mc__etcd_get(c, key, (size_t)kl, &kv);
-    if (rc == 0) {
-        if (kv.value_len >= cap) {
-            rc = MC_ERR_INVALID_ARGUMENT;
-        } else {
-            memcpy(out_addr, kv.value, kv.value_len);
-            out_addr[kv.value_len] = '\0';
-        }
-        mc__etcd_kv_free(&kv);
-    }
-    mc__etcd_close(c);
-    return rc;
 }

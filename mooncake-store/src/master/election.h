@@ -1,6 +1,6 @@
 /* Leader election for master HA, over etcd (the reference's layout, so its tools read it).
  *
- * Key: "mooncake-store/<cluster_id>/master_view" (a trailing '/' of cluster_id dropped; an empty
+ * Key: the master view key (proto/master_view.h, which also reads it for clients; an empty
  * cluster_id is refused). Value: the leader's address as raw bytes, no framing, no NUL (the
  * reference writes its master's "host:port" RPC address there). The key is put on the leader's
  * lease, so it disappears when the leader stops refreshing. The key's create_revision is the
@@ -23,9 +23,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MC_ELECTION_KEY_PREFIX "mooncake-store/"
-#define MC_ELECTION_KEY_SUFFIX "/master_view"
-#define MC_ELECTION_DEFAULT_CLUSTER_ID "mooncake_cluster"
+#include "proto/master_view.h"
+
+#define MC_ELECTION_DEFAULT_CLUSTER_ID MC_MASTER_VIEW_DEFAULT_CLUSTER_ID
 #define MC_ELECTION_DEFAULT_TTL_S 5
 #define MC_ELECTION_MAX_TTL_S 3600
 #define MC_ELECTION_MAX_ADDR 256
@@ -37,10 +37,6 @@ typedef struct mc_election_callbacks {
 } mc_election_callbacks_t;
 
 typedef struct mc_election mc_election_t;
-
-/* Writes the view key (NUL-terminated) into buf: its length, or MC_ERR_INVALID_ARGUMENT for an
- * empty cluster id or a buffer too small. */
-int mc__master_view_key(const char *cluster_id, char *buf, size_t cap);
 
 /* Starts campaigning for cluster_id's leadership as my_address (1..MC_ELECTION_MAX_ADDR-1
  * bytes). lease_ttl_s <= 0 picks MC_ELECTION_DEFAULT_TTL_S; above MC_ELECTION_MAX_TTL_S is refused.
@@ -57,8 +53,17 @@ int mc__election_leader(mc_election_t *e, char *buf, size_t cap);
  * the fence deadline has not passed (so a process resumed after a stall sees 0 at once, before
  * the election thread has run). A leader checks this before each act that needs leadership. */
 int mc__election_is_leader(mc_election_t *e);
+/* 1 while this candidate holds the leadership of term (as _is_leader, for that term only: a
+ * master started for an earlier term never sees a later one as its own). */
+int mc__election_leads(mc_election_t *e, int64_t term);
 /* The term of the current leadership, 0 when not leader. */
 int64_t mc__election_term(mc_election_t *e);
+
+/* Gives up the leadership of term (if still held) from any thread, without waiting: on_deposed
+ * comes from the election thread, the key is deleted and the lease revoked, and the candidate
+ * campaigns again half a second later (a standby usually wins first). A leader that can no
+ * longer record what it acknowledges calls this. */
+void mc__election_resign(mc_election_t *e, int64_t term);
 
 /* Resigns and frees: a leader gets on_deposed first, then its key is deleted and its lease
  * revoked, so a standby can take over at once. NULL is a no-op. */
@@ -68,9 +73,4 @@ void mc__election_stop(mc_election_t *e);
  * campaign), as if its process were stalled or cut off, so a leader's lease runs out. */
 void mc__election_test_pause_refresh(mc_election_t *e, int paused);
 
-/* Resolves the current leader once: 0 and its address in out_addr, MC_ERR_ETCD_KEY_NOT_EXIST
- * when no leader holds the key, MC_ERR_INVALID_ARGUMENT when cap is too small for it, or the
- * etcd client's error. timeout_ms <= 0: the client's default. */
-int mc__master_view_get(const char *endpoints, const char *cluster_id, char *out_addr, size_t cap,
-                        int timeout_ms);
 #endif

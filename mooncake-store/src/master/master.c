@@ -36,6 +36,7 @@ void mc__master_config_defaults(mc__master_config_t *c) {
     c->pending_task_timeout_s = c->processing_task_timeout_s = 300;
     c->enable_metric_reporting = 1;
     c->cluster_id = "mooncake_cluster";
+    c->ha_lease_ttl_s = 5;
 }
 
 static int mc__bad(char *err, size_t cap, const char *what) {
@@ -82,6 +83,22 @@ int mc__master_config_validate(const mc__master_config_t *c, char *err, size_t c
         return mc__bad(err, cap, "--rpc_idle_timeout_sec must be in 0..86400 (0: never)");
     if (c->rpc_max_conns_per_peer < 0)
         return mc__bad(err, cap, "--rpc_max_conns_per_peer must be >= 0 (0: no limit)");
+    if (c->enable_ha) {
+        const char *a = c->rpc_address;
+        if (!c->ha_etcd_endpoints || !*c->ha_etcd_endpoints)
+            return mc__bad(err, cap,
+                           "--enable_ha needs --etcd_endpoints (or --ha_backend_connstring)");
+        if (!a || !*a || !strcmp(a, "0.0.0.0") || !strcmp(a, "::") || !strcmp(a, "[::]"))
+            return mc__bad(err, cap,
+                           "--enable_ha needs --rpc_address set to the address clients reach this "
+                           "master at (it is published in the master view)");
+        if (c->port == 0)
+            return mc__bad(err, cap, "--enable_ha needs a fixed --port (it is published)");
+        if (c->ha_lease_ttl_s < 1 || c->ha_lease_ttl_s > 3600)
+            return mc__bad(err, cap, "--ha_lease_ttl_sec must be in 1..3600");
+        if (!c->cluster_id || !*c->cluster_id || strlen(c->cluster_id) > 256)
+            return mc__bad(err, cap, "--enable_ha needs a --cluster_id of 1..256 bytes");
+    }
     return 0;
 }
 
@@ -135,7 +152,14 @@ int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
     *out = NULL;
     if (rc)
         return rc;
-    if (cfg->metadata_dir && *cfg->metadata_dir) {
+    if (cfg->enable_ha && cfg->ha_term > 0) {
+        char err[512];
+        rc = mc__persist_open_ha(m, err, sizeof(err));
+        if (rc) {
+            MC_ERROR("master: HA metadata log (term %lld): %s", (long long)cfg->ha_term, err);
+            goto out;
+        }
+    } else if (cfg->metadata_dir && *cfg->metadata_dir) {
         char err[512];
         rc = mc__persist_open(m, cfg->metadata_dir, cfg->restore_metadata, err, sizeof(err));
         if (rc) {

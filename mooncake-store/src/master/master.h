@@ -39,6 +39,16 @@ typedef struct mc__master_config {
     const char *metadata_dir;
     int restore_metadata;           /* replay metadata_dir's log at start (else start empty) */
     int64_t metadata_compact_bytes; /* the log is rewritten past max(this, 4x its last size) */
+    /* High availability (ha.h): several masters, one leader elected in etcd, the metadata log
+     * kept in etcd instead of metadata_dir. */
+    int enable_ha;
+    const char *ha_etcd_endpoints; /* "h1:2379,h2:2379" (or ';' between them) */
+    int64_t ha_lease_ttl_s;        /* the leader's lease; a failover takes about this long */
+    /* Set by the HA supervisor for the master it starts in one term of leadership: */
+    int64_t ha_term;
+    int (*ha_is_leader)(void *ctx, int64_t term); /* still the leader of term */
+    void (*ha_lost)(void *ctx, int64_t term);     /* the log cannot record: give up leadership */
+    void *ha_ctx;
 } mc__master_config_t;
 
 void mc__master_config_defaults(mc__master_config_t *c);
@@ -58,7 +68,9 @@ uint16_t mc__master_rpc_port(const mc__master_t *m);
 uint16_t mc__master_metrics_port(const mc__master_t *m);
 uint16_t mc__master_http_metadata_port(const mc__master_t *m); /* 0 when disabled */
 
-/* Handles one decoded request, appending the reply frame to out. Returns 0, or MC_ERR_MEMORY when
- * the reply could not be built (the connection is then closed). */
+/* Handles one decoded request, appending the reply frame to out. Returns 0, or a code when no
+ * reply may be sent and the connection is to be closed: MC_ERR_MEMORY when the reply could not
+ * be built, MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS when this master does not lead (HA) or its
+ * changes could not be recorded. */
 int mc__master_handle(mc__master_t *m, const mc__mp_request_t *req, mc_buf_t *out);
 #endif

@@ -32,15 +32,12 @@ typedef struct mc__compat_flag {
     const char *feature;
 } mc__compat_flag_t;
 
-#define HA "high availability (HA: leader election and standby masters)"
 #define OFFLOAD "SSD offload (the disk tier)"
 #define SNAP "snapshots of the master's metadata"
 static const mc__compat_flag_t mc__compat[] = {
-    {"enable_ha", MC_FLAG_BOOL, "false", HA},
-    {"ha_backend_type", MC_FLAG_STRING, "etcd", NULL},
-    {"ha_backend_connstring", MC_FLAG_STRING, "", NULL},
-    {"etcd_endpoints", MC_FLAG_STRING, "", NULL},
-    {"enable_oplog", MC_FLAG_BOOL, "false", "HA metadata replication (oplog)"},
+    /* HA replicates the metadata through its log in etcd (ha.h), not the reference's oplog:
+     * its knobs have nothing to tune here. */
+    {"enable_oplog", MC_FLAG_BOOL, "false", NULL},
     {"oplog_poll_interval_ms", MC_FLAG_INT, "1000", NULL},
     {"oplog_batch_max_entries", MC_FLAG_INT, "1024", NULL},
     {"batch_oplog_retry_timeout_sec", MC_FLAG_INT, "180", NULL},
@@ -116,7 +113,6 @@ static const mc__compat_flag_t mc__compat[] = {
     /* TCP_NODELAY is always set on RPC connections. */
     {"rpc_enable_tcp_no_delay", MC_FLAG_BOOL, "true", NULL},
 };
-#undef HA
 #undef OFFLOAD
 #undef SNAP
 #define MC__N_COMPAT (sizeof(mc__compat) / sizeof(mc__compat[0]))
@@ -186,6 +182,8 @@ void mc__master_opts_init(mc__master_opts_t *o) {
     o->default_kv_soft_pin_ttl_ms = (uint64_t)c->default_kv_soft_pin_ttl_ms;
     o->max_kv_soft_pin_ttl_ms = (uint64_t)c->max_kv_soft_pin_ttl_ms;
     o->rpc_interface = "";
+    o->ha_backend_type = "etcd";
+    o->ha_backend_connstring = o->etcd_endpoints = "";
 #define F(name, type, ptr, help) o->table[n++] = (mc_flag_t){name, type, ptr, help}
     F("rpc_port", MC_FLAG_INT, &o->rpc_port, "RPC port; 0 = use --port");
     F("port", MC_FLAG_INT, &c->port, "RPC port when --rpc_port is 0 (0 = ephemeral)");
@@ -235,7 +233,16 @@ void mc__master_opts_init(mc__master_opts_t *o) {
     F("enable_metric_reporting", MC_FLAG_BOOL, &c->enable_metric_reporting,
       "log a one-line summary to stderr every 10 s");
     F("cluster_id", MC_FLAG_STRING, &c->cluster_id,
-      "name of this cluster (shown at start; no persistence to name here)");
+      "name of this cluster: with --enable_ha, its keys in etcd (mooncake-store/<id>/...)");
+    F("enable_ha", MC_FLAG_BOOL, &c->enable_ha,
+      "high availability: campaign for leadership in etcd, keep the metadata log there");
+    F("ha_backend_type", MC_FLAG_STRING, &o->ha_backend_type, "HA backend: etcd (the only one)");
+    F("ha_backend_connstring", MC_FLAG_STRING, &o->ha_backend_connstring,
+      "HA backend endpoints (etcd: h1:2379,h2:2379); unset: --etcd_endpoints");
+    F("etcd_endpoints", MC_FLAG_STRING, &o->etcd_endpoints,
+      "etcd endpoints for HA, separated by ';' or ','");
+    F("ha_lease_ttl_sec", MC_FLAG_INT, &c->ha_lease_ttl_s,
+      "the leader's lease in etcd (seconds): a failover takes about this long");
     F("cluster_secret_file", MC_FLAG_STRING, &c->cluster_secret_file,
       "file holding the cluster secret every client must prove (default: MC_CLUSTER_SECRET or "
       "MC_CLUSTER_SECRET_FILE from the environment; none: no authentication)");
@@ -656,7 +663,15 @@ int mc__master_opts_finish(mc__master_opts_t *o, char *err, size_t cap) {
     c->default_kv_soft_pin_ttl_ms = (int64_t)o->default_kv_soft_pin_ttl_ms;
     c->max_kv_soft_pin_ttl_ms = (int64_t)o->max_kv_soft_pin_ttl_ms;
     /* The reference's snapshots: ours is a log that is never behind (docs/master.md). */
-    if (mc__cv(o, "enable_snapshot")->b || mc__cv(o, "enable_snapshot_restore")->b) {
+    /* With HA the log is in etcd, and a new leader always restores from it: the snapshot flags
+     * of a reference HA deployment have nothing left to select. */
+    if (c->enable_ha && o->warn &&
+        (mc__cv(o, "enable_snapshot")->b || mc__cv(o, "enable_snapshot_restore")->b))
+        fprintf(o->warn,
+                "%s: note: --enable_snapshot has no effect with --enable_ha (the metadata log "
+                "is in etcd)\n",
+                PROG);
+    else if (mc__cv(o, "enable_snapshot")->b || mc__cv(o, "enable_snapshot_restore")->b) {
         const char *dir = mc__cv(o, "snapshot_backup_dir")->s;
         const char *store = mc__cv(o, "snapshot_object_store_type")->s;
         if (store && store[0] && strcmp(store, "local") != 0)
@@ -673,6 +688,20 @@ int mc__master_opts_finish(mc__master_opts_t *o, char *err, size_t cap) {
             c->metadata_dir = dir;
             c->restore_metadata = mc__cv(o, "enable_snapshot_restore")->b;
         }
+    }
+    if (c->enable_ha) {
+        if (strcmp(o->ha_backend_type, "etcd") != 0)
+            return mc__fail(err, cap, "--ha_backend_type=%s: only etcd is supported by this master",
+                            o->ha_backend_type);
+        c->ha_etcd_endpoints =
+            o->ha_backend_connstring[0] ? o->ha_backend_connstring : o->etcd_endpoints;
+        if (c->metadata_dir && c->metadata_dir[0])
+            return mc__fail(err, cap,
+                            "--enable_ha keeps the metadata log in etcd: leave out "
+                            "--metadata_dir / --snapshot_backup_dir");
+    } else if (o->warn && (o->etcd_endpoints[0] || o->ha_backend_connstring[0])) {
+        fprintf(o->warn, "%s: note: --%s has no effect while HA is off\n", PROG,
+                o->etcd_endpoints[0] ? "etcd_endpoints" : "ha_backend_connstring");
     }
     rc = mc__master_config_validate(c, err, cap);
     if (rc)

@@ -34,6 +34,7 @@ typedef struct mc__master_opts {
     int64_t rpc_conn_timeout_seconds;
     const char *rpc_interface;
     char rpc_interface_addr[64];
+    const char *ha_backend_type, *ha_backend_connstring, *etcd_endpoints; /* -> cfg HA fields */
     mc__master_compat_val_t compat[MC__MASTER_MAX_FLAGS];
     mc_flag_t table[MC__MASTER_MAX_FLAGS];
     char help_[MC__MASTER_MAX_FLAGS][96]; /* --help text of the flags above that have none */

@@ -154,7 +154,8 @@ struct mc__master {
     int stopping;
     int evict_wanted;
 
-    mc__persist_t *persist;       /* the local metadata log, or NULL (persist.h) */
+    mc__persist_t *persist;       /* the metadata log (local or in etcd), or NULL (persist.h) */
+    _Atomic int fenced;           /* the log could not record a change: serve nothing more */
     _Atomic uint64_t next_serial; /* segments' log serials */
     mc__rpc_server_t *rpc;
     mc_http_server_t *admin;

@@ -364,6 +364,11 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     uint32_t errors = 0;
     uint32_t keys = r->n_keys;
     int rc = 0;
+    /* A master that is not (or no longer) the leader answers nothing: the connection closes,
+     * and the client finds the leader in the master view and asks it. */
+    if (atomic_load(&m->fenced) ||
+        (m->cfg.ha_is_leader && !m->cfg.ha_is_leader(m->cfg.ha_ctx, m->cfg.ha_term)))
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     switch (r->type) {
     case MC_MP_UNREGISTER_CLIENT:
         keys = 1;
@@ -439,8 +444,10 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     }
     if (out->failed)
         rc = MC_ERR_MEMORY;
-    /* Nothing is acknowledged before what it changed is on disk (when a log is kept). */
-    mc__persist_commit(m);
+    /* Nothing is acknowledged before what it changed is recorded (when a log is kept); what
+     * could not be recorded is not acknowledged at all (HA: the connection closes). */
+    if (mc__persist_commit(m) != 0)
+        rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     mc__op_record(m, r->type, keys, errors, mc__now_ns() - t0);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "master/master_internal.h"
+#include "master/persist_etcd.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/crc32.h"
 #include "mooncake/common/log.h"
@@ -33,6 +34,11 @@ struct mc__persist {
      * also kept here, to follow the snapshot in the new file. */
     int rewriting;
     mc_buf_t redo;
+    /* HA: the log is in etcd (persist_etcd.h) instead of fd; a commit that cannot record makes
+     * the log dead: nothing is acknowledged from then on, and the leader gives up its term. */
+    mc__elog_t *elog;
+    int dead;
+    int installing; /* a snapshot is being written to etcd (no redo: see compact_etcd) */
 };
 
 /* The log is rewritten from the state once it is this much larger than after the last rewrite
@@ -228,14 +234,30 @@ static int mc__log_write(mc__persist_t *p, const uint8_t *data, size_t n) {
     return 0;
 }
 
-void mc__persist_commit(mc__master_t *m) {
+/* Writes out (one group commit) where the log lives: 0, or -1 in HA (the log is then dead);
+ * a local log that cannot be written stops the process. */
+static int mc__log_commit(mc__persist_t *p, const mc_buf_t *out) {
+    if (p->elog)
+        return out->failed || mc__elog_append(p->elog, out->data, out->len) != 0 ? -1 : 0;
+    if (out->failed || mc__log_write(p, out->data, out->len) != 0 || fdatasync(p->fd) != 0) {
+        /* Fail-stop: the log holds exactly what was acknowledged so far. */
+        MC_ERROR("master: cannot write its metadata log (%s); stopping so that nothing "
+                 "unrecorded is acknowledged (restart with --enable_snapshot_restore)",
+                 out->failed ? "out of memory" : strerror(errno));
+        _exit(70);
+    }
+    return 0;
+}
+
+int mc__persist_commit(mc__master_t *m) {
     mc__persist_t *p = m->persist;
     uint64_t target;
+    int rc, died = 0;
     if (!p)
-        return;
+        return 0;
     pthread_mutex_lock(&p->mu);
     target = p->appended;
-    while (p->synced < target) {
+    while (p->synced < target && !p->dead) {
         mc_buf_t out;
         uint64_t upto;
         if (p->syncing) {
@@ -248,19 +270,57 @@ void mc__persist_commit(mc__master_t *m) {
         mc__buf_init(&p->pending);
         upto = p->appended;
         pthread_mutex_unlock(&p->mu);
-        if (out.failed || mc__log_write(p, out.data, out.len) != 0 || fdatasync(p->fd) != 0) {
-            /* Fail-stop: the log holds exactly what was acknowledged so far. */
-            MC_ERROR("master: cannot write its metadata log (%s); stopping so that nothing "
-                     "unrecorded is acknowledged (restart with --enable_snapshot_restore)",
-                     out.failed ? "out of memory" : strerror(errno));
-            _exit(70);
-        }
+        rc = mc__log_commit(p, &out);
         mc__buf_free(&out);
         pthread_mutex_lock(&p->mu);
-        p->synced = upto;
+        if (rc == 0)
+            p->synced = upto;
+        else
+            p->dead = died = 1;
         p->syncing = 0;
         pthread_cond_broadcast(&p->cv);
     }
+    rc = p->dead ? -1 : 0;
+    pthread_mutex_unlock(&p->mu);
+    if (died) {
+        atomic_store(&m->fenced, 1);
+        MC_ERROR("master: the metadata log in etcd cannot record changes any more; this master "
+                 "serves nothing from now on and gives up its leadership (term %lld)",
+                 (long long)m->cfg.ha_term);
+        if (m->cfg.ha_lost)
+            m->cfg.ha_lost(m->cfg.ha_ctx, m->cfg.ha_term);
+    }
+    return rc;
+}
+
+/* HA: the snapshot is written beside the log in etcd (persist_etcd.h), outside the log's lock.
+ * Its mark is taken with no commit in flight, so every record emitted from the snapshot's start
+ * on lands in an entry at or after the mark; entries there that hold older records are replayed
+ * after the snapshot too, which the replay's idempotent records allow (as for the local log). */
+static void mc__persist_compact_etcd(mc__master_t *m, mc__persist_t *p) {
+    mc_buf_t body;
+    uint64_t mark, limit = mc__elog_snapshot_bytes(p->elog) * MC__COMPACT_GROWTH;
+    if (limit < (uint64_t)m->cfg.metadata_compact_bytes)
+        limit = (uint64_t)m->cfg.metadata_compact_bytes;
+    pthread_mutex_lock(&p->mu);
+    if (p->dead || p->installing || mc__elog_appended(p->elog) < limit) {
+        pthread_mutex_unlock(&p->mu);
+        return;
+    }
+    while (p->syncing)
+        pthread_cond_wait(&p->cv, &p->mu);
+    p->installing = 1;
+    mark = mc__elog_mark(p->elog);
+    pthread_mutex_unlock(&p->mu);
+    mc__buf_init(&body);
+    if (mc__persist_dump(m, &body) == 0 && !body.failed &&
+        mc__elog_install(p->elog, body.data, body.len, mark) == 0)
+        MC_INFO("master: metadata log in etcd compacted to a %zu-byte snapshot", body.len);
+    else
+        MC_WARN("master: compacting the metadata log in etcd failed; it keeps growing");
+    mc__buf_free(&body);
+    pthread_mutex_lock(&p->mu);
+    p->installing = 0;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -278,6 +338,10 @@ void mc__persist_maybe_compact(mc__master_t *m) {
     int fd = -1, ok = 0;
     if (!p)
         return;
+    if (p->elog) {
+        mc__persist_compact_etcd(m, p);
+        return;
+    }
     pthread_mutex_lock(&p->mu);
     size = p->off;
     limit = p->compacted * MC__COMPACT_GROWTH;
@@ -419,14 +483,60 @@ fail:
     return rc;
 }
 
+int mc__persist_open_ha(mc__master_t *m, char *err, size_t cap) {
+    const mc__master_config_t *c = &m->cfg;
+    mc__elog_opts_t o = {.endpoints = c->ha_etcd_endpoints,
+                         .cluster_id = c->cluster_id,
+                         .term = c->ha_term,
+                         .is_leader = c->ha_is_leader,
+                         .ctx = c->ha_ctx};
+    mc__persist_t *p = NULL;
+    mc__elog_t *l = NULL;
+    mc_buf_t loaded, body;
+    int rc;
+    mc__buf_init(&loaded);
+    mc__buf_init(&body);
+    rc = mc__elog_open(&o, &l, &loaded, err, cap);
+    if (rc == 0)
+        rc = mc__persist_replay_buf(m, loaded.data, loaded.len, "the metadata log in etcd", err,
+                                    cap);
+    mc__buf_free(&loaded);
+    /* the restored state, compacted, becomes this term's snapshot: from here on only this
+     * leader's entries follow it */
+    if (rc == 0)
+        rc = mc__persist_dump(m, &body);
+    if (rc == 0 && (body.failed || mc__elog_install(l, body.data, body.len, mc__elog_mark(l)))) {
+        snprintf(err, cap, "cannot write the restored state to etcd as term %lld's snapshot",
+                 (long long)c->ha_term);
+        rc = MC_ERR_ETCD_OPERATION_ERROR;
+    }
+    mc__buf_free(&body);
+    if (rc == 0 && !(p = mc__calloc(1, sizeof(*p))))
+        rc = MC_ERR_MEMORY;
+    if (rc) {
+        mc__elog_close(l);
+        return rc;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    mc__buf_init(&p->pending);
+    p->fd = p->dir_fd = -1;
+    p->elog = l;
+    m->persist = p;
+    return 0;
+}
+
 void mc__persist_close(mc__master_t *m) {
     mc__persist_t *p = m->persist;
     if (!p)
         return;
-    mc__persist_commit(m);
+    (void)mc__persist_commit(m); /* a dead log has told its callers already */
     m->persist = NULL;
-    close(p->fd);
-    close(p->dir_fd);
+    if (p->fd >= 0)
+        close(p->fd);
+    if (p->dir_fd >= 0)
+        close(p->dir_fd);
+    mc__elog_close(p->elog);
     mc__buf_free(&p->pending);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);

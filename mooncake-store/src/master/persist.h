@@ -49,6 +49,9 @@ struct mc__object;
 /* Opens (creating) dir's log for appending; with restore, replays it into m first and rewrites
  * it compacted. 0, or a code with a message in err. */
 int mc__persist_open(mc__master_t *m, const char *dir, int restore, char *err, size_t cap);
+/* HA: the same with the log in etcd (persist_etcd.h), for the leader of m->cfg.ha_term: reads
+ * and replays it, then installs the restored state as this term's snapshot. */
+int mc__persist_open_ha(mc__master_t *m, char *err, size_t cap);
 void mc__persist_close(mc__master_t *m);
 
 /* Emitters (no-ops when the master keeps no log). */
@@ -61,8 +64,11 @@ void mc__persist_obj_set(mc__master_t *m, struct mc__object *o);
 void mc__persist_obj_del(mc__master_t *m, const struct mc__object *o);
 /* The monitor's part: rewrites the log from the state once it grew past its limit. */
 void mc__persist_maybe_compact(mc__master_t *m);
-/* Makes every record emitted so far durable; returns when it is. */
-void mc__persist_commit(mc__master_t *m);
+/* Makes every record emitted so far durable; returns 0 when it is. A local log that cannot be
+ * written stops the process; in HA, -1 says the log in etcd no longer records (this master was
+ * fenced out): nothing may be acknowledged, the master serves nothing more (m->fenced) and the
+ * supervisor is told (cfg.ha_lost). */
+int mc__persist_commit(mc__master_t *m);
 
 /* restore.c: replays the log file at path into m (whose shards and registry are empty);
  * 0 or a code with a message in err. */

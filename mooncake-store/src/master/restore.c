@@ -9,7 +9,7 @@
  * would have without the restart; nothing anyone may still touch is handed out again. Restored
  * objects carry a fresh lease (readers may be in the middle of reading them), and the segments'
  * owners are known clients from now on: one that does not come back within client_ttl expires as
- * it would have. */
+ * it would have. A restored segment takes no new placements until its owner is heard from. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +278,11 @@ static int mc__build_segment(mc__master_t *m, mc__replay_t *r, mc__rseg_t *rs) {
     atomic_fetch_add(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
     atomic_fetch_add(&m->used_bytes, (int64_t)seg->alloc.used_bytes);
     mc__client_touch(m, rs->owner);
+    /* No placements in it until its owner is heard from (it remounts or heartbeats): an owner
+     * that died while no master ran would take writes it can never serve. One that stays away
+     * expires after client_ttl, as any silent client. */
+    atomic_store(&seg->unreachable, 1);
+    atomic_fetch_add(&m->n_unreachable, 1);
     return 0;
 fail:
     mc__free(v);

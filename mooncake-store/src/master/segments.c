@@ -77,6 +77,8 @@ again:
         if (s->base == base && mine && s->epoch == epoch) {
             if (s->size != size)
                 rc = MC_ERR_INVALID_PARAMS;
+            else if (atomic_exchange(&s->unreachable, 0)) /* e.g. restored: its owner is back */
+                atomic_fetch_sub(&m->n_unreachable, 1);
             goto out; /* the same mount again (or the check found it): nothing to do */
         }
         if (flags & MC_MP_MOUNT_F_CHECK)

@@ -10,11 +10,13 @@
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
+#include "mooncake/common/etcd.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/random.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
+#include "proto/master_view.h"
 
 /* Connection attempts refused in a row before a call gives up. A refusal is an immediate answer
  * that nothing listens: waiting out the whole deadline would only stall the caller (and every
@@ -31,6 +33,10 @@ struct mc__master_client {
     pthread_mutex_t mu;
     char host[256];
     uint16_t port;
+    /* An HA cluster ("etcd://..."): the leader's address is read from the master view before
+     * every connect, so a reconnect after a failover finds the new leader. */
+    char *view_endpoints; /* NULL: host and port name the one master */
+    char view_cluster[MC_MASTER_VIEW_MAX_CLUSTER_ID + 1];
     int fd;
     int timeout_ms;
     uint64_t next_id;
@@ -229,19 +235,49 @@ static int mc__mc_remount_all(mc__master_client_t *c, uint64_t deadline) {
     return 0;
 }
 
+/* HA: reads the leader's address into host and port. 0, or a code when no leader is known
+ * now (none elected yet, etcd unreachable, a value that is no address). */
+static int mc__mc_resolve_leader(mc__master_client_t *c, uint64_t deadline) {
+    char addr[MC_MP_MAX_SEGMENT_NAME + 1];
+    uint64_t now = mc__now_ms();
+    int wait = deadline > now ? (int)(deadline - now) : 1;
+    int rc = mc__master_view_get(c->view_endpoints, c->view_cluster, addr, sizeof(addr),
+                                 wait < 1000 ? wait : 1000);
+    if (rc)
+        return rc;
+    if (mc__split_host_port(addr, c->host, sizeof(c->host), &c->port) || c->port == 0) {
+        MC_WARN("master view of cluster %s holds \"%s\", not a host:port", c->view_cluster, addr);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    return 0;
+}
+
 /* Connects and, since a fresh master knows nothing of us, mounts our segments again. */
 static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline) {
     int fd = -1;
     int rc = 0;
     int refused = 0;
-    while ((fd = mc__tcp_connect(c->host, c->port, deadline)) < 0) {
-        /* Other failures (unreachable, slow network) keep trying until the deadline. */
-        refused = errno == ECONNREFUSED ? refused + 1 : 0;
+    for (;;) {
+        if (c->view_endpoints && mc__mc_resolve_leader(c, deadline) != 0) {
+            /* no leader right now (an election is under way): ask again until the deadline */
+            if (mc__now_ms() + 100 >= deadline) {
+                rc = MC_ERR_RPC_FAIL;
+                goto out;
+            }
+            usleep(100 * 1000);
+            continue;
+        }
+        if ((fd = mc__tcp_connect(c->host, c->port, deadline)) >= 0)
+            break;
+        /* Other failures (unreachable, slow network) keep trying until the deadline. In an HA
+         * cluster a refused connect is the old leader, still in the view until its lease runs
+         * out: that also waits for the view to change. */
+        refused = errno == ECONNREFUSED && !c->view_endpoints ? refused + 1 : 0;
         if (refused >= MC__REFUSED_TRIES || mc__now_ms() + 50 >= deadline) {
             rc = MC_ERR_RPC_FAIL;
             goto out;
         }
-        usleep(50 * 1000);
+        usleep((c->view_endpoints ? 100 : 50) * 1000);
     }
     if (c->auth.enabled && (rc = mc__auth_client(&c->auth, fd, deadline)) != 0) {
         close(fd);
@@ -296,7 +332,23 @@ int mc__master_client_connect_auth(const char *addr, int timeout_ms,
         memcpy(c->id, client_id, MC_MP_CLIENT_ID_LEN);
     else
         mc__uuid_generate(c->id);
-    if (mc__split_host_port(addr, c->host, sizeof(c->host), &c->port) || c->port == 0) {
+    if (mc__master_view_endpoints(addr)) {
+        const char *ep = mc__master_view_endpoints(addr);
+        mc_etcd_t *probe = NULL;
+        /* a malformed endpoint list is the caller's mistake, not a leader to wait for */
+        if (mc__etcd_open(ep, 0, &probe) != 0) {
+            MC_ERROR("master address %s: bad etcd endpoint list", addr);
+            rc = MC_ERR_INVALID_PARAMS;
+            goto out;
+        }
+        mc__etcd_close(probe);
+        c->view_endpoints = mc__strdup(ep);
+        if (!c->view_endpoints) {
+            rc = MC_ERR_MEMORY;
+            goto out;
+        }
+        snprintf(c->view_cluster, sizeof(c->view_cluster), "%s", mc__master_view_cluster_id());
+    } else if (mc__split_host_port(addr, c->host, sizeof(c->host), &c->port) || c->port == 0) {
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
@@ -317,6 +369,7 @@ void mc__master_client_close(mc__master_client_t *c) {
     mc__buf_free(&c->out);
     mc__free(c->in);
     mc__free(c->mounts);
+    mc__free(c->view_endpoints);
     pthread_mutex_destroy(&c->mu);
     mc__free(c);
 }

@@ -10,7 +10,11 @@
  * within its deadline, makes the master hold every segment this client mounted again (a
  * restarted master does not know them; see mc__master_client_set_remount_hook for what happens
  * to a forgotten one), and sends the request once more. Objects stored before a restart are gone
- * (the master keeps metadata in memory only, as the reference does without HA).
+ * unless the master keeps a metadata log (--metadata_dir) or runs with HA.
+ *
+ * HA: an address "etcd://h1:2379,h2:2379" names a cluster of masters; every connect reads the
+ * leader from the master view (proto/master_view.h), so a reconnect after a failover finds the
+ * new leader, waiting for one to be elected until the deadline.
  *
  * Return values: 0 or a negative MC_ERR_* (mooncake/error.h, Store meaning). Batch calls return 0
  * when the RPC itself worked and put each key's result in the per-key output; a whole-call failure

@@ -180,9 +180,6 @@ static void expect_refused(const char *flag, const char *feature) {
 
 static void test_missing_features_refused(void **state) {
     (void)state;
-    expect_refused("--enable_ha", "high availability");
-    expect_refused("--enable_ha=true", "high availability");
-    expect_refused("--enable_oplog", "oplog");
     expect_refused("--enable_offload", "SSD offload");
     expect_refused("--offload_on_evict=1", "SSD offload");
     expect_refused("--promotion_on_hit", "disk tier");
@@ -195,6 +192,59 @@ static void test_missing_features_refused(void **state) {
     expect_refused("--dynamic_replication_mode=enforce", "dynamic replication");
     expect_refused("--allocation_strategy=cxl", "CXL");
     expect_refused("--allocation_strategy=ssd_free_ratio_first", "SSD");
+}
+
+static void test_ha_flags(void **state) {
+    (void)state;
+    {
+        const char *a[] = {"--enable_ha",         "--etcd_endpoints=10.0.0.1:2379;10.0.0.2:2379",
+                           "--cluster_id=prod-b", "--rpc_address=10.0.0.9",
+                           "--rpc_port=50099",    "--ha_lease_ttl_sec=7",
+                           "--enable_oplog",      NULL};
+        assert_int_equal(load(a), 0);
+        assert_true(g_o.cfg.enable_ha);
+        assert_string_equal(g_o.cfg.ha_etcd_endpoints, "10.0.0.1:2379;10.0.0.2:2379");
+        assert_string_equal(g_o.cfg.cluster_id, "prod-b");
+        assert_int_equal(g_o.cfg.port, 50099);
+        assert_int_equal(g_o.cfg.ha_lease_ttl_s, 7);
+        assert_non_null(strstr(g_notes, "--enable_oplog has no effect"));
+    }
+    {
+        /* the reference's newer spelling wins over the older one */
+        const char *a[] = {"--enable_ha",
+                           "--etcd_endpoints=old:1",
+                           "--ha_backend_connstring=new:2",
+                           "--rpc_address=h",
+                           "--port=5",
+                           NULL};
+        assert_int_equal(load(a), 0);
+        assert_string_equal(g_o.cfg.ha_etcd_endpoints, "new:2");
+    }
+    {
+        const char *a[] = {"--etcd_endpoints=e:1", NULL};
+        assert_int_equal(load(a), 0);
+        assert_false(g_o.cfg.enable_ha);
+        assert_non_null(strstr(g_notes, "--etcd_endpoints has no effect while HA is off"));
+    }
+    {
+        const char *bad[][8] = {
+            {"--enable_ha", "--rpc_address=h", "--port=5", NULL},
+            {"--enable_ha", "--etcd_endpoints=e:1", "--port=5", NULL},
+            {"--enable_ha", "--etcd_endpoints=e:1", "--rpc_address=0.0.0.0", "--port=5", NULL},
+            {"--enable_ha", "--etcd_endpoints=e:1", "--rpc_address=h", "--port=0", NULL},
+            {"--enable_ha", "--etcd_endpoints=e:1", "--rpc_address=h", "--port=5",
+             "--ha_backend_type=redis", NULL},
+            {"--enable_ha", "--etcd_endpoints=e:1", "--rpc_address=h", "--port=5",
+             "--ha_lease_ttl_sec=0", NULL},
+            {"--enable_ha", "--etcd_endpoints=e:1", "--rpc_address=h", "--port=5",
+             "--metadata_dir=/tmp/x", NULL},
+            {"--enable_ha", "--etcd_endpoints=e:1", "--rpc_address=h", "--port=5",
+             "--cluster_id=", NULL},
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+            if (load(bad[i]) != 2)
+                fail_msg("HA case %zu was accepted", i);
+    }
 }
 
 static void test_knobs_of_features_that_are_off(void **state) {
@@ -215,7 +265,7 @@ static void test_knobs_of_features_that_are_off(void **state) {
                            "--max_total_pending_tasks=5",
                            NULL};
         assert_int_equal(load(a), 0);
-        assert_non_null(strstr(g_notes, "--etcd_endpoints has no effect"));
+        assert_non_null(strstr(g_notes, "--etcd_endpoints has no effect while HA is off"));
         assert_non_null(strstr(g_notes, "--log_dir has no effect"));
         assert_null(strstr(g_notes, "--enable_ha"));
     }
@@ -334,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_reference_spellings),
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_missing_features_refused),
+        cmocka_unit_test(test_ha_flags),
         cmocka_unit_test(test_knobs_of_features_that_are_off),
         cmocka_unit_test(test_yaml_file),
         cmocka_unit_test(test_json_file),

@@ -82,3 +82,123 @@ class Etcd:
         self.proc.wait()
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class EtcdCluster:
+    """Three etcd members on loopback (one cluster): ``endpoints`` is "h:p,h:p,h:p"; members
+    can be killed and restarted, and ``leader()`` names the member etcd elected."""
+
+    def __init__(self, size=3):
+        binary = etcd_binary()
+        if not binary:
+            raise RuntimeError("no etcd binary: install etcd-server or set MC_ETCD_BIN")
+        self.binary = binary
+        self.dir = tempfile.mkdtemp(prefix="mc-etcd3-")
+        self.names = [f"e{i}" for i in range(size)]
+        self.client = {n: free_port() for n in self.names}
+        self.peer = {n: free_port() for n in self.names}
+        self.initial = ",".join(f"{n}=http://127.0.0.1:{self.peer[n]}" for n in self.names)
+        self.procs = {}
+        self.logs = {}
+        for n in self.names:
+            self.start(n, state="new")
+        self.endpoints = ",".join(f"127.0.0.1:{self.client[n]}" for n in self.names)
+        self.url = f"etcd://{self.endpoints}"
+        deadline = time.monotonic() + 30
+        while not all(self.healthy(n) for n in self.names):
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the etcd cluster did not become healthy")
+            time.sleep(0.1)
+
+    def start(self, name, state="existing"):
+        log = self.logs.get(name) or open(os.path.join(self.dir, f"{name}.log"), "ab")
+        self.logs[name] = log
+        c, p = f"http://127.0.0.1:{self.client[name]}", f"http://127.0.0.1:{self.peer[name]}"
+        self.procs[name] = subprocess.Popen(
+            [self.binary, "--name", name, "--data-dir", os.path.join(self.dir, name),
+             "--listen-client-urls", c, "--advertise-client-urls", c,
+             "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
+             "--initial-cluster", self.initial, "--initial-cluster-state", state,
+             "--heartbeat-interval", "50", "--election-timeout", "500", "--log-level", "error"],
+            stdout=log, stderr=log)
+
+    def _post(self, name, path, body, timeout=2):
+        req = urllib.request.Request(f"http://127.0.0.1:{self.client[name]}{path}",
+                                     data=json.dumps(body).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def healthy(self, name):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.client[name]}/health",
+                                        timeout=1) as r:
+                return b"true" in r.read()
+        except OSError:
+            return False
+
+    def leader(self):
+        """The name of the member that leads the cluster now (None while there is none)."""
+        ids = {}
+        for n in self.names:
+            if self.procs[n].poll() is not None:
+                continue
+            try:
+                st = self._post(n, "/v3/maintenance/status", {})
+            except OSError:
+                continue
+            ids[st["header"]["member_id"]] = n
+            lead = st.get("leader")
+            if lead and lead in ids:
+                return ids[lead]
+        for n in self.names:  # the leader may be the last one asked
+            if self.procs[n].poll() is not None:
+                continue
+            try:
+                st = self._post(n, "/v3/maintenance/status", {})
+            except OSError:
+                continue
+            if st.get("leader") in ids:
+                return ids[st["leader"]]
+        return None
+
+    def kill(self, name):
+        self.procs[name].kill()
+        self.procs[name].wait()
+
+    def get(self, key):
+        """The key's value (bytes) or None, read from any live member."""
+        for n in self.names:
+            if self.procs[n].poll() is not None:
+                continue
+            try:
+                r = self._post(n, "/v3/kv/range", {"key": base64.b64encode(key.encode()).decode()})
+            except OSError:
+                continue
+            kvs = r.get("kvs", [])
+            return base64.b64decode(kvs[0].get("value", "")) if kvs else None
+        raise RuntimeError("no etcd member answers")
+
+    def keys(self, prefix):
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        for n in self.names:
+            if self.procs[n].poll() is not None:
+                continue
+            try:
+                r = self._post(n, "/v3/kv/range",
+                               {"key": base64.b64encode(prefix.encode()).decode(),
+                                "range_end": base64.b64encode(end.encode()).decode(),
+                                "keys_only": True})
+            except OSError:
+                continue
+            return sorted(base64.b64decode(kv["key"]).decode() for kv in r.get("kvs", []))
+        raise RuntimeError("no etcd member answers")
+
+    def stop(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for log in self.logs.values():
+            log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -220,9 +220,6 @@ def test_bad_flags_exit_2(args, needle):
 
 
 @pytest.mark.parametrize("flag,feature", [
-    ("--enable_ha", "high availability"),
-    ("--enable_ha=true", "high availability"),
-    ("--enable_oplog", "oplog"),
     ("--enable_offload", "SSD offload"),
     ("--offload_on_evict=true", "SSD offload"),
     ("--promotion_on_hit", "disk tier"),
@@ -294,7 +291,7 @@ def test_command_line_wins_over_the_file(logged_master, tmp_path):
     ("bad.json", "{\"rpc_port\": 5", "not a JSON object"),
     ("bad.json", "{\"default_kv_lease_ttl\": \"10 days\"}", "'default_kv_lease_ttl'"),
     ("bad.json", "{\"metrics_port\": {\"a\": 1}}", "must be a single value"),
-    ("bad.json", "{\"enable_ha\": true}", "high availability"),
+    ("bad.json", "{\"enable_ha\": true}", "--enable_ha needs --etcd_endpoints"),
     ("bad.json", "{\"rpc_port\": 70000}", "--rpc_port must be in 0..65535"),
 ])
 def test_bad_config_files(tmp_path, name, text, needle):
