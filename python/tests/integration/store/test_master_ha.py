@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from ha_helpers import HaAddress, HaMaster, current_leader
+from node_helpers import Node, dummy_setup
 from store_helpers import Worker, binary_path, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
@@ -200,6 +201,33 @@ def test_killing_the_etcd_leader_loses_nothing(etcd, cluster):
     finally:
         etcd.start(victim)
         assert wait_for(lambda: etcd.healthy(victim), timeout=30)
+
+
+def test_a_storage_node_and_its_dummy_clients_follow_the_leader(etcd, cluster, monkeypatch):
+    """mooncake_client takes the etcd:// address too: its segment holds the objects a dummy
+    client put through it, and after the leader is killed both keep serving them."""
+    cid, masters, workers = cluster
+    monkeypatch.setenv("MC_STORE_CLUSTER_ID", cid)
+    node = Node(HaAddress(etcd), segment="64mb")
+    try:
+        dummy = Worker(env={"MC_STORE_CLUSTER_ID": cid})
+        workers.append(dummy)
+        dummy_setup(dummy, node)
+        assert dummy.run("result = [store.put(f'd{i}', pattern(32768, i)) for i in range(20)]") \
+            == [0] * 20
+        old = _leader(masters)
+        old.proc.kill()
+        _wait_new_leader(etcd, cid, masters, old)
+        reader = _worker(etcd, cid, workers, segment=0)
+        assert reader.run("result = all(sha(store.get(f'd{i}')) == sha(pattern(32768, i)) "
+                          "for i in range(20))")
+        assert dummy.run("result = [store.put(f'e{i}', pattern(4096, i)) for i in range(5)]") \
+            == [0] * 5
+        assert reader.run("result = all(sha(store.get(f'e{i}')) == sha(pattern(4096, i)) "
+                          "for i in range(5))")
+        assert node.proc.poll() is None
+    finally:
+        node.stop()
 
 
 def _refused(*flags):
