@@ -18,6 +18,11 @@
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
+/* HA: group commits in flight to etcd at once. One at a time bounds a leader to one etcd round
+ * trip per commit; a few in flight let etcd batch them (their entries are written side by side
+ * and acknowledged in order). */
+#define MC__ELOG_INFLIGHT 4
+
 struct mc__persist {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -39,6 +44,14 @@ struct mc__persist {
     mc__elog_t *elog;
     int dead;
     int installing; /* a snapshot is being written to etcd (no redo: see compact_etcd) */
+    int marking;    /* a snapshot waits for the commits in flight to end: start no new one */
+    /* Commits in flight to etcd, oldest first (a ring): each acknowledges its records (synced
+     * moves to its upto) only once every older one has been written. */
+    struct {
+        uint64_t upto;
+        int done, ok;
+    } batch[MC__ELOG_INFLIGHT];
+    unsigned b_head, b_count;
 };
 
 /* The log is rewritten from the state once it is this much larger than after the last rewrite
@@ -234,11 +247,9 @@ static int mc__log_write(mc__persist_t *p, const uint8_t *data, size_t n) {
     return 0;
 }
 
-/* Writes out (one group commit) where the log lives: 0, or -1 in HA (the log is then dead);
- * a local log that cannot be written stops the process. */
-static int mc__log_commit(mc__persist_t *p, const mc_buf_t *out) {
-    if (p->elog)
-        return out->failed || mc__elog_append(p->elog, out->data, out->len) != 0 ? -1 : 0;
+/* Writes out (one group commit) to the local log; one that cannot be written stops the
+ * process. */
+static void mc__log_commit(mc__persist_t *p, const mc_buf_t *out) {
     if (out->failed || mc__log_write(p, out->data, out->len) != 0 || fdatasync(p->fd) != 0) {
         /* Fail-stop: the log holds exactly what was acknowledged so far. */
         MC_ERROR("master: cannot write its metadata log (%s); stopping so that nothing "
@@ -246,18 +257,79 @@ static int mc__log_commit(mc__persist_t *p, const mc_buf_t *out) {
                  out->failed ? "out of memory" : strerror(errno));
         _exit(70);
     }
-    return 0;
+}
+
+/* The HA log refused a commit: this master serves nothing more and gives its term up. */
+static void mc__persist_died(mc__master_t *m) {
+    atomic_store(&m->fenced, 1);
+    MC_ERROR("master: the metadata log in etcd cannot record changes any more; this master "
+             "serves nothing from now on and gives up its leadership (term %lld)",
+             (long long)m->cfg.ha_term);
+    if (m->cfg.ha_lost)
+        m->cfg.ha_lost(m->cfg.ha_ctx, m->cfg.ha_term);
+}
+
+/* HA commit: like the local one, but up to MC__ELOG_INFLIGHT group commits are written at once,
+ * each taking the records pending when it starts; they are acknowledged in the order they were
+ * taken, and the first that fails makes the log dead (none after it is acknowledged). */
+static int mc__commit_etcd(mc__master_t *m, mc__persist_t *p) {
+    uint64_t target;
+    int rc, died = 0;
+    pthread_mutex_lock(&p->mu);
+    target = p->appended;
+    while (p->synced < target && !p->dead) {
+        mc_buf_t out;
+        uint64_t upto, seq;
+        unsigned slot;
+        size_t k;
+        if ((p->pending.len == 0 && !p->pending.failed) || p->b_count == MC__ELOG_INFLIGHT ||
+            p->marking) {
+            pthread_cond_wait(&p->cv, &p->mu); /* ours is in flight, or no room for it yet */
+            continue;
+        }
+        out = p->pending;
+        mc__buf_init(&p->pending);
+        upto = p->appended;
+        k = out.failed ? 0 : mc__elog_entries(out.data, out.len);
+        seq = mc__elog_reserve(p->elog, k);
+        slot = (p->b_head + p->b_count++) % MC__ELOG_INFLIGHT;
+        p->batch[slot].upto = upto;
+        p->batch[slot].done = p->batch[slot].ok = 0;
+        pthread_mutex_unlock(&p->mu);
+        rc = out.failed || k == 0 ? -1 : mc__elog_write(p->elog, seq, out.data, out.len);
+        mc__buf_free(&out);
+        pthread_mutex_lock(&p->mu);
+        p->batch[slot].done = 1;
+        p->batch[slot].ok = rc == 0;
+        while (p->b_count && p->batch[p->b_head].done) {
+            if (!p->batch[p->b_head].ok) {
+                died |= !p->dead;
+                p->dead = 1;
+            } else if (!p->dead) {
+                p->synced = p->batch[p->b_head].upto;
+            }
+            p->b_head = (p->b_head + 1) % MC__ELOG_INFLIGHT;
+            p->b_count--;
+        }
+        pthread_cond_broadcast(&p->cv);
+    }
+    rc = p->dead ? -1 : 0;
+    pthread_mutex_unlock(&p->mu);
+    if (died)
+        mc__persist_died(m);
+    return rc;
 }
 
 int mc__persist_commit(mc__master_t *m) {
     mc__persist_t *p = m->persist;
     uint64_t target;
-    int rc, died = 0;
     if (!p)
         return 0;
+    if (p->elog)
+        return mc__commit_etcd(m, p);
     pthread_mutex_lock(&p->mu);
     target = p->appended;
-    while (p->synced < target && !p->dead) {
+    while (p->synced < target) {
         mc_buf_t out;
         uint64_t upto;
         if (p->syncing) {
@@ -270,33 +342,22 @@ int mc__persist_commit(mc__master_t *m) {
         mc__buf_init(&p->pending);
         upto = p->appended;
         pthread_mutex_unlock(&p->mu);
-        rc = mc__log_commit(p, &out);
+        mc__log_commit(p, &out);
         mc__buf_free(&out);
         pthread_mutex_lock(&p->mu);
-        if (rc == 0)
-            p->synced = upto;
-        else
-            p->dead = died = 1;
+        p->synced = upto;
         p->syncing = 0;
         pthread_cond_broadcast(&p->cv);
     }
-    rc = p->dead ? -1 : 0;
     pthread_mutex_unlock(&p->mu);
-    if (died) {
-        atomic_store(&m->fenced, 1);
-        MC_ERROR("master: the metadata log in etcd cannot record changes any more; this master "
-                 "serves nothing from now on and gives up its leadership (term %lld)",
-                 (long long)m->cfg.ha_term);
-        if (m->cfg.ha_lost)
-            m->cfg.ha_lost(m->cfg.ha_ctx, m->cfg.ha_term);
-    }
-    return rc;
+    return 0;
 }
 
 /* HA: the snapshot is written beside the log in etcd (persist_etcd.h), outside the log's lock.
- * Its mark is taken with no commit in flight, so every record emitted from the snapshot's start
- * on lands in an entry at or after the mark; entries there that hold older records are replayed
- * after the snapshot too, which the replay's idempotent records allow (as for the local log). */
+ * Its mark is taken with no commit in flight (new ones wait for it), so every record emitted from
+ * the snapshot's start on lands in an entry at or after the mark; entries there that hold older
+ * records are replayed after the snapshot too, which the replay's idempotent records allow (as for
+ * the local log). */
 static void mc__persist_compact_etcd(mc__master_t *m, mc__persist_t *p) {
     mc_buf_t body;
     uint64_t mark, limit = mc__elog_snapshot_bytes(p->elog) * MC__COMPACT_GROWTH;
@@ -307,10 +368,13 @@ static void mc__persist_compact_etcd(mc__master_t *m, mc__persist_t *p) {
         pthread_mutex_unlock(&p->mu);
         return;
     }
-    while (p->syncing)
+    p->marking = 1; /* no new commit starts until the mark is taken */
+    while (p->b_count)
         pthread_cond_wait(&p->cv, &p->mu);
     p->installing = 1;
+    p->marking = 0;
     mark = mc__elog_mark(p->elog);
+    pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     mc__buf_init(&body);
     if (mc__persist_dump(m, &body) == 0 && !body.failed &&

@@ -34,9 +34,9 @@ struct mc__elog {
     size_t view_len;
     char prefix[MC_MASTER_VIEW_KEY_MAX]; /* "mooncake-store/<cluster_id>/metadata/" */
     size_t prefix_len;
-    uint64_t next_seq;        /* the appending thread's */
-    uint64_t gen;             /* the snapshot in force (the installing thread's) */
-    int64_t last_install_rev; /* etcd's history is compacted up to here at the next install */
+    _Atomic uint64_t next_seq; /* the next entry to reserve */
+    uint64_t gen;              /* the snapshot in force (the installing thread's) */
+    int64_t last_install_rev;  /* etcd's history is compacted up to here at the next install */
     _Atomic uint64_t appended, snap_bytes;
 };
 
@@ -145,37 +145,65 @@ static int append_entry(mc__elog_t *l, uint64_t seq, const uint8_t *data, size_t
     return -1;
 }
 
-int mc__elog_append(mc__elog_t *l, const uint8_t *data, size_t n) {
-    size_t at = 0;
-    while (at < n) {
-        /* whole records only, so every entry replays on its own */
-        size_t end = at;
-        while (end < n) {
-            uint32_t len;
-            size_t rec;
-            if (n - end < 8)
-                return -1; /* not a record: the caller's bug, never acknowledged */
-            len = (uint32_t)data[end] | (uint32_t)data[end + 1] << 8 |
-                  (uint32_t)data[end + 2] << 16 | (uint32_t)data[end + 3] << 24;
-            rec = 8 + (size_t)len;
-            if (rec > n - end)
-                return -1;
-            if (end > at && end - at + rec > MC__ELOG_CHUNK)
-                break;
-            end += rec;
-        }
-        if (append_entry(l, l->next_seq, data + at, end - at) != 0)
+/* The end of the entry that starts at `at`: whole records, at most MC__ELOG_CHUNK unless one
+ * record is larger; 0 when data is not a sequence of records. */
+static size_t entry_end(const uint8_t *data, size_t n, size_t at) {
+    size_t end = at;
+    while (end < n) {
+        uint32_t len;
+        size_t rec;
+        if (n - end < 8)
+            return 0;
+        len = (uint32_t)data[end] | (uint32_t)data[end + 1] << 8 | (uint32_t)data[end + 2] << 16 |
+              (uint32_t)data[end + 3] << 24;
+        rec = 8 + (size_t)len;
+        if (rec > n - end)
+            return 0;
+        if (end > at && end - at + rec > MC__ELOG_CHUNK)
+            break;
+        end += rec;
+    }
+    return end;
+}
+
+size_t mc__elog_entries(const uint8_t *data, size_t n) {
+    size_t count = 0;
+    for (size_t at = 0; at < n; count++) {
+        size_t end = entry_end(data, n, at);
+        if (end == 0)
+            return 0;
+        at = end;
+    }
+    return count;
+}
+
+uint64_t mc__elog_reserve(mc__elog_t *l, size_t n_entries) {
+    return atomic_fetch_add(&l->next_seq, n_entries);
+}
+
+int mc__elog_write(mc__elog_t *l, uint64_t seq, const uint8_t *data, size_t n) {
+    for (size_t at = 0; at < n; seq++) {
+        size_t end = entry_end(data, n, at);
+        if (end == 0)
+            return -1; /* not records: the caller's bug, never acknowledged */
+        if (append_entry(l, seq, data + at, end - at) != 0)
             return -1;
-        l->next_seq++;
         atomic_fetch_add(&l->appended, end - at);
         at = end;
     }
     return 0;
 }
 
+int mc__elog_append(mc__elog_t *l, const uint8_t *data, size_t n) {
+    size_t k = mc__elog_entries(data, n);
+    if (k == 0 && n > 0)
+        return -1;
+    return mc__elog_write(l, mc__elog_reserve(l, k), data, n);
+}
+
 uint64_t mc__elog_mark(mc__elog_t *l) {
     atomic_store(&l->appended, 0);
-    return l->next_seq;
+    return atomic_load(&l->next_seq);
 }
 
 uint64_t mc__elog_appended(mc__elog_t *l) {
@@ -252,10 +280,11 @@ int mc__elog_install(mc__elog_t *l, const uint8_t *body, size_t n, uint64_t log_
     return 0;
 }
 
-/* Appends every value of [key, end) to b, paged; with want_seq, checks that the keys are the log
- * entries *want_seq, *want_seq + 1, ... and advances it. */
+/* Appends every value of [key, end) to b, paged; with want_seq, the keys must be the log entries
+ * *want_seq, *want_seq + 1, ... (advanced as they are read): at the first one missing it stops,
+ * with *gap set. */
 static int read_range(mc__elog_t *l, const char *key, size_t kl, const char *end, size_t el,
-                      mc_buf_t *b, uint64_t *want_seq, char *err, size_t cap) {
+                      mc_buf_t *b, uint64_t *want_seq, int *gap, char *err, size_t cap) {
     char from[MC__ELOG_KEY_MAX + 1];
     size_t fl = kl;
     memcpy(from, key, kl);
@@ -271,10 +300,9 @@ static int read_range(mc__elog_t *l, const char *key, size_t kl, const char *end
                 char expect[MC__ELOG_KEY_MAX];
                 size_t xl = KEY_LOG(l, expect, *want_seq);
                 if (r.kvs[i].key_len != xl || memcmp(r.kvs[i].key, expect, xl) != 0) {
-                    snprintf(err, cap, "the metadata log in etcd has a gap at entry %" PRIu64,
-                             *want_seq);
+                    *gap = 1;
                     mc__etcd_kvs_free(&r);
-                    return MC_ERR_INTERNAL_ERROR;
+                    return 0;
                 }
                 (*want_seq)++;
             }
@@ -305,7 +333,8 @@ static int read_range(mc__elog_t *l, const char *key, size_t kl, const char *end
 static int load(mc__elog_t *l, mc_buf_t *out, char *err, size_t cap) {
     char key[MC__ELOG_KEY_MAX], end[MC__ELOG_KEY_MAX];
     size_t kl = KEY_HEAD(l, key), el;
-    uint64_t gen = 0, log_from = 0;
+    uint64_t gen = 0, log_from = 0, seq;
+    int gap = 0;
     mc_etcd_kv_t kv;
     int rc = mc__etcd_get(l->etcd, key, kl, &kv);
     mc__buf_put(out, MC__LOG_MAGIC, 8);
@@ -328,7 +357,7 @@ static int load(mc__elog_t *l, mc_buf_t *out, char *err, size_t cap) {
         size_t before = out->len;
         kl = KEY_SNAP_GEN(l, key, gen);
         el = mc__etcd_prefix_end(key, kl, (uint8_t *)end);
-        rc = read_range(l, key, kl, end, el, out, NULL, err, cap);
+        rc = read_range(l, key, kl, end, el, out, NULL, NULL, err, cap);
         if (rc)
             return rc;
         atomic_store(&l->snap_bytes, out->len - before);
@@ -336,8 +365,27 @@ static int load(mc__elog_t *l, mc_buf_t *out, char *err, size_t cap) {
     kl = KEY_LOG(l, key, 0);
     el = mc__etcd_prefix_end(key, l->prefix_len + 4, (uint8_t *)end); /* past every "log/" key */
     kl = KEY_LOG(l, key, log_from);
-    l->next_seq = log_from;
-    return read_range(l, key, kl, end, el, out, &l->next_seq, err, cap);
+    seq = log_from;
+    rc = read_range(l, key, kl, end, el, out, &seq, &gap, err, cap);
+    if (rc == 0 && gap) {
+        /* Entries are acknowledged in order, so none after a missing one ever was (its commit
+         * failed while later ones, written beside it, landed): they are dropped, never
+         * replayed, and their sequence numbers are this term's to write. */
+        mc_etcd_op_t del = {.type = MC_ETCD_OP_DELETE,
+                            .key = key,
+                            .key_len = KEY_LOG(l, key, seq),
+                            .range_end = end,
+                            .range_end_len = el};
+        MC_WARN("master: the metadata log in etcd has no entry %" PRIu64
+                "; the unacknowledged entries after it are dropped",
+                seq);
+        if (fenced_ops(l, &del, 1, "dropping unacknowledged log entries", NULL) != 0) {
+            snprintf(err, cap, "cannot drop the log entries after the missing entry %" PRIu64, seq);
+            return MC_ERR_ETCD_OPERATION_ERROR;
+        }
+    }
+    atomic_store(&l->next_seq, seq);
+    return rc;
 }
 
 int mc__elog_open(const mc__elog_opts_t *o, mc__elog_t **out, mc_buf_t *loaded, char *err,
@@ -368,6 +416,7 @@ int mc__elog_open(const mc__elog_opts_t *o, mc__elog_t **out, mc_buf_t *loaded, 
                          (int)(l->view_len - (sizeof(MC_MASTER_VIEW_KEY_SUFFIX) - 2)), l->view_key);
     atomic_init(&l->appended, 0);
     atomic_init(&l->snap_bytes, 0);
+    atomic_init(&l->next_seq, 0);
     rc = mc__etcd_open(o->endpoints, 0, &l->etcd);
     if (rc) {
         snprintf(err, cap, "HA metadata log: bad etcd endpoints %s", o->endpoints);

@@ -13,7 +13,9 @@
  * the writer's term (election.h): once a newer leader was elected, or the key expired, an old
  * leader's writes fail, so nothing it acknowledges afterwards was recorded, and it acknowledges
  * nothing it did not record. A log entry's txn also requires the entry to be absent, so a retry
- * after an unanswered txn cannot write it twice.
+ * after an unanswered txn cannot write it twice. Several commits may be in flight at once; they
+ * are acknowledged in order, so entries after a missing one were never acknowledged and are
+ * dropped when the log is opened.
  *
  * A snapshot is installed by writing its chunks under a new gen, then one txn that moves head to
  * it and deletes the old gen and the log entries before the new log_from: a crash in between
@@ -43,12 +45,20 @@ int mc__elog_open(const mc__elog_opts_t *o, mc__elog_t **out, mc_buf_t *loaded, 
                   size_t cap);
 void mc__elog_close(mc__elog_t *l);
 
-/* Appends n bytes of whole records durably: 0, or -1 when they cannot be recorded while this
- * writer leads (fenced out, or etcd unreachable until the lease ran out). One thread at a time. */
+/* Appending n bytes of whole records as one commit, in two steps so that several commits can be
+ * in flight at once: entries counts the log entries they take (0 for data that is not records),
+ * reserve takes that many sequence numbers (in the order commits are to be acknowledged), write
+ * records them durably: 0, or -1 when they cannot be recorded while this writer leads (fenced
+ * out, or etcd unreachable until the lease ran out). A commit is acknowledged only once every
+ * commit reserved before it was written: at open, entries after a missing one are dropped. */
+size_t mc__elog_entries(const uint8_t *data, size_t n);
+uint64_t mc__elog_reserve(mc__elog_t *l, size_t n_entries);
+int mc__elog_write(mc__elog_t *l, uint64_t first_seq, const uint8_t *data, size_t n);
+/* The three in one, for one writer. */
 int mc__elog_append(mc__elog_t *l, const uint8_t *data, size_t n);
 
-/* The sequence number the next append starts at; a snapshot taken from now on is installed
- * with it (records appended from here are replayed after the snapshot). */
+/* The sequence number the next reservation starts at (no commit may be in flight); a snapshot
+ * taken from now on is installed with it (entries from here are replayed after it). */
 uint64_t mc__elog_mark(mc__elog_t *l);
 /* Installs body (records) as the snapshot followed by the log from log_from: 0 or -1 (fenced out
  * or etcd unreachable: the old snapshot and log stay in force). May run beside an append. */

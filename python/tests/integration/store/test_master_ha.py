@@ -110,35 +110,46 @@ def test_kill_the_leader_loses_nothing_acknowledged(etcd, cluster):
     assert new.addr != old.addr and failover < 20
 
 
+STORM = ("import time\n"
+         "ns['acked'], ns['failed'], ns['stop'] = {}, 0, threading.Event()\n"
+         "def storm(t):\n"
+         "    i = 0\n"
+         "    while not ns['stop'].is_set():\n"
+         "        k = f's{os.getpid()}-{t}-{i}'\n"
+         "        v = pattern(16384 + 97 * (i % 50), k)\n"
+         "        if store.put(k, v) == 0:\n"
+         "            ns['acked'][k] = (sha(v), time.monotonic())\n"
+         "        else:\n"
+         "            ns['failed'] += 1\n"
+         "        i += 1\n"
+         "ns['threads'] = [threading.Thread(target=storm, args=(t,)) for t in range(3)]\n"
+         "for th in ns['threads']: th.start()\n"
+         "result = 0")
+
+
 def test_kill_the_leader_during_a_put_storm(etcd, cluster):
+    """Two client processes (several commits in flight at the master at once), three threads
+    each, put as fast as they can while the leader is killed."""
     cid, masters, workers = cluster
-    a, b = _worker(etcd, cid, workers, segment=64 << 20), _worker(etcd, cid, workers)
-    a.run("import time\n"
-          "ns['acked'], ns['failed'], ns['stop'] = {}, 0, threading.Event()\n"
-          "def storm(t):\n"
-          "    i = 0\n"
-          "    while not ns['stop'].is_set():\n"
-          "        k = f's{t}-{i}'\n"
-          "        v = pattern(16384 + 97 * (i % 50), k)\n"
-          "        if store.put(k, v) == 0:\n"
-          "            ns['acked'][k] = (sha(v), time.monotonic())\n"
-          "        else:\n"
-          "            ns['failed'] += 1\n"
-          "        i += 1\n"
-          "ns['threads'] = [threading.Thread(target=storm, args=(t,)) for t in range(3)]\n"
-          "for th in ns['threads']: th.start()\n"
-          "result = 0")
-    assert wait_for(lambda: a.run("result = len(ns['acked'])") > 100, timeout=20)
+    storms = [_worker(etcd, cid, workers, segment=64 << 20) for _ in range(2)]
+    b = _worker(etcd, cid, workers)
+    for w in storms:
+        w.run(STORM)
+    assert wait_for(lambda: all(w.run("result = len(ns['acked'])") > 50 for w in storms),
+                    timeout=20)
     old = _leader(masters)
-    killed_at = a.run("import time\nresult = time.monotonic()")
+    killed_at = storms[0].run("import time\nresult = time.monotonic()")
     old.proc.kill()
     _wait_new_leader(etcd, cid, masters, old)
-    # the storm goes on against the new leader
-    assert wait_for(lambda: a.run(f"result = sum(t > {killed_at} for _, t in "
-                                  "ns['acked'].values())") > 50, timeout=30)
-    acked = a.run("ns['stop'].set()\n"
-                  "for th in ns['threads']: th.join()\n"
-                  "result = {k: d for k, (d, _) in ns['acked'].items()}")
+    # the storms go on against the new leader (time.monotonic is one clock for the host)
+    for w in storms:
+        assert wait_for(lambda: w.run(f"result = sum(t > {killed_at} for _, t in "
+                                      "ns['acked'].values())") > 30, timeout=30)
+    acked = {}
+    for w in storms:
+        acked.update(w.run("ns['stop'].set()\n"
+                           "for th in ns['threads']: th.join()\n"
+                           "result = {k: d for k, (d, _) in ns['acked'].items()}"))
     got = b.run("result = {k: sha(store.get(k)) for k in " + repr(sorted(acked)) + "}")
     missing = [k for k in acked if got[k] != acked[k]]
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged puts lost: {missing[:5]}"
