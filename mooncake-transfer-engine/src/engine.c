@@ -17,7 +17,6 @@
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
 #include "te_internal.h"
-#include "transports/shm.h"
 
 #define MC__DEFAULT_TIMEOUT_MS 30000
 
@@ -232,9 +231,7 @@ int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
         rc = lfd;
         goto out;
     }
-    if (mc__shm_owner_start(e))
-        MC_WARN("shared memory transport unavailable; same-host peers will use tcp");
-    rc = mc__tp_tcp.init(e);
+    rc = mc__transports_init(e);
     if (rc)
         goto out;
     rc = mc__server_start(e, lfd, &e->server);
@@ -258,8 +255,8 @@ out:
         /* leave the handle reusable for destroy only */
         mc__server_stop(e->server);
         e->server = NULL;
-        mc__tp_tcp.close(e);
-        mc__shm_owner_stop(e);
+        mc__transports_close(e);
+        mc__transports_release(e);
     }
     return rc;
 }
@@ -270,7 +267,7 @@ void mc_engine_destroy(mc_engine_t *e) {
     if (e->initialized)
         mc__meta_unpublish(e);
     mc__server_stop(e->server);
-    mc__tp_tcp.close(e);
+    mc__transports_close(e);
     for (size_t i = 0; i < e->npeers; i++)
         mc__peer_destroy(e->peers[i]);
     mc__free(e->peers);
@@ -284,8 +281,9 @@ void mc_engine_destroy(mc_engine_t *e) {
         mc__free(b);
     }
     mc__free(e->slots);
-    /* bumps the generation same-host peers watch before their mappings' pages are orphaned */
-    mc__shm_owner_stop(e);
+    /* what peers map of ours stops being served (shm bumps the generation they watch) before
+     * the registered memory below is released */
+    mc__transports_release(e);
     for (size_t i = 0; i < e->reg.n; i++) {
         mc__region_t *g = &e->reg.regions[i];
         if (g->memfd >= 0) {
@@ -339,7 +337,7 @@ int mc__engine_desc_json(mc_engine_t *e, char **json) {
     snprintf(d.host_id, sizeof(d.host_id), "%s", e->host_id);
     snprintf(d.rpc_host, sizeof(d.rpc_host), "%s", e->host);
     d.rpc_port = e->port;
-    snprintf(d.shm_socket, sizeof(d.shm_socket), "%s", mc__shm_owner_socket(e));
+    mc__transports_describe(e, &d);
     pthread_rwlock_rdlock(&e->reg.lock);
     if (e->reg.n) {
         d.bufs = mc__calloc(e->reg.n, sizeof(*d.bufs));

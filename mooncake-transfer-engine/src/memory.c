@@ -8,7 +8,6 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "te_internal.h"
-#include "transports/shm.h"
 
 static void mc__republish(mc_engine_t *e) {
     int rc;
@@ -97,6 +96,36 @@ int mc_engine_alloc_managed(mc_engine_t *e, size_t len, void **out) {
     return mc_engine_alloc_managed_epoch(e, len, 0, out);
 }
 
+/* Engine-managed memory lives in a memfd, so that a same-host transport can hand it to a peer
+ * (the registry keeps the fd with the region). */
+static int mc__memfd_alloc(size_t len, int *fd, void **addr, size_t *map_len) {
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t ml;
+    void *p;
+    int f;
+    if (pg <= 0)
+        pg = 4096;
+    if (len > SIZE_MAX - (size_t)pg)
+        return MC_ERR_INVALID_ARGUMENT;
+    ml = (len + (size_t)pg - 1) / (size_t)pg * (size_t)pg;
+    f = memfd_create("mooncake-buffer", MFD_CLOEXEC);
+    if (f < 0)
+        return MC_ERR_MEMORY;
+    if (ftruncate(f, (off_t)ml) != 0) {
+        close(f);
+        return MC_ERR_MEMORY;
+    }
+    p = mmap(NULL, ml, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+    if (p == MAP_FAILED) {
+        close(f);
+        return MC_ERR_MEMORY;
+    }
+    *fd = f;
+    *addr = p;
+    *map_len = ml;
+    return 0;
+}
+
 int mc_engine_alloc_managed_epoch(mc_engine_t *e, size_t len, uint64_t epoch, void **out) {
     mc__region_t g;
     void *p = NULL;
@@ -106,7 +135,7 @@ int mc_engine_alloc_managed_epoch(mc_engine_t *e, size_t len, uint64_t epoch, vo
     if (!e || !len || !out)
         goto out;
     *out = NULL;
-    rc = mc__shm_alloc(len, &fd, &p, &map_len);
+    rc = mc__memfd_alloc(len, &fd, &p, &map_len);
     if (rc)
         goto out;
     memset(&g, 0, sizeof(g));

@@ -13,9 +13,9 @@
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
+#include "peer_conn.h"
 #include "proto.h"
 #include "te_internal.h"
-#include "transports/tcp.h"
 
 #define MC__META_TIMEOUT_MS 5000
 
@@ -101,7 +101,7 @@ static int mc__meta_ask(mc_engine_t *e, const char *host, uint16_t port, uint8_t
     }
     mc__frame_header_encode(&q, req);
     if (mc__send_all(*fd, req, sizeof(req), dl) ||
-        mc__tcp_read_reply(*fd, type, 1, max_body, dl, h, remote_err)) {
+        mc__peer_read_reply(*fd, type, 1, max_body, dl, h, remote_err)) {
         close(*fd);
         *fd = -1;
         return MC_ERR_SOCKET;

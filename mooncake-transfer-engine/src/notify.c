@@ -5,9 +5,9 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
+#include "peer_conn.h"
 #include "proto.h"
 #include "te_internal.h"
-#include "transports/tcp.h"
 
 /* A peer that never fetches must not make us grow without bound: a count, and bytes (65536
  * notifies of 64 KiB would be 4 GiB). Past either, a notify is refused with TOO_MANY_REQUESTS. */
@@ -65,14 +65,14 @@ static int mc__notify_remote(mc_engine_t *e, mc__peer_t *p, const mc_buf_t *fram
     int rc = MC_ERR_SOCKET;
     for (int attempt = 0; attempt < 2; attempt++) {
         int reused = 0, remote_err = 0;
-        int fd = mc__tcp_pool_get(e, p, dl, &reused);
+        int fd = mc__peer_conn_get(e, p, dl, &reused);
         if (fd < 0) {
             rc = MC_ERR_SOCKET;
             break;
         }
         if (mc__send_all(fd, frame->data, frame->len, dl) == 0 &&
-            mc__tcp_read_reply(fd, MC__TE_NOTIFY, 1, 0, dl, &h, &remote_err) == 0) {
-            mc__tcp_pool_put(p, fd);
+            mc__peer_read_reply(fd, MC__TE_NOTIFY, 1, 0, dl, &h, &remote_err) == 0) {
+            mc__peer_conn_put(p, fd);
             return remote_err;
         }
         close(fd);

@@ -7,8 +7,8 @@
 #include "mooncake/common/auth.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
+#include "peer_conn.h"
 #include "rpc_channel_proto.h"
-#include "transports/tcp.h"
 
 #define MC__RPC_DEFAULT_TIMEOUT_MS 30000
 #define MC__RPC_DEFAULT_POOL 100
@@ -107,7 +107,7 @@ static int exchange(int fd, uint8_t type, uint64_t id, const mc_buf_t *head, con
     mc_frame_header_t h;
     if (mc__send2(fd, head->data, head->len, data, len, dl))
         return MC_ERR_SOCKET;
-    return mc__tcp_read_reply(fd, type, id, 0, dl, &h, remote_err);
+    return mc__peer_read_reply(fd, type, id, 0, dl, &h, remote_err);
 }
 
 static int send_msg(mc_rpc_client_t *c, const char *target, uint8_t type, const char *dtype,

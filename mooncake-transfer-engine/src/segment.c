@@ -3,35 +3,34 @@
  * connections and shm mappings are replaced when its instance id changes. */
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
+#include "peer_conn.h"
 #include "te_internal.h"
-#include "transports/shm.h"
-#include "transports/tcp.h"
 
 static mc__peer_t *mc__peer_new(const char *name) {
     mc__peer_t *p = mc__calloc(1, sizeof(*p));
     if (!p)
         return NULL;
     snprintf(p->name, sizeof(p->name), "%s", name);
+    if (mc__transports_peer_init(p) != 0) {
+        mc__free(p);
+        return NULL;
+    }
     pthread_mutex_init(&p->lock, NULL);
-    pthread_rwlock_init(&p->shm_rw, NULL);
-    p->gen_seen = UINT64_MAX;
     return p;
 }
 
 void mc__peer_destroy(mc__peer_t *p) {
     if (!p)
         return;
-    mc__tcp_pool_drop_locked(p);
-    mc__shm_peer_reset(&p->shm);
+    mc__peer_conn_drop_locked(p);
+    mc__transports_peer_destroy(p);
     mc__desc_free(p->desc);
     pthread_mutex_destroy(&p->lock);
-    pthread_rwlock_destroy(&p->shm_rw);
     mc__free(p);
 }
 
@@ -47,7 +46,7 @@ mc__peer_t *mc__peer_get(mc_engine_t *e, mc_segment_id_t id) {
 void mc__peer_mark_broken(mc__peer_t *p) {
     pthread_mutex_lock(&p->lock);
     p->stale = 1;
-    mc__tcp_pool_drop_locked(p);
+    mc__peer_conn_drop_locked(p);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -63,14 +62,10 @@ static void mc__peer_set_addr(mc_engine_t *e, mc__peer_t *p, const mc__desc_t *d
 int mc__peer_refresh(mc_engine_t *e, mc__peer_t *p) {
     mc__desc_t *d = NULL;
     mc__desc_t *old = NULL;
-    uint64_t gen = UINT64_MAX;
+    uint64_t tok[MC__TP_COUNT];
     int restarted = 0;
     int rc;
-    /* read before the fetch: the descriptor is at least as new as this generation */
-    pthread_rwlock_rdlock(&p->shm_rw);
-    if (p->shm.gen)
-        gen = atomic_load(p->shm.gen);
-    pthread_rwlock_unlock(&p->shm_rw);
+    mc__transports_peer_tokens(p, tok); /* before the fetch: see transport.h */
     rc = mc__meta_fetch(e, p->name, &d);
     if (rc) {
         mc__peer_mark_broken(p);
@@ -81,33 +76,13 @@ int mc__peer_refresh(mc_engine_t *e, mc__peer_t *p) {
     restarted = old && old->instance_id != d->instance_id;
     p->desc = d;
     p->stale = 0;
-    p->gen_seen = gen;
+    mc__transports_peer_swapped(p, tok, restarted);
     mc__peer_set_addr(e, p, d);
     if (restarted)
-        mc__tcp_pool_drop_locked(p);
+        mc__peer_conn_drop_locked(p);
     pthread_mutex_unlock(&p->lock);
     mc__desc_free(old);
-    pthread_rwlock_wrlock(&p->shm_rw);
-    if (p->shm.instance_id && p->shm.instance_id != d->instance_id) {
-        MC_INFO("segment %s restarted; dropping its mappings", p->name);
-        mc__shm_peer_reset(&p->shm);
-    } else if (p->shm.nmaps) {
-        /* drop mappings of buffers the owner no longer registers (their pages stay alive while
-         * we map them) */
-        size_t k = 0;
-        pthread_mutex_lock(&p->lock);
-        for (size_t i = 0; i < p->shm.nmaps; i++) {
-            mc__shm_map_t *m = &p->shm.maps[i];
-            long j = mc__desc_find(p->desc, m->addr, m->len);
-            if (j >= 0 && p->desc->bufs[j].shm_id == m->id)
-                p->shm.maps[k++] = *m;
-            else
-                munmap(m->ptr, m->map_len);
-        }
-        p->shm.nmaps = k;
-        pthread_mutex_unlock(&p->lock);
-    }
-    pthread_rwlock_unlock(&p->shm_rw);
+    mc__transports_peer_refreshed(p, restarted);
     return 0;
 }
 

@@ -5,7 +5,6 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/time.h"
 #include "te_internal.h"
-#include "transports/tcp.h"
 
 typedef struct mc__plan {
     mc__peer_t *peer;
@@ -24,8 +23,9 @@ static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, mc__plan_t *pl) {
     if (r->target_id == MC_LOCAL_SEGMENT_ID) {
         if (!mc__reg_contains(&e->reg, r->target_offset, r->length, r->target_epoch))
             return MC_ERR_ADDRESS_NOT_REGISTERED;
+        mc__route_t route = {.peer = NULL, .shm_id = -1, .proto = e->proto};
         pl->peer = NULL;
-        pl->tp = MC__TP_LOCAL;
+        pl->tp = mc__transport_route(e, &route)->id;
         return 0;
     }
     pl->peer = mc__peer_get(e, r->target_id);
@@ -35,7 +35,11 @@ static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, mc__plan_t *pl) {
                               &same_host);
     if (rc)
         return rc;
-    pl->tp = e->proto != MC__PROTO_TCP && same_host && shm_id >= 0 ? MC__TP_SHM : MC__TP_TCP;
+    {
+        mc__route_t route = {
+            .peer = pl->peer, .shm_id = shm_id, .same_host = same_host, .proto = e->proto};
+        pl->tp = mc__transport_route(e, &route)->id;
+    }
     return 0;
 }
 
@@ -103,15 +107,16 @@ int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs,
      * another thread frees it meanwhile */
     for (size_t i = 0; i < n; i++) {
         mc__task_t *t = &b->tasks[first + i];
-        if (t->transport != MC__TP_TCP &&
-            mc__transport_get(t->transport)->submit(e, t) != MC__TP_DECLINED)
+        const mc__transport_t *tp = mc__transport_get(t->transport);
+        const mc__transport_t *fallback = mc__transport_fallback();
+        if (tp != fallback && tp->submit(e, t) != MC__TP_DECLINED)
             continue;
-        t->transport = MC__TP_TCP;
-        /* A lone request whose caller waits for it anyway runs on the caller's thread: waking a
-         * worker and then the caller costs more than a small transfer itself. */
-        if (run_here && n == 1 && mc__tcp_run_here(e, t))
+        t->transport = fallback->id;
+        /* A lone request whose caller waits for it anyway may run on the caller's thread:
+         * waking a worker and then the caller costs more than a small transfer itself. */
+        if (run_here && n == 1 && fallback->run_inline && fallback->run_inline(e, t))
             continue;
-        mc__tp_tcp.submit(e, t);
+        fallback->submit(e, t);
     }
     rc = 0;
 out:

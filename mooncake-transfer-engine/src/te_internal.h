@@ -22,40 +22,16 @@
 
 enum mc__proto { MC__PROTO_AUTO = 0, MC__PROTO_TCP, MC__PROTO_SHM };
 
-typedef struct mc__shm_map {
-    int64_t id;
-    uint64_t addr;
-    uint64_t len;
-    uint8_t *ptr;
-    size_t map_len;
-} mc__shm_map_t;
-
-/* Initiator-side view of a same-host peer's shared memory. Guarded by mc__peer.shm_rw:
- * copies hold it for reading so a mapping is never unmapped under a running memcpy. */
-typedef struct mc__shm_peer {
-    uint64_t instance_id;      /* owner instance the mappings belong to */
-    _Atomic uint64_t *gen;     /* owner's generation counter, mapped from its control memfd */
-    struct mc__shm_ctrl *ctrl; /* that control page (liveness lock) */
-    void *ctrl_map;
-    size_t ctrl_len;
-    mc__shm_map_t *maps;
-    size_t nmaps;
-    size_t cap;
-    int failed; /* handshake failed for this instance: use tcp */
-} mc__shm_peer_t;
-
 typedef struct mc__peer {
-    pthread_mutex_t lock; /* desc, stale, gen_seen, pool */
+    pthread_mutex_t lock; /* desc, stale, pool */
     char name[MC__TE_NAME_MAX];
     mc__desc_t *desc;           /* immutable once published here; replaced as a whole */
     int stale;                  /* re-fetch before the next use */
-    uint64_t gen_seen;          /* owner's shm generation when desc was fetched */
     char host[MC__TE_NAME_MAX]; /* where its RPC port is reached */
     uint16_t port;
-    int idle[MC__TE_POOL_MAX];
+    int idle[MC__TE_POOL_MAX]; /* pooled connections to its RPC port (peer_conn.h) */
     int nidle;
-    pthread_rwlock_t shm_rw;
-    mc__shm_peer_t shm;
+    void *tp_peer[MC__TP_COUNT]; /* each transport's own state for this peer (transport.h) */
 } mc__peer_t;
 
 struct mc__batch;
@@ -120,6 +96,7 @@ struct mc_engine {
     mc__server_t *server;
     mc__shm_owner_t *shm_owner;
     mc__tcp_t *tcp;
+    int conn_sockbuf; /* socket buffers of pooled peer connections (0: the kernel's) */
 
     pthread_mutex_t peers_lock;
     mc__peer_t **peers; /* segment id = index + 1 */

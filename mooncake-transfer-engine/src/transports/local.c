@@ -5,10 +5,6 @@
 
 #include "te_internal.h"
 
-static int mc__local_init(mc_engine_t *e) {
-    return 0;
-}
-
 static int mc__local_submit(mc_engine_t *e, mc__task_t *t) {
     uint8_t *remote = (uint8_t *)(uintptr_t)t->remote;
     mc__pin_t pin;
@@ -29,24 +25,11 @@ static int mc__local_submit(mc_engine_t *e, mc__task_t *t) {
     return 0;
 }
 
-static void mc__local_close(mc_engine_t *e) {}
-
-const mc__transport_t mc__tp_local = {"local", mc__local_init, mc__local_submit, mc__local_close};
-
-const mc__transport_t *mc__transport_get(int id) {
-    switch (id) {
-    case MC__TP_LOCAL:
-        return &mc__tp_local;
-    case MC__TP_TCP:
-        return &mc__tp_tcp;
-    case MC__TP_SHM:
-        return &mc__tp_shm;
-    default:
-        return NULL;
-    }
+/* Requests to our own segment (the core checked both ranges against our registrations). */
+static int mc__local_carries(const mc_engine_t *e, const mc__route_t *r) {
+    (void)e;
+    return r->peer == NULL;
 }
 
-void mc__transport_account(mc_engine_t *e, int id, unsigned long long bytes) {
-    atomic_fetch_add_explicit(&e->stat_tasks[id], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&e->stat_bytes[id], bytes, memory_order_relaxed);
-}
+const mc__transport_t mc__tp_local = {
+    .name = "local", .id = MC__TP_LOCAL, .carries = mc__local_carries, .submit = mc__local_submit};

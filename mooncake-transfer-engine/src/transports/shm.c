@@ -11,6 +11,7 @@
  * that was already past these checks when the old one went (a stalled process resuming) lands in
  * pages nobody reads any more, never in the new incarnation's. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -24,6 +25,34 @@
 
 #define MC__SHM_HANDSHAKE_MS 2000
 
+typedef struct mc__shm_map {
+    int64_t id;
+    uint64_t addr;
+    uint64_t len;
+    uint8_t *ptr;
+    size_t map_len;
+} mc__shm_map_t;
+
+/* Initiator-side view of a same-host peer's shared memory (p->tp_peer[MC__TP_SHM]). Guarded by
+ * rw: copies hold it for reading so a mapping is never unmapped under a running memcpy. */
+typedef struct mc__shm_peer {
+    uint64_t instance_id;      /* owner instance the mappings belong to */
+    _Atomic uint64_t *gen;     /* owner's generation counter, mapped from its control memfd */
+    struct mc__shm_ctrl *ctrl; /* that control page (liveness lock) */
+    void *ctrl_map;
+    size_t ctrl_len;
+    mc__shm_map_t *maps;
+    size_t nmaps;
+    size_t cap;
+    int failed; /* handshake failed for this instance: use tcp */
+    pthread_rwlock_t rw;
+    uint64_t gen_seen; /* owner's generation when p->desc was fetched (under p->lock) */
+} mc__shm_peer_t;
+
+static mc__shm_peer_t *mc__shm_of(const mc__peer_t *p) {
+    return p->tp_peer[MC__TP_SHM];
+}
+
 int mc__shm_ctrl_alive(mc__shm_ctrl_t *c) {
     int rc = pthread_mutex_trylock(&c->alive);
     if (rc == EBUSY)
@@ -35,13 +64,21 @@ int mc__shm_ctrl_alive(mc__shm_ctrl_t *c) {
     return 0;
 }
 
-void mc__shm_peer_reset(mc__shm_peer_t *s) {
+/* Unmaps everything mapped from a peer (rw held for writing, or the peer is going). */
+static void mc__shm_peer_reset(mc__shm_peer_t *s) {
     for (size_t i = 0; i < s->nmaps; i++)
         munmap(s->maps[i].ptr, s->maps[i].map_len);
     mc__free(s->maps);
     if (s->ctrl_map)
         munmap(s->ctrl_map, s->ctrl_len);
-    memset(s, 0, sizeof(*s));
+    s->instance_id = 0;
+    s->gen = NULL;
+    s->ctrl = NULL;
+    s->ctrl_map = NULL;
+    s->ctrl_len = 0;
+    s->maps = NULL;
+    s->nmaps = s->cap = 0;
+    s->failed = 0;
 }
 
 /* Asks the owner for one memfd (the control page or a buffer) and maps it. */
@@ -93,7 +130,7 @@ static int mc__shm_snapshot(mc__peer_t *p, uint64_t gen, const mc__task_t *t,
                             mc__shm_target_t *out) {
     int ok = 0;
     pthread_mutex_lock(&p->lock);
-    if (p->desc && !p->stale && p->gen_seen == gen) {
+    if (p->desc && !p->stale && mc__shm_of(p)->gen_seen == gen) {
         out->instance = p->desc->instance_id;
         memcpy(out->sock, p->desc->shm_socket, sizeof(out->sock));
         out->idx = mc__desc_find(p->desc, t->remote, t->len);
@@ -111,6 +148,7 @@ static int mc__shm_snapshot(mc__peer_t *p, uint64_t gen, const mc__task_t *t,
 }
 
 static int mc__shm_map_ctrl(mc__peer_t *p) {
+    mc__shm_peer_t *sp = mc__shm_of(p);
     mc__shm_target_t tg;
     mc__shm_rep_t rep;
     void *map = NULL;
@@ -130,26 +168,27 @@ static int mc__shm_map_ctrl(mc__peer_t *p) {
         munmap(map, rep.map_len);
         rc = MC_ERR_REJECT_HANDSHAKE;
     }
-    pthread_rwlock_wrlock(&p->shm_rw);
+    pthread_rwlock_wrlock(&sp->rw);
     if (rc) {
-        p->shm.failed = 1;
-        p->shm.instance_id = tg.instance;
-    } else if (p->shm.gen) {
+        sp->failed = 1;
+        sp->instance_id = tg.instance;
+    } else if (sp->gen) {
         munmap(map, rep.map_len); /* another thread won the race */
     } else {
-        p->shm.ctrl_map = map;
-        p->shm.ctrl_len = rep.map_len;
-        p->shm.gen = &((mc__shm_ctrl_t *)map)->gen;
-        p->shm.ctrl = map;
-        p->shm.instance_id = tg.instance;
+        sp->ctrl_map = map;
+        sp->ctrl_len = rep.map_len;
+        sp->gen = &((mc__shm_ctrl_t *)map)->gen;
+        sp->ctrl = map;
+        sp->instance_id = tg.instance;
     }
-    pthread_rwlock_unlock(&p->shm_rw);
+    pthread_rwlock_unlock(&sp->rw);
     if (rc)
         MC_WARN("shm hand-off with %s failed (%s); using tcp", p->name, mc_strerror(rc));
     return rc;
 }
 
 static int mc__shm_map_buffer(mc__peer_t *p, const mc__shm_target_t *tg) {
+    mc__shm_peer_t *sp = mc__shm_of(p);
     mc__shm_rep_t rep;
     void *map = NULL;
     int rc = mc__shm_fetch(tg->sock, MC__SHM_OP_BUFFER, (uint64_t)tg->shm_id,
@@ -160,21 +199,21 @@ static int mc__shm_map_buffer(mc__peer_t *p, const mc__shm_target_t *tg) {
         munmap(map, rep.map_len);
         return MC_ERR_ADDRESS_NOT_REGISTERED;
     }
-    pthread_rwlock_wrlock(&p->shm_rw);
-    if (p->shm.instance_id != tg->instance || !p->shm.gen) {
+    pthread_rwlock_wrlock(&sp->rw);
+    if (sp->instance_id != tg->instance || !sp->gen) {
         rc = MC_ERR_CONTEXT;
-    } else if (p->shm.nmaps == p->shm.cap) {
-        size_t ncap = p->shm.cap ? p->shm.cap * 2 : 8;
-        mc__shm_map_t *nm = mc__realloc(p->shm.maps, ncap * sizeof(*nm));
+    } else if (sp->nmaps == sp->cap) {
+        size_t ncap = sp->cap ? sp->cap * 2 : 8;
+        mc__shm_map_t *nm = mc__realloc(sp->maps, ncap * sizeof(*nm));
         if (!nm)
             rc = MC_ERR_MEMORY;
         else {
-            p->shm.maps = nm;
-            p->shm.cap = ncap;
+            sp->maps = nm;
+            sp->cap = ncap;
         }
     }
     if (!rc) {
-        mc__shm_map_t *m = &p->shm.maps[p->shm.nmaps++];
+        mc__shm_map_t *m = &sp->maps[sp->nmaps++];
         m->id = tg->shm_id;
         m->addr = rep.addr;
         m->len = rep.len;
@@ -182,7 +221,7 @@ static int mc__shm_map_buffer(mc__peer_t *p, const mc__shm_target_t *tg) {
         m->map_len = rep.map_len;
         map = NULL;
     }
-    pthread_rwlock_unlock(&p->shm_rw);
+    pthread_rwlock_unlock(&sp->rw);
     if (map)
         munmap(map, rep.map_len);
     return rc;
@@ -212,8 +251,9 @@ static int mc__shm_still_registered(mc_engine_t *e, mc__peer_t *p, const mc__shm
 
 static int mc__shm_submit(mc_engine_t *e, mc__task_t *t) {
     mc__peer_t *p = t->peer;
+    mc__shm_peer_t *sp = p ? mc__shm_of(p) : NULL;
     mc__shm_target_t tg;
-    if (!p)
+    if (!sp)
         return MC__TP_DECLINED;
     /* After a peer restart the worst case takes five rounds: re-fetch the descriptor (new
      * instance, old mappings dropped), map the new control page, re-fetch once more so the
@@ -222,45 +262,45 @@ static int mc__shm_submit(mc_engine_t *e, mc__task_t *t) {
         mc__shm_map_t *m;
         uint64_t g0, g1;
         uint8_t *ptr;
-        pthread_rwlock_rdlock(&p->shm_rw);
-        if (p->shm.failed) {
-            pthread_rwlock_unlock(&p->shm_rw);
+        pthread_rwlock_rdlock(&sp->rw);
+        if (sp->failed) {
+            pthread_rwlock_unlock(&sp->rw);
             return MC__TP_DECLINED;
         }
-        if (!p->shm.gen) {
-            pthread_rwlock_unlock(&p->shm_rw);
+        if (!sp->gen) {
+            pthread_rwlock_unlock(&sp->rw);
             if (mc__shm_map_ctrl(p))
                 return MC__TP_DECLINED;
             continue;
         }
-        g0 = atomic_load(p->shm.gen);
-        if (!mc__shm_snapshot(p, g0, t, &tg) || tg.instance != p->shm.instance_id) {
-            pthread_rwlock_unlock(&p->shm_rw);
+        g0 = atomic_load(sp->gen);
+        if (!mc__shm_snapshot(p, g0, t, &tg) || tg.instance != sp->instance_id) {
+            pthread_rwlock_unlock(&sp->rw);
             if (mc__peer_refresh(e, p))
                 return MC__TP_DECLINED; /* tcp reports the failure */
             continue;
         }
         if (tg.idx < 0) {
-            pthread_rwlock_unlock(&p->shm_rw);
+            pthread_rwlock_unlock(&sp->rw);
             mc__task_finish(t, MC_STATUS_FAILED, MC_ERR_ADDRESS_NOT_REGISTERED);
             return 0;
         }
         if (tg.shm_id < 0) {
-            pthread_rwlock_unlock(&p->shm_rw);
+            pthread_rwlock_unlock(&sp->rw);
             return MC__TP_DECLINED;
         }
-        if (!mc__shm_ctrl_alive(p->shm.ctrl)) {
+        if (!mc__shm_ctrl_alive(sp->ctrl)) {
             /* killed without a word: what we map is a dead process's memory, and whoever
              * serves this name now (restarted, maybe at the same addresses) is someone else */
-            pthread_rwlock_unlock(&p->shm_rw);
+            pthread_rwlock_unlock(&sp->rw);
             mc__peer_mark_broken(p);
             if (mc__peer_refresh(e, p))
                 return MC__TP_DECLINED; /* tcp reports the failure */
             continue;
         }
-        m = mc__shm_find_map(&p->shm, tg.shm_id);
+        m = mc__shm_find_map(sp, tg.shm_id);
         if (!m) {
-            pthread_rwlock_unlock(&p->shm_rw);
+            pthread_rwlock_unlock(&sp->rw);
             if (mc__shm_map_buffer(p, &tg))
                 return MC__TP_DECLINED;
             continue;
@@ -270,8 +310,8 @@ static int mc__shm_submit(mc_engine_t *e, mc__task_t *t) {
             memcpy(ptr, t->local, t->len);
         else
             memcpy(t->local, ptr, t->len);
-        g1 = atomic_load(p->shm.gen);
-        pthread_rwlock_unlock(&p->shm_rw);
+        g1 = atomic_load(sp->gen);
+        pthread_rwlock_unlock(&sp->rw);
         if (g1 != g0 && !mc__shm_still_registered(e, p, &tg)) {
             mc__task_finish(t, MC_STATUS_FAILED, MC_ERR_ADDRESS_NOT_REGISTERED);
             return 0;
@@ -284,10 +324,96 @@ static int mc__shm_submit(mc_engine_t *e, mc__task_t *t) {
     return MC__TP_DECLINED;
 }
 
+/* Engine-wide: the owner side (shm_owner.c). Without it the engine still maps its peers'
+ * memory; its own is reached over tcp. */
 static int mc__shm_init(mc_engine_t *e) {
+    if (mc__shm_owner_start(e))
+        MC_WARN("shared memory transport unavailable; same-host peers will use tcp");
     return 0;
 }
 
-static void mc__shm_close(mc_engine_t *e) {}
+/* Same host and network namespace, a shareable buffer, and shm not turned off. */
+static int mc__shm_carries(const mc_engine_t *e, const mc__route_t *r) {
+    (void)e;
+    return r->peer && r->proto != MC__PROTO_TCP && r->same_host && r->shm_id >= 0;
+}
 
-const mc__transport_t mc__tp_shm = {"shm", mc__shm_init, mc__shm_submit, mc__shm_close};
+static void mc__shm_describe(const mc_engine_t *e, mc__desc_t *d) {
+    snprintf(d->shm_socket, sizeof(d->shm_socket), "%s", mc__shm_owner_socket(e));
+}
+
+static int mc__shm_peer_init(mc__peer_t *p) {
+    mc__shm_peer_t *sp = mc__calloc(1, sizeof(*sp));
+    if (!sp)
+        return MC_ERR_MEMORY;
+    pthread_rwlock_init(&sp->rw, NULL);
+    sp->gen_seen = UINT64_MAX;
+    p->tp_peer[MC__TP_SHM] = sp;
+    return 0;
+}
+
+static void mc__shm_peer_destroy(mc__peer_t *p) {
+    mc__shm_peer_t *sp = mc__shm_of(p);
+    if (!sp)
+        return;
+    mc__shm_peer_reset(sp);
+    pthread_rwlock_destroy(&sp->rw);
+    mc__free(sp);
+    p->tp_peer[MC__TP_SHM] = NULL;
+}
+
+/* Read before a descriptor is fetched: the descriptor is at least as new as this generation. */
+static uint64_t mc__shm_fetch_token(mc__peer_t *p) {
+    mc__shm_peer_t *sp = mc__shm_of(p);
+    uint64_t gen = UINT64_MAX;
+    pthread_rwlock_rdlock(&sp->rw);
+    if (sp->gen)
+        gen = atomic_load(sp->gen);
+    pthread_rwlock_unlock(&sp->rw);
+    return gen;
+}
+
+static void mc__shm_peer_swapped(mc__peer_t *p, uint64_t token, int restarted) {
+    (void)restarted;
+    mc__shm_of(p)->gen_seen = token;
+}
+
+/* A restarted peer's mappings are someone else's memory now; of a live one, those of buffers it
+ * no longer registers go (their pages stay alive while we map them). */
+static void mc__shm_peer_refreshed(mc__peer_t *p, int restarted) {
+    mc__shm_peer_t *sp = mc__shm_of(p);
+    (void)restarted;
+    pthread_rwlock_wrlock(&sp->rw);
+    pthread_mutex_lock(&p->lock);
+    if (sp->instance_id && p->desc && sp->instance_id != p->desc->instance_id) {
+        pthread_mutex_unlock(&p->lock);
+        MC_INFO("segment %s restarted; dropping its mappings", p->name);
+        mc__shm_peer_reset(sp);
+    } else {
+        size_t k = 0;
+        for (size_t i = 0; i < sp->nmaps; i++) {
+            mc__shm_map_t *m = &sp->maps[i];
+            long j = p->desc ? mc__desc_find(p->desc, m->addr, m->len) : -1;
+            if (j >= 0 && p->desc->bufs[j].shm_id == m->id)
+                sp->maps[k++] = *m;
+            else
+                munmap(m->ptr, m->map_len);
+        }
+        sp->nmaps = k;
+        pthread_mutex_unlock(&p->lock);
+    }
+    pthread_rwlock_unlock(&sp->rw);
+}
+
+const mc__transport_t mc__tp_shm = {.name = "shm",
+                                    .id = MC__TP_SHM,
+                                    .init = mc__shm_init,
+                                    .release = mc__shm_owner_stop,
+                                    .carries = mc__shm_carries,
+                                    .submit = mc__shm_submit,
+                                    .peer_init = mc__shm_peer_init,
+                                    .peer_destroy = mc__shm_peer_destroy,
+                                    .peer_fetch_token = mc__shm_fetch_token,
+                                    .peer_swapped = mc__shm_peer_swapped,
+                                    .peer_refreshed = mc__shm_peer_refreshed,
+                                    .describe = mc__shm_describe};

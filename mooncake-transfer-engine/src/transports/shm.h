@@ -14,9 +14,4 @@ void mc__shm_owner_stop(mc_engine_t *e);
 /* The abstract socket name for the descriptor, "" when shm is not served. */
 const char *mc__shm_owner_socket(const mc_engine_t *e);
 
-/* Allocates a memfd-backed shared mapping of at least len bytes. */
-int mc__shm_alloc(size_t len, int *fd, void **addr, size_t *map_len);
-
-/* Initiator side: unmaps everything mapped from a peer (caller holds shm_rw for writing). */
-void mc__shm_peer_reset(mc__shm_peer_t *s);
 #endif

@@ -26,34 +26,6 @@ struct mc__shm_owner {
     char name[108];
 };
 
-int mc__shm_alloc(size_t len, int *fd, void **addr, size_t *map_len) {
-    long pg = sysconf(_SC_PAGESIZE);
-    size_t ml;
-    void *p;
-    int f;
-    if (pg <= 0)
-        pg = 4096;
-    if (len > SIZE_MAX - (size_t)pg)
-        return MC_ERR_INVALID_ARGUMENT;
-    ml = (len + (size_t)pg - 1) / (size_t)pg * (size_t)pg;
-    f = memfd_create("mooncake-buffer", MFD_CLOEXEC);
-    if (f < 0)
-        return MC_ERR_MEMORY;
-    if (ftruncate(f, (off_t)ml) != 0) {
-        close(f);
-        return MC_ERR_MEMORY;
-    }
-    p = mmap(NULL, ml, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
-    if (p == MAP_FAILED) {
-        close(f);
-        return MC_ERR_MEMORY;
-    }
-    *fd = f;
-    *addr = p;
-    *map_len = ml;
-    return 0;
-}
-
 static int mc__shm_same_user(int fd) {
     struct ucred cr;
     socklen_t len = sizeof(cr);

@@ -2,7 +2,8 @@
  * queue, so a large transfer spreads over several pooled connections while small ones cost one
  * hand-off. A slice moves straight between user memory and the socket (header + payload in one
  * sendmsg, payload received in place): no staging copies, no allocation per slice. */
-#include "transports/tcp.h"
+#include "peer_conn.h"
+#include "te_internal.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -17,8 +18,6 @@
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
 #include "proto.h"
-
-#define MC__TCP_CONNECT_MS 5000
 
 /* A worker and the connection it is using, so that closing the engine can cut a transfer that
  * waits on a stalled peer instead of sitting out its deadline. */
@@ -38,7 +37,6 @@ struct mc__tcp {
     mc__tcp_worker_t *workers;
     int nworkers;
     uint64_t slice;
-    int sockbuf;
 };
 
 static int64_t mc__tcp_env(const char *name, int64_t def, int64_t lo, int64_t hi) {
@@ -53,82 +51,6 @@ static int64_t mc__tcp_env(const char *name, int64_t def, int64_t lo, int64_t hi
     return (int64_t)v;
 }
 
-void mc__tcp_pool_drop_locked(mc__peer_t *p) {
-    while (p->nidle > 0)
-        close(p->idle[--p->nidle]);
-}
-
-/* An idle pooled socket that is readable has either been closed by the peer or carries bytes we
- * never asked for; either way it is unusable. */
-static int mc__tcp_idle_alive(int fd) {
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    return poll(&pfd, 1, 0) == 0;
-}
-
-int mc__tcp_pool_get(mc_engine_t *e, mc__peer_t *p, uint64_t deadline_ms, int *reused) {
-    char host[MC__TE_NAME_MAX];
-    uint16_t port;
-    uint64_t cdl = mc__now_ms() + MC__TCP_CONNECT_MS;
-    int fd = -1;
-    *reused = 0;
-    pthread_mutex_lock(&p->lock);
-    while (p->nidle > 0) {
-        fd = p->idle[--p->nidle];
-        if (mc__tcp_idle_alive(fd))
-            break;
-        close(fd);
-        fd = -1;
-    }
-    memcpy(host, p->host, sizeof(host));
-    port = p->port;
-    pthread_mutex_unlock(&p->lock);
-    if (fd >= 0) {
-        *reused = 1;
-        return fd;
-    }
-    if (deadline_ms && deadline_ms < cdl)
-        cdl = deadline_ms;
-    fd = mc__engine_connect(e, host, port, cdl);
-    if (fd < 0) {
-        MC_DEBUG("connect to %s:%u failed: %s", host, (unsigned)port, strerror(errno));
-        return fd;
-    }
-    if (e->tcp && e->tcp->sockbuf > 0)
-        (void)mc__set_buffers(fd, e->tcp->sockbuf, e->tcp->sockbuf);
-    return fd;
-}
-
-void mc__tcp_pool_put(mc__peer_t *p, int fd) {
-    pthread_mutex_lock(&p->lock);
-    if (p->nidle < MC__TE_POOL_MAX) {
-        p->idle[p->nidle++] = fd;
-        fd = -1;
-    }
-    pthread_mutex_unlock(&p->lock);
-    if (fd >= 0)
-        close(fd);
-}
-
-int mc__tcp_read_reply(int fd, uint8_t type, uint64_t request_id, uint64_t max_body,
-                       uint64_t deadline_ms, mc_frame_header_t *h, int *remote_err) {
-    uint8_t raw[MC_FRAME_HEADER_SIZE];
-    uint8_t body[MC__TE_MAX_ERROR_BODY];
-    uint64_t lim = max_body > MC__TE_MAX_ERROR_BODY ? max_body : MC__TE_MAX_ERROR_BODY;
-    *remote_err = 0;
-    if (mc__recv_all(fd, raw, sizeof(raw), deadline_ms) ||
-        mc__frame_header_decode(raw, sizeof(raw), lim, h))
-        return MC_ERR_SOCKET;
-    if (!(h->flags & MC_FRAME_F_REPLY) || h->type != type || h->request_id != request_id)
-        return MC_ERR_SOCKET;
-    if (h->flags & MC_FRAME_F_ERROR) {
-        if (h->body_len > sizeof(body) || mc__recv_all(fd, body, h->body_len, deadline_ms) ||
-            mc__te_decode_error(body, h->body_len, remote_err, NULL, 0))
-            return MC_ERR_SOCKET;
-        return 0;
-    }
-    return h->body_len <= max_body ? 0 : MC_ERR_SOCKET;
-}
-
 /* One request on one connection. Returns MC_ERR_SOCKET when the connection is unusable;
  * otherwise 0 with *remote_err set to the peer's verdict. */
 static int mc__tcp_io(int fd, uint64_t id, const mc__task_t *t, uint8_t *local, uint64_t remote,
@@ -141,12 +63,12 @@ static int mc__tcp_io(int fd, uint64_t id, const mc__task_t *t, uint8_t *local, 
         mc__te_encode_rw(req, MC__TE_WRITE, id, remote, n, t->epoch);
         if (mc__send2(fd, req, sizeof(req), local, n, deadline))
             return MC_ERR_SOCKET;
-        return mc__tcp_read_reply(fd, MC__TE_WRITE, id, 0, deadline, &h, remote_err);
+        return mc__peer_read_reply(fd, MC__TE_WRITE, id, 0, deadline, &h, remote_err);
     }
     mc__te_encode_rw(req, MC__TE_READ, id, remote, n, t->epoch);
     if (mc__send_all(fd, req, sizeof(req), deadline))
         return MC_ERR_SOCKET;
-    rc = mc__tcp_read_reply(fd, MC__TE_READ, id, n, deadline, &h, remote_err);
+    rc = mc__peer_read_reply(fd, MC__TE_READ, id, n, deadline, &h, remote_err);
     if (rc || *remote_err)
         return rc;
     if (h.body_len != n || mc__recv_all(fd, local, n, deadline))
@@ -173,7 +95,7 @@ static int mc__tcp_slice(mc_engine_t *e, mc__tcp_worker_t *w, mc__task_t *t, uin
     for (int attempt = 0; attempt < 2; attempt++) {
         int reused = 0;
         int remote_err = 0;
-        int fd = mc__tcp_pool_get(e, t->peer, t->deadline_ms, &reused);
+        int fd = mc__peer_conn_get(e, t->peer, t->deadline_ms, &reused);
         if (fd < 0) {
             rc = fd == MC_ERR_DNS ? fd : MC_ERR_SOCKET;
             break;
@@ -183,7 +105,7 @@ static int mc__tcp_slice(mc_engine_t *e, mc__tcp_worker_t *w, mc__task_t *t, uin
                         &remote_err);
         mc__tcp_set_busy(w, -1);
         if (rc == 0) {
-            mc__tcp_pool_put(t->peer, fd);
+            mc__peer_conn_put(t->peer, fd);
             if (!remote_err)
                 atomic_fetch_add(&t->transferred, n);
             if (remote_err == MC_ERR_ADDRESS_NOT_REGISTERED) {
@@ -200,7 +122,7 @@ static int mc__tcp_slice(mc_engine_t *e, mc__tcp_worker_t *w, mc__task_t *t, uin
         if (!reused || mc__now_ms() >= t->deadline_ms || mc__tcp_set_busy(w, -1))
             break;
         pthread_mutex_lock(&t->peer->lock);
-        mc__tcp_pool_drop_locked(t->peer);
+        mc__peer_conn_drop_locked(t->peer);
         pthread_mutex_unlock(&t->peer->lock);
     }
     mc__peer_mark_broken(t->peer);
@@ -264,7 +186,9 @@ static void *mc__tcp_worker(void *arg) {
     return NULL;
 }
 
-int mc__tcp_run_here(mc_engine_t *e, mc__task_t *t) {
+/* Runs task t on the calling thread when it fits in one slice (1), else does nothing (0).
+ * Engine close cannot cut it short; the task's deadline bounds it. */
+static int mc__tcp_run_here(mc_engine_t *e, mc__task_t *t) {
     mc__tcp_t *q = e->tcp;
     mc__tcp_worker_t self = {.q = q, .busy_fd = -1};
     uint64_t req_id = 0;
@@ -328,7 +252,8 @@ static int mc__tcp_init(mc_engine_t *e) {
     /* 4 MiB slices: big enough that per-request costs vanish, small enough that a large
      * transfer spreads over every worker */
     q->slice = (uint64_t)mc__tcp_env("MC_SLICE_SIZE", 4 << 20, 64 << 10, (int64_t)MC__TE_MAX_SLICE);
-    q->sockbuf = (int)mc__tcp_env("MC_TCP_SOCKBUF", 4 << 20, 0, 1 << 30);
+    /* every pooled connection to a peer gets these buffers (peer_conn.c) */
+    e->conn_sockbuf = (int)mc__tcp_env("MC_TCP_SOCKBUF", 4 << 20, 0, 1 << 30);
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->cond, NULL);
     q->workers = mc__calloc((size_t)want, sizeof(*q->workers));
@@ -351,4 +276,10 @@ static int mc__tcp_init(mc_engine_t *e) {
     return 0;
 }
 
-const mc__transport_t mc__tp_tcp = {"tcp", mc__tcp_init, mc__tcp_submit, mc__tcp_close};
+/* The fallback: it carries every request to a peer (carries NULL). */
+const mc__transport_t mc__tp_tcp = {.name = "tcp",
+                                    .id = MC__TP_TCP,
+                                    .init = mc__tcp_init,
+                                    .close = mc__tcp_close,
+                                    .submit = mc__tcp_submit,
+                                    .run_inline = mc__tcp_run_here};

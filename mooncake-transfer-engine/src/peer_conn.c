@@ -1,0 +1,91 @@
+/* Pooled request/reply connections to peers (peer_conn.h). */
+#include "peer_conn.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mooncake/common/log.h"
+#include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
+#include "proto.h"
+
+/* A new connection gets this long at most, whatever the caller's deadline. */
+#define MC__PEER_CONNECT_MS 5000
+
+void mc__peer_conn_drop_locked(mc__peer_t *p) {
+    while (p->nidle > 0)
+        close(p->idle[--p->nidle]);
+}
+
+/* An idle pooled socket that is readable has either been closed by the peer or carries bytes we
+ * never asked for; either way it is unusable. */
+static int mc__peer_conn_alive(int fd) {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) == 0;
+}
+
+int mc__peer_conn_get(mc_engine_t *e, mc__peer_t *p, uint64_t deadline_ms, int *reused) {
+    char host[MC__TE_NAME_MAX];
+    uint16_t port;
+    uint64_t cdl = mc__now_ms() + MC__PEER_CONNECT_MS;
+    int fd = -1;
+    *reused = 0;
+    pthread_mutex_lock(&p->lock);
+    while (p->nidle > 0) {
+        fd = p->idle[--p->nidle];
+        if (mc__peer_conn_alive(fd))
+            break;
+        close(fd);
+        fd = -1;
+    }
+    memcpy(host, p->host, sizeof(host));
+    port = p->port;
+    pthread_mutex_unlock(&p->lock);
+    if (fd >= 0) {
+        *reused = 1;
+        return fd;
+    }
+    if (deadline_ms && deadline_ms < cdl)
+        cdl = deadline_ms;
+    fd = mc__engine_connect(e, host, port, cdl);
+    if (fd < 0) {
+        MC_DEBUG("connect to %s:%u failed: %s", host, (unsigned)port, strerror(errno));
+        return fd;
+    }
+    if (e->conn_sockbuf > 0)
+        (void)mc__set_buffers(fd, e->conn_sockbuf, e->conn_sockbuf);
+    return fd;
+}
+
+void mc__peer_conn_put(mc__peer_t *p, int fd) {
+    pthread_mutex_lock(&p->lock);
+    if (p->nidle < MC__TE_POOL_MAX) {
+        p->idle[p->nidle++] = fd;
+        fd = -1;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (fd >= 0)
+        close(fd);
+}
+
+int mc__peer_read_reply(int fd, uint8_t type, uint64_t request_id, uint64_t max_body,
+                        uint64_t deadline_ms, mc_frame_header_t *h, int *remote_err) {
+    uint8_t raw[MC_FRAME_HEADER_SIZE];
+    uint8_t body[MC__TE_MAX_ERROR_BODY];
+    uint64_t lim = max_body > MC__TE_MAX_ERROR_BODY ? max_body : MC__TE_MAX_ERROR_BODY;
+    *remote_err = 0;
+    if (mc__recv_all(fd, raw, sizeof(raw), deadline_ms) ||
+        mc__frame_header_decode(raw, sizeof(raw), lim, h))
+        return MC_ERR_SOCKET;
+    if (!(h->flags & MC_FRAME_F_REPLY) || h->type != type || h->request_id != request_id)
+        return MC_ERR_SOCKET;
+    if (h->flags & MC_FRAME_F_ERROR) {
+        if (h->body_len > sizeof(body) || mc__recv_all(fd, body, h->body_len, deadline_ms) ||
+            mc__te_decode_error(body, h->body_len, remote_err, NULL, 0))
+            return MC_ERR_SOCKET;
+        return 0;
+    }
+    return h->body_len <= max_body ? 0 : MC_ERR_SOCKET;
+}
