@@ -137,30 +137,30 @@ class EtcdCluster:
         except OSError:
             return False
 
+    def _live(self):
+        return [n for n in self.names if self.procs[n].poll() is None]
+
+    def _post_any(self, path, body):
+        """The answer of the first live member that gives one."""
+        for n in self._live():
+            try:
+                return self._post(n, path, body)
+            except OSError:
+                continue
+        raise RuntimeError("no etcd member answers")
+
     def leader(self):
         """The name of the member that leads the cluster now (None while there is none)."""
-        ids = {}
-        for n in self.names:
-            if self.procs[n].poll() is not None:
-                continue
+        ids, leads = {}, set()
+        for n in self._live():
             try:
                 st = self._post(n, "/v3/maintenance/status", {})
             except OSError:
                 continue
             ids[st["header"]["member_id"]] = n
-            lead = st.get("leader")
-            if lead and lead in ids:
-                return ids[lead]
-        for n in self.names:  # the leader may be the last one asked
-            if self.procs[n].poll() is not None:
-                continue
-            try:
-                st = self._post(n, "/v3/maintenance/status", {})
-            except OSError:
-                continue
-            if st.get("leader") in ids:
-                return ids[st["leader"]]
-        return None
+            leads.add(st.get("leader"))
+        named = [ids[lead] for lead in leads if lead in ids]
+        return named[0] if len(named) == 1 else None
 
     def kill(self, name):
         self.procs[name].kill()
@@ -168,31 +168,16 @@ class EtcdCluster:
 
     def get(self, key):
         """The key's value (bytes) or None, read from any live member."""
-        for n in self.names:
-            if self.procs[n].poll() is not None:
-                continue
-            try:
-                r = self._post(n, "/v3/kv/range", {"key": base64.b64encode(key.encode()).decode()})
-            except OSError:
-                continue
-            kvs = r.get("kvs", [])
-            return base64.b64decode(kvs[0].get("value", "")) if kvs else None
-        raise RuntimeError("no etcd member answers")
+        r = self._post_any("/v3/kv/range", {"key": base64.b64encode(key.encode()).decode()})
+        kvs = r.get("kvs", [])
+        return base64.b64decode(kvs[0].get("value", "")) if kvs else None
 
     def keys(self, prefix):
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        for n in self.names:
-            if self.procs[n].poll() is not None:
-                continue
-            try:
-                r = self._post(n, "/v3/kv/range",
-                               {"key": base64.b64encode(prefix.encode()).decode(),
-                                "range_end": base64.b64encode(end.encode()).decode(),
-                                "keys_only": True})
-            except OSError:
-                continue
-            return sorted(base64.b64decode(kv["key"]).decode() for kv in r.get("kvs", []))
-        raise RuntimeError("no etcd member answers")
+        r = self._post_any("/v3/kv/range", {"key": base64.b64encode(prefix.encode()).decode(),
+                                            "range_end": base64.b64encode(end.encode()).decode(),
+                                            "keys_only": True})
+        return sorted(base64.b64decode(kv["key"]).decode() for kv in r.get("kvs", []))
 
     def stop(self):
         for p in self.procs.values():
