@@ -1,0 +1,15 @@
+"""The ``mc_store_rest_server`` console script: the service, or, when the ``service`` extra is not
+installed, one line saying how to install it (exit status 2) instead of a traceback."""
+
+import sys
+
+
+def main():
+    try:
+        from mooncake.mooncake_store_service import sync_main
+    except ImportError as exc:
+        if "'service' extra" not in str(exc):
+            raise
+        print(f"mc_store_rest_server: {exc}", file=sys.stderr)
+        raise SystemExit(2)
+    sync_main()
