@@ -21,6 +21,7 @@ TABLES = {
     "### `mooncake.reshard`": ("mooncake.reshard", None),
     "### `mooncake.reshard.contracts`": ("mooncake.reshard.contracts", None),
     "### `mooncake.reshard.geometry`": ("mooncake.reshard.geometry", None),
+    "### `mooncake.reshard.weight`": ("mooncake.reshard.weight", None),
 }
 
 

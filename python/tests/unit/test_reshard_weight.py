@@ -1,0 +1,228 @@
+"""mooncake.reshard.weight: ranks, axes, tensor descriptors, placement fragments, the topology and
+the placement part, with their canonical IDs and every refusal."""
+
+import pytest
+
+from mooncake.reshard import weight
+from mooncake.reshard.contracts import RuntimeBindingFragment
+from mooncake.reshard.weight import (OwnershipAxis, ParallelRank, ParallelTopology,
+                                     PlacementFragment, ReplicatedAxis, SplitAxis,
+                                     TensorDescriptor, TopologyParticipant, WeightPlacementPart)
+from mooncake.reshard.weight.types import canonical_strides_bytes, validate_fragment_geometry
+
+
+def desc(tensor_id="w", shape=(8, 4), axes=(SplitAxis("tp", 0),), shard_dims=(0,), **kw):
+    return TensorDescriptor(tensor_id, shape, "bfloat16", 2, shard_dims, "row-major", axes, **kw)
+
+
+def test_surface():
+    assert weight.RuntimeBindingFragment is RuntimeBindingFragment
+    for name in weight.__all__:
+        assert hasattr(weight, name)
+
+
+def test_rank_and_axes():
+    assert ParallelRank() == ParallelRank(0, 0, 0, 0)
+    with pytest.raises(ValueError, match="parallel rank tp must be at least 0"):
+        ParallelRank(tp=-1)
+    with pytest.raises(ValueError, match="parallel rank dp must be an integer"):
+        ParallelRank(dp=True)
+    with pytest.raises(ValueError, match="cannot use split semantics"):
+        SplitAxis("dp", 0)
+    with pytest.raises(ValueError, match="leading logical expert dimension"):
+        SplitAxis("ep", 1)
+    with pytest.raises(ValueError, match="unsupported parallel axis kind: sp"):
+        ReplicatedAxis("sp")
+    with pytest.raises(ValueError, match="parallel axis kind must be a non-empty string"):
+        OwnershipAxis("")
+
+
+def test_descriptor_orders_axes_and_checks_shard_dims():
+    d = desc(shape=(8, 16, 32), shard_dims=[0, 2],
+             axes=[SplitAxis("tp", 2), SplitAxis("ep", 0), OwnershipAxis("pp"),
+                   ReplicatedAxis("dp")])
+    assert [a.kind for a in d.parallel_axes] == ["dp", "pp", "ep", "tp"]
+    assert d.shard_dims == (0, 2) and d.global_shape == (8, 16, 32)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(shape=()), "global_shape must not be empty"),
+    (dict(shape=(8, 0)), "global_shape must be at least 1"),
+    (dict(shape="ab"), "global_shape must contain integers"),
+    (dict(tensor_id=""), "tensor_id must be a non-empty string"),
+    (dict(shard_dims=(0, 0)), "must not contain duplicates"),
+    (dict(shard_dims=(1, 0), axes=(SplitAxis("tp", 0), SplitAxis("ep", 0))), "sorted"),
+    (dict(shard_dims=(2,), axes=(SplitAxis("tp", 2),)), "out-of-range"),
+    (dict(axes=(SplitAxis("tp", 1),)), "conflict with shard_dims"),
+    (dict(axes=(SplitAxis("tp", 0), ReplicatedAxis("tp"))), "duplicate kinds"),
+    (dict(axes=(SplitAxis("tp", 0), SplitAxis("ep", 0))), "share a dimension"),
+    (dict(axes=("tp",)), "explicit axis values"),
+    (dict(axes=SplitAxis("tp", 0)), "must be a sequence"),
+    (dict(axes=(SplitAxis("ep", 0),), expert_id=3), "individually allocated expert"),
+    (dict(layer_id=-1), "layer_id must be at least 0"),
+])
+def test_descriptor_rejects(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        desc(**kw)
+
+
+def test_fragment_ids_are_canonical_and_match_the_reference():
+    r = ParallelRank(tp=1)
+    f = PlacementFragment("w", (4, 0), (4, 4), 32, r)
+    # The same content hashed by the reference's implementation (checked against it once).
+    assert f.fragment_id == ("sha256:1db33c24710870b45a6385b1ff8373e3ad23e73ec3496a6a43675d5eeca848dc")
+    g = PlacementFragment("w", [4, 0], [4, 4], 32, r, pipeline_stage_id=2, aliases=("w", "v"))
+    assert g.aliases == ("v", "w")
+    assert g.placement_fragment_id == (
+        "sha256:37c3fc36ba777330bfa4ca9661585b656a316ed5b21b9c699d7a1ac127c69887")
+    assert PlacementFragment("w", (4, 0), (4, 4), 32, r, placement_fragment_id="mine").fragment_id \
+        == "mine"
+    assert f == PlacementFragment("w", (4, 0), (4, 4), 32, ParallelRank(tp=1))
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(global_offset=(-1, 0)), "global_offset must be at least 0"),
+    (dict(local_shape=(0, 4)), "local_shape must be at least 1"),
+    (dict(nbytes=0), "nbytes must be at least 1"),
+    (dict(nbytes=1 << 64), "unsigned 64-bit"),
+    (dict(rank=(0, 1)), "rank must be a ParallelRank"),
+    (dict(pipeline_stage_id=-2), "pipeline_stage_id must be at least 0"),
+    (dict(aliases=("w",)), "at least two tensor IDs"),
+    (dict(aliases=("a", "b")), "must contain the fragment tensor_id"),
+    (dict(aliases=("w", "w")), "must not contain duplicates"),
+    (dict(aliases=("w", 3)), "non-empty strings"),
+    (dict(placement_fragment_id=""), "placement_fragment_id must be a non-empty string"),
+])
+def test_fragment_rejects(kw, msg):
+    args = dict(tensor_id="w", global_offset=(0, 0), local_shape=(4, 4), nbytes=32,
+                rank=ParallelRank())
+    args.update(kw)
+    with pytest.raises(ValueError, match=msg):
+        PlacementFragment(**args)
+
+
+def test_fragment_geometry():
+    d = desc()
+    validate_fragment_geometry(d, fragment_id="f", global_offset=(4, 0), local_shape=(4, 4),
+                               nbytes=32)
+    with pytest.raises(ValueError, match="rank mismatch: f"):
+        validate_fragment_geometry(d, fragment_id="f", global_offset=(0,), local_shape=(4,),
+                                   nbytes=8)
+    with pytest.raises(ValueError, match="out of bounds: f"):
+        validate_fragment_geometry(d, fragment_id="f", global_offset=(5, 0), local_shape=(4, 4),
+                                   nbytes=32)
+    with pytest.raises(ValueError, match="expected 32, got 31"):
+        validate_fragment_geometry(d, fragment_id="f", global_offset=(4, 0), local_shape=(4, 4),
+                                   nbytes=31)
+    assert canonical_strides_bytes((2, 3, 4), 2) == (24, 8, 2)
+
+
+def _topology(**kw):
+    args = dict(tp_size=2, pp_size=1, ep_size=1, dp_size=1,
+                participants=(TopologyParticipant("b", ParallelRank(tp=1)),
+                              TopologyParticipant("a", ParallelRank())))
+    args.update(kw)
+    return ParallelTopology(**args)
+
+
+def test_topology():
+    t = _topology()
+    assert [p.participant_id for p in t.participants] == ["a", "b"]
+    assert t.world_size == 2
+    assert t.topology_id == (
+        "sha256:680989f6f7f83e7363b6f80d61a6331ff24bf06d0ecb6facdbf0ad08fb9d91af")
+    assert _topology(topology_id=t.topology_id) == t
+    assert t.participant("b").rank == ParallelRank(tp=1)
+    with pytest.raises(ValueError, match="unknown topology participant: c"):
+        t.participant("c")
+    # world_size counts participants, not the product of the sizes.
+    assert _topology(dp_size=4).world_size == 2
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(tp_size=0), "tp_size must be at least 1"),
+    (dict(participants=()), "must not be empty"),
+    (dict(participants=("a",)), "must contain TopologyParticipant"),
+    (dict(participants=(TopologyParticipant("a", ParallelRank()),) * 2), "duplicate topology "
+                                                                          "participant_id"),
+    (dict(participants=(TopologyParticipant("a", ParallelRank()),
+                        TopologyParticipant("b", ParallelRank()))), "duplicate topology parallel"),
+    (dict(participants=(TopologyParticipant("a", ParallelRank(tp=2)),)), "tp rank is out of range"),
+    (dict(topology_id="sha256:00"), "does not match canonical topology"),
+])
+def test_topology_rejects(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        _topology(**kw)
+    with pytest.raises(ValueError, match="participant_id must be a non-empty string"):
+        TopologyParticipant("", ParallelRank())
+
+
+def _part(tensors=None, fragments=None, rank=ParallelRank(), **kw):
+    d = desc()
+    args = dict(resource_id="model", revision="r1", weight_generation=3, placement_set_id="ps",
+                topology_id="t", participant_id="a", rank=rank,
+                tensors=(d,) if tensors is None else tensors,
+                fragments=(PlacementFragment("w", (0, 0), (4, 4), 32, rank),)
+                if fragments is None else fragments)
+    args.update(kw)
+    return WeightPlacementPart(**args)
+
+
+def test_part_sorts_and_accepts():
+    r = ParallelRank()
+    a, b = desc("b"), desc("a")
+    frags = (PlacementFragment("b", (0, 0), (4, 4), 32, r),
+             PlacementFragment("a", (0, 0), (2, 4), 16, r),
+             PlacementFragment("a", (2, 0), (2, 4), 16, r))
+    p = _part(tensors=(a, b), fragments=frags)
+    assert [t.tensor_id for t in p.tensors] == ["a", "b"]
+    assert [f.fragment_id for f in p.fragments] == sorted(f.fragment_id for f in frags)
+    assert p == _part(tensors=(b, a), fragments=frags[::-1])
+    empty = _part(tensors=(), fragments=())
+    assert empty.tensors == () and empty.fragments == ()
+
+
+def test_part_rejects():
+    r = ParallelRank()
+    cases = [
+        (dict(resource_id=""), "resource_id must be a non-empty string"),
+        (dict(weight_generation=-1), "weight_generation must be at least 0"),
+        (dict(rank="0", tensors=(), fragments=()), "placement part rank must be a ParallelRank"),
+        (dict(tensors=("w",)), "must contain TensorDescriptor"),
+        (dict(fragments=[PlacementFragment("w", (0, 0), (4, 4), 32, ParallelRank(tp=1))]),
+         "fragment rank differs from part rank"),
+        (dict(tensors=(desc(), desc("x"))), "unreferenced tensor: x"),
+        (dict(tensors=(desc(), desc())), "duplicate tensor_id: w"),
+        (dict(tensors=(), fragments=(PlacementFragment("w", (0, 0), (4, 4), 32, r),)),
+         "unknown tensor_id: w"),
+        (dict(fragments=(PlacementFragment("w", (6, 0), (4, 4), 32, r),)), "out of bounds"),
+        (dict(fragments=(PlacementFragment("w", (0, 0), (4, 4), 32, r),) * 2),
+         "duplicate fragment_id"),
+        (dict(fragments=(PlacementFragment("w", (0, 0), (4, 4), 32, r),
+                         PlacementFragment("w", (0, 0), (4, 4), 32, r,
+                                           placement_fragment_id="other"))),
+         "duplicate logical fragment"),
+        (dict(fragments=(PlacementFragment("w", (0, 0), (4, 4), 32, r),
+                         PlacementFragment("w", (2, 0), (4, 4), 32, r))),
+         "boxes overlap for tensor and parallel rank"),
+    ]
+    for kw, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            _part(**kw)
+
+
+def test_alias_groups_checked_once_complete():
+    from mooncake.reshard.weight.validation import _validate_fragments
+
+    r = ParallelRank()
+    a, b = desc("a"), desc("b")
+    fa = PlacementFragment("a", (0, 0), (8, 4), 64, r, aliases=("a", "b"))
+    fb = PlacementFragment("b", (0, 0), (8, 4), 64, r, aliases=("a", "b"))
+    _validate_fragments((a, b), (fa, fb), require_complete_alias_groups=True)
+    # A part may name a member another participant holds; the complete check refuses it.
+    _validate_fragments((a,), (fa,))
+    with pytest.raises(ValueError, match="alias group references unknown tensor: b"):
+        _validate_fragments((a,), (fa,), require_complete_alias_groups=True)
+    fb_alone = PlacementFragment("b", (0, 0), (8, 4), 64, r)
+    with pytest.raises(ValueError, match="not declared consistently for tensor: b"):
+        _validate_fragments((a, b), (fa, fb_alone), require_complete_alias_groups=True)
