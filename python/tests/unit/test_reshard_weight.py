@@ -1,10 +1,18 @@
-"""mooncake.reshard.weight: ranks, axes, tensor descriptors, placement fragments, the topology and
-the placement part, with their canonical IDs and every refusal."""
+"""mooncake.reshard.weight: ranks, axes, tensor descriptors, placement fragments, the topology,
+placement parts, the complete placement and its wire form, runtime bindings: canonical IDs and
+every refusal."""
+
+import hashlib
+import json
+from dataclasses import replace
 
 import pytest
 
 from mooncake.reshard import weight
-from mooncake.reshard.contracts import RuntimeBindingFragment
+from mooncake.reshard.contracts import ResourceKind, RuntimeBindingFragment
+from mooncake.reshard.weight import (WeightPlacementManifest, WeightRuntimeBindingManifest,
+                                     validate_runtime_binding, validate_runtime_bindings,
+                                     weight_placement_from_json, weight_placement_to_json)
 from mooncake.reshard.weight import (OwnershipAxis, ParallelRank, ParallelTopology,
                                      PlacementFragment, ReplicatedAxis, SplitAxis,
                                      TensorDescriptor, TopologyParticipant, WeightPlacementPart)
@@ -226,3 +234,146 @@ def test_alias_groups_checked_once_complete():
     fb_alone = PlacementFragment("b", (0, 0), (8, 4), 64, r)
     with pytest.raises(ValueError, match="not declared consistently for tensor: b"):
         _validate_fragments((a, b), (fa, fb_alone), require_complete_alias_groups=True)
+
+
+# ---- the complete placement, its wire form, runtime bindings --------------------------------------
+
+TP2 = (TopologyParticipant("w0", ParallelRank(tp=0)), TopologyParticipant("w1", ParallelRank(tp=1)))
+
+
+def tp2_placement(**kw):
+    """A (8, 4) tensor split in two rows blocks over TP=2, one block per worker."""
+    t = ParallelTopology(tp_size=2, pp_size=1, ep_size=1, dp_size=1, participants=TP2)
+    d = desc()
+    frags = [PlacementFragment("w", (4 * r, 0), (4, 4), 32, ParallelRank(tp=r)) for r in (0, 1)]
+    args = dict(resource_id="model", revision="r1", weight_generation=1, placement_set_id="ps",
+                topology=t, tensors=[d], fragments=frags)
+    args.update(kw)
+    return WeightPlacementManifest.from_fragments(**args)
+
+
+def test_placement_assembles_and_identifies():
+    p = tp2_placement()
+    assert p.resource_kind is ResourceKind.MODEL_WEIGHT
+    assert [x.participant_id for x in p.parts] == ["w0", "w1"]
+    assert len(p.fragments) == 2 and p.tensors == (desc(),)
+    assert p.placement_id.startswith("sha256:") and len(p.digest) == 64
+    assert p == tp2_placement() and p.placement_id == tp2_placement().placement_id
+    assert tp2_placement(revision="r2").placement_id != p.placement_id
+    # The same parts handed in directly, in another order, make the same placement.
+    q = WeightPlacementManifest(resource_id="model", revision="r1", weight_generation=1,
+                                placement_set_id="ps", topology=p.topology, parts=p.parts[::-1],
+                                placement_id=p.placement_id)
+    assert q == p and q.digest == p.digest
+    with pytest.raises(ValueError, match="placement_id does not match"):
+        WeightPlacementManifest(resource_id="model", revision="r1", weight_generation=1,
+                                placement_set_id="ps", topology=p.topology, parts=p.parts,
+                                placement_id="sha256:x")
+
+
+def test_placement_refuses_incomplete_or_inconsistent_parts():
+    p = tp2_placement()
+    base = dict(resource_id="model", revision="r1", weight_generation=1, placement_set_id="ps",
+                topology=p.topology)
+    with pytest.raises(ValueError, match="missing topology participant: w1"):
+        WeightPlacementManifest(**base, parts=p.parts[:1])
+    with pytest.raises(ValueError, match="duplicate placement participant"):
+        WeightPlacementManifest(**base, parts=p.parts + p.parts[:1])
+    with pytest.raises(ValueError, match="placement part revision differs"):
+        WeightPlacementManifest(**dict(base, revision="r9"), parts=p.parts)
+    # Half the tensor missing: a rank's fragment gone leaves the tensor uncovered.
+    with pytest.raises(ValueError, match="not fully covered"):
+        tp2_placement(fragments=[PlacementFragment("w", (0, 0), (4, 4), 32, ParallelRank())])
+    # Both ranks holding the same rows: the split axis does not own its dimension.
+    with pytest.raises(ValueError, match="not fully covered"):
+        tp2_placement(fragments=[PlacementFragment("w", (0, 0), (4, 4), 32, ParallelRank(tp=r))
+                                 for r in (0, 1)])
+    with pytest.raises(ValueError, match="rank has no topology participant"):
+        tp2_placement(fragments=[PlacementFragment("w", (0, 0), (8, 4), 64, ParallelRank(tp=5))])
+    # A replicated tensor must be whole on every rank.
+    rep = desc(axes=(ReplicatedAxis("tp"),), shard_dims=())
+    whole = [PlacementFragment("w", (0, 0), (8, 4), 64, ParallelRank(tp=r)) for r in (0, 1)]
+    assert tp2_placement(tensors=[rep], fragments=whole).tensors == (rep,)
+    with pytest.raises(ValueError, match="replicated-axis participant"):
+        tp2_placement(tensors=[rep], fragments=whole[:1])
+    # An active axis the tensor does not declare.
+    bare = desc(axes=(), shard_dims=())
+    with pytest.raises(ValueError, match="varies across undeclared tp axis"):
+        tp2_placement(tensors=[bare], fragments=whole)
+    with pytest.raises(ValueError, match="explicit parallel semantics for active undeclared tp"):
+        tp2_placement(tensors=[bare], fragments=[
+            PlacementFragment("w", (0, 0), (8, 4), 64, ParallelRank())])
+
+
+def test_wire_form_round_trips_and_is_strict():
+    p = tp2_placement()
+    text = weight_placement_to_json(p)
+    assert json.loads(text)["resource_kind"] == "model_weight"
+    assert weight_placement_from_json(text) == p
+    assert p.digest == hashlib.sha256(text.encode()).hexdigest()
+    doc = json.loads(text)
+    bad = [
+        ({**doc, "extra": 1}, "schema fields do not match"),
+        ({**doc, "resource_kind": "kv_cache"}, "resource_kind must be model_weight"),
+        ({**doc, "weight_generation": True}, "weight_generation must be an integer"),
+        ({**doc, "placement_id": "sha256:" + "0" * 64}, "placement_id does not match"),
+        ({**doc, "tensors": []}, "unknown tensor_id in placement part"),
+    ]
+    for d, msg in bad:
+        with pytest.raises(ValueError, match=msg):
+            weight_placement_from_json(json.dumps(d))
+    for raw, msg in (("{", "not valid JSON"), ("[]", "must be a JSON object"),
+                     ('{"a": NaN}', "non-finite"), ('{"a": 1, "a": 2}', "duplicate JSON field"),
+                     (None, "not valid JSON")):
+        with pytest.raises(ValueError, match=msg):
+            weight_placement_from_json(raw)
+    with pytest.raises(ValueError, match="must be a WeightPlacementManifest"):
+        weight_placement_to_json(doc)
+
+
+def _binding(p, participant="w0", base=0x10000, **kw):
+    part = next(x for x in p.parts if x.participant_id == participant)
+    frags = tuple(RuntimeBindingFragment(
+        placement_fragment_id=f.placement_fragment_id, fragment_id=f"rt-{participant}-{i}",
+        address=base + 4096 * i, nbytes=f.nbytes, worker_id=participant, endpoint="e",
+        device="cuda:0", itemsize=2, local_shape=f.local_shape, strides_bytes=(8, 2),
+        storage_address=base + 4096 * i, storage_nbytes=4096, storage_offset_bytes=0)
+        for i, f in enumerate(part.fragments))
+    args = dict(resource_id="model", placement_id=p.placement_id, placement_digest=p.digest,
+                instance_id="inst", generation=1, lease_id="lease", revision="r1",
+                participant_id=participant, fragments=frags)
+    args.update(kw)
+    return WeightRuntimeBindingManifest(**args)
+
+
+def test_runtime_bindings():
+    p = tp2_placement()
+    b0, b1 = _binding(p), _binding(p, "w1", base=0x20000)
+    assert b0.resource_kind is ResourceKind.MODEL_WEIGHT
+    validate_runtime_binding(p, b0)
+    validate_runtime_bindings(p, [b0, b1])
+    with pytest.raises(ValueError, match="missing runtime binding participant: w1"):
+        validate_runtime_bindings(p, [b0])
+    with pytest.raises(ValueError, match="duplicate runtime binding participant"):
+        validate_runtime_bindings(p, [b0, b0])
+    with pytest.raises(ValueError, match="placement digest"):
+        validate_runtime_binding(p, _binding(p, placement_digest="0" * 64))
+    with pytest.raises(ValueError, match="revision differ"):
+        validate_runtime_binding(p, _binding(p, revision="r2"))
+    with pytest.raises(ValueError, match="missing placement fragment"):
+        validate_runtime_binding(p, _binding(p, fragments=()))
+    with pytest.raises(ValueError, match="unknown runtime binding participant: w9"):
+        validate_runtime_binding(p, _binding(p, participant_id="w9"))
+    # Two participants of one instance on one worker and device claiming the same memory.
+    same = replace(b1, fragments=tuple(replace(f, worker_id="w0", address=0x10000,
+                                               storage_address=0x10000) for f in b1.fragments))
+    with pytest.raises(ValueError, match="address ranges overlap"):
+        validate_runtime_bindings(p, [b0, same])
+    with pytest.raises(ValueError, match="lowercase SHA-256 digest"):
+        _binding(p, placement_digest="ABC")
+    with pytest.raises(ValueError, match="duplicate placement fragment"):
+        _binding(p, fragments=b0.fragments * 2)
+    bad_stride = replace(b0, fragments=(replace(b0.fragments[0], strides_bytes=(16, 2),
+                                                storage_nbytes=4096),))
+    with pytest.raises(ValueError, match="canonical contiguous view"):
+        validate_runtime_binding(p, bad_stride)

@@ -35,10 +35,11 @@ def _int_tuple(values, name, minimum):
 
 
 def _span(address, nbytes, what):
-    """address and nbytes: a non-empty range starting at a non-zero address within 64 bits."""
+    """address and nbytes: a non-empty range starting at a non-zero address whose exclusive end
+    (address + nbytes) is still a 64-bit value."""
     _u64(address, f"{what}address", 1)
     _u64(nbytes, f"{what}nbytes", 1)
-    if address + nbytes - 1 > _U64_MAX:
+    if address + nbytes > _U64_MAX:
         raise ValueError(f"{what}address range must fit in an unsigned 64-bit integer")
 
 

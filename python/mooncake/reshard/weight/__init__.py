@@ -1,26 +1,34 @@
 """``mooncake.reshard.weight``: the model-weight specialization of the reshard contracts.
 
-Here so far: the parallel ranks and axes, tensor descriptors, address-free placement fragments,
-the parallel topology and one participant's placement part, with the reference's fields, canonical
-IDs and checks. Not here yet: the complete placement manifest, runtime binding manifests, the
-stored manifest, the JSON wire form and the logical planner (docs/reshard.md).
+Here: parallel ranks and axes, tensor descriptors, address-free placement fragments, the parallel
+topology, placement parts, the complete placement (``WeightPlacementManifest``, with its
+canonical ID and digest), its JSON wire form, and runtime bindings with their checks, all with
+the reference's fields, canonical IDs and refusals. Not here yet: the stored manifest
+(``WeightManifest``) and the logical planner (docs/reshard.md).
 """
 
-from ..contracts import RuntimeBindingFragment
-from .part import WeightPlacementPart
-from .topology import ParallelTopology, TopologyParticipant
-from .types import (OwnershipAxis, ParallelRank, PlacementFragment, ReplicatedAxis, SplitAxis,
-                    TensorDescriptor)
+from .manifest import (OwnershipAxis, ParallelRank, ParallelTopology, PlacementFragment,
+                       ReplicatedAxis, RuntimeBindingFragment, SplitAxis, TensorDescriptor,
+                       TopologyParticipant, WeightPlacementManifest, WeightPlacementPart,
+                       WeightRuntimeBindingManifest, validate_runtime_binding,
+                       validate_runtime_bindings)
+from .serde import weight_placement_from_json, weight_placement_to_json
 
 __all__ = [
     "ParallelRank",
     "ParallelTopology",
     "PlacementFragment",
+    "WeightPlacementManifest",
     "WeightPlacementPart",
     "RuntimeBindingFragment",
+    "WeightRuntimeBindingManifest",
     "SplitAxis",
     "ReplicatedAxis",
     "OwnershipAxis",
     "TensorDescriptor",
     "TopologyParticipant",
+    "validate_runtime_binding",
+    "validate_runtime_bindings",
+    "weight_placement_from_json",
+    "weight_placement_to_json",
 ]
