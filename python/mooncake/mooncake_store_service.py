@@ -141,6 +141,8 @@ async def _body_object(request):
         data = await request.json()
     except (ValueError, UnicodeDecodeError):
         return None, _error(400, "Malformed JSON body")
+    except RecursionError:
+        return None, _error(400, "Malformed JSON body: nested too deeply")
     if not isinstance(data, dict):
         return None, _error(400, "Request body must be a JSON object")
     return data, None
@@ -382,7 +384,11 @@ class MooncakeStoreService:
     def _key_error(key):
         if not isinstance(key, str):
             return _error(400, f"Invalid key, must be a string, not {type(key).__name__}")
-        if len(key.encode("utf-8", "surrogatepass")) > _MAX_KEY_BYTES:
+        try:
+            n = len(key.encode("utf-8"))
+        except UnicodeEncodeError:
+            return _error(400, "Invalid key, not encodable as UTF-8 (a lone surrogate)")
+        if n > _MAX_KEY_BYTES:
             return _error(400, f"Invalid key, longer than {_MAX_KEY_BYTES} bytes")
         return None
 
@@ -400,7 +406,11 @@ class MooncakeStoreService:
             return bad
         if not isinstance(value, str):
             return _error(400, f"Invalid value, must be a string, not {type(value).__name__}")
-        ret = await _call(self.store.put, key, value.encode())
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError:
+            return _error(400, "Invalid value, not encodable as UTF-8 (a lone surrogate)")
+        ret = await _call(self.store.put, key, data)
         if ret != 0:
             return _store_error("PUT operation failed", ret)
         return _ok()
