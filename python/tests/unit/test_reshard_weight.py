@@ -10,9 +10,12 @@ import pytest
 
 from mooncake.reshard import weight
 from mooncake.reshard.contracts import ResourceKind, RuntimeBindingFragment
-from mooncake.reshard.weight import (WeightPlacementManifest, WeightRuntimeBindingManifest,
-                                     validate_runtime_binding, validate_runtime_bindings,
-                                     weight_placement_from_json, weight_placement_to_json)
+from mooncake.reshard.weight import (StoredFragment, WeightManifest, WeightPlacementManifest,
+                                     WeightRuntimeBindingManifest, validate_runtime_binding,
+                                     validate_runtime_bindings, weight_placement_from_json,
+                                     weight_placement_to_json)
+from mooncake.reshard.weight.storage_manifest import (StoredManifestIdentity,
+                                                      validate_weight_manifest_snapshot)
 from mooncake.reshard.weight import (OwnershipAxis, ParallelRank, ParallelTopology,
                                      PlacementFragment, ReplicatedAxis, SplitAxis,
                                      TensorDescriptor, TopologyParticipant, WeightPlacementPart)
@@ -377,3 +380,87 @@ def test_runtime_bindings():
                                                 storage_nbytes=4096),))
     with pytest.raises(ValueError, match="canonical contiguous view"):
         validate_runtime_binding(p, bad_stride)
+
+
+# ---- the stored manifest -------------------------------------------------------------------------
+
+
+def _stored(**kw):
+    frags = [StoredFragment(f"f{r}", "w", (4 * r, 0), (4, 4), f"g/payload/{r}", 0, 32)
+             for r in (0, 1)]
+    args = dict(namespace="ns", resource_id="model", revision="r1", weight_generation=1,
+                group_id="g", manifest_key="g/manifest", tensors=(desc(),), fragments=frags,
+                created_at="2026-12-01T00:00:00Z")
+    args.update(kw)
+    return WeightManifest(**args)
+
+
+def test_stored_manifest_round_trip_and_identity():
+    m = _stored()
+    assert m.resource_kind is ResourceKind.MODEL_WEIGHT
+    assert m.manifest_digest == hashlib.sha256(m.to_json().encode()).hexdigest()
+    assert WeightManifest.from_json(m.to_json()) == m
+    assert WeightManifest.from_json(m.to_json().encode()) == m
+    ident = m.manifest_identity
+    assert isinstance(ident, StoredManifestIdentity) and ident.content_sha256 == m.manifest_digest
+    assert validate_weight_manifest_snapshot(m) == m
+    with pytest.raises(ValueError, match="snapshot is invalid"):
+        validate_weight_manifest_snapshot(object())
+    with pytest.raises(ValueError, match="SHA-256 hex digest"):
+        replace(ident, content_sha256="xyz")
+    # Both halves in one object, back to back, are fine.
+    packed = [StoredFragment(f"f{r}", "w", (4 * r, 0), (4, 4), "g/payload/all", 32 * r, 32)
+              for r in (0, 1)]
+    assert _stored(fragments=packed).fragments == tuple(packed)
+
+
+def test_stored_manifest_rejects():
+    half = StoredFragment("f0", "w", (0, 0), (4, 4), "g/payload/0", 0, 32)
+    other = StoredFragment("f1", "w", (4, 0), (4, 4), "g/payload/0", 16, 32)
+    cases = [
+        (dict(manifest_key="h/manifest"), "manifest_key does not belong"),
+        (dict(fragments=[replace(half, object_key="h/payload/0")]), "object_key does not belong"),
+        (dict(fragments=[half]), "tensor is not fully covered: w"),
+        (dict(fragments=[half, half]), "duplicate fragment_id"),
+        (dict(fragments=[half, replace(half, fragment_id="f9", object_key="g/payload/9")]),
+         "duplicate fragment geometry"),
+        (dict(fragments=[half, other]), "object ranges overlap: f0 and f1 in g/payload/0"),
+        (dict(fragments=[half, replace(half, fragment_id="fz", tensor_id="z")]),
+         "unknown tensor_id: z"),
+        (dict(fragments=[replace(half, nbytes=31)]), "byte size mismatch"),
+        (dict(tensors=("w",)), "must contain TensorDescriptor"),
+        (dict(weight_generation=-1), "weight_generation must be at least 0"),
+    ]
+    for kw, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            _stored(**kw)
+    with pytest.raises(ValueError, match="alias group must contain the fragment tensor_id"):
+        StoredFragment("f", "w", (0,), (1,), "k", 0, 1, aliases=("a", "b"))
+
+
+def test_stored_aliases():
+    a, b = desc("a"), desc("b")
+    fa = StoredFragment("fa", "a", (0, 0), (8, 4), "g/payload/x", 0, 64, aliases=("b", "a"))
+    fb = StoredFragment("fb", "b", (0, 0), (8, 4), "g/payload/y", 0, 64, aliases=("a", "b"))
+    m = _stored(tensors=(a, b), fragments=(fa, fb))
+    assert m.fragments[0].aliases == ("a", "b")
+    with pytest.raises(ValueError, match="alias group is incomplete"):
+        _stored(tensors=(a, b), fragments=(fa, replace(fb, aliases=())))
+    with pytest.raises(ValueError, match="alias tensor descriptors differ"):
+        _stored(tensors=(a, desc("b", layer_id=3)), fragments=(fa, fb))
+    with pytest.raises(ValueError, match="alias references unknown tensor: b"):
+        _stored(tensors=(a,), fragments=(fa,))
+
+
+def test_stored_json_is_strict():
+    doc = json.loads(_stored().to_json())
+    for d, msg in (({**doc, "x": 1}, "schema fields do not match"),
+                   ({**doc, "resource_kind": "kv_cache"}, "resource_kind must be model_weight"),
+                   ({**doc, "fragments": [{**doc["fragments"][0], "nbytes": "32"}]},
+                    "nbytes must be an integer")):
+        with pytest.raises(ValueError, match=msg):
+            WeightManifest.from_json(json.dumps(d))
+    for raw, msg in (("{", "not valid JSON"), ("[1]", "must be a JSON object"),
+                     ('{"a": Infinity}', "non-finite"), ('{"a": 1, "a": 1}', "duplicate JSON")):
+        with pytest.raises(ValueError, match=msg):
+            WeightManifest.from_json(raw)

@@ -2,9 +2,9 @@
 
 Here: parallel ranks and axes, tensor descriptors, address-free placement fragments, the parallel
 topology, placement parts, the complete placement (``WeightPlacementManifest``, with its
-canonical ID and digest), its JSON wire form, and runtime bindings with their checks, all with
-the reference's fields, canonical IDs and refusals. Not here yet: the stored manifest
-(``WeightManifest``) and the logical planner (docs/reshard.md).
+canonical ID and digest), its JSON wire form, runtime bindings with their checks, and the stored
+manifest (``WeightManifest``), all with the reference's fields, canonical IDs and refusals. Not
+here yet: the logical planner (docs/reshard.md).
 """
 
 from .manifest import (OwnershipAxis, ParallelRank, ParallelTopology, PlacementFragment,
@@ -13,6 +13,7 @@ from .manifest import (OwnershipAxis, ParallelRank, ParallelTopology, PlacementF
                        WeightRuntimeBindingManifest, validate_runtime_binding,
                        validate_runtime_bindings)
 from .serde import weight_placement_from_json, weight_placement_to_json
+from .storage_manifest import StoredFragment, WeightManifest
 
 __all__ = [
     "ParallelRank",
@@ -31,4 +32,6 @@ __all__ = [
     "validate_runtime_bindings",
     "weight_placement_from_json",
     "weight_placement_to_json",
+    "StoredFragment",
+    "WeightManifest",
 ]
