@@ -57,9 +57,9 @@ _MAX_GRACE_PERIOD_SECONDS = 3600
 DEFAULT_MAX_BODY_SIZE = 100 << 20
 # MC_STORE_MAX_KEY_LEN (mooncake/store.h): longer keys are refused here with a 400.
 _MAX_KEY_BYTES = 4096
-# Store codes (mooncake/error.h) that mean the request, not the store, was wrong.
+# The store's codes (mooncake/error.h): OBJECT_NOT_FOUND, and those that are the request's fault
+# (4xx) rather than the store's, with the status and reason each is answered with.
 _OBJECT_NOT_FOUND = -704
-# A store answer that is the request's fault (4xx) rather than the store's: status and reason.
 _CLIENT_CODES = {
     -101: (404, "segment not found"),
     -400: (400, "invalid key"),
