@@ -2,9 +2,9 @@
 
 Here: parallel ranks and axes, tensor descriptors, address-free placement fragments, the parallel
 topology, placement parts, the complete placement (``WeightPlacementManifest``, with its
-canonical ID and digest), its JSON wire form, runtime bindings with their checks, and the stored
-manifest (``WeightManifest``), all with the reference's fields, canonical IDs and refusals. Not
-here yet: the logical planner (docs/reshard.md).
+canonical ID and digest), its JSON wire form, runtime bindings with their checks, the stored
+manifest (``WeightManifest``) and the logical planner (``plan_placement_transfer`` and its
+relatives, :mod:`.planner`), all with the reference's fields, canonical IDs and refusals.
 """
 
 from .manifest import (OwnershipAxis, ParallelRank, ParallelTopology, PlacementFragment,
@@ -13,6 +13,10 @@ from .manifest import (OwnershipAxis, ParallelRank, ParallelTopology, PlacementF
                        WeightRuntimeBindingManifest, validate_runtime_binding,
                        validate_runtime_bindings)
 from .serde import weight_placement_from_json, weight_placement_to_json
+from .planner import (LogicalTransferOperation, LogicalTransferPlan, PipelineRouteGroup,
+                      PlacementExecutorPlan, PlanningLimits, TransferRegion,
+                      plan_placement_transfer, plan_placement_transfer_to_local_target,
+                      plan_stored_transfer_to_target_placement)
 from .storage_manifest import StoredFragment, WeightManifest
 
 __all__ = [
@@ -34,4 +38,13 @@ __all__ = [
     "weight_placement_to_json",
     "StoredFragment",
     "WeightManifest",
+    "LogicalTransferPlan",
+    "LogicalTransferOperation",
+    "PipelineRouteGroup",
+    "PlacementExecutorPlan",
+    "PlanningLimits",
+    "TransferRegion",
+    "plan_placement_transfer",
+    "plan_placement_transfer_to_local_target",
+    "plan_stored_transfer_to_target_placement",
 ]
