@@ -727,8 +727,8 @@ async def main():
                                       logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     service = MooncakeStoreService(args.config, _defines(args.define),
-                                   **({"max_body_size": args.max_body_size}
-                                      if hasattr(args, "max_body_size") else {}))
+                                   max_body_size=getattr(args, "max_body_size",
+                                                         DEFAULT_MAX_BODY_SIZE))
     shutdown_event = asyncio.Event()
     _install_shutdown_signal_handlers(asyncio.get_running_loop(), shutdown_event)
     _unblock_shutdown_signals()

@@ -154,3 +154,19 @@ def test_entry_point_adapter_is_found_without_import_and_loads(tmp_path):
     first, second = out.stdout.splitlines()
     assert first == "entry-point fakefw_adapter False"
     assert second.startswith("missing fakefw_adapter needs the 'fakefw' extra")
+
+
+@pytest.mark.parametrize("hidden,msg", [("torch", "the tensor methods need torch"),
+                                        ("safetensors", "safetensors files need")])
+def test_tensor_methods_without_their_extra_name_it(hidden, msg):
+    out = run_py("""
+        from mooncake.store import _tensor
+        try:
+            _tensor._t() if HIDDEN == "torch" else _tensor._safetensors()
+        except ImportError as e:
+            print(e)
+        else:
+            print("imported")
+    """.replace("HIDDEN", repr(hidden)), hide=(hidden,))
+    assert out.returncode == 0, out.stderr
+    assert msg in out.stdout and "pip install 'mooncake-c[tensor]'" in out.stdout
