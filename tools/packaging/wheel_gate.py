@@ -10,7 +10,8 @@ check-wheel-contents; sdist == `git ls-files`; wheel tag and native layout; audi
 repair with --release): a manylinux tag and no unexpected external libraries; abi3audit --strict;
 readelf -d on every ELF (NEEDED allowlist, $ORIGIN-only RUNPATH, no build paths in the bytes);
 install with --no-deps into a fresh venv and run python/tests/packaging from a temp dir outside the
-checkout; the checkout's `git status --porcelain` is unchanged. Every check prints PASS or FAIL with a
+checkout (the core with no extra); then `pip install <wheel>[service]` into that venv and run
+`mc_store_rest_server --help`; the checkout's `git status --porcelain` is unchanged. Every check prints PASS or FAIL with a
 reason; the exit status is 1 if any failed. Tools come from the dev extra (toolenv.py).
 """
 
@@ -232,6 +233,7 @@ def _gate(args, gate: Gate, tools: toolenv.Tools, work: Path) -> int:
                         str(tests)], cwd=rundir, env=tenv, capture_output=True, text=True, timeout=900)
     print(tail(r.stdout + r.stderr, 60 if r.returncode else 3))
     gate.report("packaging tests (installed wheel)", r.returncode == 0, f"pytest exit {r.returncode}")
+    service_extra(gate, vpy, venv_dir, under_test, rundir, tenv)
     rc = finish(gate, src, src_status)
     if rc == 0 and args.dist_out:
         args.dist_out.mkdir(parents=True, exist_ok=True)
@@ -239,6 +241,27 @@ def _gate(args, gate: Gate, tools: toolenv.Tools, work: Path) -> int:
             shutil.copy2(f, args.dist_out / f.name)
         print(f"validated distributions copied to {args.dist_out}")
     return rc
+
+
+def service_extra(gate: Gate, vpy: str, venv_dir: Path, wheel: Path, rundir: Path, tenv: dict) -> None:
+    """The same venv, which so far had the core wheel alone (the packaging tests proved that it
+    imports with no extra): `pip install <wheel>[service]`, then the REST server's console script
+    and module work."""
+    gate.step("the service extra: pip install <wheel>[service], mc_store_rest_server --help")
+    r = run([vpy, "-m", "pip", "install", "-q", "--disable-pip-version-check", f"{wheel}[service]"])
+    if not tool_result(gate, "install <wheel>[service]", r, "the service extra's packages installed"):
+        return
+    r = run([str(venv_dir / "bin" / "mc_store_rest_server"), "--help"], cwd=rundir, env=tenv)
+    ok = r.returncode == 0 and "--max-body-size" in r.stdout
+    if not ok:
+        print(tail(r.stdout + r.stderr, 20))
+    gate.report("mc_store_rest_server --help (service extra)", ok, f"exit {r.returncode}")
+    r = run([vpy, "-c", "import mooncake.mooncake_store_service as s; print(s.__file__)"], cwd=rundir, env=tenv)
+    ok = r.returncode == 0 and r.stdout.strip().startswith(str(venv_dir))
+    if not ok:
+        print(tail(r.stdout + r.stderr, 20))
+    gate.report("import mooncake.mooncake_store_service (service extra)", ok,
+                r.stdout.strip() if ok else f"exit {r.returncode}")
 
 
 def finish(gate: Gate, src: Path | None = None, src_status: str | None = None) -> int:

@@ -16,6 +16,12 @@ TABLES = {
     "### Module attributes": ("mooncake.engine", None),
     "### `TransferEngine` methods": ("mooncake.engine", "TransferEngine"),
     "### `mooncake` (top level)": ("mooncake", None),
+    "### `mooncake.mooncake_store_service`": ("mooncake.mooncake_store_service", None),
+    "### `MooncakeStoreService` methods": ("mooncake.mooncake_store_service", "MooncakeStoreService"),
+    "### `mooncake.reshard`": ("mooncake.reshard", None),
+    "### `mooncake.reshard.contracts`": ("mooncake.reshard.contracts", None),
+    "### `mooncake.reshard.geometry`": ("mooncake.reshard.geometry", None),
+    "### `mooncake.reshard.weight`": ("mooncake.reshard.weight", None),
 }
 
 
