@@ -1,0 +1,334 @@
+"""Row codecs for DataProto ``non_tensor_batch`` object arrays.
+
+An object array (one Python value per row) has no byte layout, so it is stored as a few dense
+payloads chosen from its contents (inferred, or given by a ``FieldSchema``):
+
+============== ================================== =============================================
+codec          rows                               payloads
+============== ================================== =============================================
+``ndarray``    numeric scalars (bool, int, float) ``values`` (one dtype), ``nulls``
+``utf8_ragged`` str                               ``data`` (UTF-8), ``offsets``, ``nulls``
+``bytes_ragged`` bytes, bytearray, memoryview     ``data``, ``offsets``, ``nulls``
+``json_ragged`` dicts, lists, tuples (JSON-able)  ``data`` (JSON text), ``offsets``, ``nulls``
+``typed_ragged`` numeric ndarrays / number lists  ``data`` (values), ``offsets`` (elements),
+                                                  ``shapes``, ``nulls``
+``ragged_tensor`` torch tensors of one dtype      ``data`` (bytes), ``offsets`` (bytes),
+                                                  ``shapes``, ``nulls``
+============== ================================== =============================================
+
+``None`` rows are allowed everywhere (``nulls``; a schema with ``nullable=False`` refuses them).
+``offsets`` has ``rows + 1`` entries, so any set of rows is read as byte ranges of ``data``
+without reading the rest. Anything else is refused with a ``ValueError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mooncake._structured import _deps
+from mooncake._structured.bundle import Parts
+
+CODECS = ("ndarray", "utf8_ragged", "bytes_ragged", "json_ragged", "typed_ragged",
+          "ragged_tensor")
+
+
+@dataclass
+class Encoded:
+    codec: str
+    rows: int
+    payload: dict[str, Any]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class UnsupportedValues(ValueError):
+    pass
+
+
+def _nulls(values):
+    return np.fromiter((v is None for v in values), dtype=np.uint8, count=len(values))
+
+
+def _is_bytes_like(v):
+    return isinstance(v, (bytes, bytearray, memoryview))
+
+
+def _is_number(v):
+    return isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating))
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+
+
+# -- inference ---------------------------------------------------------------------------------
+
+def infer_codec(path, values):
+    present = [v for v in values if v is not None]
+    if not present:
+        return "json_ragged"
+    torch = _deps.torch_module()
+    if torch is not None and all(isinstance(v, torch.Tensor) for v in present):
+        dtypes = sorted({str(v.dtype) for v in present})
+        if len(dtypes) != 1:
+            raise UnsupportedValues(f"unsupported structured non-tensor field {path}: mixed "
+                                    f"tensor dtype: {dtypes}")
+        return "ragged_tensor"
+    if all(isinstance(v, np.ndarray) for v in present):
+        if all(v.dtype.kind in "biuf" for v in present):
+            return "typed_ragged"
+        raise UnsupportedValues(f"unsupported structured non-tensor field {path}: ndarray rows "
+                                "must be numeric")
+    if all(_is_number(v) for v in present):
+        return "ndarray"
+    if all(isinstance(v, str) for v in present):
+        return "utf8_ragged"
+    if all(_is_bytes_like(v) for v in present):
+        return "bytes_ragged"
+    if all(isinstance(v, (list, tuple)) for v in present):
+        try:
+            arrays = [np.asarray(v) for v in present]
+            if all(a.dtype.kind in "biuf" and a.ndim >= 1 for a in arrays) and \
+                    len({a.ndim for a in arrays}) == 1:
+                return "typed_ragged"
+        except (ValueError, TypeError):
+            pass
+    if all(isinstance(v, (dict, list, tuple)) for v in present):
+        return "json_ragged"
+    kinds = sorted({type(v).__name__ for v in present})
+    raise UnsupportedValues(f"unsupported structured non-tensor field {path}: no codec for "
+                            f"rows of type {kinds}")
+
+
+# -- encoding ----------------------------------------------------------------------------------
+
+def _ragged_blobs(values, to_bytes):
+    blobs = [b"" if v is None else to_bytes(v) for v in values]
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in blobs], out=offsets[1:])
+    views = tuple(memoryview(b).cast("B") for b in blobs if len(b))
+    return {"data": Parts(views), "offsets": offsets, "nulls": _nulls(values)}
+
+
+def _utf8(v):
+    if not isinstance(v, str):
+        raise TypeError(f"utf8_ragged rows must be str, got {type(v).__name__}")
+    return v.encode("utf-8")
+
+
+def _bytes(v):
+    if not _is_bytes_like(v):
+        raise TypeError(f"bytes_ragged rows must be bytes-like, got {type(v).__name__}")
+    return bytes(v)
+
+
+def _json(v):
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                      default=_json_default).encode("utf-8")
+
+
+def _encode_scalars(values, dtype_hint=None):
+    present = [v for v in values if v is not None]
+    for v in present:
+        if not _is_number(v):
+            raise TypeError(f"ndarray codec rows must be numeric scalars, got {type(v).__name__}")
+    dtype = np.dtype(dtype_hint) if dtype_hint is not None else (
+        np.result_type(*[np.asarray(v).dtype for v in present]) if present else np.dtype("int64"))
+    out = np.zeros(len(values), dtype=dtype)
+    for i, v in enumerate(values):
+        if v is not None:
+            out[i] = v
+    return {"values": out, "nulls": _nulls(values)}, {"dtype": dtype.str}
+
+
+def _encode_typed(values, dtype_hint=None):
+    arrays = [None if v is None else np.asarray(v) for v in values]
+    present = [a for a in arrays if a is not None]
+    for a in present:
+        if a.dtype.kind not in "biuf":
+            raise TypeError(f"typed_ragged rows must be numeric, got dtype {a.dtype}")
+    if dtype_hint is not None:
+        dtype = np.dtype(dtype_hint)
+    elif present:
+        dtype = np.result_type(*[a.dtype for a in present])
+    else:
+        dtype = np.dtype("int64")
+    ndims = {a.ndim for a in present}
+    if len(ndims) > 1:
+        raise ValueError(f"typed_ragged rows must have one ndim, got {sorted(ndims)}")
+    ndim = ndims.pop() if ndims else 1
+    shapes = np.zeros((len(values), ndim), dtype=np.int64)
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    views = []
+    for i, a in enumerate(arrays):
+        n = 0
+        if a is not None:
+            a = np.ascontiguousarray(a, dtype=dtype)
+            shapes[i] = a.shape
+            n = a.size
+            if n:
+                views.append(memoryview(a.reshape(-1).view(np.uint8)))
+        offsets[i + 1] = offsets[i] + n
+    row_type = "ndarray" if all(isinstance(v, np.ndarray) for v in values if v is not None) \
+        else "list"
+    payload = {"data": Parts(tuple(views)), "offsets": offsets, "shapes": shapes,
+               "nulls": _nulls(values)}
+    return payload, {"dtype": dtype.str, "ndim": ndim, "row_type": row_type}
+
+
+def _encode_tensors(values):
+    from mooncake._structured.members import tensor_bytes
+
+    torch = _deps.require_torch()
+    present = [v for v in values if v is not None]
+    for v in present:
+        if not isinstance(v, torch.Tensor):
+            raise TypeError(f"ragged_tensor rows must be tensors, got {type(v).__name__}")
+    dtypes = sorted({str(v.dtype) for v in present})
+    if len(dtypes) > 1:
+        raise ValueError(f"mixed tensor dtype: {dtypes}")
+    dtype = dtypes[0] if dtypes else "torch.float32"
+    ndims = {v.dim() for v in present}
+    if len(ndims) > 1:
+        raise ValueError(f"ragged_tensor rows must have one ndim, got {sorted(ndims)}")
+    ndim = ndims.pop() if ndims else 1
+    shapes = np.zeros((len(values), ndim), dtype=np.int64)
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    views = []
+    for i, v in enumerate(values):
+        n = 0
+        if v is not None:
+            shapes[i] = list(v.shape)
+            raw = tensor_bytes(v)
+            n = raw.nbytes
+            if n:
+                views.append(memoryview(raw))
+        offsets[i + 1] = offsets[i] + n
+    payload = {"data": Parts(tuple(views)), "offsets": offsets, "shapes": shapes,
+               "nulls": _nulls(values)}
+    return payload, {"dtype": dtype, "ndim": ndim}
+
+
+def encode(path, values, codec=None, *, dtype_hint=None, nullable=True):
+    """Encode a list of row values; ``codec`` None: inferred."""
+    values = list(values)
+    if not nullable and any(v is None for v in values):
+        raise ValueError(f"FieldSchema for {path!r} is not nullable")
+    if codec is None:
+        codec = infer_codec(path, values)
+    if codec == "ndarray":
+        payload, meta = _encode_scalars(values, dtype_hint)
+    elif codec == "utf8_ragged":
+        payload, meta = _ragged_blobs(values, _utf8), {}
+    elif codec == "bytes_ragged":
+        payload, meta = _ragged_blobs(values, _bytes), {}
+    elif codec == "json_ragged":
+        try:
+            payload, meta = _ragged_blobs(values, _json), {}
+        except (TypeError, ValueError) as error:
+            raise UnsupportedValues(f"unsupported structured non-tensor field {path}: {error}") \
+                from error
+    elif codec == "typed_ragged":
+        payload, meta = _encode_typed(values, dtype_hint)
+    elif codec == "ragged_tensor":
+        payload, meta = _encode_tensors(values)
+    else:
+        raise ValueError(f"unsupported schema codec: {codec!r} (known: {', '.join(CODECS)})")
+    return Encoded(codec, len(values), payload, meta)
+
+
+# -- decoding ----------------------------------------------------------------------------------
+
+class RowSource:
+    """What a decoder reads: ``array(name)`` (a whole small payload as an ndarray: offsets,
+    nulls, shapes), ``rows_of(name, rows)`` (rows of a dense payload) and
+    ``ranges(name, [(start, end), ...])`` (byte ranges of the ``data`` payload)."""
+
+
+class MemorySource(RowSource):
+    def __init__(self, objects):
+        self.objects = objects
+
+    def array(self, name):
+        return self.objects[name]
+
+    def rows_of(self, name, rows):
+        return self.objects[name][list(rows)]
+
+    def ranges(self, name, spans):
+        data = self.objects[name]
+        view = memoryview(data) if not isinstance(data, np.ndarray) else memoryview(
+            data.reshape(-1).view(np.uint8))
+        return [view[a:b] for a, b in spans]
+
+
+def _check_len(name, array, want):
+    if len(array) != want:
+        raise ValueError(f"structured non-tensor payload {name!r} has {len(array)} entries, "
+                         f"expected {want} (offsets length must be rows + 1)")
+
+
+def decode(encoded, source, rows, total_rows):
+    """The values of rows ``rows`` (a list of indices) of an encoded field."""
+    codec = encoded["codec"]
+    meta = encoded.get("metadata") or {}
+    nulls = source.array("nulls")
+    _check_len("nulls", nulls, total_rows)
+    if codec == "ndarray":
+        values = source.rows_of("values", rows).tolist()
+        return [None if nulls[r] else v for r, v in zip(rows, values)]
+    if codec not in CODECS:
+        raise ValueError(f"unsupported structured non-tensor codec: {codec!r}")
+    offsets = source.array("offsets")
+    _check_len("offsets", offsets, total_rows + 1)
+    if np.any(np.diff(offsets) < 0) or (len(offsets) and offsets[0] != 0):
+        raise ValueError("structured non-tensor offsets must be non-decreasing from 0")
+    live = [r for r in rows if not nulls[r]]
+    if codec in ("typed_ragged",):
+        itemsize = np.dtype(meta["dtype"]).itemsize
+    else:
+        itemsize = 1
+    spans = [(int(offsets[r]) * itemsize, int(offsets[r + 1]) * itemsize) for r in live]
+    blobs = dict(zip(live, source.ranges("data", spans))) if live else {}
+    shapes = source.array("shapes") if codec in ("typed_ragged", "ragged_tensor") else None
+    out = []
+    for r in rows:
+        if nulls[r]:
+            out.append(None)
+            continue
+        blob = blobs[r]
+        if codec == "utf8_ragged":
+            out.append(bytes(blob).decode("utf-8"))
+        elif codec == "bytes_ragged":
+            out.append(bytes(blob))
+        elif codec == "json_ragged":
+            out.append(json.loads(bytes(blob).decode("utf-8")))
+        elif codec == "typed_ragged":
+            arr = np.frombuffer(bytes(blob), dtype=np.dtype(meta["dtype"])).reshape(
+                tuple(int(d) for d in shapes[r]))
+            out.append(arr.tolist() if meta.get("row_type") == "list" else arr.copy())
+        else:
+            from mooncake._structured.members import torch_dtype
+
+            torch = _deps.require_torch()
+            shape = tuple(int(d) for d in shapes[r])
+            dtype = torch_dtype(meta["dtype"])
+            if len(blob):
+                out.append(torch.frombuffer(bytearray(blob), dtype=dtype).reshape(shape))
+            else:
+                out.append(torch.empty(shape, dtype=dtype))
+    return out
+
+
+def object_array(values):
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
