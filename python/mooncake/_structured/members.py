@@ -272,9 +272,8 @@ class MemberReader:
             target = ndarray_destination(name, destination, layout.np_dtype, shape)
             address = address_of(target.reshape(-1).view(np.uint8)) if target.size else 0
         else:
-            if isinstance(destination, TensorObjectBuffer):
-                raise ValueError(f"structured tensor field {name} is stored as raw bytes; use a "
-                                 "torch.Tensor or raw_destination destination")
+            if isinstance(destination, TensorObjectBuffer):  # raw memory of the caller's
+                destination = RawDestination(destination.ptr, destination.size, destination.owner)
             target = tensor_destination(name, destination, torch_dtype(layout.dtype_name), shape)
             address = int(target.data_ptr()) if target.numel() else 0
         if not address:
