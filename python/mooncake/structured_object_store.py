@@ -22,7 +22,7 @@ from mooncake._structured.handles import (
 from mooncake._structured.manifest import FIELD_SPECS_KEY as STRUCTURED_FIELD_SPECS_KEY
 from mooncake._structured.manifest import ManifestError
 from mooncake._structured.transfer import MooncakeBundleTransfer
-from mooncake._structured.types import (
+from mooncake._structured.model import (
     AUTO_PARALLEL_MIN_BYTES,
     AUTO_PARALLEL_MIN_CHUNKS,
     DEFAULT_BUNDLE_CHUNK_BYTES,

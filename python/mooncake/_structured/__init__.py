@@ -2,7 +2,7 @@
 ``mooncake.dataproto_catalog``: one job per file.
 
 - ``_deps``: the numpy requirement (the ``structured`` extra) and lazy torch.
-- ``types``: the public value types (policies, refs, read specs, payload wrappers).
+- ``model``: the public value types (policies, refs, read specs, payload wrappers).
 - ``keys``: the key layout in the store and name validation.
 - ``manifest``: the JSON manifest of a bundle, its validation and payload specs.
 - ``transport``: every store call (chunked writes, whole and ranged reads, cleanup).

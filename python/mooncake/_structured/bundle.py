@@ -15,7 +15,7 @@ import numpy as np
 from mooncake._structured import manifest as mf
 from mooncake._structured.keys import BundleKeys, check_chunk_bytes, chunk_keys, object_id_of
 from mooncake._structured.transport import PayloadMissingError
-from mooncake._structured.types import BundleTransferPolicy, RemoteBundleRef, TensorObjectBuffer
+from mooncake._structured.model import BundleTransferPolicy, RemoteBundleRef, TensorObjectBuffer
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ from mooncake._structured import _deps
 from mooncake._structured.bundle import Parts
 
 CODECS = ("ndarray", "utf8_ragged", "bytes_ragged", "json_ragged", "typed_ragged",
-          "ragged_tensor")
+          "ragged_tensor", "structured_recursive")
+LEAF_KEY = "__mooncake_leaf__"
+MAX_DEPTH = 64
 
 
 @dataclass
@@ -101,10 +103,34 @@ def infer_codec(path, values):
         except (ValueError, TypeError):
             pass
     if all(isinstance(v, (dict, list, tuple)) for v in present):
-        return "json_ragged"
+        return "structured_recursive" if any(_has_leaf(v, 0) for v in present) \
+            else "json_ragged"
     kinds = sorted({type(v).__name__ for v in present})
     raise UnsupportedValues(f"unsupported structured non-tensor field {path}: no codec for "
                             f"rows of type {kinds}")
+
+
+def _leaf_group(value):
+    """The leaf group (codec, dtype) of a value the JSON tree cannot carry, or None."""
+    if _is_bytes_like(value):
+        return ("bytes_ragged", "")
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return ("typed_ragged", value.dtype.str)
+    if _deps.is_tensor(value):
+        return ("ragged_tensor", str(value.dtype))
+    return None
+
+
+def _has_leaf(value, depth):
+    if depth > MAX_DEPTH:
+        return False
+    if _leaf_group(value) is not None:
+        return True
+    if isinstance(value, dict):
+        return any(_has_leaf(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_leaf(v, depth + 1) for v in value)
+    return False
 
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -148,6 +174,18 @@ def _encode_scalars(values, dtype_hint=None):
     return {"values": out, "nulls": _nulls(values)}, {"dtype": dtype.str}
 
 
+def _shape_table(shapes_list):
+    """(shapes [rows, max ndim], ndims [rows]) of per-row shapes (None rows: ndim 0)."""
+    width = max([len(sh) for sh in shapes_list if sh is not None] or [1])
+    shapes = np.zeros((len(shapes_list), width), dtype=np.int64)
+    ndims = np.zeros(len(shapes_list), dtype=np.int64)
+    for i, sh in enumerate(shapes_list):
+        if sh is not None:
+            shapes[i, :len(sh)] = sh
+            ndims[i] = len(sh)
+    return shapes, ndims
+
+
 def _encode_typed(values, dtype_hint=None):
     arrays = [None if v is None else np.asarray(v) for v in values]
     present = [a for a in arrays if a is not None]
@@ -160,27 +198,22 @@ def _encode_typed(values, dtype_hint=None):
         dtype = np.result_type(*[a.dtype for a in present])
     else:
         dtype = np.dtype("int64")
-    ndims = {a.ndim for a in present}
-    if len(ndims) > 1:
-        raise ValueError(f"typed_ragged rows must have one ndim, got {sorted(ndims)}")
-    ndim = ndims.pop() if ndims else 1
-    shapes = np.zeros((len(values), ndim), dtype=np.int64)
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
     views = []
     for i, a in enumerate(arrays):
         n = 0
         if a is not None:
             a = np.ascontiguousarray(a, dtype=dtype)
-            shapes[i] = a.shape
             n = a.size
             if n:
                 views.append(memoryview(a.reshape(-1).view(np.uint8)))
         offsets[i + 1] = offsets[i] + n
+    shapes, ndims = _shape_table([None if a is None else a.shape for a in arrays])
     row_type = "ndarray" if all(isinstance(v, np.ndarray) for v in values if v is not None) \
         else "list"
     payload = {"data": Parts(tuple(views)), "offsets": offsets, "shapes": shapes,
-               "nulls": _nulls(values)}
-    return payload, {"dtype": dtype.str, "ndim": ndim, "row_type": row_type}
+               "ndims": ndims, "nulls": _nulls(values)}
+    return payload, {"dtype": dtype.str, "row_type": row_type}
 
 
 def _encode_tensors(values):
@@ -195,25 +228,20 @@ def _encode_tensors(values):
     if len(dtypes) > 1:
         raise ValueError(f"mixed tensor dtype: {dtypes}")
     dtype = dtypes[0] if dtypes else "torch.float32"
-    ndims = {v.dim() for v in present}
-    if len(ndims) > 1:
-        raise ValueError(f"ragged_tensor rows must have one ndim, got {sorted(ndims)}")
-    ndim = ndims.pop() if ndims else 1
-    shapes = np.zeros((len(values), ndim), dtype=np.int64)
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
     views = []
     for i, v in enumerate(values):
         n = 0
         if v is not None:
-            shapes[i] = list(v.shape)
             raw = tensor_bytes(v)
             n = raw.nbytes
             if n:
                 views.append(memoryview(raw))
         offsets[i + 1] = offsets[i] + n
+    shapes, ndims = _shape_table([None if v is None else tuple(v.shape) for v in values])
     payload = {"data": Parts(tuple(views)), "offsets": offsets, "shapes": shapes,
-               "nulls": _nulls(values)}
-    return payload, {"dtype": dtype, "ndim": ndim}
+               "ndims": ndims, "nulls": _nulls(values)}
+    return payload, {"dtype": dtype}
 
 
 def encode(path, values, codec=None, *, dtype_hint=None, nullable=True):
@@ -239,9 +267,117 @@ def encode(path, values, codec=None, *, dtype_hint=None, nullable=True):
         payload, meta = _encode_typed(values, dtype_hint)
     elif codec == "ragged_tensor":
         payload, meta = _encode_tensors(values)
+    elif codec == "structured_recursive":
+        payload, meta = _encode_tree(path, values)
     else:
         raise ValueError(f"unsupported schema codec: {codec!r} (known: {', '.join(CODECS)})")
     return Encoded(codec, len(values), payload, meta)
+
+
+def _encode_tree(path, values):
+    """Rows of nested dicts / lists whose leaves include tensors, numeric ndarrays or bytes:
+    each row's JSON skeleton (``tree.*``, leaves replaced by ``{LEAF_KEY: [group, index]}``)
+    plus one ragged payload group per leaf kind and dtype (``leaf<g>.*``)."""
+    groups, leaves = {}, []
+
+    def walk(value, depth):
+        if depth > MAX_DEPTH:
+            raise UnsupportedValues(f"unsupported structured non-tensor field {path}: nested "
+                                    f"deeper than {MAX_DEPTH}")
+        if value is None or isinstance(value, (str, bool, int, float)):
+            if isinstance(value, float) and not np.isfinite(value):
+                raise UnsupportedValues(f"unsupported structured non-tensor field {path}: "
+                                        "non-finite float")
+            return value
+        if isinstance(value, np.generic):
+            return walk(value.item(), depth)
+        group = _leaf_group(value)
+        if group is not None:
+            g = groups.setdefault(group, len(groups))
+            if g == len(leaves):
+                leaves.append([])
+            leaves[g].append(value)
+            return {LEAF_KEY: [g, len(leaves[g]) - 1]}
+        if isinstance(value, dict):
+            if LEAF_KEY in value:
+                raise UnsupportedValues(f"structured non-tensor field {path} rows must not "
+                                        f"contain the reserved key {LEAF_KEY!r}")
+            bad = [k for k in value if not isinstance(k, str)]
+            if bad:
+                raise UnsupportedValues(f"unsupported structured non-tensor field {path}: dict "
+                                        f"keys must be str, got {type(bad[0]).__name__}")
+            return {k: walk(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v, depth + 1) for v in value]
+        raise UnsupportedValues(f"unsupported structured non-tensor field {path}: no codec for "
+                                f"a nested {type(value).__name__}")
+
+    skeletons = [None if v is None else walk(v, 0) for v in values]
+    tree = encode(f"{path}.tree", skeletons, "json_ragged")
+    payload = {f"tree.{k}": v for k, v in tree.payload.items()}
+    meta_groups = []
+    for (codec, _dtype), g in groups.items():
+        enc = encode(f"{path}.leaf{g}", leaves[g], codec)
+        payload.update({f"leaf{g}.{k}": v for k, v in enc.payload.items()})
+        meta_groups.append({"codec": codec, "metadata": enc.metadata, "count": len(leaves[g])})
+    return payload, {"groups": meta_groups}
+
+
+class _Prefixed:
+    def __init__(self, source, prefix):
+        self.source, self.prefix = source, prefix
+
+    def array(self, name):
+        return self.source.array(self.prefix + name)
+
+    def rows_of(self, name, rows):
+        return self.source.rows_of(self.prefix + name, rows)
+
+    def ranges(self, name, spans):
+        return self.source.ranges(self.prefix + name, spans)
+
+
+def _decode_tree(meta, source, rows, total_rows):
+    skeletons = decode({"codec": "json_ragged"}, _Prefixed(source, "tree."), rows, total_rows)
+    groups = meta.get("groups")
+    if not isinstance(groups, list):
+        raise ValueError("structured_recursive metadata has no leaf groups")
+    wanted = [set() for _ in groups]
+
+    def refs(node):
+        if isinstance(node, dict):
+            if LEAF_KEY in node:
+                g, i = node[LEAF_KEY]
+                if not (0 <= g < len(groups) and 0 <= i < groups[g]["count"]):
+                    raise ValueError(f"structured_recursive leaf {g}/{i} does not exist")
+                wanted[g].add(i)
+            else:
+                for v in node.values():
+                    refs(v)
+        elif isinstance(node, list):
+            for v in node:
+                refs(v)
+
+    for sk in skeletons:
+        refs(sk)
+    found = []
+    for g, group in enumerate(groups):
+        idx = sorted(wanted[g])
+        vals = decode({"codec": group["codec"], "metadata": group.get("metadata")},
+                      _Prefixed(source, f"leaf{g}."), idx, group["count"]) if idx else []
+        found.append(dict(zip(idx, vals)))
+
+    def build(node):
+        if isinstance(node, dict):
+            if LEAF_KEY in node:
+                g, i = node[LEAF_KEY]
+                return found[g][i]
+            return {k: build(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [build(v) for v in node]
+        return node
+
+    return [build(sk) for sk in skeletons]
 
 
 # -- decoding ----------------------------------------------------------------------------------
@@ -279,6 +415,8 @@ def decode(encoded, source, rows, total_rows):
     """The values of rows ``rows`` (a list of indices) of an encoded field."""
     codec = encoded["codec"]
     meta = encoded.get("metadata") or {}
+    if codec == "structured_recursive":
+        return _decode_tree(meta, source, rows, total_rows)
     nulls = source.array("nulls")
     _check_len("nulls", nulls, total_rows)
     if codec == "ndarray":
@@ -297,7 +435,11 @@ def decode(encoded, source, rows, total_rows):
         itemsize = 1
     spans = [(int(offsets[r]) * itemsize, int(offsets[r + 1]) * itemsize) for r in live]
     blobs = dict(zip(live, source.ranges("data", spans))) if live else {}
-    shapes = source.array("shapes") if codec in ("typed_ragged", "ragged_tensor") else None
+    shapes = ndims = None
+    if codec in ("typed_ragged", "ragged_tensor"):
+        shapes, ndims = source.array("shapes"), source.array("ndims")
+        _check_len("shapes", shapes, total_rows)
+        _check_len("ndims", ndims, total_rows)
     out = []
     for r in rows:
         if nulls[r]:
@@ -312,13 +454,13 @@ def decode(encoded, source, rows, total_rows):
             out.append(json.loads(bytes(blob).decode("utf-8")))
         elif codec == "typed_ragged":
             arr = np.frombuffer(bytes(blob), dtype=np.dtype(meta["dtype"])).reshape(
-                tuple(int(d) for d in shapes[r]))
+                tuple(int(d) for d in shapes[r][:ndims[r]]))
             out.append(arr.tolist() if meta.get("row_type") == "list" else arr.copy())
         else:
             from mooncake._structured.members import torch_dtype
 
             torch = _deps.require_torch()
-            shape = tuple(int(d) for d in shapes[r])
+            shape = tuple(int(d) for d in shapes[r][:ndims[r]])
             dtype = torch_dtype(meta["dtype"])
             if len(blob):
                 out.append(torch.frombuffer(bytearray(blob), dtype=dtype).reshape(shape))

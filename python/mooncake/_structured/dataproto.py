@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mooncake._structured import _deps
-from mooncake._structured.types import FieldSchema, StructuredMemberSlice, TensorObjectBuffer
+from mooncake._structured.model import FieldSchema, StructuredMemberSlice, TensorObjectBuffer
 
 SECTIONS = ("batch", "non_tensor_batch", "meta_info")
 SCHEMA_ALIASES = {"msgpack_ragged": "json_ragged", "media_bytes": "bytes_ragged"}

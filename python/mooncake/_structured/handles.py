@@ -19,7 +19,7 @@ import json
 
 import numpy as np
 
-from mooncake._structured.types import MooncakeDataProtoRef, RemoteBundleRef, \
+from mooncake._structured.model import MooncakeDataProtoRef, RemoteBundleRef, \
     StructuredFieldLocation
 
 HANDLE_TYPE = "mooncake_dataproto_ref"

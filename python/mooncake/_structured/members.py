@@ -23,7 +23,7 @@ from mooncake._structured import _deps
 from mooncake._structured.bundle import Parts
 from mooncake._structured.manifest import FIELD_SPECS_KEY, ManifestError
 from mooncake._structured.transport import address_of
-from mooncake._structured.types import RawDestination, StructuredMemberSlice, TensorObjectBuffer
+from mooncake._structured.model import RawDestination, StructuredMemberSlice, TensorObjectBuffer
 
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -230,11 +230,12 @@ class MemberReader:
 
     def _rows_into(self, payload_spec, layout, rows, address):
         """Rows ``rows`` (a list of row indices) packed one after another at ``address``."""
-        at = 0
+        at, ranges = 0, []
         for first, count in row_runs(rows):
             n = count * layout.row_bytes
-            self.transport.read_into(payload_spec, address + at, first * layout.row_bytes, n)
+            ranges.append((first * layout.row_bytes, n, address + at))
             at += n
+        self.transport.read_ranges(payload_spec, ranges)
 
     def read(self, name, payload_spec, field_spec, member_slice=None, rows=None,
              destination=None):

@@ -15,7 +15,7 @@ from mooncake._structured.handles import resolve_ref
 from mooncake._structured.keys import check_chunk_bytes, normalize_prefix
 from mooncake._structured.members import MemberReader, encode_members
 from mooncake._structured.transport import Transport, config_with_group, single_group_id
-from mooncake._structured.types import (
+from mooncake._structured.model import (
     DEFAULT_BUNDLE_CHUNK_BYTES, BundleTransferPolicy, MooncakeDataProtoRef, RemoteBundleRef,
     StructuredFieldLocation, StructuredObjectPayload, StructuredObjectReadSpec,
     StructuredObjectResult, TensorObjectBuffer)
@@ -66,12 +66,18 @@ class _StoreRows(cd.RowSource):
         if self.all_rows:
             data = memoryview(transport.read_bytes(spec))
             return [data[a:b] for a, b in spans]
-        out = []
         for a, b in spans:
             if b > spec["bytes"] or a < 0:
                 raise mf.ManifestError(f"encoded field offsets point past its data "
                                        f"({b} > {spec['bytes']} bytes)")
-            out.append(memoryview(transport.read_bytes(spec, a, b - a)))
+        buf = np.empty(sum(b - a for a, b in spans), dtype=np.uint8)
+        base, at, ranges, out = int(buf.ctypes.data), 0, [], []
+        view = memoryview(buf)
+        for a, b in spans:
+            ranges.append((a, b - a, base + at))
+            out.append(view[at:at + b - a])
+            at += b - a
+        transport.read_ranges(spec, ranges)
         return out
 
 

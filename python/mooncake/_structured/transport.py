@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from mooncake._structured.types import AUTO_PARALLEL_MIN_BYTES, AUTO_PARALLEL_MIN_CHUNKS
+from mooncake._structured.model import AUTO_PARALLEL_MIN_BYTES, AUTO_PARALLEL_MIN_CHUNKS
 
 OBJECT_NOT_FOUND = -704
 _CONFIG_FIELDS = ("replica_num", "with_soft_pin", "with_hard_pin", "preferred_segment",
@@ -229,24 +229,36 @@ class Transport:
 
     def read_into(self, spec, address, offset, length):
         """Bytes ``offset:offset+length`` of payload ``spec`` into memory at ``address``."""
-        if length == 0:
+        self.read_ranges(spec, [(offset, length, address)])
+
+    def read_ranges(self, spec, ranges):
+        """Several ``(offset, length, address)`` ranges of payload ``spec``, in one
+        ``get_into_ranges`` call when the store has it."""
+        frags = []  # (chunk key, chunk bytes, offset in chunk, destination address, size)
+        for offset, length, address in ranges:
+            if length == 0:
+                continue
+            end = offset + length
+            if offset < 0 or length < 0 or end > spec["bytes"]:
+                raise ValueError(f"range {offset}:{end} is outside payload {spec['key']!r} "
+                                 f"of {spec['bytes']} bytes")
+            at = 0
+            for chunk in spec["chunks"]:
+                lo, hi = at, at + chunk["bytes"]
+                a, b = max(lo, offset), min(hi, end)
+                if a < b:
+                    frags.append((chunk["key"], chunk["bytes"], a - lo, address + a - offset,
+                                  b - a))
+                at = hi
+                if at >= end:
+                    break
+        if not frags:
             return
-        end = offset + length
-        if offset < 0 or end > spec["bytes"]:
-            raise ValueError(f"range {offset}:{end} is outside payload {spec['key']!r} "
-                             f"of {spec['bytes']} bytes")
-        frags = []  # (chunk key, chunk bytes, offset in chunk, offset in destination, size)
-        at = 0
-        for chunk in spec["chunks"]:
-            lo, hi = at, at + chunk["bytes"]
-            a, b = max(lo, offset), min(hi, end)
-            if a < b:
-                frags.append((chunk["key"], chunk["bytes"], a - lo, a - offset, b - a))
-            at = hi
-        ranges = _method(self.store, "get_into_ranges")
-        if ranges is not None:
-            got = ranges([address], [[f[0] for f in frags]], [[[f[3]] for f in frags]],
-                         [[[f[2]] for f in frags]], [[[f[4]] for f in frags]])
+        ranges_fn = _method(self.store, "get_into_ranges")
+        if ranges_fn is not None:
+            base = min(f[3] for f in frags)
+            got = ranges_fn([base], [[f[0] for f in frags]], [[[f[3] - base] for f in frags]],
+                            [[[f[2]] for f in frags]], [[[f[4]] for f in frags]])
             for frag, res in zip(frags, got[0]):
                 n = res[0] if res else -1
                 if n == OBJECT_NOT_FOUND:
@@ -255,28 +267,33 @@ class Transport:
                     raise RuntimeError(f"get_into_ranges failed for {frag[0]}: {n}")
             return
         get_into = _method(self.store, "get_into")
+        whole = {}
         for key, chunk_bytes, src, dst, size in frags:
             if get_into is not None and src == 0 and size == chunk_bytes:
-                n = get_into(key, address + dst, size)
+                n = get_into(key, dst, size)
                 if n == OBJECT_NOT_FOUND:
                     raise PayloadMissingError(f"payload chunk {key!r} is not in the store")
                 if n != size:
                     raise RuntimeError(f"get_into failed for {key}: {n}")
                 continue
-            if get_into is not None:
-                tmp = np.empty(chunk_bytes, dtype=np.uint8)
-                n = get_into(key, int(tmp.ctypes.data), chunk_bytes)
-                if n == OBJECT_NOT_FOUND:
-                    raise PayloadMissingError(f"payload chunk {key!r} is not in the store")
-                if n != chunk_bytes:
-                    raise RuntimeError(f"get_into failed for {key}: {n}")
-                ctypes.memmove(address + dst, int(tmp.ctypes.data) + src, size)
-                continue
-            data = self.get_blob(key, "payload chunk")
-            if len(data) != chunk_bytes:
-                raise RuntimeError(f"payload chunk {key!r} has {len(data)} bytes, "
-                                   f"expected {chunk_bytes}")
-            ctypes.memmove(address + dst, data[src:src + size], size)
+            if key not in whole:
+                whole[key] = self._whole_chunk(key, chunk_bytes, get_into)
+            ctypes.memmove(dst, int(whole[key].ctypes.data) + src, size)
+
+    def _whole_chunk(self, key, chunk_bytes, get_into):
+        if get_into is not None:
+            tmp = np.empty(chunk_bytes, dtype=np.uint8)
+            n = get_into(key, int(tmp.ctypes.data), chunk_bytes)
+            if n == OBJECT_NOT_FOUND:
+                raise PayloadMissingError(f"payload chunk {key!r} is not in the store")
+            if n != chunk_bytes:
+                raise RuntimeError(f"get_into failed for {key}: {n}")
+            return tmp
+        data = self.get_blob(key, "payload chunk")
+        if len(data) != chunk_bytes:
+            raise RuntimeError(f"payload chunk {key!r} has {len(data)} bytes, expected "
+                               f"{chunk_bytes}")
+        return np.frombuffer(data, dtype=np.uint8)
 
     def read_bytes(self, spec, offset=0, length=None):
         length = spec["bytes"] - offset if length is None else length

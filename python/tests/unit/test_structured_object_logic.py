@@ -68,8 +68,27 @@ def test_typed_ragged_keeps_dtype_shape_and_ndarray_rows():
     assert got[2].shape == (0, 3)
     _, hinted = round_trip([np.arange(3)], "typed_ragged", dtype_hint="float32")
     assert hinted[0].dtype == np.float32
-    with pytest.raises(ValueError, match="one ndim"):
-        codecs.encode("f", [np.arange(2), np.zeros((1, 1))], "typed_ragged")
+    mixed = [np.asarray(7), np.arange(2), np.zeros((1, 2))]
+    _, got = round_trip(mixed, "typed_ragged")
+    assert [g.shape for g in got] == [(), (2,), (1, 2)] and got[0] == 7
+
+
+def test_recursive_rows_keep_structure_and_leaves():
+    torch = pytest.importorskip("torch")
+    values = [{"tok": torch.arange(2), "img": [b"ab", np.arange(3, dtype=np.int8)], "s": 1.5},
+              None, {"tok": None}, [torch.ones(1, dtype=torch.float16), {"k": "v"}]]
+    enc, got = round_trip(values)
+    assert enc.codec == "structured_recursive" and len(enc.metadata["groups"]) == 4
+    assert torch.equal(got[0]["tok"], values[0]["tok"]) and got[0]["img"][0] == b"ab"
+    assert got[0]["img"][1].dtype == np.int8 and got[0]["s"] == 1.5
+    assert got[1] is None and got[2] == {"tok": None}
+    assert torch.equal(got[3][0], values[3][0]) and got[3][1] == {"k": "v"}
+    _, picked = round_trip(values, rows=[3])
+    assert torch.equal(picked[0][0], values[3][0])
+    with pytest.raises(ValueError, match="reserved key"):
+        codecs.encode("f", [{codecs.LEAF_KEY: 1, "t": b"x"}])
+    with pytest.raises(ValueError, match="dict keys must be str"):
+        codecs.encode("f", [{1: b"x"}])
 
 
 def test_ragged_tensors():
