@@ -47,6 +47,8 @@ def split(data):
 
 
 def field_rows(section, name, value):
+    if isinstance(value, TensorObjectBuffer):
+        return len(value)  # TypeError without batch_size
     try:
         return len(value)
     except TypeError:

@@ -70,7 +70,7 @@ def encode_member(name, value):
         return {"encoding": "torch_tensor", "format": "tensor_object"}, value
     if _deps.is_tensor(value):
         if value.is_nested:
-            raise ValueError(f"structured member {name!r}: nested tensors are not supported")
+            return encode_jagged(name, value)
         if value.is_sparse:
             raise ValueError(f"structured member {name!r}: sparse tensors are not supported")
         return ({"encoding": "torch_tensor", "format": "raw", "dtype": tensor_dtype_name(value),
@@ -89,6 +89,27 @@ def encode_member(name, value):
         return {"encoding": "bytes"}, value
     raise TypeError(f"structured member {name!r} has unsupported type {type(value).__name__}; "
                     "expected a numpy array, a torch tensor, bytes or a tensor_object_buffer")
+
+
+def encode_jagged(name, value):
+    """A jagged nested tensor: its rows' bytes one after another; row byte offsets and shapes
+    in the spec, so any rows are read as byte ranges."""
+    torch = _deps.torch_module()
+    if value.layout != torch.jagged:
+        raise ValueError(f"structured member {name!r}: nested tensors need torch.jagged layout")
+    rows = value.unbind()
+    views, offsets, shapes = [], [0], []
+    for row in rows:
+        raw = tensor_bytes(row)
+        if raw.nbytes:
+            views.append(memoryview(raw))
+        offsets.append(offsets[-1] + raw.nbytes)
+        shapes.append(list(row.shape))
+    spec = {"encoding": "torch_tensor", "nested": True, "format": "jagged_rows",
+            "dtype": tensor_dtype_name(value), "element_size": int(value.element_size()),
+            "ragged_idx": int(getattr(value, "_ragged_idx", 1)), "row_offsets": offsets,
+            "row_shapes": shapes}
+    return spec, Parts(tuple(views))
 
 
 def encode_members(metadata, members):
@@ -247,6 +268,10 @@ class MemberReader:
             if destination is not None:
                 raise ValueError(f"structured bytes member {name} does not support destinations")
             return self.transport.read_bytes(payload_spec)
+        if encoding == "torch_tensor" and field_spec.get("nested"):
+            if destination is not None:
+                raise ValueError(f"nested tensor member {name} does not support destinations")
+            return self._read_jagged(name, payload_spec, field_spec, member_slice, rows)
         if encoding == "torch_tensor" and field_spec.get("format") == "tensor_object":
             return self._read_tensor_object(name, payload_spec, member_slice, rows, destination)
         if encoding not in ("ndarray", "torch_tensor"):
@@ -284,6 +309,47 @@ class MemberReader:
         else:
             self._rows_into(payload_spec, layout, rows, address)
         return target
+
+    def _read_jagged(self, name, payload_spec, field_spec, member_slice, rows):
+        torch = _deps.require_torch()
+        offsets, shapes = field_spec.get("row_offsets"), field_spec.get("row_shapes")
+        if (not isinstance(offsets, list) or not isinstance(shapes, list)
+                or len(offsets) != len(shapes) + 1 or offsets[-1] != payload_spec["bytes"]
+                or any(b < a for a, b in zip(offsets, offsets[1:]))):
+            raise ManifestError(f"nested tensor member {name} has invalid row offsets")
+        total = len(shapes)
+        if rows is None:
+            rows = range(total) if member_slice is None else slice_indices(member_slice, total)
+        rows = [int(r) for r in rows]
+        if any(r < 0 or r >= total for r in rows):
+            raise IndexError(f"row index out of range for {total} rows")
+        dtype = torch_dtype(field_spec.get("dtype"))
+        sizes = [offsets[r + 1] - offsets[r] for r in rows]
+        buf = np.empty(sum(sizes), dtype=np.uint8)
+        base, at, ranges = int(buf.ctypes.data), 0, []
+        for r, n in zip(rows, sizes):
+            ranges.append((offsets[r], n, base + at))
+            at += n
+        self.transport.read_ranges(payload_spec, ranges)
+        out, at = [], 0
+        for r, n in zip(rows, sizes):
+            shape = tuple(shapes[r])
+            part = torch.frombuffer(bytearray(buf[at:at + n]), dtype=dtype) if n else \
+                torch.empty(0, dtype=dtype)
+            out.append(part.reshape(shape))
+            at += n
+        ragged = int(field_spec.get("ragged_idx", 1))
+        if out:
+            result = torch.nested.as_nested_tensor(out, layout=torch.jagged)
+            if hasattr(result, "_ragged_idx"):
+                result._ragged_idx = ragged
+            return result
+        shape = list(shapes[0]) if shapes else [0]  # no rows: values empty along the ragged dim
+        if 1 <= ragged <= len(shape):
+            shape[ragged - 1] = 0
+        return torch.nested.nested_tensor_from_jagged(
+            torch.empty(shape, dtype=dtype), offsets=torch.zeros(1, dtype=torch.int64),
+            jagged_dim=ragged)
 
     def _read_tensor_object(self, name, payload_spec, member_slice, rows, destination):
         from mooncake.store import _tensor

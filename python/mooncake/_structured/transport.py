@@ -86,7 +86,7 @@ def single_group_id(config):
         raise ValueError("structured object store config.group_ids must contain exactly one "
                          "logical group id; it is expanded across internal Mooncake keys")
     if not ids:
-        return ""
+        return None
     if not isinstance(ids[0], str):
         raise ValueError("structured object store config.group_ids must contain strings")
     return ids[0]
@@ -100,8 +100,10 @@ def config_for_keys(config, count):
     if raw is None:
         return config
     gid = single_group_id(config)
+    if gid is not None and count == 1 and not isinstance(raw, str):
+        return config
     out = copy_config(config)
-    out.group_ids = None if gid == "" else [gid] * count
+    out.group_ids = None if gid is None else [gid] * count
     return out
 
 

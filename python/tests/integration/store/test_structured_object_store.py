@@ -207,6 +207,28 @@ def test_dataproto_put_append_get_rows(transfer):
     assert left(transfer) == 0
 
 
+def test_jagged_tensors_and_recursive_rows(transfer):
+    rows = [torch.arange(6).reshape(2, 3), torch.arange(10).reshape(2, 5),
+            torch.arange(4).reshape(2, 2)]
+    nested = torch.nested.as_nested_tensor(rows, layout=torch.jagged)
+    samples = np.asarray([{"img": [b"x" * i], "tok": torch.arange(i)} for i in range(3)],
+                         dtype=object)
+    ref = transfer.put_dataproto({"batch": {"pos": nested}, "non_tensor_batch": {"s": samples}})
+    assert ref.encoded_non_tensor["s"]["codec"] == "structured_recursive"
+    for sel, want in ((None, [0, 1, 2]), (slice(1, 3), [1, 2]), ([2, 0], [2, 0]), ([], [])):
+        got = transfer.get_dataproto(ref, rows=sel)
+        pos = got["batch"]["pos"]
+        assert pos.is_nested and len(pos) == len(want)
+        for a, i in zip(pos.unbind(), want):
+            assert torch.equal(a, rows[i])
+        for row, i in zip(got["non_tensor_batch"]["s"], want):
+            assert row["img"] == [b"x" * i] and torch.equal(row["tok"], torch.arange(i))
+    with pytest.raises(ValueError, match="does not support destinations"):
+        transfer.get_dataproto(ref, destinations={"pos": np.empty(1)})
+    transfer.cleanup_dataproto(ref)
+    assert left(transfer) == 0
+
+
 def test_flat_dict_and_schemas(transfer):
     data = {"ids": np.arange(12).reshape(4, 3), "text": ["a", "b", None, "d"],
             "lens": [np.arange(2), np.arange(0), None, np.arange(5)], "step": 3}
