@@ -181,7 +181,8 @@ class BundleStore:
         return expected
 
     def metadata(self, manifest):
-        return mf.decode_json(self.transport.read_bytes(manifest["meta"]), "structured metadata")
+        return mf.decode_json(self.transport.read_bytes(manifest["meta"], single=True),
+                              "structured metadata")
 
     def remove(self, ref):
         manifest = self.resolve(ref)

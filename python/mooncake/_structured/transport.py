@@ -233,9 +233,10 @@ class Transport:
         """Bytes ``offset:offset+length`` of payload ``spec`` into memory at ``address``."""
         self.read_ranges(spec, [(offset, length, address)])
 
-    def read_ranges(self, spec, ranges):
-        """Several ``(offset, length, address)`` ranges of payload ``spec``, in one
-        ``get_into_ranges`` call when the store has it."""
+    def read_ranges(self, spec, ranges, single=False):
+        """Several ``(offset, length, address)`` ranges of payload ``spec``: whole chunks in one
+        ``batch_get_into`` (``get_into`` for one chunk when ``single``: small control reads),
+        parts of chunks in one ``get_into_ranges``; each falls back to smaller calls."""
         frags = []  # (chunk key, chunk bytes, offset in chunk, destination address, size)
         for offset, length, address in ranges:
             if length == 0:
@@ -256,31 +257,48 @@ class Transport:
                     break
         if not frags:
             return
+        whole = [f for f in frags if f[2] == 0 and f[4] == f[1]]
+        partial = [f for f in frags if not (f[2] == 0 and f[4] == f[1])]
+        get_into = _method(self.store, "get_into")
+        batch_get_into = _method(self.store, "batch_get_into")
+        if whole and batch_get_into is not None and not (single and len(whole) == 1):
+            got = list(batch_get_into([f[0] for f in whole], [f[3] for f in whole],
+                                      [f[4] for f in whole]))
+            if len(got) != len(whole):
+                raise RuntimeError(f"batch_get_into returned {len(got)} results for "
+                                   f"{len(whole)} keys")
+            for frag, n in zip(whole, got):
+                self._check_read(frag, n, "batch_get_into")
+            whole = []
+        for frag in whole:
+            if get_into is not None:
+                self._check_read(frag, get_into(frag[0], frag[3], frag[4]), "get_into")
+            else:
+                data = self._whole_chunk(frag[0], frag[1], None)
+                ctypes.memmove(frag[3], int(data.ctypes.data), frag[4])
+        if not partial:
+            return
         ranges_fn = _method(self.store, "get_into_ranges")
         if ranges_fn is not None:
-            base = min(f[3] for f in frags)
-            got = ranges_fn([base], [[f[0] for f in frags]], [[[f[3] - base] for f in frags]],
-                            [[[f[2]] for f in frags]], [[[f[4]] for f in frags]])
-            for frag, res in zip(frags, got[0]):
-                n = res[0] if res else -1
-                if n == OBJECT_NOT_FOUND:
-                    raise PayloadMissingError(f"payload chunk {frag[0]!r} is not in the store")
-                if n != frag[4]:
-                    raise RuntimeError(f"get_into_ranges failed for {frag[0]}: {n}")
+            base = min(f[3] for f in partial)
+            got = ranges_fn([base], [[f[0] for f in partial]],
+                            [[[f[3] - base] for f in partial]], [[[f[2]] for f in partial]],
+                            [[[f[4]] for f in partial]])
+            for frag, res in zip(partial, got[0]):
+                self._check_read(frag, res[0] if res else -1, "get_into_ranges")
             return
-        get_into = _method(self.store, "get_into")
-        whole = {}
-        for key, chunk_bytes, src, dst, size in frags:
-            if get_into is not None and src == 0 and size == chunk_bytes:
-                n = get_into(key, dst, size)
-                if n == OBJECT_NOT_FOUND:
-                    raise PayloadMissingError(f"payload chunk {key!r} is not in the store")
-                if n != size:
-                    raise RuntimeError(f"get_into failed for {key}: {n}")
-                continue
-            if key not in whole:
-                whole[key] = self._whole_chunk(key, chunk_bytes, get_into)
-            ctypes.memmove(dst, int(whole[key].ctypes.data) + src, size)
+        cache = {}
+        for key, chunk_bytes, src, dst, size in partial:
+            if key not in cache:
+                cache[key] = self._whole_chunk(key, chunk_bytes, get_into)
+            ctypes.memmove(dst, int(cache[key].ctypes.data) + src, size)
+
+    @staticmethod
+    def _check_read(frag, n, op):
+        if n == OBJECT_NOT_FOUND:
+            raise PayloadMissingError(f"payload chunk {frag[0]!r} is not in the store")
+        if n != frag[4]:
+            raise RuntimeError(f"{op} failed for {frag[0]}: {n}")
 
     def _whole_chunk(self, key, chunk_bytes, get_into):
         if get_into is not None:
@@ -297,11 +315,11 @@ class Transport:
                                f"{chunk_bytes}")
         return np.frombuffer(data, dtype=np.uint8)
 
-    def read_bytes(self, spec, offset=0, length=None):
+    def read_bytes(self, spec, offset=0, length=None, single=False):
         length = spec["bytes"] - offset if length is None else length
         out = bytearray(length)
         if length:
-            self.read_into(spec, address_of(memoryview(out)), offset, length)
+            self.read_ranges(spec, [(offset, length, address_of(memoryview(out)))], single)
         return bytes(out)
 
     # removal
