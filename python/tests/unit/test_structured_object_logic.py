@@ -420,3 +420,51 @@ def test_light_imports():
     out = run("import sys, mooncake.structured_object_store\n"
               "print('torch' in sys.modules, 'mooncake._store' in sys.modules)")
     assert out.returncode == 0 and out.stdout.split() == ["False", "False"], out.stderr
+
+
+# -- docs/compatibility.md stays true for these modules ----------------------------------------
+
+def _doc_rows(heading):
+    import pathlib
+    import re
+
+    doc = pathlib.Path(__file__).resolve().parents[3] / "docs" / "compatibility.md"
+    inside = False
+    for line in doc.read_text().splitlines():
+        if line.startswith("#"):
+            inside = line.strip() == heading
+            continue
+        if not inside or not line.startswith("| "):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) < 2 or not cells[1].startswith(("yes", "no")):
+            continue
+        first = re.sub(r"\([^()]*\)", "", re.sub(r"\([^()]*\)", "", cells[0]))
+        for token in re.findall(r"`([^`]+)`", first):
+            name = re.match(r"\.?[A-Za-z_][A-Za-z0-9_.]*", token)
+            if name:
+                yield name.group(0), cells[1].startswith("yes")
+
+
+def test_compatibility_rows_match_the_modules():
+    import mooncake.structured_object_store as sos
+    from mooncake.dataproto_catalog import DataProtoCatalog
+
+    rows = list(_doc_rows("### `mooncake.structured_object_store`"))
+    assert len(rows) > 30
+    for name, present in rows:
+        owner, attr = sos, name
+        if name.startswith("."):
+            owner, attr = sos.MooncakeBundleTransfer, name[1:]
+        elif "." in name:
+            head, attr = name.split(".", 1)
+            owner = getattr(sos, head, None) if present else None
+            if owner is None:
+                assert not present, name
+                continue
+            attr = attr.split(".")[-1]
+        assert hasattr(owner, attr) == present, name
+    rows = list(_doc_rows("### `mooncake.dataproto_catalog`"))
+    assert rows and all(present for _, present in rows)
+    for name in ("update", "resolve", "list", "remove"):
+        assert callable(getattr(DataProtoCatalog, name))
