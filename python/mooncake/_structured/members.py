@@ -243,11 +243,58 @@ def tensor_destination(name, destination, dtype, shape):
 
 # -- reading -----------------------------------------------------------------------------------
 
-class MemberReader:
-    """Reads members of one resolved bundle through the transport."""
+class PoolLease:
+    """Owns one buffer-pool lease behind pool-backed results; released once, explicitly
+    (``MooncakeBundleTransfer.release_result``) or when the last array using it is collected."""
 
-    def __init__(self, transport):
+    def __init__(self, lease):
+        self.lease = lease
+        self.released = False
+
+    def release(self):
+        if not self.released:
+            self.released = True
+            self.lease.release()
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - a destructor must not raise
+            pass
+
+
+class PoolArray(np.ndarray):
+    """An ndarray over buffer-pool memory; it and every view of it keep the lease's owner
+    (``_mooncake_pool_owner``) alive."""
+
+    def __array_finalize__(self, obj):
+        if obj is not None:
+            self._mooncake_pool_owner = getattr(obj, "_mooncake_pool_owner", None)
+
+
+def pool_array(pool, dtype, shape):
+    nbytes = dtype.itemsize
+    for d in shape:
+        nbytes *= d
+    owner = PoolLease(pool.acquire(nbytes))
+    try:
+        buf = (ctypes.c_uint8 * nbytes).from_address(owner.lease.ptr)
+        array = np.frombuffer(buf, dtype=dtype).reshape(shape).view(PoolArray)
+    except BaseException:
+        owner.release()
+        raise
+    array._mooncake_pool_owner = owner
+    return array
+
+
+class MemberReader:
+    """Reads members of one resolved bundle through the transport; with a buffer pool,
+    ndarray members read without a destination land in pool leases (registered memory, so the
+    store writes them without a staging copy)."""
+
+    def __init__(self, transport, pool=None):
         self.transport = transport
+        self.pool = pool
 
     def _rows_into(self, payload_spec, layout, rows, address):
         """Rows ``rows`` (a list of row indices) packed one after another at ``address``."""
@@ -295,7 +342,10 @@ class MemberReader:
         else:
             shape = layout.shape
         if encoding == "ndarray":
-            target = ndarray_destination(name, destination, layout.np_dtype, shape)
+            if destination is None and self.pool is not None and layout.itemsize and all(shape):
+                target = pool_array(self.pool, layout.np_dtype, shape)
+            else:
+                target = ndarray_destination(name, destination, layout.np_dtype, shape)
             address = address_of(target.reshape(-1).view(np.uint8)) if target.size else 0
         else:
             if isinstance(destination, TensorObjectBuffer):  # raw memory of the caller's

@@ -97,7 +97,7 @@ class MooncakeBundleTransfer:
         self.default_chunk_bytes = check_chunk_bytes(default_chunk_bytes)
         self._transport = Transport(store, buffer_pool)
         self._bundles = BundleStore(self._transport, self.key_prefix, self.default_chunk_bytes)
-        self._reader = MemberReader(self._transport)
+        self._reader = MemberReader(self._transport, buffer_pool)
 
     # -- bundles -------------------------------------------------------------------------------
 
@@ -180,9 +180,10 @@ class MooncakeBundleTransfer:
 
     @staticmethod
     def release_result(result):
-        """Release buffer-pool leases held by a result (anything with a ``release()`` reachable
-        as ``_mooncake_pool_owner``); results of this implementation own plain memory, so this
-        is a no-op for them. Kept for the reference's split API."""
+        """Release the buffer-pool leases behind a result (its arrays, in dicts, lists, tuples
+        and object arrays, at any depth) now instead of at garbage collection. Only with a
+        ``buffer_pool``: ndarray members read without a destination are pool-backed. The arrays
+        must not be used afterwards."""
         seen = set()
 
         def visit(value):

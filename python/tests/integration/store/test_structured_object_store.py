@@ -155,6 +155,30 @@ def test_structured_object_round_trip_chunked(transfer):
         transfer.materialize(transfer.read_spec({"manifest_key": ref.manifest_key}))
 
 
+def test_reads_into_buffer_pool_leases(env):
+    from mooncake.buffer_pool import BufferPool
+
+    _, store = env
+    pool = BufferPool(store, local_bytes=4 << 20)
+    t = MooncakeBundleTransfer(store, key_prefix="sos-pool", buffer_pool=pool)
+    arr = np.arange(300_000, dtype=np.int32).reshape(1000, 300)  # 1.2 MB
+    ref = t.put_object({"a": arr, "t": torch.ones(3), "raw": b"x"})
+    got = t.get_object(ref)
+    assert np.array_equal(got["a"], arr) and got["raw"] == b"x"
+    view = got["a"][10:20]
+    assert view._mooncake_pool_owner is got["a"]._mooncake_pool_owner
+    part = t.materialize(t.read_spec(ref).slice_member("a", 0, 990, 1000))
+    assert np.array_equal(part.objects["a"], arr[990:])
+    with pytest.raises(RuntimeError, match="active leases"):
+        pool.close()
+    MooncakeBundleTransfer.release_result(got)
+    MooncakeBundleTransfer.release_result(got)  # once is enough; twice is harmless
+    del part, view
+    pool.close()  # every lease was given back
+    t.remove_bundle(ref)
+    assert store.remove_by_regex("^sos-pool/", True) == 0
+
+
 @pytest.mark.parametrize("policy", [
     BundleTransferPolicy(copy_mode="copy"),
     BundleTransferPolicy(max_inflight_put=4, put_mode="parallel"),
