@@ -1,20 +1,21 @@
 """Row codecs for DataProto ``non_tensor_batch`` object arrays.
 
 An object array (one Python value per row) has no byte layout, so it is stored as a few dense
-payloads chosen from its contents (inferred, or given by a ``FieldSchema``):
+payloads chosen from its contents (inferred, or given by a ``FieldSchema``); codec: rows ->
+payloads:
 
-============== ================================== =============================================
-codec          rows                               payloads
-============== ================================== =============================================
-``ndarray``    numeric scalars (bool, int, float) ``values`` (one dtype), ``nulls``
-``utf8_ragged`` str                               ``data`` (UTF-8), ``offsets``, ``nulls``
-``bytes_ragged`` bytes, bytearray, memoryview     ``data``, ``offsets``, ``nulls``
-``json_ragged`` dicts, lists, tuples (JSON-able)  ``data`` (JSON text), ``offsets``, ``nulls``
-``typed_ragged`` numeric ndarrays / number lists  ``data`` (values), ``offsets`` (elements),
-                                                  ``shapes``, ``nulls``
-``ragged_tensor`` torch tensors of one dtype      ``data`` (bytes), ``offsets`` (bytes),
-                                                  ``shapes``, ``nulls``
-============== ================================== =============================================
+- ``ndarray``: numeric scalars (bool, int, float) -> ``values`` (one dtype), ``nulls``;
+- ``utf8_ragged``: str -> ``data`` (UTF-8), ``offsets``, ``nulls``;
+- ``bytes_ragged``: bytes, bytearray, memoryview -> ``data``, ``offsets``, ``nulls``;
+- ``json_ragged``: dicts, lists, tuples of JSON values -> ``data`` (JSON), ``offsets``, ``nulls``;
+- ``typed_ragged``: numeric ndarrays or number lists, any shape per row -> ``data`` (values),
+  ``offsets`` (elements), ``shapes`` / ``ndims`` (per row), ``nulls``;
+- ``ragged_tensor``: torch tensors of one dtype, any shape per row -> ``data`` (bytes),
+  ``offsets`` (bytes), ``shapes``, ``ndims``, ``nulls``;
+- ``structured_recursive``: dicts / lists holding tensors, ndarrays or bytes -> ``tree.*`` (a JSON
+  skeleton per row) and ``leaf<g>.*`` (one ragged group per leaf kind and dtype);
+- ``ragged_tensor_dict`` (schema only): dicts of tensors -> ``<key>.*`` (a ragged_tensor column
+  per key), ``nulls``.
 
 ``None`` rows are allowed everywhere (``nulls``; a schema with ``nullable=False`` refuses them).
 ``offsets`` has ``rows + 1`` entries, so any set of rows is read as byte ranges of ``data``
@@ -33,7 +34,7 @@ from mooncake._structured import _deps
 from mooncake._structured.bundle import Parts
 
 CODECS = ("ndarray", "utf8_ragged", "bytes_ragged", "json_ragged", "typed_ragged",
-          "ragged_tensor", "structured_recursive")
+          "ragged_tensor", "structured_recursive", "ragged_tensor_dict")
 LEAF_KEY = "__mooncake_leaf__"
 MAX_DEPTH = 64
 
@@ -244,8 +245,65 @@ def _encode_tensors(values):
     return payload, {"dtype": dtype}
 
 
-def encode(path, values, codec=None, *, dtype_hint=None, nullable=True):
-    """Encode a list of row values; ``codec`` None: inferred."""
+def _tensor_dict_keys(path, values, declared):
+    if declared is None:
+        keys = list(dict.fromkeys(k for v in values if isinstance(v, dict) for k in v))
+    elif isinstance(declared, (list, tuple, dict)):
+        keys = list(declared)
+    else:
+        raise ValueError(f"FieldSchema for {path!r} metadata['keys'] must be a list or a dict")
+    for key in keys:
+        if not isinstance(key, str) or not key or any(c in key for c in "./\\"):
+            raise ValueError(f"ragged_tensor_dict keys of {path!r} must be non-empty strings and "
+                             f"must not contain '.', '/' or '\\': {key!r}")
+    return keys
+
+
+def _encode_tensor_dict(path, values, options):
+    """Rows that are dicts of tensors (or None): one ragged_tensor column per key."""
+    declared = (options or {}).get("keys")
+    keys = _tensor_dict_keys(path, values, declared)
+    for v in values:
+        if v is None:
+            continue
+        if not isinstance(v, dict):
+            raise TypeError(f"ragged_tensor_dict rows of {path!r} must be dicts or None, got "
+                            f"{type(v).__name__}")
+        extra = [k for k in v if k not in keys]
+        if extra:
+            raise ValueError(f"ragged_tensor_dict row of {path!r} has keys not declared in the "
+                             f"FieldSchema: {extra}")
+        if any(x is None for x in v.values()):
+            raise TypeError(f"ragged_tensor_dict rows of {path!r} must omit a key rather than "
+                            "give an explicit None")
+    payload, columns = {"nulls": _nulls(values)}, {}
+    for key in keys:
+        column = [None if v is None else v.get(key) for v in values]
+        enc = encode(f"{path}.{key}", column, "ragged_tensor")
+        payload.update({f"{key}.{k}": p for k, p in enc.payload.items()})
+        columns[key] = enc.metadata
+    return payload, {"keys": keys, "columns": columns}
+
+
+def _decode_tensor_dict(meta, source, rows, total_rows):
+    nulls = source.array("nulls")
+    _check_len("nulls", nulls, total_rows)
+    keys = meta.get("keys")
+    if not isinstance(keys, list):
+        raise ValueError("ragged_tensor_dict metadata has no keys")
+    out = [None if nulls[r] else {} for r in rows]
+    for key in keys:
+        col = decode({"codec": "ragged_tensor", "metadata": meta["columns"][key]},
+                     _Prefixed(source, f"{key}."), rows, total_rows)
+        for row, value in zip(out, col):
+            if row is not None and value is not None:
+                row[key] = value
+    return out
+
+
+def encode(path, values, codec=None, *, dtype_hint=None, nullable=True, options=None):
+    """Encode a list of row values; ``codec`` None: inferred. ``options``: the FieldSchema's
+    metadata (``keys`` for ``ragged_tensor_dict``)."""
     values = list(values)
     if not nullable and any(v is None for v in values):
         raise ValueError(f"FieldSchema for {path!r} is not nullable")
@@ -269,6 +327,8 @@ def encode(path, values, codec=None, *, dtype_hint=None, nullable=True):
         payload, meta = _encode_tensors(values)
     elif codec == "structured_recursive":
         payload, meta = _encode_tree(path, values)
+    elif codec == "ragged_tensor_dict":
+        payload, meta = _encode_tensor_dict(path, values, options)
     else:
         raise ValueError(f"unsupported schema codec: {codec!r} (known: {', '.join(CODECS)})")
     return Encoded(codec, len(values), payload, meta)
@@ -417,6 +477,8 @@ def decode(encoded, source, rows, total_rows):
     meta = encoded.get("metadata") or {}
     if codec == "structured_recursive":
         return _decode_tree(meta, source, rows, total_rows)
+    if codec == "ragged_tensor_dict":
+        return _decode_tensor_dict(meta, source, rows, total_rows)
     nulls = source.array("nulls")
     _check_len("nulls", nulls, total_rows)
     if codec == "ndarray":

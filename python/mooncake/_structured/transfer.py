@@ -326,7 +326,7 @@ class MooncakeBundleTransfer:
                             pass
                     else:
                         enc = cd.encode(path, rows, codec, dtype_hint=dp.schema_dtype(schema),
-                                        nullable=schema.nullable)
+                                        nullable=schema.nullable, options=schema.metadata)
                 except (TypeError, ValueError, AttributeError) as error:
                     raise type(error)(f"failed to encode non_tensor_batch field {name!r} with "
                                       f"FieldSchema codec {schema.codec!r}: {error}") from error

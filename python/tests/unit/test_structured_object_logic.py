@@ -101,6 +101,29 @@ def test_ragged_tensors():
         codecs.encode("f", [torch.zeros(1), torch.zeros(1, dtype=torch.int64)])
 
 
+def test_ragged_tensor_dict_schema():
+    torch = pytest.importorskip("torch")
+    rows = [{"image": torch.ones(2, 2)}, None, {}, {"image": torch.zeros(3), "audio":
+                                                  torch.ones(1)}]
+    enc, got = round_trip(rows, "ragged_tensor_dict")
+    assert enc.metadata["keys"] == ["image", "audio"]
+    assert torch.equal(got[0]["image"], rows[0]["image"]) and got[1] is None and got[2] == {}
+    assert set(got[3]) == {"image", "audio"} and torch.equal(got[3]["audio"], torch.ones(1))
+    _, picked = round_trip(rows, "ragged_tensor_dict", rows=[3])
+    assert torch.equal(picked[0]["image"], rows[3]["image"])
+    for bad, err, msg in (([{"a.b": torch.ones(1)}], ValueError, "must not contain"),
+                          ([{"": torch.ones(1)}], ValueError, "must not contain"),
+                          ([{"image": None}], TypeError, "explicit None"),
+                          ([["x"]], TypeError, "dicts or None")):
+        with pytest.raises(err, match=msg):
+            codecs.encode("f", bad, "ragged_tensor_dict")
+    with pytest.raises(ValueError, match="keys not declared"):
+        codecs.encode("f", [{"audio": torch.ones(1)}], "ragged_tensor_dict",
+                      options={"keys": ["image"]})
+    enc = codecs.encode("f", [None, None], "ragged_tensor_dict", options={"keys": ["image"]})
+    assert "image.data" in enc.payload
+
+
 def test_codec_errors():
     with pytest.raises(ValueError, match="unsupported structured non-tensor field f"):
         codecs.encode("f", [object()])
