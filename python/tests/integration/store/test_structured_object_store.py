@@ -394,6 +394,8 @@ def test_missing_objects(transfer):
     assert left(transfer) == 0
     with pytest.raises(PayloadMissingError, match="bundle manifest .* is not in the store"):
         transfer.get_dataproto(handle)
+    with pytest.raises(PayloadMissingError, match="bundle manifest"):
+        transfer.cleanup_dataproto(handle)  # twice: nothing left to find the payloads by
     with pytest.raises(KeyError, match="unknown DataProto fields"):
         transfer.get_dataproto(ref, fields=["nope"])
 
