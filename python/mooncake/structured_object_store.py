@@ -19,6 +19,7 @@ from mooncake._structured.handles import (
     import_dataproto_ref,
     is_dataproto_ref_handle,
 )
+from mooncake._structured.inference import MISSING, choose_leaf_codec, escape_key, infer_structure
 from mooncake._structured.manifest import FIELD_SPECS_KEY as STRUCTURED_FIELD_SPECS_KEY
 from mooncake._structured.manifest import ManifestError
 from mooncake._structured.transfer import MooncakeBundleTransfer
@@ -39,6 +40,11 @@ from mooncake._structured.model import (
     tensor_object_buffer,
 )
 
+# The reference's structure-inference helpers under its private names (its
+# tests/test_put_get_tensor.py imports them).
+_choose_leaf_codec = choose_leaf_codec
+_escape_key = escape_key
+
 export_ref = export_dataproto_ref
 del _deps
 import_ref = import_dataproto_ref
@@ -51,6 +57,7 @@ __all__ = [
     "DATAPROTO_REF_HANDLE_VERSION",
     "DEFAULT_BUNDLE_CHUNK_BYTES",
     "FieldSchema",
+    "MISSING",
     "ManifestError",
     "MooncakeBundleTransfer",
     "MooncakeDataProtoRef",
@@ -66,7 +73,9 @@ __all__ = [
     "export_ref",
     "import_dataproto_ref",
     "import_ref",
+    "infer_structure",
     "is_dataproto_ref_handle",
     "raw_destination",
+    "choose_leaf_codec",
     "tensor_object_buffer",
 ]

@@ -32,6 +32,7 @@ import numpy as np
 
 from mooncake._structured import _deps
 from mooncake._structured.bundle import Parts
+from mooncake._structured.inference import choose_leaf_codec
 
 CODECS = ("ndarray", "utf8_ragged", "bytes_ragged", "json_ragged", "typed_ragged",
           "ragged_tensor", "structured_recursive", "ragged_tensor_dict")
@@ -74,41 +75,15 @@ def _json_default(value):
 # -- inference ---------------------------------------------------------------------------------
 
 def infer_codec(path, values):
-    present = [v for v in values if v is not None]
-    if not present:
+    """The codec of rows ``values`` (``inference.choose_leaf_codec``); all-null rows are
+    ``json_ragged``; raises UnsupportedValues when no codec can hold them."""
+    if all(v is None for v in values):
         return "json_ragged"
-    torch = _deps.torch_module()
-    if torch is not None and all(isinstance(v, torch.Tensor) for v in present):
-        dtypes = sorted({str(v.dtype) for v in present})
-        if len(dtypes) != 1:
-            raise UnsupportedValues(f"unsupported structured non-tensor field {path}: mixed "
-                                    f"tensor dtype: {dtypes}")
-        return "ragged_tensor"
-    if all(isinstance(v, np.ndarray) for v in present):
-        if all(v.dtype.kind in "biuf" for v in present):
-            return "typed_ragged"
-        raise UnsupportedValues(f"unsupported structured non-tensor field {path}: ndarray rows "
-                                "must be numeric")
-    if all(_is_number(v) for v in present):
-        return "ndarray"
-    if all(isinstance(v, str) for v in present):
-        return "utf8_ragged"
-    if all(_is_bytes_like(v) for v in present):
-        return "bytes_ragged"
-    if all(isinstance(v, (list, tuple)) for v in present):
-        try:
-            arrays = [np.asarray(v) for v in present]
-            if all(a.dtype.kind in "biuf" and a.ndim >= 1 for a in arrays) and \
-                    len({a.ndim for a in arrays}) == 1:
-                return "typed_ragged"
-        except (ValueError, TypeError):
-            pass
-    if all(isinstance(v, (dict, list, tuple)) for v in present):
-        return "structured_recursive" if any(_has_leaf(v, 0) for v in present) \
-            else "json_ragged"
-    kinds = sorted({type(v).__name__ for v in present})
-    raise UnsupportedValues(f"unsupported structured non-tensor field {path}: no codec for "
-                            f"rows of type {kinds}")
+    decision = choose_leaf_codec(values)
+    if not decision.accepted:
+        raise UnsupportedValues(f"unsupported structured non-tensor field {path}: "
+                                f"{decision.reason}")
+    return decision.codec
 
 
 def _leaf_group(value):
@@ -120,18 +95,6 @@ def _leaf_group(value):
     if _deps.is_tensor(value):
         return ("ragged_tensor", str(value.dtype))
     return None
-
-
-def _has_leaf(value, depth):
-    if depth > MAX_DEPTH:
-        return False
-    if _leaf_group(value) is not None:
-        return True
-    if isinstance(value, dict):
-        return any(_has_leaf(v, depth + 1) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_has_leaf(v, depth + 1) for v in value)
-    return False
 
 
 # -- encoding ----------------------------------------------------------------------------------

@@ -150,6 +150,36 @@ def test_codec_errors():
         codecs.decode({"codec": "zip"}, codecs.MemorySource(stored(enc)), [0], 2)
 
 
+def test_structure_inference():
+    from mooncake._structured.inference import MISSING, choose_leaf_codec, escape_key, \
+        infer_structure
+
+    assert [choose_leaf_codec(v).codec for v in (["a", None], [b"x"], [1, 2.5], [[1], [2, 3]],
+                                                 [{"a": 1}], [{"a": b"x"}])] == [
+        "utf8_ragged", "bytes_ragged", "ndarray", "typed_ragged", "json_ragged",
+        "structured_recursive"]
+    for bad in ([], [None], [object()], [{"a": object()}], ["a", 1],
+                [np.asarray(["x"], dtype=object)]):
+        assert not choose_leaf_codec(bad).accepted, bad
+    assert escape_key("a.b[0]\\") == "a\\.b\\[0]\\\\"
+    leaves, nodes = [], []
+    infer_structure("r", [{"x": None, "l": [{"k": 1}]}, {"y": 2, "l": []}, None], leaves, nodes)
+    by = {leaf.path: leaf for leaf in leaves}
+    assert [n.node_type for n in nodes] == ["dict", "list", "dict"]
+    assert nodes[0].children == ["x", "l", "y"] and nodes[0].row_mask == [True, True, False]
+    assert nodes[1].lengths == [1, 0, 0]
+    assert by["r.x"].values[:2] == [None, MISSING] and by["r.x"].values[2] is None
+    assert by["r.l[0].k"].values[0] == 1 and by["r.y"].decision.codec == "ndarray"
+    deep = 1
+    for _ in range(40):
+        deep = {"a": deep}
+    with pytest.raises(ValueError, match="deeper"):
+        infer_structure("r", [deep], [], [])
+    import mooncake.structured_object_store as sos
+
+    assert sos._choose_leaf_codec is choose_leaf_codec and sos.MISSING is MISSING
+
+
 def test_split_parts_covers_every_byte_once():
     views = [memoryview(bytes(range(i, i + n))) for i, n in ((0, 5), (10, 0), (20, 9), (40, 1))]
     chunks = split_parts(views, 4)
