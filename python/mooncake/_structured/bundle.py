@@ -1,0 +1,197 @@
+"""Bundles: a metadata payload and named payloads, published by one manifest.
+
+A bundle is written all or nothing: payloads first, the manifest last; any failure removes what
+was written (and the failure is raised, not a cleanup error), so no readable manifest ever
+names a missing payload. ``merge`` publishes a new manifest over payloads that already exist
+(an appended DataProto stage) and records the superseded control keys for cleanup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mooncake._structured import manifest as mf
+from mooncake._structured.keys import BundleKeys, check_chunk_bytes, chunk_keys, object_id_of
+from mooncake._structured.transport import PayloadMissingError
+from mooncake._structured.model import BundleTransferPolicy, RemoteBundleRef, TensorObjectBuffer
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A payload given as several contiguous buffers, stored as their concatenation."""
+
+    views: tuple
+
+    @property
+    def nbytes(self):
+        return sum(v.nbytes for v in self.views)
+
+
+def as_view(value, name):
+    """A flat byte memoryview of a bytes-like value."""
+    if isinstance(value, np.ndarray):
+        value = np.ascontiguousarray(value)
+        return memoryview(value.reshape(-1).view(np.uint8))
+    try:
+        view = memoryview(value)
+    except TypeError:
+        raise TypeError(f"bundle buffer {name!r} must be bytes-like, "
+                        f"got {type(value).__name__}") from None
+    if not view.contiguous:
+        view = memoryview(view.tobytes())
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+
+def split_parts(views, chunk_bytes):
+    """Chunks of at most ``chunk_bytes``, each a list of sub-views, covering ``views``."""
+    chunks, current, room = [], [], chunk_bytes
+    for view in views:
+        at = 0
+        while at < view.nbytes:
+            take = min(room, view.nbytes - at)
+            current.append(view[at:at + take])
+            at += take
+            room -= take
+            if room == 0:
+                chunks.append(current)
+                current, room = [], chunk_bytes
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+class BundleStore:
+    def __init__(self, transport, prefix, default_chunk_bytes):
+        self.transport = transport
+        self.prefix = prefix
+        self.default_chunk_bytes = default_chunk_bytes
+
+    # writing
+
+    def _write_payload(self, key, value, chunk_bytes, policy, config, written):
+        if isinstance(value, TensorObjectBuffer):
+            if value.size <= 0:
+                raise ValueError(f"tensor object buffer for {key!r} is empty")
+            written.append(key)
+            self.transport.write_tensor_object(key, value.ptr, value.size, config)
+            return mf.payload_spec(key, [key], [value.size])
+        views = value.views if isinstance(value, Parts) else (as_view(value, key),)
+        views = tuple(v for v in views if v.nbytes)
+        total = sum(v.nbytes for v in views)
+        if total == 0:
+            return mf.empty_spec(key)
+        chunks = split_parts(views, chunk_bytes)
+        keys = chunk_keys(key, len(chunks))
+        written.extend(keys)
+        self.transport.write_chunks(keys, chunks, policy, config)
+        return mf.payload_spec(key, keys, [sum(p.nbytes for p in c) for c in chunks])
+
+    def put(self, meta, buffers, partition="default", chunk_bytes=None, policy=None,
+            config=None, extra_specs=None):
+        """Write ``meta`` and ``buffers`` ({name: value}) as a new bundle; its ref.
+        ``extra_specs``: {name: dict} merged into each member's payload spec."""
+        keys = BundleKeys(self.prefix, partition)
+        chunk = check_chunk_bytes(self.default_chunk_bytes if chunk_bytes is None else chunk_bytes)
+        policy = (policy or BundleTransferPolicy()).checked()
+        meta_view = as_view(meta, "meta")
+        for name in buffers:
+            keys.buffer(name)  # validates every name before anything is written
+        written = []
+        try:
+            specs = {}
+            meta_spec = self._write_payload(keys.meta, meta_view, chunk, policy.for_control(),
+                                            config, written)
+            for name, value in buffers.items():
+                spec = self._write_payload(keys.buffer(name), value, chunk, policy, config,
+                                           written)
+                if extra_specs and name in extra_specs:
+                    spec.update(extra_specs[name])
+                specs[name] = spec
+            manifest = {"version": mf.MANIFEST_VERSION, "layout": "bundle",
+                        "object_id": keys.object_id, "meta": meta_spec, "buffers": specs}
+            written.append(keys.manifest)
+            self.transport.put_blob(keys.manifest, mf.encode_json(manifest, "bundle manifest"),
+                                    config)
+        except BaseException:
+            self._discard(written)
+            raise
+        return RemoteBundleRef(manifest_key=keys.manifest, manifest=manifest)
+
+    def merge(self, meta, buffer_specs, partition, cleanup_keys, config=None):
+        """A new manifest naming existing payloads (``buffer_specs``) and a new meta payload;
+        ``cleanup_keys``: control objects of superseded manifests, removed with this bundle."""
+        keys = BundleKeys(self.prefix, partition)
+        meta_view = as_view(meta, "meta")
+        cleanup = list(dict.fromkeys(cleanup_keys))
+        owners = {object_id_of(self.prefix, spec["key"]) for spec in buffer_specs.values()}
+        owners.update(object_id_of(self.prefix, k) for k in cleanup)
+        owners.add(keys.object_id)
+        written = []
+        try:
+            meta_spec = self._write_payload(keys.meta, meta_view, max(meta_view.nbytes, 1),
+                                            BundleTransferPolicy(copy_mode="copy"), config,
+                                            written)
+            manifest = {"version": mf.MANIFEST_VERSION, "layout": "bundle",
+                        "object_id": keys.object_id, "meta": meta_spec,
+                        "buffers": dict(buffer_specs),
+                        "buffer_object_ids": sorted(o for o in owners if o)}
+            if cleanup:
+                manifest["cleanup_keys"] = cleanup
+            mf.validate(manifest, self.prefix)
+            written.append(keys.manifest)
+            self.transport.put_blob(keys.manifest, mf.encode_json(manifest, "bundle manifest"),
+                                    config)
+        except BaseException:
+            self._discard(written)
+            raise
+        return RemoteBundleRef(manifest_key=keys.manifest, manifest=manifest)
+
+    def _discard(self, keys):
+        try:
+            self.transport.remove_keys(keys, strict=False)
+        except Exception:  # the write's own error is the one to report
+            pass
+
+    # reading
+
+    def resolve(self, ref):
+        """The validated manifest of a ref (a RemoteBundleRef or {"manifest_key": ...})."""
+        if isinstance(ref, RemoteBundleRef):
+            key, manifest = ref.manifest_key, ref.manifest
+        elif hasattr(ref, "get"):
+            key, manifest = ref.get("manifest_key"), ref.get("manifest")
+        else:
+            raise TypeError(f"expected a RemoteBundleRef or a mapping, got {type(ref).__name__}")
+        if not manifest:
+            if not isinstance(key, str) or not key:
+                raise ValueError("bundle ref must include manifest_key")
+            manifest = mf.decode_json(self.transport.get_blob(key, "bundle manifest"),
+                                      "bundle manifest")
+        mf.validate(manifest, self.prefix)
+        self.manifest_key(ref, manifest)
+        return manifest
+
+    def manifest_key(self, ref, manifest):
+        expected = f"{self.prefix}/{manifest['object_id']}/manifest"
+        key = ref.manifest_key if isinstance(ref, RemoteBundleRef) else ref.get("manifest_key")
+        if key is not None and key != expected:
+            raise mf.ManifestError("bundle manifest_key does not match manifest object_id")
+        return expected
+
+    def metadata(self, manifest):
+        return mf.decode_json(self.transport.read_bytes(manifest["meta"], single=True),
+                              "structured metadata")
+
+    def remove(self, ref):
+        manifest = self.resolve(ref)
+        keys = [*mf.manifest_keys(manifest), *manifest.get("cleanup_keys", []),
+                self.manifest_key(ref, manifest)]
+        self.transport.remove_keys(keys, strict=True)
+
+    def remove_keys(self, keys, strict=False):
+        self.transport.remove_keys(keys, strict=strict)
+
+
+__all__ = ["BundleStore", "Parts", "PayloadMissingError", "as_view", "split_parts"]

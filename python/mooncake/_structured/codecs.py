@@ -1,0 +1,501 @@
+"""Row codecs for DataProto ``non_tensor_batch`` object arrays.
+
+An object array (one Python value per row) has no byte layout, so it is stored as a few dense
+payloads chosen from its contents (inferred, or given by a ``FieldSchema``); codec: rows ->
+payloads:
+
+- ``ndarray``: numeric scalars (bool, int, float) -> ``values`` (one dtype), ``nulls``;
+- ``utf8_ragged``: str -> ``data`` (UTF-8), ``offsets``, ``nulls``;
+- ``bytes_ragged``: bytes, bytearray, memoryview -> ``data``, ``offsets``, ``nulls``;
+- ``json_ragged``: dicts, lists, tuples of JSON values -> ``data`` (JSON), ``offsets``, ``nulls``;
+- ``typed_ragged``: numeric ndarrays or number lists, any shape per row -> ``data`` (values),
+  ``offsets`` (elements), ``shapes`` / ``ndims`` (per row), ``nulls``;
+- ``ragged_tensor``: torch tensors of one dtype, any shape per row -> ``data`` (bytes),
+  ``offsets`` (bytes), ``shapes``, ``ndims``, ``nulls``;
+- ``structured_recursive``: dicts / lists holding tensors, ndarrays or bytes -> ``tree.*`` (a JSON
+  skeleton per row) and ``leaf<g>.*`` (one ragged group per leaf kind and dtype);
+- ``ragged_tensor_dict`` (schema only): dicts of tensors -> ``<key>.*`` (a ragged_tensor column
+  per key), ``nulls``.
+
+``None`` rows are allowed everywhere (``nulls``; a schema with ``nullable=False`` refuses them).
+``offsets`` has ``rows + 1`` entries, so any set of rows is read as byte ranges of ``data``
+without reading the rest. Anything else is refused with a ``ValueError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mooncake._structured import _deps
+from mooncake._structured.bundle import Parts
+from mooncake._structured.inference import choose_leaf_codec
+
+CODECS = ("ndarray", "utf8_ragged", "bytes_ragged", "json_ragged", "typed_ragged",
+          "ragged_tensor", "structured_recursive", "ragged_tensor_dict")
+LEAF_KEY = "__mooncake_leaf__"
+MAX_DEPTH = 64
+
+
+@dataclass
+class Encoded:
+    codec: str
+    rows: int
+    payload: dict[str, Any]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class UnsupportedValues(ValueError):
+    pass
+
+
+def _nulls(values):
+    return np.fromiter((v is None for v in values), dtype=np.uint8, count=len(values))
+
+
+def _is_bytes_like(v):
+    return isinstance(v, (bytes, bytearray, memoryview))
+
+
+def _is_number(v):
+    return isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating))
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+
+
+# -- inference ---------------------------------------------------------------------------------
+
+def infer_codec(path, values):
+    """The codec of rows ``values`` (``inference.choose_leaf_codec``); all-null rows are
+    ``json_ragged``; raises UnsupportedValues when no codec can hold them."""
+    if all(v is None for v in values):
+        return "json_ragged"
+    decision = choose_leaf_codec(values)
+    if not decision.accepted:
+        raise UnsupportedValues(f"unsupported structured non-tensor field {path}: "
+                                f"{decision.reason}")
+    return decision.codec
+
+
+def _leaf_group(value):
+    """The leaf group (codec, dtype) of a value the JSON tree cannot carry, or None."""
+    if _is_bytes_like(value):
+        return ("bytes_ragged", "")
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return ("typed_ragged", value.dtype.str)
+    if _deps.is_tensor(value):
+        return ("ragged_tensor", str(value.dtype))
+    return None
+
+
+# -- encoding ----------------------------------------------------------------------------------
+
+def _ragged_blobs(values, to_bytes):
+    blobs = [b"" if v is None else to_bytes(v) for v in values]
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in blobs], out=offsets[1:])
+    views = tuple(memoryview(b).cast("B") for b in blobs if len(b))
+    return {"data": Parts(views), "offsets": offsets, "nulls": _nulls(values)}
+
+
+def _utf8(v):
+    if not isinstance(v, str):
+        raise TypeError(f"utf8_ragged rows must be str, got {type(v).__name__}")
+    return v.encode("utf-8")
+
+
+def _bytes(v):
+    if not _is_bytes_like(v):
+        raise TypeError(f"bytes_ragged rows must be bytes-like, got {type(v).__name__}")
+    return bytes(v)
+
+
+def _json(v):
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                      default=_json_default).encode("utf-8")
+
+
+def _encode_scalars(values, dtype_hint=None):
+    present = [v for v in values if v is not None]
+    for v in present:
+        if not _is_number(v):
+            raise TypeError(f"ndarray codec rows must be numeric scalars, got {type(v).__name__}")
+    dtype = np.dtype(dtype_hint) if dtype_hint is not None else (
+        np.result_type(*[np.asarray(v).dtype for v in present]) if present else np.dtype("int64"))
+    out = np.zeros(len(values), dtype=dtype)
+    for i, v in enumerate(values):
+        if v is not None:
+            out[i] = v
+    return {"values": out, "nulls": _nulls(values)}, {"dtype": dtype.str}
+
+
+def _shape_table(shapes_list):
+    """(shapes [rows, max ndim], ndims [rows]) of per-row shapes (None rows: ndim 0)."""
+    width = max([len(sh) for sh in shapes_list if sh is not None] or [1])
+    shapes = np.zeros((len(shapes_list), width), dtype=np.int64)
+    ndims = np.zeros(len(shapes_list), dtype=np.int64)
+    for i, sh in enumerate(shapes_list):
+        if sh is not None:
+            shapes[i, :len(sh)] = sh
+            ndims[i] = len(sh)
+    return shapes, ndims
+
+
+def _encode_typed(values, dtype_hint=None):
+    arrays = [None if v is None else np.asarray(v) for v in values]
+    present = [a for a in arrays if a is not None]
+    for a in present:
+        if a.dtype.kind not in "biuf":
+            raise TypeError(f"typed_ragged rows must be numeric, got dtype {a.dtype}")
+    if dtype_hint is not None:
+        dtype = np.dtype(dtype_hint)
+    elif present:
+        dtype = np.result_type(*[a.dtype for a in present])
+    else:
+        dtype = np.dtype("int64")
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    views = []
+    for i, a in enumerate(arrays):
+        n = 0
+        if a is not None:
+            a = np.ascontiguousarray(a, dtype=dtype)
+            n = a.size
+            if n:
+                views.append(memoryview(a.reshape(-1).view(np.uint8)))
+        offsets[i + 1] = offsets[i] + n
+    shapes, ndims = _shape_table([None if a is None else a.shape for a in arrays])
+    row_type = "ndarray" if all(isinstance(v, np.ndarray) for v in values if v is not None) \
+        else "list"
+    payload = {"data": Parts(tuple(views)), "offsets": offsets, "shapes": shapes,
+               "ndims": ndims, "nulls": _nulls(values)}
+    return payload, {"dtype": dtype.str, "row_type": row_type}
+
+
+def _encode_tensors(values):
+    from mooncake._structured.members import tensor_bytes
+
+    torch = _deps.require_torch()
+    present = [v for v in values if v is not None]
+    for v in present:
+        if not isinstance(v, torch.Tensor):
+            raise TypeError(f"ragged_tensor rows must be tensors, got {type(v).__name__}")
+    dtypes = sorted({str(v.dtype) for v in present})
+    if len(dtypes) > 1:
+        raise ValueError(f"mixed tensor dtype: {dtypes}")
+    dtype = dtypes[0] if dtypes else "torch.float32"
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    views = []
+    for i, v in enumerate(values):
+        n = 0
+        if v is not None:
+            raw = tensor_bytes(v)
+            n = raw.nbytes
+            if n:
+                views.append(memoryview(raw))
+        offsets[i + 1] = offsets[i] + n
+    shapes, ndims = _shape_table([None if v is None else tuple(v.shape) for v in values])
+    payload = {"data": Parts(tuple(views)), "offsets": offsets, "shapes": shapes,
+               "ndims": ndims, "nulls": _nulls(values)}
+    return payload, {"dtype": dtype}
+
+
+def _tensor_dict_keys(path, values, declared):
+    if declared is None:
+        keys = list(dict.fromkeys(k for v in values if isinstance(v, dict) for k in v))
+    elif isinstance(declared, (list, tuple, dict)):
+        keys = list(declared)
+    else:
+        raise ValueError(f"FieldSchema for {path!r} metadata['keys'] must be a list or a dict")
+    for key in keys:
+        if not isinstance(key, str) or not key or any(c in key for c in "./\\"):
+            raise ValueError(f"ragged_tensor_dict keys of {path!r} must be non-empty strings and "
+                             f"must not contain '.', '/' or '\\': {key!r}")
+    return keys
+
+
+def _encode_tensor_dict(path, values, options):
+    """Rows that are dicts of tensors (or None): one ragged_tensor column per key."""
+    declared = (options or {}).get("keys")
+    keys = _tensor_dict_keys(path, values, declared)
+    for v in values:
+        if v is None:
+            continue
+        if not isinstance(v, dict):
+            raise TypeError(f"ragged_tensor_dict rows of {path!r} must be dicts or None, got "
+                            f"{type(v).__name__}")
+        extra = [k for k in v if k not in keys]
+        if extra:
+            raise ValueError(f"ragged_tensor_dict row of {path!r} has keys not declared in the "
+                             f"FieldSchema: {extra}")
+        if any(x is None for x in v.values()):
+            raise TypeError(f"ragged_tensor_dict rows of {path!r} must omit a key rather than "
+                            "give an explicit None")
+    payload, columns = {"nulls": _nulls(values)}, {}
+    for key in keys:
+        column = [None if v is None else v.get(key) for v in values]
+        enc = encode(f"{path}.{key}", column, "ragged_tensor")
+        payload.update({f"{key}.{k}": p for k, p in enc.payload.items()})
+        columns[key] = enc.metadata
+    return payload, {"keys": keys, "columns": columns}
+
+
+def _decode_tensor_dict(meta, source, rows, total_rows):
+    nulls = source.array("nulls")
+    _check_len("nulls", nulls, total_rows)
+    keys = meta.get("keys")
+    if not isinstance(keys, list):
+        raise ValueError("ragged_tensor_dict metadata has no keys")
+    out = [None if nulls[r] else {} for r in rows]
+    for key in keys:
+        col = decode({"codec": "ragged_tensor", "metadata": meta["columns"][key]},
+                     _Prefixed(source, f"{key}."), rows, total_rows)
+        for row, value in zip(out, col):
+            if row is not None and value is not None:
+                row[key] = value
+    return out
+
+
+def encode(path, values, codec=None, *, dtype_hint=None, nullable=True, options=None):
+    """Encode a list of row values; ``codec`` None: inferred. ``options``: the FieldSchema's
+    metadata (``keys`` for ``ragged_tensor_dict``)."""
+    values = list(values)
+    if not nullable and any(v is None for v in values):
+        raise ValueError(f"FieldSchema for {path!r} is not nullable")
+    if codec is None:
+        codec = infer_codec(path, values)
+    if codec == "ndarray":
+        payload, meta = _encode_scalars(values, dtype_hint)
+    elif codec == "utf8_ragged":
+        payload, meta = _ragged_blobs(values, _utf8), {}
+    elif codec == "bytes_ragged":
+        payload, meta = _ragged_blobs(values, _bytes), {}
+    elif codec == "json_ragged":
+        try:
+            payload, meta = _ragged_blobs(values, _json), {}
+        except (TypeError, ValueError) as error:
+            raise UnsupportedValues(f"unsupported structured non-tensor field {path}: {error}") \
+                from error
+    elif codec == "typed_ragged":
+        payload, meta = _encode_typed(values, dtype_hint)
+    elif codec == "ragged_tensor":
+        payload, meta = _encode_tensors(values)
+    elif codec == "structured_recursive":
+        payload, meta = _encode_tree(path, values)
+    elif codec == "ragged_tensor_dict":
+        payload, meta = _encode_tensor_dict(path, values, options)
+    else:
+        raise ValueError(f"unsupported schema codec: {codec!r} (known: {', '.join(CODECS)})")
+    return Encoded(codec, len(values), payload, meta)
+
+
+def _encode_tree(path, values):
+    """Rows of nested dicts / lists whose leaves include tensors, numeric ndarrays or bytes:
+    each row's JSON skeleton (``tree.*``, leaves replaced by ``{LEAF_KEY: [group, index]}``)
+    plus one ragged payload group per leaf kind and dtype (``leaf<g>.*``)."""
+    groups, leaves = {}, []
+
+    def walk(value, depth):
+        if depth > MAX_DEPTH:
+            raise UnsupportedValues(f"unsupported structured non-tensor field {path}: nested "
+                                    f"deeper than {MAX_DEPTH}")
+        if value is None or isinstance(value, (str, bool, int, float)):
+            if isinstance(value, float) and not np.isfinite(value):
+                raise UnsupportedValues(f"unsupported structured non-tensor field {path}: "
+                                        "non-finite float")
+            return value
+        if isinstance(value, np.generic):
+            return walk(value.item(), depth)
+        group = _leaf_group(value)
+        if group is not None:
+            g = groups.setdefault(group, len(groups))
+            if g == len(leaves):
+                leaves.append([])
+            leaves[g].append(value)
+            return {LEAF_KEY: [g, len(leaves[g]) - 1]}
+        if isinstance(value, dict):
+            if LEAF_KEY in value:
+                raise UnsupportedValues(f"structured non-tensor field {path} rows must not "
+                                        f"contain the reserved key {LEAF_KEY!r}")
+            bad = [k for k in value if not isinstance(k, str)]
+            if bad:
+                raise UnsupportedValues(f"unsupported structured non-tensor field {path}: dict "
+                                        f"keys must be str, got {type(bad[0]).__name__}")
+            return {k: walk(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v, depth + 1) for v in value]
+        raise UnsupportedValues(f"unsupported structured non-tensor field {path}: no codec for "
+                                f"a nested {type(value).__name__}")
+
+    skeletons = [None if v is None else walk(v, 0) for v in values]
+    tree = encode(f"{path}.tree", skeletons, "json_ragged")
+    payload = {f"tree.{k}": v for k, v in tree.payload.items()}
+    meta_groups = []
+    for (codec, _dtype), g in groups.items():
+        enc = encode(f"{path}.leaf{g}", leaves[g], codec)
+        payload.update({f"leaf{g}.{k}": v for k, v in enc.payload.items()})
+        meta_groups.append({"codec": codec, "metadata": enc.metadata, "count": len(leaves[g])})
+    return payload, {"groups": meta_groups}
+
+
+class _Prefixed:
+    def __init__(self, source, prefix):
+        self.source, self.prefix = source, prefix
+
+    def array(self, name):
+        return self.source.array(self.prefix + name)
+
+    def rows_of(self, name, rows):
+        return self.source.rows_of(self.prefix + name, rows)
+
+    def ranges(self, name, spans):
+        return self.source.ranges(self.prefix + name, spans)
+
+
+def _decode_tree(meta, source, rows, total_rows):
+    skeletons = decode({"codec": "json_ragged"}, _Prefixed(source, "tree."), rows, total_rows)
+    groups = meta.get("groups")
+    if not isinstance(groups, list):
+        raise ValueError("structured_recursive metadata has no leaf groups")
+    wanted = [set() for _ in groups]
+
+    def refs(node):
+        if isinstance(node, dict):
+            if LEAF_KEY in node:
+                g, i = node[LEAF_KEY]
+                if not (0 <= g < len(groups) and 0 <= i < groups[g]["count"]):
+                    raise ValueError(f"structured_recursive leaf {g}/{i} does not exist")
+                wanted[g].add(i)
+            else:
+                for v in node.values():
+                    refs(v)
+        elif isinstance(node, list):
+            for v in node:
+                refs(v)
+
+    for sk in skeletons:
+        refs(sk)
+    found = []
+    for g, group in enumerate(groups):
+        idx = sorted(wanted[g])
+        vals = decode({"codec": group["codec"], "metadata": group.get("metadata")},
+                      _Prefixed(source, f"leaf{g}."), idx, group["count"]) if idx else []
+        found.append(dict(zip(idx, vals)))
+
+    def build(node):
+        if isinstance(node, dict):
+            if LEAF_KEY in node:
+                g, i = node[LEAF_KEY]
+                return found[g][i]
+            return {k: build(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [build(v) for v in node]
+        return node
+
+    return [build(sk) for sk in skeletons]
+
+
+# -- decoding ----------------------------------------------------------------------------------
+
+class RowSource:
+    """What a decoder reads: ``array(name)`` (a whole small payload as an ndarray: offsets,
+    nulls, shapes), ``rows_of(name, rows)`` (rows of a dense payload) and
+    ``ranges(name, [(start, end), ...])`` (byte ranges of the ``data`` payload)."""
+
+
+class MemorySource(RowSource):
+    def __init__(self, objects):
+        self.objects = objects
+
+    def array(self, name):
+        return self.objects[name]
+
+    def rows_of(self, name, rows):
+        return self.objects[name][list(rows)]
+
+    def ranges(self, name, spans):
+        data = self.objects[name]
+        view = memoryview(data) if not isinstance(data, np.ndarray) else memoryview(
+            data.reshape(-1).view(np.uint8))
+        return [view[a:b] for a, b in spans]
+
+
+def _check_len(name, array, want):
+    if len(array) != want:
+        raise ValueError(f"structured non-tensor payload {name!r} has {len(array)} entries, "
+                         f"expected {want} (offsets length must be rows + 1)")
+
+
+def decode(encoded, source, rows, total_rows):
+    """The values of rows ``rows`` (a list of indices) of an encoded field."""
+    codec = encoded["codec"]
+    meta = encoded.get("metadata") or {}
+    if codec == "structured_recursive":
+        return _decode_tree(meta, source, rows, total_rows)
+    if codec == "ragged_tensor_dict":
+        return _decode_tensor_dict(meta, source, rows, total_rows)
+    nulls = source.array("nulls")
+    _check_len("nulls", nulls, total_rows)
+    if codec == "ndarray":
+        values = source.rows_of("values", rows).tolist()
+        return [None if nulls[r] else v for r, v in zip(rows, values)]
+    if codec not in CODECS:
+        raise ValueError(f"unsupported structured non-tensor codec: {codec!r}")
+    offsets = source.array("offsets")
+    _check_len("offsets", offsets, total_rows + 1)
+    if np.any(np.diff(offsets) < 0) or (len(offsets) and offsets[0] != 0):
+        raise ValueError("structured non-tensor offsets must be non-decreasing from 0")
+    live = [r for r in rows if not nulls[r]]
+    if codec in ("typed_ragged",):
+        itemsize = np.dtype(meta["dtype"]).itemsize
+    else:
+        itemsize = 1
+    spans = [(int(offsets[r]) * itemsize, int(offsets[r + 1]) * itemsize) for r in live]
+    blobs = dict(zip(live, source.ranges("data", spans))) if live else {}
+    shapes = ndims = None
+    if codec in ("typed_ragged", "ragged_tensor"):
+        shapes, ndims = source.array("shapes"), source.array("ndims")
+        _check_len("shapes", shapes, total_rows)
+        _check_len("ndims", ndims, total_rows)
+    out = []
+    for r in rows:
+        if nulls[r]:
+            out.append(None)
+            continue
+        blob = blobs[r]
+        if codec == "utf8_ragged":
+            out.append(bytes(blob).decode("utf-8"))
+        elif codec == "bytes_ragged":
+            out.append(bytes(blob))
+        elif codec == "json_ragged":
+            out.append(json.loads(bytes(blob).decode("utf-8")))
+        elif codec == "typed_ragged":
+            arr = np.frombuffer(bytes(blob), dtype=np.dtype(meta["dtype"])).reshape(
+                tuple(int(d) for d in shapes[r][:ndims[r]]))
+            out.append(arr.tolist() if meta.get("row_type") == "list" else arr.copy())
+        else:
+            from mooncake._structured.members import torch_dtype
+
+            torch = _deps.require_torch()
+            shape = tuple(int(d) for d in shapes[r][:ndims[r]])
+            dtype = torch_dtype(meta["dtype"])
+            if len(blob):
+                out.append(torch.frombuffer(bytearray(blob), dtype=dtype).reshape(shape))
+            else:
+                out.append(torch.empty(shape, dtype=dtype))
+    return out
+
+
+def object_array(values):
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out

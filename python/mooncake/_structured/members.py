@@ -1,0 +1,433 @@
+"""Structured members: how a value becomes a stored payload plus a field spec, and how a
+member (whole, a row slice, or a set of rows) is read back.
+
+Encodings (the field spec's ``encoding``):
+
+- ``ndarray``: a numeric numpy array as C-order bytes; ``dtype`` (numpy ``str``), ``shape``.
+- ``torch_tensor``: a dense torch tensor as C-order bytes (``format`` ``"raw"``), ``dtype``
+  (``"torch.float32"``), ``shape``; or a caller's tensor-object buffer stored as it is
+  (``format`` ``"tensor_object"``, the store's tensor format).
+- ``bytes``: a bytes-like value, returned as ``bytes``.
+
+Rows of ``ndarray`` and raw ``torch_tensor`` members are read as byte ranges of the payload,
+so a slice or a row gather moves only the bytes it returns.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from mooncake._structured import _deps
+from mooncake._structured.bundle import Parts
+from mooncake._structured.manifest import FIELD_SPECS_KEY, ManifestError
+from mooncake._structured.transport import address_of
+from mooncake._structured.model import RawDestination, StructuredMemberSlice, TensorObjectBuffer
+
+
+# -- encoding ----------------------------------------------------------------------------------
+
+def normalize_metadata(metadata):
+    if not hasattr(metadata, "keys") or not hasattr(metadata, "__getitem__"):
+        raise TypeError("structured metadata must be a mapping")
+    out = dict(metadata)
+    if FIELD_SPECS_KEY in out:
+        raise ValueError(f"structured metadata key {FIELD_SPECS_KEY!r} is reserved")
+    if not isinstance(out.setdefault("layout", "structured"), str):
+        raise ValueError("structured metadata layout must be a string")
+    return out
+
+
+def tensor_dtype_name(tensor):
+    return str(tensor.dtype)
+
+
+def torch_dtype(name):
+    torch = _deps.require_torch()
+    dtype = getattr(torch, str(name).removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ManifestError(f"unknown torch dtype: {name}")
+    return dtype
+
+
+def tensor_bytes(tensor):
+    """A flat uint8 numpy view (or copy, for a non-CPU or non-contiguous tensor) of a tensor's
+    bytes, in C order."""
+    t = tensor.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    t = t.contiguous().reshape(-1)
+    torch = _deps.torch_module()
+    if t.numel() == 0:
+        return np.empty(0, dtype=np.uint8)
+    return t.view(torch.uint8).numpy()
+
+
+def encode_member(name, value):
+    """(field spec, storable value) of one member."""
+    if isinstance(value, TensorObjectBuffer):
+        return {"encoding": "torch_tensor", "format": "tensor_object"}, value
+    if _deps.is_tensor(value):
+        if value.is_nested:
+            return encode_jagged(name, value)
+        if value.is_sparse:
+            raise ValueError(f"structured member {name!r}: sparse tensors are not supported")
+        return ({"encoding": "torch_tensor", "format": "raw", "dtype": tensor_dtype_name(value),
+                 "shape": list(value.shape), "element_size": int(value.element_size())},
+                tensor_bytes(value))
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            raise TypeError(f"structured member {name!r}: object arrays have no byte layout "
+                            "(store them as DataProto non_tensor_batch fields)")
+        array = np.ascontiguousarray(value)
+        return ({"encoding": "ndarray", "dtype": array.dtype.str, "shape": list(array.shape)},
+                array.reshape(-1).view(np.uint8))
+    if isinstance(value, Parts):
+        return {"encoding": "bytes"}, value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"encoding": "bytes"}, value
+    raise TypeError(f"structured member {name!r} has unsupported type {type(value).__name__}; "
+                    "expected a numpy array, a torch tensor, bytes or a tensor_object_buffer")
+
+
+def encode_jagged(name, value):
+    """A jagged nested tensor: its rows' bytes one after another; row byte offsets and shapes
+    in the spec, so any rows are read as byte ranges."""
+    torch = _deps.torch_module()
+    if value.layout != torch.jagged:
+        raise ValueError(f"structured member {name!r}: nested tensors need torch.jagged layout")
+    rows = value.unbind()
+    views, offsets, shapes = [], [0], []
+    for row in rows:
+        raw = tensor_bytes(row)
+        if raw.nbytes:
+            views.append(memoryview(raw))
+        offsets.append(offsets[-1] + raw.nbytes)
+        shapes.append(list(row.shape))
+    spec = {"encoding": "torch_tensor", "nested": True, "format": "jagged_rows",
+            "dtype": tensor_dtype_name(value), "element_size": int(value.element_size()),
+            "ragged_idx": int(getattr(value, "_ragged_idx", 1)), "row_offsets": offsets,
+            "row_shapes": shapes}
+    return spec, Parts(tuple(views))
+
+
+def encode_members(metadata, members):
+    meta = normalize_metadata(metadata)
+    specs, values = {}, {}
+    for name, value in members.items():
+        specs[name], values[name] = encode_member(name, value)
+    if specs:
+        meta[FIELD_SPECS_KEY] = specs
+    return meta, values
+
+
+# -- layouts -----------------------------------------------------------------------------------
+
+class Layout:
+    """The row layout of a dense member: dtype, shape, row width in bytes."""
+
+    def __init__(self, name, spec):
+        self.name = name
+        self.encoding = spec.get("encoding", "bytes")
+        dtype, shape = spec.get("dtype"), spec.get("shape")
+        if not isinstance(dtype, str) or not isinstance(shape, list) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+            raise ManifestError(f"structured {self.encoding} field {name} is missing dtype or "
+                                "shape")
+        self.shape = tuple(shape)
+        self.dtype_name = dtype
+        if self.encoding == "ndarray":
+            try:
+                self.np_dtype = np.dtype(dtype)
+            except TypeError as error:
+                raise ManifestError(f"structured ndarray field {name} has bad dtype "
+                                    f"{dtype!r}") from error
+            self.itemsize = self.np_dtype.itemsize
+        else:
+            self.np_dtype = None
+            self.itemsize = int(spec.get("element_size", 0))
+            if self.itemsize <= 0:
+                self.itemsize = torch_dtype(dtype).itemsize
+        count = 1
+        for d in self.shape[1:]:
+            count *= d
+        self.row_bytes = count * self.itemsize
+        self.rows = self.shape[0] if self.shape else None
+        self.nbytes = (self.rows if self.shape else 1) * self.row_bytes
+
+    def output_shape(self, rows):
+        return (rows, *self.shape[1:])
+
+    def check(self, payload_spec):
+        if payload_spec["bytes"] != self.nbytes:
+            raise ManifestError(f"structured field {self.name} payload has "
+                                f"{payload_spec['bytes']} bytes, its shape needs {self.nbytes}")
+
+
+def row_runs(indices):
+    """Consecutive runs (first row, count) of a row index list, in order."""
+    runs = []
+    for i in indices:
+        if runs and runs[-1][0] + runs[-1][1] == i:
+            runs[-1][1] += 1
+        else:
+            runs.append([i, 1])
+    return runs
+
+
+def slice_indices(member_slice, total_rows):
+    start, end, step = member_slice.bounds(total_rows)
+    return range(start, end, step)
+
+
+# -- destinations ------------------------------------------------------------------------------
+
+def ndarray_destination(name, destination, dtype, shape):
+    if destination is None:
+        return np.empty(shape, dtype=dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if isinstance(destination, RawDestination):
+        if destination.size < nbytes:
+            raise ValueError(f"raw destination has {destination.size} bytes, expected at least "
+                             f"{nbytes}")
+        if nbytes == 0:
+            return np.empty(shape, dtype=dtype)
+        buf = (ctypes.c_uint8 * nbytes).from_address(destination.ptr)
+        return np.frombuffer(buf, dtype=dtype).reshape(shape)
+    if not isinstance(destination, np.ndarray):
+        raise TypeError(f"structured ndarray field {name} destination must be a numpy.ndarray "
+                        "or raw_destination")
+    if destination.dtype != dtype:
+        raise ValueError(f"structured ndarray field {name} destination dtype mismatch: "
+                         f"expected {dtype.str}, got {destination.dtype.str}")
+    if tuple(destination.shape) != tuple(shape):
+        raise ValueError(f"structured ndarray field {name} destination shape mismatch: "
+                         f"expected {tuple(shape)}, got {tuple(destination.shape)}")
+    if not destination.flags["C_CONTIGUOUS"]:
+        raise ValueError(f"structured ndarray field {name} destination must be C-contiguous")
+    if not destination.flags["WRITEABLE"]:
+        raise ValueError(f"structured ndarray field {name} destination must be writeable")
+    return destination
+
+
+def tensor_destination(name, destination, dtype, shape):
+    torch = _deps.require_torch()
+    if destination is None:
+        return torch.empty(shape, dtype=dtype)
+    if isinstance(destination, RawDestination):
+        nbytes = dtype.itemsize
+        for d in shape:
+            nbytes *= d
+        if destination.size < nbytes:
+            raise ValueError(f"raw destination has {destination.size} bytes, expected at least "
+                             f"{nbytes}")
+        if nbytes == 0:
+            return torch.empty(shape, dtype=dtype)
+        buf = (ctypes.c_uint8 * nbytes).from_address(destination.ptr)
+        return torch.frombuffer(buf, dtype=dtype).reshape(shape)
+    if not isinstance(destination, torch.Tensor):
+        raise TypeError(f"structured tensor field {name} destination must be a torch.Tensor, "
+                        "a tensor_object_buffer or a raw_destination")
+    if destination.dtype != dtype:
+        raise ValueError(f"structured tensor field {name} destination dtype mismatch: "
+                         f"expected {dtype}, got {destination.dtype}")
+    if tuple(destination.shape) != tuple(shape):
+        raise ValueError(f"structured tensor field {name} destination shape mismatch: "
+                         f"expected {tuple(shape)}, got {tuple(destination.shape)}")
+    if destination.device.type != "cpu" or not destination.is_contiguous():
+        raise ValueError(f"structured tensor field {name} destination must be a contiguous "
+                         "CPU tensor")
+    return destination
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+class PoolLease:
+    """Owns one buffer-pool lease behind pool-backed results; released once, explicitly
+    (``MooncakeBundleTransfer.release_result``) or when the last array using it is collected."""
+
+    def __init__(self, lease):
+        self.lease = lease
+        self.released = False
+
+    def release(self):
+        if not self.released:
+            self.released = True
+            self.lease.release()
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - a destructor must not raise
+            pass
+
+
+class PoolArray(np.ndarray):
+    """An ndarray over buffer-pool memory; it and every view of it keep the lease's owner
+    (``_mooncake_pool_owner``) alive."""
+
+    def __array_finalize__(self, obj):
+        if obj is not None:
+            self._mooncake_pool_owner = getattr(obj, "_mooncake_pool_owner", None)
+
+
+def pool_array(pool, dtype, shape):
+    nbytes = dtype.itemsize
+    for d in shape:
+        nbytes *= d
+    owner = PoolLease(pool.acquire(nbytes))
+    try:
+        buf = (ctypes.c_uint8 * nbytes).from_address(owner.lease.ptr)
+        array = np.frombuffer(buf, dtype=dtype).reshape(shape).view(PoolArray)
+    except BaseException:
+        owner.release()
+        raise
+    array._mooncake_pool_owner = owner
+    return array
+
+
+class MemberReader:
+    """Reads members of one resolved bundle through the transport; with a buffer pool,
+    ndarray members read without a destination land in pool leases (registered memory, so the
+    store writes them without a staging copy)."""
+
+    def __init__(self, transport, pool=None):
+        self.transport = transport
+        self.pool = pool
+
+    def _rows_into(self, payload_spec, layout, rows, address):
+        """Rows ``rows`` (a list of row indices) packed one after another at ``address``."""
+        at, ranges = 0, []
+        for first, count in row_runs(rows):
+            n = count * layout.row_bytes
+            ranges.append((first * layout.row_bytes, n, address + at))
+            at += n
+        self.transport.read_ranges(payload_spec, ranges)
+
+    def read(self, name, payload_spec, field_spec, member_slice=None, rows=None,
+             destination=None):
+        """A member: whole, sliced (``member_slice``) or gathered (``rows``, a list)."""
+        encoding = field_spec.get("encoding", "bytes")
+        if encoding == "bytes":
+            if member_slice is not None or rows is not None:
+                raise ValueError(f"structured bytes member {name} does not support slicing")
+            if destination is not None:
+                raise ValueError(f"structured bytes member {name} does not support destinations")
+            return self.transport.read_bytes(payload_spec)
+        if encoding == "torch_tensor" and field_spec.get("nested"):
+            if destination is not None:
+                raise ValueError(f"nested tensor member {name} does not support destinations")
+            return self._read_jagged(name, payload_spec, field_spec, member_slice, rows)
+        if encoding == "torch_tensor" and field_spec.get("format") == "tensor_object":
+            return self._read_tensor_object(name, payload_spec, member_slice, rows, destination)
+        if encoding not in ("ndarray", "torch_tensor"):
+            raise ManifestError(f"unsupported structured field encoding: {encoding}")
+        layout = Layout(name, field_spec)
+        layout.check(payload_spec)
+        if member_slice is not None or rows is not None:
+            if not layout.shape:
+                raise ValueError(f"structured member {name} is zero-dimensional and does not "
+                                 "support slicing")
+            if rows is None:
+                if member_slice.axis != 0:
+                    raise ValueError("structured slicing supports axis=0 only")
+                rows = slice_indices(member_slice, layout.rows)
+            else:
+                rows = [int(r) for r in rows]
+                if any(r < 0 or r >= layout.rows for r in rows):
+                    raise IndexError(f"row index out of range for {layout.rows} rows")
+            rows = list(rows)
+            shape = layout.output_shape(len(rows))
+        else:
+            shape = layout.shape
+        if encoding == "ndarray":
+            if destination is None and self.pool is not None and layout.itemsize and all(shape):
+                target = pool_array(self.pool, layout.np_dtype, shape)
+            else:
+                target = ndarray_destination(name, destination, layout.np_dtype, shape)
+            address = address_of(target.reshape(-1).view(np.uint8)) if target.size else 0
+        else:
+            if isinstance(destination, TensorObjectBuffer):  # raw memory of the caller's
+                destination = RawDestination(destination.ptr, destination.size, destination.owner)
+            target = tensor_destination(name, destination, torch_dtype(layout.dtype_name), shape)
+            address = int(target.data_ptr()) if target.numel() else 0
+        if not address:
+            return target
+        if member_slice is None and rows is None:
+            self.transport.read_into(payload_spec, address, 0, layout.nbytes)
+        else:
+            self._rows_into(payload_spec, layout, rows, address)
+        return target
+
+    def _read_jagged(self, name, payload_spec, field_spec, member_slice, rows):
+        torch = _deps.require_torch()
+        offsets, shapes = field_spec.get("row_offsets"), field_spec.get("row_shapes")
+        if (not isinstance(offsets, list) or not isinstance(shapes, list)
+                or len(offsets) != len(shapes) + 1 or offsets[-1] != payload_spec["bytes"]
+                or any(b < a for a, b in zip(offsets, offsets[1:]))):
+            raise ManifestError(f"nested tensor member {name} has invalid row offsets")
+        total = len(shapes)
+        if rows is None:
+            rows = range(total) if member_slice is None else slice_indices(member_slice, total)
+        rows = [int(r) for r in rows]
+        if any(r < 0 or r >= total for r in rows):
+            raise IndexError(f"row index out of range for {total} rows")
+        dtype = torch_dtype(field_spec.get("dtype"))
+        sizes = [offsets[r + 1] - offsets[r] for r in rows]
+        buf = np.empty(sum(sizes), dtype=np.uint8)
+        base, at, ranges = int(buf.ctypes.data), 0, []
+        for r, n in zip(rows, sizes):
+            ranges.append((offsets[r], n, base + at))
+            at += n
+        self.transport.read_ranges(payload_spec, ranges)
+        out, at = [], 0
+        for r, n in zip(rows, sizes):
+            shape = tuple(shapes[r])
+            part = torch.frombuffer(bytearray(buf[at:at + n]), dtype=dtype) if n else \
+                torch.empty(0, dtype=dtype)
+            out.append(part.reshape(shape))
+            at += n
+        ragged = int(field_spec.get("ragged_idx", 1))
+        if out:
+            result = torch.nested.as_nested_tensor(out, layout=torch.jagged)
+            if hasattr(result, "_ragged_idx"):
+                result._ragged_idx = ragged
+            return result
+        shape = list(shapes[0]) if shapes else [0]  # no rows: values empty along the ragged dim
+        if 1 <= ragged <= len(shape):
+            shape[ragged - 1] = 0
+        return torch.nested.nested_tensor_from_jagged(
+            torch.empty(shape, dtype=dtype), offsets=torch.zeros(1, dtype=torch.int64),
+            jagged_dim=ragged)
+
+    def _read_tensor_object(self, name, payload_spec, member_slice, rows, destination):
+        from mooncake.store import _tensor
+
+        size = payload_spec["bytes"]
+        if isinstance(destination, (TensorObjectBuffer, RawDestination)):
+            if member_slice is not None or rows is not None:
+                raise ValueError(f"tensor-object member {name} does not support destinations "
+                                 "with row selection")
+            if destination.size < size:
+                raise ValueError(f"tensor object destination has {destination.size} bytes, "
+                                 f"expected at least {size}")
+            self.transport.read_into(payload_spec, destination.ptr, 0, size)
+            tensor = _tensor._decode((ctypes.c_char * size).from_address(destination.ptr))
+        elif destination is not None:
+            raise TypeError(f"tensor-object member {name} destination must be a "
+                            "tensor_object_buffer or raw_destination")
+        else:
+            tensor = _tensor._decode(bytearray(self.transport.read_bytes(payload_spec)))
+        if tensor is None:
+            raise ManifestError(f"tensor-object member {name} does not hold a tensor object")
+        if rows is not None:
+            return tensor[list(rows)]
+        if member_slice is not None:
+            return tensor[slice_indices(member_slice, tensor.shape[0]).start:
+                          member_slice.bounds(tensor.shape[0])[1]:member_slice.step]
+        return tensor
+
+
+__all__ = ["Layout", "MemberReader", "StructuredMemberSlice", "encode_member", "encode_members",
+           "normalize_metadata"]

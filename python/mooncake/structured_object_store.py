@@ -1,0 +1,81 @@
+"""Structured objects and DataProto bundles in the Mooncake store.
+
+Moves tensors, numpy arrays and DataProto bundles (verl's batch type: ``batch`` tensors,
+``non_tensor_batch`` per-row values, ``meta_info``) between RL roles through the store: each
+object is a manifest plus payload objects, readable whole, by member, by row slice or by row
+gather, into fresh or caller-provided memory. Needs numpy (``pip install
+'mooncake-c[structured]'``); torch only when tensors are stored or read. See
+docs/structured-object-store.md.
+
+The implementation lives in ``mooncake._structured``; this module is its public face.
+"""
+
+from mooncake._structured import _deps  # first: a clear ImportError without numpy
+from mooncake._structured.bundle import PayloadMissingError
+from mooncake._structured.handles import (
+    HANDLE_TYPE as DATAPROTO_REF_HANDLE_TYPE,
+    HANDLE_VERSION as DATAPROTO_REF_HANDLE_VERSION,
+    export_dataproto_ref,
+    import_dataproto_ref,
+    is_dataproto_ref_handle,
+)
+from mooncake._structured.inference import MISSING, choose_leaf_codec, escape_key, infer_structure
+from mooncake._structured.manifest import FIELD_SPECS_KEY as STRUCTURED_FIELD_SPECS_KEY
+from mooncake._structured.manifest import ManifestError
+from mooncake._structured.transfer import MooncakeBundleTransfer
+from mooncake._structured.model import (
+    AUTO_PARALLEL_MIN_BYTES,
+    AUTO_PARALLEL_MIN_CHUNKS,
+    DEFAULT_BUNDLE_CHUNK_BYTES,
+    BundleTransferPolicy,
+    FieldSchema,
+    MooncakeDataProtoRef,
+    RemoteBundleRef,
+    StructuredFieldLocation,
+    StructuredMemberSlice,
+    StructuredObjectPayload,
+    StructuredObjectReadSpec,
+    StructuredObjectResult,
+    raw_destination,
+    tensor_object_buffer,
+)
+
+# The reference's structure-inference helpers under its private names (its
+# tests/test_put_get_tensor.py imports them).
+_choose_leaf_codec = choose_leaf_codec
+_escape_key = escape_key
+
+export_ref = export_dataproto_ref
+del _deps
+import_ref = import_dataproto_ref
+
+__all__ = [
+    "AUTO_PARALLEL_MIN_BYTES",
+    "AUTO_PARALLEL_MIN_CHUNKS",
+    "BundleTransferPolicy",
+    "DATAPROTO_REF_HANDLE_TYPE",
+    "DATAPROTO_REF_HANDLE_VERSION",
+    "DEFAULT_BUNDLE_CHUNK_BYTES",
+    "FieldSchema",
+    "MISSING",
+    "ManifestError",
+    "MooncakeBundleTransfer",
+    "MooncakeDataProtoRef",
+    "PayloadMissingError",
+    "RemoteBundleRef",
+    "STRUCTURED_FIELD_SPECS_KEY",
+    "StructuredFieldLocation",
+    "StructuredMemberSlice",
+    "StructuredObjectPayload",
+    "StructuredObjectReadSpec",
+    "StructuredObjectResult",
+    "export_dataproto_ref",
+    "export_ref",
+    "import_dataproto_ref",
+    "import_ref",
+    "infer_structure",
+    "is_dataproto_ref_handle",
+    "raw_destination",
+    "choose_leaf_codec",
+    "tensor_object_buffer",
+]
