@@ -126,8 +126,9 @@ class MooncakeBundleTransfer:
         if policy.copy_mode == "zero_copy":
             plain = [n for n, v in payload.buffers.items() if _deps.is_tensor(v)]
             if plain:
-                raise ValueError("zero-copy structured tensor fields require a tensor object "
-                                 f"buffer (tensor_object_buffer), got plain tensors {plain}")
+                raise ValueError("zero-copy structured tensor fields require a BufferPool "
+                                 "tensor-object buffer (tensor_object_buffer), got plain "
+                                 f"tensors {plain}")
         meta = mf.encode_json(metadata, "structured metadata")
         return self._bundles.put(meta, values, partition, chunk_bytes, policy, config)
 

@@ -151,6 +151,9 @@ MooncakeDistributedStore.batch_get_replica_desc = _batch_get_replica_desc
 
 # The tensor methods (put_tensor, get_tensor, ...); torch is imported only when one is called.
 from mooncake.store._tensor import ParallelAxis, ReadTarget, TensorParallelism  # noqa: E402
+from mooncake.store._tensor import deserialize_tensor as _deserialize_tensor  # noqa: E402
+from mooncake.store._tensor import serialize_tensor as _serialize_tensor  # noqa: E402
+from mooncake.store._tensor import tensor_metadata_size as _tensor_metadata_size  # noqa: E402
 
 
 class SoftPinAction(_enum.IntEnum):

@@ -1320,3 +1320,35 @@ for _f in (put_tensor, put_tensor_from, batch_put_tensor, batch_put_tensor_from,
     _n = _n.replace("pub_", "upsert_pub_", 1) if "pub_" in _n else _n.replace("put", "upsert", 1)
     setattr(MooncakeDistributedStore, _n, _upsert_form(_f, _n))
 del _f, _n
+
+
+# ---- the reference's module-level helpers (mooncake.store._serialize_tensor, ...) ----
+
+
+def serialize_tensor(tensor):
+    """A tensor's object header and where its bytes are, without writing anything:
+    ``(header bytes, data pointer, data byte count, owner)``. ``owner`` keeps the memory at the
+    pointer alive (a contiguous CPU copy when the tensor was not one already). The stored
+    object is the header followed by the data bytes. TypeError for what is not a tensor this
+    store can store."""
+    w = _full_write(tensor)
+    if w is None:
+        raise TypeError("expected a torch.Tensor of a supported dtype with at most "
+                        f"{_MAX_DIMS} dimensions, got {type(tensor).__name__}")
+    ptr, n = w.ranges[0]
+    return bytes(w.meta), ptr, n, w.keep
+
+
+def tensor_metadata_size():
+    """Bytes of a tensor object's header (304, the reference's)."""
+    return META_SIZE
+
+
+def deserialize_tensor(payload):
+    """The tensor a tensor object (header + data bytes, e.g. what ``get`` returned) holds, in
+    memory of its own. ValueError for bytes that are not a whole tensor object."""
+    buf = bytearray(payload)
+    t = _decode(buf)
+    if t is None:
+        raise ValueError(f"not a Mooncake tensor object ({len(buf)} bytes)")
+    return t

@@ -552,3 +552,35 @@ result = [codes, digest(a), digest(b)]
     got = run(storage[0], "result = [digest(store.get_tensor(k)) for k in "
                           "('t-up', 't-up-b0', 't-up-b1', 't-up-pub')]")
     assert got == [db, db, da, db]
+
+
+def test_module_level_serialization_helpers(cluster):
+    """mooncake.store._serialize_tensor / _deserialize_tensor / _tensor_metadata_size, the
+    reference's module-level helpers: a header built here plus the data bytes is an object
+    get_tensor reads in another process, and what get returns deserializes to the tensor."""
+    _, storage, pure, _ = cluster
+    want = run(pure, "import mooncake.store as ms, ctypes\n"
+                     "t = make(torch.float16, (4, 6), 7)[:, ::2]  # not contiguous\n"
+                     "meta, ptr, n, owner = ms._serialize_tensor(t)\n"
+                     "assert len(meta) == ms._tensor_metadata_size() == 304\n"
+                     "assert n == t.numel() * 2 and owner.is_contiguous()\n"
+                     "obj = meta + ctypes.string_at(ptr, n)\n"
+                     "assert digest(ms._deserialize_tensor(obj)) == digest(t)\n"
+                     "result = [store.put('t-helpers', obj), digest(t)]")
+    assert want[0] == 0
+    assert run(storage[0], "result = digest(store.get_tensor('t-helpers'))") == want[1]
+    assert run(storage[1], "import mooncake.store as ms\n"
+                           "result = digest(ms._deserialize_tensor(store.get('t-helpers')))") \
+        == want[1]
+    bad = run(pure, "import mooncake.store as ms\n"
+                    "out = []\n"
+                    "for f, arg in ((ms._serialize_tensor, [1, 2]),\n"
+                    "               (ms._deserialize_tensor, b'x' * 400),\n"
+                    "               (ms._deserialize_tensor, store.get('t-helpers')[:-1])):\n"
+                    "    try:\n"
+                    "        f(arg)\n"
+                    "        out.append(None)\n"
+                    "    except (TypeError, ValueError) as e:\n"
+                    "        out.append(type(e).__name__)\n"
+                    "result = out")
+    assert bad == ["TypeError", "ValueError", "ValueError"]
