@@ -151,9 +151,12 @@ MooncakeDistributedStore.batch_get_replica_desc = _batch_get_replica_desc
 
 # The tensor methods (put_tensor, get_tensor, ...); torch is imported only when one is called.
 from mooncake.store._tensor import ParallelAxis, ReadTarget, TensorParallelism  # noqa: E402
-from mooncake.store._tensor import deserialize_tensor as _deserialize_tensor  # noqa: E402
-from mooncake.store._tensor import serialize_tensor as _serialize_tensor  # noqa: E402
-from mooncake.store._tensor import tensor_metadata_size as _tensor_metadata_size  # noqa: E402
+from mooncake.store import _tensor  # noqa: E402
+
+# The reference's module-level tensor helpers, under its (private) names.
+_serialize_tensor = _tensor.serialize_tensor
+_deserialize_tensor = _tensor.deserialize_tensor
+_tensor_metadata_size = _tensor.tensor_metadata_size
 
 
 class SoftPinAction(_enum.IntEnum):
