@@ -262,6 +262,9 @@ typedef struct mc_store_replica {
     uint64_t buffer_address;                   /* where the bytes are in the owner's memory */
     uint64_t size;
     int status; /* MC_STORE_REPLICA_* */
+    /* 1: a LOCAL_DISK replica (the reference's replica type): transport_endpoint is the owning
+     * storage node's disk read server, buffer_address 0. 0: a MEMORY replica. */
+    int is_disk;
 } mc_store_replica_t;
 typedef struct mc_store_replica_list {
     int code; /* 0, or this key's code (OBJECT_NOT_FOUND, INVALID_KEY, ...) */

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "client/dummy.h"
+#include "client/store_disk.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
@@ -41,6 +42,7 @@ int mc_store_create(mc_store_t **out) {
     pthread_rwlock_init(&s->seg_rw, NULL);
     mc__put_sessions_init(&s->sessions);
     pthread_mutex_init(&s->extras_mu, NULL);
+    pthread_mutex_init(&s->disk_mu, NULL);
     atomic_init(&s->state, MC__STORE_NEW);
     atomic_init(&s->master_ok, 0);
     mc__staging_init(&s->staging, NULL, 0);
@@ -470,6 +472,8 @@ void mc_store_destroy(mc_store_t *s) {
     mc__put_sessions_fini(&s->sessions);
     mc__free(s->extras);
     pthread_mutex_destroy(&s->extras_mu);
+    mc__store_disk_conns_close(s);
+    pthread_mutex_destroy(&s->disk_mu);
     pthread_rwlock_destroy(&s->reg_lock);
     pthread_rwlock_destroy(&s->seg_rw);
     pthread_rwlock_destroy(&s->op_lock);

@@ -48,6 +48,7 @@ struct mc__bstore {
     struct mc__bucket *active; /* appended to; NULL until the next put creates one */
     uint32_t next_id;
     uint64_t seq; /* next sequence number */
+    uint64_t use; /* the LRU clock: ticks on every put and get */
     uint64_t used;
     uint64_t live;
     struct mc__bindex ix;
@@ -435,6 +436,7 @@ int mc__bstore_put(struct mc__bstore *s, const char *key, const void *data, uint
     e->off = off;
     e->value_len = len;
     e->seq = s->seq++;
+    e->last_use = ++s->use;
     uint32_t crc = mc__crc32(0, key, klen);
     e->data_crc = mc__crc32(crc, data, (size_t)len);
 out:
@@ -479,8 +481,12 @@ int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t ca
         rc = read_verify(b->fd, &snap.e, snap.e.value_len ? buf : &none);
         pthread_mutex_lock(&s->mu);
         bucket_unpin(b);
-        if (rc == 0)
+        if (rc == 0) {
+            e = mc__bindex_find(&s->ix, key, klen);
+            if (e)
+                e->last_use = ++s->use;
             break;
+        }
         e = mc__bindex_find(&s->ix, key, klen);
         if (e && e->b == b && e->off == snap.e.off && e->seq == snap.e.seq) {
             /* The copy read is still the indexed one: what failed is on the disk. */
@@ -566,6 +572,27 @@ GETTER(count, (uint64_t)s->ix.count)
 GETTER(capacity, s->opts.capacity)
 #undef GETTER
 
+int mc__bstore_coldest(struct mc__bstore *s, char *key, size_t cap, uint64_t *value_len) {
+    struct mc__bentry *best = NULL;
+    int rc = MC_ERR_OBJECT_NOT_FOUND;
+    if (!s || !key || !value_len)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&s->mu);
+    struct mc__bindex_iter it = {0};
+    for (struct mc__bentry *e; (e = mc__bindex_next(&s->ix, &it)) != NULL;)
+        if (!best || e->last_use < best->last_use)
+            best = e;
+    if (best && best->key_len + 1 > cap) {
+        rc = MC_ERR_BUFFER_OVERFLOW;
+    } else if (best) {
+        memcpy(key, best->key, best->key_len + 1);
+        *value_len = best->value_len;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 int mc__bstore_foreach(struct mc__bstore *s, mc__bstore_key_fn fn, void *ctx) {
     if (!s || !fn)
         return MC_ERR_INVALID_PARAMS;
@@ -627,6 +654,7 @@ static int scan_visit(void *ctx, uint64_t off, const struct mc__brec *r, const c
     e->off = off;
     e->value_len = r->value_len;
     e->seq = r->seq;
+    e->last_use = r->seq;
     e->data_crc = r->data_crc;
     c->b->live += rs;
     c->b->nlive++;
@@ -737,6 +765,7 @@ static int rescan(struct mc__bstore *s) {
         MC_WARN("bucket store: %" PRIu64 " objects failed their checksum on rescan: dropped",
                 c.dropped);
     s->seq = c.max_seq > s->seq ? c.max_seq : s->seq;
+    s->use = s->seq;
     /* The newest bucket keeps taking appends while it has room; the rest are sealed. A bucket
      * with nothing live goes now (the active one is cut back to empty). */
     if (last && last->size < s->opts.bucket_size)

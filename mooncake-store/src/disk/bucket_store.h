@@ -73,6 +73,11 @@ uint64_t mc__bstore_capacity(struct mc__bstore *s);
 typedef int (*mc__bstore_key_fn)(void *ctx, const char *key, uint64_t value_len);
 int mc__bstore_foreach(struct mc__bstore *s, mc__bstore_key_fn fn, void *ctx);
 
+/* The least recently used object (put or read longest ago; after a rescan, the oldest written):
+ * its key (copied into key, cap bytes) and value length. OBJECT_NOT_FOUND when the store is
+ * empty, BUFFER_OVERFLOW when cap cannot hold the key. A walk of the index: O(objects). */
+int mc__bstore_coldest(struct mc__bstore *s, char *key, size_t cap, uint64_t *value_len);
+
 /* Closes the files and frees s (NULL is a no-op); no other call on s may be in flight. */
 void mc__bstore_close(struct mc__bstore *s);
 #endif

@@ -39,6 +39,11 @@ typedef struct mc__master_config {
     const char *metadata_dir;
     int restore_metadata;           /* replay metadata_dir's log at start (else start empty) */
     int64_t metadata_compact_bytes; /* the log is rewritten past max(this, 4x its last size) */
+    /* The disk tier (disk.h): enable_offload copies objects whose replicas lie on a node with a
+     * disk to that disk as their puts finish (offload_on_evict: only when eviction picks them);
+     * promotion_on_hit puts a disk object back into memory on its threshold-th read. */
+    int enable_offload, offload_on_evict, promotion_on_hit;
+    int64_t promotion_admission_threshold;
 } mc__master_config_t;
 
 void mc__master_config_defaults(mc__master_config_t *c);
