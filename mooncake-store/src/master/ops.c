@@ -11,6 +11,9 @@
 #include "proto/disk_proto.h"
 #include "proto/task_proto.h"
 
+/* How long a put waits for offloads to make room before it gives up (NO_AVAILABLE_HANDLE). */
+#define MC__OFFLOAD_WAIT_MS 2000u
+
 static int mc__leased(const mc__object_t *o, uint64_t now) {
     return o->lease_until > now;
 }
@@ -86,8 +89,9 @@ int32_t mc__place_object(mc__master_t *m, const uint8_t *key, uint32_t key_len, 
         placed = mc__place(m, len, cfg, reps);
     /* With offloads running, what eviction could not take yet (queued for the disk, or being
      * copied there) leaves memory once its copy is durable: wait for that (bounded) and evict
-     * again rather than fail the put. */
-    for (int round = 0; placed < 0 && round < 50 && m->cfg.enable_offload; round++) {
+     * again rather than fail the put. Bounded well inside a client's RPC timeout (5 s). */
+    for (uint64_t until = mc__now_ms() + MC__OFFLOAD_WAIT_MS;
+         placed < 0 && m->cfg.enable_offload && mc__now_ms() < until;) {
         int waiting = mc__disk_pending(m) > 0;
         if (waiting)
             mc__disk_wait(m, 100);
