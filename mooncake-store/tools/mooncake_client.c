@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/store_disk.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/config.h"
 #include "mooncake/common/frame.h"
@@ -16,7 +17,6 @@
 #include "mooncake/common/version.h"
 #include "mooncake/error.h"
 #include "mooncake/store.h"
-#include "client/store_disk.h"
 #include "node/node_proto.h"
 #include "node/node_server.h"
 

@@ -34,8 +34,8 @@
 #include "mooncake/common/time.h"
 #include "proto/disk_proto.h"
 
-#define MC__DT_IDLE_MS 20u       /* the worker's poll when the master had nothing for it */
-#define MC__DT_RETRY_MS 500u     /* after a failed RPC */
+#define MC__DT_IDLE_MS 20u   /* the worker's poll when the master had nothing for it */
+#define MC__DT_RETRY_MS 500u /* after a failed RPC */
 #define MC__DT_IO_TIMEOUT_MS 10000u
 
 struct mc__disk_tier {
@@ -65,8 +65,7 @@ typedef struct mc__codes_ctx {
     int32_t *codes;
 } mc__codes_ctx_t;
 
-static int mc__codes_reply(void *ctx, const mc_frame_header_t *h, const uint8_t *body,
-                           size_t len) {
+static int mc__codes_reply(void *ctx, const mc_frame_header_t *h, const uint8_t *body, size_t len) {
     mc__codes_ctx_t *c = ctx;
     return mc__mp_decode_codes_reply(h, body, len, c->n, c->codes);
 }
@@ -76,15 +75,14 @@ typedef struct mc__fetch_ctx {
     mc__disk_job_t *jobs;
 } mc__fetch_ctx_t;
 
-static int mc__fetch_reply(void *ctx, const mc_frame_header_t *h, const uint8_t *body,
-                           size_t len) {
+static int mc__fetch_reply(void *ctx, const mc_frame_header_t *h, const uint8_t *body, size_t len) {
     mc__fetch_ctx_t *c = ctx;
     return mc__dp_decode_fetch_reply(h, body, len, c->max, c->jobs, &c->n);
 }
 
 /* DISK_ANNOUNCE of n keys (sizes in lens, versions unused). */
-static int mc__dt_announce_rpc(mc__disk_tier_t *t, uint8_t flags, uint32_t n,
-                               mc__mp_str_t *keys, uint64_t *lens, int32_t *codes) {
+static int mc__dt_announce_rpc(mc__disk_tier_t *t, uint8_t flags, uint32_t n, mc__mp_str_t *keys,
+                               uint64_t *lens, int32_t *codes) {
     mc__mp_request_t r;
     mc__codes_ctx_t c = {n, codes};
     memset(&r, 0, sizeof(r));
@@ -649,15 +647,14 @@ int mc__disk_tier_metrics(mc__disk_tier_t *t, mc_buf_t *out) {
         {"mooncake_disk_promotion_failures_total", "counter", "promotions that failed",
          atomic_load(&t->promotion_failures)},
         {"mooncake_disk_announces_total", "counter",
-         "times this node told the master everything its disk holds",
-         atomic_load(&t->announces)},
+         "times this node told the master everything its disk holds", atomic_load(&t->announces)},
         {"mooncake_disk_stale_copies_total", "counter",
          "copies deleted because the master holds a newer value (or none)",
          atomic_load(&t->stale_copies)},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-        int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n%s %llu\n",
-                         rows[i].name, rows[i].help, rows[i].name, rows[i].type, rows[i].name,
+        int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", rows[i].name,
+                         rows[i].help, rows[i].name, rows[i].type, rows[i].name,
                          (unsigned long long)rows[i].v);
         mc__buf_put(out, line, (size_t)n);
     }

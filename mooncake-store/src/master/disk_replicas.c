@@ -41,7 +41,7 @@ typedef struct mc__dnode {
     uint32_t endpoint_len;
     uint64_t capacity;
     uint64_t disk_id; /* the directory's identity, across the node's restarts */
-    mc__djob_t *q; /* FIFO: q[head..n) */
+    mc__djob_t *q;    /* FIFO: q[head..n) */
     size_t head, n, cap;
     mc__djob_t *fly; /* offloads fetched, not yet reported */
     size_t nfly, capfly;
@@ -117,7 +117,8 @@ void mc__disk_destroy(mc__master_t *m) {
 static mc__dentry_t **mc__dlink(struct mc__disk *d, const uint8_t *key, uint32_t len,
                                 uint32_t hash) {
     mc__dentry_t **pp = &d->buckets[hash & d->mask];
-    while (*pp && !((*pp)->hash == hash && (*pp)->key_len == len && memcmp((*pp)->key, key, len) == 0))
+    while (*pp &&
+           !((*pp)->hash == hash && (*pp)->key_len == len && memcmp((*pp)->key, key, len) == 0))
         pp = &(*pp)->next;
     return pp;
 }
@@ -291,8 +292,8 @@ int mc__disk_forget(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t 
 }
 
 /* The owner, name, base and epoch of a registry slot's live segment: 0, or -1 when gone. */
-static int mc__slot_info(mc__master_t *m, uint32_t slot, uint8_t *owner, char *name,
-                         uint64_t *base, uint64_t *epoch) {
+static int mc__slot_info(mc__master_t *m, uint32_t slot, uint8_t *owner, char *name, uint64_t *base,
+                         uint64_t *epoch) {
     int rc = -1;
     pthread_rwlock_rdlock(&m->registry);
     if (slot < m->n_slots && m->slots[slot] && !m->slots[slot]->dying) {
@@ -625,10 +626,10 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
             codes[i] = MC_ERR_OBJECT_ALREADY_EXISTS;
         } else if (o && !*pp) {
             /* This object's own copy (offloaded before the node restarted). */
-            codes[i] = mc__dinsert(d, k->p, k->len, hash, (uint32_t)node, r->value_lens[i],
-                                   o->version)
-                           ? 0
-                           : MC_ERR_MEMORY;
+            codes[i] =
+                mc__dinsert(d, k->p, k->len, hash, (uint32_t)node, r->value_lens[i], o->version)
+                    ? 0
+                    : MC_ERR_MEMORY;
         } else if (*pp) {
             d->bytes = d->bytes - (*pp)->size + r->value_lens[i];
             (*pp)->size = r->value_lens[i];

@@ -37,8 +37,8 @@ typedef struct mc__collect {
 /* Tier of an object for eviction: -1 never (leased, unfinished, hard-pinned), 0 plain,
  * 1 soft-pinned (only when allowed, and only after every plain candidate). */
 static int mc__evict_tier(const mc__master_t *m, const mc__object_t *o, uint64_t now) {
-    if (!(o->flags & MC__OBJ_COMPLETE) || (o->flags & (MC__OBJ_HARD_PIN | MC__OBJ_OFFLOAD_PENDING)) ||
-        o->lease_until > now)
+    if (!(o->flags & MC__OBJ_COMPLETE) ||
+        (o->flags & (MC__OBJ_HARD_PIN | MC__OBJ_OFFLOAD_PENDING)) || o->lease_until > now)
         return -1;
     if ((o->flags & MC__OBJ_SOFT_PIN) && o->soft_pin_until > now)
         return m->cfg.allow_evict_soft_pinned_objects ? 1 : -1;

@@ -43,8 +43,8 @@ static void mc__put_replicas_disk(mc__master_t *m, mc_buf_t *out, int32_t code, 
             mc__mp_replicas_reply_replica(out, names[i], lens[i], bases[i] + reps[i].off, size,
                                           epochs[i], status);
     if (dh)
-        mc__mp_replicas_reply_replica(out, dh->endpoint, dh->endpoint_len, 0, dh->size,
-                                      dh->version, MC_MP_REPLICA_DISK);
+        mc__mp_replicas_reply_replica(out, dh->endpoint, dh->endpoint_len, 0, dh->size, dh->version,
+                                      MC_MP_REPLICA_DISK);
 }
 
 void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t size,
@@ -290,10 +290,10 @@ static int32_t mc__code_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *k
     case MC_MP_EXIST:
         /* No lease, unlike the reference's: a probe is not a read, and it must not keep an
          * object from eviction or removal (get_replica_desc takes one). */
-        code = (o && (o->flags & MC__OBJ_COMPLETE)) ||
-                       mc__disk_find(m, k->p, k->len, hash, 0, 0, NULL)
-                   ? 1
-                   : 0;
+        code =
+            (o && (o->flags & MC__OBJ_COMPLETE)) || mc__disk_find(m, k->p, k->len, hash, 0, 0, NULL)
+                ? 1
+                : 0;
         break;
     case MC_MP_REMOVE:
         if (!o)
@@ -357,7 +357,8 @@ static int mc__op_codes(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *ou
             if (codes != small)
                 mc__free(codes);
             *errors = r->n_keys;
-            return mc__mp_encode_error_reply(out, r->type, r->request_id, rc, mc_store_strerror(rc));
+            return mc__mp_encode_error_reply(out, r->type, r->request_id, rc,
+                                             mc_store_strerror(rc));
         }
         for (uint32_t i = 0; i < r->n_keys; i++)
             *errors += codes[i] < 0;

@@ -107,8 +107,7 @@ static int fetch(mc__master_client_t *c, jobs_t *j) {
     return mc__master_client_call(c, &r, on_jobs, j);
 }
 
-static int done(mc__master_client_t *c, int ok, const char *key, uint64_t version,
-                int32_t *code) {
+static int done(mc__master_client_t *c, int ok, const char *key, uint64_t version, int32_t *code) {
     mc__mp_request_t r;
     mc__mp_str_t k = {(const uint8_t *)key, (uint32_t)strlen(key)};
     codes_t cc = {1, code};
@@ -190,9 +189,8 @@ static void test_announced_copies_are_objects(void **state) {
      * the same key is refused (that node deletes its copy). */
     assert_int_equal(mc__master_client_put_start(f->reader, "d1", 10, NULL, &r),
                      MC_ERR_OBJECT_ALREADY_EXISTS);
-    assert_int_equal(announce(f->other, MC_DP_ANNOUNCE_RESET, "127.0.0.1:16002", 8, "d1", 100,
-                              &code),
-                     0);
+    assert_int_equal(
+        announce(f->other, MC_DP_ANNOUNCE_RESET, "127.0.0.1:16002", 8, "d1", 100, &code), 0);
     assert_int_equal(code, MC_ERR_OBJECT_ALREADY_EXISTS);
     /* A key the master holds in memory (never offloaded) is not taken from a disk either. */
     put(f->reader, "mem1", 64, 0);
@@ -290,9 +288,8 @@ static void test_remove_upsert_and_leave_free_the_disk(void **state) {
     assert_int_equal(mc__master_client_exist(f->reader, "r3"), 0);
     /* A restarted node (a new client, the same disk id) replaces its old self at once. */
     assert_int_equal(announce(f->node, 0, ENDPOINT, 7, "r4", 10, &code), 0);
-    assert_int_equal(announce(f->other, MC_DP_ANNOUNCE_RESET, "127.0.0.1:16009", 7, "r5", 10,
-                              &code),
-                     0);
+    assert_int_equal(
+        announce(f->other, MC_DP_ANNOUNCE_RESET, "127.0.0.1:16009", 7, "r5", 10, &code), 0);
     assert_int_equal(code, 0);
     assert_int_equal(mc__master_client_exist(f->reader, "r4"), 0);
     assert_int_equal(replicas(f->reader, "r5", &mem, &d, &size), 0);
@@ -334,8 +331,7 @@ static void test_promotion_on_hit(void **state) {
     cfg.flags = MC_MP_CFG_PROMOTE;
     assert_int_equal(mc__master_client_batch_start(f->node, 0, 1, &key, &len, &cfg, &r), 0);
     assert_int_equal(r.code, 0);
-    assert_int_equal(mc__master_client_batch_finish(f->node, 0, 1, 1, &key, &r.version, &code),
-                     0);
+    assert_int_equal(mc__master_client_batch_finish(f->node, 0, 1, 1, &key, &r.version, &code), 0);
     assert_int_equal(code, 0);
     assert_int_equal(replicas(f->reader, key, &mem, &d, &size), 0);
     assert_int_equal(mem, 1);

@@ -223,8 +223,7 @@ static void test_disk_tier_flags(void **state) {
         assert_int_not_equal(load(a), 0); /* refused with the reason on stderr */
         mc__master_config_defaults(&bad);
         bad.promotion_admission_threshold = 0;
-        assert_int_equal(mc__master_config_validate(&bad, err, sizeof(err)),
-                         MC_ERR_INVALID_PARAMS);
+        assert_int_equal(mc__master_config_validate(&bad, err, sizeof(err)), MC_ERR_INVALID_PARAMS);
         assert_non_null(strstr(err, "--promotion_admission_threshold"));
     }
 }
