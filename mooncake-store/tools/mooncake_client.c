@@ -162,6 +162,10 @@ static int mc__client_config(const mc__client_flags_t *f, mc_store_config_t *c) 
         snprintf(c->cluster_secret_file, sizeof(c->cluster_secret_file), "%s",
                  f->cluster_secret_file);
     c->global_segment_size = f->global_segment_size;
+    /* --root_fs_dir is this daemon's own tier (started below with its flags); one from the
+     * environment's store settings would be a second one. */
+    if (f->root_fs_dir && *f->root_fs_dir)
+        c->enable_ssd_offload = 0;
     c->local_buffer_size = f->local_buffer_size;
     if (f->global_segment_size == 0) {
         fprintf(stderr,

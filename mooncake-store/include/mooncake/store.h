@@ -51,6 +51,12 @@ typedef struct mc_store_config {
     char cluster_secret[MC_STORE_STR_MAX];
     char cluster_secret_file[MC_STORE_STR_MAX];
     mc_engine_t *engine; /* a shared, initialized engine; NULL = the store creates its own */
+    /* The disk tier under this client's segment (docs/disk-tier.md): objects the master evicts
+     * from it stay readable from ssd_offload_path (the reference's enable_ssd_offload). Needs
+     * a segment (global_segment_size > 0) and the master's --enable_offload to fill. */
+    int enable_ssd_offload;
+    char ssd_offload_path[MC_STORE_STR_MAX];
+    uint64_t ssd_offload_capacity; /* disk bytes it may take; 0 = 4 GiB */
 } mc_store_config_t;
 
 /* Fills the built-in defaults. */
@@ -58,10 +64,10 @@ MC_API void mc_store_config_init(mc_store_config_t *c);
 /* Sets one key from a string, as the JSON file, the environment and Python's setup(dict) spell
  * them: local_hostname, metadata_server, protocol, device_name (alias rdma_devices),
  * master_server_address (alias master_server_addr), global_segment_size, local_buffer_size
- * (sizes as integers or "4gb", "512MB", ...), cluster_secret, cluster_secret_file. Keys of the
- * reference this client accepts but does not use (tenant_id, enable_ssd_offload=false,
- * ssd_offload_path, enable_client_http_server, client_http_port) are ignored. Unknown key or bad
- * value: MC_ERR_INVALID_PARAMS. */
+ * (sizes as integers or "4gb", "512MB", ...), cluster_secret, cluster_secret_file,
+ * enable_ssd_offload (a boolean), ssd_offload_path, ssd_offload_capacity (a size). Keys of the
+ * reference this client accepts but does not use (tenant_id, enable_client_http_server=false,
+ * client_http_port) are ignored. Unknown key or bad value: MC_ERR_INVALID_PARAMS. */
 MC_API int mc_store_config_set(mc_store_config_t *c, const char *key, const char *value);
 /* Applies a JSON object file (values may be strings or numbers). Keys that are no store setting
  * (files shared with vLLM or LMCache carry their own) are ignored, each said once at info; a
@@ -72,7 +78,9 @@ MC_API int mc_store_config_load_file_ex(mc_store_config_t *c, const char *path,
                                         const char *const *skip, size_t nskip);
 /* Applies MOONCAKE_CONFIG_PATH (if set) and then MOONCAKE_MASTER, MOONCAKE_LOCAL_HOSTNAME,
  * MOONCAKE_TE_META_DATA_SERVER, MOONCAKE_PROTOCOL, MOONCAKE_DEVICE,
- * MOONCAKE_GLOBAL_SEGMENT_SIZE, MOONCAKE_LOCAL_BUFFER_SIZE. */
+ * MOONCAKE_GLOBAL_SEGMENT_SIZE, MOONCAKE_LOCAL_BUFFER_SIZE, and for the disk tier
+ * MOONCAKE_OFFLOAD_ENABLED, MOONCAKE_OFFLOAD_FILE_STORAGE_PATH,
+ * MOONCAKE_OFFLOAD_BUCKET_MAX_TOTAL_SIZE. */
 MC_API int mc_store_config_load_env(mc_store_config_t *c);
 /* The same, leaving the nskip keys in skip alone (file and environment alike). */
 MC_API int mc_store_config_load_env_ex(mc_store_config_t *c, const char *const *skip, size_t nskip);

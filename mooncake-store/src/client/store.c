@@ -265,6 +265,8 @@ static int mc__setup_memory(mc_store_t *s) {
 
 /* Undoes setup in reverse; used by a failed setup and by destroy. */
 static void mc__teardown(mc_store_t *s) {
+    mc__disk_tier_stop(s->disk_tier); /* it works through the master connection and segment */
+    s->disk_tier = NULL;
     if (s->hb_started) {
         pthread_mutex_lock(&s->hb_mu);
         s->hb_stop = 1;
@@ -412,6 +414,8 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
         goto out;
     }
     s->maint_started = 1;
+    if (s->cfg.enable_ssd_offload && (rc = mc__store_disk_start(s)) != 0)
+        goto out;
     atomic_store(&s->state, MC__STORE_READY);
     rc = 0;
 out:

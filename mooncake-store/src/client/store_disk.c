@@ -588,6 +588,24 @@ fail:
     return rc < 0 ? rc : MC_ERR_INTERNAL_ERROR;
 }
 
+int mc__store_disk_start(mc_store_t *s) {
+    mc__disk_tier_opts_t o;
+    if (!s->cfg.ssd_offload_path[0]) {
+        MC_ERROR("store: enable_ssd_offload needs ssd_offload_path (or "
+                 "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH): the disk tier's directory");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (!s->segment) {
+        MC_ERROR("store: enable_ssd_offload needs a segment (global_segment_size > 0): the disk "
+                 "tier keeps what the master evicts from it");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    memset(&o, 0, sizeof(o));
+    o.dir = s->cfg.ssd_offload_path;
+    o.capacity = s->cfg.ssd_offload_capacity ? s->cfg.ssd_offload_capacity : 4ull << 30;
+    return mc__disk_tier_start(s, &o, &s->disk_tier);
+}
+
 void mc__disk_tier_stop(mc__disk_tier_t *t) {
     if (!t)
         return;

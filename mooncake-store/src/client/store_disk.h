@@ -36,6 +36,10 @@ const char *mc__disk_tier_endpoint(const mc__disk_tier_t *t);
 /* Appends the tier's Prometheus metrics. 0 or MC_ERR_INTERNAL_ERROR. */
 int mc__disk_tier_metrics(mc__disk_tier_t *t, mc_buf_t *out);
 
+/* The store's own tier (mc_store_setup with enable_ssd_offload): 0, or INVALID_PARAMS (no
+ * path, no segment) or what opening the directory failed with, said in the log. */
+int mc__store_disk_start(mc_store_t *s);
+
 /* Reader side: reads key's LOCAL_DISK copy d (d->segment_name is the node's endpoint) into
  * iov, whose parts hold exactly size bytes. 0 or a negative code (OBJECT_NOT_FOUND when the node
  * no longer holds it, CHECKSUM_MISMATCH when the node found it damaged, TRANSFER_FAIL when the

@@ -358,3 +358,32 @@ def test_bad_requests_to_the_read_server(make_master, make_worker, tmp_path):
         assert json.loads(node.http("/health")[1])["status"] == "healthy"
     finally:
         node.stop()
+
+
+def test_a_store_client_with_a_segment_owns_a_disk(make_master, make_worker, disk_dir):
+    # The reference's spelling: setup(..., enable_ssd_offload=True) with the directory from
+    # MOONCAKE_OFFLOAD_FILE_STORAGE_PATH (here given as ssd_offload_path on one, env on another).
+    master = make_master("--enable_offload", "--default_kv_lease_ttl=200")
+    owner = make_worker(env={"MOONCAKE_OFFLOAD_BUCKET_MAX_TOTAL_SIZE": "128mb"})
+    owner.setup(master, segment=16 * MIB,
+                extra=f", enable_ssd_offload=True, ssd_offload_path={disk_dir!r}")
+    pure = make_worker()
+    pure.setup(master, segment=0)
+    n = 48
+    digests = put_many(pure, "own", n)
+    assert read_all(pure, "own", n) == [[MIB, d] for d in digests]
+    places = where(pure, [f"own{i}" for i in range(n)])
+    assert sum(v == ["LOCAL_DISK"] for v in places.values()) >= n - 16
+    assert master.metric("mooncake_disk_capacity_bytes") == 128 * MIB
+    # Without a directory, or without a segment, setup refuses it with a code.
+    bad = make_worker()
+    assert bad.run(f"result = store.setup('127.0.0.1', 'P2PHANDSHAKE', {16 * MIB}, {4 * MIB}, "
+                   f"'tcp', '', {master.addr!r}, enable_ssd_offload=True)") == -600
+    env = make_worker(env={"MOONCAKE_OFFLOAD_FILE_STORAGE_PATH": disk_dir + "-env"})
+    assert env.run(f"result = store.setup('127.0.0.1', 'P2PHANDSHAKE', 0, {4 * MIB}, "
+                   f"'tcp', '', {master.addr!r}, enable_ssd_offload=True)") == -600
+    assert env.run(f"result = store.setup('127.0.0.1', 'P2PHANDSHAKE', {16 * MIB}, {4 * MIB}, "
+                   f"'tcp', '', {master.addr!r}, enable_ssd_offload=True)") == 0
+    assert wait_for(lambda: master.metric("mooncake_disk_nodes") == 2, 10)
+    owner.close()
+    assert wait_for(lambda: master.metric("mooncake_disk_nodes") == 1, 10)
