@@ -40,6 +40,10 @@
 
 struct mc__disk_tier {
     mc_store_t *s;
+    /* Its own connection to the master, under the store's client id: the store's is serialised,
+     * and a put waiting at the master for offloads to finish must not hold up the very reports
+     * it waits for (the tier can live in the process that puts). */
+    mc__master_client_t *mc;
     struct mc__bstore *bs;
     mc_conn_server_t *srv;
     mc_auth_t auth;
@@ -97,7 +101,7 @@ static int mc__dt_announce_rpc(mc__disk_tier_t *t, uint8_t flags, uint32_t n, mc
     r.n_keys = n;
     r.keys = keys;
     r.value_lens = lens;
-    return mc__master_client_call(t->s->master, &r, mc__codes_reply, &c);
+    return mc__master_client_call(t->mc, &r, mc__codes_reply, &c);
 }
 
 /* Tells the master one copy left our disk (before its bytes go). */
@@ -119,7 +123,7 @@ static int mc__dt_done_rpc(mc__disk_tier_t *t, int ok, const char *key, uint64_t
     r.n_keys = 1;
     r.keys = &k;
     r.value_lens = &version;
-    return mc__master_client_call(t->s->master, &r, mc__codes_reply, &c);
+    return mc__master_client_call(t->mc, &r, mc__codes_reply, &c);
 }
 
 /* --- announce --- */
@@ -294,7 +298,7 @@ static void mc__dt_promote(mc__disk_tier_t *t, const mc__disk_job_t *j) {
         memset(&wc, 0, sizeof(wc));
         wc.replica_num = 1;
         wc.flags = MC_MP_CFG_PROMOTE;
-        rc = mc__master_client_batch_start(t->s->master, 0, 1, &key, &len, &wc, kr);
+        rc = mc__master_client_batch_start(t->mc, 0, 1, &key, &len, &wc, kr);
         if (rc == 0)
             rc = kr->code;
         if (rc == 0 && kr->n_replicas == 0)
@@ -305,7 +309,7 @@ static void mc__dt_promote(mc__disk_tier_t *t, const mc__disk_job_t *j) {
         uint8_t failed[MC_MP_MAX_REPLICA_NUM] = {0};
         int end = mc__store_move_each(t->s, MC_OPCODE_WRITE, &v, 1, kr->replicas, kr->n_replicas,
                                       failed) == 0;
-        rc = mc__master_client_batch_finish(t->s->master, 0, end, 1, &key, &kr->version, &code);
+        rc = mc__master_client_batch_finish(t->mc, 0, end, 1, &key, &kr->version, &code);
         if (rc == 0)
             rc = end ? code : MC_ERR_TRANSFER_FAIL;
     }
@@ -383,7 +387,7 @@ static void *mc__dt_main(void *arg) {
         memset(&r, 0, sizeof(r));
         r.type = MC_MP_DISK_FETCH;
         r.max_tasks = MC_DP_MAX_FETCH;
-        rc = mc__master_client_call(t->s->master, &r, mc__fetch_reply, &c);
+        rc = mc__master_client_call(t->mc, &r, mc__fetch_reply, &c);
         if (rc == MC_ERR_CLIENT_NOT_FOUND) {
             announced = 0; /* the master forgot us: say again what the disk holds */
             continue;
@@ -538,6 +542,13 @@ int mc__disk_tier_start(mc_store_t *s, const mc__disk_tier_opts_t *o, mc__disk_t
     rc = mc__auth_init(&t->auth, s->cfg.cluster_secret, s->cfg.cluster_secret_file);
     if (rc)
         goto fail;
+    rc = mc__master_client_connect_auth(
+        s->cfg.master_server_addr, s->cfg.rpc_timeout_ms > 0 ? s->cfg.rpc_timeout_ms : 5000,
+        mc__master_client_id(s->master), &t->auth, &t->mc);
+    if (rc) {
+        MC_ERROR("disk tier: cannot reach the master at %s", s->cfg.master_server_addr);
+        goto fail;
+    }
     memset(&bo, 0, sizeof(bo));
     bo.capacity = o->capacity;
     bo.no_sync = o->no_sync;
@@ -617,6 +628,7 @@ void mc__disk_tier_stop(mc__disk_tier_t *t) {
         pthread_join(t->worker, NULL);
     if (t->srv)
         mc__conn_server_stop(t->srv);
+    mc__master_client_close(t->mc);
     mc__bstore_close(t->bs);
     mc__free(t->buf);
     pthread_mutex_destroy(&t->mu);

@@ -1,0 +1,227 @@
+"""Reads from the disk tier against the device's own limit, measured in the same run.
+
+    python benchmarks/disk_tier_bench.py --dir /tmp [--sizes 4kb,64kb,1mb] [--total 512mb]
+
+Starts its own mooncake_master (--enable_offload) and one storage node (mooncake_client
+--root_fs_dir=DIR/tier, a 16 MiB memory segment), then, for each object size: puts --total bytes
+of objects (so nearly all of them leave memory and live only on the node's disk), waits until
+every one was offloaded, evicts the tier's bucket files from the page cache
+(posix_fadvise DONTNEED: the reads hit the device, as objects evicted long ago do), and gets every
+disk-only object once, in the order they were written, from this process (a pure client: the
+bytes come from the node over TCP). It prints throughput and per-get latency percentiles.
+
+The limit: `dd iflag=direct` reading a file of the same total size on the same file system with
+the object size as the block size (written first with oflag=direct, then dropped from the cache
+the same way), right after each size's run. The ratio is the tier's throughput over dd's.
+"""
+
+import argparse
+import ctypes
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from mooncake.cli import binary_path
+from mooncake.store import MooncakeDistributedStore
+
+UNITS = {"kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30}
+
+
+def size_of(text):
+    m = re.fullmatch(r"(\d+)\s*(kb|mb|gb)?", text.strip().lower())
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4kb, 1mb)")
+    return int(m.group(1)) * UNITS.get(m.group(2) or "", 1)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def drop_cache(paths):
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def dd_direct_read(path, block, total):
+    """MB/s of dd reading path with O_DIRECT in block-sized reads (written the same way)."""
+    count = max(1, total // block)
+    subprocess.run(["dd", "if=/dev/urandom", f"of={path}", f"bs={block}", f"count={count}",
+                    "oflag=direct", "status=none"], check=True)
+    drop_cache([path])
+    t0 = time.perf_counter()
+    subprocess.run(["dd", f"if={path}", "of=/dev/null", f"bs={block}", f"count={count}",
+                    "iflag=direct", "status=none"], check=True)
+    dt = time.perf_counter() - t0
+    os.unlink(path)
+    return count * block / dt / 1e6
+
+
+def pct(sorted_vals, q):
+    return sorted_vals[min(len(sorted_vals) - 1, int(q * len(sorted_vals)))]
+
+
+class Proc:
+    def __init__(self, cmd, ready):
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True)
+        self.lines = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            line = self.p.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            if ready(line):
+                break
+        else:
+            self.stop()
+            raise RuntimeError("did not start:\n" + "".join(self.lines))
+        threading.Thread(target=self.p.stdout.read, daemon=True).start()
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+
+
+def fs_type(path):
+    out = subprocess.run(["df", "--output=fstype", path], capture_output=True, text=True)
+    return out.stdout.split()[-1] if out.returncode == 0 else "?"
+
+
+def run_size(store, tier, size, total, threads):
+    n = max(64, total // size)
+    prefix = f"b{size}-"
+    value = os.urandom(size)
+    t0 = time.perf_counter()
+    for i in range(n):
+        rc = store.put(prefix + str(i), value)
+        if rc != 0:
+            raise RuntimeError(f"put {i} failed: {rc}")
+    put_s = time.perf_counter() - t0
+    keys = [prefix + str(i) for i in range(n)]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        descs = store.batch_get_replica_desc(keys)
+        disk_only = [k for k in keys if [d.type.name for d in descs[k]] == ["LOCAL_DISK"]]
+        if len(disk_only) >= n - (16 << 20) // size - 1:
+            break
+        time.sleep(0.2)
+    buckets = [os.path.join(tier, f) for f in os.listdir(tier) if f.endswith(".mcb")]
+    drop_cache(buckets)
+    buf = ctypes.create_string_buffer(size)
+    addr = ctypes.addressof(buf)
+    store.register_buffer(addr, size)
+    lat = []
+    lock = threading.Lock()
+    parts = [disk_only[i::threads] for i in range(threads)]
+
+    def reader(ks):
+        b = ctypes.create_string_buffer(size)
+        a = ctypes.addressof(b)
+        store.register_buffer(a, size)
+        mine = []
+        for k in ks:
+            s = time.perf_counter()
+            got = store.get_into(k, a, size)
+            mine.append(time.perf_counter() - s)
+            if got != size:
+                raise RuntimeError(f"get {k}: {got}")
+        store.unregister_buffer(a)
+        with lock:
+            lat.extend(mine)
+
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=reader, args=(p,)) for p in parts]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    get_s = time.perf_counter() - t0
+    store.unregister_buffer(addr)
+    if len(lat) != len(disk_only):
+        raise RuntimeError("a reader failed")
+    # Correctness: a sample read back whole matches what was put.
+    for k in random.sample(disk_only, min(8, len(disk_only))):
+        if store.get(k) != value:
+            raise RuntimeError(f"{k}: wrong bytes")
+    lat.sort()
+    for k in keys:
+        store.remove(k)
+    return {"n": n, "disk_only": len(disk_only), "put_s": put_s, "get_s": get_s,
+            "mbps": len(disk_only) * size / get_s / 1e6,
+            "p50": pct(lat, 0.50) * 1e6, "p99": pct(lat, 0.99) * 1e6}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", default="/tmp", help="file system to put the tier on")
+    ap.add_argument("--sizes", default="4kb,64kb,1mb")
+    ap.add_argument("--total", type=size_of, default=512 << 20,
+                    help="bytes put per size (4 KiB objects: a quarter of it, at most 64 MiB)")
+    ap.add_argument("--threads", type=int, default=1, help="reader threads")
+    a = ap.parse_args(argv)
+    sizes = [size_of(s) for s in a.sizes.split(",")]
+    work = tempfile.mkdtemp(prefix="mc-disk-bench-", dir=a.dir)
+    tier = os.path.join(work, "tier")
+    port = free_port()
+    master = node = None
+    store = MooncakeDistributedStore()
+    try:
+        master = Proc([binary_path("mooncake_master"), f"--port={port}", "--metrics_port=0",
+                       "--rpc_address=127.0.0.1", "--enable_offload",
+                       "--default_kv_lease_ttl=100"],
+                      lambda line: "listening on rpc" in line)
+        node = Proc([binary_path("mooncake_client"), f"--master_server_address=127.0.0.1:{port}",
+                     "--host=127.0.0.1", "--metadata_server=P2PHANDSHAKE",
+                     "--global_segment_size=16mb", f"--port={free_port()}",
+                     f"--root_fs_dir={tier}", f"--disk_capacity={4 * a.total}"],
+                    lambda line: "serving dummy clients" in line)
+        rc = store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "",
+                         f"127.0.0.1:{port}")
+        if rc != 0:
+            raise RuntimeError(f"setup: {rc}")
+        load = os.getloadavg()
+        print(f"# disk_tier_bench: {fs_type(work)} at {work}, {a.threads} reader thread(s), "
+              f"loadavg {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+        for size in sizes:
+            total = a.total if size >= 64 << 10 else min(a.total // 4, 64 << 20)
+            r = run_size(store, tier, size, total, a.threads)
+            dd = dd_direct_read(os.path.join(work, "dd.bin"), size, total)
+            print(f"size {size:>8} B: {r['disk_only']}/{r['n']} objects from disk (cold), "
+                  f"get {r['mbps']:8.1f} MB/s, p50 {r['p50']:8.1f} us, p99 {r['p99']:8.1f} us"
+                  f" | dd iflag=direct bs={size}: {dd:8.1f} MB/s | ratio {r['mbps'] / dd:.2f}x"
+                  f" | (puts incl. offload {r['n'] * size / r['put_s'] / 1e6:.1f} MB/s)")
+            sys.stdout.flush()
+    finally:
+        store.close()
+        if node:
+            node.stop()
+        if master:
+            master.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
