@@ -122,6 +122,9 @@ MC_API int mc_store_close(mc_store_t *s);
 MC_API void mc_store_destroy(mc_store_t *s);
 /* 0 healthy, 1 not set up (or closed), 2 master unreachable. */
 MC_API int mc_store_health_check(mc_store_t *s);
+/* Objects this client read from a storage node's disk tier (LOCAL_DISK copies) since setup:
+ * the reference's offload RPC read count. */
+MC_API uint64_t mc_store_disk_read_count(const mc_store_t *s);
 /* The segment name this client mounts and peers open ("host:port"); "" before setup. */
 MC_API const char *mc_store_hostname(const mc_store_t *s);
 MC_API mc_engine_t *mc_store_engine(mc_store_t *s);

@@ -37,6 +37,7 @@
 #define MC__DT_IDLE_MS 20u   /* the worker's poll when the master had nothing for it */
 #define MC__DT_RETRY_MS 500u /* after a failed RPC */
 #define MC__DT_IO_TIMEOUT_MS 10000u
+#define MC__DT_PROMOTE_QUEUE 256u
 
 struct mc__disk_tier {
     mc_store_t *s;
@@ -44,6 +45,15 @@ struct mc__disk_tier {
      * and a put waiting at the master for offloads to finish must not hold up the very reports
      * it waits for (the tier can live in the process that puts). */
     mc__master_client_t *mc;
+    /* Promotions run on a thread (and a connection) of their own: a promotion's put may wait at
+     * the master for offloads to make room, and those are the worker's to finish. */
+    mc__master_client_t *pmc;
+    pthread_t promoter;
+    int promoter_started;
+    char **pq; /* keys to promote, FIFO, at most MC__DT_PROMOTE_QUEUE */
+    size_t pq_n;
+    uint8_t *pbuf;
+    size_t pbuf_cap;
     struct mc__bstore *bs;
     mc_conn_server_t *srv;
     mc_auth_t auth;
@@ -221,15 +231,19 @@ out:
 
 /* --- the work --- */
 
-static int mc__dt_buf(mc__disk_tier_t *t, uint64_t len) {
-    if (len <= t->buf_cap)
+static int mc__grow(uint8_t **buf, size_t *cap, uint64_t len) {
+    if (len <= *cap)
         return 0;
-    uint8_t *p = mc__realloc(t->buf, (size_t)len);
+    uint8_t *p = mc__realloc(*buf, (size_t)len);
     if (!p)
         return MC_ERR_INTERNAL_ERROR;
-    t->buf = p;
-    t->buf_cap = (size_t)len;
+    *buf = p;
+    *cap = (size_t)len;
     return 0;
+}
+
+static int mc__dt_buf(mc__disk_tier_t *t, uint64_t len) {
+    return mc__grow(&t->buf, &t->buf_cap, len);
 }
 
 /* Stores len bytes under key, evicting least recently used copies while it does not fit. */
@@ -279,17 +293,17 @@ static void mc__dt_offload(mc__disk_tier_t *t, const mc__disk_job_t *j) {
     }
 }
 
-static void mc__dt_promote(mc__disk_tier_t *t, const mc__disk_job_t *j) {
+/* On the promoter thread. */
+static void mc__dt_promote(mc__disk_tier_t *t, const char *key) {
     mc__replicate_config_t wc;
     mc__key_replicas_t *kr = NULL;
     uint64_t len = 0;
     int32_t code = 0;
-    const char *key = j->key;
     int rc = mc__bstore_size(t->bs, key, &len);
     if (rc == 0)
-        rc = mc__dt_buf(t, len ? len : 1);
+        rc = mc__grow(&t->pbuf, &t->pbuf_cap, len ? len : 1);
     if (rc == 0)
-        rc = mc__bstore_get(t->bs, key, t->buf, len, &len);
+        rc = mc__bstore_get(t->bs, key, t->pbuf, len, &len);
     if (rc == 0 && len == 0)
         rc = MC_ERR_INVALID_PARAMS;
     if (rc == 0 && !(kr = mc__calloc(1, sizeof(*kr))))
@@ -298,18 +312,18 @@ static void mc__dt_promote(mc__disk_tier_t *t, const mc__disk_job_t *j) {
         memset(&wc, 0, sizeof(wc));
         wc.replica_num = 1;
         wc.flags = MC_MP_CFG_PROMOTE;
-        rc = mc__master_client_batch_start(t->mc, 0, 1, &key, &len, &wc, kr);
+        rc = mc__master_client_batch_start(t->pmc, 0, 1, &key, &len, &wc, kr);
         if (rc == 0)
             rc = kr->code;
         if (rc == 0 && kr->n_replicas == 0)
             rc = MC_ERR_NO_AVAILABLE_HANDLE;
     }
     if (rc == 0) {
-        mc_store_iov_t v = {t->buf, (size_t)len};
+        mc_store_iov_t v = {t->pbuf, (size_t)len};
         uint8_t failed[MC_MP_MAX_REPLICA_NUM] = {0};
         int end = mc__store_move_each(t->s, MC_OPCODE_WRITE, &v, 1, kr->replicas, kr->n_replicas,
                                       failed) == 0;
-        rc = mc__master_client_batch_finish(t->mc, 0, end, 1, &key, &kr->version, &code);
+        rc = mc__master_client_batch_finish(t->pmc, 0, end, 1, &key, &kr->version, &code);
         if (rc == 0)
             rc = end ? code : MC_ERR_TRANSFER_FAIL;
     }
@@ -331,9 +345,21 @@ static void mc__dt_run(mc__disk_tier_t *t, const mc__disk_job_t *j) {
         if (mc__bstore_remove(t->bs, j->key) == 0)
             atomic_fetch_add(&t->deletes, 1);
         break;
-    case MC_DP_JOB_PROMOTE:
-        mc__dt_promote(t, j);
+    case MC_DP_JOB_PROMOTE: {
+        char *k = mc__strndup(j->key, strlen(j->key));
+        pthread_mutex_lock(&t->mu);
+        if (k && t->pq_n < MC__DT_PROMOTE_QUEUE) {
+            t->pq[t->pq_n++] = k;
+            k = NULL;
+            pthread_cond_broadcast(&t->cv);
+        }
+        pthread_mutex_unlock(&t->mu);
+        if (k) { /* the queue is full: this hit is not promoted (a later one may be) */
+            mc__free(k);
+            atomic_fetch_add(&t->promotion_failures, 1);
+        }
         break;
+    }
     default:
         break;
     }
@@ -363,6 +389,27 @@ static int mc__dt_stopping(mc__disk_tier_t *t) {
     stop = t->stop;
     pthread_mutex_unlock(&t->mu);
     return stop;
+}
+
+static void *mc__dt_promoter(void *arg) {
+    mc__disk_tier_t *t = arg;
+    for (;;) {
+        char *key = NULL;
+        pthread_mutex_lock(&t->mu);
+        while (!t->stop && t->pq_n == 0)
+            pthread_cond_wait(&t->cv, &t->mu);
+        if (!t->stop) {
+            key = t->pq[0];
+            memmove(t->pq, t->pq + 1, (t->pq_n - 1) * sizeof(*t->pq));
+            t->pq_n--;
+        }
+        pthread_mutex_unlock(&t->mu);
+        if (!key)
+            break;
+        mc__dt_promote(t, key);
+        mc__free(key);
+    }
+    return NULL;
 }
 
 static void *mc__dt_main(void *arg) {
@@ -542,9 +589,18 @@ int mc__disk_tier_start(mc_store_t *s, const mc__disk_tier_opts_t *o, mc__disk_t
     rc = mc__auth_init(&t->auth, s->cfg.cluster_secret, s->cfg.cluster_secret_file);
     if (rc)
         goto fail;
-    rc = mc__master_client_connect_auth(
-        s->cfg.master_server_addr, s->cfg.rpc_timeout_ms > 0 ? s->cfg.rpc_timeout_ms : 5000,
-        mc__master_client_id(s->master), &t->auth, &t->mc);
+    t->pq = mc__calloc(MC__DT_PROMOTE_QUEUE, sizeof(*t->pq));
+    if (!t->pq) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto fail;
+    }
+    rc = mc__master_client_connect_auth(s->cfg.master_server_addr,
+                                        s->cfg.rpc_timeout_ms > 0 ? s->cfg.rpc_timeout_ms : 5000,
+                                        mc__master_client_id(s->master), &t->auth, &t->mc);
+    if (rc == 0)
+        rc = mc__master_client_connect_auth(
+            s->cfg.master_server_addr, s->cfg.rpc_timeout_ms > 0 ? s->cfg.rpc_timeout_ms : 5000,
+            mc__master_client_id(s->master), &t->auth, &t->pmc);
     if (rc) {
         MC_ERROR("disk tier: cannot reach the master at %s", s->cfg.master_server_addr);
         goto fail;
@@ -589,6 +645,11 @@ int mc__disk_tier_start(mc_store_t *s, const mc__disk_tier_opts_t *o, mc__disk_t
         goto fail;
     }
     t->worker_started = 1;
+    if (pthread_create(&t->promoter, NULL, mc__dt_promoter, t) != 0) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto fail;
+    }
+    t->promoter_started = 1;
     MC_INFO("disk tier: %s (%llu bytes, %llu objects intact) served at %s", o->dir,
             (unsigned long long)o->capacity, (unsigned long long)mc__bstore_count(t->bs),
             t->endpoint);
@@ -626,6 +687,13 @@ void mc__disk_tier_stop(mc__disk_tier_t *t) {
     pthread_mutex_unlock(&t->mu);
     if (t->worker_started)
         pthread_join(t->worker, NULL);
+    if (t->promoter_started)
+        pthread_join(t->promoter, NULL);
+    for (size_t i = 0; i < t->pq_n; i++)
+        mc__free(t->pq[i]);
+    mc__free(t->pq);
+    mc__free(t->pbuf);
+    mc__master_client_close(t->pmc);
     if (t->srv)
         mc__conn_server_stop(t->srv);
     mc__master_client_close(t->mc);

@@ -1,6 +1,8 @@
 /* Reading LOCAL_DISK copies from the nodes that own them (disk_proto.h's read server). One
  * request per read on a connection taken from a small idle cache (so a stream of small reads
  * does not pay a connect each); the bytes land straight in the caller's parts. */
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -72,6 +74,10 @@ static void mc__dconn_put(mc_store_t *s, const char *endpoint, int fd) {
         close(fd);
 }
 
+uint64_t mc_store_disk_read_count(const mc_store_t *s) {
+    return s ? atomic_load(&((mc_store_t *)(uintptr_t)s)->disk_reads) : 0;
+}
+
 void mc__store_disk_conns_close(mc_store_t *s) {
     pthread_mutex_lock(&s->disk_mu);
     for (size_t i = 0; i < s->n_dconns; i++)
@@ -136,6 +142,8 @@ int mc__store_disk_read(mc_store_t *s, const char *key, const mc__replica_desc_t
         if (fd < 0)
             return fd;
         rc = mc__dread_once(fd, key, d, iov, iovcnt, size, deadline, &broken);
+        if (rc == 0)
+            atomic_fetch_add(&s->disk_reads, 1);
         if (!broken) {
             mc__dconn_put(s, d->segment_name, fd);
             return rc;

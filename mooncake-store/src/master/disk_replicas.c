@@ -13,6 +13,8 @@
 /* An offload fetched but not reported this long is handed out again (the node lost the reply,
  * or its report). */
 #define MC__DISK_REFETCH_MS 30000u
+/* A promotion not done by then may be queued again by the next read. */
+#define MC__DISK_REPROMOTE_MS 5000u
 /* Work queued for one node at most (the reference's offloading_queue_limit). */
 #define MC__DISK_QUEUE_LIMIT 50000u
 
@@ -23,6 +25,7 @@ typedef struct mc__dentry {
     uint32_t node;
     uint8_t promoting;
     uint64_t size, version, hits;
+    uint64_t promote_ms; /* when its promotion was queued */
     uint8_t key[];
 } mc__dentry_t;
 
@@ -264,11 +267,18 @@ int mc__disk_find(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t ha
             e->hits++;
             if (!in_memory)
                 d->disk_hits++;
+            uint64_t now = mc__now_ms();
+            /* A promotion queued long ago and never seen done failed (no room, the node's
+             * queue was full): this read may admit it again. */
+            if (e->promoting && e->promote_ms + MC__DISK_REPROMOTE_MS <= now)
+                e->promoting = 0;
             if (!in_memory && m->cfg.promotion_on_hit && !e->promoting &&
                 e->hits >= (uint64_t)m->cfg.promotion_admission_threshold &&
                 mc__dpush(d, e->node, MC_DP_JOB_PROMOTE, e->key, e->key_len, e->size, e->version,
-                          NULL, 0, 0) == 0)
+                          NULL, 0, 0) == 0) {
                 e->promoting = 1;
+                e->promote_ms = now;
+            }
         }
     }
     pthread_mutex_unlock(&d->mu);

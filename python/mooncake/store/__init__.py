@@ -118,6 +118,9 @@ class ReplicaType(_enum.IntEnum):
     DISK = 1
     LOCAL_DISK = 2
 
+    def __str__(self):
+        return f"ReplicaType.{self.name}"  # as the reference's enum prints
+
 
 class ReplicaDescriptor:
     """One replica of an object, as ``get_replica_desc`` returns it: in memory, or on a storage
