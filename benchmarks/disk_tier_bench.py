@@ -10,9 +10,10 @@ every one was offloaded, evicts the tier's bucket files from the page cache
 disk-only object once, in the order they were written, from this process (a pure client: the
 bytes come from the node over TCP). It prints throughput and per-get latency percentiles.
 
-The limit: `dd iflag=direct` reading a file of the same total size on the same file system with
+The limit: `dd iflag=direct` reading files of the same total size on the same file system with
 the object size as the block size (written first with oflag=direct, then dropped from the cache
-the same way), right after each size's run. The ratio is the tier's throughput over dd's.
+the same way), as many dd processes at once as there are reader threads (--threads), right after
+each size's run. The ratio is the tier's throughput over dd's.
 """
 
 import argparse
@@ -58,18 +59,26 @@ def drop_cache(paths):
             os.close(fd)
 
 
-def dd_direct_read(path, block, total):
-    """MB/s of dd reading path with O_DIRECT in block-sized reads (written the same way)."""
-    count = max(1, total // block)
-    subprocess.run(["dd", "if=/dev/urandom", f"of={path}", f"bs={block}", f"count={count}",
-                    "oflag=direct", "status=none"], check=True)
-    drop_cache([path])
+def dd_direct_read(path, block, total, streams):
+    """MB/s of `streams` dd processes at once, each reading its own file (written the same way,
+    total bytes in all) with O_DIRECT in block-sized reads: the device at the readers'
+    concurrency."""
+    count = max(1, total // block // streams)
+    files = [f"{path}.{i}" for i in range(streams)]
+    for f in files:
+        subprocess.run(["dd", "if=/dev/urandom", f"of={f}", f"bs={block}", f"count={count}",
+                        "oflag=direct", "status=none"], check=True)
+    drop_cache(files)
     t0 = time.perf_counter()
-    subprocess.run(["dd", f"if={path}", "of=/dev/null", f"bs={block}", f"count={count}",
-                    "iflag=direct", "status=none"], check=True)
+    procs = [subprocess.Popen(["dd", f"if={f}", "of=/dev/null", f"bs={block}", f"count={count}",
+                               "iflag=direct", "status=none"]) for f in files]
+    for p in procs:
+        if p.wait() != 0:
+            raise RuntimeError("dd failed")
     dt = time.perf_counter() - t0
-    os.unlink(path)
-    return count * block / dt / 1e6
+    for f in files:
+        os.unlink(f)
+    return streams * count * block / dt / 1e6
 
 
 def pct(sorted_vals, q):
@@ -207,10 +216,11 @@ def main(argv=None):
         for size in sizes:
             total = a.total if size >= 64 << 10 else min(a.total // 4, 64 << 20)
             r = run_size(store, tier, size, total, a.threads)
-            dd = dd_direct_read(os.path.join(work, "dd.bin"), size, total)
+            dd = dd_direct_read(os.path.join(work, "dd.bin"), size, total, a.threads)
             print(f"size {size:>8} B: {r['disk_only']}/{r['n']} objects from disk (cold), "
                   f"get {r['mbps']:8.1f} MB/s, p50 {r['p50']:8.1f} us, p99 {r['p99']:8.1f} us"
-                  f" | dd iflag=direct bs={size}: {dd:8.1f} MB/s | ratio {r['mbps'] / dd:.2f}x"
+                  f" | dd iflag=direct bs={size} x{a.threads}: {dd:8.1f} MB/s"
+                  f" | ratio {r['mbps'] / dd:.2f}x"
                   f" | (puts incl. offload {r['n'] * size / r['put_s'] / 1e6:.1f} MB/s)")
             sys.stdout.flush()
     finally:

@@ -23,6 +23,8 @@ struct mc__bstore_opts {
     uint64_t bucket_size; /* a bucket is sealed once it reaches this; 0: 64 MiB; at most
                              capacity / 8 (min 4 KiB) so compaction has room */
     int no_sync;          /* 1: skip fdatasync after writes (tests, scratch data) */
+    int no_direct;        /* 1: never read with O_DIRECT (by default values of 64 KiB and more
+                             are, where the file system allows it) */
 };
 
 /* Opens dir (created if missing; its parent must exist) with the default bucket size, rescanning
