@@ -454,30 +454,13 @@ static void *mc__dt_main(void *arg) {
 
 /* --- the read server --- */
 
-typedef struct mc__rd_conn {
-    uint8_t *buf;
-    size_t cap;
-} mc__rd_conn_t;
-
-static int mc__rd_answer(mc__disk_tier_t *t, int fd, uint64_t id, const char *key, uint64_t cap,
-                         mc__rd_conn_t *c) {
+static int mc__rd_answer(mc__disk_tier_t *t, int fd, uint64_t id, const char *key, uint64_t cap) {
     mc_buf_t out;
     uint64_t len = 0;
     uint64_t deadline = mc__now_ms() + MC__DT_IO_TIMEOUT_MS;
-    int rc = mc__bstore_size(t->bs, key, &len), sent;
-    if (rc == 0 && len > cap)
-        rc = MC_ERR_BUFFER_OVERFLOW;
-    if (rc == 0 && len > c->cap) {
-        uint8_t *p = mc__realloc(c->buf, (size_t)len);
-        if (!p)
-            rc = MC_ERR_INTERNAL_ERROR;
-        else {
-            c->buf = p;
-            c->cap = (size_t)len;
-        }
-    }
-    if (rc == 0)
-        rc = mc__bstore_get(t->bs, key, c->buf, c->cap, &len);
+    void *own = NULL;
+    const uint8_t *val = NULL;
+    int rc = mc__bstore_get_owned(t->bs, key, cap, &own, &val, &len), sent;
     if (rc == MC_ERR_CHECKSUM_MISMATCH) {
         atomic_fetch_add(&t->checksum_failures, 1);
         MC_WARN("disk tier: a copy failed its checksum and was deleted; dropping it at the master");
@@ -488,11 +471,13 @@ static int mc__rd_answer(mc__disk_tier_t *t, int fd, uint64_t id, const char *ke
     mc__buf_init(&out);
     if (mc__dp_encode_read_reply(&out, id, rc, rc == 0 ? len : 0) != 0) {
         mc__buf_free(&out);
+        mc__free(own);
         return -1;
     }
-    sent = rc == 0 ? mc__send2(fd, out.data, out.len, c->buf, (size_t)len, deadline)
+    sent = rc == 0 ? mc__send2(fd, out.data, out.len, val, (size_t)len, deadline)
                    : mc__send_all(fd, out.data, out.len, deadline);
     mc__buf_free(&out);
+    mc__free(own);
     if (rc == 0 && sent == 0) {
         atomic_fetch_add(&t->reads, 1);
         atomic_fetch_add(&t->read_bytes, len);
@@ -502,7 +487,6 @@ static int mc__rd_answer(mc__disk_tier_t *t, int fd, uint64_t id, const char *ke
 
 static void mc__rd_serve(void *ctx, int fd) {
     mc__disk_tier_t *t = ctx;
-    mc__rd_conn_t c = {NULL, 0};
     uint8_t body[MC_DP_MAX_READ_BODY];
     char key[MC_MP_MAX_KEY + 1];
     if (t->auth.enabled && mc__auth_server(&t->auth, fd, mc__now_ms() + MC__DT_IO_TIMEOUT_MS) != 0)
@@ -532,10 +516,9 @@ static void mc__rd_serve(void *ctx, int fd) {
                 break;
             continue;
         }
-        if (mc__rd_answer(t, fd, h.request_id, key, cap, &c) != 0)
+        if (mc__rd_answer(t, fd, h.request_id, key, cap) != 0)
             break;
     }
-    mc__free(c.buf);
 }
 
 /* --- lifecycle --- */

@@ -296,8 +296,10 @@ static int head_matches(const uint8_t *head, const struct mc__bentry *e) {
 #define DIRECT_ALIGN 4096u
 
 /* read_verify through b->dfd: 0, a code, or 1 when the direct read was refused (the caller
- * reads buffered instead). */
-static int read_verify_direct(int dfd, const struct mc__bentry *e, void *buf) {
+ * reads buffered instead). With own set the value is left in the aligned buffer (*own, which the
+ * caller frees; *val points at the value in it) instead of copied to buf. */
+static int read_verify_direct(int dfd, const struct mc__bentry *e, void *buf, void **own,
+                              const uint8_t **val) {
     uint64_t start = e->off & ~(uint64_t)(DIRECT_ALIGN - 1);
     uint64_t rec_end = e->off + MC_BREC_HDR + e->key_len + e->value_len;
     uint64_t end = (rec_end + DIRECT_ALIGN - 1) & ~(uint64_t)(DIRECT_ALIGN - 1);
@@ -337,6 +339,11 @@ static int read_verify_direct(int dfd, const struct mc__bentry *e, void *buf) {
         rc = MC_ERR_CHECKSUM_MISMATCH;
         goto out;
     }
+    if (own) {
+        *own = raw;
+        *val = rec + MC_BREC_HDR + e->key_len;
+        return 0;
+    }
     memcpy(buf, rec + MC_BREC_HDR + e->key_len, (size_t)e->value_len);
 out:
     mc__free(raw);
@@ -344,13 +351,34 @@ out:
 }
 
 /* Reads e's value into buf (value_len bytes) and checks the header and checksum on disk. */
-static int read_verify(const struct mc__bucket *b, const struct mc__bentry *e, void *buf) {
-    int fd = b->fd;
+static int read_verify_buffered(int fd, const struct mc__bentry *e, void *buf);
+
+/* The same, with the value in a buffer of the store's (*own, freed by the caller; *val points
+ * at the value in it) when own is set. */
+static int read_verify(const struct mc__bucket *b, const struct mc__bentry *e, void *buf,
+                       void **own, const uint8_t **val) {
+    int rc;
     if (b->dfd >= 0 && e->value_len >= DIRECT_MIN) {
-        int rc = read_verify_direct(b->dfd, e, buf);
+        rc = read_verify_direct(b->dfd, e, buf, own, val);
         if (rc != 1)
             return rc;
     }
+    if (!own)
+        return read_verify_buffered(b->fd, e, buf);
+    buf = mc__malloc(e->value_len ? (size_t)e->value_len : 1);
+    if (!buf)
+        return MC_ERR_INTERNAL_ERROR;
+    rc = read_verify_buffered(b->fd, e, buf);
+    if (rc != 0) {
+        mc__free(buf);
+        return rc;
+    }
+    *own = buf;
+    *val = buf;
+    return 0;
+}
+
+static int read_verify_buffered(int fd, const struct mc__bentry *e, void *buf) {
     uint8_t head[MC_BREC_HDR + MC_BREC_MAX_KEY];
     size_t hl = MC_BREC_HDR + e->key_len;
     if (pread_full(fd, e->off, head, hl) != 0 ||
@@ -389,7 +417,7 @@ static int compact_bucket(struct mc__bstore *s, struct mc__bucket *b) {
             rc = MC_ERR_INTERNAL_ERROR;
             goto out;
         }
-        int vr = read_verify(e->b, e, buf);
+        int vr = read_verify(e->b, e, buf, NULL, NULL);
         if (vr == MC_ERR_CHECKSUM_MISMATCH) {
             /* Not kill_entry: that could drop b under this loop. */
             MC_WARN("bucket store: dropping a corrupt object while compacting");
@@ -523,15 +551,16 @@ out:
     return rc;
 }
 
-int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
-                   uint64_t *out_len) {
+/* get and get_owned: into buf, or (own set) into a buffer of the store's. */
+static int get_impl(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
+                    uint64_t *out_len, void **own, const uint8_t **val) {
     size_t klen;
     if (!s)
         return MC_ERR_INVALID_PARAMS;
     int rc = check_key(key, &klen);
     if (rc != 0)
         return rc;
-    if (!buf && cap > 0)
+    if (!own && !buf && cap > 0)
         return MC_ERR_INVALID_PARAMS;
     /* A copy of the entry (the key is the caller's): the read runs outside the lock, with the
      * bucket pinned so that it stays open, while the entry itself may move or go. */
@@ -557,7 +586,7 @@ int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t ca
         b->pins++;
         pthread_mutex_unlock(&s->mu);
         uint8_t none;
-        rc = read_verify(b, &snap.e, snap.e.value_len ? buf : &none);
+        rc = read_verify(b, &snap.e, snap.e.value_len ? buf : &none, own, val);
         pthread_mutex_lock(&s->mu);
         bucket_unpin(b);
         if (rc == 0) {
@@ -583,6 +612,20 @@ int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t ca
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
+}
+
+int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
+                   uint64_t *out_len) {
+    return get_impl(s, key, buf, cap, out_len, NULL, NULL);
+}
+
+int mc__bstore_get_owned(struct mc__bstore *s, const char *key, uint64_t cap, void **own,
+                         const uint8_t **val, uint64_t *out_len) {
+    if (!own || !val)
+        return MC_ERR_INVALID_PARAMS;
+    *own = NULL;
+    *val = NULL;
+    return get_impl(s, key, NULL, cap, out_len, own, val);
 }
 
 int mc__bstore_size(struct mc__bstore *s, const char *key, uint64_t *out_len) {

@@ -52,6 +52,12 @@ int mc__bstore_put(struct mc__bstore *s, const char *key, const void *data, uint
 int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
                    uint64_t *out_len);
 
+/* The same without the copy into a caller's buffer: on 0, *val points at the verified value in
+ * a buffer of the store's, *own, which the caller mc__free's (the O_DIRECT read's aligned buffer,
+ * so a large value is copied once less on its way out). Nothing is allocated on failure. */
+int mc__bstore_get_owned(struct mc__bstore *s, const char *key, uint64_t cap, void **own,
+                         const uint8_t **val, uint64_t *out_len);
+
 /* The value length of key: OBJECT_NOT_FOUND if absent. */
 int mc__bstore_size(struct mc__bstore *s, const char *key, uint64_t *out_len);
 

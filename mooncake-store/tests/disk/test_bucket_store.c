@@ -463,6 +463,33 @@ static void large_values(const char *dir, int no_direct) {
     }
     for (int i = 0; i < 5; i++)
         check_seeded(s, key[i], len[i], (uint64_t)i + 40);
+    /* The owned form: the verified value in the store's buffer, large and small. */
+    for (int i = 0; i < 5; i += 2) {
+        void *own = NULL;
+        const uint8_t *val = NULL;
+        uint64_t n = 0;
+        uint8_t *want = malloc(len[i]);
+        fill(want, len[i], (uint64_t)i + 40);
+        assert_int_equal(mc__bstore_get_owned(s, key[i], 1u << 20, &own, &val, &n), 0);
+        assert_int_equal(n, len[i]);
+        assert_memory_equal(val, want, len[i]);
+        mc__free(own);
+        assert_int_equal(mc__bstore_get_owned(s, key[i], len[i] - 1, &own, &val, &n),
+                         MC_ERR_BUFFER_OVERFLOW);
+        assert_null(own);
+        free(want);
+    }
+    {
+        void *own = NULL;
+        const uint8_t *val = NULL;
+        put_seeded(s, "small", 100, 9);
+        assert_int_equal(mc__bstore_get_owned(s, "small", 100, &own, &val, NULL), 0);
+        mc__free(own);
+        assert_int_equal(mc__bstore_get_owned(s, "nope", 100, &own, &val, NULL),
+                         MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(mc__bstore_get_owned(s, "small", 100, NULL, &val, NULL),
+                         MC_ERR_INVALID_PARAMS);
+    }
     bucket_path(dir, 0, p);
     flip_byte(p, (off_t)(off[3] + MC_BREC_HDR + strlen(key[3]) + 777777));
     assert_int_equal(mc__bstore_get(s, key[3], buf, 1u << 20, NULL), MC_ERR_CHECKSUM_MISMATCH);
