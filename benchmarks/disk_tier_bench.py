@@ -168,6 +168,7 @@ def run_size(store, tier, size, total, threads):
         with lock:
             lat.extend(mine)
 
+    reads0 = store.get_offload_rpc_read_count()
     t0 = time.perf_counter()
     ts = [threading.Thread(target=reader, args=(p,)) for p in parts]
     for t in ts:
@@ -175,6 +176,7 @@ def run_size(store, tier, size, total, threads):
     for t in ts:
         t.join()
     get_s = time.perf_counter() - t0
+    from_disk = store.get_offload_rpc_read_count() - reads0
     store.unregister_buffer(addr)
     if len(lat) != len(disk_only):
         raise RuntimeError("a reader failed")
@@ -186,7 +188,7 @@ def run_size(store, tier, size, total, threads):
     for k in keys:
         store.remove(k)
     return {"n": n, "disk_only": len(disk_only), "put_s": put_s, "get_s": get_s,
-            "retries": retries,
+            "retries": retries, "from_disk": from_disk,
             "mbps": len(disk_only) * size / get_s / 1e6,
             "p50": pct(lat, 0.50) * 1e6, "p99": pct(lat, 0.99) * 1e6}
 
@@ -226,7 +228,7 @@ def main(argv=None):
             total = a.total if size >= 64 << 10 else min(a.total // 4, 64 << 20)
             r = run_size(store, tier, size, total, a.threads)
             dd = dd_direct_read(os.path.join(work, "dd.bin"), size, total, a.threads)
-            print(f"size {size:>8} B: {r['disk_only']}/{r['n']} objects from disk (cold), "
+            print(f"size {size:>8} B: {r['from_disk']}/{r['n']} objects read from disk (cold), "
                   f"get {r['mbps']:8.1f} MB/s, p50 {r['p50']:8.1f} us, p99 {r['p99']:8.1f} us"
                   f" | dd iflag=direct bs={size} x{a.threads}: {dd:8.1f} MB/s"
                   f" | ratio {r['mbps'] / dd:.2f}x"
