@@ -122,17 +122,16 @@ static int mc__dt_drop(mc__disk_tier_t *t, const char *key) {
     return mc__dt_announce_rpc(t, MC_DP_ANNOUNCE_DROP, 1, &k, &len, &code);
 }
 
-static int mc__dt_done_rpc(mc__disk_tier_t *t, int ok, const char *key, uint64_t version,
-                           int32_t *code) {
+static int mc__dt_done_rpc(mc__disk_tier_t *t, int ok, uint32_t n, mc__mp_str_t *keys,
+                           uint64_t *versions, int32_t *codes) {
     mc__mp_request_t r;
-    mc__mp_str_t k = {(const uint8_t *)key, (uint32_t)strlen(key)};
-    mc__codes_ctx_t c = {1, code};
+    mc__codes_ctx_t c = {n, codes};
     memset(&r, 0, sizeof(r));
     r.type = MC_MP_DISK_DONE;
     r.force = ok ? 1 : 0;
-    r.n_keys = 1;
-    r.keys = &k;
-    r.value_lens = &version;
+    r.n_keys = n;
+    r.keys = keys;
+    r.value_lens = versions;
     return mc__master_client_call(t->mc, &r, mc__codes_reply, &c);
 }
 
@@ -246,16 +245,83 @@ static int mc__dt_buf(mc__disk_tier_t *t, uint64_t len) {
     return mc__grow(&t->buf, &t->buf_cap, len);
 }
 
-/* Stores len bytes under key, evicting least recently used copies while it does not fit. */
-static int mc__dt_put(mc__disk_tier_t *t, const char *key, const void *data, uint64_t len) {
+/* The offloads of one fetch, written without a sync each: one flush makes them all durable,
+ * then one report per outcome says so (a small object's offload costs a sync otherwise). */
+typedef struct mc__dt_batch {
+    uint32_t n;
+    const mc__disk_job_t *job[MC_DP_MAX_FETCH];
+    int rc[MC_DP_MAX_FETCH];
+} mc__dt_batch_t;
+
+static int mc__dt_batch_has(const mc__dt_batch_t *b, const char *key) {
+    for (uint32_t i = 0; i < b->n; i++)
+        if (strcmp(b->job[i]->key, key) == 0)
+            return 1;
+    return 0;
+}
+
+/* Flushes and reports the batch. A copy whose object went meanwhile is deleted; no later job
+ * of this fetch touched its key (mc__dt_run reports first), so the delete cannot take a newer
+ * copy. */
+static void mc__dt_report(mc__disk_tier_t *t, mc__dt_batch_t *b) {
+    mc__mp_str_t keys[MC_DP_MAX_FETCH];
+    uint64_t versions[MC_DP_MAX_FETCH];
+    int32_t codes[MC_DP_MAX_FETCH];
+    uint32_t idx[MC_DP_MAX_FETCH];
+    if (b->n == 0)
+        return;
+    (void)mc__bstore_flush(t->bs);
+    for (int ok = 1; ok >= 0; ok--) {
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < b->n; i++) {
+            if ((b->rc[i] == 0) != ok)
+                continue;
+            keys[n].p = (const uint8_t *)b->job[i]->key;
+            keys[n].len = (uint32_t)strlen(b->job[i]->key);
+            versions[n] = b->job[i]->version;
+            idx[n++] = i;
+        }
+        if (n == 0)
+            continue;
+        if (mc__dt_done_rpc(t, ok, n, keys, versions, codes) != 0) {
+            /* Unreported: the master hands these offloads out again later. */
+            MC_WARN("disk tier: reporting %u offloads failed", n);
+            continue;
+        }
+        for (uint32_t k = 0; k < n; k++) {
+            const mc__disk_job_t *j = b->job[idx[k]];
+            if (!ok) {
+                atomic_fetch_add(&t->offload_failures, 1);
+                MC_DEBUG("disk tier: offload of %s failed: %s", j->key,
+                         mc_store_strerror(b->rc[idx[k]]));
+            } else if (codes[k] != 0) {
+                /* Removed or replaced while we copied it: this copy must not stay. */
+                (void)mc__bstore_remove(t->bs, j->key);
+                atomic_fetch_add(&t->stale_copies, 1);
+            } else {
+                atomic_fetch_add(&t->offloads, 1);
+                atomic_fetch_add(&t->offload_bytes, j->size);
+            }
+        }
+    }
+    b->n = 0;
+}
+
+/* Stores len bytes under key (not yet synced: the batch's report flushes), evicting least
+ * recently used copies while it does not fit. A victim of the unreported batch is reported
+ * first, so that its drop at the master comes after the master learned of it. */
+static int mc__dt_put(mc__disk_tier_t *t, const char *key, const void *data, uint64_t len,
+                      mc__dt_batch_t *b) {
     char victim[MC_MP_MAX_KEY + 1];
     for (;;) {
         uint64_t vlen = 0;
-        int rc = mc__bstore_put(t->bs, key, data, len);
+        int rc = mc__bstore_put_nosync(t->bs, key, data, len);
         if (rc != MC_ERR_NO_AVAILABLE_HANDLE)
             return rc;
         if (mc__bstore_coldest(t->bs, victim, sizeof(victim), &vlen) != 0)
             return rc;
+        if (mc__dt_batch_has(b, victim))
+            mc__dt_report(t, b);
         /* The master forgets the copy first: no reader is sent to it once its bytes are gone. */
         if (mc__dt_drop(t, victim) != 0)
             return MC_ERR_RPC_FAIL;
@@ -264,33 +330,15 @@ static int mc__dt_put(mc__disk_tier_t *t, const char *key, const void *data, uin
     }
 }
 
-static void mc__dt_offload(mc__disk_tier_t *t, const mc__disk_job_t *j) {
-    int32_t code = 0;
+static void mc__dt_offload(mc__disk_tier_t *t, const mc__disk_job_t *j, mc__dt_batch_t *b) {
     int rc = j->size > t->capacity ? MC_ERR_INVALID_PARAMS : mc__dt_buf(t, j->size);
     /* Our own segment, in the incarnation the placement names: anything else is refused. */
     if (rc == 0)
         rc = mc__store_local_copy(t->s, MC_OPCODE_READ, &j->src, 0, t->buf, (size_t)j->size);
     if (rc == 0)
-        rc = mc__dt_put(t, j->key, t->buf, j->size);
-    if (mc__dt_done_rpc(t, rc == 0, j->key, j->version, &code) != 0) {
-        /* Unreported: the master hands the offload out again later; the copy (if any) is
-         * announced with the next announce or overwritten by the retry. */
-        MC_WARN("disk tier: reporting the offload of %s failed", j->key);
-        return;
-    }
-    if (rc == 0 && code != 0) {
-        /* Removed or replaced while we copied it: this copy must not stay. */
-        (void)mc__bstore_remove(t->bs, j->key);
-        atomic_fetch_add(&t->stale_copies, 1);
-        return;
-    }
-    if (rc == 0) {
-        atomic_fetch_add(&t->offloads, 1);
-        atomic_fetch_add(&t->offload_bytes, j->size);
-    } else {
-        atomic_fetch_add(&t->offload_failures, 1);
-        MC_DEBUG("disk tier: offload of %s failed: %s", j->key, mc_store_strerror(rc));
-    }
+        rc = mc__dt_put(t, j->key, t->buf, j->size, b);
+    b->job[b->n] = j;
+    b->rc[b->n++] = rc;
 }
 
 /* On the promoter thread. */
@@ -336,10 +384,13 @@ static void mc__dt_promote(mc__disk_tier_t *t, const char *key) {
     }
 }
 
-static void mc__dt_run(mc__disk_tier_t *t, const mc__disk_job_t *j) {
+static void mc__dt_run(mc__disk_tier_t *t, const mc__disk_job_t *j, mc__dt_batch_t *b) {
+    /* Work on a key of the batch waits for the batch's report: jobs run in the master's order. */
+    if (mc__dt_batch_has(b, j->key))
+        mc__dt_report(t, b);
     switch (j->kind) {
     case MC_DP_JOB_OFFLOAD:
-        mc__dt_offload(t, j);
+        mc__dt_offload(t, j, b);
         break;
     case MC_DP_JOB_DELETE:
         if (mc__bstore_remove(t->bs, j->key) == 0)
@@ -415,8 +466,11 @@ static void *mc__dt_promoter(void *arg) {
 static void *mc__dt_main(void *arg) {
     mc__disk_tier_t *t = arg;
     mc__disk_job_t *jobs = mc__calloc(MC_DP_MAX_FETCH, sizeof(*jobs));
+    mc__dt_batch_t *batch = mc__calloc(1, sizeof(*batch));
     int announced = 0;
-    if (!jobs) {
+    if (!jobs || !batch) {
+        mc__free(jobs);
+        mc__free(batch);
         MC_ERROR("disk tier: out of memory; the worker stops");
         return NULL;
     }
@@ -444,11 +498,13 @@ static void *mc__dt_main(void *arg) {
             continue;
         }
         for (uint32_t i = 0; i < c.n && !mc__dt_stopping(t); i++)
-            mc__dt_run(t, &jobs[i]);
+            mc__dt_run(t, &jobs[i], batch);
+        mc__dt_report(t, batch);
         if (c.n == 0)
             mc__dt_sleep(t, MC__DT_IDLE_MS);
     }
     mc__free(jobs);
+    mc__free(batch);
     return NULL;
 }
 

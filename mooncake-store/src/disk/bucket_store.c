@@ -37,6 +37,7 @@ struct mc__bucket {
     uint64_t live;  /* bytes of indexed records in it */
     uint64_t nlive; /* indexed records in it */
     int pins;       /* gets reading it outside the lock */
+    int dirty;      /* written by put_nosync since the last flush */
     int gone;       /* unlinked while pinned: the last unpin closes and frees it */
 };
 
@@ -488,7 +489,41 @@ static int check_key(const char *key, size_t *klen) {
     return 0;
 }
 
+/* After a put's write: synced now, or (nosync) left for mc__bstore_flush. */
+static void put_sync(struct mc__bstore *s, struct mc__bucket *b, int sync) {
+    if (sync)
+        sync_fd(s, b->fd);
+    else
+        b->dirty = 1;
+}
+
+static int put_impl(struct mc__bstore *s, const char *key, const void *data, uint64_t len,
+                    int sync);
+
 int mc__bstore_put(struct mc__bstore *s, const char *key, const void *data, uint64_t len) {
+    return put_impl(s, key, data, len, 1);
+}
+
+int mc__bstore_put_nosync(struct mc__bstore *s, const char *key, const void *data, uint64_t len) {
+    return put_impl(s, key, data, len, 0);
+}
+
+int mc__bstore_flush(struct mc__bstore *s) {
+    if (!s)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&s->mu);
+    for (struct mc__bucket *b = s->buckets; b; b = b->next) {
+        if (b->dirty) {
+            sync_fd(s, b->fd);
+            b->dirty = 0;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+static int put_impl(struct mc__bstore *s, const char *key, const void *data, uint64_t len,
+                    int sync) {
     size_t klen;
     if (!s)
         return MC_ERR_INVALID_PARAMS;
@@ -522,7 +557,7 @@ int mc__bstore_put(struct mc__bstore *s, const char *key, const void *data, uint
     rc = append(s, key, (uint32_t)klen, data, len, s->seq, &b, &off);
     if (rc != 0)
         goto out;
-    sync_fd(s, b->fd);
+    put_sync(s, b, sync);
     struct mc__bentry *e = old;
     if (!old && !(e = mc__bindex_add(&s->ix, key, klen))) {
         mark_dead(s, b, off);
@@ -536,7 +571,7 @@ int mc__bstore_put(struct mc__bstore *s, const char *key, const void *data, uint
     s->live += rs;
     if (old) {
         mark_dead(s, old->b, old->off);
-        sync_fd(s, old->b->fd);
+        put_sync(s, old->b, sync);
         unaccount(s, old);
     }
     e->b = b;

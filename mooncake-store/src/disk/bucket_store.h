@@ -45,6 +45,12 @@ int mc__bstore_open_ex(const char *dir, const struct mc__bstore_opts *opts,
  * had to be given up first to make room). */
 int mc__bstore_put(struct mc__bstore *s, const char *key, const void *data, uint64_t len);
 
+/* The same without the fdatasync: the copy is durable once mc__bstore_flush returned (a crash
+ * before that may tear it, and the rescan then drops it). For many small puts in a row, one
+ * flush for all. */
+int mc__bstore_put_nosync(struct mc__bstore *s, const char *key, const void *data, uint64_t len);
+int mc__bstore_flush(struct mc__bstore *s);
+
 /* Copies the value of key into buf (cap bytes) after verifying its checksum; *out_len (may be
  * NULL) is the value's length. OBJECT_NOT_FOUND; BUFFER_OVERFLOW when cap is too small (*out_len
  * says how much is needed; nothing is copied); CHECKSUM_MISMATCH when the bytes on disk fail the

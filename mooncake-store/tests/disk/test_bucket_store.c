@@ -508,6 +508,33 @@ static void test_large_values_direct_and_buffered(void **state) {
     rm_tree(sub);
 }
 
+/* Puts without a sync each, one flush for all: read back at once, and after a reopen. */
+static void test_put_nosync_then_flush(void **state) {
+    struct fx *f = *state;
+    struct mc__bstore_opts o = {.capacity = 8u << 20, .bucket_size = 1u << 20};
+    struct mc__bstore *s = NULL;
+    uint8_t v[5000];
+    char key[16];
+    assert_int_equal(mc__bstore_open_ex(f->dir, &o, &s), 0);
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof key, "ns%d", i);
+        fill(v, sizeof v, (uint64_t)i + 70);
+        assert_int_equal(mc__bstore_put_nosync(s, key, v, sizeof v), 0);
+    }
+    fill(v, sizeof v, 99);
+    assert_int_equal(mc__bstore_put_nosync(s, "ns3", v, sizeof v), 0); /* an overwrite too */
+    check_seeded(s, "ns3", sizeof v, 99);
+    assert_int_equal(mc__bstore_flush(s), 0);
+    assert_int_equal(mc__bstore_flush(NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__bstore_put_nosync(s, "", v, 1), MC_ERR_INVALID_KEY);
+    mc__bstore_close(s);
+    assert_int_equal(mc__bstore_open_ex(f->dir, &o, &s), 0);
+    assert_int_equal(mc__bstore_count(s), 20);
+    check_seeded(s, "ns3", sizeof v, 99);
+    check_seeded(s, "ns19", sizeof v, 89);
+    mc__bstore_close(s);
+}
+
 static void test_garbage_bucket_file(void **state) {
     struct fx *f = *state;
     char p[600];
@@ -967,6 +994,7 @@ int main(int argc, char **argv) {
         T(test_torn_tail_dropped_and_reused),
         T(test_flipped_byte_never_served),
         T(test_large_values_direct_and_buffered),
+        T(test_put_nosync_then_flush),
         T(test_garbage_bucket_file),
         T(test_odd_keys),
         T(test_bad_input),
