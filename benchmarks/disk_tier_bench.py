@@ -7,8 +7,8 @@ Starts its own mooncake_master (--enable_offload) and one storage node (mooncake
 of objects (so nearly all of them leave memory and live only on the node's disk), waits until
 every one was offloaded, evicts the tier's bucket files from the page cache
 (posix_fadvise DONTNEED: the reads hit the device, as objects evicted long ago do), and gets every
-disk-only object once, in the order they were written, from this process (a pure client: the
-bytes come from the node over TCP). It prints throughput and per-get latency percentiles.
+disk-only object once, in the order they were written (--order=random: shuffled), from this
+process (a pure client: the bytes come from the node over TCP). It prints throughput and per-get latency percentiles.
 
 The limit: `dd iflag=direct` reading files of the same total size on the same file system with
 the object size as the block size (written first with oflag=direct, then dropped from the cache
@@ -118,7 +118,7 @@ def fs_type(path):
     return out.stdout.split()[-1] if out.returncode == 0 else "?"
 
 
-def run_size(store, tier, size, total, threads):
+def run_size(store, tier, size, total, threads, order):
     n = max(64, total // size)
     prefix = f"b{size}-"
     value = os.urandom(size)
@@ -144,6 +144,8 @@ def run_size(store, tier, size, total, threads):
         if len(disk_only) >= n - (16 << 20) // size - 1:
             break
         time.sleep(0.2)
+    if order == "random":
+        random.Random(size).shuffle(disk_only)
     buckets = [os.path.join(tier, f) for f in os.listdir(tier) if f.endswith(".mcb")]
     drop_cache(buckets)
     buf = ctypes.create_string_buffer(size)
@@ -200,6 +202,9 @@ def main(argv=None):
     ap.add_argument("--total", type=size_of, default=512 << 20,
                     help="bytes put per size (4 KiB objects: a quarter of it, at most 64 MiB)")
     ap.add_argument("--threads", type=int, default=1, help="reader threads")
+    ap.add_argument("--order", choices=("written", "random"), default="written",
+                    help="read the objects in the order they were written (sequential on disk) "
+                         "or shuffled")
     a = ap.parse_args(argv)
     sizes = [size_of(s) for s in a.sizes.split(",")]
     work = tempfile.mkdtemp(prefix="mc-disk-bench-", dir=a.dir)
@@ -223,10 +228,11 @@ def main(argv=None):
             raise RuntimeError(f"setup: {rc}")
         load = os.getloadavg()
         print(f"# disk_tier_bench: {fs_type(work)} at {work}, {a.threads} reader thread(s), "
+              f"{a.order} order, "
               f"loadavg {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         for size in sizes:
             total = a.total if size >= 64 << 10 else min(a.total // 4, 64 << 20)
-            r = run_size(store, tier, size, total, a.threads)
+            r = run_size(store, tier, size, total, a.threads, a.order)
             dd = dd_direct_read(os.path.join(work, "dd.bin"), size, total, a.threads)
             print(f"size {size:>8} B: {r['from_disk']}/{r['n']} objects read from disk (cold), "
                   f"get {r['mbps']:8.1f} MB/s, p50 {r['p50']:8.1f} us, p99 {r['p99']:8.1f} us"
