@@ -13,7 +13,9 @@ process (a pure client: the bytes come from the node over TCP). It prints throug
 The limit: `dd iflag=direct` reading files of the same total size on the same file system with
 the object size as the block size (written first with oflag=direct, then dropped from the cache
 the same way), as many dd processes at once as there are reader threads (--threads), right after
-each size's run. The ratio is the tier's throughput over dd's.
+each read pass (--rounds of them per size, the objects dropped from the page cache before each).
+Each round's ratio is the tier's throughput over the dd pass right after it; the summary line
+gives the median over rounds.
 """
 
 import argparse
@@ -23,6 +25,7 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import socket
 import subprocess
 import sys
@@ -118,7 +121,8 @@ def fs_type(path):
     return out.stdout.split()[-1] if out.returncode == 0 else "?"
 
 
-def run_size(store, tier, size, total, threads, order):
+def fill(store, size, total):
+    """Puts the objects of one size; (keys, value, put seconds, retried puts)."""
     n = max(64, total // size)
     prefix = f"b{size}-"
     value = os.urandom(size)
@@ -135,25 +139,28 @@ def run_size(store, tier, size, total, threads, order):
             rc = store.put(prefix + str(i), value)
         if rc != 0:
             raise RuntimeError(f"put {i} failed: {rc}")
-    put_s = time.perf_counter() - t0
-    keys = [prefix + str(i) for i in range(n)]
+    return [prefix + str(i) for i in range(n)], value, time.perf_counter() - t0, retries
+
+
+def wait_disk_only(store, keys, size):
+    """The keys whose only copy is on disk, once (nearly) every one left memory."""
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    while True:
         descs = store.batch_get_replica_desc(keys)
         disk_only = [k for k in keys if [d.type.name for d in descs[k]] == ["LOCAL_DISK"]]
-        if len(disk_only) >= n - (16 << 20) // size - 1:
-            break
+        if len(disk_only) >= len(keys) - (16 << 20) // size - 1 or time.monotonic() > deadline:
+            return disk_only
         time.sleep(0.2)
-    if order == "random":
-        random.Random(size).shuffle(disk_only)
-    buckets = [os.path.join(tier, f) for f in os.listdir(tier) if f.endswith(".mcb")]
-    drop_cache(buckets)
-    buf = ctypes.create_string_buffer(size)
-    addr = ctypes.addressof(buf)
-    store.register_buffer(addr, size)
+
+
+def read_pass(store, tier, keys, size, threads):
+    """Gets every key once (the tier's files dropped from the page cache first); (MB/s, sorted
+    latencies, reads the node served from disk)."""
+    drop_cache([os.path.join(tier, f) for f in os.listdir(tier) if f.endswith(".mcb")])
     lat = []
     lock = threading.Lock()
-    parts = [disk_only[i::threads] for i in range(threads)]
+    errors = []
+    parts = [keys[i::threads] for i in range(threads)]
 
     def reader(ks):
         b = ctypes.create_string_buffer(size)
@@ -165,7 +172,8 @@ def run_size(store, tier, size, total, threads, order):
             got = store.get_into(k, a, size)
             mine.append(time.perf_counter() - s)
             if got != size:
-                raise RuntimeError(f"get {k}: {got}")
+                errors.append((k, got))
+                break
         store.unregister_buffer(a)
         with lock:
             lat.extend(mine)
@@ -177,22 +185,10 @@ def run_size(store, tier, size, total, threads, order):
         t.start()
     for t in ts:
         t.join()
-    get_s = time.perf_counter() - t0
-    from_disk = store.get_offload_rpc_read_count() - reads0
-    store.unregister_buffer(addr)
-    if len(lat) != len(disk_only):
-        raise RuntimeError("a reader failed")
-    # Correctness: a sample read back whole matches what was put.
-    for k in random.sample(disk_only, min(8, len(disk_only))):
-        if store.get(k) != value:
-            raise RuntimeError(f"{k}: wrong bytes")
-    lat.sort()
-    for k in keys:
-        store.remove(k)
-    return {"n": n, "disk_only": len(disk_only), "put_s": put_s, "get_s": get_s,
-            "retries": retries, "from_disk": from_disk,
-            "mbps": len(disk_only) * size / get_s / 1e6,
-            "p50": pct(lat, 0.50) * 1e6, "p99": pct(lat, 0.99) * 1e6}
+    dt = time.perf_counter() - t0
+    if errors:
+        raise RuntimeError(f"gets failed: {errors[:3]}")
+    return len(keys) * size / dt / 1e6, sorted(lat), store.get_offload_rpc_read_count() - reads0
 
 
 def main(argv=None):
@@ -202,6 +198,8 @@ def main(argv=None):
     ap.add_argument("--total", type=size_of, default=512 << 20,
                     help="bytes put per size (4 KiB objects: a quarter of it, at most 64 MiB)")
     ap.add_argument("--threads", type=int, default=1, help="reader threads")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="read passes per size, each followed by its dd pass")
     ap.add_argument("--order", choices=("written", "random"), default="written",
                     help="read the objects in the order they were written (sequential on disk) "
                          "or shuffled")
@@ -232,15 +230,34 @@ def main(argv=None):
               f"loadavg {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         for size in sizes:
             total = a.total if size >= 64 << 10 else min(a.total // 4, 64 << 20)
-            r = run_size(store, tier, size, total, a.threads, a.order)
-            dd = dd_direct_read(os.path.join(work, "dd.bin"), size, total, a.threads)
-            print(f"size {size:>8} B: {r['from_disk']}/{r['n']} objects read from disk (cold), "
-                  f"get {r['mbps']:8.1f} MB/s, p50 {r['p50']:8.1f} us, p99 {r['p99']:8.1f} us"
-                  f" | dd iflag=direct bs={size} x{a.threads}: {dd:8.1f} MB/s"
-                  f" | ratio {r['mbps'] / dd:.2f}x"
-                  f" | (puts incl. offload {r['n'] * size / r['put_s'] / 1e6:.1f} MB/s,"
-                  f" {r['retries']} retried)")
+            keys, value, put_s, retries = fill(store, size, total)
+            disk_only = wait_disk_only(store, keys, size)
+            if a.order == "random":
+                random.Random(size).shuffle(disk_only)
+            ratios, lat, from_disk = [], [], 0
+            for rnd in range(a.rounds):
+                mbps, lats, served = read_pass(store, tier, disk_only, size, a.threads)
+                dd = dd_direct_read(os.path.join(work, "dd.bin"), size, total, a.threads)
+                ratios.append(mbps / dd)
+                lat += lats
+                from_disk += served
+                print(f"  size {size:>8} B round {rnd + 1}: get {mbps:8.1f} MB/s"
+                      f" | dd iflag=direct bs={size} x{a.threads}: {dd:8.1f} MB/s"
+                      f" | ratio {mbps / dd:.2f}x")
+            # Correctness: a sample read back whole matches what was put.
+            for k in random.sample(disk_only, min(8, len(disk_only))):
+                if store.get(k) != value:
+                    raise RuntimeError(f"{k}: wrong bytes")
+            lat.sort()
+            print(f"size {size:>8} B: {len(disk_only)}/{len(keys)} objects on disk only, "
+                  f"{from_disk} reads served from disk in {a.rounds} round(s) (cold), "
+                  f"p50 {pct(lat, 0.50) * 1e6:.1f} us, p99 {pct(lat, 0.99) * 1e6:.1f} us"
+                  f" | ratio to dd, median of rounds: {statistics.median(ratios):.2f}x"
+                  f" | (puts incl. offload {len(keys) * size / put_s / 1e6:.1f} MB/s,"
+                  f" {retries} retried)")
             sys.stdout.flush()
+            for k in keys:
+                store.remove(k)
     finally:
         store.close()
         if node:
