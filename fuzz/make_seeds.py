@@ -161,6 +161,8 @@ def frame_header_dict():
  HEARTBEAT, SEGMENT_UNREACHABLE, UPSERT_START, UPSERT_END, UPSERT_REVOKE,
  REPLICA_CLEAR, UNREGISTER_CLIENT) = range(1, 17)
 TASK_CREATE, TASK_QUERY, TASK_FETCH, TASK_REPORT = range(17, 21)
+DISK_ANNOUNCE, DISK_FETCH, DISK_DONE = range(21, 24)
+DISK_READ = 1  # the node's disk read server
 CLIENT_ID = bytes(range(0x10, 0x20))
 TASK_ID = bytes(range(0xA0, 0xB0))
 
@@ -233,6 +235,27 @@ def master_rpc_seeds():
         "reply_task_fetch": rep(TASK_FETCH, u32(1) + TASK_ID + u8(1) + s("key-a") + u64(4096) +
                                 s(seg) + u64(0x7F0000001000) + u64(5) + u32(1) +
                                 s("127.0.0.1:15002") + u64(0x7F0000009000) + u64(9)),
+        "disk_announce": req(DISK_ANNOUNCE, u8(1) + s("127.0.0.1:16001") + u64(1 << 30) +
+                             u64(0x1234) + versioned(("key-a", 4096), ("key-b", 1))),
+        "disk_announce_drop": req(DISK_ANNOUNCE, u8(2) + s("") + u64(0) + u64(0) +
+                                  versioned(("key-a", 0))),
+        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(4) + s("h:1") + u64(1) + u64(1) +
+                                       u32(0)),
+        "disk_fetch": req(DISK_FETCH, u32(64)),
+        "disk_fetch_too_many": req(DISK_FETCH, u32(65)),
+        "disk_done": req(DISK_DONE, u8(1) + versioned(("key-a", 7))),
+        "disk_done_bad_ok": req(DISK_DONE, u8(2) + versioned(("key-a", 7))),
+        "reply_disk_fetch": rep(DISK_FETCH, u32(3) + u8(1) + s("key-a") + u64(4096) + u64(7) +
+                                s(seg) + u64(0x7F0000001000) + u64(5) + u8(2) + s("key-b") +
+                                u64(1) + u64(8) + s("") + u64(0) + u64(0) + u8(3) +
+                                s("key-c") + u64(9) + u64(9) + s("") + u64(0) + u64(0)),
+        "reply_disk_fetch_bad_kind": rep(DISK_FETCH, u32(1) + u8(9) + s("k") + u64(1) + u64(1) +
+                                         s("") + u64(0) + u64(0)),
+        "reply_replicas_disk": rep(GET_REPLICA_LIST, u32(1) + key_replicas(
+            0, 4096, 0, [replica("127.0.0.1:16001", 0, 4096, 7, 2)])),
+        "disk_read": frame(DISK_READ, s("key-a") + u64(0) + u64(1 << 20)),
+        "disk_read_reply": rep(DISK_READ, i32(0) + u64(4096)),
+        "disk_read_reply_missing": rep(DISK_READ, i32(-704) + u64(0)),
         "trailing_byte": req(PUT_END, versioned(("k", 1)) + b"\x00"),
         "unregister_client": req(UNREGISTER_CLIENT, b""),
         "unregister_trailing": req(UNREGISTER_CLIENT, u32(0)),
@@ -271,7 +294,7 @@ def master_rpc_dict():
         ("code_not_found", i32(-704)),
         ("segment", s("127.0.0.1:15001")),
     ]
-    return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 21))]
+    return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 24))]
 
 
 # --- master metadata log ------------------------------------------------------------------------

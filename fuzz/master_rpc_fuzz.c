@@ -1,10 +1,12 @@
 /* Master RPC decoders: the request decoder the master runs on every frame, and the reply
- * decoders the client runs. Input: a 24-byte frame header followed by the body. */
+ * decoders the client runs; also the disk tier's (a node's fetch reply, its read server's
+ * request, a reader's read reply). Input: a 24-byte frame header followed by the body. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "mooncake/common/frame.h"
+#include "proto/disk_proto.h"
 #include "proto/master_proto.h"
 #include "proto/task_proto.h"
 
@@ -13,6 +15,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static mc__key_replicas_t reps[64];
     static mc__task_work_t work[MC_TP_MAX_FETCH];
+    static mc__disk_job_t jobs[MC_DP_MAX_FETCH];
+    static char key[MC_MP_MAX_KEY + 1];
+    uint64_t version, cap, vlen;
+    int32_t code;
     mc__task_info_t info;
     uint8_t task_id[MC_MP_CLIENT_ID_LEN];
     uint32_t n_work;
@@ -48,5 +54,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)mc__tp_decode_fetch_reply(&h, body, len, MC_TP_MAX_FETCH, work, &n_work);
     (void)mc__tp_decode_fetch_reply(&h, body, len, 1, work, &n_work);
     (void)mc__mp_decode_error(&h, body, len, err, sizeof(err));
+    (void)mc__dp_decode_fetch_reply(&h, body, len, MC_DP_MAX_FETCH, jobs, &n_work);
+    (void)mc__dp_decode_fetch_reply(&h, body, len, 1, jobs, &n_work);
+    (void)mc__dp_decode_read(body, len, key, &version, &cap);
+    (void)mc__dp_decode_read_reply(&h, body, len, &code, &vlen);
     return 0;
 }

@@ -815,9 +815,9 @@ PyObject *mcpy_batch_replica_desc_raw(PyObject *self, PyObject *args, PyObject *
         PyObject *reps = PyList_New((Py_ssize_t)out[i].n), *item;
         for (size_t r = 0; reps && r < out[i].n; r++) {
             const mc_store_replica_t *e = &out[i].replicas[r];
-            PyObject *t = Py_BuildValue("(sKKi)", e->transport_endpoint,
+            PyObject *t = Py_BuildValue("(sKKii)", e->transport_endpoint,
                                         (unsigned long long)e->buffer_address,
-                                        (unsigned long long)e->size, e->status);
+                                        (unsigned long long)e->size, e->status, e->is_disk);
             if (!t) {
                 Py_CLEAR(reps);
                 break;

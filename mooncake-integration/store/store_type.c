@@ -251,6 +251,11 @@ static PyObject *store_health_check(PyObject *obj, PyObject *unused) {
     Py_END_ALLOW_THREADS return PyLong_FromLong(rc);
 }
 
+static PyObject *store_disk_read_count(PyObject *obj, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(
+        (unsigned long long)mc_store_disk_read_count(MCPY_STORE(obj)));
+}
+
 static PyObject *store_get_hostname(PyObject *obj, PyObject *unused) {
     return PyUnicode_FromString(mc_store_hostname(MCPY_STORE(obj)));
 }
@@ -269,6 +274,8 @@ static PyMethodDef store_methods[] = {
      "health_check() -> 0 healthy, 1 not set up, 2 master unreachable"},
     {"get_hostname", store_get_hostname, METH_NOARGS,
      "get_hostname() -> this client's segment name"},
+    {"disk_read_count", store_disk_read_count, METH_NOARGS,
+     "disk_read_count() -> objects this client read from a storage node's disk tier"},
     KW(put, "put(key, value, config=None) -> 0 or a negative code"),
     KW(put_parts, "put_parts(key, *parts, config=None) -> 0 or a negative code"),
     KW(put_batch, "put_batch(keys, values, config=None) -> 0 or the first negative code"),
@@ -302,7 +309,8 @@ static PyMethodDef store_methods[] = {
     KW(is_exist, "is_exist(key) -> 1, 0 or -1"),
     KW(batch_is_exist, "batch_is_exist(keys) -> list of 1, 0 or -1"),
     KW(batch_replica_desc_raw,
-       "batch_replica_desc_raw(keys) -> list of (code, [(endpoint, address, size, status)]); "
+       "batch_replica_desc_raw(keys) -> list of (code, [(endpoint, address, size, status, "
+       "is_disk)]); "
        "the facade's get_replica_desc / batch_get_replica_desc build on it"),
     KW(get_size, "get_size(key) -> size or a negative code"),
     KW(remove, "remove(key, force=False) -> 0 or a negative code"),

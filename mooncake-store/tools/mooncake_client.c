@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/store_disk.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/config.h"
 #include "mooncake/common/frame.h"
@@ -41,6 +42,11 @@ typedef struct mc__client_flags {
     const char *http_host;
     const char *cluster_secret_file;
     int64_t max_dummy_clients;
+    const char *root_fs_dir;
+    uint64_t disk_capacity;
+    int64_t disk_port;
+    const char *disk_host;
+    int disk_sync;
 } mc__client_flags_t;
 
 static size_t mc__client_flag_table(mc__client_flags_t *f, mc_flag_t *t) {
@@ -65,9 +71,22 @@ static size_t mc__client_flag_table(mc__client_flags_t *f, mc_flag_t *t) {
     F("threads", MC_FLAG_INT, &f->threads,
       "accepted for compatibility; every dummy client is served by a thread of its own");
     F("tenant_id", MC_FLAG_STRING, &f->tenant_id, "tenant identifier (only 'default')");
-    F("enable_offload", MC_FLAG_BOOL, &f->enable_offload, "disk offload (not supported)");
+    F("enable_offload", MC_FLAG_BOOL, &f->enable_offload,
+      "the disk tier (needs --root_fs_dir, which turns it on by itself)");
     F("start_offload_rpc_server", MC_FLAG_BOOL, &f->start_offload_rpc_server,
-      "accepted for compatibility (offload is not supported)");
+      "accepted for compatibility (the disk tier always serves its reads)");
+    F("root_fs_dir", MC_FLAG_STRING, &f->root_fs_dir,
+      "directory of this node's disk tier: objects evicted from memory (with the master's "
+      "--enable_offload) stay readable from here, and survive a restart of the node");
+    F("disk_capacity", MC_FLAG_SIZE, &f->disk_capacity,
+      "disk bytes the tier may take, e.g. 64gb (default: MOONCAKE_OFFLOAD_BUCKET_MAX_TOTAL_SIZE, "
+      "else 4gb); the least recently used objects make room");
+    F("disk_port", MC_FLAG_INT, &f->disk_port,
+      "port of the disk tier's read server, which readers reach (0 = ephemeral)");
+    F("disk_host", MC_FLAG_STRING, &f->disk_host,
+      "address readers reach the disk tier at (default: the segment's host)");
+    F("disk_sync", MC_FLAG_BOOL, &f->disk_sync,
+      "fdatasync every disk write before it counts (false only for scratch disks)");
     F("enable_http_server", MC_FLAG_BOOL, &f->enable_http_server,
       "serve /health and /metrics over HTTP");
     F("http_port", MC_FLAG_INT, &f->http_port, "HTTP port (0 = ephemeral)");
@@ -84,6 +103,7 @@ static size_t mc__client_flag_table(mc__client_flags_t *f, mc_flag_t *t) {
 typedef struct mc__daemon {
     mc_store_t *store;
     mc__node_t *node;
+    mc__disk_tier_t *disk;
     uint64_t segment_size;
 } mc__daemon_t;
 
@@ -113,7 +133,8 @@ static void mc__http_handle(void *ctx, const mc_http_request_t *req, mc_http_res
                      (unsigned long long)d->segment_size,
                      mc_store_health_check(d->store) == 0 ? 1 : 0);
         mc__buf_put(&b, line, (size_t)n);
-        if (mc__node_metrics(d->node, &b) != 0 || b.failed)
+        if (mc__node_metrics(d->node, &b) != 0 ||
+            (d->disk && mc__disk_tier_metrics(d->disk, &b) != 0) || b.failed)
             mc__http_respond(resp, 500, NULL, "metrics unavailable\n", 20);
         else
             mc__http_respond(resp, 200, "text/plain; version=0.0.4", b.data, b.len);
@@ -141,6 +162,10 @@ static int mc__client_config(const mc__client_flags_t *f, mc_store_config_t *c) 
         snprintf(c->cluster_secret_file, sizeof(c->cluster_secret_file), "%s",
                  f->cluster_secret_file);
     c->global_segment_size = f->global_segment_size;
+    /* --root_fs_dir is this daemon's own tier (started below with its flags); one from the
+     * environment's store settings would be a second one. */
+    if (f->root_fs_dir && *f->root_fs_dir)
+        c->enable_ssd_offload = 0;
     c->local_buffer_size = f->local_buffer_size;
     if (f->global_segment_size == 0) {
         fprintf(stderr,
@@ -166,8 +191,19 @@ static int mc__client_config(const mc__client_flags_t *f, mc_store_config_t *c) 
         fprintf(stderr, "%s: --max_dummy_clients must be in 1..65536\n", PROG);
         return -1;
     }
-    if (f->enable_offload) {
-        fprintf(stderr, "%s: --enable_offload is not supported by this implementation\n", PROG);
+    if (f->enable_offload && !(f->root_fs_dir && *f->root_fs_dir)) {
+        fprintf(stderr, "%s: --enable_offload needs --root_fs_dir (the disk tier's directory)\n",
+                PROG);
+        return -1;
+    }
+    if (f->root_fs_dir && *f->root_fs_dir && f->disk_capacity < (1ull << 20)) {
+        fprintf(stderr, "%s: --disk_capacity must be at least 1mb, got %llu\n", PROG,
+                (unsigned long long)f->disk_capacity);
+        return -1;
+    }
+    if (f->disk_port < 0 || f->disk_port > 65535) {
+        fprintf(stderr, "%s: --disk_port must be in 0..65535, got %lld\n", PROG,
+                (long long)f->disk_port);
         return -1;
     }
     if (f->tenant_id && strcmp(f->tenant_id, "default") != 0) {
@@ -179,7 +215,7 @@ static int mc__client_config(const mc__client_flags_t *f, mc_store_config_t *c) 
 
 int main(int argc, char **argv) {
     mc__client_flags_t f;
-    mc_flag_t table[32];
+    mc_flag_t table[40];
     mc_store_config_t cfg;
     mc__daemon_t d;
     mc__node_opts_t no;
@@ -203,6 +239,15 @@ int main(int argc, char **argv) {
     f.start_offload_rpc_server = 1;
     f.http_port = 9300;
     f.max_dummy_clients = 1024;
+    f.root_fs_dir = "";
+    f.disk_capacity = 4ull << 30;
+    f.disk_sync = 1;
+    {
+        const char *env = getenv("MOONCAKE_OFFLOAD_BUCKET_MAX_TOTAL_SIZE");
+        uint64_t v = 0;
+        if (env && *env && mc__parse_size(env, &v) == 0 && v > 0)
+            f.disk_capacity = v;
+    }
     n = mc__client_flag_table(&f, table);
     rc = mc__flags_parse(argc, argv, table, n, PROG, MC_VERSION_STRING,
                          "storage node of the Mooncake Store: contributes memory to the pool and "
@@ -237,6 +282,24 @@ int main(int argc, char **argv) {
         code = 1;
         goto out;
     }
+    if (f.root_fs_dir && *f.root_fs_dir) {
+        mc__disk_tier_opts_t dopts;
+        memset(&dopts, 0, sizeof(dopts));
+        dopts.dir = f.root_fs_dir;
+        dopts.capacity = f.disk_capacity;
+        dopts.host = f.disk_host;
+        dopts.port = (uint16_t)f.disk_port;
+        dopts.no_sync = !f.disk_sync;
+        rc = mc__disk_tier_start(d.store, &dopts, &d.disk);
+        if (rc != 0) {
+            fprintf(stderr, "%s: cannot open the disk tier in %s: %s (%s)\n", PROG, f.root_fs_dir,
+                    mc_store_strerror(rc), mc_store_err_name(rc));
+            code = 1;
+            goto out;
+        }
+        printf("%s disk tier %s (%llu bytes) served at %s\n", PROG, f.root_fs_dir,
+               (unsigned long long)f.disk_capacity, mc__disk_tier_endpoint(d.disk));
+    }
     if (f.enable_http_server) {
         rc = mc__http_server_start(f.http_host && *f.http_host ? f.http_host : NULL,
                                    (uint16_t)f.http_port, 0, mc__http_handle, &d, &http);
@@ -258,6 +321,7 @@ int main(int argc, char **argv) {
 out:
     mc__http_server_stop(http);
     mc__node_stop(d.node);
+    mc__disk_tier_stop(d.disk);
     mc_store_destroy(d.store); /* unmounts the segment at the master */
     return code;
 }

@@ -136,8 +136,9 @@ class MooncakeConfig:
             through, for the store to refuse at setup).
         device_name: RDMA device list ("" for none / auto).
         master_server_address: "host:port" of mooncake_master.
-        enable_ssd_offload, ssd_offload_path: the reference's disk tier (this build has none:
-            setup refuses enable_ssd_offload=True).
+        enable_ssd_offload, ssd_offload_path: the reference's disk tier: a client with a segment
+            keeps what the master evicts from it in ssd_offload_path (docs/disk-tier.md; setup
+            refuses enable_ssd_offload=True without a path or a segment).
         tenant_id: tenant name ("default").
         enable_client_http_server, client_http_port: the reference client's HTTP endpoints
             (accepted; this client serves none).

@@ -51,6 +51,12 @@ typedef struct mc_store_config {
     char cluster_secret[MC_STORE_STR_MAX];
     char cluster_secret_file[MC_STORE_STR_MAX];
     mc_engine_t *engine; /* a shared, initialized engine; NULL = the store creates its own */
+    /* The disk tier under this client's segment (docs/disk-tier.md): objects the master evicts
+     * from it stay readable from ssd_offload_path (the reference's enable_ssd_offload). Needs
+     * a segment (global_segment_size > 0) and the master's --enable_offload to fill. */
+    int enable_ssd_offload;
+    char ssd_offload_path[MC_STORE_STR_MAX];
+    uint64_t ssd_offload_capacity; /* disk bytes it may take; 0 = 4 GiB */
 } mc_store_config_t;
 
 /* Fills the built-in defaults. */
@@ -58,10 +64,10 @@ MC_API void mc_store_config_init(mc_store_config_t *c);
 /* Sets one key from a string, as the JSON file, the environment and Python's setup(dict) spell
  * them: local_hostname, metadata_server, protocol, device_name (alias rdma_devices),
  * master_server_address (alias master_server_addr), global_segment_size, local_buffer_size
- * (sizes as integers or "4gb", "512MB", ...), cluster_secret, cluster_secret_file. Keys of the
- * reference this client accepts but does not use (tenant_id, enable_ssd_offload=false,
- * ssd_offload_path, enable_client_http_server, client_http_port) are ignored. Unknown key or bad
- * value: MC_ERR_INVALID_PARAMS. */
+ * (sizes as integers or "4gb", "512MB", ...), cluster_secret, cluster_secret_file,
+ * enable_ssd_offload (a boolean), ssd_offload_path, ssd_offload_capacity (a size). Keys of the
+ * reference this client accepts but does not use (tenant_id, enable_client_http_server=false,
+ * client_http_port) are ignored. Unknown key or bad value: MC_ERR_INVALID_PARAMS. */
 MC_API int mc_store_config_set(mc_store_config_t *c, const char *key, const char *value);
 /* Applies a JSON object file (values may be strings or numbers). Keys that are no store setting
  * (files shared with vLLM or LMCache carry their own) are ignored, each said once at info; a
@@ -72,7 +78,9 @@ MC_API int mc_store_config_load_file_ex(mc_store_config_t *c, const char *path,
                                         const char *const *skip, size_t nskip);
 /* Applies MOONCAKE_CONFIG_PATH (if set) and then MOONCAKE_MASTER, MOONCAKE_LOCAL_HOSTNAME,
  * MOONCAKE_TE_META_DATA_SERVER, MOONCAKE_PROTOCOL, MOONCAKE_DEVICE,
- * MOONCAKE_GLOBAL_SEGMENT_SIZE, MOONCAKE_LOCAL_BUFFER_SIZE. */
+ * MOONCAKE_GLOBAL_SEGMENT_SIZE, MOONCAKE_LOCAL_BUFFER_SIZE, and for the disk tier
+ * MOONCAKE_OFFLOAD_ENABLED, MOONCAKE_OFFLOAD_FILE_STORAGE_PATH,
+ * MOONCAKE_OFFLOAD_BUCKET_MAX_TOTAL_SIZE. */
 MC_API int mc_store_config_load_env(mc_store_config_t *c);
 /* The same, leaving the nskip keys in skip alone (file and environment alike). */
 MC_API int mc_store_config_load_env_ex(mc_store_config_t *c, const char *const *skip, size_t nskip);
@@ -114,6 +122,9 @@ MC_API int mc_store_close(mc_store_t *s);
 MC_API void mc_store_destroy(mc_store_t *s);
 /* 0 healthy, 1 not set up (or closed), 2 master unreachable. */
 MC_API int mc_store_health_check(mc_store_t *s);
+/* Objects this client read from a storage node's disk tier (LOCAL_DISK copies) since setup:
+ * the reference's offload RPC read count. */
+MC_API uint64_t mc_store_disk_read_count(const mc_store_t *s);
 /* The segment name this client mounts and peers open ("host:port"); "" before setup. */
 MC_API const char *mc_store_hostname(const mc_store_t *s);
 MC_API mc_engine_t *mc_store_engine(mc_store_t *s);
@@ -262,6 +273,9 @@ typedef struct mc_store_replica {
     uint64_t buffer_address;                   /* where the bytes are in the owner's memory */
     uint64_t size;
     int status; /* MC_STORE_REPLICA_* */
+    /* 1: a LOCAL_DISK replica (the reference's replica type): transport_endpoint is the owning
+     * storage node's disk read server, buffer_address 0. 0: a MEMORY replica. */
+    int is_disk;
 } mc_store_replica_t;
 typedef struct mc_store_replica_list {
     int code; /* 0, or this key's code (OBJECT_NOT_FOUND, INVALID_KEY, ...) */

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "client/dummy.h"
+#include "client/store_disk.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
@@ -41,6 +42,7 @@ int mc_store_create(mc_store_t **out) {
     pthread_rwlock_init(&s->seg_rw, NULL);
     mc__put_sessions_init(&s->sessions);
     pthread_mutex_init(&s->extras_mu, NULL);
+    pthread_mutex_init(&s->disk_mu, NULL);
     atomic_init(&s->state, MC__STORE_NEW);
     atomic_init(&s->master_ok, 0);
     mc__staging_init(&s->staging, NULL, 0);
@@ -263,6 +265,8 @@ static int mc__setup_memory(mc_store_t *s) {
 
 /* Undoes setup in reverse; used by a failed setup and by destroy. */
 static void mc__teardown(mc_store_t *s) {
+    mc__disk_tier_stop(s->disk_tier); /* it works through the master connection and segment */
+    s->disk_tier = NULL;
     if (s->hb_started) {
         pthread_mutex_lock(&s->hb_mu);
         s->hb_stop = 1;
@@ -410,6 +414,8 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
         goto out;
     }
     s->maint_started = 1;
+    if (s->cfg.enable_ssd_offload && (rc = mc__store_disk_start(s)) != 0)
+        goto out;
     atomic_store(&s->state, MC__STORE_READY);
     rc = 0;
 out:
@@ -470,6 +476,8 @@ void mc_store_destroy(mc_store_t *s) {
     mc__put_sessions_fini(&s->sessions);
     mc__free(s->extras);
     pthread_mutex_destroy(&s->extras_mu);
+    mc__store_disk_conns_close(s);
+    pthread_mutex_destroy(&s->disk_mu);
     pthread_rwlock_destroy(&s->reg_lock);
     pthread_rwlock_destroy(&s->seg_rw);
     pthread_rwlock_destroy(&s->op_lock);

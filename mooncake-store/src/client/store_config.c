@@ -48,7 +48,7 @@ static int mc__set_size(uint64_t *dst, const char *key, const char *value) {
  * with the reference's alias), and keys of the reference that select features this client does
  * not have, accepted so configs written for the reference keep working as long as they do not
  * turn the feature on. */
-enum { MC__KEY_STR, MC__KEY_SIZE, MC__KEY_IGNORED, MC__KEY_MUST_BE_OFF };
+enum { MC__KEY_STR, MC__KEY_SIZE, MC__KEY_BOOL, MC__KEY_IGNORED, MC__KEY_MUST_BE_OFF };
 typedef struct mc__config_key {
     const char *name;
     int kind;
@@ -62,6 +62,8 @@ typedef struct mc__config_key {
     }
 #define MC__SIZE(name, field)                                                                      \
     { name, MC__KEY_SIZE, offsetof(mc_store_config_t, field), 0 }
+#define MC__BOOL(name, field)                                                                      \
+    { name, MC__KEY_BOOL, offsetof(mc_store_config_t, field), 0 }
 static const mc__config_key_t mc__config_keys[] = {
     MC__STR("local_hostname", local_hostname),
     MC__STR("metadata_server", metadata_server),
@@ -75,13 +77,15 @@ static const mc__config_key_t mc__config_keys[] = {
     MC__SIZE("global_segment_size", global_segment_size),
     MC__SIZE("local_buffer_size", local_buffer_size),
     {"tenant_id", MC__KEY_IGNORED, 0, 0},
-    {"ssd_offload_path", MC__KEY_IGNORED, 0, 0},
+    MC__STR("ssd_offload_path", ssd_offload_path),
+    MC__SIZE("ssd_offload_capacity", ssd_offload_capacity),
+    MC__BOOL("enable_ssd_offload", enable_ssd_offload),
     {"client_http_port", MC__KEY_IGNORED, 0, 0},
-    {"enable_ssd_offload", MC__KEY_MUST_BE_OFF, 0, 0},
     {"enable_client_http_server", MC__KEY_MUST_BE_OFF, 0, 0},
 };
 #undef MC__STR
 #undef MC__SIZE
+#undef MC__BOOL
 
 static const mc__config_key_t *mc__find_key(const char *key) {
     for (size_t i = 0; i < sizeof(mc__config_keys) / sizeof(mc__config_keys[0]); i++)
@@ -102,6 +106,13 @@ static int mc__config_set(mc_store_config_t *c, const char *key, const char *val
         return mc__set_str((char *)c + k->off, k->cap, key, value);
     case MC__KEY_SIZE:
         return mc__set_size((uint64_t *)(void *)((char *)c + k->off), key, value);
+    case MC__KEY_BOOL:
+        if (mc__parse_bool(value, &on) != 0) {
+            MC_ERROR("store config: %s=\"%s\" is not a boolean", key, value);
+            return MC_ERR_INVALID_PARAMS;
+        }
+        *(int *)(void *)((char *)c + k->off) = on;
+        return 0;
     case MC__KEY_MUST_BE_OFF:
         if (mc__parse_bool(value, &on) != 0) {
             MC_ERROR("store config: %s=\"%s\" is not a boolean", key, value);
@@ -264,6 +275,9 @@ int mc_store_config_load_env_ex(mc_store_config_t *c, const char *const *skip, s
         {"MOONCAKE_DEVICE", "device_name"},
         {"MOONCAKE_GLOBAL_SEGMENT_SIZE", "global_segment_size"},
         {"MOONCAKE_LOCAL_BUFFER_SIZE", "local_buffer_size"},
+        {"MOONCAKE_OFFLOAD_ENABLED", "enable_ssd_offload"},
+        {"MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", "ssd_offload_path"},
+        {"MOONCAKE_OFFLOAD_BUCKET_MAX_TOTAL_SIZE", "ssd_offload_capacity"},
     };
     const char *path;
     int rc = 0;

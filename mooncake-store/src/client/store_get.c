@@ -15,6 +15,7 @@ int mc__store_get_replicas(mc_store_t *s, const char *key, mc__key_replicas_t **
     if (!*kr)
         return MC_ERR_INTERNAL_ERROR;
     rc = mc__master_client_get_replica_list(s->master, key, *kr);
+    (*kr)->key = key;
     /* a reader that stalls holding a lease (tests stop it here) */
     mc__failpoint("store_get_after_lease");
     return rc;
@@ -79,6 +80,7 @@ int mc__store_batch_replicas(mc_store_t *s, const char *const *keys, size_t n,
             kr[idx[j]].code = rc;
         else
             kr[idx[j]] = tmp[j];
+        kr[idx[j]].key = keys[idx[j]];
     }
 out:
     mc__free(tmp);
@@ -316,8 +318,9 @@ static int mc__batch_replica_desc_impl(mc_store_t *s, const char *const *keys, s
             snprintf(e->transport_endpoint, sizeof(e->transport_endpoint), "%s", d->segment_name);
             e->buffer_address = d->addr;
             e->size = d->size;
-            e->status = d->status == MC_MP_REPLICA_COMPLETE ? MC_STORE_REPLICA_COMPLETE
-                                                            : MC_STORE_REPLICA_PROCESSING;
+            e->status = d->status == MC_MP_REPLICA_PROCESSING ? MC_STORE_REPLICA_PROCESSING
+                                                              : MC_STORE_REPLICA_COMPLETE;
+            e->is_disk = d->status == MC_MP_REPLICA_DISK;
         }
     }
     mc__free(kr);

@@ -86,6 +86,12 @@ struct mc_store {
 
     struct mc__dummy *dummy; /* set: a dummy client, its calls run by a local storage node */
 
+    struct mc__disk_tier *disk_tier; /* this client's own disk tier (enable_ssd_offload) */
+    _Atomic uint64_t disk_reads;     /* LOCAL_DISK copies read (mc_store_disk_read_count) */
+    pthread_mutex_t disk_mu;         /* idle connections to disk read servers (store_disk_read.c) */
+    struct mc__dconn *dconns; /* never held around I/O: a reader takes one out while it reads */
+    size_t n_dconns;
+
     pthread_rwlock_t reg_lock; /* user buffers registered for zero copy */
     mc_store_iov_t *regs;
     size_t nregs, regs_cap;

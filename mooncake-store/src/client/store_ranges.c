@@ -14,11 +14,15 @@ static void mc__narrow(const mc__key_replicas_t *kr, uint64_t off, uint64_t len,
     uint32_t n = kr->n_replicas < MC_MP_MAX_REPLICA_NUM ? kr->n_replicas : MC_MP_MAX_REPLICA_NUM;
     out->code = kr->code;
     out->size = len;
-    out->n_replicas = n;
-    memcpy(out->replicas, kr->replicas, (size_t)n * sizeof(kr->replicas[0]));
+    out->n_replicas = 0;
+    out->key = NULL; /* a range of a LOCAL_DISK copy is not read: memory replicas only */
     for (uint32_t r = 0; r < n; r++) {
-        out->replicas[r].addr += off;
-        out->replicas[r].size = len;
+        if (kr->replicas[r].status == MC_MP_REPLICA_DISK)
+            continue;
+        out->replicas[out->n_replicas] = kr->replicas[r];
+        out->replicas[out->n_replicas].addr += off;
+        out->replicas[out->n_replicas].size = len;
+        out->n_replicas++;
     }
 }
 

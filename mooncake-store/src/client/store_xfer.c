@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "client/dummy.h"
+#include "client/store_disk.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
@@ -532,11 +533,32 @@ int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
                         d->segment_name, mc_store_strerror((int)rc));
         }
     }
+    /* Last, LOCAL_DISK copies: the owning node reads and verifies them and sends the bytes. */
+    for (uint32_t r = 0; kr->key && r < n; r++) {
+        const mc__replica_desc_t *d = &kr->replicas[r];
+        int64_t drc;
+        if (d->status != MC_MP_REPLICA_DISK)
+            continue;
+        drc = mc__store_disk_read(s, kr->key, d, sub, nsub, kr->size);
+        if (drc == 0) {
+            rc = (int64_t)kr->size;
+            goto out;
+        }
+        MC_WARN("store: reading %s from the disk of %s failed (%s)", kr->key, d->segment_name,
+                mc_store_strerror((int)drc));
+        /* The node answered: its answer is what the reader gets, unless memory gave one. */
+        if (rc == MC_ERR_OBJECT_NOT_FOUND && drc != MC_ERR_TRANSFER_FAIL)
+            goto out_code;
+        rc = MC_ERR_TRANSFER_FAIL;
+    }
     if (rc != MC_ERR_OBJECT_NOT_FOUND)
         rc = MC_ERR_TRANSFER_FAIL;
 out:
     mc__free(sub);
     return rc;
+out_code:
+    mc__free(sub);
+    return MC_ERR_OBJECT_NOT_FOUND;
 }
 
 /* Public entry points: each holds the store open (close waits for it) while it runs. */

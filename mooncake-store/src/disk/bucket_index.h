@@ -14,6 +14,7 @@ struct mc__bentry {
     uint64_t off; /* record offset in b's file */
     uint64_t value_len;
     uint64_t seq;
+    uint64_t last_use; /* the store's use clock at its last put or get (LRU) */
     uint32_t data_crc;
     uint32_t key_len;
     char key[]; /* NUL-terminated */

@@ -23,6 +23,8 @@ struct mc__bstore_opts {
     uint64_t bucket_size; /* a bucket is sealed once it reaches this; 0: 64 MiB; at most
                              capacity / 8 (min 4 KiB) so compaction has room */
     int no_sync;          /* 1: skip fdatasync after writes (tests, scratch data) */
+    int no_direct;        /* 1: never read with O_DIRECT (by default values of 64 KiB and more
+                             are, where the file system allows it) */
 };
 
 /* Opens dir (created if missing; its parent must exist) with the default bucket size, rescanning
@@ -43,12 +45,24 @@ int mc__bstore_open_ex(const char *dir, const struct mc__bstore_opts *opts,
  * had to be given up first to make room). */
 int mc__bstore_put(struct mc__bstore *s, const char *key, const void *data, uint64_t len);
 
+/* The same without the fdatasync: the copy is durable once mc__bstore_flush returned (a crash
+ * before that may tear it, and the rescan then drops it). For many small puts in a row, one
+ * flush for all. */
+int mc__bstore_put_nosync(struct mc__bstore *s, const char *key, const void *data, uint64_t len);
+int mc__bstore_flush(struct mc__bstore *s);
+
 /* Copies the value of key into buf (cap bytes) after verifying its checksum; *out_len (may be
  * NULL) is the value's length. OBJECT_NOT_FOUND; BUFFER_OVERFLOW when cap is too small (*out_len
  * says how much is needed; nothing is copied); CHECKSUM_MISMATCH when the bytes on disk fail the
  * checksum: the object is deleted and buf's contents are undefined; INVALID_READ: I/O error. */
 int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
                    uint64_t *out_len);
+
+/* The same without the copy into a caller's buffer: on 0, *val points at the verified value in
+ * a buffer of the store's, *own, which the caller mc__free's (the O_DIRECT read's aligned buffer,
+ * so a large value is copied once less on its way out). Nothing is allocated on failure. */
+int mc__bstore_get_owned(struct mc__bstore *s, const char *key, uint64_t cap, void **own,
+                         const uint8_t **val, uint64_t *out_len);
 
 /* The value length of key: OBJECT_NOT_FOUND if absent. */
 int mc__bstore_size(struct mc__bstore *s, const char *key, uint64_t *out_len);
@@ -72,6 +86,11 @@ uint64_t mc__bstore_capacity(struct mc__bstore *s);
  * returned. */
 typedef int (*mc__bstore_key_fn)(void *ctx, const char *key, uint64_t value_len);
 int mc__bstore_foreach(struct mc__bstore *s, mc__bstore_key_fn fn, void *ctx);
+
+/* The least recently used object (put or read longest ago; after a rescan, the oldest written):
+ * its key (copied into key, cap bytes) and value length. OBJECT_NOT_FOUND when the store is
+ * empty, BUFFER_OVERFLOW when cap cannot hold the key. A walk of the index: O(objects). */
+int mc__bstore_coldest(struct mc__bstore *s, char *key, size_t cap, uint64_t *value_len);
 
 /* Closes the files and frees s (NULL is a no-op); no other call on s may be in flight. */
 void mc__bstore_close(struct mc__bstore *s);

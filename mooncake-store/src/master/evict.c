@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "master/disk.h"
 #include "master/master_internal.h"
 #include "master/persist.h"
 #include "mooncake/common/alloc.h"
@@ -36,7 +37,8 @@ typedef struct mc__collect {
 /* Tier of an object for eviction: -1 never (leased, unfinished, hard-pinned), 0 plain,
  * 1 soft-pinned (only when allowed, and only after every plain candidate). */
 static int mc__evict_tier(const mc__master_t *m, const mc__object_t *o, uint64_t now) {
-    if (!(o->flags & MC__OBJ_COMPLETE) || (o->flags & MC__OBJ_HARD_PIN) || o->lease_until > now)
+    if (!(o->flags & MC__OBJ_COMPLETE) ||
+        (o->flags & (MC__OBJ_HARD_PIN | MC__OBJ_OFFLOAD_PENDING)) || o->lease_until > now)
         return -1;
     if ((o->flags & MC__OBJ_SOFT_PIN) && o->soft_pin_until > now)
         return m->cfg.allow_evict_soft_pinned_objects ? 1 : -1;
@@ -98,6 +100,13 @@ static int mc__evict_visit(mc__master_t *m, mc__object_t *o, void *arg) {
     if (p->freed >= p->target || mc__evict_tier(m, o, p->now) != p->soft ||
         o->access_ms > p->threshold || !mc__helps(p->room, o))
         return 0;
+    if (mc__disk_evict_offload(m, o)) {
+        /* offload_on_evict: it leaves memory once its disk copy is durable (the next pass, or
+         * the put waiting for it, evicts it then); counted, so this pass stops at its target
+         * rather than sending everything to disk. */
+        p->freed += mc__obj_bytes(o);
+        return 0;
+    }
     p->freed += mc__obj_bytes(o);
     p->count++;
     return 1;

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "master/disk.h"
 #include "master/master_internal.h"
 #include "master/persist.h"
 #include "mooncake/common/alloc.h"
@@ -37,6 +38,7 @@ void mc__master_config_defaults(mc__master_config_t *c) {
     c->enable_metric_reporting = 1;
     c->cluster_id = "mooncake_cluster";
     c->ha_lease_ttl_s = 5;
+    c->promotion_admission_threshold = 2;
 }
 
 static int mc__bad(char *err, size_t cap, const char *what) {
@@ -59,6 +61,8 @@ int mc__master_config_validate(const mc__master_config_t *c, char *err, size_t c
         return mc__bad(err, cap, "--default_kv_soft_pin_ttl must be >= 0 (milliseconds)");
     if (c->max_kv_soft_pin_ttl_ms < c->default_kv_soft_pin_ttl_ms)
         return mc__bad(err, cap, "--max_kv_soft_pin_ttl must be >= --default_kv_soft_pin_ttl");
+    if (c->promotion_admission_threshold < 1 || c->promotion_admission_threshold > 1000000)
+        return mc__bad(err, cap, "--promotion_admission_threshold must be in 1..1000000");
     if (!(c->eviction_ratio >= 0.0 && c->eviction_ratio <= 1.0))
         return mc__bad(err, cap, "--eviction_ratio must be in [0, 1]");
     if (!(c->eviction_high_watermark_ratio >= 0.0 && c->eviction_high_watermark_ratio <= 1.0))
@@ -137,6 +141,8 @@ int mc__master_new_offline(const mc__master_config_t *cfg, mc__master_t **out) {
     pthread_mutex_init(&m->tasks_mu, NULL);
     for (int i = 0; i < MC__SHARDS && rc == 0; i++)
         rc = mc__shard_init(&m->shards[i]);
+    if (rc == 0)
+        rc = mc__disk_init(m);
     atomic_store(&m->next_serial, 1); /* 0 names no segment in the log */
     if (rc) {
         mc__master_stop(m);
@@ -212,6 +218,7 @@ void mc__master_stop(mc__master_t *m) {
     /* The log is closed before the state is torn down: a stop is not a removal of everything. */
     mc__persist_close(m);
     mc__tasks_destroy(m);
+    mc__disk_destroy(m);
     for (int i = 0; i < MC__SHARDS; i++)
         mc__shard_destroy(m, &m->shards[i]);
     while (m->grave) {

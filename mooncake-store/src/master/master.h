@@ -49,6 +49,11 @@ typedef struct mc__master_config {
     int (*ha_is_leader)(void *ctx, int64_t term); /* still the leader of term */
     void (*ha_lost)(void *ctx, int64_t term);     /* the log cannot record: give up leadership */
     void *ha_ctx;
+    /* The disk tier (disk.h): enable_offload copies objects whose replicas lie on a node with a
+     * disk to that disk as their puts finish (offload_on_evict: only when eviction picks them);
+     * promotion_on_hit puts a disk object back into memory on its threshold-th read. */
+    int enable_offload, offload_on_evict, promotion_on_hit;
+    int64_t promotion_admission_threshold;
 } mc__master_config_t;
 
 void mc__master_config_defaults(mc__master_config_t *c);

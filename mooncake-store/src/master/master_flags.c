@@ -41,13 +41,9 @@ static const mc__compat_flag_t mc__compat[] = {
     {"oplog_poll_interval_ms", MC_FLAG_INT, "1000", NULL},
     {"oplog_batch_max_entries", MC_FLAG_INT, "1024", NULL},
     {"batch_oplog_retry_timeout_sec", MC_FLAG_INT, "180", NULL},
-    {"enable_offload", MC_FLAG_BOOL, "false", OFFLOAD},
-    {"offload_on_evict", MC_FLAG_BOOL, "false", OFFLOAD},
     {"offload_force_evict", MC_FLAG_BOOL, "false", OFFLOAD},
     {"offloading_queue_limit", MC_FLAG_INT, "50000", NULL},
     {"offload_cap_ratio", MC_FLAG_DOUBLE, "0.5", NULL},
-    {"promotion_on_hit", MC_FLAG_BOOL, "false", "promotion from the disk tier (SSD offload)"},
-    {"promotion_admission_threshold", MC_FLAG_INT, "2", NULL},
     {"promotion_queue_limit", MC_FLAG_INT, "50000", NULL},
     {"promotion_max_per_heartbeat", MC_FLAG_INT, "1", NULL},
     {"nof_eviction_ratio", MC_FLAG_DOUBLE, "0.05", NULL},
@@ -263,6 +259,17 @@ void mc__master_opts_init(mc__master_opts_t *o) {
     F("metadata_log_compact_bytes", MC_FLAG_SIZE, &c->metadata_compact_bytes,
       "the metadata log is rewritten from the state when it grows past this (and 4x its size "
       "after the last rewrite); sizes as 64mb");
+    F("enable_offload", MC_FLAG_BOOL, &c->enable_offload,
+      "the disk tier: objects whose replicas lie on a storage node with a disk directory "
+      "(mooncake_client --root_fs_dir) are copied to that disk, and stay readable from it once "
+      "evicted from memory");
+    F("offload_on_evict", MC_FLAG_BOOL, &c->offload_on_evict,
+      "with --enable_offload, copy an object to disk only when eviction picks it (it leaves "
+      "memory once the copy is durable) instead of as its put finishes");
+    F("promotion_on_hit", MC_FLAG_BOOL, &c->promotion_on_hit,
+      "put an object read from the disk tier back into memory");
+    F("promotion_admission_threshold", MC_FLAG_INT, &c->promotion_admission_threshold,
+      "reads from disk before a promotion (--promotion_on_hit)");
     F("restore_metadata", MC_FLAG_BOOL, &c->restore_metadata,
       "with --metadata_dir, restore the log's objects at start (false: start empty)");
     F("config_path", MC_FLAG_STRING, &o->config_path,

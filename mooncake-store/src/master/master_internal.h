@@ -18,6 +18,13 @@
 #define MC__OBJ_SOFT_PIN 0x4u
 #define MC__OBJ_PIN_KEEP 0x8u   /* an upsert asked to keep the replaced object's soft pin */
 #define MC__OBJ_DISCARDED 0x10u /* an unfinished put discarded as stale (graveyard) */
+/* Queued for offload to a node's disk (disk.h): not evicted until the node reports. */
+#define MC__OBJ_OFFLOAD_PENDING 0x20u
+/* A promotion from the disk tier: its disk copy holds the same bytes and stays. */
+#define MC__OBJ_PROMOTED 0x40u
+/* A node reported this very object (this version) durable on its disk: when that node comes
+ * back and announces the key, its copy is this object's, not a stale value. */
+#define MC__OBJ_ON_DISK 0x80u
 #define MC__SHADOW_SUFFIX "\0u"
 #define MC__SHADOW_SUFFIX_LEN 2u
 
@@ -93,6 +100,7 @@ typedef struct mc__op_stats {
 } mc__op_stats_t;
 
 typedef struct mc__rpc_server mc__rpc_server_t;
+struct mc__disk;
 typedef struct mc__persist mc__persist_t;
 typedef struct mc_http_server mc_http_server_t;
 
@@ -154,6 +162,7 @@ struct mc__master {
     int stopping;
     int evict_wanted;
 
+    struct mc__disk *disk;        /* the disk tier's view (disk.h) */
     mc__persist_t *persist;       /* the metadata log (local or in etcd), or NULL (persist.h) */
     _Atomic int fenced;           /* the log could not record a change: serve nothing more */
     _Atomic uint64_t next_serial; /* segments' log serials */

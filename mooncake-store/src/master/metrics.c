@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "master/disk.h"
 #include "master/master_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/time.h"
@@ -517,8 +518,32 @@ static void mc__process_metrics(mc_buf_t *b) {
                 (double)rl.rlim_cur);
 }
 
+/* The disk tier (disk.h). */
+static void mc__disk_metrics(mc__master_t *m, mc_buf_t *b) {
+    mc__disk_stats_t d;
+    mc__disk_stats(m, &d);
+    mc__one(b, "mooncake_disk_nodes", "gauge", "storage nodes with a disk tier", (double)d.nodes);
+    mc__one(b, "mooncake_disk_capacity_bytes", "gauge", "their disk capacity", (double)d.capacity);
+    mc__one(b, "mooncake_disk_objects", "gauge", "objects with a LOCAL_DISK copy",
+            (double)d.objects);
+    mc__one(b, "mooncake_disk_object_bytes", "gauge", "their sizes", (double)d.bytes);
+    mc__one(b, "mooncake_disk_offloads_pending", "gauge", "offloads queued or running",
+            (double)d.pending);
+    mc__one(b, "mooncake_disk_offloads_total", "counter", "objects copied to a disk",
+            (double)d.offloads);
+    mc__one(b, "mooncake_disk_offload_failures_total", "counter",
+            "offloads a node could not do (disk full, memory gone)", (double)d.offload_failures);
+    mc__one(b, "mooncake_disk_hits_total", "counter", "reads served from the disk tier",
+            (double)d.disk_hits);
+    mc__one(b, "mooncake_disk_promotions_total", "counter", "disk objects put back into memory",
+            (double)d.promotions);
+    mc__one(b, "mooncake_disk_deletes_total", "counter", "disk copies let go (removed, replaced)",
+            (double)d.deletes);
+}
+
 void mc__metrics_render(mc__master_t *m, mc_buf_t *b) {
     mc__ref_metrics(m, b);
     mc__own_metrics(m, b);
+    mc__disk_metrics(m, b);
     mc__process_metrics(b);
 }

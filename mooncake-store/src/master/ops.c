@@ -2,19 +2,26 @@
 #include <regex.h>
 #include <string.h>
 
+#include "master/disk.h"
 #include "master/master_internal.h"
 #include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
+#include "proto/disk_proto.h"
 #include "proto/task_proto.h"
+
+/* How long a put waits for offloads to make room before it gives up (NO_AVAILABLE_HANDLE). */
+#define MC__OFFLOAD_WAIT_MS 2000u
 
 static int mc__leased(const mc__object_t *o, uint64_t now) {
     return o->lease_until > now;
 }
 
-void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t size,
-                      uint64_t lease_ms, const mc__replica_t *reps, uint8_t n, uint8_t status) {
+/* The replicas of one key, and its LOCAL_DISK copy (dh, may be NULL) last. */
+static void mc__put_replicas_disk(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t size,
+                                  uint64_t lease_ms, const mc__replica_t *reps, uint8_t n,
+                                  uint8_t status, const mc__disk_hit_t *dh) {
     char names[MC_MP_MAX_REPLICA_NUM][MC_MP_MAX_SEGMENT_NAME + 1];
     uint64_t bases[MC_MP_MAX_REPLICA_NUM];
     uint64_t epochs[MC_MP_MAX_REPLICA_NUM];
@@ -25,15 +32,24 @@ void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t siz
         lens[i] = mc__segment_name(m, reps[i].seg, names[i], &bases[i], &epochs[i]);
         shown = (uint8_t)(shown + (lens[i] != 0));
     }
-    if (code == 0 && n > 0 && shown == 0)
+    if (code == 0 && n > 0 && shown == 0 && !dh)
         code = MC_ERR_OBJECT_NOT_FOUND;
-    mc__mp_replicas_reply_item(out, code, code ? 0 : size, code ? 0 : lease_ms, code ? 0 : shown);
+    mc__mp_replicas_reply_item(out, code, code ? 0 : size, code ? 0 : lease_ms,
+                               code ? 0 : shown + (dh != NULL));
     if (code)
         return;
     for (uint8_t i = 0; i < n; i++)
         if (lens[i])
             mc__mp_replicas_reply_replica(out, names[i], lens[i], bases[i] + reps[i].off, size,
                                           epochs[i], status);
+    if (dh)
+        mc__mp_replicas_reply_replica(out, dh->endpoint, dh->endpoint_len, 0, dh->size, dh->version,
+                                      MC_MP_REPLICA_DISK);
+}
+
+void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t size,
+                      uint64_t lease_ms, const mc__replica_t *reps, uint8_t n, uint8_t status) {
+    mc__put_replicas_disk(m, out, code, size, lease_ms, reps, n, status, NULL);
 }
 
 void mc__grave_add(mc__master_t *m, mc__object_t *o) {
@@ -71,6 +87,20 @@ int32_t mc__place_object(mc__master_t *m, const uint8_t *key, uint32_t key_len, 
     if (placed < 0 &&
         mc__evict(m, mc__seg_round(len) * cfg->replica_num, mc__seg_round(len), 1) > 0)
         placed = mc__place(m, len, cfg, reps);
+    /* With offloads running, what eviction could not take yet (queued for the disk, or being
+     * copied there) leaves memory once its copy is durable: wait for that (bounded) and evict
+     * again rather than fail the put. Bounded well inside a client's RPC timeout (5 s). */
+    for (uint64_t until = mc__now_ms() + MC__OFFLOAD_WAIT_MS;
+         placed < 0 && m->cfg.enable_offload && mc__now_ms() < until;) {
+        int waiting = mc__disk_pending(m) > 0;
+        if (waiting)
+            mc__disk_wait(m, 100);
+        if (mc__evict(m, mc__seg_round(len) * cfg->replica_num, mc__seg_round(len), 1) > 0 ||
+            waiting)
+            placed = mc__place(m, len, cfg, reps);
+        if (!waiting)
+            break;
+    }
     if (placed < 0)
         return placed;
     o = mc__object_new(key, key_len, hash, (uint8_t)placed);
@@ -83,6 +113,7 @@ int32_t mc__place_object(mc__master_t *m, const uint8_t *key, uint32_t key_len, 
     o->access_ms = now;
     o->version = atomic_fetch_add(&m->next_version, 1) + 1; /* never 0 */
     o->flags = (uint8_t)(((cfg->flags & MC_MP_CFG_HARD_PIN) ? MC__OBJ_HARD_PIN : 0) |
+                         ((cfg->flags & MC_MP_CFG_PROMOTE) ? MC__OBJ_PROMOTED : 0) |
                          ((cfg->flags & MC_MP_CFG_SOFT_PIN) ? MC__OBJ_SOFT_PIN : 0) |
                          ((cfg->flags & (MC_MP_CFG_SOFT_PIN | MC_MP_CFG_SOFT_UNPIN)) == 0
                               ? MC__OBJ_PIN_KEEP
@@ -104,6 +135,7 @@ void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint6
     atomic_fetch_add(&m->object_bytes, (int64_t)o->size);
     mc__value_size_record(m, o->size);
     mc__persist_obj_set(m, o);
+    mc__disk_on_complete(m, o);
 }
 
 static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
@@ -120,6 +152,10 @@ static int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint6
     o = mc__shard_find(s, hash, key->p, key->len);
     if (o && !mc__maybe_discard(m, s, o, now))
         code = MC_ERR_OBJECT_ALREADY_EXISTS;
+    else if (mc__disk_find(m, key->p, key->len, hash, 0, 0, NULL) != 0)
+        code = (cfg->flags & MC_MP_CFG_PROMOTE) ? 0 : MC_ERR_OBJECT_ALREADY_EXISTS; /* on disk */
+    else if (cfg->flags & MC_MP_CFG_PROMOTE)
+        code = MC_ERR_OBJECT_NOT_FOUND; /* nothing left on disk to promote */
     pthread_mutex_unlock(&s->mu);
     if (code)
         return code;
@@ -150,6 +186,7 @@ static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
     const mc__replicate_config_t *cfg = &r->config;
     /* A soft pin longer than max_kv_soft_pin_ttl is refused, as the reference refuses it. */
     int bad_cfg = cfg->replica_num == 0 || cfg->replica_num > MC_MP_MAX_REPLICA_NUM ||
+                  ((cfg->flags & MC_MP_CFG_PROMOTE) && r->type != MC_MP_PUT_START) ||
                   ((cfg->flags & MC_MP_CFG_SOFT_PIN) &&
                    cfg->soft_pin_ttl_ms > (uint64_t)m->cfg.max_kv_soft_pin_ttl_ms);
     uint64_t now = mc__now_ms();
@@ -205,9 +242,16 @@ static void mc__op_get(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out
         uint64_t size = 0;
         int32_t code = 0;
         mc__object_t *o = NULL;
+        mc__disk_hit_t dh;
+        int on_disk = 0;
         pthread_mutex_lock(&s->mu);
         o = mc__shard_find(s, hash, k->p, k->len);
-        if (!o || !(o->flags & MC__OBJ_COMPLETE)) {
+        if (o && !(o->flags & MC__OBJ_COMPLETE))
+            o = NULL;
+        on_disk = mc__disk_find(m, k->p, k->len, hash, 1, o != NULL, &dh);
+        if (!o && on_disk) {
+            size = dh.size; /* LOCAL_DISK only: no lease (the node serves a verified copy) */
+        } else if (!o) {
             code = MC_ERR_OBJECT_NOT_FOUND;
         } else {
             if (o->lease_until < now + ttl)
@@ -225,7 +269,8 @@ static void mc__op_get(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out
             atomic_fetch_add_explicit(&m->get_hit_bytes, size, memory_order_relaxed);
         }
         /* Under the shard lock: a segment drop must sweep this object before its slot goes. */
-        mc__put_replicas(m, out, code, size, ttl, reps, n, MC_MP_REPLICA_COMPLETE);
+        mc__put_replicas_disk(m, out, code, size, ttl, reps, n, MC_MP_REPLICA_COMPLETE,
+                              on_disk ? &dh : NULL);
         pthread_mutex_unlock(&s->mu);
     }
     mc__buf_frame_end(out, start);
@@ -245,11 +290,14 @@ static int32_t mc__code_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *k
     case MC_MP_EXIST:
         /* No lease, unlike the reference's: a probe is not a read, and it must not keep an
          * object from eviction or removal (get_replica_desc takes one). */
-        code = o && (o->flags & MC__OBJ_COMPLETE) ? 1 : 0;
+        code =
+            (o && (o->flags & MC__OBJ_COMPLETE)) || mc__disk_find(m, k->p, k->len, hash, 0, 0, NULL)
+                ? 1
+                : 0;
         break;
     case MC_MP_REMOVE:
         if (!o)
-            code = MC_ERR_OBJECT_NOT_FOUND;
+            code = mc__disk_forget(m, k->p, k->len, hash) ? 0 : MC_ERR_OBJECT_NOT_FOUND;
         else if (!force && !(o->flags & MC__OBJ_COMPLETE))
             code = MC_ERR_REPLICA_IS_NOT_READY;
         else if (!force && mc__leased(o, now))
@@ -264,6 +312,7 @@ static int32_t mc__code_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *k
     if (dead) {
         mc__shard_unlink(s, dead);
         mc__object_destroy(m, dead);
+        mc__disk_forget(m, k->p, k->len, hash);
     }
     pthread_mutex_unlock(&s->mu);
     return code;
@@ -291,11 +340,28 @@ static int mc__op_codes(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *ou
         case MC_MP_REPLICA_CLEAR:
             codes[i] = mc__replica_clear_one(m, &r->keys[i], &r->segment_name, now);
             break;
+        case MC_MP_DISK_ANNOUNCE:
+        case MC_MP_DISK_DONE:
+            codes[i] = 0; /* filled below, all at once */
+            break;
         default:
             codes[i] = mc__code_one(m, r->type, &r->keys[i], r->force, now);
             break;
         }
         *errors += codes[i] < 0;
+    }
+    if (r->type == MC_MP_DISK_ANNOUNCE || r->type == MC_MP_DISK_DONE) {
+        rc = r->type == MC_MP_DISK_ANNOUNCE ? mc__disk_announce(m, r, codes)
+                                            : mc__disk_done(m, r, codes);
+        if (rc) {
+            if (codes != small)
+                mc__free(codes);
+            *errors = r->n_keys;
+            return mc__mp_encode_error_reply(out, r->type, r->request_id, rc,
+                                             mc_store_strerror(rc));
+        }
+        for (uint32_t i = 0; i < r->n_keys; i++)
+            *errors += codes[i] < 0;
     }
     rc = mc__mp_encode_codes_reply(out, r->type, r->request_id, r->n_keys, codes);
     if (codes != small)
@@ -350,6 +416,7 @@ static int mc__op_remove_all(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
         }
         a->re = &re;
     }
+    a->removed = mc__disk_remove_all(m, a->re); /* before the sweep: it looks at memory */
     mc__objects_sweep(m, mc__remove_all_visit, a);
     rc = mc__mp_encode_remove_all_reply(out, r->request_id, a->removed);
     if (a->re)
@@ -401,7 +468,13 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     case MC_MP_UPSERT_END:
     case MC_MP_UPSERT_REVOKE:
     case MC_MP_REPLICA_CLEAR:
+    case MC_MP_DISK_ANNOUNCE:
+    case MC_MP_DISK_DONE:
         rc = mc__op_codes(m, r, out, &errors);
+        break;
+    case MC_MP_DISK_FETCH:
+        keys = 1;
+        rc = mc__disk_fetch(m, r, out);
         break;
     case MC_MP_REMOVE_ALL:
         keys = 1;

@@ -1,6 +1,7 @@
 /* Segment registry (mount, unmount, placement) and client liveness. */
 #include <string.h>
 
+#include "master/disk.h"
 #include "master/master_internal.h"
 #include "master/persist.h"
 #include "mooncake/common/alloc.h"
@@ -291,6 +292,7 @@ static unsigned long mc__client_drop_segments(mc__master_t *m, const uint8_t *id
             break;
         mc__segment_drop(m, slot);
     }
+    mc__disk_client_gone(m, id); /* its disk copies go with it (it re-announces them) */
     return n;
 }
 

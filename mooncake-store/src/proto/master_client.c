@@ -779,3 +779,15 @@ int mc__master_client_task_report(mc__master_client_t *c, const uint8_t id[MC_MP
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
+
+int mc__master_client_call(mc__master_client_t *c, mc__mp_request_t *r, mc__reply_fn fn,
+                           void *ctx) {
+    mc_frame_header_t h;
+    int rc;
+    pthread_mutex_lock(&c->mu);
+    rc = mc__mc_call(c, r, &h);
+    if (rc == 0)
+        rc = fn(ctx, &h, c->in, (size_t)h.body_len);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}

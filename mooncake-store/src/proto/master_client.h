@@ -153,4 +153,10 @@ int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status);
  * counted as expired). The client's mount list is cleared first, so nothing is remounted. 0, or the
  * master's code (NOT_IMPLEMENTED from a master that predates it), or RPC_FAIL. */
 int mc__master_client_unregister(mc__master_client_t *c);
+
+/* Any request (the disk tier's, disk_proto.h): r is sent as this client (its client and request
+ * ids are filled in) and its reply handed to fn, which must decode what it needs before it
+ * returns (the body is the client's buffer). Returns fn's result, or the call's failure. */
+typedef int (*mc__reply_fn)(void *ctx, const mc_frame_header_t *h, const uint8_t *body, size_t len);
+int mc__master_client_call(mc__master_client_t *c, mc__mp_request_t *r, mc__reply_fn fn, void *ctx);
 #endif

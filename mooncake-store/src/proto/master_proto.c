@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "proto/disk_proto.h"
 #include "proto/task_proto.h"
 
 #include "mooncake/common/alloc.h"
@@ -54,6 +55,12 @@ const char *mc__mp_type_name(uint8_t type) {
         return "task_fetch";
     case MC_MP_TASK_REPORT:
         return "task_report";
+    case MC_MP_DISK_ANNOUNCE:
+        return "disk_announce";
+    case MC_MP_DISK_FETCH:
+        return "disk_fetch";
+    case MC_MP_DISK_DONE:
+        return "disk_done";
     default:
         return "unknown";
     }
@@ -66,18 +73,20 @@ static int mc__mp_is_task(uint8_t type) {
 static int mc__mp_has_keys(uint8_t type) {
     return type != MC_MP_MOUNT_SEGMENT && type != MC_MP_UNMOUNT_SEGMENT &&
            type != MC_MP_REMOVE_ALL && type != MC_MP_HEARTBEAT && type != MC_MP_UNREGISTER_CLIENT &&
-           !mc__mp_is_task(type);
+           type != MC_MP_DISK_FETCH && !mc__mp_is_task(type);
 }
 
 /* Types this build knows (the numbering has gaps). */
 static int mc__mp_known(uint8_t type) {
-    return (type >= MC_MP_MOUNT_SEGMENT && type <= MC_MP_UNREGISTER_CLIENT) || mc__mp_is_task(type);
+    return (type >= MC_MP_MOUNT_SEGMENT && type <= MC_MP_UNREGISTER_CLIENT) ||
+           mc__mp_is_task(type) || (type >= MC_MP_DISK_ANNOUNCE && type <= MC_MP_DISK_DONE);
 }
 
 /* Types whose keys each carry a u64 (a length or a version), and those with a config. */
 static int mc__mp_has_key_u64(uint8_t type) {
     return type == MC_MP_PUT_START || type == MC_MP_PUT_END || type == MC_MP_PUT_REVOKE ||
-           type == MC_MP_UPSERT_START || type == MC_MP_UPSERT_END || type == MC_MP_UPSERT_REVOKE;
+           type == MC_MP_UPSERT_START || type == MC_MP_UPSERT_END || type == MC_MP_UPSERT_REVOKE ||
+           type == MC_MP_DISK_ANNOUNCE || type == MC_MP_DISK_DONE;
 }
 
 static int mc__mp_has_config(uint8_t type) {
@@ -108,6 +117,12 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         return MC_ERR_INVALID_PARAMS;
     if (mc__mp_has_config(r->type) && r->config.n_preferred > MC_MP_MAX_PREFERRED)
         return MC_ERR_INVALID_PARAMS;
+    if (r->type == MC_MP_DISK_ANNOUNCE &&
+        (r->segment_name.len > MC_MP_MAX_SEGMENT_NAME ||
+         (r->mount_flags & ~(MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP)) != 0))
+        return MC_ERR_INVALID_PARAMS;
+    if (r->type == MC_MP_DISK_FETCH && (r->max_tasks == 0 || r->max_tasks > MC_DP_MAX_FETCH))
+        return MC_ERR_INVALID_PARAMS;
 
     rc = mc__buf_frame_begin(b, r->type, 0, r->request_id, &start);
     if (rc)
@@ -135,6 +150,9 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         break;
     case MC_MP_UNREGISTER_CLIENT:
         break; /* the client id says it all */
+    case MC_MP_DISK_FETCH:
+        mc__buf_u32(b, r->max_tasks);
+        break;
     case MC_MP_TASK_CREATE:
     case MC_MP_TASK_QUERY:
     case MC_MP_TASK_FETCH:
@@ -146,6 +164,14 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
             mc__buf_u8(b, r->force ? 1 : 0);
         if (r->type == MC_MP_REPLICA_CLEAR)
             mc__buf_bytes(b, r->segment_name.p, r->segment_name.len);
+        if (r->type == MC_MP_DISK_ANNOUNCE) {
+            mc__buf_u8(b, r->mount_flags);
+            mc__buf_bytes(b, r->segment_name.p, r->segment_name.len);
+            mc__buf_u64(b, r->size);
+            mc__buf_u64(b, r->base);
+        }
+        if (r->type == MC_MP_DISK_DONE)
+            mc__buf_u8(b, r->force ? 1 : 0);
         mc__buf_u32(b, r->n_keys);
         for (uint32_t i = 0; i < r->n_keys; i++) {
             mc__buf_bytes(b, r->keys[i].p, r->keys[i].len);
@@ -277,6 +303,11 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
         break;
     case MC_MP_UNREGISTER_CLIENT:
         break; /* trailing bytes are refused below */
+    case MC_MP_DISK_FETCH:
+        if (mc__cur_u32(&cur, &out->max_tasks) || out->max_tasks == 0 ||
+            out->max_tasks > MC_DP_MAX_FETCH)
+            rc = MC_ERR_INVALID_PARAMS;
+        break;
     case MC_MP_TASK_CREATE:
     case MC_MP_TASK_QUERY:
     case MC_MP_TASK_FETCH:
@@ -287,7 +318,14 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
         if ((h->type == MC_MP_REMOVE && mc__cur_u8(&cur, &out->force)) ||
             (h->type == MC_MP_REPLICA_CLEAR &&
              mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &out->segment_name.p,
-                           &out->segment_name.len))) {
+                           &out->segment_name.len)) ||
+            (h->type == MC_MP_DISK_ANNOUNCE &&
+             (mc__cur_u8(&cur, &out->mount_flags) ||
+              (out->mount_flags & ~(MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP)) != 0 ||
+              mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &out->segment_name.p,
+                            &out->segment_name.len) ||
+              mc__cur_u64(&cur, &out->size) || mc__cur_u64(&cur, &out->base))) ||
+            (h->type == MC_MP_DISK_DONE && (mc__cur_u8(&cur, &out->force) || out->force > 1))) {
             rc = MC_ERR_INVALID_PARAMS;
             break;
         }

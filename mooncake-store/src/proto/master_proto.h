@@ -20,6 +20,7 @@
  *                      clients: then an unknown client is told to remount, as before)
  *   UNREGISTER_CLIENT  (nothing more): a clean leave; the master unmounts every segment of the
  *                      client and forgets it now, as an expiry would, but counts it as a leave
+ *   DISK_ANNOUNCE / DISK_FETCH / DISK_DONE and their replies: disk_proto.h
  *   config:            u32 replica_num, u8 flags (1 soft pin, 2 hard pin, 4 soft unpin),
  *                      u64 soft_pin_ttl_ms,
  *                      u32 n_preferred, n_preferred x str segment_name
@@ -100,7 +101,13 @@ enum mc__mp_type {
     MC_MP_TASK_QUERY = 18,
     MC_MP_TASK_FETCH = 19,
     MC_MP_TASK_REPORT = 20,
-    MC_MP_TYPE_MAX_ = 21
+    /* The disk tier (disk_proto.h): a storage node with a disk directory announces what its disk
+     * holds, fetches the offload / delete / promote work the master has for it, and reports the
+     * offloads it finished. */
+    MC_MP_DISK_ANNOUNCE = 21,
+    MC_MP_DISK_FETCH = 22,
+    MC_MP_DISK_DONE = 23,
+    MC_MP_TYPE_MAX_ = 24
 };
 
 /* Heartbeat status. NEED_REMOUNT: the master holds fewer segments of this client than the client
@@ -111,6 +118,10 @@ enum { MC_MP_CLIENT_OK = 0, MC_MP_CLIENT_NEED_REMOUNT = 1 };
 
 /* Replica status as seen by clients. */
 enum { MC_MP_REPLICA_PROCESSING = 0, MC_MP_REPLICA_COMPLETE = 1 };
+/* A LOCAL_DISK replica (disk_proto.h): segment_name is the owning node's disk endpoint
+ * ("host:port"), addr 0, epoch the version of the disk copy. Readers that predate the disk tier
+ * skip it as they skip any replica that is not COMPLETE. */
+#define MC_MP_REPLICA_DISK 2u
 
 /* MOUNT flags. */
 #define MC_MP_MOUNT_F_CHECK 0x1u
@@ -120,6 +131,9 @@ enum { MC_MP_REPLICA_PROCESSING = 0, MC_MP_REPLICA_COMPLETE = 1 };
 #define MC_MP_CFG_HARD_PIN 0x2u
 /* Neither soft-pin bit: an upsert keeps the replaced object's soft pin (PRESERVE). */
 #define MC_MP_CFG_SOFT_UNPIN 0x4u
+/* A storage node copies a disk object back into memory (promotion on hit): the put is allowed on
+ * a key that exists only on disk, and the disk copy stays (it holds the same bytes). */
+#define MC_MP_CFG_PROMOTE 0x8u
 
 /* A byte string borrowed from someone else's buffer (not NUL-terminated). */
 typedef struct mc__mp_str {
@@ -148,7 +162,8 @@ typedef struct mc__mp_request {
     uint8_t force;                 /* REMOVE, REMOVE_ALL */
     mc__mp_str_t pattern;          /* REMOVE_ALL: a regex, or empty for every object */
     mc__mp_str_t segment_name;     /* MOUNT, UNMOUNT, REPLICA_CLEAR (may be empty) */
-    uint64_t base, size;           /* MOUNT (size), UNMOUNT (base only) */
+    uint64_t base, size;           /* MOUNT (size), UNMOUNT (base only); DISK_ANNOUNCE: disk id,
+                                      capacity */
     uint64_t epoch;                /* MOUNT */
     uint8_t mount_flags;           /* MOUNT: MC_MP_MOUNT_F_* */
     uint32_t n_mounted;            /* HEARTBEAT; MC_MP_MOUNTS_UNKNOWN when the peer sent none */
@@ -162,7 +177,7 @@ typedef struct mc__mp_request {
     uint8_t task_id[MC_MP_CLIENT_ID_LEN];
     int32_t task_code;
     mc__mp_str_t message;
-    uint32_t max_tasks;
+    uint32_t max_tasks; /* also DISK_FETCH's max */
     /* decoder-owned storage; freed by mc__mp_request_free */
     void *owned_;
 } mc__mp_request_t;
@@ -196,6 +211,9 @@ typedef struct mc__key_replicas {
     uint64_t version;      /* PUT_START / UPSERT_START: what the end or revoke must name */
     uint32_t n_replicas;
     mc__replica_desc_t replicas[MC_MP_MAX_REPLICA_NUM];
+    /* Not on the wire: the reader sets it to the key asked for (a LOCAL_DISK replica is read
+     * by key from its node); NULL where nobody did, and then disk replicas are not read. */
+    const char *key;
 } mc__key_replicas_t;
 
 /* Reply encoders append a complete reply frame (header included). */

@@ -44,10 +44,18 @@ static void test_defaults_and_setter(void **state) {
     assert_string_equal(c.device_name, "mlx5_0");
     /* accepted, unused keys of the reference */
     assert_int_equal(mc_store_config_set(&c, "tenant_id", "t"), 0);
+    /* the disk tier (setup refuses enable_ssd_offload without a path or a segment) */
+    assert_int_equal(mc_store_config_set(&c, "enable_ssd_offload", "true"), 0);
+    assert_int_equal(c.enable_ssd_offload, 1);
     assert_int_equal(mc_store_config_set(&c, "enable_ssd_offload", "false"), 0);
+    assert_int_equal(c.enable_ssd_offload, 0);
+    assert_int_equal(mc_store_config_set(&c, "ssd_offload_path", "/nvme/tier"), 0);
+    assert_string_equal(c.ssd_offload_path, "/nvme/tier");
+    assert_int_equal(mc_store_config_set(&c, "ssd_offload_capacity", "64gb"), 0);
+    assert_true(c.ssd_offload_capacity == (64ull << 30));
     /* refused */
-    assert_int_equal(mc_store_config_set(&c, "enable_ssd_offload", "true"), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_store_config_set(&c, "enable_ssd_offload", "maybe"), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_config_set(&c, "ssd_offload_capacity", "big"), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_store_config_set(&c, "global_segment_size", "lots"), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_store_config_set(&c, "global_segment_size", "-1"), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_store_config_set(&c, "no_such_key", "1"), MC_ERR_INVALID_PARAMS);

@@ -441,6 +441,100 @@ static void test_flipped_byte_never_served(void **state) {
     mc__bstore_close(s);
 }
 
+/* Large values take the O_DIRECT read where the file system allows it (ext4 here, not tmpfs):
+ * records at every alignment, the last one ending mid-block at the end of the file, each read
+ * back whole, and a flipped byte deep in one found by that path too. The same with O_DIRECT
+ * turned off. */
+static void large_values(const char *dir, int no_direct) {
+    struct mc__bstore_opts o = {
+        .capacity = 64u << 20, .bucket_size = 32u << 20, .no_sync = 1, .no_direct = no_direct};
+    struct mc__bstore *s = NULL;
+    const size_t len[] = {65536, 65537, 200001, 1u << 20, 70000};
+    char key[5][16];
+    uint64_t off[5], at = 0;
+    uint8_t *buf = malloc(1u << 20);
+    char p[600];
+    assert_int_equal(mc__bstore_open_ex(dir, &o, &s), 0);
+    for (int i = 0; i < 5; i++) {
+        snprintf(key[i], sizeof key[i], "big%.*s", i + 1, "xxxxx"); /* keys of 4..8 bytes */
+        off[i] = at;
+        at += rec(strlen(key[i]), len[i]);
+        put_seeded(s, key[i], len[i], (uint64_t)i + 40);
+    }
+    for (int i = 0; i < 5; i++)
+        check_seeded(s, key[i], len[i], (uint64_t)i + 40);
+    /* The owned form: the verified value in the store's buffer, large and small. */
+    for (int i = 0; i < 5; i += 2) {
+        void *own = NULL;
+        const uint8_t *val = NULL;
+        uint64_t n = 0;
+        uint8_t *want = malloc(len[i]);
+        fill(want, len[i], (uint64_t)i + 40);
+        assert_int_equal(mc__bstore_get_owned(s, key[i], 1u << 20, &own, &val, &n), 0);
+        assert_int_equal(n, len[i]);
+        assert_memory_equal(val, want, len[i]);
+        mc__free(own);
+        assert_int_equal(mc__bstore_get_owned(s, key[i], len[i] - 1, &own, &val, &n),
+                         MC_ERR_BUFFER_OVERFLOW);
+        assert_null(own);
+        free(want);
+    }
+    {
+        void *own = NULL;
+        const uint8_t *val = NULL;
+        put_seeded(s, "small", 100, 9);
+        assert_int_equal(mc__bstore_get_owned(s, "small", 100, &own, &val, NULL), 0);
+        mc__free(own);
+        assert_int_equal(mc__bstore_get_owned(s, "nope", 100, &own, &val, NULL),
+                         MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(mc__bstore_get_owned(s, "small", 100, NULL, &val, NULL),
+                         MC_ERR_INVALID_PARAMS);
+    }
+    bucket_path(dir, 0, p);
+    flip_byte(p, (off_t)(off[3] + MC_BREC_HDR + strlen(key[3]) + 777777));
+    assert_int_equal(mc__bstore_get(s, key[3], buf, 1u << 20, NULL), MC_ERR_CHECKSUM_MISMATCH);
+    assert_int_equal(mc__bstore_get(s, key[3], buf, 1u << 20, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    check_seeded(s, key[4], len[4], 44);
+    mc__bstore_close(s);
+    free(buf);
+}
+
+static void test_large_values_direct_and_buffered(void **state) {
+    struct fx *f = *state;
+    char sub[600];
+    large_values(f->dir, 0);
+    snprintf(sub, sizeof sub, "%s/buffered", f->dir);
+    large_values(sub, 1);
+    rm_tree(sub);
+}
+
+/* Puts without a sync each, one flush for all: read back at once, and after a reopen. */
+static void test_put_nosync_then_flush(void **state) {
+    struct fx *f = *state;
+    struct mc__bstore_opts o = {.capacity = 8u << 20, .bucket_size = 1u << 20};
+    struct mc__bstore *s = NULL;
+    uint8_t v[5000];
+    char key[16];
+    assert_int_equal(mc__bstore_open_ex(f->dir, &o, &s), 0);
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof key, "ns%d", i);
+        fill(v, sizeof v, (uint64_t)i + 70);
+        assert_int_equal(mc__bstore_put_nosync(s, key, v, sizeof v), 0);
+    }
+    fill(v, sizeof v, 99);
+    assert_int_equal(mc__bstore_put_nosync(s, "ns3", v, sizeof v), 0); /* an overwrite too */
+    check_seeded(s, "ns3", sizeof v, 99);
+    assert_int_equal(mc__bstore_flush(s), 0);
+    assert_int_equal(mc__bstore_flush(NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__bstore_put_nosync(s, "", v, 1), MC_ERR_INVALID_KEY);
+    mc__bstore_close(s);
+    assert_int_equal(mc__bstore_open_ex(f->dir, &o, &s), 0);
+    assert_int_equal(mc__bstore_count(s), 20);
+    check_seeded(s, "ns3", sizeof v, 99);
+    check_seeded(s, "ns19", sizeof v, 89);
+    mc__bstore_close(s);
+}
+
 static void test_garbage_bucket_file(void **state) {
     struct fx *f = *state;
     char p[600];
@@ -899,6 +993,8 @@ int main(int argc, char **argv) {
         T(test_reopen_finds_everything),
         T(test_torn_tail_dropped_and_reused),
         T(test_flipped_byte_never_served),
+        T(test_large_values_direct_and_buffered),
+        T(test_put_nosync_then_flush),
         T(test_garbage_bucket_file),
         T(test_odd_keys),
         T(test_bad_input),

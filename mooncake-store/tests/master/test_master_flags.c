@@ -180,9 +180,6 @@ static void expect_refused(const char *flag, const char *feature) {
 
 static void test_missing_features_refused(void **state) {
     (void)state;
-    expect_refused("--enable_offload", "SSD offload");
-    expect_refused("--offload_on_evict=1", "SSD offload");
-    expect_refused("--promotion_on_hit", "disk tier");
     expect_refused("--enable_cxl", "CXL memory");
     expect_refused("--enable_kv_events", "KV cache event");
     expect_refused("--enable_multi_tenants", "multi-tenant");
@@ -244,6 +241,40 @@ static void test_ha_flags(void **state) {
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
             if (load(bad[i]) != 2)
                 fail_msg("HA case %zu was accepted", i);
+    }
+}
+
+/* The disk tier's switches, the reference's names. */
+static void test_disk_tier_flags(void **state) {
+    const mc__master_config_t *c = &g_o.cfg;
+    char err[256];
+    (void)state;
+    {
+        const char *none[] = {NULL};
+        assert_int_equal(load(none), 0);
+        assert_int_equal(c->enable_offload, 0);
+        assert_int_equal(c->offload_on_evict, 0);
+        assert_int_equal(c->promotion_on_hit, 0);
+        assert_int_equal(c->promotion_admission_threshold, 2);
+    }
+    {
+        const char *a[] = {"--enable_offload", "--offload_on_evict=true", "--promotion_on_hit",
+                           "--promotion_admission_threshold=5", NULL};
+        assert_int_equal(load(a), 0);
+        assert_int_equal(c->enable_offload, 1);
+        assert_int_equal(c->offload_on_evict, 1);
+        assert_int_equal(c->promotion_on_hit, 1);
+        assert_int_equal(c->promotion_admission_threshold, 5);
+        assert_int_equal(mc__master_config_validate(c, err, sizeof(err)), 0);
+    }
+    {
+        const char *a[] = {"--promotion_admission_threshold=0", NULL};
+        mc__master_config_t bad;
+        assert_int_not_equal(load(a), 0); /* refused with the reason on stderr */
+        mc__master_config_defaults(&bad);
+        bad.promotion_admission_threshold = 0;
+        assert_int_equal(mc__master_config_validate(&bad, err, sizeof(err)), MC_ERR_INVALID_PARAMS);
+        assert_non_null(strstr(err, "--promotion_admission_threshold"));
     }
 }
 
@@ -385,6 +416,7 @@ int main(void) {
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_missing_features_refused),
         cmocka_unit_test(test_ha_flags),
+        cmocka_unit_test(test_disk_tier_flags),
         cmocka_unit_test(test_knobs_of_features_that_are_off),
         cmocka_unit_test(test_yaml_file),
         cmocka_unit_test(test_json_file),

@@ -40,6 +40,8 @@ __all__ = [
     "ReplicaStatus",
     "ReplicaDescriptor",
     "MemoryDescriptor",
+    "LocalDiskDescriptor",
+    "ReplicaType",
     "BufferDescriptor",
     "ReplicateConfig",
     "SoftPinAction",
@@ -95,39 +97,80 @@ class MemoryDescriptor:
         self.buffer_descriptor = buffer_descriptor
 
 
+class LocalDiskDescriptor:
+    """A LOCAL_DISK replica: the storage node's disk tier that serves it (``transport_endpoint``,
+    "host:port" of its read server) and the object's size."""
+
+    __slots__ = ("transport_endpoint", "object_size")
+
+    def __init__(self, transport_endpoint, object_size):
+        self.transport_endpoint = transport_endpoint
+        self.object_size = object_size
+
+    def __repr__(self):
+        return f"<LocalDiskDescriptor {self.transport_endpoint} {self.object_size}>"
+
+
+class ReplicaType(_enum.IntEnum):
+    """The reference's replica types."""
+
+    MEMORY = 0
+    DISK = 1
+    LOCAL_DISK = 2
+
+    def __str__(self):
+        return f"ReplicaType.{self.name}"  # as the reference's enum prints
+
+
 class ReplicaDescriptor:
-    """One replica of an object, as ``get_replica_desc`` returns it. Every replica here is in
-    memory (this build has no disk tier)."""
+    """One replica of an object, as ``get_replica_desc`` returns it: in memory, or on a storage
+    node's disk tier (LOCAL_DISK; the master lists those last)."""
 
-    __slots__ = ("status", "_memory")
+    __slots__ = ("status", "type", "_memory", "_disk")
 
-    def __init__(self, status, memory):
+    def __init__(self, status, memory, disk=None):
         self.status = ReplicaStatus(status)
+        self.type = ReplicaType.LOCAL_DISK if disk is not None else ReplicaType.MEMORY
         self._memory = memory
+        self._disk = disk
 
     def is_memory_replica(self):
-        return True
+        return self._disk is None
 
     def is_disk_replica(self):
-        return False
+        return False  # the shared-filesystem tier (DISK) is not built; LOCAL_DISK is below
 
     def is_local_disk_replica(self):
-        return False
+        return self._disk is not None
 
     def get_memory_descriptor(self):
+        if self._disk is not None:
+            raise RuntimeError("not a memory replica")
         return self._memory
 
     def get_disk_descriptor(self):
         raise RuntimeError("not a disk replica")
 
+    def get_local_disk_descriptor(self):
+        if self._disk is None:
+            raise RuntimeError("not a local disk replica")
+        return self._disk
+
     def __repr__(self):
+        if self._disk is not None:
+            return f"<ReplicaDescriptor {self.status.name} LOCAL_DISK {self._disk!r}>"
         return f"<ReplicaDescriptor {self.status.name} {self._memory.buffer_descriptor!r}>"
+
+
+def _descriptor(endpoint, addr, size, status, is_disk):
+    if is_disk:
+        return ReplicaDescriptor(status, None, LocalDiskDescriptor(endpoint, size))
+    return ReplicaDescriptor(status, MemoryDescriptor(Descriptor(size, addr, endpoint)))
 
 
 def _descriptors(raw):
     code, reps = raw
-    return [ReplicaDescriptor(st, MemoryDescriptor(Descriptor(size, addr, endpoint)))
-            for endpoint, addr, size, st in reps] if code == 0 else []
+    return [_descriptor(*r) for r in reps] if code == 0 else []
 
 
 def _get_replica_desc(self, key):

@@ -56,8 +56,9 @@ def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size, met
 
 
 def get_offload_rpc_read_count(self):
-    """Reads served from a disk offload tier through RPC: always 0, this build has none."""
-    return 0
+    """Objects this client read from a storage node's disk tier (LOCAL_DISK copies, served by
+    the node that owns them) since setup."""
+    return self.disk_read_count()
 
 
 def _cpulist(text):

@@ -220,9 +220,6 @@ def test_bad_flags_exit_2(args, needle):
 
 
 @pytest.mark.parametrize("flag,feature", [
-    ("--enable_offload", "SSD offload"),
-    ("--offload_on_evict=true", "SSD offload"),
-    ("--promotion_on_hit", "disk tier"),
     ("--enable_cxl", "CXL memory"),
     ("--allocation_strategy=cxl", "CXL memory"),
     ("--allocation_strategy=ssd_free_ratio_first", "disk tier"),

@@ -25,7 +25,7 @@ import mooncake
     (["--port=0"], "--port must be in 1..65535"),
     (["--port=70000"], "--port must be in 1..65535"),
     (["--threads=0"], "--threads"),
-    (["--enable_offload"], "--enable_offload is not supported"),
+    (["--enable_offload"], "--enable_offload needs --root_fs_dir"),
     (["positional"], "unexpected argument"),
 ])
 def test_bad_flags_exit_2_with_a_message(flags, needle):

@@ -1,0 +1,800 @@
+/* The master's view of the disk tier (see disk.h). */
+#include <regex.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "master/disk.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/time.h"
+#include "mooncake/error.h"
+#include "proto/disk_proto.h"
+
+/* An offload fetched but not reported this long is handed out again (the node lost the reply,
+ * or its report). */
+#define MC__DISK_REFETCH_MS 30000u
+/* A promotion not done by then may be queued again by the next read. */
+#define MC__DISK_REPROMOTE_MS 5000u
+/* Work queued for one node at most (the reference's offloading_queue_limit). */
+#define MC__DISK_QUEUE_LIMIT 50000u
+
+typedef struct mc__dentry {
+    struct mc__dentry *next;
+    uint32_t hash;
+    uint32_t key_len;
+    uint32_t node;
+    uint8_t promoting;
+    uint64_t size, version, hits;
+    uint64_t promote_ms; /* when its promotion was queued */
+    uint8_t key[];
+} mc__dentry_t;
+
+typedef struct mc__djob {
+    uint8_t kind;
+    uint32_t key_len;
+    uint64_t size, version, addr, epoch, started_ms;
+    char *key; /* NUL-terminated */
+    char *seg; /* OFFLOAD only */
+} mc__djob_t;
+
+typedef struct mc__dnode {
+    int used;
+    uint8_t id[MC_MP_CLIENT_ID_LEN];
+    char endpoint[MC_MP_MAX_SEGMENT_NAME + 1];
+    uint32_t endpoint_len;
+    uint64_t capacity;
+    uint64_t disk_id; /* the directory's identity, across the node's restarts */
+    mc__djob_t *q;    /* FIFO: q[head..n) */
+    size_t head, n, cap;
+    mc__djob_t *fly; /* offloads fetched, not yet reported */
+    size_t nfly, capfly;
+} mc__dnode_t;
+
+struct mc__disk {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    mc__dnode_t *nodes;
+    uint32_t n_nodes;
+    mc__dentry_t **buckets;
+    uint32_t mask;
+    _Atomic uint64_t count; /* peeked without the lock: a master without disks pays nothing */
+    uint64_t bytes, pending;
+    uint64_t offloads, offload_failures, disk_hits, promotions, deletes;
+};
+
+int mc__disk_init(mc__master_t *m) {
+    struct mc__disk *d = mc__calloc(1, sizeof(*d));
+    if (!d)
+        return MC_ERR_MEMORY;
+    d->buckets = mc__calloc(1024, sizeof(*d->buckets));
+    if (!d->buckets) {
+        mc__free(d);
+        return MC_ERR_MEMORY;
+    }
+    d->mask = 1023;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    m->disk = d;
+    return 0;
+}
+
+static void mc__djob_free(mc__djob_t *j) {
+    mc__free(j->key);
+    mc__free(j->seg);
+}
+
+static void mc__dnode_clear(mc__dnode_t *n) {
+    for (size_t i = n->head; i < n->n; i++)
+        mc__djob_free(&n->q[i]);
+    for (size_t i = 0; i < n->nfly; i++)
+        mc__djob_free(&n->fly[i]);
+    mc__free(n->q);
+    mc__free(n->fly);
+    memset(n, 0, sizeof(*n));
+}
+
+void mc__disk_destroy(mc__master_t *m) {
+    struct mc__disk *d = m->disk;
+    if (!d)
+        return;
+    for (uint32_t b = 0; b <= d->mask; b++) {
+        mc__dentry_t *e = d->buckets[b];
+        while (e) {
+            mc__dentry_t *next = e->next;
+            mc__free(e);
+            e = next;
+        }
+    }
+    for (uint32_t i = 0; i < d->n_nodes; i++)
+        mc__dnode_clear(&d->nodes[i]);
+    mc__free(d->nodes);
+    mc__free(d->buckets);
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
+    mc__free(d);
+    m->disk = NULL;
+}
+
+/* --- entries (d->mu held) --- */
+
+static mc__dentry_t **mc__dlink(struct mc__disk *d, const uint8_t *key, uint32_t len,
+                                uint32_t hash) {
+    mc__dentry_t **pp = &d->buckets[hash & d->mask];
+    while (*pp &&
+           !((*pp)->hash == hash && (*pp)->key_len == len && memcmp((*pp)->key, key, len) == 0))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static void mc__dgrow(struct mc__disk *d) {
+    uint32_t nb = (d->mask + 1) * 2;
+    mc__dentry_t **nbk = NULL;
+    if (d->count <= (uint64_t)(d->mask + 1) * 2 || nb > (1u << 26))
+        return;
+    nbk = mc__calloc(nb, sizeof(*nbk));
+    if (!nbk)
+        return; /* longer chains, still correct */
+    for (uint32_t b = 0; b <= d->mask; b++) {
+        mc__dentry_t *e = d->buckets[b];
+        while (e) {
+            mc__dentry_t *next = e->next;
+            e->next = nbk[e->hash & (nb - 1)];
+            nbk[e->hash & (nb - 1)] = e;
+            e = next;
+        }
+    }
+    mc__free(d->buckets);
+    d->buckets = nbk;
+    d->mask = nb - 1;
+}
+
+static mc__dentry_t *mc__dinsert(struct mc__disk *d, const uint8_t *key, uint32_t len,
+                                 uint32_t hash, uint32_t node, uint64_t size, uint64_t version) {
+    mc__dentry_t *e = mc__calloc(1, sizeof(*e) + len);
+    if (!e)
+        return NULL;
+    e->hash = hash;
+    e->key_len = len;
+    e->node = node;
+    e->size = size;
+    e->version = version;
+    memcpy(e->key, key, len);
+    e->next = d->buckets[hash & d->mask];
+    d->buckets[hash & d->mask] = e;
+    d->count++;
+    d->bytes += size;
+    mc__dgrow(d);
+    return e;
+}
+
+static void mc__dunlink(struct mc__disk *d, mc__dentry_t **pp) {
+    mc__dentry_t *e = *pp;
+    *pp = e->next;
+    d->count--;
+    d->bytes -= e->size;
+    mc__free(e);
+}
+
+static int mc__dnode_of(struct mc__disk *d, const uint8_t *id) {
+    for (uint32_t i = 0; i < d->n_nodes; i++)
+        if (d->nodes[i].used && memcmp(d->nodes[i].id, id, MC_MP_CLIENT_ID_LEN) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Makes room for one more job at the end of n's queue: 0 or -1. */
+static int mc__dq_room(mc__dnode_t *n) {
+    if (n->head > 0 && n->n == n->cap) {
+        memmove(n->q, n->q + n->head, (n->n - n->head) * sizeof(*n->q));
+        n->n -= n->head;
+        n->head = 0;
+    }
+    if (n->n == n->cap) {
+        size_t cap = n->cap ? n->cap * 2 : 64;
+        mc__djob_t *p = mc__realloc(n->q, cap * sizeof(*p));
+        if (!p)
+            return -1;
+        n->q = p;
+        n->cap = cap;
+    }
+    return 0;
+}
+
+static int mc__dq_append(mc__dnode_t *n, const mc__djob_t *j) {
+    if (mc__dq_room(n) != 0)
+        return -1;
+    n->q[n->n++] = *j;
+    return 0;
+}
+
+/* Queues a job; 0, or -1 when the queue is full or memory ran out (the work is not done: an
+ * offload leaves the object in memory only, a delete leaves dead bytes the node's own LRU and
+ * a later announce reclaim). */
+static int mc__dpush(struct mc__disk *d, uint32_t node, uint8_t kind, const uint8_t *key,
+                     uint32_t len, uint64_t size, uint64_t version, const char *seg, uint64_t addr,
+                     uint64_t epoch) {
+    mc__dnode_t *n = &d->nodes[node];
+    mc__djob_t *j = NULL;
+    if (n->n - n->head >= MC__DISK_QUEUE_LIMIT || mc__dq_room(n) != 0)
+        return -1;
+    j = &n->q[n->n];
+    memset(j, 0, sizeof(*j));
+    j->key = mc__strndup((const char *)key, len);
+    j->seg = seg ? mc__strndup(seg, strlen(seg)) : NULL;
+    if (!j->key || (seg && !j->seg)) {
+        mc__djob_free(j);
+        return -1;
+    }
+    j->kind = kind;
+    j->key_len = len;
+    j->size = size;
+    j->version = version;
+    j->addr = addr;
+    j->epoch = epoch;
+    n->n++;
+    if (kind == MC_DP_JOB_OFFLOAD)
+        d->pending++;
+    return 0;
+}
+
+static void mc__dforget_link(struct mc__disk *d, mc__dentry_t **pp) {
+    mc__dentry_t *e = *pp;
+    if (mc__dpush(d, e->node, MC_DP_JOB_DELETE, e->key, e->key_len, e->size, e->version, NULL, 0,
+                  0) == 0)
+        d->deletes++;
+    mc__dunlink(d, pp);
+}
+
+/* --- called by the object paths --- */
+
+int mc__disk_find(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t hash, int get,
+                  int in_memory, mc__disk_hit_t *hit) {
+    struct mc__disk *d = m->disk;
+    mc__dentry_t *e = NULL;
+    if (!d || d->count == 0)
+        return 0; /* a racy peek: a master without disk nodes pays nothing */
+    pthread_mutex_lock(&d->mu);
+    e = *mc__dlink(d, key, len, hash);
+    if (e) {
+        mc__dnode_t *n = &d->nodes[e->node];
+        if (hit) {
+            memcpy(hit->endpoint, n->endpoint, n->endpoint_len + 1);
+            hit->endpoint_len = n->endpoint_len;
+            hit->size = e->size;
+            hit->version = e->version;
+        }
+        if (get) {
+            e->hits++;
+            if (!in_memory)
+                d->disk_hits++;
+            uint64_t now = mc__now_ms();
+            /* A promotion queued long ago and never seen done failed (no room, the node's
+             * queue was full): this read may admit it again. */
+            if (e->promoting && e->promote_ms + MC__DISK_REPROMOTE_MS <= now)
+                e->promoting = 0;
+            if (!in_memory && m->cfg.promotion_on_hit && !e->promoting &&
+                e->hits >= (uint64_t)m->cfg.promotion_admission_threshold &&
+                mc__dpush(d, e->node, MC_DP_JOB_PROMOTE, e->key, e->key_len, e->size, e->version,
+                          NULL, 0, 0) == 0) {
+                e->promoting = 1;
+                e->promote_ms = now;
+            }
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    return e != NULL;
+}
+
+int mc__disk_forget(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t hash) {
+    struct mc__disk *d = m->disk;
+    mc__dentry_t **pp = NULL;
+    int found = 0;
+    if (!d || d->count == 0)
+        return 0;
+    pthread_mutex_lock(&d->mu);
+    pp = mc__dlink(d, key, len, hash);
+    if (*pp) {
+        mc__dforget_link(d, pp);
+        found = 1;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return found;
+}
+
+/* The owner, name, base and epoch of a registry slot's live segment: 0, or -1 when gone. */
+static int mc__slot_info(mc__master_t *m, uint32_t slot, uint8_t *owner, char *name, uint64_t *base,
+                         uint64_t *epoch) {
+    int rc = -1;
+    pthread_rwlock_rdlock(&m->registry);
+    if (slot < m->n_slots && m->slots[slot] && !m->slots[slot]->dying) {
+        mc__segment_t *s = m->slots[slot];
+        memcpy(owner, s->owner, MC_MP_CLIENT_ID_LEN);
+        memcpy(name, s->name, s->name_len);
+        name[s->name_len] = '\0';
+        *base = s->base;
+        *epoch = s->epoch;
+        rc = 0;
+    }
+    pthread_rwlock_unlock(&m->registry);
+    return rc;
+}
+
+/* Queues o's offload to the first node with a disk that holds one of its replicas: 1 when
+ * queued (o is then unevictable until that node reports). */
+static int mc__queue_offload(mc__master_t *m, mc__object_t *o) {
+    struct mc__disk *d = m->disk;
+    const mc__replica_t *reps = mc__obj_reps(o);
+    if (!d || d->n_nodes == 0 || (o->flags & MC__OBJ_OFFLOAD_PENDING) ||
+        memchr(o->data, 0, o->key_len)) /* upsert shadows: never offloaded */
+        return 0;
+    for (uint8_t i = 0; i < o->n_replicas; i++) {
+        uint8_t owner[MC_MP_CLIENT_ID_LEN];
+        char name[MC_MP_MAX_SEGMENT_NAME + 1];
+        uint64_t base = 0, epoch = 0;
+        int node, queued = 0;
+        if (mc__slot_info(m, reps[i].seg, owner, name, &base, &epoch) != 0)
+            continue;
+        pthread_mutex_lock(&d->mu);
+        node = mc__dnode_of(d, owner);
+        if (node >= 0 && mc__dpush(d, (uint32_t)node, MC_DP_JOB_OFFLOAD, o->data, o->key_len,
+                                   o->size, o->version, name, base + reps[i].off, epoch) == 0)
+            queued = 1;
+        pthread_mutex_unlock(&d->mu);
+        if (queued) {
+            o->flags |= MC__OBJ_OFFLOAD_PENDING;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void mc__disk_on_complete(mc__master_t *m, mc__object_t *o) {
+    struct mc__disk *d = m->disk;
+    if (!d)
+        return;
+    if (d->count) {
+        pthread_mutex_lock(&d->mu);
+        mc__dentry_t **pp = mc__dlink(d, o->data, o->key_len, o->hash);
+        if (*pp && (o->flags & MC__OBJ_PROMOTED)) {
+            (*pp)->promoting = 0;
+            d->promotions++;
+        } else if (*pp) {
+            mc__dforget_link(d, pp); /* a new value: the disk holds the old one */
+        }
+        pthread_mutex_unlock(&d->mu);
+    }
+    if (m->cfg.enable_offload && !m->cfg.offload_on_evict && !(o->flags & MC__OBJ_PROMOTED))
+        mc__queue_offload(m, o);
+}
+
+int mc__disk_evict_offload(mc__master_t *m, mc__object_t *o) {
+    if (!m->disk || !m->cfg.enable_offload || !m->cfg.offload_on_evict ||
+        (o->flags & MC__OBJ_PROMOTED) || mc__disk_find(m, o->data, o->key_len, o->hash, 0, 1, NULL))
+        return 0;
+    return mc__queue_offload(m, o);
+}
+
+uint64_t mc__disk_pending(mc__master_t *m) {
+    struct mc__disk *d = m->disk;
+    uint64_t n = 0;
+    if (!d)
+        return 0;
+    pthread_mutex_lock(&d->mu);
+    n = d->pending;
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
+void mc__disk_wait(mc__master_t *m, uint64_t timeout_ms) {
+    struct mc__disk *d = m->disk;
+    struct timespec ts;
+    if (!d)
+        return;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(timeout_ms / 1000);
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&d->mu);
+    if (d->pending)
+        pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* A key to look at again after d->mu is released. */
+typedef struct mc__dkey {
+    uint8_t *key;
+    uint32_t len, hash;
+    uint64_t version;
+} mc__dkey_t;
+
+typedef struct mc__dkeys {
+    mc__dkey_t *v;
+    size_t n, cap;
+} mc__dkeys_t;
+
+static void mc__dkeys_add(mc__dkeys_t *k, const uint8_t *key, uint32_t len, uint32_t hash,
+                          uint64_t version) {
+    uint8_t *p = NULL;
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 64;
+        mc__dkey_t *v = mc__realloc(k->v, cap * sizeof(*v));
+        if (!v)
+            return;
+        k->v = v;
+        k->cap = cap;
+    }
+    p = mc__malloc(len ? len : 1);
+    if (!p)
+        return;
+    memcpy(p, key, len);
+    k->v[k->n++] = (mc__dkey_t){p, len, hash, version};
+}
+
+static void mc__dkeys_free(mc__dkeys_t *k) {
+    for (size_t i = 0; i < k->n; i++)
+        mc__free(k->v[i].key);
+    mc__free(k->v);
+}
+
+/* With d->mu held: drops a node's queued and in-flight work; the offloads' keys go to keys,
+ * whose objects must lose their pending mark. */
+static void mc__dnode_drop_work(struct mc__disk *d, mc__dnode_t *n, mc__dkeys_t *keys) {
+    for (size_t i = n->head; i < n->n; i++) {
+        mc__djob_t *j = &n->q[i];
+        if (j->kind == MC_DP_JOB_OFFLOAD) {
+            d->pending--;
+            mc__dkeys_add(keys, (const uint8_t *)j->key, j->key_len,
+                          mc__key_hash((const uint8_t *)j->key, j->key_len), j->version);
+        }
+        mc__djob_free(j);
+    }
+    for (size_t i = 0; i < n->nfly; i++) {
+        mc__djob_t *j = &n->fly[i];
+        d->pending--;
+        mc__dkeys_add(keys, (const uint8_t *)j->key, j->key_len,
+                      mc__key_hash((const uint8_t *)j->key, j->key_len), j->version);
+        mc__djob_free(j);
+    }
+    n->head = n->n = n->nfly = 0;
+}
+
+/* With d->mu held: forgets every entry of node (no delete work: the node itself is gone or
+ * about to say what it holds). */
+static void mc__dnode_drop_entries(struct mc__disk *d, uint32_t node) {
+    for (uint32_t b = 0; b <= d->mask; b++) {
+        mc__dentry_t **pp = &d->buckets[b];
+        while (*pp) {
+            if ((*pp)->node == node)
+                mc__dunlink(d, pp);
+            else
+                pp = &(*pp)->next;
+        }
+    }
+}
+
+static void mc__unmark_pending(mc__master_t *m, const mc__dkeys_t *keys) {
+    for (size_t i = 0; i < keys->n; i++) {
+        const mc__dkey_t *k = &keys->v[i];
+        mc__shard_t *s = mc__shard_of(m, k->hash);
+        mc__object_t *o = NULL;
+        pthread_mutex_lock(&s->mu);
+        o = mc__shard_find(s, k->hash, k->key, k->len);
+        if (o && o->version == k->version)
+            o->flags &= (uint8_t)~MC__OBJ_OFFLOAD_PENDING;
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+void mc__disk_client_gone(mc__master_t *m, const uint8_t *id) {
+    struct mc__disk *d = m->disk;
+    mc__dkeys_t keys = {NULL, 0, 0};
+    int node;
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->mu);
+    node = mc__dnode_of(d, id);
+    if (node >= 0) {
+        mc__dnode_drop_work(d, &d->nodes[node], &keys);
+        mc__dnode_drop_entries(d, (uint32_t)node);
+        mc__dnode_clear(&d->nodes[node]);
+        pthread_cond_broadcast(&d->cv);
+        MC_INFO("disk tier: a storage node left; its disk copies are gone from this view");
+    }
+    pthread_mutex_unlock(&d->mu);
+    mc__unmark_pending(m, &keys);
+    mc__dkeys_free(&keys);
+}
+
+int64_t mc__disk_remove_all(mc__master_t *m, const void *re) {
+    struct mc__disk *d = m->disk;
+    mc__dkeys_t keys = {NULL, 0, 0};
+    char *text = NULL;
+    int64_t removed = 0;
+    if (!d || d->count == 0)
+        return 0;
+    text = mc__malloc(MC_MP_MAX_KEY + 1);
+    if (!text)
+        return 0;
+    pthread_mutex_lock(&d->mu);
+    for (uint32_t b = 0; b <= d->mask; b++) {
+        for (mc__dentry_t *e = d->buckets[b]; e; e = e->next) {
+            memcpy(text, e->key, e->key_len);
+            text[e->key_len] = '\0';
+            if (!re || regexec((const regex_t *)re, text, 0, NULL, 0) == 0)
+                mc__dkeys_add(&keys, e->key, e->key_len, e->hash, e->version);
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    for (size_t i = 0; i < keys.n; i++) {
+        const mc__dkey_t *k = &keys.v[i];
+        mc__shard_t *s = mc__shard_of(m, k->hash);
+        mc__object_t *o = NULL;
+        pthread_mutex_lock(&s->mu);
+        o = mc__shard_find(s, k->hash, k->key, k->len);
+        /* Counted here only when the disk holds the object's last copy. */
+        if (mc__disk_forget(m, k->key, k->len, k->hash) && !(o && (o->flags & MC__OBJ_COMPLETE)))
+            removed++;
+        pthread_mutex_unlock(&s->mu);
+    }
+    mc__dkeys_free(&keys);
+    mc__free(text);
+    return removed;
+}
+
+/* --- requests --- */
+
+int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes) {
+    struct mc__disk *d = m->disk;
+    mc__dkeys_t keys = {NULL, 0, 0};
+    int drop = (r->mount_flags & MC_DP_ANNOUNCE_DROP) != 0;
+    int node;
+    if (!d)
+        return MC_ERR_INTERNAL_ERROR;
+    if (!drop && r->segment_name.len == 0)
+        return MC_ERR_INVALID_PARAMS; /* readers could not reach the copies */
+    pthread_mutex_lock(&d->mu);
+    node = mc__dnode_of(d, r->client_id);
+    if (!drop && r->base != 0) {
+        /* The same directory under another (older) client id: the node restarted before its
+         * old self expired. That self is gone; its copies are what this announce says. */
+        for (uint32_t i = 0; i < d->n_nodes; i++) {
+            if (d->nodes[i].used && (int)i != node && d->nodes[i].disk_id == r->base) {
+                mc__dnode_drop_work(d, &d->nodes[i], &keys);
+                mc__dnode_drop_entries(d, i);
+                mc__dnode_clear(&d->nodes[i]);
+                MC_INFO("disk tier: a restarted storage node replaces its old self");
+            }
+        }
+    }
+    if (node < 0 && !drop) {
+        uint32_t i = 0;
+        while (i < d->n_nodes && d->nodes[i].used)
+            i++;
+        if (i == d->n_nodes) {
+            mc__dnode_t *p = mc__realloc(d->nodes, (d->n_nodes + 1) * sizeof(*p));
+            if (!p) {
+                pthread_mutex_unlock(&d->mu);
+                return MC_ERR_MEMORY;
+            }
+            d->nodes = p;
+            memset(&d->nodes[d->n_nodes++], 0, sizeof(*p));
+        }
+        d->nodes[i].used = 1;
+        memcpy(d->nodes[i].id, r->client_id, MC_MP_CLIENT_ID_LEN);
+        node = (int)i;
+        MC_INFO("disk tier: storage node at %.*s announced (%llu bytes of disk)",
+                (int)r->segment_name.len, (const char *)r->segment_name.p,
+                (unsigned long long)r->size);
+    }
+    if (node < 0) {
+        pthread_mutex_unlock(&d->mu);
+        for (uint32_t i = 0; i < r->n_keys; i++)
+            codes[i] = MC_ERR_CLIENT_NOT_FOUND;
+        return 0;
+    }
+    if (!drop) {
+        mc__dnode_t *n = &d->nodes[node];
+        memcpy(n->endpoint, r->segment_name.p, r->segment_name.len);
+        n->endpoint[r->segment_name.len] = '\0';
+        n->endpoint_len = r->segment_name.len;
+        n->capacity = r->size;
+        n->disk_id = r->base;
+    }
+    if (r->mount_flags & MC_DP_ANNOUNCE_RESET) {
+        mc__dnode_drop_work(d, &d->nodes[node], &keys);
+        mc__dnode_drop_entries(d, (uint32_t)node);
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    mc__unmark_pending(m, &keys);
+    mc__dkeys_free(&keys);
+
+    for (uint32_t i = 0; i < r->n_keys; i++) {
+        const mc__mp_str_t *k = &r->keys[i];
+        uint32_t hash = mc__key_hash(k->p, k->len);
+        mc__shard_t *s = mc__shard_of(m, hash);
+        mc__object_t *o = NULL;
+        mc__dentry_t **pp = NULL;
+        pthread_mutex_lock(&s->mu);
+        o = drop ? NULL : mc__shard_find(s, hash, k->p, k->len);
+        pthread_mutex_lock(&d->mu);
+        pp = mc__dlink(d, k->p, k->len, hash);
+        if (drop) {
+            codes[i] = MC_ERR_OBJECT_NOT_FOUND;
+            if (*pp && (*pp)->node == (uint32_t)node) {
+                mc__dunlink(d, pp);
+                codes[i] = 0;
+            }
+        } else if (memchr(k->p, 0, k->len)) {
+            codes[i] = MC_ERR_INVALID_KEY;
+        } else if ((o && !(o->flags & (MC__OBJ_ON_DISK | MC__OBJ_PROMOTED))) ||
+                   (*pp && (*pp)->node != (uint32_t)node)) {
+            /* The master holds another value (newer, or never offloaded): this copy goes. */
+            codes[i] = MC_ERR_OBJECT_ALREADY_EXISTS;
+        } else if (o && !*pp) {
+            /* This object's own copy (offloaded before the node restarted). */
+            codes[i] =
+                mc__dinsert(d, k->p, k->len, hash, (uint32_t)node, r->value_lens[i], o->version)
+                    ? 0
+                    : MC_ERR_MEMORY;
+        } else if (*pp) {
+            d->bytes = d->bytes - (*pp)->size + r->value_lens[i];
+            (*pp)->size = r->value_lens[i];
+            codes[i] = 0;
+        } else {
+            uint64_t v = atomic_fetch_add(&m->next_version, 1) + 1;
+            codes[i] = mc__dinsert(d, k->p, k->len, hash, (uint32_t)node, r->value_lens[i], v)
+                           ? 0
+                           : MC_ERR_MEMORY;
+        }
+        pthread_mutex_unlock(&d->mu);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return 0;
+}
+
+int mc__disk_done(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes) {
+    struct mc__disk *d = m->disk;
+    int ok = r->force != 0;
+    if (!d)
+        return MC_ERR_INTERNAL_ERROR;
+    for (uint32_t i = 0; i < r->n_keys; i++) {
+        const mc__mp_str_t *k = &r->keys[i];
+        uint64_t v = r->value_lens[i];
+        uint32_t hash = mc__key_hash(k->p, k->len);
+        mc__shard_t *s = mc__shard_of(m, hash);
+        mc__object_t *o = NULL;
+        int node;
+        pthread_mutex_lock(&s->mu);
+        o = mc__shard_find(s, hash, k->p, k->len);
+        pthread_mutex_lock(&d->mu);
+        node = mc__dnode_of(d, r->client_id);
+        if (node < 0) {
+            codes[i] = MC_ERR_CLIENT_NOT_FOUND;
+        } else {
+            mc__dnode_t *n = &d->nodes[node];
+            for (size_t f = 0; f < n->nfly; f++) {
+                if (n->fly[f].version == v && n->fly[f].key_len == k->len &&
+                    memcmp(n->fly[f].key, k->p, k->len) == 0) {
+                    mc__djob_free(&n->fly[f]);
+                    n->fly[f] = n->fly[--n->nfly];
+                    d->pending--;
+                    break;
+                }
+            }
+            if (o && o->version == v && (o->flags & MC__OBJ_COMPLETE)) {
+                o->flags &= (uint8_t)~MC__OBJ_OFFLOAD_PENDING;
+                codes[i] = 0;
+                if (ok) {
+                    o->flags |= MC__OBJ_ON_DISK;
+                    mc__dentry_t **pp = mc__dlink(d, k->p, k->len, hash);
+                    if (*pp)
+                        mc__dforget_link(d, pp);
+                    if (mc__dinsert(d, k->p, k->len, hash, (uint32_t)node, o->size, v))
+                        d->offloads++;
+                    else
+                        codes[i] = MC_ERR_MEMORY; /* the node drops its copy */
+                } else {
+                    d->offload_failures++;
+                }
+            } else {
+                /* Removed or replaced while the node copied it: the copy must not be served. */
+                codes[i] = ok ? MC_ERR_OBJECT_NOT_FOUND : 0;
+            }
+            pthread_cond_broadcast(&d->cv);
+        }
+        pthread_mutex_unlock(&d->mu);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return 0;
+}
+
+int mc__disk_fetch(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out) {
+    struct mc__disk *d = m->disk;
+    uint64_t now = mc__now_ms();
+    size_t start = 0;
+    uint32_t count = 0;
+    mc__dnode_t *n = NULL;
+    int node;
+    if (!d)
+        return mc__mp_encode_error_reply(out, r->type, r->request_id, MC_ERR_INTERNAL_ERROR,
+                                         "no disk state");
+    pthread_mutex_lock(&d->mu);
+    node = mc__dnode_of(d, r->client_id);
+    if (node < 0) {
+        pthread_mutex_unlock(&d->mu);
+        return mc__mp_encode_error_reply(out, r->type, r->request_id, MC_ERR_CLIENT_NOT_FOUND,
+                                         "no disk announced by this client: announce it");
+    }
+    n = &d->nodes[node];
+    /* Offloads fetched long ago and never reported are handed out again. */
+    for (size_t f = 0; f < n->nfly;) {
+        if (n->fly[f].started_ms + MC__DISK_REFETCH_MS <= now && mc__dq_append(n, &n->fly[f]) == 0)
+            n->fly[f] = n->fly[--n->nfly];
+        else
+            f++;
+    }
+    count = (uint32_t)(n->n - n->head < r->max_tasks ? n->n - n->head : r->max_tasks);
+    if (n->nfly + count > n->capfly) {
+        size_t cap = n->nfly + count + 16;
+        mc__djob_t *p = mc__realloc(n->fly, cap * sizeof(*p));
+        if (!p)
+            count = 0;
+        else {
+            n->fly = p;
+            n->capfly = cap;
+        }
+    }
+    mc__dp_fetch_reply_begin(out, r->request_id, count, &start);
+    for (uint32_t i = 0; i < count; i++) {
+        mc__djob_t *j = &n->q[n->head++];
+        mc__disk_job_t w;
+        w.kind = j->kind;
+        memcpy(w.key, j->key, j->key_len + 1);
+        w.size = j->size;
+        w.version = j->version;
+        memset(&w.src, 0, sizeof(w.src));
+        if (j->seg)
+            snprintf(w.src.segment_name, sizeof(w.src.segment_name), "%s", j->seg);
+        w.src.addr = j->addr;
+        w.src.epoch = j->epoch;
+        mc__dp_fetch_reply_job(out, &w);
+        if (j->kind == MC_DP_JOB_OFFLOAD) {
+            j->started_ms = now;
+            n->fly[n->nfly++] = *j;
+        } else {
+            mc__djob_free(j);
+        }
+    }
+    if (n->head == n->n)
+        n->head = n->n = 0;
+    pthread_mutex_unlock(&d->mu);
+    mc__buf_frame_end(out, start);
+    return out->failed ? MC_ERR_MEMORY : 0;
+}
+
+void mc__disk_stats(mc__master_t *m, mc__disk_stats_t *out) {
+    struct mc__disk *d = m->disk;
+    memset(out, 0, sizeof(*out));
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->mu);
+    for (uint32_t i = 0; i < d->n_nodes; i++) {
+        if (d->nodes[i].used) {
+            out->nodes++;
+            out->capacity += d->nodes[i].capacity;
+        }
+    }
+    out->objects = d->count;
+    out->bytes = d->bytes;
+    out->pending = d->pending;
+    out->offloads = d->offloads;
+    out->offload_failures = d->offload_failures;
+    out->disk_hits = d->disk_hits;
+    out->promotions = d->promotions;
+    out->deletes = d->deletes;
+    pthread_mutex_unlock(&d->mu);
+}

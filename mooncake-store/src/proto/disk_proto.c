@@ -1,0 +1,125 @@
+/* Disk tier codec (see disk_proto.h). No I/O. */
+#include "proto/disk_proto.h"
+
+#include <string.h>
+
+#include "mooncake/error.h"
+
+int mc__dp_fetch_reply_begin(mc_buf_t *b, uint64_t request_id, uint32_t n, size_t *frame_start) {
+    int rc = mc__buf_frame_begin(b, MC_MP_DISK_FETCH, MC_FRAME_F_REPLY, request_id, frame_start);
+    if (rc)
+        return rc;
+    return mc__buf_u32(b, n);
+}
+
+int mc__dp_fetch_reply_job(mc_buf_t *b, const mc__disk_job_t *j) {
+    mc__buf_u8(b, j->kind);
+    mc__buf_bytes(b, j->key, (uint32_t)strnlen(j->key, MC_MP_MAX_KEY));
+    mc__buf_u64(b, j->size);
+    mc__buf_u64(b, j->version);
+    mc__buf_bytes(b, j->src.segment_name,
+                  (uint32_t)strnlen(j->src.segment_name, MC_MP_MAX_SEGMENT_NAME));
+    mc__buf_u64(b, j->src.addr);
+    mc__buf_u64(b, j->src.epoch);
+    return b->failed ? MC_ERR_MEMORY : 0;
+}
+
+/* A key on the wire: 1..MC_MP_MAX_KEY bytes without a NUL, copied NUL-terminated. */
+static int mc__dp_cur_key(mc_cursor_t *cur, char *out) {
+    const uint8_t *p = NULL;
+    uint32_t n = 0;
+    if (mc__cur_bytes(cur, MC_MP_MAX_KEY, &p, &n))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0 || memchr(p, 0, n))
+        return MC_ERR_INVALID_KEY;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return 0;
+}
+
+int mc__dp_decode_fetch_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                              uint32_t max, mc__disk_job_t *out, uint32_t *n) {
+    mc_cursor_t cur = {body, body + len};
+    uint32_t got = 0;
+    int rc = mc__mp_reply_check(h, body, len);
+    *n = 0;
+    if (rc)
+        return rc;
+    /* 1 kind + 4 key + 8 size + 8 version + 4 segment + 8 addr + 8 epoch: the least a job takes */
+    if (mc__cur_count(&cur, MC_DP_MAX_FETCH, 41, &got) || got > max)
+        return MC_ERR_RPC_FAIL;
+    for (uint32_t i = 0; i < got; i++) {
+        mc__disk_job_t *j = &out[i];
+        const uint8_t *seg = NULL;
+        uint32_t seg_len = 0;
+        memset(&j->src, 0, sizeof(j->src));
+        if (mc__cur_u8(&cur, &j->kind) || j->kind < MC_DP_JOB_OFFLOAD ||
+            j->kind > MC_DP_JOB_PROMOTE || mc__dp_cur_key(&cur, j->key) ||
+            mc__cur_u64(&cur, &j->size) || mc__cur_u64(&cur, &j->version) ||
+            mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &seg, &seg_len) ||
+            memchr(seg, 0, seg_len) || mc__cur_u64(&cur, &j->src.addr) ||
+            mc__cur_u64(&cur, &j->src.epoch))
+            return MC_ERR_RPC_FAIL;
+        memcpy(j->src.segment_name, seg, seg_len);
+        j->src.segment_name[seg_len] = '\0';
+        j->src.size = j->size;
+        j->src.status = MC_MP_REPLICA_COMPLETE;
+    }
+    if (mc__cur_left(&cur))
+        return MC_ERR_RPC_FAIL;
+    *n = got;
+    return 0;
+}
+
+int mc__dp_encode_read(mc_buf_t *b, uint64_t request_id, const char *key, uint64_t version,
+                       uint64_t cap) {
+    size_t start = 0;
+    size_t n = key ? strlen(key) : 0;
+    int rc;
+    if (n == 0 || n > MC_MP_MAX_KEY)
+        return MC_ERR_INVALID_KEY;
+    rc = mc__buf_frame_begin(b, MC_DP_READ, 0, request_id, &start);
+    if (rc)
+        return rc;
+    mc__buf_bytes(b, key, (uint32_t)n);
+    mc__buf_u64(b, version);
+    mc__buf_u64(b, cap);
+    mc__buf_frame_end(b, start);
+    return b->failed ? MC_ERR_MEMORY : 0;
+}
+
+int mc__dp_decode_read(const uint8_t *body, size_t len, char *key, uint64_t *version,
+                       uint64_t *cap) {
+    mc_cursor_t cur = {body, body + len};
+    int rc;
+    if (!body && len)
+        return MC_ERR_INVALID_PARAMS;
+    rc = mc__dp_cur_key(&cur, key);
+    if (rc)
+        return rc;
+    if (mc__cur_u64(&cur, version) || mc__cur_u64(&cur, cap) || mc__cur_left(&cur))
+        return MC_ERR_INVALID_PARAMS;
+    return 0;
+}
+
+int mc__dp_encode_read_reply(mc_buf_t *b, uint64_t request_id, int32_t code, uint64_t len) {
+    size_t start = 0;
+    int rc = mc__buf_frame_begin(b, MC_DP_READ, MC_FRAME_F_REPLY, request_id, &start);
+    if (rc)
+        return rc;
+    mc__buf_i32(b, code);
+    mc__buf_u64(b, len);
+    mc__buf_frame_end(b, start);
+    return b->failed ? MC_ERR_MEMORY : 0;
+}
+
+int mc__dp_decode_read_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                             int32_t *code, uint64_t *vlen) {
+    mc_cursor_t cur = {body, body + len};
+    if (!(h->flags & MC_FRAME_F_REPLY) || h->type != MC_DP_READ || (!body && len))
+        return MC_ERR_RPC_FAIL;
+    if (mc__cur_i32(&cur, code) || mc__cur_u64(&cur, vlen) || mc__cur_left(&cur) ||
+        (*code == 0 && *vlen > MC_MP_MAX_SEGMENT_SIZE) || *code > 0)
+        return MC_ERR_RPC_FAIL;
+    return 0;
+}

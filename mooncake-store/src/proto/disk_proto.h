@@ -1,0 +1,77 @@
+/* The disk tier on the wire. No I/O, so that every decoder can be fuzzed.
+ *
+ * On the master RPC (types MC_MP_DISK_* of master_proto.h), bodies after the 16-byte client id:
+ *
+ *   DISK_ANNOUNCE  u8 flags, str endpoint (the node's disk read server, "host:port"; may be empty
+ *                  only with DROP), u64 disk capacity, u64 disk id (random, kept in the
+ *                  directory: a restarted node is the same disk under a new client id, and
+ *                  replaces its old self at once), u32 n, n x (str key, u64 size)
+ *                  RESET: forget every disk copy the master holds for this client first (the
+ *                  first batch of a node's (re-)announce after it (re)started or the master did);
+ *                  DROP: these keys left the node's disk (its own LRU made room): forget them.
+ *                  Without DROP: these keys are intact on the node's disk.
+ *   DISK_FETCH     u32 max (1..MC_DP_MAX_FETCH)
+ *   DISK_DONE      u8 ok (1: the offload is on disk, 0: it failed), u32 n, n x (str key,
+ *                  u64 version): offloads the node finished, each named by the version fetched
+ *
+ * Replies: ANNOUNCE and DONE: u32 n, n x i32 code (ANNOUNCE: 0 kept, OBJECT_ALREADY_EXISTS: the
+ * master holds another copy of the key, delete yours; DONE: 0 recorded, OBJECT_NOT_FOUND: the
+ * object was removed or replaced meanwhile, delete your copy). FETCH: u32 n, n x job:
+ *
+ *   job:           u8 kind, str key, u64 size, u64 version, str segment, u64 addr, u64 epoch
+ *                  OFFLOAD: copy size bytes at addr of your own segment (named, in that epoch)
+ *                  to disk, then report DONE with version; DELETE: drop the key from disk;
+ *                  PROMOTE: read the key from disk and put it back into memory (size bytes).
+ *                  segment is empty and addr, epoch 0 for DELETE and PROMOTE.
+ *
+ * A FETCH from a client the master knows no disk for (it restarted, or expired the client) is
+ * answered with the error CLIENT_NOT_FOUND: the node announces everything again (RESET).
+ *
+ * The node's disk read server (TCP, frame.h framing, the cluster secret's handshake first when
+ * one is set) takes one request type:
+ *
+ *   READ           str key, u64 version (0: any), u64 cap (the reader's buffer)
+ *   reply          i32 code, u64 len; when code is 0 the len value bytes follow the frame,
+ *                  outside it (the body limit does not bound an object). The node verified
+ *                  their checksum before sending; len > cap is BUFFER_OVERFLOW with no bytes.
+ */
+#ifndef MC_STORE_PROTO_DISK_PROTO_H
+#define MC_STORE_PROTO_DISK_PROTO_H
+#include "proto/master_proto.h"
+
+#define MC_DP_ANNOUNCE_RESET 0x1u
+#define MC_DP_ANNOUNCE_DROP 0x2u
+#define MC_DP_MAX_FETCH 64u
+#define MC_DP_MAX_ANNOUNCE 4096u /* keys per announce batch a node sends */
+
+enum { MC_DP_JOB_OFFLOAD = 1, MC_DP_JOB_DELETE = 2, MC_DP_JOB_PROMOTE = 3 };
+
+typedef struct mc__disk_job {
+    uint8_t kind;
+    char key[MC_MP_MAX_KEY + 1];
+    uint64_t size;
+    uint64_t version;
+    mc__replica_desc_t src; /* OFFLOAD: where the bytes are (size set to size) */
+} mc__disk_job_t;
+
+/* FETCH replies: begin (n), n x job, frame_end. */
+int mc__dp_fetch_reply_begin(mc_buf_t *b, uint64_t request_id, uint32_t n, size_t *frame_start);
+int mc__dp_fetch_reply_job(mc_buf_t *b, const mc__disk_job_t *j);
+/* 0, the error reply's code, or MC_ERR_RPC_FAIL for a malformed reply. out holds max jobs. */
+int mc__dp_decode_fetch_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                              uint32_t max, mc__disk_job_t *out, uint32_t *n);
+
+/* The read server's messages. */
+#define MC_DP_READ 1u
+#define MC_DP_MAX_READ_BODY (MC_MP_MAX_KEY + 32u)
+int mc__dp_encode_read(mc_buf_t *b, uint64_t request_id, const char *key, uint64_t version,
+                       uint64_t cap);
+/* key gets a NUL-terminated copy (MC_MP_MAX_KEY + 1 bytes). 0 or MC_ERR_INVALID_PARAMS (and
+ * MC_ERR_INVALID_KEY for an empty, long or NUL-holding key). */
+int mc__dp_decode_read(const uint8_t *body, size_t len, char *key, uint64_t *version,
+                       uint64_t *cap);
+int mc__dp_encode_read_reply(mc_buf_t *b, uint64_t request_id, int32_t code, uint64_t len);
+/* 0 with *code and *len, or MC_ERR_RPC_FAIL for a malformed reply. */
+int mc__dp_decode_read_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                             int32_t *code, uint64_t *vlen);
+#endif
