@@ -62,6 +62,8 @@ typedef struct mc__fab_task {
     struct mc__fab_task *in_next;     /* the hand-over list */
     mc__task_t *t;                    /* NULL once it ended */
     mc_engine_t *e;
+    struct mc__fab_peer *ps; /* the peer's entry (it lives as long as the engine) */
+    uint64_t gen;            /* ps->gen when dest was taken */
     fi_addr_t dest;
     uint64_t rkey;
     int write;
@@ -74,8 +76,11 @@ typedef struct mc__fab_task {
 
 /* Per peer (p->tp_peer[MC__TP_FABRIC]): its entry in our address vector, for one instance. */
 typedef struct mc__fab_peer {
-    uint64_t instance_id; /* 0: no entry yet */
+    uint64_t instance_id; /* 0: no entry (yet, or dropped after an error) */
     fi_addr_t addr;
+    /* Bumped (by the progress thread, under av_lock) when the entry is dropped: chunks queued
+     * for an older one are failed instead of posted to an address that is gone. */
+    uint64_t gen;
 } mc__fab_peer_t;
 
 struct mc__fabric {
@@ -270,15 +275,31 @@ static int mc__fab_code(int fi_err) {
     case FI_EINVAL:
     case FI_EFAULT:
         return MC_ERR_ADDRESS_NOT_REGISTERED;
-    case FI_ECANCELED:
-        return MC_ERR_CONTEXT;
     default:
         return MC_ERR_SOCKET;
     }
 }
 
+/* After an error on the path to a peer: drop its address-vector entry (providers such as
+ * ofi_rxm keep a failed connection per entry), so the next transfer connects afresh. */
+static void mc__fab_peer_reset(mc__fabric_t *f, mc__fab_task_t *ft) {
+    mc__fab_peer_t *ps = ft->ps;
+    pthread_mutex_lock(&f->av_lock);
+    if (ps->instance_id && ps->gen == ft->gen) {
+        fi_addr_t a = ps->addr;
+        int rc = fi_av_remove(f->av, &a, 1, 0);
+        if (rc)
+            MC_INFO("fabric: dropping a peer's address failed: %s", mc__fab_err(f, rc));
+        ps->instance_id = 0;
+        ps->gen++;
+    }
+    pthread_mutex_unlock(&f->av_lock);
+}
+
 static void mc__fab_op_done(mc__fabric_t *f, mc__fab_op_t *op, int err) {
     mc__fab_task_t *ft = op->ft;
+    if (err && !ft->err)
+        mc__fab_peer_reset(f, ft);
     ft->posted--;
     if (err && !ft->err)
         ft->err = err;
@@ -303,7 +324,9 @@ static int mc__fab_post_some(mc__fabric_t *f) {
         mc__fab_op_t *op = f->postq_head;
         mc__fab_task_t *ft = op->ft;
         int rc = 0;
-        if (ft->t && !ft->err) {
+        if (ft->t && !ft->err && ft->gen != ft->ps->gen) {
+            rc = -FI_ENOTCONN; /* its peer's entry was dropped after an error */
+        } else if (ft->t && !ft->err) {
             rc = mc__fab_post(f, op);
             if (rc == -FI_EAGAIN)
                 break; /* the provider's queue is full: read completions first */
@@ -317,8 +340,10 @@ static int mc__fab_post_some(mc__fabric_t *f) {
             continue;
         }
         if (rc) {
-            MC_WARN("fabric: posting a %s of %llu bytes failed: %s", ft->write ? "write" : "read",
-                    (unsigned long long)op->len, mc__fab_err(f, rc));
+            if (!ft->err)
+                MC_INFO("fabric: posting a %s of %llu bytes failed: %s",
+                        ft->write ? "write" : "read", (unsigned long long)op->len,
+                        mc__fab_err(f, rc));
             ft->posted++; /* accounted as posted-and-completed with an error */
             mc__fab_op_done(f, op, mc__fab_code(rc));
             continue;
@@ -350,8 +375,9 @@ static int mc__fab_reap(mc__fabric_t *f, int wait_ms) {
         memset(&err, 0, sizeof(err));
         if (fi_cq_readerr(f->cq, &err, 0) == 1 && err.op_context) {
             mc__fab_op_t *op = err.op_context;
-            MC_INFO("fabric: a %s of %llu bytes failed: %s", op->ft->write ? "write" : "read",
-                    (unsigned long long)op->len, mc__fab_err(f, err.err));
+            if (!op->ft->err) /* once per task */
+                MC_INFO("fabric: a %s of %llu bytes failed: %s", op->ft->write ? "write" : "read",
+                        (unsigned long long)op->len, mc__fab_err(f, err.err));
             f->inflight--;
             mc__fab_op_done(f, op, mc__fab_code(err.err));
             return 1;
@@ -437,9 +463,10 @@ static void mc__fab_wake(mc__fabric_t *f) {
 
 /* Our address-vector entry for the peer's current instance (av_lock held). */
 static int mc__fab_peer_addr(mc__fabric_t *f, mc__fab_peer_t *ps, const mc__desc_t *d,
-                             fi_addr_t *out) {
+                             fi_addr_t *out, uint64_t *gen) {
     fi_addr_t a = FI_ADDR_UNSPEC;
     int rc;
+    *gen = ps->gen;
     if (ps->instance_id == d->instance_id) {
         *out = ps->addr;
         return 0;
@@ -467,6 +494,7 @@ static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
     uint64_t nops, raddr = 0, rkey = 0;
     void *ldesc = NULL;
     fi_addr_t dest = FI_ADDR_UNSPEC;
+    uint64_t gen = 0;
     int ok = 0;
     if (!f || !ps)
         return MC__TP_DECLINED;
@@ -484,7 +512,7 @@ static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
             rkey = p->desc->bufs[i].fkey;
             raddr = p->desc->fabric_virt ? t->remote : t->remote - p->desc->bufs[i].addr;
             pthread_mutex_lock(&f->av_lock);
-            ok = mc__fab_peer_addr(f, ps, p->desc, &dest) == 0;
+            ok = mc__fab_peer_addr(f, ps, p->desc, &dest, &gen) == 0;
             pthread_mutex_unlock(&f->av_lock);
         }
     }
@@ -497,6 +525,8 @@ static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
         return MC__TP_DECLINED;
     ft->t = t;
     ft->e = e;
+    ft->ps = ps;
+    ft->gen = gen;
     ft->dest = dest;
     ft->rkey = rkey;
     ft->write = t->opcode == MC_OPCODE_WRITE;
@@ -542,10 +572,14 @@ static int64_t mc__fab_env(const char *name, int64_t def, int64_t lo, int64_t hi
     return (int64_t)v;
 }
 
-static struct fi_info *mc__fab_hints(const mc__fi_api_t *api, const char *prov) {
+static struct fi_info *mc__fab_hints(const mc__fi_api_t *api, const char *prov, int delivery) {
     struct fi_info *h = api->dupinfo(NULL);
     if (!h)
         return NULL;
+    /* A WRITE's completion must mean its bytes are in the target's memory (and were accepted
+     * there), not just that they left: delivery complete where the provider offers it. */
+    if (delivery)
+        h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
     h->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     h->mode = FI_CONTEXT;
     h->ep_attr->type = FI_EP_RDM;
@@ -573,19 +607,27 @@ static struct fi_info *mc__fab_pick(const mc__fi_api_t *api, const char *node, c
     size_t nlist = want ? 1 : sizeof(hw) / sizeof(hw[0]);
     *why = "no RDMA device (libfabric found no verbs, efa or cxi provider)";
     for (size_t i = 0; i < nlist; i++) {
-        struct fi_info *h = mc__fab_hints(api, list[i]);
-        struct fi_info *info = NULL;
-        int rc;
-        if (!h) {
-            *why = "out of memory";
-            return NULL;
+        /* hardware providers without delivery complete still complete a WRITE only once the
+         * target's NIC acknowledged it (verbs RC, efa, cxi) */
+        for (int delivery = 1; delivery >= 0; delivery--) {
+            struct fi_info *h = mc__fab_hints(api, list[i], delivery);
+            struct fi_info *info = NULL;
+            int rc;
+            if (!h) {
+                *why = "out of memory";
+                return NULL;
+            }
+            rc = api->getinfo(MC__FAB_VERSION, node, NULL, node ? FI_SOURCE : 0, h, &info);
+            if (rc && node)
+                rc = api->getinfo(MC__FAB_VERSION, NULL, NULL, 0, h, &info);
+            api->freeinfo(h);
+            if (!rc && info) {
+                if (!delivery)
+                    MC_INFO("fabric: %s offers no delivery-complete writes; using its default",
+                            info->fabric_attr->prov_name);
+                return info;
+            }
         }
-        rc = api->getinfo(MC__FAB_VERSION, node, NULL, node ? FI_SOURCE : 0, h, &info);
-        if (rc && node)
-            rc = api->getinfo(MC__FAB_VERSION, NULL, NULL, 0, h, &info);
-        api->freeinfo(h);
-        if (!rc && info)
-            return info;
         if (want)
             *why = "the provider named by MC_FABRIC_PROVIDER offers no RMA endpoint here";
     }
