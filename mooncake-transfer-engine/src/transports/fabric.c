@@ -35,6 +35,7 @@
 #include "registry.h"
 
 #define MC__FAB_VERSION FI_VERSION(1, 10)
+#define MC__FAB_RETRIES 3
 
 typedef struct mc__fab_mr {
     uint64_t addr, len;
@@ -53,6 +54,9 @@ typedef struct mc__fab_op {
     void *ldesc;
     uint64_t raddr;
     uint64_t len;
+    int retried;         /* times posted again after a broken connection */
+    uint64_t not_before; /* a retry waits until then (ms), for the provider to drop the old
+                          * connection */
 } mc__fab_op_t;
 
 /* One task's chunks. Owned by the progress thread once handed over; freed when the task has
@@ -64,6 +68,7 @@ typedef struct mc__fab_task {
     mc_engine_t *e;
     struct mc__fab_peer *ps; /* the peer's entry (it lives as long as the engine) */
     uint64_t gen;            /* ps->gen when dest was taken */
+    uint64_t instance;       /* the peer's instance the task is for */
     fi_addr_t dest;
     uint64_t rkey;
     int write;
@@ -76,11 +81,13 @@ typedef struct mc__fab_task {
 
 /* Per peer (p->tp_peer[MC__TP_FABRIC]): its entry in our address vector, for one instance. */
 typedef struct mc__fab_peer {
-    uint64_t instance_id; /* 0: no entry (yet, or dropped after an error) */
+    uint64_t instance_id; /* 0: no entry (yet, or it could not be renewed) */
     fi_addr_t addr;
-    /* Bumped (by the progress thread, under av_lock) when the entry is dropped: chunks queued
-     * for an older one are failed instead of posted to an address that is gone. */
-    uint64_t gen;
+    uint8_t name[MC__DESC_FABRIC_ADDR_MAX]; /* its endpoint address, to renew the entry */
+    size_t namelen;
+    /* Bumped (under av_lock) when the entry is renewed after an error: chunks queued for the
+     * older one take the new one (same instance) or fail (another). */
+    _Atomic uint64_t gen;
 } mc__fab_peer_t;
 
 struct mc__fabric {
@@ -115,6 +122,7 @@ struct mc__fabric {
     /* the progress thread's own */
     mc__fab_task_t *active;
     mc__fab_op_t *postq_head, *postq_tail;
+    mc__fab_op_t *delayed; /* retries waiting for their not_before */
     uint32_t inflight;
 };
 
@@ -280,20 +288,48 @@ static int mc__fab_code(int fi_err) {
     }
 }
 
-/* After an error on the path to a peer: drop its address-vector entry (providers such as
- * ofi_rxm keep a failed connection per entry), so the next transfer connects afresh. */
+/* After an error on the path to a peer: renew its address-vector entry (providers such as
+ * ofi_rxm keep a failed connection per entry), so the next chunk connects afresh. */
 static void mc__fab_peer_reset(mc__fabric_t *f, mc__fab_task_t *ft) {
     mc__fab_peer_t *ps = ft->ps;
     pthread_mutex_lock(&f->av_lock);
-    if (ps->instance_id && ps->gen == ft->gen) {
+    if (ps->instance_id == ft->instance && atomic_load(&ps->gen) == ft->gen) {
         fi_addr_t a = ps->addr;
         int rc = fi_av_remove(f->av, &a, 1, 0);
         if (rc)
             MC_INFO("fabric: dropping a peer's address failed: %s", mc__fab_err(f, rc));
-        ps->instance_id = 0;
-        ps->gen++;
+        a = FI_ADDR_UNSPEC;
+        if (fi_av_insert(f->av, ps->name, 1, &a, 0, NULL) == 1)
+            ps->addr = a;
+        else
+            ps->instance_id = 0; /* the next submit tries again */
+        atomic_fetch_add(&ps->gen, 1);
     }
     pthread_mutex_unlock(&f->av_lock);
+}
+
+/* Chunks queued under an older entry of their peer take its current one, when it is still the
+ * same instance: 0, or -1 to fail them. */
+static int mc__fab_retarget(mc__fabric_t *f, mc__fab_task_t *ft) {
+    mc__fab_peer_t *ps = ft->ps;
+    int rc = -1;
+    pthread_mutex_lock(&f->av_lock);
+    if (ps->instance_id == ft->instance) {
+        ft->dest = ps->addr;
+        ft->gen = atomic_load(&ps->gen);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&f->av_lock);
+    return rc;
+}
+
+static void mc__fab_queue(mc__fabric_t *f, mc__fab_op_t *op) {
+    op->next = NULL;
+    if (f->postq_tail)
+        f->postq_tail->next = op;
+    else
+        f->postq_head = op;
+    f->postq_tail = op;
 }
 
 static void mc__fab_op_done(mc__fabric_t *f, mc__fab_op_t *op, int err) {
@@ -301,6 +337,18 @@ static void mc__fab_op_done(mc__fabric_t *f, mc__fab_op_t *op, int err) {
     if (err && !ft->err)
         mc__fab_peer_reset(f, ft);
     ft->posted--;
+    /* A broken connection (the peer dropped it after refusing a request on it, say) gets a few
+     * more tries, spaced so that the provider has let the old connection go; a dead peer fails
+     * them at once too. */
+    if (err == MC_ERR_SOCKET && op->retried < MC__FAB_RETRIES && ft->t && !ft->err &&
+        mc__now_ms() < ft->t->deadline_ms) {
+        static const int backoff_ms[MC__FAB_RETRIES] = {10, 50, 200};
+        op->not_before = mc__now_ms() + (uint64_t)backoff_ms[op->retried++];
+        ft->unposted++;
+        op->next = f->delayed;
+        f->delayed = op;
+        return;
+    }
     if (err && !ft->err)
         ft->err = err;
     if (ft->t && (err || (!ft->posted && !ft->unposted)))
@@ -320,17 +368,29 @@ static int mc__fab_post(mc__fabric_t *f, mc__fab_op_t *op) {
 /* Posts queued chunks while there is room; returns how many it posted. */
 static int mc__fab_post_some(mc__fabric_t *f) {
     int posted = 0;
+    if (f->delayed) { /* retries that are due join the queue */
+        uint64_t now = mc__now_ms();
+        mc__fab_op_t **pp = &f->delayed;
+        while (*pp) {
+            mc__fab_op_t *op = *pp;
+            if (op->not_before <= now) {
+                *pp = op->next;
+                mc__fab_queue(f, op);
+            } else {
+                pp = &op->next;
+            }
+        }
+    }
     while (f->postq_head && f->inflight < f->max_inflight) {
         mc__fab_op_t *op = f->postq_head;
         mc__fab_task_t *ft = op->ft;
         int rc = 0;
-        if (ft->t && !ft->err && ft->gen != ft->ps->gen) {
-            rc = -FI_ENOTCONN; /* its peer's entry was dropped after an error */
-        } else if (ft->t && !ft->err) {
+        if (ft->t && !ft->err && ft->gen != atomic_load(&ft->ps->gen) && mc__fab_retarget(f, ft))
+            rc = -FI_ENOTCONN; /* its peer restarted meanwhile */
+        else if (ft->t && !ft->err)
             rc = mc__fab_post(f, op);
-            if (rc == -FI_EAGAIN)
-                break; /* the provider's queue is full: read completions first */
-        }
+        if (rc == -FI_EAGAIN)
+            break; /* the provider's queue is full: read completions first */
         f->postq_head = op->next;
         if (!f->postq_head)
             f->postq_tail = NULL;
@@ -399,15 +459,8 @@ static void mc__fab_take_incoming(mc__fabric_t *f, mc__fab_task_t *list) {
         if (f->active)
             f->active->prev = ft;
         f->active = ft;
-        for (uint32_t i = 0; i < ft->nops; i++) {
-            mc__fab_op_t *op = &ft->ops[i];
-            op->next = NULL;
-            if (f->postq_tail)
-                f->postq_tail->next = op;
-            else
-                f->postq_head = op;
-            f->postq_tail = op;
-        }
+        for (uint32_t i = 0; i < ft->nops; i++)
+            mc__fab_queue(f, &ft->ops[i]);
     }
 }
 
@@ -466,7 +519,7 @@ static int mc__fab_peer_addr(mc__fabric_t *f, mc__fab_peer_t *ps, const mc__desc
                              fi_addr_t *out, uint64_t *gen) {
     fi_addr_t a = FI_ADDR_UNSPEC;
     int rc;
-    *gen = ps->gen;
+    *gen = atomic_load(&ps->gen);
     if (ps->instance_id == d->instance_id) {
         *out = ps->addr;
         return 0;
@@ -481,6 +534,8 @@ static int mc__fab_peer_addr(mc__fabric_t *f, mc__fab_peer_t *ps, const mc__desc
     }
     ps->instance_id = d->instance_id;
     ps->addr = a;
+    memcpy(ps->name, d->fabric_addr, d->fabric_addr_len);
+    ps->namelen = d->fabric_addr_len;
     *out = a;
     return 0;
 }
@@ -494,7 +549,7 @@ static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
     uint64_t nops, raddr = 0, rkey = 0;
     void *ldesc = NULL;
     fi_addr_t dest = FI_ADDR_UNSPEC;
-    uint64_t gen = 0;
+    uint64_t gen = 0, instance = 0;
     int ok = 0;
     if (!f || !ps)
         return MC__TP_DECLINED;
@@ -513,6 +568,7 @@ static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
             raddr = p->desc->fabric_virt ? t->remote : t->remote - p->desc->bufs[i].addr;
             pthread_mutex_lock(&f->av_lock);
             ok = mc__fab_peer_addr(f, ps, p->desc, &dest, &gen) == 0;
+            instance = p->desc->instance_id;
             pthread_mutex_unlock(&f->av_lock);
         }
     }
@@ -527,6 +583,7 @@ static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
     ft->e = e;
     ft->ps = ps;
     ft->gen = gen;
+    ft->instance = instance;
     ft->dest = dest;
     ft->rkey = rkey;
     ft->write = t->opcode == MC_OPCODE_WRITE;
@@ -798,6 +855,7 @@ static void mc__fab_close(mc_engine_t *e) {
         mc__free(ft);
     }
     f->postq_head = f->postq_tail = NULL;
+    f->delayed = NULL;
 }
 
 static void mc__fab_release(mc_engine_t *e) {
