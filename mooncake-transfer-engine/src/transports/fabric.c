@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/config.h"
@@ -88,7 +89,16 @@ typedef struct mc__fab_peer {
     /* Bumped (under av_lock) when the entry is renewed after an error: chunks queued for the
      * older one take the new one (same instance) or fail (another). */
     _Atomic uint64_t gen;
+    /* Liveness after an error (the prober thread's answer, under the fabric lock): a provider
+     * may retry connecting to a dead endpoint forever, so retries wait for the RPC port to say
+     * the same instance still runs. */
+    mc__peer_t *peer;
+    int probe; /* MC__FAB_PROBE_* */
+    uint64_t alive_instance;
+    struct mc__fab_peer *probe_next;
 } mc__fab_peer_t;
+
+enum { MC__FAB_PROBE_NONE = 0, MC__FAB_PROBE_PENDING, MC__FAB_PROBE_DONE };
 
 struct mc__fabric {
     mc_engine_t *e;
@@ -118,6 +128,10 @@ struct mc__fabric {
     int stop;
     pthread_t thr;
     int thr_started;
+    pthread_t prober;
+    int prober_started;
+    pthread_cond_t probe_cond;
+    mc__fab_peer_t *probe_head;
 
     /* the progress thread's own */
     mc__fab_task_t *active;
@@ -332,6 +346,73 @@ static void mc__fab_queue(mc__fabric_t *f, mc__fab_op_t *op) {
     f->postq_tail = op;
 }
 
+/* Asks the prober whether the peer still runs (fabric lock taken here). */
+static void mc__fab_probe(mc__fabric_t *f, mc__fab_peer_t *ps) {
+    pthread_mutex_lock(&f->lock);
+    if (ps->probe != MC__FAB_PROBE_PENDING) {
+        ps->probe = MC__FAB_PROBE_PENDING;
+        ps->probe_next = f->probe_head;
+        f->probe_head = ps;
+        pthread_cond_signal(&f->probe_cond);
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* A delayed retry's fate: 1 post it, 0 not yet (the probe is still out), -1 fail it (the peer
+ * is gone or another instance of it runs). */
+static int mc__fab_probe_verdict(mc__fabric_t *f, const mc__fab_task_t *ft) {
+    int v;
+    pthread_mutex_lock(&f->lock);
+    if (ft->ps->probe == MC__FAB_PROBE_PENDING)
+        v = 0;
+    else
+        v = ft->ps->probe == MC__FAB_PROBE_DONE && ft->ps->alive_instance == ft->instance ? 1 : -1;
+    pthread_mutex_unlock(&f->lock);
+    return v;
+}
+
+/* The prober thread: for each peer asked about, a fresh descriptor and a fresh connection to its
+ * RPC port, each bounded by the metadata timeout; the instance it finds is what retries go to. */
+static void *mc__fab_prober(void *arg) {
+    mc__fabric_t *f = arg;
+    mc_engine_t *e = f->e;
+    pthread_mutex_lock(&f->lock);
+    for (;;) {
+        mc__fab_peer_t *ps;
+        mc__peer_t *p;
+        uint64_t alive = 0;
+        int fd;
+        while (!f->probe_head && !f->stop)
+            pthread_cond_wait(&f->probe_cond, &f->lock);
+        if (f->stop)
+            break;
+        ps = f->probe_head;
+        f->probe_head = ps->probe_next;
+        p = ps->peer;
+        pthread_mutex_unlock(&f->lock);
+        fd = mc__peer_refresh(e, p) == 0
+                 ? mc__engine_connect(e, p->host, p->port,
+                                      mc__now_ms() + (e->timeout_ms < 2000 ? e->timeout_ms : 2000))
+                 : -1;
+        if (fd >= 0) {
+            close(fd);
+            pthread_mutex_lock(&p->lock);
+            alive = p->desc ? p->desc->instance_id : 0;
+            pthread_mutex_unlock(&p->lock);
+        }
+        pthread_mutex_lock(&f->lock);
+        ps->alive_instance = alive;
+        ps->probe = MC__FAB_PROBE_DONE;
+    }
+    /* peers still asked about: nobody waits for them any more */
+    while (f->probe_head) {
+        f->probe_head->probe = MC__FAB_PROBE_NONE;
+        f->probe_head = f->probe_head->probe_next;
+    }
+    pthread_mutex_unlock(&f->lock);
+    return NULL;
+}
+
 static void mc__fab_op_done(mc__fabric_t *f, mc__fab_op_t *op, int err) {
     mc__fab_task_t *ft = op->ft;
     if (err && !ft->err)
@@ -343,6 +424,7 @@ static void mc__fab_op_done(mc__fabric_t *f, mc__fab_op_t *op, int err) {
     if (err == MC_ERR_SOCKET && op->retried < MC__FAB_RETRIES && ft->t && !ft->err &&
         mc__now_ms() < ft->t->deadline_ms) {
         static const int backoff_ms[MC__FAB_RETRIES] = {10, 50, 200};
+        mc__fab_probe(f, ft->ps);
         op->not_before = mc__now_ms() + (uint64_t)backoff_ms[op->retried++];
         ft->unposted++;
         op->next = f->delayed;
@@ -368,14 +450,23 @@ static int mc__fab_post(mc__fabric_t *f, mc__fab_op_t *op) {
 /* Posts queued chunks while there is room; returns how many it posted. */
 static int mc__fab_post_some(mc__fabric_t *f) {
     int posted = 0;
-    if (f->delayed) { /* retries that are due join the queue */
+    if (f->delayed) { /* retries that are due join the queue, once their peer answered */
         uint64_t now = mc__now_ms();
         mc__fab_op_t **pp = &f->delayed;
         while (*pp) {
             mc__fab_op_t *op = *pp;
-            if (op->not_before <= now) {
+            int v = op->not_before <= now && op->ft->t ? mc__fab_probe_verdict(f, op->ft) : 1;
+            if (op->not_before <= now && v != 0) {
                 *pp = op->next;
-                mc__fab_queue(f, op);
+                if (v < 0) { /* dead, or restarted: the task fails now */
+                    mc__fab_task_t *ft = op->ft;
+                    ft->unposted--;
+                    ft->posted++;
+                    op->retried = MC__FAB_RETRIES;
+                    mc__fab_op_done(f, op, MC_ERR_SOCKET);
+                } else {
+                    mc__fab_queue(f, op);
+                }
             } else {
                 pp = &op->next;
             }
@@ -710,6 +801,7 @@ static void mc__fab_destroy(mc__fabric_t *f) {
     pthread_rwlock_destroy(&f->mr_lock);
     pthread_mutex_destroy(&f->av_lock);
     pthread_mutex_destroy(&f->lock);
+    pthread_cond_destroy(&f->probe_cond);
     mc__free(f);
 }
 
@@ -797,6 +889,7 @@ static int mc__fab_init(mc_engine_t *e) {
         pthread_rwlock_init(&f->mr_lock, NULL);
         pthread_mutex_init(&f->av_lock, NULL);
         pthread_mutex_init(&f->lock, NULL);
+        pthread_cond_init(&f->probe_cond, NULL);
         f->info = mc__fab_pick(api, e->host, want, &why);
         if (f->info) {
             if (f->info->ep_attr->max_msg_size && f->chunk > f->info->ep_attr->max_msg_size)
@@ -824,7 +917,17 @@ static int mc__fab_init(mc_engine_t *e) {
     for (size_t i = 0; i < e->reg.n; i++)
         mc__fab_mr_add(f, e->reg.regions[i].addr, e->reg.regions[i].len);
     pthread_rwlock_unlock(&e->reg.lock);
+    if (pthread_create(&f->prober, NULL, mc__fab_prober, f)) {
+        mc__fab_destroy(f);
+        return MC_ERR_MEMORY;
+    }
+    f->prober_started = 1;
     if (pthread_create(&f->thr, NULL, mc__fab_thread, f)) {
+        pthread_mutex_lock(&f->lock);
+        f->stop = 1;
+        pthread_cond_broadcast(&f->probe_cond);
+        pthread_mutex_unlock(&f->lock);
+        pthread_join(f->prober, NULL);
         mc__fab_destroy(f);
         return MC_ERR_MEMORY;
     }
@@ -843,10 +946,14 @@ static void mc__fab_close(mc_engine_t *e) {
         return;
     pthread_mutex_lock(&f->lock);
     f->stop = 1;
+    pthread_cond_broadcast(&f->probe_cond);
     pthread_mutex_unlock(&f->lock);
     mc__fab_wake(f);
     pthread_join(f->thr, NULL);
     f->thr_started = 0;
+    if (f->prober_started) /* it ends after the probe it may be running (bounded) */
+        pthread_join(f->prober, NULL);
+    f->prober_started = 0;
     fi_close(&f->ep->fid);
     f->ep = NULL;
     while (f->active) {
@@ -873,8 +980,12 @@ static int mc__fab_carries(const mc_engine_t *e, const mc__route_t *r) {
 }
 
 static int mc__fab_peer_init(mc__peer_t *p) {
-    p->tp_peer[MC__TP_FABRIC] = mc__calloc(1, sizeof(mc__fab_peer_t));
-    return p->tp_peer[MC__TP_FABRIC] ? 0 : MC_ERR_MEMORY;
+    mc__fab_peer_t *ps = mc__calloc(1, sizeof(*ps));
+    if (!ps)
+        return MC_ERR_MEMORY;
+    ps->peer = p;
+    p->tp_peer[MC__TP_FABRIC] = ps;
+    return 0;
 }
 
 static void mc__fab_peer_destroy(mc__peer_t *p) {

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mooncake.engine import TransferEngine, TransferNotify, TransferOpcode
-from te_helpers import LocalBuffer, Peer, fabric_env, libfabric_installed, pattern, peer_host, sha
+from te_helpers import LocalBuffer, Peer, fabric_env, libfabric_installed, pattern, peer_host
 
 KiB, MiB = 1 << 10, 1 << 20
 PEER_SIZE = 80 * MiB
