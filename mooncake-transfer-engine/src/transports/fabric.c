@@ -70,6 +70,7 @@ typedef struct mc__fab_task {
     struct mc__fab_peer *ps; /* the peer's entry (it lives as long as the engine) */
     uint64_t gen;            /* ps->gen when dest was taken */
     uint64_t instance;       /* the peer's instance the task is for */
+    uint64_t probe_seq;      /* ps->probe_seq at submit */
     fi_addr_t dest;
     uint64_t rkey;
     int write;
@@ -96,6 +97,11 @@ typedef struct mc__fab_peer {
     int probe; /* MC__FAB_PROBE_* */
     uint64_t alive_instance;
     struct mc__fab_peer *probe_next;
+    /* The same answer for the progress thread: probe_seq counts finished probes, probe_alive is
+     * the instance the last one found (0: none). A task is judged only by probes that finished
+     * after it was submitted. */
+    _Atomic uint64_t probe_seq;
+    _Atomic uint64_t probe_alive;
 } mc__fab_peer_t;
 
 enum { MC__FAB_PROBE_NONE = 0, MC__FAB_PROBE_PENDING, MC__FAB_PROBE_DONE };
@@ -403,6 +409,8 @@ static void *mc__fab_prober(void *arg) {
         pthread_mutex_lock(&f->lock);
         ps->alive_instance = alive;
         ps->probe = MC__FAB_PROBE_DONE;
+        atomic_store(&ps->probe_alive, alive);
+        atomic_fetch_add(&ps->probe_seq, 1);
     }
     /* peers still asked about: nobody waits for them any more */
     while (f->probe_head) {
@@ -560,7 +568,11 @@ static void mc__fab_deadlines(mc__fabric_t *f) {
     mc__fab_task_t *ft = f->active;
     while (ft) {
         mc__fab_task_t *next = ft->next;
-        if (ft->t && now >= ft->t->deadline_ms) {
+        /* past its deadline, or its peer was found gone (or restarted) since it started: a
+         * provider may hold chunks to a dead endpoint until the deadline without a word */
+        if (ft->t &&
+            (now >= ft->t->deadline_ms || (atomic_load(&ft->ps->probe_seq) > ft->probe_seq &&
+                                           atomic_load(&ft->ps->probe_alive) != ft->instance))) {
             mc__fab_task_end(ft, MC_ERR_SOCKET);
             mc__fab_task_free_if_done(ft, f);
         }
@@ -675,6 +687,7 @@ static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
     ft->ps = ps;
     ft->gen = gen;
     ft->instance = instance;
+    ft->probe_seq = atomic_load(&ps->probe_seq);
     ft->dest = dest;
     ft->rkey = rkey;
     ft->write = t->opcode == MC_OPCODE_WRITE;
