@@ -366,11 +366,17 @@ def desc(bufs, **over):
     return json.dumps(d, separators=(",", ":")).encode()
 
 
-def buf(addr, length, shm=-1, epoch=None, location="cpu:0"):
+def buf(addr, length, shm=-1, epoch=None, location="cpu:0", fkey=None):
     b = {"addr": addr, "length": length, "location": location, "shm": shm}
     if epoch is not None:
         b["epoch"] = epoch
+    if fkey is not None:
+        b["fkey"] = fkey
     return b
+
+
+def fabric(addr="0200a4b27f0000010000000000000000", provider="tcp;ofi_rxm", virt=False):
+    return {"provider": provider, "addr": addr, "virt_addr": virt}
 
 
 def te_desc_seeds():
@@ -394,12 +400,21 @@ def te_desc_seeds():
         "truncated": desc([buf(4096, 4096)])[:-3],
         "float_addr": desc([buf(4096.5, 1)]),
         "negative_addr": desc([buf(-1, 1)]),
+        "fabric": desc([buf(4096, 4096, fkey="7"), buf(65536, 16)], fabric=fabric()),
+        "fabric_virt_key_number": desc([buf(4096, 8, fkey=3)], fabric=fabric(virt=True)),
+        "fabric_odd_hex": desc([], fabric=fabric(addr="abc")),
+        "fabric_bad_hex": desc([], fabric=fabric(addr="zz")),
+        "fabric_addr_too_long": desc([], fabric=fabric(addr="ab" * 257)),
+        "fabric_no_provider": desc([], fabric=fabric(provider="")),
+        "fabric_not_object": desc([], fabric="tcp"),
+        "fabric_bad_key": desc([buf(4096, 8, fkey="-1")], fabric=fabric()),
     }
 
 
 def te_desc_dict():
     words = ["name", "instance_id", "host_id", "rpc_host", "rpc_port", "shm_socket", "buffers",
-             "addr", "length", "location", "shm", "epoch"]
+             "addr", "length", "location", "shm", "epoch", "fkey", "fabric", "provider",
+             "virt_addr"]
     d = [("key_" + w, ('"%s":' % w).encode()) for w in words]
     d += [("tok_" + n, v) for n, v in [
         ("lbrace", b"{"), ("rbrace", b"}"), ("lbracket", b"["), ("rbracket", b"]"),

@@ -12,10 +12,10 @@ PyObject *mcpy_get_rpc_port(PyObject *obj, PyObject *unused) {
     return PyLong_FromLong(e ? mc_engine_rpc_port(e) : MC_ERR_INVALID_ARGUMENT);
 }
 
-/* {"tcp": (tasks, bytes), "shm": ..., "local": ...}: completed tasks per transport, so callers
- * (and tests) can tell which transport carried their transfers. */
+/* {"tcp": (tasks, bytes), "shm": ..., "fabric": ..., "local": ...}: completed tasks per transport,
+ * so callers (and tests) can tell which transport carried their transfers. */
 PyObject *mcpy_get_transport_stats(PyObject *obj, PyObject *unused) {
-    static const char *const names[] = {"tcp", "shm", "local"};
+    static const char *const names[] = {"tcp", "shm", "fabric", "local"};
     mc_engine_t *e = mcpy_engine_get((mcpy_engine_t *)obj);
     PyObject *d = PyDict_New();
     for (size_t i = 0; d && e && i < sizeof(names) / sizeof(names[0]); i++) {

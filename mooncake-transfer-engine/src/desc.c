@@ -32,6 +32,17 @@ int mc__desc_encode(const mc__desc_t *d, char **json) {
         !cJSON_AddNumberToObject(root, "rpc_port", d->rpc_port) ||
         !cJSON_AddStringToObject(root, "shm_socket", d->shm_socket))
         goto out;
+    if (d->fabric_addr_len) {
+        cJSON *f = cJSON_AddObjectToObject(root, "fabric");
+        char hex[2 * MC__DESC_FABRIC_ADDR_MAX + 1];
+        for (size_t i = 0; i < d->fabric_addr_len && i < MC__DESC_FABRIC_ADDR_MAX; i++)
+            snprintf(hex + 2 * i, 3, "%02x", d->fabric_addr[i]);
+        hex[2 * d->fabric_addr_len] = 0;
+        if (!f || !cJSON_AddStringToObject(f, "provider", d->fabric_prov) ||
+            !cJSON_AddStringToObject(f, "addr", hex) ||
+            !cJSON_AddBoolToObject(f, "virt_addr", d->fabric_virt))
+            goto out;
+    }
     bufs = cJSON_AddArrayToObject(root, "buffers");
     if (!bufs)
         goto out;
@@ -44,7 +55,8 @@ int mc__desc_encode(const mc__desc_t *d, char **json) {
             mc__json_add_u64(b, "length", d->bufs[i].len) ||
             !cJSON_AddStringToObject(b, "location", d->bufs[i].location) ||
             !cJSON_AddNumberToObject(b, "shm", (double)d->bufs[i].shm_id) ||
-            (d->bufs[i].epoch && mc__json_add_u64(b, "epoch", d->bufs[i].epoch)))
+            (d->bufs[i].epoch && mc__json_add_u64(b, "epoch", d->bufs[i].epoch)) ||
+            (d->bufs[i].has_fkey && mc__json_add_u64(b, "fkey", d->bufs[i].fkey)))
             goto out;
     }
     s = cJSON_PrintUnformatted(root);
@@ -92,6 +104,41 @@ static int mc__json_u64(const cJSON *o, const char *k, uint64_t *out) {
     return 0;
 }
 
+static int mc__hexval(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* The optional "fabric" object: absent is fine (older engines, no fabric); present, it must be
+ * whole and well formed. */
+static int mc__desc_fabric(const cJSON *root, mc__desc_t *d) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "fabric");
+    const cJSON *virt;
+    char hex[2 * MC__DESC_FABRIC_ADDR_MAX + 1];
+    size_t n;
+    if (!f)
+        return 0;
+    virt = cJSON_GetObjectItemCaseSensitive(f, "virt_addr");
+    if (!cJSON_IsObject(f) || mc__json_str(f, "provider", d->fabric_prov, sizeof(d->fabric_prov)) ||
+        !d->fabric_prov[0] || mc__json_str(f, "addr", hex, sizeof(hex)) || !cJSON_IsBool(virt))
+        return -1;
+    n = strlen(hex);
+    if (n == 0 || n % 2)
+        return -1;
+    for (size_t i = 0; i < n / 2; i++) {
+        int hi = mc__hexval(hex[2 * i]), lo = mc__hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        d->fabric_addr[i] = (uint8_t)(hi << 4 | lo);
+    }
+    d->fabric_addr_len = n / 2;
+    d->fabric_virt = cJSON_IsTrue(virt);
+    return 0;
+}
+
 static int mc__desc_buf_cmp(const void *a, const void *b) {
     const mc__desc_buf_t *x = a, *y = b;
     return x->addr < y->addr ? -1 : x->addr > y->addr;
@@ -123,6 +170,8 @@ int mc__desc_decode(const char *json, size_t len, mc__desc_t **out) {
         mc__json_str(root, "shm_socket", d->shm_socket, sizeof(d->shm_socket)))
         goto out;
     d->rpc_port = (uint16_t)v;
+    if (mc__desc_fabric(root, d))
+        goto out;
     bufs = cJSON_GetObjectItemCaseSensitive(root, "buffers");
     if (!cJSON_IsArray(bufs))
         goto out;
@@ -148,6 +197,12 @@ int mc__desc_decode(const char *json, size_t len, mc__desc_t **out) {
         /* absent: an untagged buffer */
         if (cJSON_GetObjectItemCaseSensitive(b, "epoch") && mc__json_u64(b, "epoch", &db->epoch))
             goto out;
+        /* absent: not reachable over the fabric transport */
+        if (cJSON_GetObjectItemCaseSensitive(b, "fkey")) {
+            if (mc__json_u64(b, "fkey", &db->fkey))
+                goto out;
+            db->has_fkey = 1;
+        }
         i++;
     }
     d->nbufs = i;

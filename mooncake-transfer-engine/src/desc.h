@@ -8,6 +8,7 @@
 
 #define MC__DESC_MAX_JSON (16u << 20)
 #define MC__DESC_MAX_BUFFERS 65536
+#define MC__DESC_FABRIC_ADDR_MAX 256 /* bytes of a libfabric endpoint name */
 
 typedef struct mc__desc_buf {
     uint64_t addr;
@@ -15,6 +16,8 @@ typedef struct mc__desc_buf {
     char location[64];
     int64_t shm_id; /* >= 0: a managed buffer same-host peers may map; -1: tcp only */
     uint64_t epoch; /* the buffer's incarnation (0: untagged) */
+    int has_fkey;   /* registered with the owner's fabric provider: fkey is its remote key */
+    uint64_t fkey;
 } mc__desc_buf_t;
 
 typedef struct mc__desc {
@@ -24,6 +27,13 @@ typedef struct mc__desc {
     char rpc_host[256];
     uint16_t rpc_port;
     char shm_socket[108]; /* abstract unix socket ("@..."), empty when none */
+    /* The fabric transport's endpoint ("fabric" in the JSON; absent in older descriptors and
+     * from engines without it): provider name, endpoint address, and whether remote addresses
+     * are virtual (else offsets into the buffer). fabric_addr_len 0: none. */
+    char fabric_prov[64];
+    uint8_t fabric_addr[MC__DESC_FABRIC_ADDR_MAX];
+    size_t fabric_addr_len;
+    int fabric_virt;
     size_t nbufs;
     mc__desc_buf_t *bufs; /* sorted by addr */
 } mc__desc_t;

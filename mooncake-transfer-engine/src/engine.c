@@ -77,7 +77,12 @@ static int mc__parse_protocol(const char *p) {
         return MC__PROTO_TCP;
     if (!strcmp(p, "shm"))
         return MC__PROTO_SHM;
-    /* vLLM and SGLang ask for "rdma" whatever the host has; the reference then runs over TCP. */
+    /* vLLM and SGLang ask for "rdma" whatever the host has: the fabric transport when a provider
+     * is up, else tcp/shm with one warning (transports/fabric.c decides at init). */
+    if (!strcmp(p, "rdma"))
+        return MC__PROTO_RDMA;
+    if (!strcmp(p, "fabric"))
+        return MC__PROTO_FABRIC;
     MC_WARN("protocol \"%s\" is not available on this host; using tcp/shm (auto)", p);
     return MC__PROTO_AUTO;
 }
@@ -312,7 +317,18 @@ int mc_engine_rpc_port(const mc_engine_t *e) {
 const char *mc_engine_protocol(const mc_engine_t *e) {
     if (!e)
         return "";
-    return e->proto == MC__PROTO_TCP ? "tcp" : e->proto == MC__PROTO_SHM ? "shm" : "auto";
+    switch (e->proto) {
+    case MC__PROTO_TCP:
+        return "tcp";
+    case MC__PROTO_SHM:
+        return "shm";
+    case MC__PROTO_RDMA:
+        return "rdma";
+    case MC__PROTO_FABRIC:
+        return "fabric";
+    default:
+        return "auto";
+    }
 }
 
 int mc_engine_get_stats(mc_engine_t *e, const char *transport, uint64_t *tasks, uint64_t *bytes) {
@@ -337,7 +353,6 @@ int mc__engine_desc_json(mc_engine_t *e, char **json) {
     snprintf(d.host_id, sizeof(d.host_id), "%s", e->host_id);
     snprintf(d.rpc_host, sizeof(d.rpc_host), "%s", e->host);
     d.rpc_port = e->port;
-    mc__transports_describe(e, &d);
     pthread_rwlock_rdlock(&e->reg.lock);
     if (e->reg.n) {
         d.bufs = mc__calloc(e->reg.n, sizeof(*d.bufs));
@@ -355,8 +370,10 @@ int mc__engine_desc_json(mc_engine_t *e, char **json) {
     rc = 0;
 out:
     pthread_rwlock_unlock(&e->reg.lock);
-    if (!rc)
+    if (!rc) {
+        mc__transports_describe(e, &d); /* after the buffers: a transport may tag them */
         rc = mc__desc_encode(&d, json);
+    }
     mc__free(d.bufs);
     return rc;
 }

@@ -49,8 +49,10 @@ int mc_engine_register_memory_batch(mc_engine_t *e, void *const *addrs, const si
     }
     /* all or none in one table edit, and one re-publish for the lot */
     rc = mc__reg_add_many(&e->reg, gs, n);
-    if (!rc)
+    if (!rc) {
+        mc__transports_mem_registered(e, gs, n);
         mc__republish(e);
+    }
 out:
     if (gs != &one)
         mc__free(gs);
@@ -76,8 +78,10 @@ static int mc__unregister(mc_engine_t *e, void *const *addrs, size_t n, int mana
         as[i] = (uint64_t)(uintptr_t)addrs[i];
     }
     rc = mc__reg_remove_many(&e->reg, as, n, managed, out);
-    if (!rc)
+    if (!rc) {
+        mc__transports_mem_unregistered(e, as, n);
         mc__republish(e);
+    }
 out:
     if (as != &one)
         mc__free(as);
@@ -151,6 +155,7 @@ int mc_engine_alloc_managed_epoch(mc_engine_t *e, size_t len, uint64_t epoch, vo
         close(fd);
         goto out;
     }
+    mc__transports_mem_registered(e, &g, 1);
     *out = p;
     mc__republish(e);
 out:

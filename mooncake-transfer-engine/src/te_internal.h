@@ -20,7 +20,15 @@
 #define MC__TE_NAME_MAX 256
 #define MC__TE_POOL_MAX 16 /* idle pooled connections kept per peer */
 
-enum mc__proto { MC__PROTO_AUTO = 0, MC__PROTO_TCP, MC__PROTO_SHM };
+/* RDMA: the fabric transport when a provider is up (else AUTO, with one warning); FABRIC: the
+ * fabric transport, and initialize fails without it. Both use tcp for peers without fabric. */
+enum mc__proto {
+    MC__PROTO_AUTO = 0,
+    MC__PROTO_TCP,
+    MC__PROTO_SHM,
+    MC__PROTO_RDMA,
+    MC__PROTO_FABRIC
+};
 
 typedef struct mc__peer {
     pthread_mutex_t lock; /* desc, stale, pool */
@@ -76,6 +84,7 @@ typedef struct mc__batch_slot {
 typedef struct mc__server mc__server_t;
 typedef struct mc__shm_owner mc__shm_owner_t;
 typedef struct mc__tcp mc__tcp_t;
+typedef struct mc__fabric mc__fabric_t;
 
 struct mc_engine {
     int initialized;
@@ -96,7 +105,8 @@ struct mc_engine {
     mc__server_t *server;
     mc__shm_owner_t *shm_owner;
     mc__tcp_t *tcp;
-    int conn_sockbuf; /* socket buffers of pooled peer connections (0: the kernel's) */
+    mc__fabric_t *fabric; /* transports/fabric.c; NULL when it is not up */
+    int conn_sockbuf;     /* socket buffers of pooled peer connections (0: the kernel's) */
 
     pthread_mutex_t peers_lock;
     mc__peer_t **peers; /* segment id = index + 1 */

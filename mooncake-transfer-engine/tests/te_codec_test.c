@@ -150,8 +150,88 @@ static void test_desc_roundtrip(void **state) {
     assert_int_equal(mc__desc_find(o, 0xffff000000001000ull + 10, 4086), 1);
     assert_int_equal(mc__desc_find(o, 0xffff000000001000ull + 10, UINT64_MAX), -1);
     assert_int_equal(mc__desc_find(o, 4096, 0), -1);
+    /* a descriptor without the fabric transport (as older engines write): none, no keys */
+    assert_true(o->fabric_addr_len == 0 && !o->bufs[0].has_fkey && !o->bufs[1].has_fkey);
+    assert_null(strstr(json, "fabric"));
     mc__desc_free(o);
     mc__free(json);
+}
+
+static void test_desc_fabric(void **state) {
+    mc__desc_buf_t bufs[2] = {{.addr = 4096,
+                               .len = 100,
+                               .location = "*",
+                               .shm_id = -1,
+                               .has_fkey = 1,
+                               .fkey = UINT64_MAX},
+                              {.addr = 8192, .len = 100, .location = "*", .shm_id = -1}};
+    mc__desc_t d = {.name = "h:1",
+                    .instance_id = 7,
+                    .host_id = "boot/host",
+                    .rpc_host = "h",
+                    .rpc_port = 1,
+                    .fabric_prov = "tcp;ofi_rxm",
+                    .fabric_addr = {0x02, 0x00, 0xa4, 0xff, 0x7f, 0, 0, 1},
+                    .fabric_addr_len = 8,
+                    .fabric_virt = 1,
+                    .nbufs = 2,
+                    .bufs = bufs};
+    static const char *bad[] = {
+        "\"fabric\":\"tcp\"",
+        "\"fabric\":{\"provider\":\"\",\"addr\":\"00\",\"virt_addr\":false}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"0\",\"virt_addr\":false}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"zz\",\"virt_addr\":false}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"\",\"virt_addr\":false}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"00\",\"virt_addr\":1}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"00\"}",
+    };
+    mc__desc_t *o = NULL;
+    char *json = NULL;
+    char big[1200];
+    (void)state;
+    assert_int_equal(mc__desc_encode(&d, &json), 0);
+    assert_int_equal(mc__desc_decode(json, strlen(json), &o), 0);
+    assert_string_equal(o->fabric_prov, "tcp;ofi_rxm");
+    assert_int_equal(o->fabric_addr_len, 8);
+    assert_memory_equal(o->fabric_addr, d.fabric_addr, 8);
+    assert_int_equal(o->fabric_virt, 1);
+    assert_true(o->bufs[0].has_fkey && o->bufs[0].fkey == UINT64_MAX);
+    assert_false(o->bufs[1].has_fkey);
+    mc__desc_free(o);
+    mc__free(json);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char j[512];
+        snprintf(j, sizeof(j),
+                 "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\","
+                 "\"rpc_port\":1,\"shm_socket\":\"\",%s,\"buffers\":[]}",
+                 bad[i]);
+        o = (mc__desc_t *)1;
+        assert_int_equal(mc__desc_decode(j, strlen(j), &o), MC_ERR_MALFORMED_JSON);
+        assert_null(o);
+    }
+    /* an address longer than any endpoint name, and a key that is not a u64 */
+    {
+        int n = snprintf(big, sizeof(big),
+                         "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_"
+                         "host\":\"h\",\"rpc_port\":1,\"shm_socket\":\"\",\"fabric\":{"
+                         "\"provider\":\"p\",\"virt_addr\":false,\"addr\":\"");
+        for (int i = 0; i < 2 * (MC__DESC_FABRIC_ADDR_MAX + 1); i++)
+            big[n++] = 'a';
+        snprintf(big + n, sizeof(big) - (size_t)n, "\"},\"buffers\":[]}");
+        o = (mc__desc_t *)1;
+        assert_int_equal(mc__desc_decode(big, strlen(big), &o), MC_ERR_MALFORMED_JSON);
+        assert_null(o);
+    }
+    {
+        static const char *key =
+            "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\","
+            "\"rpc_port\":1,\"shm_socket\":\"\",\"buffers\":[{\"addr\":\"1\",\"length\":"
+            "\"1\",\"location\":\"*\",\"shm\":-1,\"fkey\":\"-3\"}]}";
+        o = (mc__desc_t *)1;
+        assert_int_equal(mc__desc_decode(key, strlen(key), &o), MC_ERR_MALFORMED_JSON);
+        assert_null(o);
+    }
+    assert_int_equal(mc__alloc_live_bytes(), 0);
 }
 
 static void test_desc_malformed(void **state) {
@@ -200,7 +280,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rw_roundtrip),     cmocka_unit_test(test_check_request),
         cmocka_unit_test(test_error_and_notify), cmocka_unit_test(test_desc_roundtrip),
-        cmocka_unit_test(test_desc_malformed),
+        cmocka_unit_test(test_desc_malformed),   cmocka_unit_test(test_desc_fabric),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

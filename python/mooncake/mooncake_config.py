@@ -48,7 +48,7 @@ _UNITS = (("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10),
 _KNOWN_PROTOCOLS = frozenset({
     "tcp", "rdma", "efa", "nvmeof", "nvlink", "nvlink_intra", "musa", "hip", "barex", "cxl",
     "ascend", "ub", "ubshmem", "maca", "sunrise_link", "rpc_only",
-    "shm", "auto",  # this implementation's own: shared memory on one host, best available
+    "shm", "auto", "fabric",  # this implementation's own: shared memory, best available, libfabric
 })
 
 _REQUIRED = ("local_hostname", "metadata_server", "master_server_address")

@@ -3,9 +3,11 @@
 # Idempotent: exits quickly when everything is already there.
 set -euo pipefail
 
-build_pkgs=(libcjson-dev libxxhash-dev pkg-config)
+# libfabric-dev: headers only (the fabric transport dlopens libfabric.so.1 at run time, nothing
+# links against it); libfabric1: the library the fabric tests load (its tcp and shm providers).
+build_pkgs=(libcjson-dev libxxhash-dev pkg-config libfabric-dev)
 test_pkgs=(libcmocka-dev clang clang-format libclang-rt-14-dev iproute2 redis-server iperf3 shellcheck
-  prometheus etcd-server)
+  prometheus etcd-server libfabric1)
 want=("${build_pkgs[@]}")
 [ "${1:-}" = "--build-only" ] || want+=("${test_pkgs[@]}")
 

@@ -71,8 +71,10 @@ typedef struct mc_engine_options {
     /* "P2PHANDSHAKE" (default when NULL/empty) or "http://host:port/metadata". */
     const char *metadata_conn;
     /* "tcp", "shm", "auto" (default: shm to same-host peers for shareable memory, else tcp),
-     * or a protocol unavailable here ("rdma", ...) which falls back to auto with one warning.
-     * MC_FORCE_TCP=1 in the environment forces tcp. */
+     * "rdma" (auto plus the fabric transport when a libfabric provider is up, else auto with one
+     * warning), "fabric" (the fabric transport, even on one host; initialize fails with
+     * MC_ERR_DEVICE_NOT_FOUND without it), or another protocol, which falls back to auto with one
+     * warning. MC_FORCE_TCP=1 in the environment forces tcp. */
     const char *protocol;
     const char *device_name; /* accepted for compatibility; unused by tcp/shm */
     int transfer_timeout_ms; /* per-task deadline; 0 = default (MC_TRANSFER_TIMEOUT env, s; 30 s) */
@@ -99,7 +101,8 @@ MC_API void mc_engine_destroy(mc_engine_t *e);
 /* The segment name peers use to open this engine ("host:port" for P2PHANDSHAKE). */
 MC_API const char *mc_engine_local_name(const mc_engine_t *e);
 MC_API int mc_engine_rpc_port(const mc_engine_t *e);
-/* The transport actually chosen: "tcp", "shm" or "auto". */
+/* The protocol in force: "tcp", "shm", "auto", "rdma" (with the fabric transport up) or
+ * "fabric". */
 MC_API const char *mc_engine_protocol(const mc_engine_t *e);
 
 /* Registers [addr, addr+len) for remote access. location is a tag such as "cpu:0" or "*".
@@ -175,7 +178,8 @@ MC_API int mc_engine_transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs
                                         int *errors);
 
 /* Per-transport counters of completed tasks and their bytes, since the engine started.
- * transport: "tcp", "shm" or "local" (own segment). MC_ERR_INVALID_ARGUMENT for other names. */
+ * transport: "tcp", "shm", "fabric" or "local" (own segment). MC_ERR_INVALID_ARGUMENT for other
+ * names. */
 MC_API int mc_engine_get_stats(mc_engine_t *e, const char *transport, uint64_t *tasks,
                                uint64_t *bytes);
 

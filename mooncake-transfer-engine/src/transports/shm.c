@@ -332,10 +332,12 @@ static int mc__shm_init(mc_engine_t *e) {
     return 0;
 }
 
-/* Same host and network namespace, a shareable buffer, and shm not turned off. */
+/* Same host and network namespace, a shareable buffer, and shm not turned off (protocol tcp)
+ * nor passed over (protocol fabric asks for the fabric transport even on one host). */
 static int mc__shm_carries(const mc_engine_t *e, const mc__route_t *r) {
     (void)e;
-    return r->peer && r->proto != MC__PROTO_TCP && r->same_host && r->shm_id >= 0;
+    return r->peer && r->proto != MC__PROTO_TCP && r->proto != MC__PROTO_FABRIC && r->same_host &&
+           r->shm_id >= 0;
 }
 
 static void mc__shm_describe(const mc_engine_t *e, mc__desc_t *d) {

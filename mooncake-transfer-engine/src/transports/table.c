@@ -3,7 +3,8 @@
  * which carries() is asked, so the cheapest transport that can carry a request comes first. */
 #include "te_internal.h"
 
-static const mc__transport_t *const mc__table[] = {&mc__tp_local, &mc__tp_shm, &mc__tp_tcp};
+static const mc__transport_t *const mc__table[] = {&mc__tp_local, &mc__tp_shm, &mc__tp_fabric,
+                                                   &mc__tp_tcp};
 #define MC__NTP (sizeof(mc__table) / sizeof(mc__table[0]))
 
 const mc__transport_t *mc__transport_get(int id) {
@@ -95,6 +96,18 @@ void mc__transports_describe(const mc_engine_t *e, mc__desc_t *d) {
     for (size_t i = 0; i < MC__NTP; i++)
         if (mc__table[i]->describe)
             mc__table[i]->describe(e, d);
+}
+
+void mc__transports_mem_registered(mc_engine_t *e, const mc__region_t *regs, size_t n) {
+    for (size_t i = 0; i < MC__NTP; i++)
+        if (mc__table[i]->mem_registered)
+            mc__table[i]->mem_registered(e, regs, n);
+}
+
+void mc__transports_mem_unregistered(mc_engine_t *e, const uint64_t *addrs, size_t n) {
+    for (size_t i = MC__NTP; i-- > 0;)
+        if (mc__table[i]->mem_unregistered)
+            mc__table[i]->mem_unregistered(e, addrs, n);
 }
 
 void mc__transport_account(mc_engine_t *e, int id, unsigned long long bytes) {

@@ -8,15 +8,17 @@
 #ifndef MC_TE_TRANSPORT_H
 #define MC_TE_TRANSPORT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct mc_engine;
 struct mc__task;
 struct mc__peer;
 struct mc__desc;
+struct mc__region;
 
 /* Ids name transports in statistics (mc_engine_get_stats) and index p->tp_peer. */
-enum mc__tp { MC__TP_LOCAL = 0, MC__TP_TCP, MC__TP_SHM, MC__TP_COUNT };
+enum mc__tp { MC__TP_LOCAL = 0, MC__TP_TCP, MC__TP_SHM, MC__TP_FABRIC, MC__TP_COUNT };
 
 /* submit's answer when this transport cannot carry the task (the caller falls back to the next
  * transport in the table that carries every request) */
@@ -60,8 +62,16 @@ typedef struct mc__transport {
     uint64_t (*peer_fetch_token)(struct mc__peer *p);
     void (*peer_swapped)(struct mc__peer *p, uint64_t token, int restarted);
     void (*peer_refreshed)(struct mc__peer *p, int restarted);
-    /* Adds what peers need to reach this transport to our descriptor. May be NULL. */
+    /* Adds what peers need to reach this transport to our descriptor, once its buffers are
+     * filled in (a transport may tag each buffer, e.g. with its remote key). May be NULL. */
     void (*describe)(const struct mc_engine *e, struct mc__desc *d);
+    /* Memory the engine registered (n regions, now in e->reg) and, before the unregister returns
+     * and the caller may free it, memory it unregistered (the regions starting at addrs, already
+     * out of e->reg and no longer pinned by our own server). A transport that registers memory
+     * with a device (fabric) does it here; a failure only keeps that memory off this transport.
+     * Called before the descriptor is re-published. May be NULL. */
+    void (*mem_registered)(struct mc_engine *e, const struct mc__region *regs, size_t n);
+    void (*mem_unregistered)(struct mc_engine *e, const uint64_t *addrs, size_t n);
 } mc__transport_t;
 
 /* transports/table.c: the table and what the core does through it. */
@@ -81,10 +91,13 @@ void mc__transports_peer_swapped(struct mc__peer *p, const uint64_t tok[MC__TP_C
                                  int restarted);
 void mc__transports_peer_refreshed(struct mc__peer *p, int restarted);
 void mc__transports_describe(const struct mc_engine *e, struct mc__desc *d);
+void mc__transports_mem_registered(struct mc_engine *e, const struct mc__region *regs, size_t n);
+void mc__transports_mem_unregistered(struct mc_engine *e, const uint64_t *addrs, size_t n);
 /* Counts a finished task's bytes for the transport's statistics. */
 void mc__transport_account(struct mc_engine *e, int id, unsigned long long bytes);
 
 extern const mc__transport_t mc__tp_local;
 extern const mc__transport_t mc__tp_tcp;
 extern const mc__transport_t mc__tp_shm;
+extern const mc__transport_t mc__tp_fabric;
 #endif

@@ -26,6 +26,37 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def libfabric_installed() -> bool:
+    """Whether libfabric.so.1 loads here (Debian: libfabric1; tools/dev/install-deps.sh installs
+    it): the only reason a fabric test may skip."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libfabric.so.1")
+    except OSError:
+        return False
+    return True
+
+
+class fabric_env:
+    """MC_FABRIC_PROVIDER=tcp (libfabric's tcp provider, which runs on loopback) for the engines
+    made and the peer processes started inside it."""
+
+    def __init__(self, provider: str = "tcp"):
+        self.provider, self.old = provider, None
+
+    def __enter__(self):
+        self.old = os.environ.get("MC_FABRIC_PROVIDER")
+        os.environ["MC_FABRIC_PROVIDER"] = self.provider
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is None:
+            os.environ.pop("MC_FABRIC_PROVIDER", None)
+        else:
+            os.environ["MC_FABRIC_PROVIDER"] = self.old
+
+
 def free_port() -> int:
     """A port nobody listens on right now. Only for names that must carry a port before the
     engine binds it (non-P2P metadata); P2PHANDSHAKE picks its own."""

@@ -1,5 +1,6 @@
-"""Two processes on loopback move data with READ and WRITE over tcp and shm, through P2PHANDSHAKE
-and the HTTP metadata server; every byte is checked by SHA-256 computed where it landed."""
+"""Two processes on loopback move data with READ and WRITE over tcp, shm and fabric (libfabric's
+tcp provider), through P2PHANDSHAKE and the HTTP metadata server; every byte is checked by SHA-256
+computed where it landed."""
 
 import time
 from pathlib import Path
@@ -7,14 +8,15 @@ from pathlib import Path
 import pytest
 
 from mooncake.engine import TransferEngine, TransferNotify, TransferOpcode
-from te_helpers import LocalBuffer, Peer, pattern, peer_host, sha
+from te_helpers import LocalBuffer, Peer, fabric_env, libfabric_installed, pattern, peer_host
 
 KiB, MiB = 1 << 10, 1 << 20
 PEER_SIZE = 80 * MiB
 # Mixed sizes for batches: tiny, odd, page-sized, not a power of two, a few MiB.
 MIXED = [1, 17, 4 * KiB, 64 * KiB + 3, MiB, 3 * MiB + 5]
 
-COMBOS = [("tcp", "p2p"), ("tcp", "http"), ("shm", "p2p"), ("shm", "http")]
+COMBOS = [("tcp", "p2p"), ("tcp", "http"), ("shm", "p2p"), ("shm", "http"), ("fabric", "p2p"),
+          ("fabric", "http")]
 
 
 class Pair:
@@ -30,22 +32,35 @@ class Pair:
 @pytest.fixture(scope="module", params=COMBOS, ids=["-".join(c) for c in COMBOS])
 def pair(request, tmp_path_factory):
     protocol, meta_kind = request.param
+    if protocol == "fabric" and not libfabric_installed():
+        pytest.skip("libfabric.so.1 is not installed (Debian: libfabric1)")
     metadata = (request.getfixturevalue("metadata_url") if meta_kind == "http"
                 else "P2PHANDSHAKE")
     tmp = tmp_path_factory.mktemp(f"pair-{protocol}-{meta_kind}")
-    peer = Peer(Path(tmp), protocol, metadata, PEER_SIZE, peer_host(metadata))
-    engine = TransferEngine()
-    local = None
+    env = fabric_env()
+    if protocol == "fabric":
+        env.__enter__()
+    peer = engine = local = None
     try:
+        peer = Peer(Path(tmp), protocol, metadata, PEER_SIZE, peer_host(metadata))
+        engine = TransferEngine()
         assert engine.initialize(peer_host(metadata), metadata, protocol, "") == 0
-        # Plain registered memory over tcp, engine-managed memory over shm: both kinds covered.
+        # Plain registered memory over tcp and fabric, engine-managed memory over shm: both kinds
+        # covered.
         local = LocalBuffer(engine, PEER_SIZE, managed=(protocol == "shm"))
         yield Pair(protocol, engine, peer, local)
+        if protocol == "fabric":  # the fabric transport carried them, not a silent tcp
+            stats = engine.get_transport_stats()
+            assert stats["fabric"][0] > 0 and stats["tcp"][0] == 0, stats
     finally:
         if local:
             local.release()
-        engine.close()
-        peer.close()
+        if engine:
+            engine.close()
+        if peer:
+            peer.close()
+        if protocol == "fabric":
+            env.__exit__()
 
 
 @pytest.mark.parametrize("size", [KiB, MiB, 64 * MiB], ids=["1KiB", "1MiB", "64MiB"])

@@ -81,8 +81,8 @@ def netns_pair():
 def spawn_ns_peer(tmp_path, netns_pair):
     peers = []
 
-    def spawn(side: str, size: int, env=None) -> Peer:
-        p = Peer(tmp_path, "auto", "P2PHANDSHAKE", size, netns_pair.addr[side],
+    def spawn(side: str, size: int, env=None, protocol="auto") -> Peer:
+        p = Peer(tmp_path, protocol, "P2PHANDSHAKE", size, netns_pair.addr[side],
                  prefix=netns_pair.prefix(side), env=env)
         peers.append(p)
         return p

@@ -1,12 +1,17 @@
 """Two hosts on one machine: Transfer Engine peers in two network namespaces joined by a veth
 pair, talking over P2PHANDSHAKE on their real (non-loopback) addresses. With protocol "auto" the
 engines must use tcp (the shm hand-off's abstract unix sockets exist per network namespace) and
-say nothing about it; a peer whose link goes down mid-transfer fails the call within a bound."""
+say nothing about it; a peer whose link goes down mid-transfer fails the call within a bound. The
+same over the fabric transport (protocol "fabric", libfabric's tcp provider on the veth)."""
 
 import json
 import time
 
-from te_helpers import pattern, sha
+import pytest
+
+from te_helpers import libfabric_installed, pattern, sha
+
+FABRIC = {"MC_FABRIC_PROVIDER": "tcp"}
 
 MiB = 1 << 20
 SIZE = 64 * MiB + 4096
@@ -16,9 +21,19 @@ def stats(peer) -> dict:
     return json.loads(peer.cmd("STATS"))
 
 
-def test_both_ways_over_tcp_between_namespaces(netns_pair, spawn_ns_peer):
-    a = spawn_ns_peer("a", SIZE)
-    b = spawn_ns_peer("b", SIZE)
+def _need_libfabric():
+    if not libfabric_installed():
+        pytest.skip("libfabric.so.1 is not installed (Debian: libfabric1)")
+
+
+@pytest.mark.parametrize("protocol", ["auto", "fabric", "rdma"])
+def test_both_ways_between_namespaces(netns_pair, spawn_ns_peer, protocol):
+    if protocol != "auto":
+        _need_libfabric()
+    env = FABRIC if protocol != "auto" else None
+    carrier = "tcp" if protocol == "auto" else "fabric"
+    a = spawn_ns_peer("a", SIZE, env, protocol)
+    b = spawn_ns_peer("b", SIZE, env, protocol)
     assert a.name.startswith(netns_pair.addr["a"] + ":"), a.name
     assert b.name.startswith(netns_pair.addr["b"] + ":"), b.name
     seed = 100
@@ -36,17 +51,23 @@ def test_both_ways_over_tcp_between_namespaces(netns_pair, spawn_ns_peer):
             assert initiator.sha(4096, n) == want
     for p in (a, b):
         s = stats(p)
-        assert s["tcp"][0] == 4, s  # 2 sizes x (WRITE, READ) as initiator, all over tcp
-        assert s["tcp"][1] == 2 * (MiB + 64 * MiB), s
+        # 2 sizes x (WRITE, READ) as initiator, all over tcp (auto) or fabric
+        assert s[carrier][0] == 4, s
+        assert s[carrier][1] == 2 * (MiB + 64 * MiB), s
         assert s["shm"] == [0, 0], s
+        if protocol != "auto":
+            assert s["tcp"] == [0, 0], s
         # a clean choice, not a failed shm attempt followed by a fallback
         assert "shm" not in p.stderr(), p.stderr()
 
 
-def test_link_down_mid_transfer_fails_within_bound(netns_pair, spawn_ns_peer):
-    env = {"MC_TRANSFER_TIMEOUT": "2"}
-    a = spawn_ns_peer("a", SIZE, env)
-    b = spawn_ns_peer("b", SIZE, env)
+@pytest.mark.parametrize("protocol", ["auto", "fabric"])
+def test_link_down_mid_transfer_fails_within_bound(netns_pair, spawn_ns_peer, protocol):
+    if protocol == "fabric":
+        _need_libfabric()
+    env = {"MC_TRANSFER_TIMEOUT": "2", **(FABRIC if protocol == "fabric" else {})}
+    a = spawn_ns_peer("a", SIZE, env, protocol)
+    b = spawn_ns_peer("b", SIZE, env, protocol)
     a.fill(0, 64 * MiB, 7)
     # b writes 64 MiB blocks into a, again and again, until a write fails
     assert b.cmd("LOOP", a.name, 0, a.addr, 64 * MiB, 20) == "started"
