@@ -45,3 +45,29 @@ int mc__env_bool(const char *name, int def, int *out) {
     MC_WARN("environment variable %s='%s' is not a boolean (true/false)", name, v);
     return MC_ERR_INVALID_ARGUMENT;
 }
+
+int64_t mc__env_size_in(const char *name, int64_t def, int64_t lo, int64_t hi) {
+    const char *v = mc__env_str(name, NULL);
+    uint64_t n = 0;
+    if (!v)
+        return def;
+    if (mc__parse_size(v, &n) != 0 || n > (uint64_t)INT64_MAX || (int64_t)n < lo ||
+        (int64_t)n > hi) {
+        MC_WARN("ignoring %s=%s (expected a size in %lld..%lld)", name, v, (long long)lo,
+                (long long)hi);
+        return def;
+    }
+    return (int64_t)n;
+}
+
+int64_t mc__env_i64_in(const char *name, int64_t def, int64_t lo, int64_t hi) {
+    const char *v = mc__env_str(name, NULL);
+    int64_t n = 0;
+    if (!v)
+        return def;
+    if (mc__parse_i64(v, &n) != 0 || n < lo || n > hi) {
+        MC_WARN("ignoring %s=%s (expected %lld..%lld)", name, v, (long long)lo, (long long)hi);
+        return def;
+    }
+    return n;
+}

@@ -52,18 +52,6 @@ out:
     return rc;
 }
 
-static int mc__env_int(const char *name, int64_t def, int64_t lo, int64_t hi) {
-    const char *s = getenv(name);
-    int64_t v = 0;
-    if (!s || !*s)
-        return (int)def;
-    if (mc__parse_i64(s, &v) || v < lo || v > hi) {
-        MC_WARN("ignoring %s=%s (expected %" PRId64 "..%" PRId64 ")", name, s, lo, hi);
-        return (int)def;
-    }
-    return (int)v;
-}
-
 static int mc__parse_protocol(const char *p) {
     const char *force = getenv("MC_FORCE_TCP");
     int forced = 0;
@@ -141,10 +129,10 @@ static int mc__engine_listen(mc_engine_t *e, const mc_engine_options_t *opts, in
         } else {
             int lo = opts && opts->rpc_port_lo > 0 && opts->rpc_port_lo <= 65535
                          ? opts->rpc_port_lo
-                         : mc__env_int("MC_MIN_RPC_PORT", 15000, 1, 65535);
+                         : (int)mc__env_i64_in("MC_MIN_RPC_PORT", 15000, 1, 65535);
             int hi = opts && opts->rpc_port_hi >= lo && opts->rpc_port_hi <= 65535
                          ? opts->rpc_port_hi
-                         : mc__env_int("MC_MAX_RPC_PORT", 17000, 1, 65535);
+                         : (int)mc__env_i64_in("MC_MAX_RPC_PORT", 17000, 1, 65535);
             if (lo > hi) {
                 MC_ERROR("no RPC port to pick: the range %d..%d is empty (MC_MIN_RPC_PORT above "
                          "MC_MAX_RPC_PORT?)",

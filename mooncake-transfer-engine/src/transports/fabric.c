@@ -721,18 +721,6 @@ static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
 
 /* ---- setup ---- */
 
-static int64_t mc__fab_env(const char *name, int64_t def, int64_t lo, int64_t hi) {
-    const char *s = getenv(name);
-    uint64_t v = 0;
-    if (!s || !*s)
-        return def;
-    if (mc__parse_size(s, &v) || (int64_t)v < lo || (int64_t)v > hi) {
-        MC_WARN("ignoring %s=%s", name, s);
-        return def;
-    }
-    return (int64_t)v;
-}
-
 static struct fi_info *mc__fab_hints(const mc__fi_api_t *api, const char *prov, int delivery) {
     struct fi_info *h = api->dupinfo(NULL);
     if (!h)
@@ -897,8 +885,8 @@ static int mc__fab_init(mc_engine_t *e) {
         f->e = e;
         f->api = api;
         f->next_key = 1;
-        f->chunk = (uint64_t)mc__fab_env("MC_FABRIC_CHUNK", 1 << 20, 4096, 1 << 30);
-        f->max_inflight = (uint32_t)mc__fab_env("MC_FABRIC_INFLIGHT", 64, 1, 4096);
+        f->chunk = (uint64_t)mc__env_size_in("MC_FABRIC_CHUNK", 1 << 20, 4096, 1 << 30);
+        f->max_inflight = (uint32_t)mc__env_size_in("MC_FABRIC_INFLIGHT", 64, 1, 4096);
         pthread_rwlock_init(&f->mr_lock, NULL);
         pthread_mutex_init(&f->av_lock, NULL);
         pthread_mutex_init(&f->lock, NULL);

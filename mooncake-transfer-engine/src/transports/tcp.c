@@ -39,18 +39,6 @@ struct mc__tcp {
     uint64_t slice;
 };
 
-static int64_t mc__tcp_env(const char *name, int64_t def, int64_t lo, int64_t hi) {
-    const char *s = getenv(name);
-    uint64_t v = 0;
-    if (!s || !*s)
-        return def;
-    if (mc__parse_size(s, &v) || (int64_t)v < lo || (int64_t)v > hi) {
-        MC_WARN("ignoring %s=%s", name, s);
-        return def;
-    }
-    return (int64_t)v;
-}
-
 /* One request on one connection. Returns MC_ERR_SOCKET when the connection is unusable;
  * otherwise 0 with *remote_err set to the peer's verdict. */
 static int mc__tcp_io(int fd, uint64_t id, const mc__task_t *t, uint8_t *local, uint64_t remote,
@@ -248,12 +236,13 @@ static int mc__tcp_init(mc_engine_t *e) {
     if (!q)
         return MC_ERR_MEMORY;
     q->e = e;
-    want = (int)mc__tcp_env("MC_TCP_WORKERS", 4, 1, 64);
+    want = (int)mc__env_size_in("MC_TCP_WORKERS", 4, 1, 64);
     /* 4 MiB slices: big enough that per-request costs vanish, small enough that a large
      * transfer spreads over every worker */
-    q->slice = (uint64_t)mc__tcp_env("MC_SLICE_SIZE", 4 << 20, 64 << 10, (int64_t)MC__TE_MAX_SLICE);
+    q->slice =
+        (uint64_t)mc__env_size_in("MC_SLICE_SIZE", 4 << 20, 64 << 10, (int64_t)MC__TE_MAX_SLICE);
     /* every pooled connection to a peer gets these buffers (peer_conn.c) */
-    e->conn_sockbuf = (int)mc__tcp_env("MC_TCP_SOCKBUF", 4 << 20, 0, 1 << 30);
+    e->conn_sockbuf = (int)mc__env_size_in("MC_TCP_SOCKBUF", 4 << 20, 0, 1 << 30);
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->cond, NULL);
     q->workers = mc__calloc((size_t)want, sizeof(*q->workers));

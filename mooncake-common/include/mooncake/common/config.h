@@ -48,4 +48,8 @@ const char *mc__env_str(const char *name, const char *def);
 int mc__env_size(const char *name, uint64_t def, uint64_t *out);
 int mc__env_i64(const char *name, int64_t def, int64_t *out);
 int mc__env_bool(const char *name, int def, int *out);
+/* Tuning knobs: the value (a size with units, or a plain integer) when it parses and lies in
+ * lo..hi, else def, with a warning naming the variable when it was set but unusable. */
+int64_t mc__env_size_in(const char *name, int64_t def, int64_t lo, int64_t hi);
+int64_t mc__env_i64_in(const char *name, int64_t def, int64_t lo, int64_t hi);
 #endif
