@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,10 +248,43 @@ int mc__send2(int fd, const void *a, size_t an, const void *b, size_t bn, uint64
     return 0;
 }
 
+/* MC_TCP_SPIN_US (0..1000, default 0): how long a receive that finds nothing keeps trying
+ * before it sleeps. Waking a sleeping thread costs tens of microseconds on an idle virtual
+ * machine, more than a small request takes (docs/performance.md); spinning trades CPU for it. */
+static uint64_t mc__spin_ns(void) {
+    static _Atomic int64_t cached = -1;
+    int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("MC_TCP_SPIN_US");
+        char *end = NULL;
+        long us = e && *e ? strtol(e, &end, 10) : 0;
+        if (!e || !*e || *end || us < 0 || us > 1000)
+            us = 0;
+        v = (int64_t)us * 1000;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return (uint64_t)v;
+}
+
+/* Tries to receive without sleeping for up to spin_ns: the bytes' count, 0 on EOF, -1 with
+ * errno (EAGAIN when nothing came in time). */
+static ssize_t mc__recv_spin(int fd, void *c, size_t n, uint64_t spin_ns) {
+    uint64_t until = mc__now_ns() + spin_ns;
+    for (;;) {
+        ssize_t r = recv(fd, c, n, MSG_DONTWAIT);
+        if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || mc__now_ns() >= until)
+            return r;
+    }
+}
+
 int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
     char *c = p;
+    uint64_t spin = mc__spin_ns();
     while (n > 0) {
-        ssize_t r = recv(fd, c, n, deadline_ms ? MSG_DONTWAIT : 0);
+        ssize_t r =
+            spin ? mc__recv_spin(fd, c, n, spin) : recv(fd, c, n, deadline_ms ? MSG_DONTWAIT : 0);
+        if (r < 0 && spin && !deadline_ms && (errno == EAGAIN || errno == EWOULDBLOCK))
+            r = recv(fd, c, n, 0); /* no deadline: sleep in the receive itself */
         if (r == 0) {
             errno = ECONNRESET;
             return MC_ERR_SOCKET;

@@ -93,6 +93,45 @@ static void test_deadlines(void **state) {
     close(lfd);
 }
 
+typedef struct {
+    int fd;
+} dribble_t;
+
+/* Writes "abcdefghij" in three pieces a few ms apart, then closes. */
+static void *dribble_main(void *arg) {
+    dribble_t *d = arg;
+    const char *parts[] = {"abc", "defg", "hij"};
+    for (int i = 0; i < 3; i++) {
+        usleep(3000);
+        if (write(d->fd, parts[i], strlen(parts[i])) < 0)
+            break;
+    }
+    close(d->fd);
+    return NULL;
+}
+
+/* A receive with no deadline (a server waiting for its next request) and one with a deadline
+ * both gather bytes that arrive late and in pieces, and see the peer's close as an error; the
+ * same with MC_TCP_SPIN_US set (ctest runs this file with and without it). */
+static void test_recv_late_pieces(void **state) {
+    (void)state;
+    for (int with_deadline = 0; with_deadline < 2; with_deadline++) {
+        int sv[2];
+        char buf[11] = "";
+        pthread_t t;
+        dribble_t d;
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        d.fd = sv[1];
+        assert_int_equal(pthread_create(&t, NULL, dribble_main, &d), 0);
+        assert_int_equal(mc__recv_all(sv[0], buf, 10, with_deadline ? mc__now_ms() + 5000 : 0), 0);
+        assert_string_equal(buf, "abcdefghij");
+        assert_int_equal(mc__recv_all(sv[0], buf, 1, with_deadline ? mc__now_ms() + 5000 : 0),
+                         MC_ERR_SOCKET);
+        pthread_join(t, NULL);
+        close(sv[0]);
+    }
+}
+
 static void test_connect_errors(void **state) {
     uint16_t port = 0;
     int lfd = mc__tcp_listen("127.0.0.1", 0, 16, &port);
@@ -229,10 +268,11 @@ static void test_host_identity(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tcp_roundtrip),        cmocka_unit_test(test_deadlines),
-        cmocka_unit_test(test_connect_errors),       cmocka_unit_test(test_listen_range),
-        cmocka_unit_test(test_split_host_port),      cmocka_unit_test(test_unix_fd_passing),
-        cmocka_unit_test(test_unix_filesystem_path), cmocka_unit_test(test_host_identity),
+        cmocka_unit_test(test_tcp_roundtrip),    cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_recv_late_pieces), cmocka_unit_test(test_connect_errors),
+        cmocka_unit_test(test_listen_range),     cmocka_unit_test(test_split_host_port),
+        cmocka_unit_test(test_unix_fd_passing),  cmocka_unit_test(test_unix_filesystem_path),
+        cmocka_unit_test(test_host_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
