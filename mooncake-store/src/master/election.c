@@ -47,6 +47,11 @@ struct mc_election {
     int64_t term;
     int64_t lease;           /* held while leader; 0 otherwise */
     uint64_t valid_until_ms; /* earliest possible server-side expiry of the lease */
+    /* What the leadership checks read without the lock (every master request asks one):
+     * the term held (0: none) and the fence deadline, both written under mu by the election
+     * and refresh threads. */
+    _Atomic int64_t lead_term;
+    _Atomic uint64_t fence_ms;
     int lease_gone, key_lost, key_deleted, watch_failed, refresh_stop;
     int resign_asked; /* mc__election_resign: step down at once, campaign again later */
     mc_etcd_watch_t *watch;
@@ -242,8 +247,10 @@ static void *refresh_main(void *arg) {
         rc = mc__etcd_lease_keepalive(e->etcd, lease, &ttl);
         pthread_mutex_lock(&e->mu);
         if (rc == 0 && ttl > 0) {
-            if (sent + (uint64_t)ttl * 1000 > e->valid_until_ms)
+            if (sent + (uint64_t)ttl * 1000 > e->valid_until_ms) {
                 e->valid_until_ms = sent + (uint64_t)ttl * 1000;
+                atomic_store(&e->fence_ms, e->valid_until_ms - e->margin_ms);
+            }
             next = sent + period;
         } else if (rc == MC_ERR_ETCD_KEY_NOT_EXIST || (rc == 0 && ttl <= 0)) {
             e->lease_gone = 1;
@@ -278,6 +285,8 @@ static void lead(mc_election_t *e, int64_t term, int64_t lease, uint64_t valid_u
     e->term = term;
     e->lease = lease;
     e->valid_until_ms = valid_until;
+    atomic_store(&e->fence_ms, valid_until - e->margin_ms);
+    atomic_store(&e->lead_term, term);
     e->lease_gone = e->key_lost = e->refresh_stop = 0;
     set_leader_locked(e, (const uint8_t *)e->me, e->me_len);
     pthread_mutex_unlock(&e->mu);
@@ -307,6 +316,7 @@ static void lead(mc_election_t *e, int64_t term, int64_t lease, uint64_t valid_u
     }
     e->is_leader = 0;
     e->term = 0;
+    atomic_store(&e->lead_term, 0);
     e->refresh_stop = 1;
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
@@ -418,6 +428,8 @@ int mc__election_start(const char *endpoints, const char *cluster_id, const char
     if (cbs)
         e->cbs = *cbs;
     atomic_init(&e->paused, 0);
+    atomic_init(&e->lead_term, 0);
+    atomic_init(&e->fence_ms, 0);
     /* a call never blocks longer than a third of the TTL, so a refresh can be retried */
     timeout_ms = lease_ttl_s * 1000 / 3;
     if (timeout_ms < 300)
@@ -470,26 +482,24 @@ int mc__election_leader(mc_election_t *e, char *buf, size_t cap) {
     return rc;
 }
 
-int mc__election_is_leader(mc_election_t *e) {
-    int v;
-    if (!e)
+/* The term held now, with its fence not passed (0: none). The fence is checked here too: after
+ * a stall (SIGSTOP, a long callback) a caller must not see leadership the election thread has
+ * not yet had the chance to give up. The term is read again after the fence, so a fence of a
+ * later term is never taken for this one's. */
+static int64_t mc__held_term(mc_election_t *e) {
+    int64_t t = atomic_load(&e->lead_term);
+    uint64_t fence = atomic_load(&e->fence_ms);
+    if (t == 0 || mc__now_ms() >= fence || atomic_load(&e->lead_term) != t)
         return 0;
-    /* the fence is checked here too: after a stall (SIGSTOP, a long callback) a caller must not
-     * see leadership the election thread has not yet had the chance to give up */
-    pthread_mutex_lock(&e->mu);
-    v = e->is_leader && mc__now_ms() < e->valid_until_ms - e->margin_ms;
-    pthread_mutex_unlock(&e->mu);
-    return v;
+    return t;
+}
+
+int mc__election_is_leader(mc_election_t *e) {
+    return e && mc__held_term(e) != 0;
 }
 
 int mc__election_leads(mc_election_t *e, int64_t term) {
-    int v;
-    if (!e)
-        return 0;
-    pthread_mutex_lock(&e->mu);
-    v = e->is_leader && e->term == term && mc__now_ms() < e->valid_until_ms - e->margin_ms;
-    pthread_mutex_unlock(&e->mu);
-    return v;
+    return e && term != 0 && mc__held_term(e) == term;
 }
 
 int64_t mc__election_term(mc_election_t *e) {

@@ -67,20 +67,39 @@ static void fence_cmp(const mc__elog_t *l, mc_etcd_cmp_t *c) {
     c->number = l->term;
 }
 
-/* Runs a fenced txn of ops that may be repeated (puts, deletes) until etcd answers it: 0 when
- * applied (*rev its revision, may be NULL), -1 when fenced out or no longer leader. */
-static int fenced_ops(mc__elog_t *l, const mc_etcd_op_t *ops, size_t n, const char *what,
-                      int64_t *rev) {
-    mc_etcd_cmp_t fence;
+/* Runs a fenced txn until etcd answers it, retrying while this writer leads: 0 when it applied,
+ * -1 when fenced out or no longer leader. With `absent` (a key), the txn also requires that key
+ * to be absent and reads it when it is not: a key already holding exactly the value of ops[0]
+ * is an earlier, unanswered try of ours that landed, so the write is not made twice. Without
+ * it the ops must be ones that may be repeated (puts, deletes). */
+static int fenced_txn(mc__elog_t *l, const mc_etcd_op_t *ops, size_t n, const char *absent,
+                      const char *what, int64_t *rev) {
+    mc_etcd_cmp_t cmps[2];
+    mc_etcd_op_t get = {.type = MC_ETCD_OP_RANGE, .key = absent};
+    size_t ncmp = 1;
     int warned = 0;
-    fence_cmp(l, &fence);
+    fence_cmp(l, &cmps[0]);
+    if (absent) {
+        get.key_len = strlen(absent);
+        memset(&cmps[1], 0, sizeof(cmps[1]));
+        cmps[1].target = MC_ETCD_CMP_VERSION;
+        cmps[1].result = MC_ETCD_EQUAL;
+        cmps[1].key = absent;
+        cmps[1].key_len = get.key_len;
+        ncmp = 2;
+    }
     while (still_leader(l)) {
         mc_etcd_txn_result_t res;
         int rc;
         memset(&res, 0, sizeof(res));
-        rc = mc__etcd_txn(l->etcd, &fence, 1, ops, n, NULL, 0, &res);
+        rc = mc__etcd_txn(l->etcd, cmps, ncmp, ops, n, absent ? &get : NULL, absent ? 1 : 0, &res);
         if (rc == 0) {
             int ok = res.succeeded;
+            if (!ok && absent && res.n == 1 && res.ranges[0].n == 1) {
+                const mc_etcd_kv_t *kv = &res.ranges[0].kvs[0];
+                ok = kv->value_len == ops[0].value_len &&
+                     memcmp(kv->value, ops[0].value, kv->value_len) == 0;
+            }
             if (rev)
                 *rev = res.revision;
             mc__etcd_txn_result_free(&res);
@@ -98,51 +117,14 @@ static int fenced_ops(mc__elog_t *l, const mc_etcd_op_t *ops, size_t n, const ch
     return -1;
 }
 
-/* One log entry, written exactly once: the txn also requires the entry to be absent, and the
- * failure branch reads it, so an earlier try that landed without an answer is recognized. */
+/* One log entry, written exactly once. */
 static int append_entry(mc__elog_t *l, uint64_t seq, const uint8_t *data, size_t n) {
-    char key[MC__ELOG_KEY_MAX];
+    char key[MC__ELOG_KEY_MAX], what[64];
     size_t kl = KEY_LOG(l, key, seq);
-    mc_etcd_cmp_t cmps[2];
     mc_etcd_op_t put = {
         .type = MC_ETCD_OP_PUT, .key = key, .key_len = kl, .value = data, .value_len = n};
-    mc_etcd_op_t get = {.type = MC_ETCD_OP_RANGE, .key = key, .key_len = kl};
-    int warned = 0;
-    fence_cmp(l, &cmps[0]);
-    memset(&cmps[1], 0, sizeof(cmps[1]));
-    cmps[1].target = MC_ETCD_CMP_VERSION;
-    cmps[1].result = MC_ETCD_EQUAL;
-    cmps[1].key = key;
-    cmps[1].key_len = kl;
-    while (still_leader(l)) {
-        mc_etcd_txn_result_t res;
-        int rc;
-        memset(&res, 0, sizeof(res));
-        rc = mc__etcd_txn(l->etcd, cmps, 2, &put, 1, &get, 1, &res);
-        if (rc == 0) {
-            int ok = res.succeeded;
-            if (!ok && res.n == 1 && res.ranges[0].n == 1) {
-                /* the entry is there: ours from an unanswered try, or a stranger's */
-                const mc_etcd_kv_t *kv = &res.ranges[0].kvs[0];
-                ok = kv->value_len == n && memcmp(kv->value, data, n) == 0;
-            }
-            mc__etcd_txn_result_free(&res);
-            if (!ok)
-                MC_ERROR("master: metadata log entry %" PRIu64 " refused by etcd: term %" PRId64
-                         " is no longer the leader's",
-                         seq, l->term);
-            return ok ? 0 : -1;
-        }
-        if (!warned++)
-            MC_WARN("master: metadata log entry %" PRIu64
-                    ": etcd did not answer (%s); retrying while this master leads",
-                    seq, mc_strerror(rc));
-        usleep(MC__ELOG_RETRY_US);
-    }
-    MC_ERROR("master: metadata log entry %" PRIu64 " not recorded: leadership of term %" PRId64
-             " ran out",
-             seq, l->term);
-    return -1;
+    snprintf(what, sizeof(what), "metadata log entry %" PRIu64, seq);
+    return fenced_txn(l, &put, 1, key, what, NULL);
 }
 
 /* The end of the entry that starts at `at`: whole records, at most MC__ELOG_CHUNK unless one
@@ -229,7 +211,7 @@ int mc__elog_install(mc__elog_t *l, const uint8_t *body, size_t n, uint64_t log_
                             .key_len = kl,
                             .range_end = end,
                             .range_end_len = el};
-    if (fenced_ops(l, ops, 1, "snapshot", NULL) != 0)
+    if (fenced_txn(l, ops, 1, NULL, "snapshot", NULL) != 0)
         return -1;
     for (size_t at = 0; at < n || (n == 0 && chunk == 0); chunk++) {
         size_t len = n - at < MC__ELOG_CHUNK ? n - at : MC__ELOG_CHUNK;
@@ -239,7 +221,7 @@ int mc__elog_install(mc__elog_t *l, const uint8_t *body, size_t n, uint64_t log_
                                 .key_len = kl,
                                 .value = body + at,
                                 .value_len = len};
-        if (fenced_ops(l, ops, 1, "snapshot chunk", NULL) != 0)
+        if (fenced_txn(l, ops, 1, NULL, "snapshot chunk", NULL) != 0)
             return -1;
         at += len;
         if (n == 0)
@@ -267,7 +249,7 @@ int mc__elog_install(mc__elog_t *l, const uint8_t *body, size_t n, uint64_t log_
                             .key_len = ll,
                             .range_end = lg_end,
                             .range_end_len = lel};
-    if (fenced_ops(l, ops, 3, "snapshot switch", &rev) != 0)
+    if (fenced_txn(l, ops, 3, NULL, "snapshot switch", &rev) != 0)
         return -1;
     l->gen = gen;
     atomic_store(&l->snap_bytes, n);
@@ -379,7 +361,7 @@ static int load(mc__elog_t *l, mc_buf_t *out, char *err, size_t cap) {
         MC_WARN("master: the metadata log in etcd has no entry %" PRIu64
                 "; the unacknowledged entries after it are dropped",
                 seq);
-        if (fenced_ops(l, &del, 1, "dropping unacknowledged log entries", NULL) != 0) {
+        if (fenced_txn(l, &del, 1, NULL, "dropping unacknowledged log entries", NULL) != 0) {
             snprintf(err, cap, "cannot drop the log entries after the missing entry %" PRIu64, seq);
             return MC_ERR_ETCD_OPERATION_ERROR;
         }
