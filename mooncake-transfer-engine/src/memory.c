@@ -39,6 +39,7 @@ int mc_engine_register_memory_batch(mc_engine_t *e, void *const *addrs, const si
             return MC_ERR_MEMORY;
     }
     for (size_t i = 0; i < n; i++) {
+        rc = MC_ERR_INVALID_ARGUMENT;
         if (!addrs[i] || !lens[i])
             goto out;
         memset(&gs[i], 0, sizeof(gs[i]));
@@ -46,6 +47,9 @@ int mc_engine_register_memory_batch(mc_engine_t *e, void *const *addrs, const si
         gs[i].len = lens[i];
         gs[i].memfd = -1;
         strcpy(gs[i].location, location && *location ? location : "*");
+        rc = mc__mem_classify(addrs[i], gs[i].location, &gs[i].place);
+        if (rc)
+            goto out;
     }
     /* all or none in one table edit, and one re-publish for the lot */
     rc = mc__reg_add_many(&e->reg, gs, n);

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device_mem.h"
+
 /* One in-flight access to a region, owned by the thread doing it (usually on its stack). */
 typedef struct mc__pin {
     struct mc__pin *next;
@@ -35,6 +37,7 @@ typedef struct mc__region {
      * only by a region carrying exactly that epoch, so a placement made in an incarnation that
      * has gone can never touch the memory of the next one, even at the same address. */
     uint64_t epoch;
+    mc__mem_place_t place; /* host memory or a GPU's (device_mem.h), set when registered */
 } mc__region_t;
 
 typedef struct mc__registry {

@@ -119,6 +119,7 @@ struct mc__fabric {
     uint8_t addr[MC__DESC_FABRIC_ADDR_MAX];
     size_t addrlen;
     int virt_addr, mr_local, prov_key, mr_endpoint, can_wait;
+    int hmem; /* the provider registers device memory (FI_HMEM) */
     uint64_t next_key;
     uint64_t chunk;
     uint32_t max_inflight;
@@ -176,12 +177,37 @@ static const mc__fab_mr_t *mc__fab_mr_find(const mc__fabric_t *f, uint64_t a, ui
     return NULL;
 }
 
-static void mc__fab_mr_add(mc__fabric_t *f, uint64_t addr, uint64_t len) {
+/* Registers device memory through the provider's HMEM interface: the provider moves it with the
+ * GPU's own means (GPUDirect RDMA, or its copy engine), never through a host pointer. */
+static int mc__fab_mr_reg_device(mc__fabric_t *f, const mc__region_t *r, uint64_t access,
+                                 uint64_t key, struct fid_mr **mr) {
+    struct iovec iov = {.iov_base = (void *)(uintptr_t)r->addr, .iov_len = r->len};
+    struct fi_mr_attr a;
+    memset(&a, 0, sizeof(a));
+    a.mr_iov = &iov;
+    a.iov_count = 1;
+    a.access = access;
+    a.requested_key = key;
+    a.iface = FI_HMEM_CUDA;
+    a.device.cuda = r->place.device;
+    return fi_mr_regattr(f->domain, &a, 0, mr);
+}
+
+static void mc__fab_mr_add(mc__fabric_t *f, const mc__region_t *r) {
     struct fid_mr *mr = NULL;
     uint64_t access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    uint64_t addr = r->addr, len = r->len;
+    int device = r->place.kind == MC__MEM_CUDA;
     uint64_t want_key;
     size_t at;
     int rc;
+    if (device && !f->hmem) {
+        /* no other transport of ours reaches device memory either: say so once, here */
+        MC_WARN("fabric: provider %s cannot register device memory (no FI_HMEM): the %llu bytes "
+                "of GPU %d at %#llx cannot be moved by this engine",
+                f->prov, (unsigned long long)len, r->place.device, (unsigned long long)addr);
+        return;
+    }
     pthread_rwlock_wrlock(&f->mr_lock);
     want_key = f->next_key++;
     if (f->nmrs == f->capmrs) {
@@ -196,7 +222,10 @@ static void mc__fab_mr_add(mc__fabric_t *f, uint64_t addr, uint64_t len) {
         f->mrs = n;
         f->capmrs = ncap;
     }
-    rc = fi_mr_reg(f->domain, (void *)(uintptr_t)addr, len, access, 0, want_key, 0, &mr, NULL);
+    if (device)
+        rc = mc__fab_mr_reg_device(f, r, access, want_key, &mr);
+    else
+        rc = fi_mr_reg(f->domain, (void *)(uintptr_t)addr, len, access, 0, want_key, 0, &mr, NULL);
     if (!rc && f->mr_endpoint) {
         rc = fi_mr_bind(mr, &f->ep->fid, 0);
         if (!rc)
@@ -206,8 +235,14 @@ static void mc__fab_mr_add(mc__fabric_t *f, uint64_t addr, uint64_t len) {
         if (mr)
             fi_close(&mr->fid);
         pthread_rwlock_unlock(&f->mr_lock);
-        MC_WARN("fabric: cannot register %llu bytes at %#llx with %s: %s; they go over tcp",
-                (unsigned long long)len, (unsigned long long)addr, f->prov, mc__fab_err(f, rc));
+        if (device)
+            MC_WARN("fabric: cannot register %llu bytes of GPU %d at %#llx with %s (FI_HMEM, "
+                    "CUDA): %s; this engine cannot move them",
+                    (unsigned long long)len, r->place.device, (unsigned long long)addr, f->prov,
+                    mc__fab_err(f, rc));
+        else
+            MC_WARN("fabric: cannot register %llu bytes at %#llx with %s: %s; they go over tcp",
+                    (unsigned long long)len, (unsigned long long)addr, f->prov, mc__fab_err(f, rc));
         return;
     }
     at = mc__fab_mr_lower(f, addr);
@@ -223,7 +258,7 @@ static void mc__fab_mr_add(mc__fabric_t *f, uint64_t addr, uint64_t len) {
 
 static void mc__fab_mem_registered(mc_engine_t *e, const mc__region_t *regs, size_t n) {
     for (size_t i = 0; e->fabric && i < n; i++)
-        mc__fab_mr_add(e->fabric, regs[i].addr, regs[i].len);
+        mc__fab_mr_add(e->fabric, &regs[i]);
 }
 
 static void mc__fab_mem_unregistered(mc_engine_t *e, const uint64_t *addrs, size_t n) {
@@ -721,7 +756,8 @@ static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
 
 /* ---- setup ---- */
 
-static struct fi_info *mc__fab_hints(const mc__fi_api_t *api, const char *prov, int delivery) {
+static struct fi_info *mc__fab_hints(const mc__fi_api_t *api, const char *prov, int delivery,
+                                     int hmem) {
     struct fi_info *h = api->dupinfo(NULL);
     if (!h)
         return NULL;
@@ -734,6 +770,11 @@ static struct fi_info *mc__fab_hints(const mc__fi_api_t *api, const char *prov, 
     h->ep_attr->type = FI_EP_RDM;
     h->domain_attr->mr_mode =
         FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    /* device memory: we pass every buffer's descriptor, which is what FI_MR_HMEM asks */
+    if (hmem) {
+        h->caps |= FI_HMEM;
+        h->domain_attr->mr_mode |= FI_MR_HMEM;
+    }
     h->domain_attr->threading = FI_THREAD_SAFE;
     h->addr_format = FI_FORMAT_UNSPEC;
     if (prov) {
@@ -750,7 +791,7 @@ static struct fi_info *mc__fab_hints(const mc__fi_api_t *api, const char *prov, 
  * provider present. node: bind where our RPC port is (the interface for tcp, the device for
  * verbs), falling back to any when the provider cannot. */
 static struct fi_info *mc__fab_pick(const mc__fi_api_t *api, const char *node, const char *want,
-                                    const char **why) {
+                                    int want_hmem, const char **why) {
     static const char *const hw[] = {"verbs;ofi_rxm", "efa", "cxi"};
     const char *const *list = want ? &want : hw;
     size_t nlist = want ? 1 : sizeof(hw) / sizeof(hw[0]);
@@ -758,10 +799,15 @@ static struct fi_info *mc__fab_pick(const mc__fi_api_t *api, const char *node, c
     for (size_t i = 0; i < nlist; i++) {
         /* hardware providers without delivery complete still complete a WRITE only once the
          * target's NIC acknowledged it (verbs RC, efa, cxi) */
-        for (int delivery = 1; delivery >= 0; delivery--) {
-            struct fi_info *h = mc__fab_hints(api, list[i], delivery);
-            struct fi_info *info = NULL;
+        /* delivery complete first (what a WRITE's completion means), then device memory
+         * (FI_HMEM) where wanted: a provider without it is still taken, for host memory */
+        for (int k = 0; k < 4; k++) {
+            int delivery = k < 2, hmem = k % 2 == 0;
+            struct fi_info *h, *info = NULL;
             int rc;
+            if (hmem && !want_hmem)
+                continue;
+            h = mc__fab_hints(api, list[i], delivery, hmem);
             if (!h) {
                 *why = "out of memory";
                 return NULL;
@@ -818,6 +864,7 @@ static int mc__fab_open(mc__fabric_t *f, const char **why) {
     f->mr_local = (i->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
     f->prov_key = (i->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
     f->mr_endpoint = (i->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
+    f->hmem = (i->caps & FI_HMEM) != 0;
     *why = "fi_fabric";
     rc = f->api->fabric(i->fabric_attr, &f->fabric, NULL);
     if (!rc) {
@@ -891,7 +938,10 @@ static int mc__fab_init(mc_engine_t *e) {
         pthread_mutex_init(&f->av_lock, NULL);
         pthread_mutex_init(&f->lock, NULL);
         pthread_cond_init(&f->probe_cond, NULL);
-        f->info = mc__fab_pick(api, e->host, want, &why);
+        /* MC_FABRIC_HMEM=0: never ask for device memory support (a provider may pick slower
+         * protocols to offer it) */
+        f->info =
+            mc__fab_pick(api, e->host, want, mc__env_i64_in("MC_FABRIC_HMEM", 1, 0, 1) != 0, &why);
         if (f->info) {
             if (f->info->ep_attr->max_msg_size && f->chunk > f->info->ep_attr->max_msg_size)
                 f->chunk = f->info->ep_attr->max_msg_size;
@@ -916,7 +966,7 @@ static int mc__fab_init(mc_engine_t *e) {
     /* memory registered before initialize */
     pthread_rwlock_rdlock(&e->reg.lock);
     for (size_t i = 0; i < e->reg.n; i++)
-        mc__fab_mr_add(f, e->reg.regions[i].addr, e->reg.regions[i].len);
+        mc__fab_mr_add(f, &e->reg.regions[i]);
     pthread_rwlock_unlock(&e->reg.lock);
     if (pthread_create(&f->prober, NULL, mc__fab_prober, f)) {
         mc__fab_destroy(f);
@@ -934,8 +984,9 @@ static int mc__fab_init(mc_engine_t *e) {
     }
     f->thr_started = 1;
     e->fabric = f;
-    MC_INFO("fabric transport up: provider %s, %llu-byte chunks, %u in flight", f->prov,
-            (unsigned long long)f->chunk, f->max_inflight);
+    MC_INFO("fabric transport up: provider %s, %llu-byte chunks, %u in flight, device memory "
+            "(FI_HMEM) %s",
+            f->prov, (unsigned long long)f->chunk, f->max_inflight, f->hmem ? "yes" : "no");
     return 0;
 }
 
