@@ -130,7 +130,7 @@ class Run:
         base = {"bench": "te", "system": system, "protocol": protocol}
         span = max([w["block"] for w in wl] + [self.args.span_mib * MiB])
         size = span * max(w["threads"] for w in wl)
-        env = envs.clean_env()
+        env = envs.clean_env(fabric_env(self.args) if protocol == "fabric" else None)
         worker = str(HERE / "worker_te.py")
         tag = f"te-{system}-{protocol}"
         self.log(f"{label}: starting target and initiator ({len(wl)} workloads)")
@@ -431,7 +431,7 @@ class Run:
             "settings": {"quick": a.quick, "duration_s": a.duration, "systems": a.systems,
                          "benches": a.benches, "te_protocols": a.te_protocols,
                          "store_protocols": a.store_protocols, "segment_mib": a.segment_mib,
-                         "span_mib": a.span_mib,
+                         "span_mib": a.span_mib, "fabric_provider": a.fabric_provider,
                          "te_blocks": self.te_blocks(), "store_sizes": self.store_sizes(),
                          "store_batches": {str(s): self.batch_for(s) for s in self.store_sizes()}},
             "machine": self.facts(),
@@ -485,7 +485,12 @@ def parse_args(argv):
     ap.add_argument("--reference-python",
                     help="interpreter with the reference Mooncake already installed "
                          "(default: build/compare/ref-venv, created and pinned by the harness)")
-    ap.add_argument("--te-protocols", default="tcp,shm", help="our TE protocols (default tcp,shm)")
+    ap.add_argument("--te-protocols", default="auto",
+                    help="our TE protocols (default: tcp,shm, and fabric where libfabric.so.1 loads)")
+    ap.add_argument("--fabric-provider",
+                    help="libfabric provider of our fabric runs (MC_FABRIC_PROVIDER; default: that "
+                         "variable when set, else libfabric's own pick where an RDMA device exists "
+                         "and its tcp provider where none does)")
     ap.add_argument("--store-protocols", default="tcp,shm", help="our store protocols (default tcp,shm)")
     ap.add_argument("--segment-mib", type=int, default=256, help="storage client segment size")
     ap.add_argument("--span-mib", type=int, default=64,
@@ -503,7 +508,11 @@ def parse_args(argv):
     a.benches = [s.strip() for s in a.benches.split(",") if s.strip()]
     if any(b not in ("te", "store") for b in a.benches):
         ap.error("--bench takes te and/or store")
+    if a.te_protocols == "auto":
+        a.te_protocols = "tcp,shm,fabric" if have_libfabric() else "tcp,shm"
     a.te_protocols = [p.strip() for p in a.te_protocols.split(",") if p.strip()]
+    if a.fabric_provider is None:
+        a.fabric_provider = os.environ.get("MC_FABRIC_PROVIDER") or ("" if have_rdma_device() else "tcp")
     a.store_protocols = [p.strip() for p in a.store_protocols.split(",") if p.strip()]
     if a.duration is None:
         a.duration = 0.2 if a.quick else 1.0
@@ -514,6 +523,27 @@ def parse_args(argv):
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     a.out = a.out or str(REPO / "bench-results" / stamp)
     return a
+
+
+def have_libfabric():
+    """Whether our fabric transport can start here at all (it dlopens libfabric.so.1)."""
+    import ctypes
+    try:
+        ctypes.CDLL("libfabric.so.1")
+        return True
+    except OSError:
+        return False
+
+
+def have_rdma_device():
+    """An RDMA device (verbs; efa and cxi show up there too) for libfabric to pick."""
+    d = "/sys/class/infiniband"
+    return os.path.isdir(d) and bool(os.listdir(d))
+
+
+def fabric_env(args):
+    """Environment of our fabric workers: the provider (clean_env drops every MC_ variable)."""
+    return {"MC_FABRIC_PROVIDER": args.fabric_provider} if args.fabric_provider else {}
 
 
 def main(argv=None):

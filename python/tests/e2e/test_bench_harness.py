@@ -42,6 +42,13 @@ def test_progress_and_files(quick_run):
     out, doc, stdout = quick_run
     assert "limits: memcpy" in stdout  # progress lines while it runs
     assert "te ours/tcp" in stdout and "store ours/tcp" in stdout
+    # the fabric transport runs by default wherever libfabric.so.1 loads (CI installs it), over
+    # libfabric's tcp provider on a host without an RDMA device
+    from benchmarks.compare import run
+    assert ("fabric" in doc["settings"]["te_protocols"]) == run.have_libfabric()
+    if run.have_libfabric():
+        assert "te ours/fabric" in stdout
+        assert doc["settings"]["fabric_provider"] == ("" if run.have_rdma_device() else "tcp")
     assert (out / "results.md").is_file()
     assert doc["schema"] == 1
     assert doc["settings"]["quick"] is True
@@ -109,8 +116,9 @@ def test_ratios_match_raw_numbers(quick_run):
     assert all(q["vs"].startswith("limit:") for q in rats)
     for q in rats:
         assert _positive(q["ratio"]) and _close(q["ratio"], q["ours_gbps"] / q["other_gbps"]), q
-        want = lim["tcp" if q["protocol"] == "tcp" else "memcpy"]["gbps"]
-        assert q["vs"] == ("limit:tcp" if q["protocol"] == "tcp" else "limit:memcpy")
+        lname = "memcpy" if q["protocol"] == "shm" else "tcp"  # tcp, and fabric (tcp provider)
+        want = lim[lname]["gbps"]
+        assert q["vs"] == f"limit:{lname}"
         assert _close(q["other_gbps"], want), q
         src = [r for r in ours if r["bench"] == q["bench"] and r["protocol"] == q["protocol"]
                and r["op"] == q["op"] and r.get("block", r.get("size")) == q["size"]
