@@ -359,24 +359,31 @@ def desc(bufs, **over):
         "host_id": "boot-1234/host-a",
         "rpc_host": "127.0.0.1",
         "rpc_port": 15001,
-        "shm_socket": "@mooncake-shm-100-00000000000000ab",
+        "transports": {"shm": {"socket": "@mooncake-shm-100-00000000000000ab"}},
         "buffers": bufs,
     }
     d.update(over)
+    d = {k: v for k, v in d.items() if v is not None}  # None: the field is left out
     return json.dumps(d, separators=(",", ":")).encode()
 
 
-def buf(addr, length, shm=-1, epoch=None, location="cpu:0", fkey=None):
+def buf(addr, length, shm=-1, epoch=None, location="cpu:0"):
     b = {"addr": addr, "length": length, "location": location, "shm": shm}
     if epoch is not None:
         b["epoch"] = epoch
-    if fkey is not None:
-        b["fkey"] = fkey
     return b
 
 
-def fabric(addr="0200a4b27f0000010000000000000000", provider="tcp;ofi_rxm", virt=False):
-    return {"provider": provider, "addr": addr, "virt_addr": virt}
+def fabric(addr="0200a4b27f0000010000000000000000", provider="tcp;ofi_rxm", virt=False, keys=()):
+    return {"provider": provider, "addr": addr, "virt_addr": virt,
+            "keys": [{"addr": a, "key": k} for a, k in keys]}
+
+
+def parts(**tps):
+    """The "transports" object: shm's part, and the ones given (None drops one)."""
+    t = {"shm": {"socket": "@mooncake-shm-100-00000000000000ab"}}
+    t.update(tps)
+    return {k: v for k, v in t.items() if v is not None}
 
 
 def te_desc_seeds():
@@ -392,7 +399,13 @@ def te_desc_seeds():
         "zero_length": desc([buf(4096, 0)]),
         "port_zero": desc([], rpc_port=0),
         "port_too_big": desc([], rpc_port=65536),
-        "no_shm_socket": desc([buf(4096, 1, -1)], shm_socket=""),
+        "no_transports": desc([buf(4096, 1, -1)], transports=None),
+        "no_shm_part": desc([buf(4096, 1, 2)], transports=parts(shm=None)),
+        "shm_socket_not_abstract": desc([buf(4096, 1, 2)], transports=parts(shm={"socket": "x"})),
+        "unknown_part": desc([], transports=parts(future={"v": [1, 2]})),
+        "part_not_object": desc([], transports=parts(future=7)),
+        "transports_not_object": desc([], transports="shm"),
+        "nine_parts": desc([], transports={str(i): {} for i in range(9)}),
         "bad_shm": desc([buf(4096, 1, -2)]),
         "name_long": desc([], name="n" * 255),
         "name_too_long": desc([], name="n" * 256),
@@ -400,21 +413,24 @@ def te_desc_seeds():
         "truncated": desc([buf(4096, 4096)])[:-3],
         "float_addr": desc([buf(4096.5, 1)]),
         "negative_addr": desc([buf(-1, 1)]),
-        "fabric": desc([buf(4096, 4096, fkey="7"), buf(65536, 16)], fabric=fabric()),
-        "fabric_virt_key_number": desc([buf(4096, 8, fkey=3)], fabric=fabric(virt=True)),
-        "fabric_odd_hex": desc([], fabric=fabric(addr="abc")),
-        "fabric_bad_hex": desc([], fabric=fabric(addr="zz")),
-        "fabric_addr_too_long": desc([], fabric=fabric(addr="ab" * 257)),
-        "fabric_no_provider": desc([], fabric=fabric(provider="")),
-        "fabric_not_object": desc([], fabric="tcp"),
-        "fabric_bad_key": desc([buf(4096, 8, fkey="-1")], fabric=fabric()),
+        "fabric": desc([buf(4096, 4096), buf(65536, 16)],
+                       transports=parts(fabric=fabric(keys=[("4096", "7")]))),
+        "fabric_virt_key_number": desc([buf(4096, 8)],
+                                       transports=parts(fabric=fabric(virt=True, keys=[(4096, 3)]))),
+        "fabric_odd_hex": desc([], transports=parts(fabric=fabric(addr="abc"))),
+        "fabric_bad_hex": desc([], transports=parts(fabric=fabric(addr="zz"))),
+        "fabric_addr_too_long": desc([], transports=parts(fabric=fabric(addr="ab" * 257))),
+        "fabric_no_provider": desc([], transports=parts(fabric=fabric(provider=""))),
+        "fabric_bad_key": desc([buf(4096, 8)], transports=parts(fabric=fabric(keys=[("4096", "-1")]))),
+        "fabric_duplicate_key": desc([buf(4096, 8)],
+                                     transports=parts(fabric=fabric(keys=[("4096", "1"), ("4096", "2")]))),
     }
 
 
 def te_desc_dict():
-    words = ["name", "instance_id", "host_id", "rpc_host", "rpc_port", "shm_socket", "buffers",
-             "addr", "length", "location", "shm", "epoch", "fkey", "fabric", "provider",
-             "virt_addr"]
+    words = ["name", "instance_id", "host_id", "rpc_host", "rpc_port", "transports", "socket",
+             "buffers", "addr", "length", "location", "shm", "epoch", "key", "keys", "fabric",
+             "provider", "virt_addr"]
     d = [("key_" + w, ('"%s":' % w).encode()) for w in words]
     d += [("tok_" + n, v) for n, v in [
         ("lbrace", b"{"), ("rbrace", b"}"), ("lbracket", b"["), ("rbracket", b"]"),

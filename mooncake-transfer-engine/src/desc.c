@@ -11,10 +11,29 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/error.h"
 
-static int mc__json_add_u64(cJSON *o, const char *k, uint64_t v) {
+int mc__desc_json_add_u64(cJSON *o, const char *k, uint64_t v) {
     char tmp[24];
     snprintf(tmp, sizeof(tmp), "%" PRIu64, v);
     return cJSON_AddStringToObject(o, k, tmp) ? 0 : -1;
+}
+
+/* "transports": {"<name>": <part>, ...}, present only when some transport published a part */
+static int mc__desc_encode_parts(cJSON *root, const mc__desc_t *d) {
+    cJSON *tps;
+    if (!d->nparts)
+        return 0;
+    tps = cJSON_AddObjectToObject(root, "transports");
+    if (!tps)
+        return MC_ERR_MEMORY;
+    for (size_t i = 0; i < d->nparts; i++) {
+        cJSON *part = cJSON_Parse(d->parts[i].json);
+        if (!cJSON_IsObject(part)) { /* added through mc__desc_add_part, which checked it */
+            cJSON_Delete(part);
+            return MC_ERR_MEMORY;
+        }
+        cJSON_AddItemToObject(tps, d->parts[i].name, part);
+    }
+    return 0;
 }
 
 int mc__desc_encode(const mc__desc_t *d, char **json) {
@@ -26,23 +45,11 @@ int mc__desc_encode(const mc__desc_t *d, char **json) {
     if (!root)
         goto out;
     if (!cJSON_AddStringToObject(root, "name", d->name) ||
-        mc__json_add_u64(root, "instance_id", d->instance_id) ||
+        mc__desc_json_add_u64(root, "instance_id", d->instance_id) ||
         !cJSON_AddStringToObject(root, "host_id", d->host_id) ||
         !cJSON_AddStringToObject(root, "rpc_host", d->rpc_host) ||
-        !cJSON_AddNumberToObject(root, "rpc_port", d->rpc_port) ||
-        !cJSON_AddStringToObject(root, "shm_socket", d->shm_socket))
+        !cJSON_AddNumberToObject(root, "rpc_port", d->rpc_port) || mc__desc_encode_parts(root, d))
         goto out;
-    if (d->fabric_addr_len) {
-        cJSON *f = cJSON_AddObjectToObject(root, "fabric");
-        char hex[2 * MC__DESC_FABRIC_ADDR_MAX + 1];
-        for (size_t i = 0; i < d->fabric_addr_len && i < MC__DESC_FABRIC_ADDR_MAX; i++)
-            snprintf(hex + 2 * i, 3, "%02x", d->fabric_addr[i]);
-        hex[2 * d->fabric_addr_len] = 0;
-        if (!f || !cJSON_AddStringToObject(f, "provider", d->fabric_prov) ||
-            !cJSON_AddStringToObject(f, "addr", hex) ||
-            !cJSON_AddBoolToObject(f, "virt_addr", d->fabric_virt))
-            goto out;
-    }
     bufs = cJSON_AddArrayToObject(root, "buffers");
     if (!bufs)
         goto out;
@@ -51,12 +58,11 @@ int mc__desc_encode(const mc__desc_t *d, char **json) {
         if (!b)
             goto out;
         cJSON_AddItemToArray(bufs, b);
-        if (mc__json_add_u64(b, "addr", d->bufs[i].addr) ||
-            mc__json_add_u64(b, "length", d->bufs[i].len) ||
+        if (mc__desc_json_add_u64(b, "addr", d->bufs[i].addr) ||
+            mc__desc_json_add_u64(b, "length", d->bufs[i].len) ||
             !cJSON_AddStringToObject(b, "location", d->bufs[i].location) ||
             !cJSON_AddNumberToObject(b, "shm", (double)d->bufs[i].shm_id) ||
-            (d->bufs[i].epoch && mc__json_add_u64(b, "epoch", d->bufs[i].epoch)) ||
-            (d->bufs[i].has_fkey && mc__json_add_u64(b, "fkey", d->bufs[i].fkey)))
+            (d->bufs[i].epoch && mc__desc_json_add_u64(b, "epoch", d->bufs[i].epoch)))
             goto out;
     }
     s = cJSON_PrintUnformatted(root);
@@ -70,7 +76,7 @@ out:
     return rc;
 }
 
-static int mc__json_str(const cJSON *o, const char *k, char *out, size_t cap) {
+int mc__desc_json_str(const cJSON *o, const char *k, char *out, size_t cap) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     size_t n;
     if (!cJSON_IsString(v) || !v->valuestring)
@@ -82,7 +88,7 @@ static int mc__json_str(const cJSON *o, const char *k, char *out, size_t cap) {
     return 0;
 }
 
-static int mc__json_u64(const cJSON *o, const char *k, uint64_t *out) {
+int mc__desc_json_u64(const cJSON *o, const char *k, uint64_t *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     const char *s;
     uint64_t acc = 0;
@@ -104,38 +110,26 @@ static int mc__json_u64(const cJSON *o, const char *k, uint64_t *out) {
     return 0;
 }
 
-static int mc__hexval(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
-/* The optional "fabric" object: absent is fine (older engines, no fabric); present, it must be
- * whole and well formed. */
-static int mc__desc_fabric(const cJSON *root, mc__desc_t *d) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "fabric");
-    const cJSON *virt;
-    char hex[2 * MC__DESC_FABRIC_ADDR_MAX + 1];
-    size_t n;
-    if (!f)
+/* The optional "transports" object: each member an object, kept as text for its transport. */
+static int mc__desc_decode_parts(const cJSON *root, mc__desc_t *d) {
+    const cJSON *tps = cJSON_GetObjectItemCaseSensitive(root, "transports"), *p;
+    if (!tps)
         return 0;
-    virt = cJSON_GetObjectItemCaseSensitive(f, "virt_addr");
-    if (!cJSON_IsObject(f) || mc__json_str(f, "provider", d->fabric_prov, sizeof(d->fabric_prov)) ||
-        !d->fabric_prov[0] || mc__json_str(f, "addr", hex, sizeof(hex)) || !cJSON_IsBool(virt))
-        return -1;
-    n = strlen(hex);
-    if (n == 0 || n % 2)
-        return -1;
-    for (size_t i = 0; i < n / 2; i++) {
-        int hi = mc__hexval(hex[2 * i]), lo = mc__hexval(hex[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return -1;
-        d->fabric_addr[i] = (uint8_t)(hi << 4 | lo);
+    if (!cJSON_IsObject(tps))
+        return MC_ERR_MALFORMED_JSON;
+    cJSON_ArrayForEach(p, tps) {
+        char *text;
+        int rc;
+        if (!cJSON_IsObject(p) || !p->string)
+            return MC_ERR_MALFORMED_JSON;
+        text = cJSON_PrintUnformatted(p);
+        if (!text)
+            return MC_ERR_MEMORY;
+        rc = mc__desc_add_part(d, p->string, text);
+        cJSON_free(text);
+        if (rc)
+            return rc == MC_ERR_MEMORY ? rc : MC_ERR_MALFORMED_JSON;
     }
-    d->fabric_addr_len = n / 2;
-    d->fabric_virt = cJSON_IsTrue(virt);
     return 0;
 }
 
@@ -162,16 +156,17 @@ int mc__desc_decode(const char *json, size_t len, mc__desc_t **out) {
         rc = MC_ERR_MEMORY;
         goto out;
     }
-    if (mc__json_str(root, "name", d->name, sizeof(d->name)) ||
-        mc__json_u64(root, "instance_id", &d->instance_id) ||
-        mc__json_str(root, "host_id", d->host_id, sizeof(d->host_id)) ||
-        mc__json_str(root, "rpc_host", d->rpc_host, sizeof(d->rpc_host)) ||
-        mc__json_u64(root, "rpc_port", &v) || v == 0 || v > 65535 ||
-        mc__json_str(root, "shm_socket", d->shm_socket, sizeof(d->shm_socket)))
+    if (mc__desc_json_str(root, "name", d->name, sizeof(d->name)) ||
+        mc__desc_json_u64(root, "instance_id", &d->instance_id) ||
+        mc__desc_json_str(root, "host_id", d->host_id, sizeof(d->host_id)) ||
+        mc__desc_json_str(root, "rpc_host", d->rpc_host, sizeof(d->rpc_host)) ||
+        mc__desc_json_u64(root, "rpc_port", &v) || v == 0 || v > 65535)
         goto out;
     d->rpc_port = (uint16_t)v;
-    if (mc__desc_fabric(root, d))
+    rc = mc__desc_decode_parts(root, d);
+    if (rc)
         goto out;
+    rc = MC_ERR_MALFORMED_JSON;
     bufs = cJSON_GetObjectItemCaseSensitive(root, "buffers");
     if (!cJSON_IsArray(bufs))
         goto out;
@@ -188,21 +183,17 @@ int mc__desc_decode(const char *json, size_t len, mc__desc_t **out) {
     cJSON_ArrayForEach(b, bufs) {
         mc__desc_buf_t *db = &d->bufs[i];
         const cJSON *shm = cJSON_GetObjectItemCaseSensitive(b, "shm");
-        if (i >= n || !cJSON_IsObject(b) || mc__json_u64(b, "addr", &db->addr) ||
-            mc__json_u64(b, "length", &db->len) || db->len == 0 || db->addr + db->len < db->addr ||
-            mc__json_str(b, "location", db->location, sizeof(db->location)) ||
+        if (i >= n || !cJSON_IsObject(b) || mc__desc_json_u64(b, "addr", &db->addr) ||
+            mc__desc_json_u64(b, "length", &db->len) || db->len == 0 ||
+            db->addr + db->len < db->addr ||
+            mc__desc_json_str(b, "location", db->location, sizeof(db->location)) ||
             !cJSON_IsNumber(shm) || shm->valuedouble < -1 || shm->valuedouble > 1e15)
             goto out;
         db->shm_id = (int64_t)shm->valuedouble;
         /* absent: an untagged buffer */
-        if (cJSON_GetObjectItemCaseSensitive(b, "epoch") && mc__json_u64(b, "epoch", &db->epoch))
+        if (cJSON_GetObjectItemCaseSensitive(b, "epoch") &&
+            mc__desc_json_u64(b, "epoch", &db->epoch))
             goto out;
-        /* absent: not reachable over the fabric transport */
-        if (cJSON_GetObjectItemCaseSensitive(b, "fkey")) {
-            if (mc__json_u64(b, "fkey", &db->fkey))
-                goto out;
-            db->has_fkey = 1;
-        }
         i++;
     }
     d->nbufs = i;
@@ -220,11 +211,48 @@ out:
     return rc;
 }
 
+void mc__desc_free_parts(mc__desc_t *d) {
+    for (size_t i = 0; i < d->nparts; i++) {
+        if (d->parts[i].priv && d->parts[i].priv_free)
+            d->parts[i].priv_free(d->parts[i].priv);
+        mc__free(d->parts[i].json);
+    }
+    d->nparts = 0;
+}
+
 void mc__desc_free(mc__desc_t *d) {
     if (!d)
         return;
+    mc__desc_free_parts(d);
     mc__free(d->bufs);
     mc__free(d);
+}
+
+int mc__desc_add_part(mc__desc_t *d, const char *name, const char *json) {
+    mc__desc_part_t *p;
+    if (!name || !json || d->nparts >= MC__DESC_MAX_PARTS ||
+        strlen(name) >= sizeof(d->parts[0].name) || mc__desc_part(d, name))
+        return MC_ERR_INVALID_ARGUMENT;
+    p = &d->parts[d->nparts];
+    memset(p, 0, sizeof(*p));
+    p->json = mc__strdup(json);
+    if (!p->json)
+        return MC_ERR_MEMORY;
+    strcpy(p->name, name);
+    d->nparts++;
+    return 0;
+}
+
+mc__desc_part_t *mc__desc_part(const mc__desc_t *d, const char *name) {
+    for (size_t i = 0; d && i < d->nparts; i++)
+        if (!strcmp(d->parts[i].name, name))
+            return (mc__desc_part_t *)&d->parts[i];
+    return NULL;
+}
+
+void *mc__desc_priv(const mc__desc_t *d, const char *name) {
+    const mc__desc_part_t *p = mc__desc_part(d, name);
+    return p ? p->priv : NULL;
 }
 
 long mc__desc_find(const mc__desc_t *d, uint64_t addr, uint64_t len) {

@@ -8,17 +8,26 @@
 
 #define MC__DESC_MAX_JSON (16u << 20)
 #define MC__DESC_MAX_BUFFERS 65536
-#define MC__DESC_FABRIC_ADDR_MAX 256 /* bytes of a libfabric endpoint name */
+#define MC__DESC_MAX_PARTS 8 /* transports' own parts of one descriptor */
 
 typedef struct mc__desc_buf {
     uint64_t addr;
     uint64_t len;
     char location[64];
-    int64_t shm_id; /* >= 0: a managed buffer same-host peers may map; -1: tcp only */
+    int64_t shm_id; /* >= 0: a managed buffer same-host peers may map; -1: not shareable */
     uint64_t epoch; /* the buffer's incarnation (0: untagged) */
-    int has_fkey;   /* registered with the owner's fabric provider: fkey is its remote key */
-    uint64_t fkey;
 } mc__desc_buf_t;
+
+/* A transport's own part of a descriptor, "transports": {"<name>": {...}} in the JSON. The codec
+ * checks only that it is an object and keeps its text; what it means is the named transport's
+ * business: after decoding, the transport table hands each part to its transport, which keeps
+ * what it read of it in priv (freed with the descriptor by priv_free). */
+typedef struct mc__desc_part {
+    char name[32];
+    char *json; /* the object, unformatted (mc__malloc'ed) */
+    void *priv;
+    void (*priv_free)(void *priv);
+} mc__desc_part_t;
 
 typedef struct mc__desc {
     char name[256];
@@ -26,16 +35,13 @@ typedef struct mc__desc {
     char host_id[384];
     char rpc_host[256];
     uint16_t rpc_port;
-    char shm_socket[108]; /* abstract unix socket ("@..."), empty when none */
-    /* The fabric transport's endpoint ("fabric" in the JSON; absent in older descriptors and
-     * from engines without it): provider name, endpoint address, and whether remote addresses
-     * are virtual (else offsets into the buffer). fabric_addr_len 0: none. */
-    char fabric_prov[64];
-    uint8_t fabric_addr[MC__DESC_FABRIC_ADDR_MAX];
-    size_t fabric_addr_len;
-    int fabric_virt;
     size_t nbufs;
     mc__desc_buf_t *bufs; /* sorted by addr */
+    size_t nparts;
+    mc__desc_part_t parts[MC__DESC_MAX_PARTS];
+    /* Set by the transport table once the parts are read: bit (1 << id) for each transport
+     * whose part was there and well formed, i.e. that can reach this peer. */
+    uint32_t reach;
 } mc__desc_t;
 
 /* Returns 0 or MC_ERR_MEMORY; *json is mc__malloc'ed and NUL-terminated. */
@@ -44,6 +50,22 @@ int mc__desc_encode(const mc__desc_t *d, char **json);
  * MC_ERR_MALFORMED_JSON or MC_ERR_MEMORY. */
 int mc__desc_decode(const char *json, size_t len, mc__desc_t **out);
 void mc__desc_free(mc__desc_t *d);
+/* Frees the parts of a descriptor that lives elsewhere (one being built on the stack). */
+void mc__desc_free_parts(mc__desc_t *d);
+/* Adds a copy of a part (json: one object) for encoding. 0, MC_ERR_MEMORY, or
+ * MC_ERR_INVALID_ARGUMENT (no room, a name too long or already there). */
+int mc__desc_add_part(mc__desc_t *d, const char *name, const char *json);
+/* The part published under name, or NULL. */
+mc__desc_part_t *mc__desc_part(const mc__desc_t *d, const char *name);
+/* What the named transport read of its part (priv), or NULL when there is none. */
+void *mc__desc_priv(const mc__desc_t *d, const char *name);
+
+/* For transports reading their parts (cJSON objects): a string that fits cap, and an unsigned
+ * 64-bit value written as a decimal string or a JSON number below 2^53. 0 or -1. */
+struct cJSON;
+int mc__desc_json_str(const struct cJSON *o, const char *k, char *out, size_t cap);
+int mc__desc_json_u64(const struct cJSON *o, const char *k, uint64_t *out);
+int mc__desc_json_add_u64(struct cJSON *o, const char *k, uint64_t v);
 /* Index of the buffer holding [addr, addr+len), or -1. */
 long mc__desc_find(const mc__desc_t *d, uint64_t addr, uint64_t len);
 #endif

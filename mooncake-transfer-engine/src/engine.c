@@ -362,6 +362,7 @@ out:
         mc__transports_describe(e, &d); /* after the buffers: a transport may tag them */
         rc = mc__desc_encode(&d, json);
     }
+    mc__desc_free_parts(&d);
     mc__free(d.bufs);
     return rc;
 }

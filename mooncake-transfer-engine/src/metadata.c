@@ -265,6 +265,10 @@ out:
 }
 
 int mc__meta_fetch(mc_engine_t *e, const char *name, mc__desc_t **out) {
+    int rc;
     *out = NULL;
-    return e->metadata_url ? mc__meta_fetch_http(e, name, out) : mc__meta_fetch_p2p(e, name, out);
+    rc = e->metadata_url ? mc__meta_fetch_http(e, name, out) : mc__meta_fetch_p2p(e, name, out);
+    if (!rc)
+        mc__transports_desc_parsed(*out); /* each transport reads its own part */
+    return rc;
 }

@@ -87,15 +87,16 @@ int mc__peer_refresh(mc_engine_t *e, mc__peer_t *p) {
 }
 
 int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t len, uint64_t epoch,
-                         int64_t *shm_id, int *same_host) {
+                         int64_t *shm_id, int *same_host, uint32_t *reach) {
     for (int attempt = 0; attempt < 2; attempt++) {
         int rc;
         pthread_mutex_lock(&p->lock);
         if (p->desc && !p->stale) {
             long i = mc__desc_find(p->desc, addr, len);
             if (i >= 0 && (epoch == 0 || p->desc->bufs[i].epoch == epoch)) {
-                *shm_id = p->desc->shm_socket[0] ? p->desc->bufs[i].shm_id : -1;
+                *shm_id = p->desc->bufs[i].shm_id;
                 *same_host = !strcmp(p->desc->host_id, e->host_id);
+                *reach = p->desc->reach;
                 pthread_mutex_unlock(&p->lock);
                 return 0;
             }

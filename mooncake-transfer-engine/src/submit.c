@@ -14,6 +14,7 @@ typedef struct mc__plan {
 static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, mc__plan_t *pl) {
     int64_t shm_id = -1;
     int same_host = 0;
+    uint32_t reach = 0;
     int rc;
     if ((r->opcode != MC_OPCODE_READ && r->opcode != MC_OPCODE_WRITE) || !r->source ||
         r->length == 0 || r->target_id < 0)
@@ -32,12 +33,15 @@ static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, mc__plan_t *pl) {
     if (!pl->peer)
         return MC_ERR_INVALID_ARGUMENT;
     rc = mc__peer_check_range(e, pl->peer, r->target_offset, r->length, r->target_epoch, &shm_id,
-                              &same_host);
+                              &same_host, &reach);
     if (rc)
         return rc;
     {
-        mc__route_t route = {
-            .peer = pl->peer, .shm_id = shm_id, .same_host = same_host, .proto = e->proto};
+        mc__route_t route = {.peer = pl->peer,
+                             .shm_id = shm_id,
+                             .same_host = same_host,
+                             .reach = reach,
+                             .proto = e->proto};
         pl->tp = mc__transport_route(e, &route)->id;
     }
     return 0;

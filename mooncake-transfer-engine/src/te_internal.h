@@ -150,9 +150,10 @@ mc__peer_t *mc__peer_get(mc_engine_t *e, mc_segment_id_t id);
 int mc__peer_refresh(mc_engine_t *e, mc__peer_t *p);
 /* Ensures a current descriptor and checks [addr, addr+len) lies in one of its buffers (of that
  * epoch, when epoch is non-zero), re-fetching once when not; on success *shm_id receives that
- * buffer's shm id (-1: not shareable). */
+ * buffer's shm id (-1: not shareable), *same_host whether the peer runs on this host and *reach
+ * which transports can reach it (the descriptor's reach). */
 int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t len, uint64_t epoch,
-                         int64_t *shm_id, int *same_host);
+                         int64_t *shm_id, int *same_host, uint32_t *reach);
 void mc__peer_mark_broken(mc__peer_t *p);
 void mc__peer_destroy(mc__peer_t *p);
 

@@ -13,6 +13,7 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/error.h"
 #include "proto.h"
+#include "te_internal.h"
 
 static void test_rw_roundtrip(void **state) {
     uint8_t raw[MC__TE_RW_HEAD];
@@ -129,7 +130,6 @@ static void test_desc_roundtrip(void **state) {
                     .host_id = "boot/host",
                     .rpc_host = "h",
                     .rpc_port = 1,
-                    .shm_socket = "@x",
                     .nbufs = 2,
                     .bufs = bufs};
     mc__desc_t *o = NULL;
@@ -150,85 +150,131 @@ static void test_desc_roundtrip(void **state) {
     assert_int_equal(mc__desc_find(o, 0xffff000000001000ull + 10, 4086), 1);
     assert_int_equal(mc__desc_find(o, 0xffff000000001000ull + 10, UINT64_MAX), -1);
     assert_int_equal(mc__desc_find(o, 4096, 0), -1);
-    /* a descriptor without the fabric transport (as older engines write): none, no keys */
-    assert_true(o->fabric_addr_len == 0 && !o->bufs[0].has_fkey && !o->bufs[1].has_fkey);
-    assert_null(strstr(json, "fabric"));
+    /* no transport published a part: none, and no "transports" object */
+    assert_int_equal(o->nparts, 0);
+    assert_null(strstr(json, "transports"));
     mc__desc_free(o);
     mc__free(json);
 }
 
-static void test_desc_fabric(void **state) {
-    mc__desc_buf_t bufs[2] = {{.addr = 4096,
-                               .len = 100,
-                               .location = "*",
-                               .shm_id = -1,
-                               .has_fkey = 1,
-                               .fkey = UINT64_MAX},
-                              {.addr = 8192, .len = 100, .location = "*", .shm_id = -1}};
+#define DESC_HEAD                                                                                  \
+    "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
+#define DESC_BUFS                                                                                  \
+    "\"buffers\":[{\"addr\":\"4096\",\"length\":\"100\",\"location\":\"*\",\"shm\":2}]}"
+
+/* decodes DESC_HEAD "transports": {parts} DESC_BUFS, lets the transports read their parts, and
+ * returns the descriptor's reach (-1: the codec refused it) */
+static long reach_of(const char *parts) {
+    char j[2048];
+    mc__desc_t *o = NULL;
+    long reach;
+    int n = snprintf(j, sizeof(j), DESC_HEAD "\"transports\":{%s}," DESC_BUFS, parts);
+    assert_true(n > 0 && (size_t)n < sizeof(j));
+    if (mc__desc_decode(j, strlen(j), &o) != 0) {
+        assert_null(o);
+        return -1;
+    }
+    mc__transports_desc_parsed(o);
+    reach = (long)o->reach;
+    mc__desc_free(o);
+    return reach;
+}
+
+/* Transports' parts: carried through the codec as objects it does not read, then read by their
+ * own transports; a malformed part only takes its transport off the peer. */
+static void test_desc_parts(void **state) {
+    static const char *fabric_ok =
+        "\"fabric\":{\"provider\":\"tcp;ofi_rxm\",\"addr\":\"0200a4ff7f000001\",\"virt_addr\":true,"
+        "\"keys\":[{\"addr\":\"4096\",\"key\":\"18446744073709551615\"}]}";
+    static const char *shm_ok = "\"shm\":{\"socket\":\"@x\"}";
+    static const char *fabric_bad[] = {
+        "\"fabric\":{\"provider\":\"\",\"addr\":\"00\",\"virt_addr\":false,\"keys\":[]}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"0\",\"virt_addr\":false,\"keys\":[]}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"zz\",\"virt_addr\":false,\"keys\":[]}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"\",\"virt_addr\":false,\"keys\":[]}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"00\",\"virt_addr\":1,\"keys\":[]}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"00\",\"keys\":[]}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"00\",\"virt_addr\":false}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"00\",\"virt_addr\":false,\"keys\":{}}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"00\",\"virt_addr\":false,\"keys\":[{\"addr\":"
+        "\"1\",\"key\":\"-3\"}]}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"00\",\"virt_addr\":false,\"keys\":[{\"addr\":"
+        "\"1\",\"key\":\"1\"},{\"addr\":\"1\",\"key\":\"2\"}]}",
+        "\"fabric\":{\"provider\":\"p\",\"addr\":\"00\",\"virt_addr\":false,\"keys\":[7]}",
+    };
+    static const char *shm_bad[] = {"\"shm\":{\"socket\":\"x\"}", "\"shm\":{\"socket\":\"\"}",
+                                    "\"shm\":{}", "\"shm\":{\"socket\":7}"};
+    static const char *codec_bad[] = {
+        DESC_HEAD "\"transports\":\"shm\"," DESC_BUFS,
+        DESC_HEAD "\"transports\":{\"shm\":1}," DESC_BUFS,
+        DESC_HEAD "\"transports\":{\"shm\":{},\"shm\":{}}," DESC_BUFS,
+        DESC_HEAD "\"transports\":{\"a\":{},\"b\":{},\"c\":{},\"d\":{},\"e\":{},\"f\":{},\"g\":{},"
+                  "\"h\":{},\"i\":{}}," DESC_BUFS,
+        DESC_HEAD "\"transports\":{\"a_name_of_thirty_two_characters_\":{}}," DESC_BUFS,
+    };
+    const long shm_bit = 1L << MC__TP_SHM;
+#ifdef MC_HAVE_LIBFABRIC
+    const long fabric_bit = 1L << MC__TP_FABRIC;
+#else
+    const long fabric_bit = 0; /* a build without libfabric's headers reads no fabric part */
+#endif
+    mc__desc_buf_t bufs[1] = {{.addr = 4096, .len = 100, .location = "*", .shm_id = 2}};
     mc__desc_t d = {.name = "h:1",
                     .instance_id = 7,
                     .host_id = "boot/host",
                     .rpc_host = "h",
                     .rpc_port = 1,
-                    .fabric_prov = "tcp;ofi_rxm",
-                    .fabric_addr = {0x02, 0x00, 0xa4, 0xff, 0x7f, 0, 0, 1},
-                    .fabric_addr_len = 8,
-                    .fabric_virt = 1,
-                    .nbufs = 2,
+                    .nbufs = 1,
                     .bufs = bufs};
-    static const char *bad[] = {
-        "\"fabric\":\"tcp\"",
-        "\"fabric\":{\"provider\":\"\",\"addr\":\"00\",\"virt_addr\":false}",
-        "\"fabric\":{\"provider\":\"p\",\"addr\":\"0\",\"virt_addr\":false}",
-        "\"fabric\":{\"provider\":\"p\",\"addr\":\"zz\",\"virt_addr\":false}",
-        "\"fabric\":{\"provider\":\"p\",\"addr\":\"\",\"virt_addr\":false}",
-        "\"fabric\":{\"provider\":\"p\",\"addr\":\"00\",\"virt_addr\":1}",
-        "\"fabric\":{\"provider\":\"p\",\"addr\":\"00\"}",
-    };
     mc__desc_t *o = NULL;
-    char *json = NULL;
-    char big[1200];
+    char *json = NULL, big[1400], part[2100];
     (void)state;
+    /* round trip: the parts come back as they went, unknown ones included */
+    assert_int_equal(mc__desc_add_part(&d, "shm", "{\"socket\":\"@x\"}"), 0);
+    assert_int_equal(mc__desc_add_part(&d, "future", "{\"v\":[1,2]}"), 0);
+    assert_int_equal(mc__desc_add_part(&d, "shm", "{}"), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc__desc_add_part(&d, "a_name_of_thirty_two_characters_", "{}"),
+                     MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc__desc_encode(&d, &json), 0);
+    mc__desc_free_parts(&d);
     assert_int_equal(mc__desc_decode(json, strlen(json), &o), 0);
-    assert_string_equal(o->fabric_prov, "tcp;ofi_rxm");
-    assert_int_equal(o->fabric_addr_len, 8);
-    assert_memory_equal(o->fabric_addr, d.fabric_addr, 8);
-    assert_int_equal(o->fabric_virt, 1);
-    assert_true(o->bufs[0].has_fkey && o->bufs[0].fkey == UINT64_MAX);
-    assert_false(o->bufs[1].has_fkey);
+    assert_int_equal(o->nparts, 2);
+    assert_string_equal(mc__desc_part(o, "shm")->json, "{\"socket\":\"@x\"}");
+    assert_string_equal(mc__desc_part(o, "future")->json, "{\"v\":[1,2]}");
+    assert_null(mc__desc_part(o, "fabric"));
+    mc__transports_desc_parsed(o);
+    assert_true(o->reach == (uint32_t)shm_bit);
+    assert_non_null(mc__desc_priv(o, "shm"));
+    assert_null(mc__desc_priv(o, "future")); /* nobody's */
     mc__desc_free(o);
     mc__free(json);
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        char j[512];
-        snprintf(j, sizeof(j),
-                 "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\","
-                 "\"rpc_port\":1,\"shm_socket\":\"\",%s,\"buffers\":[]}",
-                 bad[i]);
-        o = (mc__desc_t *)1;
-        assert_int_equal(mc__desc_decode(j, strlen(j), &o), MC_ERR_MALFORMED_JSON);
-        assert_null(o);
+
+    assert_int_equal(reach_of(""), 0);
+    assert_int_equal(reach_of(shm_ok), shm_bit);
+    snprintf(part, sizeof(part), "%s,%s", shm_ok, fabric_ok);
+    assert_int_equal(reach_of(part), shm_bit | fabric_bit);
+    for (size_t i = 0; i < sizeof(fabric_bad) / sizeof(fabric_bad[0]); i++) {
+        snprintf(part, sizeof(part), "%s,%s", shm_ok, fabric_bad[i]);
+        assert_int_equal(reach_of(part), shm_bit);
     }
-    /* an address longer than any endpoint name, and a key that is not a u64 */
+    for (size_t i = 0; i < sizeof(shm_bad) / sizeof(shm_bad[0]); i++) {
+        snprintf(part, sizeof(part), "%s,%s", shm_bad[i], fabric_ok);
+        assert_int_equal(reach_of(part), fabric_bit);
+    }
+    /* an endpoint address longer than any libfabric name */
     {
-        int n = snprintf(big, sizeof(big),
-                         "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_"
-                         "host\":\"h\",\"rpc_port\":1,\"shm_socket\":\"\",\"fabric\":{"
-                         "\"provider\":\"p\",\"virt_addr\":false,\"addr\":\"");
-        for (int i = 0; i < 2 * (MC__DESC_FABRIC_ADDR_MAX + 1); i++)
+        int n =
+            snprintf(big, sizeof(big),
+                     "\"fabric\":{\"provider\":\"p\",\"virt_addr\":false,\"keys\":[],\"addr\":\"");
+        for (int i = 0; i < 2 * 257; i++)
             big[n++] = 'a';
-        snprintf(big + n, sizeof(big) - (size_t)n, "\"},\"buffers\":[]}");
-        o = (mc__desc_t *)1;
-        assert_int_equal(mc__desc_decode(big, strlen(big), &o), MC_ERR_MALFORMED_JSON);
-        assert_null(o);
+        snprintf(big + n, sizeof(big) - (size_t)n, "\"}");
+        assert_int_equal(reach_of(big), 0);
     }
-    {
-        static const char *key =
-            "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\","
-            "\"rpc_port\":1,\"shm_socket\":\"\",\"buffers\":[{\"addr\":\"1\",\"length\":"
-            "\"1\",\"location\":\"*\",\"shm\":-1,\"fkey\":\"-3\"}]}";
+    for (size_t i = 0; i < sizeof(codec_bad) / sizeof(codec_bad[0]); i++) {
         o = (mc__desc_t *)1;
-        assert_int_equal(mc__desc_decode(key, strlen(key), &o), MC_ERR_MALFORMED_JSON);
+        assert_int_equal(mc__desc_decode(codec_bad[i], strlen(codec_bad[i]), &o),
+                         MC_ERR_MALFORMED_JSON);
         assert_null(o);
     }
     assert_int_equal(mc__alloc_live_bytes(), 0);
@@ -240,32 +286,32 @@ static void test_desc_malformed(void **state) {
         "[]",
         "{\"name\":\"x\"}",
         "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":0,"
-        "\"shm_socket\":\"\",\"buffers\":[]}",
+        "\"buffers\":[]}",
         "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":"
         "70000,"
-        "\"shm_socket\":\"\",\"buffers\":[]}",
+        "\"buffers\":[]}",
         "{\"name\":\"x\",\"instance_id\":\"1x\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":"
         "1,"
-        "\"shm_socket\":\"\",\"buffers\":[]}",
+        "\"buffers\":[]}",
         "{\"name\":\"x\",\"instance_id\":\"99999999999999999999999\",\"host_id\":\"h\",\"rpc_"
         "host\":"
-        "\"h\",\"rpc_port\":1,\"shm_socket\":\"\",\"buffers\":[]}",
+        "\"h\",\"rpc_port\":1,\"buffers\":[]}",
         /* overlapping buffers */
         "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
-        "\"shm_socket\":\"\",\"buffers\":[{\"addr\":\"100\",\"length\":\"50\",\"location\":\"*\","
+        "\"buffers\":[{\"addr\":\"100\",\"length\":\"50\",\"location\":\"*\","
         "\"shm\":-1},{\"addr\":\"120\",\"length\":\"5\",\"location\":\"*\",\"shm\":-1}]}",
         /* wrapping range, zero length, bad shm */
         "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
-        "\"shm_socket\":\"\",\"buffers\":[{\"addr\":\"18446744073709551615\",\"length\":\"2\","
+        "\"buffers\":[{\"addr\":\"18446744073709551615\",\"length\":\"2\","
         "\"location\":\"*\",\"shm\":-1}]}",
         "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
-        "\"shm_socket\":\"\",\"buffers\":[{\"addr\":\"1\",\"length\":\"0\",\"location\":\"*\","
+        "\"buffers\":[{\"addr\":\"1\",\"length\":\"0\",\"location\":\"*\","
         "\"shm\":-1}]}",
         "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
-        "\"shm_socket\":\"\",\"buffers\":[{\"addr\":\"1\",\"length\":\"1\",\"location\":\"*\","
+        "\"buffers\":[{\"addr\":\"1\",\"length\":\"1\",\"location\":\"*\","
         "\"shm\":-7}]}",
         "{\"name\":\"x\",\"instance_id\":\"1\",\"host_id\":\"h\",\"rpc_host\":\"h\",\"rpc_port\":1,"
-        "\"shm_socket\":\"\",\"buffers\":[7]}",
+        "\"buffers\":[7]}",
     };
     (void)state;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -280,7 +326,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rw_roundtrip),     cmocka_unit_test(test_check_request),
         cmocka_unit_test(test_error_and_notify), cmocka_unit_test(test_desc_roundtrip),
-        cmocka_unit_test(test_desc_malformed),   cmocka_unit_test(test_desc_fabric),
+        cmocka_unit_test(test_desc_malformed),   cmocka_unit_test(test_desc_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,7 @@
 #include "mooncake/common/time.h"
 
 #ifdef MC_HAVE_LIBFABRIC
+#include <cjson/cJSON.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -36,6 +37,7 @@
 #include "registry.h"
 
 #define MC__FAB_VERSION FI_VERSION(1, 10)
+#define MC__FAB_ADDR_MAX 256 /* bytes of a libfabric endpoint name */
 #define MC__FAB_RETRIES 3
 
 typedef struct mc__fab_mr {
@@ -44,6 +46,22 @@ typedef struct mc__fab_mr {
     uint64_t key;
     void *desc;
 } mc__fab_mr_t;
+
+/* What a peer's descriptor says of fabric (its "fabric" part, read by mc__fab_desc_parse): its
+ * endpoint, its provider, whether remote addresses are virtual (else offsets into the buffer),
+ * and the remote key of each buffer registered with the provider. */
+typedef struct mc__fab_key {
+    uint64_t buf_addr, key;
+} mc__fab_key_t;
+
+typedef struct mc__fab_desc {
+    char prov[64];
+    uint8_t addr[MC__FAB_ADDR_MAX];
+    size_t addrlen;
+    int virt;
+    size_t nkeys;
+    mc__fab_key_t *keys; /* sorted by buf_addr */
+} mc__fab_desc_t;
 
 struct mc__fab_task;
 
@@ -85,7 +103,7 @@ typedef struct mc__fab_task {
 typedef struct mc__fab_peer {
     uint64_t instance_id; /* 0: no entry (yet, or it could not be renewed) */
     fi_addr_t addr;
-    uint8_t name[MC__DESC_FABRIC_ADDR_MAX]; /* its endpoint address, to renew the entry */
+    uint8_t name[MC__FAB_ADDR_MAX]; /* its endpoint address, to renew the entry */
     size_t namelen;
     /* Bumped (under av_lock) when the entry is renewed after an error: chunks queued for the
      * older one take the new one (same instance) or fail (another). */
@@ -116,7 +134,7 @@ struct mc__fabric {
     struct fid_cq *cq;
     struct fid_ep *ep;
     char prov[64];
-    uint8_t addr[MC__DESC_FABRIC_ADDR_MAX];
+    uint8_t addr[MC__FAB_ADDR_MAX];
     size_t addrlen;
     int virt_addr, mr_local, prov_key, mr_endpoint, can_wait;
     int hmem; /* the provider registers device memory (FI_HMEM) */
@@ -278,23 +296,136 @@ static void mc__fab_mem_unregistered(mc_engine_t *e, const uint64_t *addrs, size
     pthread_rwlock_unlock(&f->mr_lock);
 }
 
+/* Our part of the descriptor: {"provider", "addr" (hex), "virt_addr", "keys": [{"addr", "key"}]},
+ * a key for each of its buffers that the provider registered. */
 static void mc__fab_describe(const mc_engine_t *e, mc__desc_t *d) {
     mc__fabric_t *f = e->fabric;
+    char hex[2 * MC__FAB_ADDR_MAX + 1];
+    cJSON *o, *keys;
+    char *text = NULL;
+    int ok;
     if (!f)
         return;
-    snprintf(d->fabric_prov, sizeof(d->fabric_prov), "%s", f->prov);
-    memcpy(d->fabric_addr, f->addr, f->addrlen);
-    d->fabric_addr_len = f->addrlen;
-    d->fabric_virt = f->virt_addr;
+    for (size_t i = 0; i < f->addrlen; i++)
+        snprintf(hex + 2 * i, 3, "%02x", f->addr[i]);
+    hex[2 * f->addrlen] = 0;
+    o = cJSON_CreateObject();
+    ok = o && cJSON_AddStringToObject(o, "provider", f->prov) &&
+         cJSON_AddStringToObject(o, "addr", hex) &&
+         cJSON_AddBoolToObject(o, "virt_addr", f->virt_addr);
+    keys = ok ? cJSON_AddArrayToObject(o, "keys") : NULL;
+    ok = keys != NULL;
     pthread_rwlock_rdlock(&f->mr_lock);
-    for (size_t i = 0; i < d->nbufs; i++) {
+    for (size_t i = 0; ok && i < d->nbufs; i++) {
         const mc__fab_mr_t *m = mc__fab_mr_find(f, d->bufs[i].addr, d->bufs[i].len);
-        if (m && m->addr == d->bufs[i].addr) {
-            d->bufs[i].has_fkey = 1;
-            d->bufs[i].fkey = m->key;
-        }
+        cJSON *k;
+        if (!m || m->addr != d->bufs[i].addr)
+            continue;
+        k = cJSON_CreateObject();
+        ok = k && cJSON_AddItemToArray(keys, k) &&
+             !mc__desc_json_add_u64(k, "addr", d->bufs[i].addr) &&
+             !mc__desc_json_add_u64(k, "key", m->key);
     }
     pthread_rwlock_unlock(&f->mr_lock);
+    if (ok)
+        text = cJSON_PrintUnformatted(o);
+    if (!text || mc__desc_add_part(d, "fabric", text))
+        MC_WARN("fabric: could not describe our endpoint; peers reach us over tcp");
+    cJSON_free(text);
+    cJSON_Delete(o);
+}
+
+static void mc__fab_desc_free(void *priv) {
+    mc__fab_desc_t *fd = priv;
+    if (!fd)
+        return;
+    mc__free(fd->keys);
+    mc__free(fd);
+}
+
+static int mc__fab_hexval(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+static int mc__fab_key_cmp(const void *a, const void *b) {
+    const mc__fab_key_t *x = a, *y = b;
+    return x->buf_addr < y->buf_addr ? -1 : x->buf_addr > y->buf_addr;
+}
+
+/* Reads a peer's "fabric" part, whole or not at all. */
+static int mc__fab_desc_read(const cJSON *o, mc__fab_desc_t *fd) {
+    const cJSON *virt = cJSON_GetObjectItemCaseSensitive(o, "virt_addr");
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(o, "keys"), *k;
+    char hex[2 * MC__FAB_ADDR_MAX + 1];
+    size_t n, i = 0;
+    if (!cJSON_IsObject(o) || mc__desc_json_str(o, "provider", fd->prov, sizeof(fd->prov)) ||
+        !fd->prov[0] || mc__desc_json_str(o, "addr", hex, sizeof(hex)) || !cJSON_IsBool(virt) ||
+        !cJSON_IsArray(keys))
+        return MC_ERR_MALFORMED_JSON;
+    n = strlen(hex);
+    if (n == 0 || n % 2)
+        return MC_ERR_MALFORMED_JSON;
+    for (size_t j = 0; j < n / 2; j++) {
+        int hi = mc__fab_hexval(hex[2 * j]), lo = mc__fab_hexval(hex[2 * j + 1]);
+        if (hi < 0 || lo < 0)
+            return MC_ERR_MALFORMED_JSON;
+        fd->addr[j] = (uint8_t)(hi << 4 | lo);
+    }
+    fd->addrlen = n / 2;
+    fd->virt = cJSON_IsTrue(virt);
+    n = (size_t)cJSON_GetArraySize(keys);
+    if (n > MC__DESC_MAX_BUFFERS)
+        return MC_ERR_MALFORMED_JSON;
+    fd->keys = n ? mc__calloc(n, sizeof(*fd->keys)) : NULL;
+    if (n && !fd->keys)
+        return MC_ERR_MEMORY;
+    cJSON_ArrayForEach(k, keys) {
+        if (i >= n || !cJSON_IsObject(k) || mc__desc_json_u64(k, "addr", &fd->keys[i].buf_addr) ||
+            mc__desc_json_u64(k, "key", &fd->keys[i].key))
+            return MC_ERR_MALFORMED_JSON;
+        i++;
+    }
+    fd->nkeys = i;
+    if (i)
+        qsort(fd->keys, i, sizeof(*fd->keys), mc__fab_key_cmp);
+    for (i = 1; i < fd->nkeys; i++)
+        if (fd->keys[i - 1].buf_addr == fd->keys[i].buf_addr)
+            return MC_ERR_MALFORMED_JSON;
+    return 0;
+}
+
+static int mc__fab_desc_parse(const char *json, void **priv, void (**priv_free)(void *)) {
+    cJSON *o = cJSON_Parse(json);
+    mc__fab_desc_t *fd = mc__calloc(1, sizeof(*fd));
+    int rc = fd ? mc__fab_desc_read(o, fd) : MC_ERR_MEMORY;
+    cJSON_Delete(o);
+    if (rc) {
+        mc__fab_desc_free(fd);
+        return rc;
+    }
+    *priv = fd;
+    *priv_free = mc__fab_desc_free;
+    return 0;
+}
+
+/* The remote key of the peer's buffer starting at buf_addr: 1, or 0 when it has none. */
+static int mc__fab_desc_key(const mc__fab_desc_t *fd, uint64_t buf_addr, uint64_t *key) {
+    size_t lo = 0, hi = fd->nkeys;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (fd->keys[mid].buf_addr < buf_addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == fd->nkeys || fd->keys[lo].buf_addr != buf_addr)
+        return 0;
+    *key = fd->keys[lo].key;
+    return 1;
 }
 
 /* ---- the progress thread ---- */
@@ -654,7 +785,7 @@ static void mc__fab_wake(mc__fabric_t *f) {
 
 /* Our address-vector entry for the peer's current instance (av_lock held). */
 static int mc__fab_peer_addr(mc__fabric_t *f, mc__fab_peer_t *ps, const mc__desc_t *d,
-                             fi_addr_t *out, uint64_t *gen) {
+                             const mc__fab_desc_t *fd, fi_addr_t *out, uint64_t *gen) {
     fi_addr_t a = FI_ADDR_UNSPEC;
     int rc;
     *gen = atomic_load(&ps->gen);
@@ -664,7 +795,7 @@ static int mc__fab_peer_addr(mc__fabric_t *f, mc__fab_peer_t *ps, const mc__desc
     }
     /* a new peer, or another instance of it: the old entry stays (entries are small and the
      * old instance is gone), a new one is added */
-    rc = fi_av_insert(f->av, d->fabric_addr, 1, &a, 0, NULL);
+    rc = fi_av_insert(f->av, fd->addr, 1, &a, 0, NULL);
     if (rc != 1) {
         MC_WARN("fabric: cannot add peer %s to the address vector: %s", d->name,
                 mc__fab_err(f, rc < 0 ? rc : -FI_EINVAL));
@@ -672,8 +803,8 @@ static int mc__fab_peer_addr(mc__fabric_t *f, mc__fab_peer_t *ps, const mc__desc
     }
     ps->instance_id = d->instance_id;
     ps->addr = a;
-    memcpy(ps->name, d->fabric_addr, d->fabric_addr_len);
-    ps->namelen = d->fabric_addr_len;
+    memcpy(ps->name, fd->addr, fd->addrlen);
+    ps->namelen = fd->addrlen;
     *out = a;
     return 0;
 }
@@ -684,6 +815,7 @@ static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
     mc__fab_peer_t *ps = p ? p->tp_peer[MC__TP_FABRIC] : NULL;
     mc__fab_task_t *ft;
     const mc__fab_mr_t *lm;
+    const mc__fab_desc_t *fd;
     uint64_t nops, raddr = 0, rkey = 0;
     void *ldesc = NULL;
     fi_addr_t dest = FI_ADDR_UNSPEC;
@@ -699,13 +831,13 @@ static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
     if (!lm)
         return MC__TP_DECLINED; /* our buffer is not registered with the provider */
     pthread_mutex_lock(&p->lock);
-    if (p->desc && p->desc->fabric_addr_len && !strcmp(p->desc->fabric_prov, f->prov)) {
+    fd = p->desc ? mc__desc_priv(p->desc, "fabric") : NULL;
+    if (fd && !strcmp(fd->prov, f->prov)) {
         long i = mc__desc_find(p->desc, t->remote, t->len);
-        if (i >= 0 && p->desc->bufs[i].has_fkey) {
-            rkey = p->desc->bufs[i].fkey;
-            raddr = p->desc->fabric_virt ? t->remote : t->remote - p->desc->bufs[i].addr;
+        if (i >= 0 && mc__fab_desc_key(fd, p->desc->bufs[i].addr, &rkey)) {
+            raddr = fd->virt ? t->remote : t->remote - p->desc->bufs[i].addr;
             pthread_mutex_lock(&f->av_lock);
-            ok = mc__fab_peer_addr(f, ps, p->desc, &dest, &gen) == 0;
+            ok = mc__fab_peer_addr(f, ps, p->desc, fd, &dest, &gen) == 0;
             instance = p->desc->instance_id;
             pthread_mutex_unlock(&f->av_lock);
         }
@@ -1026,9 +1158,10 @@ static void mc__fab_release(mc_engine_t *e) {
 }
 
 static int mc__fab_carries(const mc_engine_t *e, const mc__route_t *r) {
-    /* submit declines what the peer cannot take (no fabric address, another provider, a buffer
-     * without a key): tcp carries those */
-    return e->fabric && r->peer && (r->proto == MC__PROTO_RDMA || r->proto == MC__PROTO_FABRIC);
+    /* a peer that published no fabric part is not asked; submit declines what the peer cannot
+     * take (another provider, a buffer without a key): tcp carries those */
+    return e->fabric && r->peer && (r->reach & (1u << MC__TP_FABRIC)) &&
+           (r->proto == MC__PROTO_RDMA || r->proto == MC__PROTO_FABRIC);
 }
 
 static int mc__fab_peer_init(mc__peer_t *p) {
@@ -1055,6 +1188,7 @@ const mc__transport_t mc__tp_fabric = {.name = "fabric",
                                        .peer_init = mc__fab_peer_init,
                                        .peer_destroy = mc__fab_peer_destroy,
                                        .describe = mc__fab_describe,
+                                       .desc_parse = mc__fab_desc_parse,
                                        .mem_registered = mc__fab_mem_registered,
                                        .mem_unregistered = mc__fab_mem_unregistered};
 

@@ -10,6 +10,7 @@
  * that starts a new incarnation gives it a new memfd (mc_engine_alloc_managed_epoch), so a copy
  * that was already past these checks when the old one went (a stalled process resuming) lands in
  * pages nobody reads any more, never in the new incarnation's. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,6 +52,22 @@ typedef struct mc__shm_peer {
 
 static mc__shm_peer_t *mc__shm_of(const mc__peer_t *p) {
     return p->tp_peer[MC__TP_SHM];
+}
+
+/* What a peer's descriptor says of shm (its "shm" part, read by mc__shm_desc_parse). */
+typedef struct mc__shm_desc {
+    char sock[108]; /* the abstract unix socket handing out its managed buffers */
+} mc__shm_desc_t;
+
+/* Copies the peer's socket name into sock[108]: 1, or 0 when it published none. */
+static int mc__shm_sock_of(const mc__desc_t *d, char *sock) {
+    const mc__shm_desc_t *sd = mc__desc_priv(d, "shm");
+    if (!sd) {
+        sock[0] = 0;
+        return 0;
+    }
+    memcpy(sock, sd->sock, sizeof(sd->sock));
+    return 1;
 }
 
 int mc__shm_ctrl_alive(mc__shm_ctrl_t *c) {
@@ -132,7 +149,7 @@ static int mc__shm_snapshot(mc__peer_t *p, uint64_t gen, const mc__task_t *t,
     pthread_mutex_lock(&p->lock);
     if (p->desc && !p->stale && mc__shm_of(p)->gen_seen == gen) {
         out->instance = p->desc->instance_id;
-        memcpy(out->sock, p->desc->shm_socket, sizeof(out->sock));
+        mc__shm_sock_of(p->desc, out->sock);
         out->idx = mc__desc_find(p->desc, t->remote, t->len);
         /* a buffer of another incarnation is not the one the request was placed in, even at
          * the same address; the descriptor is current (same generation), so this is final */
@@ -154,12 +171,11 @@ static int mc__shm_map_ctrl(mc__peer_t *p) {
     void *map = NULL;
     int rc;
     pthread_mutex_lock(&p->lock);
-    if (!p->desc || !p->desc->shm_socket[0]) {
+    if (!p->desc || !mc__shm_sock_of(p->desc, tg.sock)) {
         pthread_mutex_unlock(&p->lock);
         return MC_ERR_NOT_IMPLEMENTED;
     }
     tg.instance = p->desc->instance_id;
-    memcpy(tg.sock, p->desc->shm_socket, sizeof(tg.sock));
     pthread_mutex_unlock(&p->lock);
     /* writable: the liveness trylock writes the lock word */
     rc = mc__shm_fetch(tg.sock, MC__SHM_OP_CTRL, 0, PROT_READ | PROT_WRITE, &rep, &map);
@@ -337,11 +353,41 @@ static int mc__shm_init(mc_engine_t *e) {
 static int mc__shm_carries(const mc_engine_t *e, const mc__route_t *r) {
     (void)e;
     return r->peer && r->proto != MC__PROTO_TCP && r->proto != MC__PROTO_FABRIC && r->same_host &&
-           r->shm_id >= 0;
+           r->shm_id >= 0 && (r->reach & (1u << MC__TP_SHM));
 }
 
+/* Our part of the descriptor: {"socket": "@..."}, the abstract unix socket that hands out our
+ * managed buffers (none when the owner side did not start). */
 static void mc__shm_describe(const mc_engine_t *e, mc__desc_t *d) {
-    snprintf(d->shm_socket, sizeof(d->shm_socket), "%s", mc__shm_owner_socket(e));
+    const char *sock = mc__shm_owner_socket(e);
+    cJSON *o;
+    char *text;
+    if (!sock || !*sock)
+        return;
+    o = cJSON_CreateObject();
+    text = o && cJSON_AddStringToObject(o, "socket", sock) ? cJSON_PrintUnformatted(o) : NULL;
+    if (!text || mc__desc_add_part(d, "shm", text))
+        MC_WARN("shm: could not describe socket %s; same-host peers use another transport", sock);
+    cJSON_free(text);
+    cJSON_Delete(o);
+}
+
+static int mc__shm_desc_parse(const char *json, void **priv, void (**priv_free)(void *)) {
+    cJSON *o = cJSON_Parse(json);
+    mc__shm_desc_t *sd = mc__calloc(1, sizeof(*sd));
+    int rc = MC_ERR_MALFORMED_JSON;
+    if (!sd)
+        rc = MC_ERR_MEMORY;
+    else if (o && !mc__desc_json_str(o, "socket", sd->sock, sizeof(sd->sock)) && sd->sock[0] == '@')
+        rc = 0;
+    cJSON_Delete(o);
+    if (rc) {
+        mc__free(sd);
+        return rc;
+    }
+    *priv = sd;
+    *priv_free = mc__free;
+    return 0;
 }
 
 static int mc__shm_peer_init(mc__peer_t *p) {
@@ -418,4 +464,5 @@ const mc__transport_t mc__tp_shm = {.name = "shm",
                                     .peer_fetch_token = mc__shm_fetch_token,
                                     .peer_swapped = mc__shm_peer_swapped,
                                     .peer_refreshed = mc__shm_peer_refreshed,
-                                    .describe = mc__shm_describe};
+                                    .describe = mc__shm_describe,
+                                    .desc_parse = mc__shm_desc_parse};

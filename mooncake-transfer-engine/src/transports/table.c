@@ -1,6 +1,7 @@
 /* The transport table (transport.h): adding a transport is its own file(s), an id, and one entry
  * here. Order matters twice: it is the order of init (and reverse of close), and the order in
  * which carries() is asked, so the cheapest transport that can carry a request comes first. */
+#include "mooncake/common/log.h"
 #include "te_internal.h"
 
 static const mc__transport_t *const mc__table[] = {&mc__tp_local, &mc__tp_shm, &mc__tp_fabric,
@@ -96,6 +97,25 @@ void mc__transports_describe(const mc_engine_t *e, mc__desc_t *d) {
     for (size_t i = 0; i < MC__NTP; i++)
         if (mc__table[i]->describe)
             mc__table[i]->describe(e, d);
+}
+
+void mc__transports_desc_parsed(mc__desc_t *d) {
+    d->reach = 0;
+    for (size_t i = 0; i < MC__NTP; i++) {
+        const mc__transport_t *tp = mc__table[i];
+        mc__desc_part_t *part = tp->desc_parse ? mc__desc_part(d, tp->name) : NULL;
+        int rc;
+        if (!part)
+            continue;
+        rc = tp->desc_parse(part->json, &part->priv, &part->priv_free);
+        if (rc) {
+            part->priv = NULL;
+            MC_WARN("segment %s: its %s part is malformed (%s); not reachable over %s", d->name,
+                    tp->name, mc_strerror(rc), tp->name);
+            continue;
+        }
+        d->reach |= 1u << tp->id;
+    }
 }
 
 void mc__transports_mem_registered(mc_engine_t *e, const mc__region_t *regs, size_t n) {

@@ -29,6 +29,8 @@ typedef struct mc__route {
     const struct mc__peer *peer; /* NULL: our own segment */
     int64_t shm_id;              /* the target buffer's shared-memory id; -1: not shareable */
     int same_host;               /* the peer runs where our shared memory reaches */
+    uint32_t reach;              /* the peer's descriptor's reach (desc.h): bit (1 << id) set for
+                                  * each transport whose part it published */
     int proto;                   /* the engine's protocol setting (enum mc__proto) */
 } mc__route_t;
 
@@ -63,8 +65,13 @@ typedef struct mc__transport {
     void (*peer_swapped)(struct mc__peer *p, uint64_t token, int restarted);
     void (*peer_refreshed)(struct mc__peer *p, int restarted);
     /* Adds what peers need to reach this transport to our descriptor, once its buffers are
-     * filled in (a transport may tag each buffer, e.g. with its remote key). May be NULL. */
+     * filled in: its own part (mc__desc_add_part under its name: a socket name, an endpoint
+     * address, each buffer's remote key). May be NULL. */
     void (*describe)(const struct mc_engine *e, struct mc__desc *d);
+    /* Reads its part of a peer's descriptor (json: one object) into what its submit needs, kept
+     * with the descriptor: 0 and *priv (freed with it by *priv_free), or a code when the part is
+     * malformed; the peer is then not reachable over this transport. May be NULL. */
+    int (*desc_parse)(const char *json, void **priv, void (**priv_free)(void *priv));
     /* Memory the engine registered (n regions, now in e->reg) and, before the unregister returns
      * and the caller may free it, memory it unregistered (the regions starting at addrs, already
      * out of e->reg and no longer pinned by our own server). A transport that registers memory
@@ -91,6 +98,9 @@ void mc__transports_peer_swapped(struct mc__peer *p, const uint64_t tok[MC__TP_C
                                  int restarted);
 void mc__transports_peer_refreshed(struct mc__peer *p, int restarted);
 void mc__transports_describe(const struct mc_engine *e, struct mc__desc *d);
+/* After a peer's descriptor is decoded: each transport reads its part (desc_parse) and d->reach
+ * says which can reach the peer. */
+void mc__transports_desc_parsed(struct mc__desc *d);
 void mc__transports_mem_registered(struct mc_engine *e, const struct mc__region *regs, size_t n);
 void mc__transports_mem_unregistered(struct mc_engine *e, const uint64_t *addrs, size_t n);
 /* Counts a finished task's bytes for the transport's statistics. */
