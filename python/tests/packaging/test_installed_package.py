@@ -120,8 +120,8 @@ def test_native_modules_are_private():
 
 _ONE_COPY = """
 import ctypes, json, os
-import mooncake, mooncake._engine, mooncake._store
-pkg = os.path.dirname(os.path.realpath(mooncake.__file__))
+import mooncake._engine, mooncake._store
+pkg = os.path.dirname(os.path.realpath(mooncake._engine.__file__))  # where the native files are
 ctypes.CDLL(os.path.join(pkg, "libtransfer_engine.so"))
 mapped = set()
 with open("/proc/self/maps") as f:
