@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metadata/http_kv_store.h"
+#include "http_kv_store.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/http.h"
 

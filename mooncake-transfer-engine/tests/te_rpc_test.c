@@ -15,7 +15,7 @@
 #include <cJSON.h>
 #include <cmocka.h>
 
-#include "metadata/http_kv_store.h"
+#include "http_kv_store.h"
 #include "mooncake/common/frame.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "metadata/http_kv_store.h"
+#include "http_kv_store.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/time.h"
 #include "mooncake/transfer_engine.h"

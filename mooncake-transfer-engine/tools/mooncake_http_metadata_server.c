@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "metadata/http_kv_store.h"
+#include "http_kv_store.h"
 #include "mooncake/common/auth.h"
 #include "mooncake/common/config.h"
 #include "mooncake/common/version.h"

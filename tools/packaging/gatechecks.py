@@ -31,7 +31,8 @@ BUNDLEABLE = [r"libcjson\.so\.1"]
 # ... and the names auditwheel gives their bundled copies (name-<8 hex>.so.<version>).
 BUNDLED = [r"libcjson-[0-9a-f]{8}\.so(\.[0-9]+)*"]
 # Our own shared libraries, allowed only when the wheel ships them.
-OWN_LIBS = [r"libmooncake_core\.so(\.[0-9]+)*", r"libtransfer_engine\.so(\.[0-9]+)*"]
+OWN_LIBS = [r"libmooncake_core\.so(\.[0-9]+)*", r"libmooncake_common\.so(\.[0-9]+)*",
+            r"libtransfer_engine\.so(\.[0-9]+)*"]
 # Driver and vendor runtimes: never bundled, never linked (loaded at run time if at all).
 DRIVER_LIBS = ["libcuda.so.1", "libcudart.so.12", "libcudart.so.13", "libnvidia-ml.so.1",
                "libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1", "libefa.so.1", "libnuma.so.1"]
@@ -176,9 +177,12 @@ def check_auditwheel(report: dict, repaired: bool) -> Result:
                         f"(as built: {report.get('overall_tag')})")
 
 
-# The wheel's native layout (docs/packaging.md): one shared core, two abi3 extensions, the binaries.
+# The wheel's native layout (docs/packaging.md): the shared core and the one internal library
+# (docs/build.md), two abi3 extensions, the binaries, the public headers.
 EXPECTED_NATIVE = [
     (r"mooncake/libmooncake_core\.so", "the shared native core"),
+    (r"mooncake/libmooncake_common\.so", "the internal common library"),
+    (r"mooncake/include/mooncake/transfer_engine\.h", "the public C headers"),
     (r"mooncake/_engine\.(abi3|cpython-3\d+-[^/]+)\.so", "the TE extension mooncake._engine"),
     (r"mooncake/_store\.(abi3|cpython-3\d+-[^/]+)\.so", "the Store extension mooncake._store"),
     (r"mooncake/bin/mooncake_master", "the master binary"),

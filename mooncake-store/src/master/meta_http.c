@@ -1,7 +1,7 @@
 /* --enable_http_metadata_server: the TE's HTTP metadata store, served from the master process so
  * a deployment needs one service less (as the reference master offers). */
+#include "http_kv_store.h"
 #include "master/master_internal.h"
-#include "metadata/http_kv_store.h"
 
 int mc__meta_start(mc__master_t *m);
 void mc__meta_stop(mc__master_t *m);

@@ -116,3 +116,28 @@ def test_native_modules_are_private():
     assert mooncake.engine.TransferEngine.__module__.startswith("mooncake")
     for mod in (mooncake.engine, mooncake.store):
         assert not [n for n in mod.__all__ if n.startswith("_")]
+
+
+_ONE_COPY = """
+import ctypes, json, os
+import mooncake._engine, mooncake._store
+pkg = os.path.dirname(os.path.realpath(mooncake._engine.__file__))  # where the native files are
+ctypes.CDLL(os.path.join(pkg, "libtransfer_engine.so"))
+mapped = set()
+with open("/proc/self/maps") as f:
+    for line in f:
+        path = line.split()[-1]
+        if os.path.basename(path).startswith(("libmooncake_", "libtransfer_engine")):
+            mapped.add(os.path.realpath(path))
+print(json.dumps({"pkg": pkg, "mapped": sorted(mapped)}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_one_copy_of_the_native_libraries_per_process():
+    """Both extensions and the compat library in one process share one core and one common library
+    (docs/build.md, link model): each is mapped from one file, the one inside the package."""
+    got = _probe(_ONE_COPY)
+    names = [os.path.basename(p) for p in got["mapped"]]
+    assert sorted(names) == ["libmooncake_common.so", "libmooncake_core.so", "libtransfer_engine.so"], got
+    assert all(os.path.dirname(p) == got["pkg"] for p in got["mapped"]), got

@@ -158,7 +158,8 @@ def _wheel(path: Path, names, mode=0o755):
     return path
 
 
-FULL = ["mooncake/__init__.py", "mooncake/libmooncake_core.so", "mooncake/_engine.abi3.so", "mooncake/_store.abi3.so",
+FULL = ["mooncake/__init__.py", "mooncake/libmooncake_core.so", "mooncake/libmooncake_common.so",
+        "mooncake/include/mooncake/transfer_engine.h", "mooncake/_engine.abi3.so", "mooncake/_store.abi3.so",
         "mooncake/bin/mooncake_master", "mooncake/bin/mooncake_client",
         "mooncake/bin/mooncake_http_metadata_server", "mooncake_c-0.1.0.dist-info/METADATA"]
 
@@ -168,6 +169,9 @@ def test_layout(tmp_path):
     res = gc.check_layout(_wheel(tmp_path / "b.whl", [n for n in FULL if "_store" not in n]), abi3=True)
     assert [r.reason for r in res if not r.ok] == ["missing the Store extension mooncake._store "
                                                    "(mooncake/_store\\.(abi3|cpython-3\\d+-[^/]+)\\.so)"]
+    res = gc.check_layout(_wheel(tmp_path / "g.whl", [n for n in FULL if "common" not in n]), abi3=True)
+    assert [r.reason for r in res if not r.ok] == ["missing the internal common library "
+                                                   "(mooncake/libmooncake_common\\.so)"]
     specific = [n.replace("_store.abi3.so", "_store.cpython-311-x86_64-linux-gnu.so") for n in FULL]
     assert not all(r.ok for r in gc.check_layout(_wheel(tmp_path / "c.whl", specific), abi3=True))
     assert all(r.ok for r in gc.check_layout(_wheel(tmp_path / "d.whl", specific), abi3=False))

@@ -1,6 +1,6 @@
 /* A chained hash table under one rwlock: metadata traffic is small and read-mostly (peers look
  * up segment descriptors), so one lock is simpler than sharding and never the bottleneck. */
-#include "metadata/http_kv_store.h"
+#include "http_kv_store.h"
 
 #include <pthread.h>
 #include <string.h>
