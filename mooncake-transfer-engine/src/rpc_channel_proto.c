@@ -15,7 +15,7 @@ int mc__rpc_encode_tensor_meta(mc_buf_t *b, const char *dtype, const uint64_t *s
 }
 
 int mc__rpc_decode_tensor_meta(const uint8_t *body, size_t n, mc__rpc_tensor_view_t *out) {
-    mc_cursor_t c = {body, body + n};
+    mc_cursor_t c = {body, body ? body + n : body}; /* NULL + 0 is undefined in C */
     const uint8_t *p = NULL;
     uint32_t len = 0, ndim = 0;
     if (!body || mc__cur_bytes(&c, MC_RPC_MAX_DTYPE, &p, &len) || len == 0 ||

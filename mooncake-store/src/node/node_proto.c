@@ -207,7 +207,7 @@ int mc__np_decode_request(uint8_t type, const uint8_t *body, size_t len, mc__np_
         err[0] = '\0';
     req->type = type;
     d.c.pos = body;
-    d.c.end = body + (body ? len : 0);
+    d.c.end = body ? body + len : body; /* NULL + 0 is undefined in C */
     d.a.base = NULL;
     d.a.used = 0;
     d.a.cap = 0;

@@ -253,7 +253,7 @@ static int mc__mp_decode_config(mc_cursor_t *cur, mc__replicate_config_t *cfg) {
 
 int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                           mc__mp_request_t *out) {
-    mc_cursor_t cur = {body, body + len};
+    mc_cursor_t cur = {body, body ? body + len : body}; /* NULL + 0 is undefined in C */
     const uint8_t *id = NULL;
     uint32_t id_len = 0;
     int rc = 0;
