@@ -957,7 +957,15 @@ def bucket_scan_seeds():
         "key_nul": brec(b"a\x00b", b"v", 9),
         "value_len_lies": brec("k", b"v", 10, value_len=2**64 - 1),
         "bad_magic": u32(0x11111111) + a[4:],
+        # O_DIRECT stores pad each record with zeros to the next 4 KiB boundary
+        "padded": pad4k(a) + pad4k(b) + c,
+        "padded_torn_at_boundary": pad4k(a) + c[:20],
+        "padded_nonzero_pad": a + b"\x01" + bytes(4096 - len(a) - 1) + b,
     }
+
+
+def pad4k(rec):
+    return rec + bytes(-len(rec) % 4096)
 
 
 def bucket_scan_dict():
