@@ -256,6 +256,9 @@ def master_rpc_seeds():
         "disk_read": frame(DISK_READ, s("key-a") + u64(0) + u64(1 << 20)),
         "disk_read_reply": rep(DISK_READ, i32(0) + u64(4096)),
         "disk_read_reply_missing": rep(DISK_READ, i32(-704) + u64(0)),
+        # the 8-byte trailer after a streamed value: magic "MCRT", verdict
+        "disk_read_trailer_ok": u32(0x5452434D) + i32(0),
+        "disk_read_trailer_bad_crc": u32(0x5452434D) + i32(-801),
         "trailing_byte": req(PUT_END, versioned(("k", 1)) + b"\x00"),
         "unregister_client": req(UNREGISTER_CLIENT, b""),
         "unregister_trailing": req(UNREGISTER_CLIENT, u32(0)),

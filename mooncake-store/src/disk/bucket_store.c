@@ -50,8 +50,9 @@ struct mc__bstore {
     int dirfd;
     int lockfd;
     struct mc__bstore_opts opts;
-    int direct; /* 1 when the directory's file system takes O_DIRECT (found once at open; tmpfs
-                   does not): records are padded to MC_BREC_ALIGN and written through dfd */
+    const char *why; /* why writes are buffered (when they are) */
+    int direct;      /* 1 when the directory's file system takes O_DIRECT (found once at open; tmpfs
+                        does not): records are padded to MC_BREC_ALIGN and written through dfd */
     struct mc__dio *wio; /* the writes' I/O context (used under mu) */
     uint8_t *stage;      /* STAGE_LEN bytes, MC_BREC_ALIGN-aligned: O_DIRECT writes go through it */
     void *stage_raw;     /* its allocation */
@@ -1279,6 +1280,19 @@ static int probe_direct(int dirfd, const char **why) {
     return ok;
 }
 
+void mc__bstore_describe(struct mc__bstore *s, char *out, size_t cap) {
+    if (!out || cap == 0)
+        return;
+    if (!s)
+        *out = '\0';
+    else if (s->direct)
+        snprintf(out, cap,
+                 "O_DIRECT writes and large reads, records padded to %u bytes; writes through %s",
+                 MC_BREC_ALIGN, mc__dio_mode(s->wio));
+    else
+        snprintf(out, cap, "buffered writes and reads (%s)", s->why);
+}
+
 int mc__bstore_direct(struct mc__bstore *s) {
     return s ? s->direct : 0;
 }
@@ -1338,12 +1352,10 @@ int mc__bstore_open_ex(const char *dir, const struct mc__bstore_opts *opts,
     rc = mc__dio_open(2, &s->wio);
     if (rc != 0)
         goto out;
-    if (s->direct)
-        MC_INFO("bucket store: %s: O_DIRECT writes and large reads, records padded to %u bytes; "
-                "writes through %s",
-                dir, MC_BREC_ALIGN, mc__dio_mode(s->wio));
-    else
-        MC_INFO("bucket store: %s: buffered writes and reads (%s)", dir, why);
+    s->why = why;
+    char mode[160];
+    mc__bstore_describe(s, mode, sizeof mode);
+    MC_INFO("bucket store: %s: %s", dir, mode);
     rc = rescan(s);
 out:
     if (rc != 0) {

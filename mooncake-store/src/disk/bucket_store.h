@@ -32,6 +32,8 @@ struct mc__bstore_opts {
 int mc__bstore_direct(struct mc__bstore *s);
 /* How s submits its writes: "io_uring" or "pread/pwrite" (disk_io.h). */
 const char *mc__bstore_io_mode(struct mc__bstore *s);
+/* One line for a log: the write mode and why, and the I/O submission (what open logged). */
+void mc__bstore_describe(struct mc__bstore *s, char *out, size_t cap);
 
 /* Opens dir (created if missing; its parent must exist) with the default bucket size, rescanning
  * whatever buckets are there. A store over capacity after the rescan (the limit was lowered)

@@ -3,6 +3,7 @@
 #include "disk/disk_io.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -26,6 +27,7 @@ struct mc__dio_done {
 };
 
 struct mc__dio {
+    char mode[96]; /* what mc__dio_mode says */
     unsigned depth;
     unsigned inflight;
     /* pread/pwrite: completions of the reads already done, oldest first */
@@ -168,11 +170,19 @@ int mc__dio_open(unsigned depth, struct mc__dio **out) {
     d->depth = depth;
 #ifdef MC_DIO_HAVE_URING
     d->ring_fd = -1;
-    if (mc__dio_uring_wanted() && ring_setup(d) != 0) {
+    if (!mc__dio_uring_wanted()) {
+        snprintf(d->mode, sizeof d->mode, "pread/pwrite (MC_DISK_IO_URING=0)");
+    } else if (ring_setup(d) != 0) {
+        snprintf(d->mode, sizeof d->mode, "pread/pwrite (io_uring_setup refused: %s)",
+                 strerror(errno));
         static int told; /* once per process: containers refuse it for every thread alike */
         if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
-            MC_INFO("disk io: io_uring_setup refused (%s): pread/pwrite", strerror(errno));
+            MC_INFO("disk io: %s", d->mode);
+    } else {
+        snprintf(d->mode, sizeof d->mode, "io_uring");
     }
+#else
+    snprintf(d->mode, sizeof d->mode, "pread/pwrite (built without io_uring)");
 #endif
     *out = d;
     return 0;
@@ -207,7 +217,7 @@ int mc__dio_uring(const struct mc__dio *d) {
 }
 
 const char *mc__dio_mode(const struct mc__dio *d) {
-    return mc__dio_uring(d) ? "io_uring" : "pread/pwrite";
+    return d ? d->mode : "";
 }
 
 unsigned mc__dio_inflight(const struct mc__dio *d) {

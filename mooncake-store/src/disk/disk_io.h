@@ -27,7 +27,8 @@ void mc__dio_close(struct mc__dio *d); /* waits for what is in flight; NULL is a
 
 /* 1 when operations go through io_uring, 0 on pread/pwrite. */
 int mc__dio_uring(const struct mc__dio *d);
-/* "io_uring" or "pread/pwrite" (for logs). */
+/* "io_uring", or "pread/pwrite (why)": MC_DISK_IO_URING=0, the kernel refused io_uring_setup
+ * (with its error), or a build without <linux/io_uring.h>. For logs. */
 const char *mc__dio_mode(const struct mc__dio *d);
 /* Whether io_uring is allowed at all in this process: MC_DISK_IO_URING unset or true. */
 int mc__dio_uring_wanted(void);
