@@ -79,6 +79,8 @@ int mc__bstore_reader_open(struct mc__bstore_reader **out);
 void mc__bstore_reader_close(struct mc__bstore_reader *r);
 const char *mc__bstore_reader_mode(const struct mc__bstore_reader *r); /* "io_uring", ... */
 
+/* A streamed get reads a value in pieces of this many bytes of the file (4 in flight). */
+#define MC_BSTORE_STREAM_CHUNK (256u << 10)
 /* Bytes of room a streamed chunk has after its n bytes (the sink may write a trailer there). */
 #define MC_BSTORE_CHUNK_SLACK 64u
 
