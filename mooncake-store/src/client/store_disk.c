@@ -38,6 +38,7 @@
 #define MC__DT_RETRY_MS 500u /* after a failed RPC */
 #define MC__DT_IO_TIMEOUT_MS 10000u
 #define MC__DT_PROMOTE_QUEUE 256u
+#define MC__DT_READERS_IDLE 8u
 
 struct mc__disk_tier {
     mc_store_t *s;
@@ -70,8 +71,12 @@ struct mc__disk_tier {
     _Atomic uint64_t reads, read_bytes, read_misses, checksum_failures;
     _Atomic uint64_t offloads, offload_bytes, offload_failures, deletes, lru_evictions;
     _Atomic uint64_t promotions, promotion_failures, announces, stale_copies;
-    atomic_int told_read_mode; /* the read path's I/O mode was logged */
-    char read_mode[96];        /* how reads are submitted (a probe reader's, at start) */
+    char read_mode[96]; /* how reads are submitted (a probe reader's, at start) */
+    /* Idle readers (an I/O ring and ~1 MiB of chunk buffers each) for the read server: a request
+     * takes one and gives it back, so their number follows the requests in progress, not the
+     * connections readers keep open; at most MC__DT_READERS_IDLE wait here. */
+    struct mc__bstore_reader *readers[MC__DT_READERS_IDLE];
+    size_t n_readers;
 };
 
 /* --- master RPCs --- */
@@ -562,14 +567,38 @@ static int mc__rd_finish_short(mc__rd_stream_t *c, int32_t verdict) {
     return mc__send_all(c->fd, tr, sizeof tr, c->deadline) != 0 ? -1 : 0;
 }
 
-static int mc__rd_answer(mc__disk_tier_t *t, struct mc__bstore_reader *rd, int fd, uint64_t id,
-                         const char *key, uint64_t cap) {
+/* An idle reader, or a new one: NULL when out of memory. */
+static struct mc__bstore_reader *mc__rd_take(mc__disk_tier_t *t) {
+    struct mc__bstore_reader *r = NULL;
+    pthread_mutex_lock(&t->mu);
+    if (t->n_readers > 0)
+        r = t->readers[--t->n_readers];
+    pthread_mutex_unlock(&t->mu);
+    if (!r && mc__bstore_reader_open(&r) != 0)
+        return NULL;
+    return r;
+}
+
+static void mc__rd_give(mc__disk_tier_t *t, struct mc__bstore_reader *r) {
+    pthread_mutex_lock(&t->mu);
+    if (t->n_readers < MC__DT_READERS_IDLE) {
+        t->readers[t->n_readers++] = r;
+        r = NULL;
+    }
+    pthread_mutex_unlock(&t->mu);
+    mc__bstore_reader_close(r);
+}
+
+static int mc__rd_answer(mc__disk_tier_t *t, int fd, uint64_t id, const char *key, uint64_t cap) {
     mc__rd_stream_t c = {.fd = fd, .deadline = mc__now_ms() + MC__DT_IO_TIMEOUT_MS, .id = id};
     struct mc__bstore_sink sink = {mc__rd_begin, mc__rd_chunk, &c};
     uint64_t len = 0;
     int sent = 0;
     mc__buf_init(&c.head);
-    int rc = mc__bstore_get_stream(t->bs, rd, key, cap, &sink, &len);
+    struct mc__bstore_reader *rd = mc__rd_take(t);
+    int rc = rd ? mc__bstore_get_stream(t->bs, rd, key, cap, &sink, &len) : MC_ERR_INTERNAL_ERROR;
+    if (rd)
+        mc__rd_give(t, rd);
     if (rc == MC_ERR_CHECKSUM_MISMATCH) {
         atomic_fetch_add(&t->checksum_failures, 1);
         MC_WARN("disk tier: a copy failed its checksum and was deleted; dropping it at the master");
@@ -602,17 +631,8 @@ static void mc__rd_serve(void *ctx, int fd) {
     mc__disk_tier_t *t = ctx;
     uint8_t body[MC_DP_MAX_READ_BODY];
     char key[MC_MP_MAX_KEY + 1];
-    struct mc__bstore_reader *rd = NULL;
     if (t->auth.enabled && mc__auth_server(&t->auth, fd, mc__now_ms() + MC__DT_IO_TIMEOUT_MS) != 0)
         return;
-    /* One reader (an I/O ring and its chunk buffers) per connection: readers keep theirs open
-     * for many requests (store_disk_read.c's idle cache). */
-    if (mc__bstore_reader_open(&rd) != 0) {
-        MC_WARN("disk tier: no memory for a reader: connection closed");
-        return;
-    }
-    if (!atomic_exchange(&t->told_read_mode, 1))
-        MC_INFO("disk tier: reads streamed through %s", mc__bstore_reader_mode(rd));
     for (;;) {
         uint8_t hdr[MC_FRAME_HEADER_SIZE];
         mc_frame_header_t h;
@@ -638,10 +658,9 @@ static void mc__rd_serve(void *ctx, int fd) {
                 break;
             continue;
         }
-        if (mc__rd_answer(t, rd, fd, h.request_id, key, cap) != 0)
+        if (mc__rd_answer(t, fd, h.request_id, key, cap) != 0)
             break;
     }
-    mc__bstore_reader_close(rd);
 }
 
 /* --- lifecycle --- */
@@ -721,11 +740,12 @@ int mc__disk_tier_start(mc_store_t *s, const mc__disk_tier_opts_t *o, mc__disk_t
         goto fail;
     }
     {
-        /* The readers' I/O mode, once, for the node's log (each connection makes its own). */
-        struct mc__bstore_reader *probe = NULL;
-        if (mc__bstore_reader_open(&probe) == 0)
-            snprintf(t->read_mode, sizeof(t->read_mode), "%s", mc__bstore_reader_mode(probe));
-        mc__bstore_reader_close(probe);
+        /* The first reader, kept for the first request: its I/O mode goes into the node's log. */
+        struct mc__bstore_reader *r = NULL;
+        if (mc__bstore_reader_open(&r) == 0) {
+            snprintf(t->read_mode, sizeof(t->read_mode), "%s", mc__bstore_reader_mode(r));
+            t->readers[t->n_readers++] = r;
+        }
     }
     rc = mc__dt_disk_id(o->dir, &t->disk_id);
     if (rc) {
@@ -810,6 +830,8 @@ void mc__disk_tier_stop(mc__disk_tier_t *t) {
     if (t->srv)
         mc__conn_server_stop(t->srv);
     mc__master_client_close(t->mc);
+    for (size_t i = 0; i < t->n_readers; i++)
+        mc__bstore_reader_close(t->readers[i]);
     mc__bstore_close(t->bs);
     mc__free(t->buf);
     pthread_mutex_destroy(&t->mu);
