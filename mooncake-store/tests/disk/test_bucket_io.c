@@ -125,34 +125,38 @@ static void test_direct_or_buffered_chosen_at_open(void **state) {
     char line[256];
     mc__bstore_describe(s, line, sizeof line);
     assert_non_null(strstr(line, want ? "O_DIRECT writes" : "buffered writes and reads ("));
-    /* Records padded to 4 KiB under O_DIRECT (the file grows by whole blocks), exact if not. */
-    put_seeded(s, "a", 5000, 1);
+    /* Values of 64 KiB and more are written with O_DIRECT, their records padded to 4 KiB (the
+     * file grows by whole blocks); smaller ones buffered and unpadded, and a large one after a
+     * small one starts at the next boundary (zeros in between). Buffered: exact sizes. */
+    put_seeded(s, "a", 70000, 1);
     put_seeded(s, "b", 0, 2);
+    put_seeded(s, "c", 70000, 3);
     char p[600];
     bucket_path(f->dir, 0, p);
-    uint64_t ra = MC_BREC_HDR + 1 + 5000, rb = MC_BREC_HDR + 1;
-    uint64_t used = want ? align4k(ra) + align4k(rb) : ra + rb;
+    uint64_t ra = MC_BREC_HDR + 1 + 70000, rb = MC_BREC_HDR + 1;
+    uint64_t used = want ? align4k(ra) + align4k(rb) + align4k(ra) : 2 * ra + rb;
+    uint64_t live = want ? align4k(ra) + rb + align4k(ra) : used;
     assert_int_equal(file_size(p), used);
+    assert_int_equal(file_size(p) % MC_BREC_ALIGN, want ? 0 : (2 * ra + rb) % MC_BREC_ALIGN);
     assert_int_equal(mc__bstore_used(s), used);
-    assert_int_equal(mc__bstore_live(s), used);
+    assert_int_equal(mc__bstore_live(s), live);
     mc__bstore_close(s);
-    /* The reopened store finds both, its padding counted as theirs. */
+    /* The reopened store finds all three; the zeros before "c" are "b"'s padding now. */
     s = open_store(f->dir, 0);
-    assert_int_equal(mc__bstore_count(s), 2);
+    assert_int_equal(mc__bstore_count(s), 3);
     assert_int_equal(mc__bstore_live(s), used);
+    assert_int_equal(mc__bstore_used(s), used);
     mc__bstore_close(s);
-    /* no_direct: buffered whatever the file system; appended to a padded bucket, it goes on
-     * where the padding ends, unpadded, and a later direct store (unaligned tail) pads its
-     * next record so that the one after is aligned again. */
+    /* no_direct: buffered whatever the file system, large values too (unpadded); a later
+     * direct store finds the bucket's end off a boundary and aligns its next large record. */
     s = open_store(f->dir, 1);
     assert_int_equal(mc__bstore_direct(s), 0);
     mc__bstore_describe(s, line, sizeof line);
     assert_string_equal(line, "buffered writes and reads (O_DIRECT turned off)");
-    put_seeded(s, "c", 3000, 3);
-    assert_int_equal(file_size(p), used + MC_BREC_HDR + 1 + 3000);
+    put_seeded(s, "d", 70000, 4);
+    assert_int_equal(file_size(p), used + ra);
     mc__bstore_close(s);
     s = open_store(f->dir, 0);
-    put_seeded(s, "d", 70000, 4);
     put_seeded(s, "e", 70000, 5);
     if (want)
         assert_int_equal(file_size(p) % MC_BREC_ALIGN, 0);
@@ -160,7 +164,7 @@ static void test_direct_or_buffered_chosen_at_open(void **state) {
     s = open_store(f->dir, 0);
     assert_int_equal(mc__bstore_count(s), 5);
     const char *keys[] = {"a", "b", "c", "d", "e"};
-    const size_t lens[] = {5000, 0, 3000, 70000, 70000};
+    const size_t lens[] = {70000, 0, 70000, 70000, 70000};
     for (int i = 0; i < 5; i++) {
         uint8_t *want_b = malloc(lens[i] + 1), *got = malloc(lens[i] + 1);
         uint64_t n = 0;

@@ -104,10 +104,12 @@ static void check_seeded(struct mc__bstore *s, const char *key, size_t len, uint
 }
 
 /* Bytes of the record of a key of klen bytes and a value of vlen bytes, with its padding when the
- * store writes with O_DIRECT. */
+ * store writes it with O_DIRECT (values of 64 KiB and more). */
 static uint64_t rec(size_t klen, uint64_t vlen) {
     uint64_t n = MC_BREC_HDR + klen + vlen;
-    return g_direct == 1 ? (n + MC_BREC_ALIGN - 1) / MC_BREC_ALIGN * MC_BREC_ALIGN : n;
+    return g_direct == 1 && vlen >= (64u << 10)
+               ? (n + MC_BREC_ALIGN - 1) / MC_BREC_ALIGN * MC_BREC_ALIGN
+               : n;
 }
 
 static void bucket_path(const char *dir, unsigned id, char out[600]) {

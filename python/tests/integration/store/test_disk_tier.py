@@ -462,7 +462,8 @@ def test_io_modes_logged_and_the_io_uring_off_fallback(make_master, make_worker,
             assert node_metric(node, "mooncake_disk_reads_total") >= n - 32
             log = "".join(node.lines)
             if ext4:
-                assert "O_DIRECT writes and large reads, records padded to 4096 bytes" in log, log
+                assert ("O_DIRECT writes and reads of values of 64 KiB and more, records padded "
+                        "to 4096 bytes" in log), log
                 assert all(os.path.getsize(f) % 4096 == 0 for f in bucket_files(root))
             else:
                 assert "buffered writes and reads (memory file system" in log, log
