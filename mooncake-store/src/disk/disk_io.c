@@ -74,6 +74,15 @@ static int ring_setup(struct mc__dio *d) {
     if (fd < 0)
         return -1;
     d->ring_fd = (int)fd;
+#ifdef IORING_FEAT_RW_CUR_POS
+    /* IORING_OP_READ / OP_WRITE came with Linux 5.6, as did this feature bit: a ring without it
+     * would fail every operation (the ring of 5.1-5.5 has only the vectored forms). */
+    if (!(p.features & IORING_FEAT_RW_CUR_POS)) {
+        ring_unmap(d);
+        errno = ENOSYS;
+        return -1;
+    }
+#endif
     d->sq_map_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
     d->cq_map_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
     if ((p.features & IORING_FEAT_SINGLE_MMAP) && d->cq_map_len > d->sq_map_len)
@@ -130,6 +139,9 @@ static int ring_submit(struct mc__dio *d, uint8_t op, int fd, void *buf, size_t 
     for (;;) {
         long n = syscall(__NR_io_uring_enter, d->ring_fd, 1, 0, 0, NULL, 0);
         if (n == 1)
+            return 0;
+        /* Interrupted after the kernel took it: submitted all the same. */
+        if (__atomic_load_n(d->sq_head, __ATOMIC_ACQUIRE) == tail + 1)
             return 0;
         if (n < 0 && errno == EINTR)
             continue;
