@@ -14,7 +14,9 @@
 #include "mooncake/common/log.h"
 #include "mooncake/error.h"
 
-#if defined(__linux__) && defined(__has_include)
+/* MC_DIO_NO_URING (a compile definition) builds the pread/pwrite path alone, as on a system
+ * without the header. */
+#if defined(__linux__) && defined(__has_include) && !defined(MC_DIO_NO_URING)
 #if __has_include(<linux/io_uring.h>) && defined(__NR_io_uring_setup)
 #include <linux/io_uring.h>
 #define MC_DIO_HAVE_URING 1
