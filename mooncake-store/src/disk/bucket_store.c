@@ -51,8 +51,9 @@ struct mc__bstore {
     int lockfd;
     struct mc__bstore_opts opts;
     const char *why; /* why writes are buffered (when they are) */
-    int direct;      /* 1 when the directory's file system takes O_DIRECT (found once at open; tmpfs
-                        does not): records are padded to MC_BREC_ALIGN and written through dfd */
+    int direct;      /* 1 when the directory's file system takes O_DIRECT (found once at open; not
+                        on tmpfs): values of DIRECT_MIN and more are written and read through the
+                        buckets' dfd, their records padded to MC_BREC_ALIGN */
     struct mc__dio *wio; /* the writes' I/O context (used under mu) */
     uint8_t *stage;      /* STAGE_LEN bytes, MC_BREC_ALIGN-aligned: O_DIRECT writes go through it */
     void *stage_raw;     /* its allocation */
@@ -168,7 +169,7 @@ static struct mc__bucket *bucket_new(struct mc__bstore *s, uint32_t id, int fd, 
         bucket_name(id, name);
         b->dfd = openat(s->dirfd, name, O_RDWR | O_DIRECT | O_CLOEXEC);
         if (b->dfd < 0 && errno == EINVAL)
-            s->direct = 0; /* the file system refuses O_DIRECT: buffered reads only */
+            s->direct = 0; /* refused after all (the probe said yes): buffered from now on */
     }
     b->size = size;
     b->next = s->buckets;
@@ -281,8 +282,8 @@ static int write_direct(struct mc__bstore *s, struct mc__bucket *b, const struct
     return 0;
 }
 
-/* Appends one record (padded in a direct store); *ob, *ooff and *opad say where it went and
- * how much padding follows it. On failure the bucket is cut back. */
+/* Appends one record (with O_DIRECT and padded when direct_rec says so); *ob, *ooff and *opad
+ * say where it went and how much padding follows it. On failure the bucket is cut back. */
 static int append(struct mc__bstore *s, const char *key, uint32_t klen, const void *data,
                   uint64_t len, uint64_t seq, struct mc__bucket **ob, uint64_t *ooff,
                   uint32_t *opad) {
