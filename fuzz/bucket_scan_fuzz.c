@@ -36,7 +36,8 @@ static int visit(void *ctx, uint64_t off, const struct mc__brec *r, const char *
                  enum mc__brec_verdict v) {
     struct img *m = ctx;
     uint64_t rs = mc__brec_size(r->key_len, r->value_len);
-    /* Records are walked back to back and lie inside the file. */
+    /* Records are walked back to back (after the padding of the one before) and lie inside the
+     * file. */
     CHECK(off == m->next && off <= m->n && rs <= m->n - off);
     CHECK(r->key_len >= 1 && r->key_len <= MC_BREC_MAX_KEY);
     if (v == MC_BREC_OK) {
@@ -45,7 +46,13 @@ static int visit(void *ctx, uint64_t off, const struct mc__brec *r, const char *
         CHECK(memcmp(key, m->p + off + MC_BREC_HDR, r->key_len) == 0);
         CHECK(mc__crc32(0, m->p + off + MC_BREC_HDR, r->key_len + r->value_len) == r->data_crc);
     }
-    m->next = off + rs;
+    /* Padding: zero bytes only, inside the file, ending on a 4 KiB boundary or at the end. */
+    uint64_t end = off + rs;
+    CHECK(r->pad < MC_BREC_ALIGN && r->pad <= m->n - end);
+    CHECK(r->pad == 0 || (end + r->pad) % MC_BREC_ALIGN == 0 || end + r->pad == m->n);
+    for (uint32_t i = 0; i < r->pad; i++)
+        CHECK(m->p[end + i] == 0);
+    m->next = end + r->pad;
     return 0;
 }
 

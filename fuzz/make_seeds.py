@@ -256,6 +256,9 @@ def master_rpc_seeds():
         "disk_read": frame(DISK_READ, s("key-a") + u64(0) + u64(1 << 20)),
         "disk_read_reply": rep(DISK_READ, i32(0) + u64(4096)),
         "disk_read_reply_missing": rep(DISK_READ, i32(-704) + u64(0)),
+        # the 8-byte trailer after a streamed value: magic "MCRT", verdict
+        "disk_read_trailer_ok": u32(0x5452434D) + i32(0),
+        "disk_read_trailer_bad_crc": u32(0x5452434D) + i32(-801),
         "trailing_byte": req(PUT_END, versioned(("k", 1)) + b"\x00"),
         "unregister_client": req(UNREGISTER_CLIENT, b""),
         "unregister_trailing": req(UNREGISTER_CLIENT, u32(0)),
@@ -973,7 +976,15 @@ def bucket_scan_seeds():
         "key_nul": brec(b"a\x00b", b"v", 9),
         "value_len_lies": brec("k", b"v", 10, value_len=2**64 - 1),
         "bad_magic": u32(0x11111111) + a[4:],
+        # O_DIRECT stores pad each record with zeros to the next 4 KiB boundary
+        "padded": pad4k(a) + pad4k(b) + c,
+        "padded_torn_at_boundary": pad4k(a) + c[:20],
+        "padded_nonzero_pad": a + b"\x01" + bytes(4096 - len(a) - 1) + b,
     }
+
+
+def pad4k(rec):
+    return rec + bytes(-len(rec) % 4096)
 
 
 def bucket_scan_dict():

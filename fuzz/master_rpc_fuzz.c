@@ -31,6 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t st;
     uint64_t view;
     char err[64];
+    /* The read reply's trailer is read on its own, from the bytes after a value. */
+    (void)mc__dp_decode_read_trailer(data, size < MC_DP_TRAILER_SIZE ? size : MC_DP_TRAILER_SIZE,
+                                     &code);
     if (size < MC_FRAME_HEADER_SIZE)
         return 0;
     /* Header errors are checked first in the server; keep going with what was read so the body

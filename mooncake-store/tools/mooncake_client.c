@@ -297,8 +297,11 @@ int main(int argc, char **argv) {
             code = 1;
             goto out;
         }
+        char mode[320];
+        mc__disk_tier_io_mode(d.disk, mode, sizeof(mode));
         printf("%s disk tier %s (%llu bytes) served at %s\n", PROG, f.root_fs_dir,
                (unsigned long long)f.disk_capacity, mc__disk_tier_endpoint(d.disk));
+        printf("%s disk tier I/O: %s\n", PROG, mode);
     }
     if (f.enable_http_server) {
         rc = mc__http_server_start(f.http_host && *f.http_host ? f.http_host : NULL,

@@ -38,6 +38,7 @@
 #define MC__DT_RETRY_MS 500u /* after a failed RPC */
 #define MC__DT_IO_TIMEOUT_MS 10000u
 #define MC__DT_PROMOTE_QUEUE 256u
+#define MC__DT_READERS_IDLE 8u
 
 struct mc__disk_tier {
     mc_store_t *s;
@@ -70,6 +71,12 @@ struct mc__disk_tier {
     _Atomic uint64_t reads, read_bytes, read_misses, checksum_failures;
     _Atomic uint64_t offloads, offload_bytes, offload_failures, deletes, lru_evictions;
     _Atomic uint64_t promotions, promotion_failures, announces, stale_copies;
+    char read_mode[96]; /* how reads are submitted (a probe reader's, at start) */
+    /* Idle readers (an I/O ring and ~1 MiB of chunk buffers each) for the read server: a request
+     * takes one and gives it back, so their number follows the requests in progress, not the
+     * connections readers keep open; at most MC__DT_READERS_IDLE wait here. */
+    struct mc__bstore_reader *readers[MC__DT_READERS_IDLE];
+    size_t n_readers;
 };
 
 /* --- master RPCs --- */
@@ -510,13 +517,88 @@ static void *mc__dt_main(void *arg) {
 
 /* --- the read server --- */
 
+/* A streamed answer on its way out (mc__bstore_get_stream's sink): the reply frame waits for the
+ * first chunk so the two leave in one send, and the trailer rides on the last. */
+typedef struct mc__rd_stream {
+    int fd;
+    uint64_t deadline;
+    mc_buf_t head; /* the reply frame, until it is sent */
+    uint64_t id, len, sent;
+    int begun, done;
+} mc__rd_stream_t;
+
+static int mc__rd_begin(void *ctx, uint64_t len) {
+    mc__rd_stream_t *c = ctx;
+    c->begun = 1;
+    c->len = len;
+    return mc__dp_encode_read_reply(&c->head, c->id, 0, len) != 0 ? MC_ERR_INTERNAL_ERROR : 0;
+}
+
+static int mc__rd_chunk(void *ctx, uint8_t *p, size_t n, int last, int verdict) {
+    mc__rd_stream_t *c = ctx;
+    size_t out = n;
+    if (last) {
+        mc__dp_encode_read_trailer(p + n, verdict); /* the slack after the chunk */
+        out += MC_DP_TRAILER_SIZE;
+    }
+    if (mc__send2(c->fd, c->head.data, c->head.len, p, out, c->deadline) != 0)
+        return MC_ERR_TRANSFER_FAIL;
+    c->head.len = 0;
+    c->sent += n;
+    c->done = last;
+    return 0;
+}
+
+/* A stream that stopped part way (a read error): the rest of the promised bytes as zeros, then
+ * the trailer that says they are not to be used. 0, or -1 when the connection failed. */
+static int mc__rd_finish_short(mc__rd_stream_t *c, int32_t verdict) {
+    static const uint8_t zeros[64 << 10];
+    uint8_t tr[MC_DP_TRAILER_SIZE];
+    if (mc__send_all(c->fd, c->head.data, c->head.len, c->deadline) != 0)
+        return -1;
+    c->head.len = 0;
+    while (c->sent < c->len) {
+        size_t n = c->len - c->sent < sizeof zeros ? (size_t)(c->len - c->sent) : sizeof zeros;
+        if (mc__send_all(c->fd, zeros, n, c->deadline) != 0)
+            return -1;
+        c->sent += n;
+    }
+    mc__dp_encode_read_trailer(tr, verdict);
+    return mc__send_all(c->fd, tr, sizeof tr, c->deadline) != 0 ? -1 : 0;
+}
+
+/* An idle reader, or a new one: NULL when out of memory. */
+static struct mc__bstore_reader *mc__rd_take(mc__disk_tier_t *t) {
+    struct mc__bstore_reader *r = NULL;
+    pthread_mutex_lock(&t->mu);
+    if (t->n_readers > 0)
+        r = t->readers[--t->n_readers];
+    pthread_mutex_unlock(&t->mu);
+    if (!r && mc__bstore_reader_open(&r) != 0)
+        return NULL;
+    return r;
+}
+
+static void mc__rd_give(mc__disk_tier_t *t, struct mc__bstore_reader *r) {
+    pthread_mutex_lock(&t->mu);
+    if (t->n_readers < MC__DT_READERS_IDLE) {
+        t->readers[t->n_readers++] = r;
+        r = NULL;
+    }
+    pthread_mutex_unlock(&t->mu);
+    mc__bstore_reader_close(r);
+}
+
 static int mc__rd_answer(mc__disk_tier_t *t, int fd, uint64_t id, const char *key, uint64_t cap) {
-    mc_buf_t out;
+    mc__rd_stream_t c = {.fd = fd, .deadline = mc__now_ms() + MC__DT_IO_TIMEOUT_MS, .id = id};
+    struct mc__bstore_sink sink = {mc__rd_begin, mc__rd_chunk, &c};
     uint64_t len = 0;
-    uint64_t deadline = mc__now_ms() + MC__DT_IO_TIMEOUT_MS;
-    void *own = NULL;
-    const uint8_t *val = NULL;
-    int rc = mc__bstore_get_owned(t->bs, key, cap, &own, &val, &len), sent;
+    int sent = 0;
+    mc__buf_init(&c.head);
+    struct mc__bstore_reader *rd = mc__rd_take(t);
+    int rc = rd ? mc__bstore_get_stream(t->bs, rd, key, cap, &sink, &len) : MC_ERR_INTERNAL_ERROR;
+    if (rd)
+        mc__rd_give(t, rd);
     if (rc == MC_ERR_CHECKSUM_MISMATCH) {
         atomic_fetch_add(&t->checksum_failures, 1);
         MC_WARN("disk tier: a copy failed its checksum and was deleted; dropping it at the master");
@@ -524,16 +606,20 @@ static int mc__rd_answer(mc__disk_tier_t *t, int fd, uint64_t id, const char *ke
     }
     if (rc == MC_ERR_OBJECT_NOT_FOUND)
         atomic_fetch_add(&t->read_misses, 1);
-    mc__buf_init(&out);
-    if (mc__dp_encode_read_reply(&out, id, rc, rc == 0 ? len : 0) != 0) {
-        mc__buf_free(&out);
-        mc__free(own);
-        return -1;
+    if (!c.begun) {
+        /* Nothing promised yet: the code alone. */
+        c.head.len = 0;
+        sent = mc__dp_encode_read_reply(&c.head, id, rc, 0) != 0 ||
+                       mc__send_all(fd, c.head.data, c.head.len, c.deadline) != 0
+                   ? -1
+                   : 0;
+    } else if (!c.done) {
+        /* The sink failed (the connection: nothing more can be said on it), or the read did. */
+        sent = rc == MC_ERR_TRANSFER_FAIL || rc == MC_ERR_INTERNAL_ERROR
+                   ? -1
+                   : mc__rd_finish_short(&c, rc != 0 ? rc : MC_ERR_INVALID_READ);
     }
-    sent = rc == 0 ? mc__send2(fd, out.data, out.len, val, (size_t)len, deadline)
-                   : mc__send_all(fd, out.data, out.len, deadline);
-    mc__buf_free(&out);
-    mc__free(own);
+    mc__buf_free(&c.head);
     if (rc == 0 && sent == 0) {
         atomic_fetch_add(&t->reads, 1);
         atomic_fetch_add(&t->read_bytes, len);
@@ -653,6 +739,14 @@ int mc__disk_tier_start(mc_store_t *s, const mc__disk_tier_opts_t *o, mc__disk_t
         MC_ERROR("disk tier: cannot open %s: %s", o->dir, mc_store_strerror(rc));
         goto fail;
     }
+    {
+        /* The first reader, kept for the first request: its I/O mode goes into the node's log. */
+        struct mc__bstore_reader *r = NULL;
+        if (mc__bstore_reader_open(&r) == 0) {
+            snprintf(t->read_mode, sizeof(t->read_mode), "%s", mc__bstore_reader_mode(r));
+            t->readers[t->n_readers++] = r;
+        }
+    }
     rc = mc__dt_disk_id(o->dir, &t->disk_id);
     if (rc) {
         MC_ERROR("disk tier: cannot keep the disk id in %s", o->dir);
@@ -736,11 +830,21 @@ void mc__disk_tier_stop(mc__disk_tier_t *t) {
     if (t->srv)
         mc__conn_server_stop(t->srv);
     mc__master_client_close(t->mc);
+    for (size_t i = 0; i < t->n_readers; i++)
+        mc__bstore_reader_close(t->readers[i]);
     mc__bstore_close(t->bs);
     mc__free(t->buf);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     mc__free(t);
+}
+
+void mc__disk_tier_io_mode(const mc__disk_tier_t *t, char *out, size_t cap) {
+    char w[224];
+    if (!out || cap == 0)
+        return;
+    mc__bstore_describe(t ? t->bs : NULL, w, sizeof(w));
+    snprintf(out, cap, "%s; reads streamed through %s", w, t ? t->read_mode : "");
 }
 
 const char *mc__disk_tier_endpoint(const mc__disk_tier_t *t) {

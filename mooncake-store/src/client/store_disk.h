@@ -33,6 +33,8 @@ int mc__disk_tier_start(mc_store_t *s, const mc__disk_tier_opts_t *o, mc__disk_t
 void mc__disk_tier_stop(mc__disk_tier_t *t);
 /* "host:port" of the read server. */
 const char *mc__disk_tier_endpoint(const mc__disk_tier_t *t);
+/* How the tier's disk is written and read (for the node's log): see mc__bstore_describe. */
+void mc__disk_tier_io_mode(const mc__disk_tier_t *t, char *out, size_t cap);
 /* Appends the tier's Prometheus metrics. 0 or MC_ERR_INTERNAL_ERROR. */
 int mc__disk_tier_metrics(mc__disk_tier_t *t, mc_buf_t *out);
 

@@ -88,8 +88,9 @@ void mc__store_disk_conns_close(mc_store_t *s) {
     pthread_mutex_unlock(&s->disk_mu);
 }
 
-/* One request on fd: 0 with the bytes in iov, a node's code (kept: the connection is fine), or
- * TRANSFER_FAIL (*broken set: close it). */
+/* One request on fd: 0 with the bytes in iov, a node's code (kept: the connection is fine; after
+ * a streamed value's failed verdict, CHECKSUM_MISMATCH or INVALID_READ with iov's bytes unusable),
+ * or TRANSFER_FAIL (*broken set: close it). */
 static int mc__dread_once(int fd, const char *key, const mc__replica_desc_t *d,
                           const mc_store_iov_t *iov, size_t iovcnt, uint64_t size,
                           uint64_t deadline, int *broken) {
@@ -125,8 +126,15 @@ static int mc__dread_once(int fd, const char *key, const mc__replica_desc_t *d,
             return MC_ERR_TRANSFER_FAIL;
         len -= n;
     }
+    /* The node checksummed the value while it sent it: its verdict follows the bytes, and until
+     * it says 0 they are not the object (the caller gets the code and must not use them). */
+    uint8_t tr[MC_DP_TRAILER_SIZE];
+    int32_t verdict = 0;
+    if (len != 0 || mc__recv_all(fd, tr, sizeof tr, deadline) != 0 ||
+        mc__dp_decode_read_trailer(tr, sizeof tr, &verdict) != 0)
+        return MC_ERR_TRANSFER_FAIL;
     *broken = 0;
-    return 0;
+    return verdict;
 }
 
 int mc__store_disk_read(mc_store_t *s, const char *key, const mc__replica_desc_t *d,

@@ -17,7 +17,8 @@ struct mc__bentry {
     uint64_t last_use; /* the store's use clock at its last put or get (LRU) */
     uint32_t data_crc;
     uint32_t key_len;
-    char key[]; /* NUL-terminated */
+    uint32_t pad; /* zero bytes after the record (O_DIRECT writes' alignment): they are its space */
+    char key[];   /* NUL-terminated */
 };
 
 struct mc__bindex {

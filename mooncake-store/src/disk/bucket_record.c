@@ -44,6 +44,7 @@ int mc__brec_decode(const uint8_t in[MC_BREC_HDR], struct mc__brec *r) {
     r->value_len = get64(in + 8);
     r->seq = get64(in + 16);
     r->data_crc = get32(in + 24);
+    r->pad = 0;
     if (r->magic != MC_BREC_LIVE && r->magic != MC_BREC_DEAD)
         return -1;
     if (get32(in + 28) != mc__crc32(0, in + 4, 24))
@@ -76,6 +77,27 @@ static int check_data(mc__brec_read_fn rd, void *ctx, uint64_t off, const struct
     return 0;
 }
 
+/* The zero padding after a record ending at end: up to the next MC_BREC_ALIGN boundary or the
+ * file's end, and only if every byte of it is zero (anything else is the next record, or garbage
+ * that the header check stops at). scratch holds at least MC_BREC_ALIGN - 1 bytes. */
+static int pad_len(mc__brec_read_fn rd, void *ctx, uint64_t end, uint64_t file_len,
+                   uint8_t *scratch, uint32_t *pad) {
+    uint64_t bound = (end + MC_BREC_ALIGN - 1) & ~(uint64_t)(MC_BREC_ALIGN - 1);
+    if (bound > file_len)
+        bound = file_len;
+    *pad = 0;
+    if (bound <= end)
+        return 0;
+    size_t n = (size_t)(bound - end);
+    if (rd(ctx, end, scratch, n) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (scratch[i] != 0)
+            return 0;
+    *pad = (uint32_t)n;
+    return 0;
+}
+
 int mc__brec_scan(mc__brec_read_fn rd, void *rd_ctx, uint64_t file_len, uint8_t *scratch,
                   size_t scratch_len, mc__brec_visit_fn visit, void *visit_ctx,
                   uint64_t *valid_end) {
@@ -105,10 +127,15 @@ int mc__brec_scan(mc__brec_read_fn rd, void *rd_ctx, uint64_t file_len, uint8_t 
             /* A key with a NUL in it passes no check a writer makes: never index it. */
             v = ok && !memchr(key, 0, r.key_len) ? MC_BREC_OK : MC_BREC_BADCRC;
         }
+        uint64_t end = off + mc__brec_size(r.key_len, r.value_len);
+        if (pad_len(rd, rd_ctx, end, file_len, scratch, &r.pad) != 0) {
+            rc = -1;
+            goto out;
+        }
         rc = visit(visit_ctx, off, &r, v == MC_BREC_OK ? key : NULL, v);
         if (rc != 0)
             goto out;
-        off += mc__brec_size(r.key_len, r.value_len);
+        off = end + r.pad;
     }
 out:
     *valid_end = off;

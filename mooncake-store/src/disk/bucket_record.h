@@ -12,7 +12,11 @@
  *                         rewriting its magic keeps the header verifiable and skippable)
  *    32        key, then value
  *
- * all little-endian. The decoder trusts nothing: a bucket can be the torn output of a crash or
+ * all little-endian. A store that writes with O_DIRECT pads every record with zero bytes up to the
+ * next multiple of MC_BREC_ALIGN, so that the next one starts on a block boundary; one that writes
+ * buffered does not pad. The scanner tells padding from a record by its bytes: a record's magic is
+ * never zero, so zeros after a record up to the next boundary are its padding, whichever mode
+ * wrote the bucket. The decoder trusts nothing: a bucket can be the torn output of a crash or
  * any bytes at all. The scanner does no I/O itself: it reads through a callback, so the rescan
  * and the fuzz harness run the same code. */
 #ifndef MC_DISK_BUCKET_RECORD_H
@@ -24,6 +28,9 @@
 #define MC_BREC_DEAD 0x4444434Du /* "MCDD" */
 #define MC_BREC_HDR 32u
 #define MC_BREC_MAX_KEY 4096u
+#define MC_BREC_ALIGN                                                                              \
+    4096u /* O_DIRECT writes' record alignment (a multiple of any logical block                    \
+             size up to 4 KiB) */
 
 struct mc__brec {
     uint32_t magic;
@@ -31,13 +38,16 @@ struct mc__brec {
     uint64_t value_len;
     uint64_t seq;
     uint32_t data_crc;
+    uint32_t pad; /* not in the header: the zero bytes after the record up to the next
+                     MC_BREC_ALIGN boundary (or the file's end), as the scanner found them */
 };
 
 /* Writes the 32-byte header of r (its hdr_crc computed here). */
 void mc__brec_encode(const struct mc__brec *r, uint8_t out[MC_BREC_HDR]);
 
-/* Decodes a header. 0 if it is well formed (a known magic, hdr_crc matches, key_len in range);
- * -1 otherwise. Does not check that the record fits in its file (the scanner does). */
+/* Decodes a header (pad is set to 0). 0 if it is well formed (a known magic, hdr_crc matches,
+ * key_len in range); -1 otherwise. Does not check that the record fits in its file (the scanner
+ * does). */
 int mc__brec_decode(const uint8_t in[MC_BREC_HDR], struct mc__brec *r);
 
 /* Total bytes of a record: header, key and value. */
@@ -61,11 +71,12 @@ enum mc__brec_verdict {
 typedef int (*mc__brec_visit_fn)(void *ctx, uint64_t off, const struct mc__brec *r, const char *key,
                                  enum mc__brec_verdict v);
 
-/* Walks the records of a bucket of file_len bytes from offset 0. Stops at the first header that
- * is malformed or whose record runs past file_len: *valid_end is that offset (everything from it
- * on is a torn tail or garbage and cannot be walked). Values are read in chunks of scratch_len
- * bytes through scratch (>= MC_BREC_MAX_KEY + 1 bytes). Returns 0, -1 on a read error, or what
- * visit returned. */
+/* Walks the records of a bucket of file_len bytes from offset 0, each record followed by its
+ * padding if it has any (r->pad when visit is called; the next record starts after it). Stops at
+ * the first header that is malformed or whose record runs past file_len: *valid_end is that offset
+ * (everything from it on is a torn tail or garbage and cannot be walked). Values are read in chunks
+ * of scratch_len bytes through scratch (>= MC_BREC_MAX_KEY + 1 bytes). Returns 0, -1 on a read
+ * error, or what visit returned. */
 int mc__brec_scan(mc__brec_read_fn rd, void *rd_ctx, uint64_t file_len, uint8_t *scratch,
                   size_t scratch_len, mc__brec_visit_fn visit, void *visit_ctx,
                   uint64_t *valid_end);

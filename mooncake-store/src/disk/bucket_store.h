@@ -23,9 +23,17 @@ struct mc__bstore_opts {
     uint64_t bucket_size; /* a bucket is sealed once it reaches this; 0: 64 MiB; at most
                              capacity / 8 (min 4 KiB) so compaction has room */
     int no_sync;          /* 1: skip fdatasync after writes (tests, scratch data) */
-    int no_direct;        /* 1: never read with O_DIRECT (by default values of 64 KiB and more
-                             are, where the file system allows it) */
+    int no_direct;        /* 1: never use O_DIRECT (by default, where the file system allows
+                             it, writes are O_DIRECT and values of 64 KiB and more are read so) */
 };
+
+/* 1 when s writes with O_DIRECT (its directory's file system took it at open: records padded to
+ * MC_BREC_ALIGN), 0 when buffered. */
+int mc__bstore_direct(struct mc__bstore *s);
+/* How s submits its writes: "io_uring" or "pread/pwrite" (disk_io.h). */
+const char *mc__bstore_io_mode(struct mc__bstore *s);
+/* One line for a log: the write mode and why, and the I/O submission (what open logged). */
+void mc__bstore_describe(struct mc__bstore *s, char *out, size_t cap);
 
 /* Opens dir (created if missing; its parent must exist) with the default bucket size, rescanning
  * whatever buckets are there. A store over capacity after the rescan (the limit was lowered)
@@ -63,6 +71,39 @@ int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t ca
  * so a large value is copied once less on its way out). Nothing is allocated on failure. */
 int mc__bstore_get_owned(struct mc__bstore *s, const char *key, uint64_t cap, void **own,
                          const uint8_t **val, uint64_t *out_len);
+
+/* A reader's context for streamed gets: an I/O ring (disk_io.h) and its chunk buffers. One per
+ * thread; it may serve gets of any store. */
+struct mc__bstore_reader;
+int mc__bstore_reader_open(struct mc__bstore_reader **out);
+void mc__bstore_reader_close(struct mc__bstore_reader *r);
+const char *mc__bstore_reader_mode(const struct mc__bstore_reader *r); /* "io_uring", ... */
+
+/* A streamed get reads a value in pieces of this many bytes of the file (4 in flight). */
+#define MC_BSTORE_STREAM_CHUNK (256u << 10)
+/* Bytes of room a streamed chunk has after its n bytes (the sink may write a trailer there). */
+#define MC_BSTORE_CHUNK_SLACK 64u
+
+/* Where a streamed get's bytes go. begin(ctx, len) once the record's header matched the index;
+ * then chunk(ctx, p, n, last, verdict) for consecutive pieces of the value, in order (one call
+ * with n == 0 for an empty value). p is writable and has MC_BSTORE_CHUNK_SLACK bytes of room
+ * after the n. On the last piece verdict is 0 when every byte of the value passed the checksum,
+ * CHECKSUM_MISMATCH when not: bytes already handed over are not to be used then. A non-zero
+ * return of either stops the stream with that code. */
+struct mc__bstore_sink {
+    int (*begin)(void *ctx, uint64_t len);
+    int (*chunk)(void *ctx, uint8_t *p, size_t n, int last, int verdict);
+    void *ctx;
+};
+
+/* Reads key's value in chunks with several reads in flight, checksumming and handing each chunk
+ * to the sink as it arrives, so that the device, the checksum and whatever the sink does (a TCP
+ * send) overlap. Before begin: OBJECT_NOT_FOUND, BUFFER_OVERFLOW (*out_len set), INVALID_READ,
+ * CHECKSUM_MISMATCH (the header on disk fails: deleted). After begin: 0 (verified),
+ * CHECKSUM_MISMATCH (the last chunk said so; the object is deleted), INVALID_READ (an I/O error:
+ * the stream stopped short, without a last chunk), or the sink's code. */
+int mc__bstore_get_stream(struct mc__bstore *s, struct mc__bstore_reader *r, const char *key,
+                          uint64_t cap, const struct mc__bstore_sink *sink, uint64_t *out_len);
 
 /* The value length of key: OBJECT_NOT_FOUND if absent. */
 int mc__bstore_size(struct mc__bstore *s, const char *key, uint64_t *out_len);

@@ -123,3 +123,25 @@ int mc__dp_decode_read_reply(const mc_frame_header_t *h, const uint8_t *body, si
         return MC_ERR_RPC_FAIL;
     return 0;
 }
+
+void mc__dp_encode_read_trailer(uint8_t out[MC_DP_TRAILER_SIZE], int32_t verdict) {
+    uint32_t v = (uint32_t)verdict;
+    for (int i = 0; i < 4; i++) {
+        out[i] = (uint8_t)(MC_DP_TRAILER_MAGIC >> (8 * i));
+        out[4 + i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+int mc__dp_decode_read_trailer(const uint8_t *in, size_t len, int32_t *verdict) {
+    uint32_t magic = 0, v = 0;
+    if (!in || len != MC_DP_TRAILER_SIZE)
+        return MC_ERR_RPC_FAIL;
+    for (int i = 3; i >= 0; i--) {
+        magic = (magic << 8) | in[i];
+        v = (v << 8) | in[4 + i];
+    }
+    *verdict = (int32_t)v;
+    if (magic != MC_DP_TRAILER_MAGIC || *verdict > 0)
+        return MC_ERR_RPC_FAIL;
+    return 0;
+}

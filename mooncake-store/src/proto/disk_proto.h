@@ -32,8 +32,14 @@
  *
  *   READ           str key, u64 version (0: any), u64 cap (the reader's buffer)
  *   reply          i32 code, u64 len; when code is 0 the len value bytes follow the frame,
- *                  outside it (the body limit does not bound an object). The node verified
- *                  their checksum before sending; len > cap is BUFFER_OVERFLOW with no bytes.
+ *                  outside it (the body limit does not bound an object), and then an 8-byte
+ *                  trailer: u32 magic MC_DP_TRAILER_MAGIC, i32 verdict. The node streams a value
+ *                  while it reads it, checksumming chunk by chunk, so the verdict comes after
+ *                  the bytes: 0 when every byte passed, CHECKSUM_MISMATCH (the copy is deleted) or
+ *                  INVALID_READ (the read failed part way; the rest of the len bytes are zeros)
+ *                  when not. A reader uses the bytes only after a trailer with verdict 0. A code
+ *                  other than 0 in the reply itself (len > cap is BUFFER_OVERFLOW, a missing key,
+ *                  a header that failed its check) comes with no bytes and no trailer.
  */
 #ifndef MC_STORE_PROTO_DISK_PROTO_H
 #define MC_STORE_PROTO_DISK_PROTO_H
@@ -74,4 +80,9 @@ int mc__dp_encode_read_reply(mc_buf_t *b, uint64_t request_id, int32_t code, uin
 /* 0 with *code and *len, or MC_ERR_RPC_FAIL for a malformed reply. */
 int mc__dp_decode_read_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                              int32_t *code, uint64_t *vlen);
+#define MC_DP_TRAILER_MAGIC 0x5452434Du /* "MCRT" */
+#define MC_DP_TRAILER_SIZE 8u
+void mc__dp_encode_read_trailer(uint8_t out[MC_DP_TRAILER_SIZE], int32_t verdict);
+/* 0 with *verdict (0 or a negative code), or MC_ERR_RPC_FAIL for bytes that are no trailer. */
+int mc__dp_decode_read_trailer(const uint8_t *in, size_t len, int32_t *verdict);
 #endif

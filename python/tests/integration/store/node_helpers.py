@@ -38,7 +38,7 @@ def run_client(*flags, timeout=30):
 class Node:
     """mooncake_client on 127.0.0.1 contributing `segment` bytes to master's pool."""
 
-    def __init__(self, master, segment="64mb", http=False, extra=()):
+    def __init__(self, master, segment="64mb", http=False, extra=(), env=None):
         self.port = node_port()
         self.http_port = None
         self.segment = None
@@ -48,7 +48,7 @@ class Node:
         if http:
             cmd += ["--enable_http_server", "--http_port=0", "--http_host=127.0.0.1"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+                                     text=True, env={**os.environ, **env} if env else None)
         self.lines = []
         deadline = time.monotonic() + 15
         ready = serving = False

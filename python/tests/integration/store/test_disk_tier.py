@@ -41,8 +41,8 @@ def disk_dir(request):
         yield os.path.join(d, "tier")
 
 
-def disk_node(master, root, capacity="256mb", segment="32mb", extra=()):
-    return Node(master, segment=segment, http=True,
+def disk_node(master, root, capacity="256mb", segment="32mb", extra=(), env=None):
+    return Node(master, segment=segment, http=True, env=env,
                 extra=[f"--root_fs_dir={root}", f"--disk_capacity={capacity}", *extra])
 
 
@@ -326,39 +326,51 @@ def frame(type_, body, flags=0, req=7):
     return struct.pack("<IBBHQQ", 0x314B434D, 1, type_, flags, req, len(body)) + body
 
 
+TRAILER_MAGIC = 0x5452434D  # "MCRT": the verdict after a streamed value (disk_proto.h)
+
+
+def read_req(key, cap=1 << 30):
+    k = key.encode()
+    return frame(1, struct.pack("<I", len(k)) + k + struct.pack("<QQ", 0, cap))
+
+
+def ask(host, port, raw):
+    """One raw request to a node's read server: (code, len, value bytes, verdict), the verdict
+    being the trailer's after a value (None without one); None when the node closed first."""
+    with socket.create_connection((host, port), timeout=5) as s:
+        s.sendall(raw)
+        data = b""
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                return None
+            data += chunk
+            if len(data) < 24 + 12:
+                continue
+            blen = struct.unpack_from("<IBBHQQ", data)[5]
+            code, vlen = struct.unpack_from("<iQ", data, 24)
+            if code != 0:
+                return code, vlen, data[24 + blen:], None
+            if len(data) >= 24 + blen + vlen + 8:
+                value = data[24 + blen:24 + blen + vlen]
+                magic, verdict = struct.unpack_from("<Ii", data, 24 + blen + vlen)
+                assert magic == TRAILER_MAGIC
+                assert len(data) == 24 + blen + vlen + 8  # nothing after the trailer
+                return code, vlen, value, verdict
+
+
 def test_bad_requests_to_the_read_server(make_master, make_worker, tmp_path):
     master, node, pure = start(make_master, make_worker, str(tmp_path / "tier"))
     try:
         put_many(pure, "bad", 2, size=4096)
         assert wait_for(lambda: node_metric(node, "mooncake_disk_objects") >= 2, 10)
         host, port = disk_endpoint(node)
-
-        def ask(raw):
-            with socket.create_connection((host, port), timeout=5) as s:
-                s.sendall(raw)
-                data = b""
-                while True:
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                    if len(data) >= 24 + 12:
-                        blen = struct.unpack_from("<IBBHQQ", data)[5]
-                        code, vlen = struct.unpack_from("<iQ", data, 24)
-                        if len(data) >= 24 + blen + (vlen if code == 0 else 0):
-                            return code, vlen, data[24 + blen:]
-                return None
-
-        def read_req(key, cap=1 << 30):
-            k = key.encode()
-            return frame(1, struct.pack("<I", len(k)) + k + struct.pack("<QQ", 0, cap))
-
-        code, vlen, value = ask(read_req("bad0"))
-        assert (code, vlen, len(value)) == (0, 4096, 4096)
-        assert ask(read_req("missing"))[0] == OBJECT_NOT_FOUND
-        assert ask(read_req("bad0", cap=10))[:2] == (-10, 0)  # BUFFER_OVERFLOW
-        assert ask(frame(1, b"\x00\x00\x00\x00" + b"\x00" * 16))[0] == -400  # empty key
-        assert ask(frame(1, b"\x01\x02"))[0] == -600  # short body
+        code, vlen, value, verdict = ask(host, port, read_req("bad0"))
+        assert (code, vlen, len(value), verdict) == (0, 4096, 4096, 0)
+        assert ask(host, port, read_req("missing"))[0] == OBJECT_NOT_FOUND
+        assert ask(host, port, read_req("bad0", cap=10))[:2] == (-10, 0)  # BUFFER_OVERFLOW
+        assert ask(host, port, frame(1, b"\x00\x00\x00\x00" + b"\x00" * 16))[0] == -400  # empty
+        assert ask(host, port, frame(1, b"\x01\x02"))[0] == -600  # short body
         # Garbage framing: the connection is closed, the node serves on.
         with socket.create_connection((host, port), timeout=5) as s:
             s.sendall(b"GET / HTTP/1.0\r\n\r\n" + b"x" * 100)
@@ -366,7 +378,7 @@ def test_bad_requests_to_the_read_server(make_master, make_worker, tmp_path):
                 assert s.recv(100) == b""
             except ConnectionResetError:
                 pass  # closed with our bytes unread: a reset, which says the same
-        assert ask(read_req("bad1"))[:2] == (0, 4096)
+        assert ask(host, port, read_req("bad1"))[:2] == (0, 4096)
         assert json.loads(node.http("/health")[1])["status"] == "healthy"
     finally:
         node.stop()
@@ -399,3 +411,112 @@ def test_a_store_client_with_a_segment_owns_a_disk(make_master, make_worker, dis
     assert wait_for(lambda: master.metric("mooncake_disk_nodes") == 2, 10)
     owner.close()
     assert wait_for(lambda: master.metric("mooncake_disk_nodes") == 1, 10)
+
+
+def find_value(root, key):
+    """(bucket path, file offset of the value) of key's live record on a node's disk, walking
+    the buckets as the node's rescan does (records, and the zero padding after each that an
+    O_DIRECT store writes up to the next 4 KiB boundary); None when it is not there."""
+    want = key.encode()
+    for path in bucket_files(root):
+        with open(path, "rb") as f:
+            data = f.read()
+        off = 0
+        while off + 32 <= len(data):
+            magic, klen, vlen = struct.unpack_from("<IIQ", data, off)
+            if magic not in (0x424F434D, 0x4444434D):
+                nxt = (off + 4095) // 4096 * 4096
+                if nxt > off and not any(data[off:nxt]):
+                    off = nxt
+                    continue
+                break
+            if magic == 0x424F434D and data[off + 32:off + 32 + klen] == want:
+                return path, off + 32 + klen
+            off += 32 + klen + vlen
+    return None
+
+
+def flip(path, off):
+    with open(path, "r+b") as f:
+        f.seek(off)
+        b = f.read(1)
+        f.seek(off)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def test_io_modes_logged_and_the_io_uring_off_fallback(make_master, make_worker, disk_dir):
+    # The node says how it writes (O_DIRECT on ext4, buffered on tmpfs: decided once, at open)
+    # and how it submits I/O; with MC_DISK_IO_URING=0 it uses pread/pwrite, and every object
+    # still comes back by checksum either way. A value the variable does not take is warned
+    # about and leaves the default.
+    ext4 = fs_type(os.path.dirname(disk_dir)) == "ext4"
+    for env, mode in (({"MC_DISK_IO_URING": "0"}, "pread/pwrite (MC_DISK_IO_URING=0)"),
+                      ({"MC_DISK_IO_URING": "maybe"}, None), ({}, None)):
+        root = disk_dir + "-" + (env.get("MC_DISK_IO_URING") or "default")
+        master, node, pure = start(make_master, make_worker, root, env=env)
+        try:
+            n = 48  # more than the node's 32 MiB of memory: most are read from disk
+            digests = put_many(pure, "io", n)
+            assert wait_for(lambda: master.metric("mooncake_disk_offloads_total") >= n, 20)
+            assert read_all(pure, "io", n) == [[MIB, d] for d in digests]
+            assert node_metric(node, "mooncake_disk_reads_total") >= n - 32
+            log = "".join(node.lines)
+            if ext4:
+                assert ("O_DIRECT writes and reads of values of 64 KiB and more, records padded "
+                        "to 4096 bytes" in log), log
+                assert all(os.path.getsize(f) % 4096 == 0 for f in bucket_files(root))
+            else:
+                assert "buffered writes and reads (memory file system" in log, log
+            if mode:
+                assert f"reads streamed through {mode}" in log, log
+                if ext4:
+                    assert f"writes through {mode}" in log, log
+            else:
+                # io_uring where the kernel allows it; where it refuses, the log says so.
+                assert ("reads streamed through io_uring" in log or
+                        "reads streamed through pread/pwrite (io_uring_setup refused" in log), log
+            if env.get("MC_DISK_IO_URING") == "maybe":
+                assert "MC_DISK_IO_URING" in log, log
+        finally:
+            node.stop()
+            master.stop()
+
+
+def test_checksum_failure_in_the_middle_of_a_streamed_value(make_master, make_worker, disk_dir):
+    # The node streams a value while it reads and checksums it, so the verdict comes after the
+    # bytes: a byte flipped half way through a 1 MiB value on disk reaches the reader as
+    # CHECKSUM_MISMATCH in the trailer, and the reader gives its caller an error, never the
+    # bytes. The copy is deleted and then simply absent; the node keeps serving.
+    master, node, pure = start(make_master, make_worker, disk_dir)
+    try:
+        n = 48
+        digests = put_many(pure, "mid", n)
+        assert wait_for(lambda: master.metric("mooncake_disk_offloads_total") >= n, 20)
+        places = where(pure, [f"mid{i}" for i in range(n)])
+        disk_only = sorted((k for k, v in places.items() if v == ["LOCAL_DISK"]),
+                           key=lambda k: int(k[3:]))
+        assert len(disk_only) >= 4, places
+        raw_key, get_key, into_key, good_key = disk_only[:4]
+        for key in (raw_key, get_key, into_key):
+            path, value_off = find_value(disk_dir, key)
+            flip(path, value_off + MIB // 2 + 123)
+        host, port = disk_endpoint(node)
+        code, vlen, value, verdict = ask(host, port, read_req(raw_key))
+        assert (code, vlen, verdict) == (0, MIB, -801), (code, vlen, verdict)
+        assert ask(host, port, read_req(raw_key))[0] == OBJECT_NOT_FOUND  # deleted
+        # Through the store client: get gives nothing, get_into a negative code.
+        assert pure.run(f"result = len(store.get({get_key!r}))") == 0
+        rc = pure.run(f"buf = ctypes.create_string_buffer({MIB}); a = ctypes.addressof(buf)\n"
+                      f"assert store.register_buffer(a, {MIB}) == 0\n"
+                      f"rc = store.get_into({into_key!r}, a, {MIB})\n"
+                      f"store.unregister_buffer(a)\n"
+                      f"result = rc")
+        assert rc < 0, rc
+        assert node_metric(node, "mooncake_disk_checksum_failures_total") >= 3
+        # Intact copies are still served, whole.
+        i = int(good_key[3:])
+        assert read_all(pure, "mid", n)[i] == [MIB, digests[i]]
+        assert ask(host, port, read_req(good_key))[3] == 0
+        assert json.loads(node.http("/health")[1])["status"] == "healthy"
+    finally:
+        node.stop()
