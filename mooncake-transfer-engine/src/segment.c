@@ -115,7 +115,15 @@ int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t 
     return MC_ERR_ADDRESS_NOT_REGISTERED;
 }
 
-int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
+/* The id of the segment already open by that name (no I/O), or -1; caller holds peers_lock. */
+static mc_segment_id_t mc__segment_find_locked(mc_engine_t *e, const char *name) {
+    for (size_t i = 0; i < e->npeers; i++)
+        if (!strcmp(e->peers[i]->name, name))
+            return (mc_segment_id_t)i + 1;
+    return -1;
+}
+
+int mc__segment_open(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
     mc__peer_t *p = NULL;
     mc__desc_t *d = NULL;
     int rc = MC_ERR_INVALID_ARGUMENT;
@@ -127,15 +135,12 @@ int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *ou
         goto out;
     }
     pthread_mutex_lock(&e->peers_lock);
-    for (size_t i = 0; i < e->npeers; i++) {
-        if (!strcmp(e->peers[i]->name, name)) {
-            *out = (mc_segment_id_t)i + 1;
-            pthread_mutex_unlock(&e->peers_lock);
-            rc = 0;
-            goto out;
-        }
-    }
+    *out = mc__segment_find_locked(e, name);
     pthread_mutex_unlock(&e->peers_lock);
+    if (*out > 0) {
+        rc = 0;
+        goto out;
+    }
     rc = mc__meta_fetch(e, name, &d);
     if (rc)
         goto out;
@@ -147,13 +152,11 @@ int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *ou
     d = NULL;
     mc__peer_set_addr(e, p, p->desc);
     pthread_mutex_lock(&e->peers_lock);
-    for (size_t i = 0; i < e->npeers; i++) {
-        if (!strcmp(e->peers[i]->name, name)) { /* opened concurrently */
-            *out = (mc_segment_id_t)i + 1;
-            pthread_mutex_unlock(&e->peers_lock);
-            rc = 0;
-            goto out;
-        }
+    *out = mc__segment_find_locked(e, name); /* opened concurrently */
+    if (*out > 0) {
+        pthread_mutex_unlock(&e->peers_lock);
+        rc = 0;
+        goto out;
     }
     if (e->npeers == e->peers_cap) {
         size_t ncap = e->peers_cap ? e->peers_cap * 2 : 8;
@@ -176,16 +179,57 @@ out:
     return rc;
 }
 
-int mc_engine_close_segment(mc_engine_t *e, mc_segment_id_t id) {
-    if (!e)
-        return MC_ERR_INVALID_ARGUMENT;
-    /* Ids stay valid for the engine's life (in-flight tasks refer to the peer); closing only
-     * checks the id. */
-    return id == MC_LOCAL_SEGMENT_ID || mc__peer_get(e, id) ? 0 : MC_ERR_INVALID_ARGUMENT;
+int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
+    int rc;
+    MC__GATED(e, rc, mc__segment_open(e, name, out));
+    return rc;
 }
 
-int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,
-                                   uint64_t *len) {
+int mc_engine_segment_id(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
+    int rc;
+    if (!name || !*name || !out)
+        return MC_ERR_INVALID_ARGUMENT;
+    rc = mc__engine_enter(e);
+    if (rc)
+        return rc;
+    if (e->initialized && !strcmp(name, e->name)) {
+        *out = MC_LOCAL_SEGMENT_ID;
+    } else {
+        pthread_mutex_lock(&e->peers_lock);
+        *out = mc__segment_find_locked(e, name);
+        pthread_mutex_unlock(&e->peers_lock);
+        if (*out < 0)
+            rc = MC_ERR_INVALID_ARGUMENT;
+    }
+    mc__engine_leave(e);
+    return rc;
+}
+
+/* Why closing keeps the peer entry: tasks in flight to the segment point at it, and a segment id
+ * must never come to name another segment. So a close forgets what may be out of date (the
+ * cached descriptor is marked stale, idle pooled connections are closed) and leaves the tasks in
+ * flight alone: they end on the connections they hold, as if no close had happened. The next
+ * request to the id re-fetches the descriptor, which is what a caller that suspects a restarted
+ * peer wants. */
+static int mc__segment_close(mc_engine_t *e, mc_segment_id_t id) {
+    mc__peer_t *p;
+    if (id == MC_LOCAL_SEGMENT_ID)
+        return 0;
+    p = mc__peer_get(e, id);
+    if (!p)
+        return MC_ERR_INVALID_ARGUMENT;
+    mc__peer_mark_broken(p);
+    return 0;
+}
+
+int mc_engine_close_segment(mc_engine_t *e, mc_segment_id_t id) {
+    int rc;
+    MC__GATED(e, rc, mc__segment_close(e, id));
+    return rc;
+}
+
+static int mc__segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,
+                                    uint64_t *len) {
     mc__peer_t *p;
     int rc;
     if (!e || !addr || !len)
@@ -214,4 +258,11 @@ int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t 
     }
     pthread_mutex_unlock(&p->lock);
     return 0;
+}
+
+int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,
+                                   uint64_t *len) {
+    int rc;
+    MC__GATED(e, rc, mc__segment_first_buffer(e, id, addr, len));
+    return rc;
 }
