@@ -290,17 +290,10 @@ static void mc__engine_release(mc_engine_t *e) {
     mc__free(e->slots);
     e->slots = NULL;
     e->nslots = e->slots_cap = 0;
-    /* what peers map of ours stops being served (shm bumps the generation they watch) before
-     * the registered memory below is released */
+    /* what peers map of ours stops being served (shm bumps the generation they watch); the
+     * managed memory itself stays mapped until destroy (below), so a caller that still points
+     * into it (a store whose shared engine was closed under it) fails its calls, not crashes */
     mc__transports_release(e);
-    for (size_t i = 0; i < e->reg.n; i++) {
-        mc__region_t *g = &e->reg.regions[i];
-        if (g->memfd >= 0) {
-            munmap((void *)(uintptr_t)g->addr, g->map_len);
-            close(g->memfd);
-        }
-    }
-    mc__reg_destroy(&e->reg);
     mc__notify_clear(e);
     pthread_mutex_destroy(&e->peers_lock);
     pthread_mutex_destroy(&e->batches_lock);
@@ -325,6 +318,14 @@ void mc_engine_destroy(mc_engine_t *e) {
     if (!e)
         return;
     mc_engine_close(e);
+    for (size_t i = 0; i < e->reg.n; i++) {
+        mc__region_t *g = &e->reg.regions[i];
+        if (g->memfd >= 0) {
+            munmap((void *)(uintptr_t)g->addr, g->map_len);
+            close(g->memfd);
+        }
+    }
+    mc__reg_destroy(&e->reg);
     mc__gate_destroy(e);
     mc__free(e);
 }

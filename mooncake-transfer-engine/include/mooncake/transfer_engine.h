@@ -107,11 +107,12 @@ MC_API int mc_engine_create(mc_engine_t **out);
 /* Starts the RPC listener and publishes the segment descriptor. Call once. */
 MC_API int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts);
 /* Stops the engine (see "Lifetime" above): waits for the calls in flight, closes connections,
- * unpublishes the segment, releases registered and managed memory. The handle stays valid;
- * every later call on it fails with MC_ERR_CONTEXT. Idempotent; NULL is accepted. Not in the
- * reference (its engine goes with its last shared_ptr). */
+ * unpublishes the segment, stops serving peers. The handle stays valid, and so does the memory
+ * of managed buffers (mc_engine_alloc_managed) until destroy, so code still pointing into it
+ * fails its calls instead of faulting; every later call fails with MC_ERR_CONTEXT. Idempotent;
+ * NULL is accepted. Not in the reference (its engine goes with its last shared_ptr). */
 MC_API void mc_engine_close(mc_engine_t *e);
-/* mc_engine_close, then frees the handle. NULL is accepted. */
+/* mc_engine_close, then frees the handle and the managed buffers' memory. NULL is accepted. */
 MC_API void mc_engine_destroy(mc_engine_t *e);
 
 /* The segment name peers use to open this engine ("host:port" for P2PHANDSHAKE). */
