@@ -307,8 +307,11 @@ static void mc__engine_release(mc_engine_t *e) {
 void mc_engine_close(mc_engine_t *e) {
     if (!e || !mc__gate_shut(e))
         return;
-    /* waiters on batches give up now; every other call inside ends by its own deadline */
+    /* waiters on batches give up now, transfers waiting on peers end now (a stalled peer would
+     * hold a synchronous transfer, and so the close, until its deadline); every other call
+     * inside ends by its own deadline */
     mc__batches_wake(e);
+    mc__transports_interrupt(e);
     mc__gate_wait_calls(e);
     mc__engine_release(e);
     mc__gate_mark_closed(e);

@@ -91,7 +91,10 @@ int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t 
     for (int attempt = 0; attempt < 2; attempt++) {
         int rc;
         pthread_mutex_lock(&p->lock);
-        if (p->desc && !p->stale) {
+        /* after our own re-fetch the descriptor is current enough for this request even when
+         * another thread marked it stale meanwhile (a close_segment, a failed transfer): that
+         * is news for the next request, not a reason to refuse this one */
+        if (p->desc && (!p->stale || attempt)) {
             long i = mc__desc_find(p->desc, addr, len);
             if (i >= 0 && (epoch == 0 || p->desc->bufs[i].epoch == epoch)) {
                 *shm_id = p->desc->shm_socket[0] ? p->desc->bufs[i].shm_id : -1;

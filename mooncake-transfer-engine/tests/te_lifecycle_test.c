@@ -5,9 +5,11 @@
  * engine in its own process; run under TSan this is the engine's race test (build/tsan). */
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -247,6 +249,67 @@ static void test_close_wakes_waiter(void **state) {
     assert_int_equal(mc_engine_batch_wait(f->e, w.b, 0), MC_ERR_CONTEXT);
 }
 
+/* A close while a thread's synchronous transfer waits on a stalled peer (SIGSTOP) ends that
+ * transfer now (MC_ERR_CONTEXT), not at its deadline; the peer, resumed, serves again. */
+typedef struct syncer {
+    fixture_t *f;
+    mc_engine_t *e;
+    uint8_t *buf;
+    int rc;
+    int started;
+} syncer_t;
+
+static void *syncer_main(void *arg) {
+    syncer_t *y = arg;
+    mc_request_t r = {.opcode = MC_OPCODE_WRITE,
+                      .source = y->buf,
+                      .target_id = y->f->seg,
+                      .target_offset = y->f->target.plain_addr,
+                      .length = NTHREADS * SLOT};
+    __atomic_store_n(&y->started, 1, __ATOMIC_SEQ_CST);
+    y->rc = mc_engine_transfer_sync(y->e, &r, 1);
+    return NULL;
+}
+
+static void test_close_cuts_stalled_transfer(void **state) {
+    fixture_t *f = *state;
+    syncer_t y = {.f = f};
+    mc_engine_options_t o = {
+        .local_server_name = "127.0.0.1", .protocol = "tcp", .transfer_timeout_ms = 60000};
+    pthread_t th;
+    uint64_t t0, took;
+    /* small slices: the transfer goes to the workers, whose connections a close can cut */
+    setenv("MC_SLICE_SIZE", "65536", 1);
+    assert_int_equal(mc_engine_create(&y.e), 0);
+    assert_int_equal(mc_engine_init(y.e, &o), 0);
+    unsetenv("MC_SLICE_SIZE");
+    assert_int_equal(mc_engine_alloc_managed(y.e, NTHREADS * SLOT, (void **)&y.buf), 0);
+    assert_int_equal(mc_engine_open_segment(y.e, f->target.name, &f->seg), 0);
+    assert_int_equal(kill(f->target.pid, SIGSTOP), 0);
+    assert_int_equal(pthread_create(&th, NULL, syncer_main, &y), 0);
+    while (!__atomic_load_n(&y.started, __ATOMIC_SEQ_CST))
+        usleep(1000);
+    usleep(300000); /* let it get stuck on the stopped peer */
+    t0 = te_now_ms();
+    mc_engine_close(y.e);
+    took = te_now_ms() - t0;
+    pthread_join(th, NULL);
+    assert_int_equal(kill(f->target.pid, SIGCONT), 0);
+    assert_int_equal(y.rc, MC_ERR_CONTEXT);
+    assert_true(took < 20000); /* the deadline is 60 s away */
+    mc_engine_destroy(y.e);
+    /* the fixture's engine still reaches the resumed peer */
+    assert_int_equal(mc_engine_open_segment(f->e, f->target.name, &f->seg), 0);
+    mc_request_t r = {.opcode = MC_OPCODE_WRITE,
+                      .source = f->buf,
+                      .target_id = f->seg,
+                      .target_offset = f->target.plain_addr,
+                      .length = SLOT};
+    te_fill(f->buf, SLOT, 5);
+    assert_int_equal(mc_engine_transfer_sync(f->e, &r, 1), 0);
+    assert_int_equal(te_target_hash(&f->target, f->target.plain_addr, SLOT), te_hash(f->buf, SLOT));
+}
+
 /* ---- close_segment while transfers to it run ---- */
 
 typedef struct mover {
@@ -268,8 +331,11 @@ static void *mover_main(void *arg) {
                           .target_offset = peer,
                           .length = SLOT};
         te_fill(mine, SLOT, (unsigned)(m->idx * 1000 + i));
-        if (mc_engine_transfer_sync(f->e, &r, 1) != 0)
+        int rc = mc_engine_transfer_sync(f->e, &r, 1);
+        if (rc != 0) {
+            fprintf(stderr, "mover %d round %d: %s\n", m->idx, i, mc_strerror(rc));
             m->failures++;
+        }
     }
     return NULL;
 }
@@ -442,6 +508,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_close_segment_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_wakes_waiter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_while_calls_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_cuts_stalled_transfer, setup, teardown),
         cmocka_unit_test(test_close_edge_cases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
