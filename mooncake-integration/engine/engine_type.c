@@ -29,6 +29,11 @@ int mcpy_segment(mcpy_engine_t *self, const char *name, mc_segment_id_t *out) {
     return rc;
 }
 
+static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    return alloc(type, 0);
+}
+
 /* Stops the engine; calls other threads still run in it end first (mc_engine_close waits). */
 static void engine_release(mcpy_engine_t *self) {
     mc_engine_t *e = self->engine;
