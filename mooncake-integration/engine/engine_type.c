@@ -250,8 +250,8 @@ static PyMethodDef engine_methods[] = {
     {"warmup_efa_segment", (PyCFunction)(void (*)(void))engine_warmup_efa_segment,
      METH_VARARGS | METH_KEYWORDS, "warmup_efa_segment(segment_name) -> 0 (no EFA in this build)"},
     {"close", engine_close, METH_NOARGS,
-     "Stops the engine and frees its memory; handles from get_engine() keep it alive until they "
-     "are released."},
+     "Stops the engine, also while other threads are inside calls on it (they finish or return a "
+     "negative code); handles from get_engine() keep it running until they are released."},
     {"__enter__", engine_enter, METH_NOARGS, NULL},
     {"__exit__", engine_exit, METH_VARARGS, NULL},
     {"get_engine", engine_get_engine, METH_NOARGS,
