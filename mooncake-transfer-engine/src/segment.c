@@ -208,6 +208,29 @@ int mc_engine_segment_id(mc_engine_t *e, const char *name, mc_segment_id_t *out)
     return rc;
 }
 
+static int mc__segment_name(mc_engine_t *e, mc_segment_id_t id, char *buf, size_t cap) {
+    const char *name = NULL;
+    mc__peer_t *p;
+    if (!buf || !cap)
+        return MC_ERR_INVALID_ARGUMENT;
+    if (id == MC_LOCAL_SEGMENT_ID) {
+        name = e->initialized ? e->name : NULL;
+    } else {
+        p = mc__peer_get(e, id);
+        name = p ? p->name : NULL; /* set at creation, never changed: no lock needed */
+    }
+    if (!name || strlen(name) >= cap)
+        return MC_ERR_INVALID_ARGUMENT;
+    memcpy(buf, name, strlen(name) + 1);
+    return 0;
+}
+
+int mc_engine_segment_name(mc_engine_t *e, mc_segment_id_t id, char *buf, size_t cap) {
+    int rc;
+    MC__GATED(e, rc, mc__segment_name(e, id, buf, cap));
+    return rc;
+}
+
 /* Why closing keeps the peer entry: tasks in flight to the segment point at it, and a segment id
  * must never come to name another segment. So a close forgets what may be out of date (the
  * cached descriptor is marked stale, idle pooled connections are closed) and leaves the tasks in

@@ -162,6 +162,8 @@ static void assert_closed(fixture_t *f) {
     assert_int_equal(mc_engine_is_registered(f->e, f->buf, 1), MC_ERR_CONTEXT);
     assert_int_equal(mc_engine_notifies_fetch(f->e, &n, &count), MC_ERR_CONTEXT);
     assert_int_equal(mc_engine_probe(f->e, f->target.name), MC_ERR_CONTEXT);
+    char name[256];
+    assert_int_equal(mc_engine_segment_name(f->e, f->seg, name, sizeof(name)), MC_ERR_CONTEXT);
     mc_engine_close(f->e); /* idempotent */
 }
 
@@ -372,6 +374,17 @@ static void test_close_segment_in_flight(void **state) {
     assert_int_equal(mc_engine_segment_id(f->e, "127.0.0.1:1", &id), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_segment_id(f->e, "", &id), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_segment_id(f->e, f->target.name, NULL), MC_ERR_INVALID_ARGUMENT);
+    /* the name behind an id, for callers that address peers by id (the compat library) */
+    char name[256], tiny[4];
+    assert_int_equal(mc_engine_segment_name(f->e, f->seg, name, sizeof(name)), 0);
+    assert_string_equal(name, f->target.name);
+    assert_int_equal(mc_engine_segment_name(f->e, MC_LOCAL_SEGMENT_ID, name, sizeof(name)), 0);
+    assert_string_equal(name, mc_engine_local_name(f->e));
+    assert_int_equal(mc_engine_segment_name(f->e, f->seg, tiny, sizeof(tiny)),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_segment_name(f->e, f->seg + 100, name, sizeof(name)),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_segment_name(f->e, f->seg, NULL, 8), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_close_segment(f->e, f->seg + 100), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_close_segment(f->e, -5), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_engine_close_segment(f->e, MC_LOCAL_SEGMENT_ID), 0);

@@ -174,6 +174,10 @@ MC_API int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_i
 /* The id of a segment already open by that name, without I/O: MC_ERR_INVALID_ARGUMENT when
  * none is. */
 MC_API int mc_engine_segment_id(mc_engine_t *e, const char *name, mc_segment_id_t *out);
+/* The name segment id was opened by (our own name for MC_LOCAL_SEGMENT_ID), NUL-terminated into
+ * buf; names are shorter than 256 bytes. MC_ERR_INVALID_ARGUMENT for an id never opened or a
+ * buf too small. */
+MC_API int mc_engine_segment_name(mc_engine_t *e, mc_segment_id_t id, char *buf, size_t cap);
 /* Forgets what the engine cached about the segment (its descriptor, idle connections), so the
  * next request to it fetches the descriptor again: for callers that suspect the peer restarted.
  * The id stays valid (it never comes to name another segment); transfers in flight to the
