@@ -18,7 +18,8 @@
  * by its grace period; synchronous transfers finish their tasks, so they never return while the
  * engine may still touch the caller's memory), and only then stops the transports and frees the
  * engine's state. After close, every call on the handle fails with MC_ERR_CONTEXT until
- * mc_engine_destroy frees it. Destroy is close plus freeing the handle: no call may begin once
+ * mc_engine_destroy frees it (the accessors mc_engine_local_name, _rpc_port, _protocol and
+ * _get_stats still answer). Destroy is close plus freeing the handle: no call may begin once
  * destroy was called (the handle's memory is gone when it returns); callers that cannot rule
  * that out call close first and destroy when their threads are done. */
 #ifndef MOONCAKE_TRANSFER_ENGINE_H
