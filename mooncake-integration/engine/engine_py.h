@@ -28,12 +28,14 @@ typedef struct {
     PyTypeObject *rpc_type;
 } mcpy_state_t;
 
+/* The C engine owns its calls in flight: close() stops it with mc_engine_close, which waits for
+ * the calls other threads run without the GIL (later ones fail), and the handle itself goes only
+ * in dealloc, when no method of this object can be running. So nothing here counts calls, and
+ * segments are the engine's to look up (mc_engine_open_segment is open-or-get). */
 typedef struct {
-    PyObject_HEAD mc_engine_t
-        *engine;        /* NULL until initialize() succeeds, and again after close() */
-    PyObject *segments; /* dict: segment name -> segment id, so each peer is opened once */
-    int busy;           /* calls running without the GIL; close() must not pull the engine away */
-    int handles;        /* live get_engine() capsules; they keep the C engine alive */
+    PyObject_HEAD mc_engine_t *engine; /* NULL until initialize() succeeds; freed in dealloc */
+    int starting;                      /* an initialize() runs (one engine per object) */
+    int handles; /* live get_engine() capsules; they keep the C engine running */
     int closed;
 } mcpy_engine_t;
 
@@ -64,7 +66,7 @@ PyObject *mcpy_notify_list(PyTypeObject *notify_type, const mc_notify_t *arr, si
 
 /* The engine behind self, or NULL when not initialized or closed. */
 mc_engine_t *mcpy_engine_get(mcpy_engine_t *self);
-/* Opens (once) and returns the peer segment called name. Returns 0 or a negative MC_ERR_*. */
+/* The engine's id for the segment called name (opened the first time). 0 or a negative MC_ERR_*. */
 int mcpy_segment(mcpy_engine_t *self, const char *name, mc_segment_id_t *out);
 
 /* Transfer methods (transfer.c). */
@@ -86,12 +88,13 @@ PyObject *mcpy_send_notify(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *mcpy_get_notifies(PyObject *self, PyTypeObject *defining_class, PyObject *const *args,
                             Py_ssize_t nargs, PyObject *kwnames);
 
-/* Runs stmt without the GIL, with self marked busy so close() leaves the engine alone. */
+/* Runs stmt without the GIL. A close() from another thread meanwhile is safe: the engine waits
+ * for the call (or fails it with MC_ERR_CONTEXT) and its memory lives until dealloc. */
 #define MCPY_NOGIL(self, stmt)                                                                     \
     do {                                                                                           \
-        (self)->busy++;                                                                            \
+        (void)(self);                                                                              \
         Py_BEGIN_ALLOW_THREADS stmt;                                                               \
-        Py_END_ALLOW_THREADS(self)->busy--;                                                        \
+        Py_END_ALLOW_THREADS                                                                       \
     } while (0)
 
 #endif

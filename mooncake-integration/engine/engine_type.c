@@ -24,57 +24,36 @@ mc_engine_t *mcpy_engine_get(mcpy_engine_t *self) {
 int mcpy_segment(mcpy_engine_t *self, const char *name, mc_segment_id_t *out) {
     int rc = MC_ERR_INVALID_ARGUMENT;
     mc_engine_t *e = mcpy_engine_get(self);
-    if (!e)
-        goto out;
-    PyObject *cached = PyDict_GetItemString(self->segments, name);
-    if (cached) {
-        *out = (mc_segment_id_t)PyLong_AsLongLong(cached);
-        rc = 0;
-        goto out;
-    }
-    mc_segment_id_t id = -1;
-    MCPY_NOGIL(self, rc = mc_engine_open_segment(e, name, &id));
-    if (rc < 0)
-        goto out;
-    /* Failing to cache only costs a second open later; the handle itself is good. */
-    PyObject *v = PyLong_FromLongLong(id);
-    if (!v || PyDict_SetItemString(self->segments, name, v) < 0)
-        PyErr_Clear();
-    Py_XDECREF(v);
-    *out = id;
-out:
+    if (e)
+        MCPY_NOGIL(self, rc = mc_engine_open_segment(e, name, out));
     return rc;
 }
 
 static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
-    mcpy_engine_t *self = (mcpy_engine_t *)alloc(type, 0);
-    if (!self)
-        return NULL;
-    self->segments = PyDict_New();
-    if (!self->segments) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    return (PyObject *)self;
+    return alloc(type, 0);
 }
 
+/* Stops the engine; calls other threads still run in it end first (mc_engine_close waits). */
 static void engine_release(mcpy_engine_t *self) {
     mc_engine_t *e = self->engine;
-    self->engine = NULL;
     if (!e)
         return;
-    /* destroy joins the engine's threads and closes its connections: never under the GIL. */
-    Py_BEGIN_ALLOW_THREADS mc_engine_destroy(e);
+    /* close joins the engine's threads and closes its connections: never under the GIL. */
+    Py_BEGIN_ALLOW_THREADS mc_engine_close(e);
     Py_END_ALLOW_THREADS
 }
 
 static void engine_dealloc(PyObject *obj) {
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     PyTypeObject *tp = Py_TYPE(obj);
-    /* No capsule can be alive here: each one holds a reference to self. */
-    engine_release(self);
-    Py_CLEAR(self->segments);
+    mc_engine_t *e = self->engine;
+    /* No capsule and no method call can be alive here: each holds a reference to self. */
+    self->engine = NULL;
+    if (e) {
+        Py_BEGIN_ALLOW_THREADS mc_engine_destroy(e);
+        Py_END_ALLOW_THREADS
+    }
     freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     tp_free(obj);
     Py_DECREF(tp);
@@ -86,13 +65,12 @@ static int engine_start(mcpy_engine_t *self, const char *host, const char *meta,
     mc_engine_t *e = NULL;
     int rc;
     /* One engine per object: a second initialize (or one racing the first) is refused. */
-    if (self->engine || self->closed || self->busy) {
-        rc = MC_ERR_INVALID_ARGUMENT;
-        goto out;
-    }
+    if (self->engine || self->closed || self->starting)
+        return MC_ERR_INVALID_ARGUMENT;
     rc = mc_engine_create(&e);
     if (rc < 0)
-        goto out;
+        return rc;
+    self->starting = 1;
     mc_engine_options_t opts = {
         .local_server_name = host,
         .metadata_conn = meta,
@@ -104,7 +82,10 @@ static int engine_start(mcpy_engine_t *self, const char *host, const char *meta,
         goto out;
     self->engine = e;
     e = NULL;
+    if (self->closed && self->handles == 0) /* close() came while we started */
+        engine_release(self);
 out:
+    self->starting = 0;
     if (e) {
         Py_BEGIN_ALLOW_THREADS mc_engine_destroy(e);
         Py_END_ALLOW_THREADS
@@ -148,13 +129,7 @@ static PyObject *engine_initialize_ext(PyObject *obj, PyObject *args, PyObject *
 
 static PyObject *engine_close(PyObject *obj, PyObject *unused) {
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "close() called while another thread is still using this TransferEngine");
-        return NULL;
-    }
     self->closed = 1;
-    PyDict_Clear(self->segments);
     /* A handle from get_engine() shares the engine (as the reference's shared_ptr does): the
      * last capsule to go destroys it. */
     if (self->handles == 0)
@@ -275,8 +250,8 @@ static PyMethodDef engine_methods[] = {
     {"warmup_efa_segment", (PyCFunction)(void (*)(void))engine_warmup_efa_segment,
      METH_VARARGS | METH_KEYWORDS, "warmup_efa_segment(segment_name) -> 0 (no EFA in this build)"},
     {"close", engine_close, METH_NOARGS,
-     "Stops the engine and frees its memory; handles from get_engine() keep it alive until they "
-     "are released."},
+     "Stops the engine, also while other threads are inside calls on it (they finish or return a "
+     "negative code); handles from get_engine() keep it running until they are released."},
     {"__enter__", engine_enter, METH_NOARGS, NULL},
     {"__exit__", engine_exit, METH_VARARGS, NULL},
     {"get_engine", engine_get_engine, METH_NOARGS,

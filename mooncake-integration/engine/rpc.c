@@ -20,6 +20,16 @@ typedef struct {
     int busy;            /* calls running without the GIL */
 } mcpy_rpc_t;
 
+/* Runs stmt without the GIL, with self marked busy: a setup() meanwhile would replace (and
+ * destroy) the client or server the call uses. Unlike the engine, the channel's client and
+ * server do not count their calls in flight themselves, and the binding swaps them on setup. */
+#define RPC_NOGIL(self, stmt)                                                                      \
+    do {                                                                                           \
+        (self)->busy++;                                                                            \
+        Py_BEGIN_ALLOW_THREADS stmt;                                                               \
+        Py_END_ALLOW_THREADS(self)->busy--;                                                        \
+    } while (0)
+
 static PyObject *data_arg(const mc_rpc_message_t *m) {
     PyObject *d = PyDict_New();
     PyObject *src = PyUnicode_FromString(m->source);
@@ -183,7 +193,7 @@ static PyObject *rpc_start_server_async(PyObject *obj, PyObject *unused) {
     mcpy_rpc_t *self = (mcpy_rpc_t *)obj;
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (self->server)
-        MCPY_NOGIL(self, rc = mc_rpc_server_start(self->server));
+        RPC_NOGIL(self, rc = mc_rpc_server_start(self->server));
     return PyBool_FromLong(rc == 0);
 }
 
@@ -199,7 +209,7 @@ static PyObject *rpc_start_server(PyObject *obj, PyObject *unused) {
     mcpy_rpc_t *self = (mcpy_rpc_t *)obj;
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (self->server)
-        MCPY_NOGIL(self, rc = start_and_wait(self->server));
+        RPC_NOGIL(self, rc = start_and_wait(self->server));
     return PyBool_FromLong(rc == 0);
 }
 
@@ -211,7 +221,7 @@ static PyObject *rpc_stop_server(PyObject *obj, PyObject *unused) {
         return NULL;
     }
     if (self->server)
-        MCPY_NOGIL(self, mc_rpc_server_stop(self->server));
+        RPC_NOGIL(self, mc_rpc_server_stop(self->server));
     Py_RETURN_NONE;
 }
 
@@ -235,7 +245,7 @@ static PyObject *rpc_send_data(PyObject *obj, PyObject *args, PyObject *kw) {
         return NULL;
     }
     if (self->client)
-        MCPY_NOGIL(self, rc = mc_rpc_client_send(self->client, target, view.buf, (size_t)view.len));
+        RPC_NOGIL(self, rc = mc_rpc_client_send(self->client, target, view.buf, (size_t)view.len));
     PyBuffer_Release(&view);
     return PyLong_FromLong(rc);
 }
@@ -263,9 +273,9 @@ static PyObject *rpc_send_tensor_raw(PyObject *obj, PyObject *args, PyObject *kw
         return NULL;
     }
     if (self->client)
-        MCPY_NOGIL(self,
-                   rc = mc_rpc_client_send_tensor(self->client, target, dtype, shape, (size_t)ndim,
-                                                  (const void *)(uintptr_t)ptr, len));
+        RPC_NOGIL(self,
+                  rc = mc_rpc_client_send_tensor(self->client, target, dtype, shape, (size_t)ndim,
+                                                 (const void *)(uintptr_t)ptr, len));
     PyMem_Free(shape);
     return PyLong_FromLong(rc);
 }

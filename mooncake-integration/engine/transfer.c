@@ -8,19 +8,9 @@
 
 #include <string.h>
 
-/* Sends the notify after a successful transfer (the reference's "transfer with notify"). */
-static int send_parts(mcpy_engine_t *self, mc_engine_t *e, const char *target, PyObject *name,
-                      PyObject *msg) {
-    int rc;
-    const char *n = PyBytes_AsString(name);
-    const char *m = PyBytes_AsString(msg);
-    size_t mlen = (size_t)PyBytes_Size(msg);
-    MCPY_NOGIL(self, rc = mc_engine_notify_send(e, target, n, m, mlen));
-    return rc;
-}
-
-/* Runs reqs[0..n) (target_id filled in here) to completion, then sends notify if given.
- * Returns the engine's code, or INT32_MIN with a Python exception set. */
+/* Runs reqs[0..n) (target_id filled in here) to completion, then sends notify if given (one
+ * engine call: mc_engine_transfer_sync_notify). Returns the engine's code, or INT32_MIN with a
+ * Python exception set. */
 static int run_sync(mcpy_engine_t *self, const char *target, mc_request_t *reqs, size_t n,
                     PyObject *notify) {
     int rc = MC_ERR_INVALID_ARGUMENT;
@@ -38,9 +28,14 @@ static int run_sync(mcpy_engine_t *self, const char *target, mc_request_t *reqs,
         goto out;
     for (size_t i = 0; i < n; i++)
         reqs[i].target_id = seg;
-    MCPY_NOGIL(self, rc = mc_engine_transfer_sync(e, reqs, n));
-    if (rc == 0 && name)
-        rc = send_parts(self, e, target, name, msg);
+    if (name) {
+        const char *nm = PyBytes_AsString(name);
+        const char *m = PyBytes_AsString(msg);
+        size_t mlen = (size_t)PyBytes_Size(msg);
+        MCPY_NOGIL(self, rc = mc_engine_transfer_sync_notify(e, reqs, n, nm, m, mlen));
+    } else {
+        MCPY_NOGIL(self, rc = mc_engine_transfer_sync(e, reqs, n));
+    }
 out:
     Py_XDECREF(name);
     Py_XDECREF(msg);

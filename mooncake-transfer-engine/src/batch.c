@@ -38,7 +38,7 @@ static mc__batch_t *mc__batch_new(size_t cap) {
     return b;
 }
 
-int mc_engine_batch_alloc(mc_engine_t *e, size_t batch_size, mc_batch_id_t *out) {
+int mc__batch_alloc(mc_engine_t *e, size_t batch_size, mc_batch_id_t *out) {
     mc__batch_t *b = NULL;
     size_t slot = 0;
     int rc = MC_ERR_INVALID_ARGUMENT;
@@ -115,7 +115,7 @@ void mc__batch_release(mc_engine_t *e, mc__batch_t *b) {
         mc__batch_destroy(b);
 }
 
-int mc_engine_batch_free(mc_engine_t *e, mc_batch_id_t id) {
+int mc__batch_free(mc_engine_t *e, mc_batch_id_t id) {
     mc__batch_slot_t *s;
     mc__batch_t *b = NULL;
     int busy;
@@ -157,7 +157,7 @@ void mc__task_finish(mc__task_t *t, int status, int error) {
     pthread_mutex_unlock(&b->lock);
 }
 
-int mc_engine_task_status(mc_engine_t *e, mc_batch_id_t id, size_t task, mc_task_state_t *out) {
+int mc__task_status(mc_engine_t *e, mc_batch_id_t id, size_t task, mc_task_state_t *out) {
     mc__batch_t *b;
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (!e || !out)
@@ -178,7 +178,7 @@ int mc_engine_task_status(mc_engine_t *e, mc_batch_id_t id, size_t task, mc_task
     return rc;
 }
 
-int mc_engine_batch_wait(mc_engine_t *e, mc_batch_id_t id, int timeout_ms) {
+int mc__batch_wait(mc_engine_t *e, mc_batch_id_t id, int timeout_ms, int until_done) {
     mc__batch_t *b;
     struct timespec ts;
     uint64_t wait_ms;
@@ -198,12 +198,14 @@ int mc_engine_batch_wait(mc_engine_t *e, mc_batch_id_t id, int timeout_ms) {
         ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&b->lock);
-    while (b->unfinished > 0) {
+    /* closing is looked at under the batch lock, and the close broadcasts under it after
+     * setting the flag (mc__batches_wake): a waiter either sees it or is woken */
+    while (b->unfinished > 0 && (until_done || !mc__engine_closing(e))) {
         if (pthread_cond_timedwait(&b->cond, &b->lock, &ts) == ETIMEDOUT)
             break;
     }
     if (b->unfinished > 0) {
-        rc = MC_ERR_BATCH_BUSY;
+        rc = !until_done && mc__engine_closing(e) ? MC_ERR_CONTEXT : MC_ERR_BATCH_BUSY;
     } else {
         for (size_t i = 0; i < b->used && !rc; i++) {
             if (atomic_load(&b->tasks[i].status) != MC_STATUS_COMPLETED) {
@@ -218,20 +220,30 @@ int mc_engine_batch_wait(mc_engine_t *e, mc_batch_id_t id, int timeout_ms) {
     return rc;
 }
 
-int mc_engine_transfer_sync(mc_engine_t *e, const mc_request_t *reqs, size_t n) {
-    return mc_engine_transfer_sync_each(e, reqs, n, NULL);
+void mc__batches_wake(mc_engine_t *e) {
+    pthread_mutex_lock(&e->batches_lock);
+    for (size_t i = 0; i < e->nslots; i++) {
+        mc__batch_t *b = e->slots[i].b;
+        if (!b)
+            continue;
+        pthread_mutex_lock(&b->lock);
+        pthread_cond_broadcast(&b->cond);
+        pthread_mutex_unlock(&b->lock);
+    }
+    pthread_mutex_unlock(&e->batches_lock);
 }
 
-int mc_engine_transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors) {
+int mc__transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors) {
     mc_batch_id_t id = 0;
-    int rc = mc_engine_batch_alloc(e, n, &id);
+    int rc = mc__batch_alloc(e, n, &id);
     if (rc)
         return rc;
     rc = mc__batch_submit(e, id, reqs, n, 1);
     if (!rc) {
-        /* user memory may not be touched after we return: wait for every task to end */
+        /* user memory may not be touched after we return: wait for every task to end, also
+         * when a close begins meanwhile (it waits for us; each task ends by its deadline) */
         do {
-            rc = mc_engine_batch_wait(e, id, -1);
+            rc = mc__batch_wait(e, id, -1, 1);
         } while (rc == MC_ERR_BATCH_BUSY);
     }
     /* all completed (the common case): no task needs asking */
@@ -240,11 +252,56 @@ int mc_engine_transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_
     for (size_t i = 0; errors && rc != 0 && i < n; i++) {
         mc_task_state_t st;
         /* a batch that never started: every request carries the submit's verdict */
-        if (mc_engine_task_status(e, id, i, &st) != 0)
+        if (mc__task_status(e, id, i, &st) != 0)
             errors[i] = rc;
         else
             errors[i] = st.status == MC_STATUS_COMPLETED ? 0 : st.error ? st.error : MC_ERR_SOCKET;
     }
-    (void)mc_engine_batch_free(e, id);
+    (void)mc__batch_free(e, id);
+    return rc;
+}
+
+/* --- the public calls: the same, inside the gate --- */
+
+int mc_engine_batch_alloc(mc_engine_t *e, size_t batch_size, mc_batch_id_t *out) {
+    int rc;
+    MC__GATED(e, rc, mc__batch_alloc(e, batch_size, out));
+    return rc;
+}
+
+int mc_engine_batch_free(mc_engine_t *e, mc_batch_id_t id) {
+    int rc;
+    MC__GATED(e, rc, mc__batch_free(e, id));
+    return rc;
+}
+
+int mc_engine_task_status(mc_engine_t *e, mc_batch_id_t id, size_t task, mc_task_state_t *out) {
+    int rc;
+    MC__GATED(e, rc, mc__task_status(e, id, task, out));
+    return rc;
+}
+
+int mc_engine_batch_wait(mc_engine_t *e, mc_batch_id_t id, int timeout_ms) {
+    int rc;
+    MC__GATED(e, rc, mc__batch_wait(e, id, timeout_ms, 0));
+    return rc;
+}
+
+int mc_engine_transfer_sync(mc_engine_t *e, const mc_request_t *reqs, size_t n) {
+    int rc;
+    MC__GATED(e, rc, mc__transfer_sync_each(e, reqs, n, NULL));
+    return rc;
+}
+
+int mc_engine_transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors) {
+    int rc = mc__engine_enter(e);
+    if (rc) {
+        /* refused at the gate: every request carries its verdict, as for a failed submit */
+        for (size_t i = 0; errors && i < n; i++)
+            errors[i] = rc;
+        return rc;
+    }
+    rc = mc__transfer_sync_each(e, reqs, n, errors);
+    mc__engine_leave(e);
     return rc;
 }

@@ -37,8 +37,14 @@ int mc_engine_create(mc_engine_t **out) {
     e = mc__calloc(1, sizeof(*e));
     if (!e)
         goto out;
+    rc = mc__gate_init(e);
+    if (rc) {
+        mc__free(e);
+        goto out;
+    }
     rc = mc__mutex_init_all(e);
     if (rc) {
+        mc__gate_destroy(e);
         mc__free(e);
         goto out;
     }
@@ -171,7 +177,7 @@ static int mc__engine_listen(mc_engine_t *e, const mc_engine_options_t *opts, in
     return fd;
 }
 
-int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
+static int mc__engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
     const char *meta;
     int p2p;
     int lfd = -1;
@@ -254,16 +260,24 @@ out:
     return rc;
 }
 
-void mc_engine_destroy(mc_engine_t *e) {
-    if (!e)
-        return;
+int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
+    int rc;
+    MC__GATED(e, rc, mc__engine_init(e, opts));
+    return rc;
+}
+
+/* What close frees, once no call is inside the gate. */
+static void mc__engine_release(mc_engine_t *e) {
     if (e->initialized)
         mc__meta_unpublish(e);
     mc__server_stop(e->server);
+    e->server = NULL;
     mc__transports_close(e);
     for (size_t i = 0; i < e->npeers; i++)
         mc__peer_destroy(e->peers[i]);
     mc__free(e->peers);
+    e->peers = NULL;
+    e->npeers = e->peers_cap = 0;
     for (size_t i = 0; i < e->nslots; i++) {
         mc__batch_t *b = e->slots[i].b;
         if (!b)
@@ -274,9 +288,39 @@ void mc_engine_destroy(mc_engine_t *e) {
         mc__free(b);
     }
     mc__free(e->slots);
-    /* what peers map of ours stops being served (shm bumps the generation they watch) before
-     * the registered memory below is released */
+    e->slots = NULL;
+    e->nslots = e->slots_cap = 0;
+    /* what peers map of ours stops being served (shm bumps the generation they watch); the
+     * managed memory itself stays mapped until destroy (below), so a caller that still points
+     * into it (a store whose shared engine was closed under it) fails its calls, not crashes */
     mc__transports_release(e);
+    mc__notify_clear(e);
+    pthread_mutex_destroy(&e->peers_lock);
+    pthread_mutex_destroy(&e->batches_lock);
+    pthread_mutex_destroy(&e->notify_lock);
+    mc__meta_etcd_close(e->etcd);
+    e->etcd = NULL;
+    mc__free(e->metadata_url);
+    e->metadata_url = NULL;
+}
+
+void mc_engine_close(mc_engine_t *e) {
+    if (!e || !mc__gate_shut(e))
+        return;
+    /* waiters on batches give up now, transfers waiting on peers end now (a stalled peer would
+     * hold a synchronous transfer, and so the close, until its deadline); every other call
+     * inside ends by its own deadline */
+    mc__batches_wake(e);
+    mc__transports_interrupt(e);
+    mc__gate_wait_calls(e);
+    mc__engine_release(e);
+    mc__gate_mark_closed(e);
+}
+
+void mc_engine_destroy(mc_engine_t *e) {
+    if (!e)
+        return;
+    mc_engine_close(e);
     for (size_t i = 0; i < e->reg.n; i++) {
         mc__region_t *g = &e->reg.regions[i];
         if (g->memfd >= 0) {
@@ -285,12 +329,7 @@ void mc_engine_destroy(mc_engine_t *e) {
         }
     }
     mc__reg_destroy(&e->reg);
-    mc__notify_clear(e);
-    pthread_mutex_destroy(&e->peers_lock);
-    pthread_mutex_destroy(&e->batches_lock);
-    pthread_mutex_destroy(&e->notify_lock);
-    mc__meta_etcd_close(e->etcd);
-    mc__free(e->metadata_url);
+    mc__gate_destroy(e);
     mc__free(e);
 }
 
@@ -320,6 +359,7 @@ const char *mc_engine_protocol(const mc_engine_t *e) {
 }
 
 int mc_engine_get_stats(mc_engine_t *e, const char *transport, uint64_t *tasks, uint64_t *bytes) {
+    /* the counters are atomics inside the engine struct, which only destroy frees: no gate */
     for (int i = 0; e && transport && i < MC__TP_COUNT; i++) {
         if (strcmp(mc__transport_get(i)->name, transport))
             continue;

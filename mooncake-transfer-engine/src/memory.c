@@ -22,12 +22,8 @@ static int mc__location_ok(const char *location) {
     return !location || strlen(location) < sizeof(((mc__region_t *)0)->location);
 }
 
-int mc_engine_register_memory(mc_engine_t *e, void *addr, size_t len, const char *location) {
-    return mc_engine_register_memory_batch(e, &addr, &len, 1, location);
-}
-
-int mc_engine_register_memory_batch(mc_engine_t *e, void *const *addrs, const size_t *lens,
-                                    size_t n, const char *location) {
+static int mc__register_batch(mc_engine_t *e, void *const *addrs, const size_t *lens, size_t n,
+                              const char *location) {
     mc__region_t one;
     mc__region_t *gs = &one;
     int rc = MC_ERR_INVALID_ARGUMENT;
@@ -92,16 +88,67 @@ out:
     return rc;
 }
 
+int mc_engine_register_memory(mc_engine_t *e, void *addr, size_t len, const char *location) {
+    int rc;
+    MC__GATED(e, rc, mc__register_batch(e, &addr, &len, 1, location));
+    return rc;
+}
+
+int mc_engine_register_memory_batch(mc_engine_t *e, void *const *addrs, const size_t *lens,
+                                    size_t n, const char *location) {
+    int rc;
+    MC__GATED(e, rc, mc__register_batch(e, addrs, lens, n, location));
+    return rc;
+}
+
 int mc_engine_unregister_memory(mc_engine_t *e, void *addr) {
-    return mc__unregister(e, &addr, 1, 0, NULL);
+    int rc;
+    MC__GATED(e, rc, mc__unregister(e, &addr, 1, 0, NULL));
+    return rc;
 }
 
 int mc_engine_unregister_memory_batch(mc_engine_t *e, void *const *addrs, size_t n) {
-    return mc__unregister(e, addrs, n, 0, NULL);
+    int rc;
+    MC__GATED(e, rc, mc__unregister(e, addrs, n, 0, NULL));
+    return rc;
 }
 
-int mc_engine_alloc_managed(mc_engine_t *e, size_t len, void **out) {
-    return mc_engine_alloc_managed_epoch(e, len, 0, out);
+int mc_engine_is_registered(mc_engine_t *e, const void *addr, size_t len) {
+    int rc;
+    if (!addr || !len)
+        return MC_ERR_INVALID_ARGUMENT;
+    MC__GATED(e, rc,
+              mc__reg_contains(&e->reg, (uint64_t)(uintptr_t)addr, len, 0)
+                  ? 0
+                  : MC_ERR_ADDRESS_NOT_REGISTERED);
+    return rc;
+}
+
+/* The copy runs with the region pinned, as a remote access does: an unregister (or the next
+ * incarnation's free_managed) of that memory waits for it, and a copy naming a gone epoch is
+ * refused, so a caller copying into its own segment needs no lock of its own around it. */
+static int mc__local_copy(mc_engine_t *e, int opcode, void *local, uint64_t addr, size_t len,
+                          uint64_t epoch) {
+    mc__pin_t pin;
+    int rc;
+    if ((opcode != MC_OPCODE_READ && opcode != MC_OPCODE_WRITE) || !local || !len || !addr)
+        return MC_ERR_INVALID_ARGUMENT;
+    rc = mc__reg_pin(&e->reg, addr, len, epoch, -1, &pin);
+    if (rc)
+        return rc;
+    if (opcode == MC_OPCODE_WRITE)
+        memcpy((void *)(uintptr_t)addr, local, len);
+    else
+        memcpy(local, (const void *)(uintptr_t)addr, len);
+    mc__reg_unpin(&e->reg, &pin);
+    return 0;
+}
+
+int mc_engine_local_copy(mc_engine_t *e, int opcode, void *local, uint64_t addr, size_t len,
+                         uint64_t epoch) {
+    int rc;
+    MC__GATED(e, rc, mc__local_copy(e, opcode, local, addr, len, epoch));
+    return rc;
 }
 
 /* Engine-managed memory lives in a memfd, so that a same-host transport can hand it to a peer
@@ -134,7 +181,7 @@ static int mc__memfd_alloc(size_t len, int *fd, void **addr, size_t *map_len) {
     return 0;
 }
 
-int mc_engine_alloc_managed_epoch(mc_engine_t *e, size_t len, uint64_t epoch, void **out) {
+static int mc__alloc_managed(mc_engine_t *e, size_t len, uint64_t epoch, void **out) {
     mc__region_t g;
     void *p = NULL;
     size_t map_len = 0;
@@ -166,7 +213,19 @@ out:
     return rc;
 }
 
-int mc_engine_free_managed(mc_engine_t *e, void *addr) {
+int mc_engine_alloc_managed(mc_engine_t *e, size_t len, void **out) {
+    int rc;
+    MC__GATED(e, rc, mc__alloc_managed(e, len, 0, out));
+    return rc;
+}
+
+int mc_engine_alloc_managed_epoch(mc_engine_t *e, size_t len, uint64_t epoch, void **out) {
+    int rc;
+    MC__GATED(e, rc, mc__alloc_managed(e, len, epoch, out));
+    return rc;
+}
+
+static int mc__free_managed(mc_engine_t *e, void *addr) {
     mc__region_t g;
     int rc = mc__unregister(e, &addr, 1, 1, &g);
     if (rc)
@@ -179,4 +238,10 @@ int mc_engine_free_managed(mc_engine_t *e, void *addr) {
     munmap(addr, g.map_len);
     close(g.memfd);
     return 0;
+}
+
+int mc_engine_free_managed(mc_engine_t *e, void *addr) {
+    int rc;
+    MC__GATED(e, rc, mc__free_managed(e, addr));
+    return rc;
 }

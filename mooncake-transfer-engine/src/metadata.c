@@ -122,7 +122,7 @@ static int mc__meta_peer_alive(mc_engine_t *e, const char *host, uint16_t port) 
 
 /* The reference's sendProbe: where the peer's RPC port is comes from its name (P2PHANDSHAKE)
  * or from the metadata service (its published descriptor), then one PING must be answered. */
-int mc_engine_probe(mc_engine_t *e, const char *peer_segment) {
+static int mc__probe(mc_engine_t *e, const char *peer_segment) {
     char host[MC__TE_NAME_MAX];
     uint16_t port = 0;
     mc__desc_t *d = NULL;
@@ -270,5 +270,11 @@ int mc__meta_fetch(mc_engine_t *e, const char *name, mc__desc_t **out) {
     rc = e->metadata_url ? mc__meta_fetch_http(e, name, out) : mc__meta_fetch_p2p(e, name, out);
     if (!rc)
         mc__transports_desc_parsed(*out); /* each transport reads its own part */
+    return rc;
+}
+
+int mc_engine_probe(mc_engine_t *e, const char *peer_segment) {
+    int rc;
+    MC__GATED(e, rc, mc__probe(e, peer_segment));
     return rc;
 }

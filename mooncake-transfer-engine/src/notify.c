@@ -83,24 +83,26 @@ static int mc__notify_remote(mc_engine_t *e, mc__peer_t *p, const mc_buf_t *fram
     return rc;
 }
 
-int mc_engine_notify_send(mc_engine_t *e, const char *peer_segment, const char *name,
-                          const void *msg, size_t len) {
-    mc_segment_id_t id = 0;
+static int mc__notify_args_ok(const char *name, const void *msg, size_t len) {
+    return name && (msg || !len) && len <= MC__TE_MAX_NOTIFY_MSG &&
+           strlen(name) <= MC__TE_MAX_NOTIFY_NAME;
+}
+
+/* Sends to segment id (open, or MC_LOCAL_SEGMENT_ID). */
+static int mc__notify_to(mc_engine_t *e, mc_segment_id_t id, const char *name, const void *msg,
+                         size_t len) {
     mc__peer_t *p;
     mc_buf_t b;
-    int rc = MC_ERR_INVALID_ARGUMENT;
+    int rc;
     mc__buf_init(&b);
-    if (!e || !e->initialized || !peer_segment || !name || (!msg && len) ||
-        len > MC__TE_MAX_NOTIFY_MSG || strlen(name) > MC__TE_MAX_NOTIFY_NAME)
-        goto out;
-    rc = mc_engine_open_segment(e, peer_segment, &id);
-    if (rc)
-        goto out;
     if (id == MC_LOCAL_SEGMENT_ID) {
         rc = mc__notify_push(e, e->name, strlen(e->name), name, strlen(name), msg, len);
         goto out;
     }
     p = mc__peer_get(e, id);
+    rc = MC_ERR_INVALID_ARGUMENT;
+    if (!p)
+        goto out;
     rc = mc__te_encode_notify(&b, 1, e->name, name, msg ? msg : "", len);
     if (!rc)
         rc = mc__notify_remote(e, p, &b);
@@ -109,8 +111,46 @@ out:
     return rc;
 }
 
-int mc_engine_notifies_fetch(mc_engine_t *e, mc_notify_t **out, size_t *count) {
-    if (!e || !out || !count)
+static int mc__notify_send(mc_engine_t *e, const char *peer_segment, const char *name,
+                           const void *msg, size_t len) {
+    mc_segment_id_t id = 0;
+    int rc;
+    if (!e->initialized || !peer_segment || !mc__notify_args_ok(name, msg, len))
+        return MC_ERR_INVALID_ARGUMENT;
+    rc = mc__segment_open(e, peer_segment, &id);
+    return rc ? rc : mc__notify_to(e, id, name, msg, len);
+}
+
+int mc_engine_notify_send(mc_engine_t *e, const char *peer_segment, const char *name,
+                          const void *msg, size_t len) {
+    int rc;
+    MC__GATED(e, rc, mc__notify_send(e, peer_segment, name, msg, len));
+    return rc;
+}
+
+/* The reference's transfer with a notify: the receiver may act on the notify as soon as it sees
+ * it, so it goes only after every byte landed, to the one segment the requests target. */
+static int mc__transfer_sync_notify(mc_engine_t *e, const mc_request_t *reqs, size_t n,
+                                    const char *name, const void *msg, size_t len) {
+    int rc;
+    if (!e->initialized || !reqs || !n || !mc__notify_args_ok(name, msg, len))
+        return MC_ERR_INVALID_ARGUMENT;
+    for (size_t i = 1; i < n; i++)
+        if (reqs[i].target_id != reqs[0].target_id)
+            return MC_ERR_INVALID_ARGUMENT;
+    rc = mc__transfer_sync_each(e, reqs, n, NULL);
+    return rc ? rc : mc__notify_to(e, reqs[0].target_id, name, msg, len);
+}
+
+int mc_engine_transfer_sync_notify(mc_engine_t *e, const mc_request_t *reqs, size_t n,
+                                   const char *name, const void *msg, size_t len) {
+    int rc;
+    MC__GATED(e, rc, mc__transfer_sync_notify(e, reqs, n, name, msg, len));
+    return rc;
+}
+
+static int mc__notifies_fetch(mc_engine_t *e, mc_notify_t **out, size_t *count) {
+    if (!out || !count)
         return MC_ERR_INVALID_ARGUMENT;
     pthread_mutex_lock(&e->notify_lock);
     *out = e->notifies;
@@ -120,6 +160,12 @@ int mc_engine_notifies_fetch(mc_engine_t *e, mc_notify_t **out, size_t *count) {
     e->notify_bytes = 0;
     pthread_mutex_unlock(&e->notify_lock);
     return 0;
+}
+
+int mc_engine_notifies_fetch(mc_engine_t *e, mc_notify_t **out, size_t *count) {
+    int rc;
+    MC__GATED(e, rc, mc__notifies_fetch(e, out, count));
+    return rc;
 }
 
 void mc_engine_notifies_free(mc_notify_t *arr, size_t count) {

@@ -91,7 +91,10 @@ int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t 
     for (int attempt = 0; attempt < 2; attempt++) {
         int rc;
         pthread_mutex_lock(&p->lock);
-        if (p->desc && !p->stale) {
+        /* after our own re-fetch the descriptor is current enough for this request even when
+         * another thread marked it stale meanwhile (a close_segment, a failed transfer): that
+         * is news for the next request, not a reason to refuse this one */
+        if (p->desc && (!p->stale || attempt)) {
             long i = mc__desc_find(p->desc, addr, len);
             if (i >= 0 && (epoch == 0 || p->desc->bufs[i].epoch == epoch)) {
                 *shm_id = p->desc->bufs[i].shm_id;
@@ -116,7 +119,15 @@ int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t 
     return MC_ERR_ADDRESS_NOT_REGISTERED;
 }
 
-int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
+/* The id of the segment already open by that name (no I/O), or -1; caller holds peers_lock. */
+static mc_segment_id_t mc__segment_find_locked(mc_engine_t *e, const char *name) {
+    for (size_t i = 0; i < e->npeers; i++)
+        if (!strcmp(e->peers[i]->name, name))
+            return (mc_segment_id_t)i + 1;
+    return -1;
+}
+
+int mc__segment_open(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
     mc__peer_t *p = NULL;
     mc__desc_t *d = NULL;
     int rc = MC_ERR_INVALID_ARGUMENT;
@@ -128,15 +139,12 @@ int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *ou
         goto out;
     }
     pthread_mutex_lock(&e->peers_lock);
-    for (size_t i = 0; i < e->npeers; i++) {
-        if (!strcmp(e->peers[i]->name, name)) {
-            *out = (mc_segment_id_t)i + 1;
-            pthread_mutex_unlock(&e->peers_lock);
-            rc = 0;
-            goto out;
-        }
-    }
+    *out = mc__segment_find_locked(e, name);
     pthread_mutex_unlock(&e->peers_lock);
+    if (*out > 0) {
+        rc = 0;
+        goto out;
+    }
     rc = mc__meta_fetch(e, name, &d);
     if (rc)
         goto out;
@@ -148,13 +156,11 @@ int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *ou
     d = NULL;
     mc__peer_set_addr(e, p, p->desc);
     pthread_mutex_lock(&e->peers_lock);
-    for (size_t i = 0; i < e->npeers; i++) {
-        if (!strcmp(e->peers[i]->name, name)) { /* opened concurrently */
-            *out = (mc_segment_id_t)i + 1;
-            pthread_mutex_unlock(&e->peers_lock);
-            rc = 0;
-            goto out;
-        }
+    *out = mc__segment_find_locked(e, name); /* opened concurrently */
+    if (*out > 0) {
+        pthread_mutex_unlock(&e->peers_lock);
+        rc = 0;
+        goto out;
     }
     if (e->npeers == e->peers_cap) {
         size_t ncap = e->peers_cap ? e->peers_cap * 2 : 8;
@@ -177,16 +183,80 @@ out:
     return rc;
 }
 
-int mc_engine_close_segment(mc_engine_t *e, mc_segment_id_t id) {
-    if (!e)
-        return MC_ERR_INVALID_ARGUMENT;
-    /* Ids stay valid for the engine's life (in-flight tasks refer to the peer); closing only
-     * checks the id. */
-    return id == MC_LOCAL_SEGMENT_ID || mc__peer_get(e, id) ? 0 : MC_ERR_INVALID_ARGUMENT;
+int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
+    int rc;
+    MC__GATED(e, rc, mc__segment_open(e, name, out));
+    return rc;
 }
 
-int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,
-                                   uint64_t *len) {
+int mc_engine_segment_id(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
+    int rc;
+    if (!name || !*name || !out)
+        return MC_ERR_INVALID_ARGUMENT;
+    rc = mc__engine_enter(e);
+    if (rc)
+        return rc;
+    if (e->initialized && !strcmp(name, e->name)) {
+        *out = MC_LOCAL_SEGMENT_ID;
+    } else {
+        pthread_mutex_lock(&e->peers_lock);
+        *out = mc__segment_find_locked(e, name);
+        pthread_mutex_unlock(&e->peers_lock);
+        if (*out < 0)
+            rc = MC_ERR_INVALID_ARGUMENT;
+    }
+    mc__engine_leave(e);
+    return rc;
+}
+
+static int mc__segment_name(mc_engine_t *e, mc_segment_id_t id, char *buf, size_t cap) {
+    const char *name = NULL;
+    mc__peer_t *p;
+    if (!buf || !cap)
+        return MC_ERR_INVALID_ARGUMENT;
+    if (id == MC_LOCAL_SEGMENT_ID) {
+        name = e->initialized ? e->name : NULL;
+    } else {
+        p = mc__peer_get(e, id);
+        name = p ? p->name : NULL; /* set at creation, never changed: no lock needed */
+    }
+    if (!name || strlen(name) >= cap)
+        return MC_ERR_INVALID_ARGUMENT;
+    memcpy(buf, name, strlen(name) + 1);
+    return 0;
+}
+
+int mc_engine_segment_name(mc_engine_t *e, mc_segment_id_t id, char *buf, size_t cap) {
+    int rc;
+    MC__GATED(e, rc, mc__segment_name(e, id, buf, cap));
+    return rc;
+}
+
+/* Why closing keeps the peer entry: tasks in flight to the segment point at it, and a segment id
+ * must never come to name another segment. So a close forgets what may be out of date (the
+ * cached descriptor is marked stale, idle pooled connections are closed) and leaves the tasks in
+ * flight alone: they end on the connections they hold, as if no close had happened. The next
+ * request to the id re-fetches the descriptor, which is what a caller that suspects a restarted
+ * peer wants. */
+static int mc__segment_close(mc_engine_t *e, mc_segment_id_t id) {
+    mc__peer_t *p;
+    if (id == MC_LOCAL_SEGMENT_ID)
+        return 0;
+    p = mc__peer_get(e, id);
+    if (!p)
+        return MC_ERR_INVALID_ARGUMENT;
+    mc__peer_mark_broken(p);
+    return 0;
+}
+
+int mc_engine_close_segment(mc_engine_t *e, mc_segment_id_t id) {
+    int rc;
+    MC__GATED(e, rc, mc__segment_close(e, id));
+    return rc;
+}
+
+static int mc__segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,
+                                    uint64_t *len) {
     mc__peer_t *p;
     int rc;
     if (!e || !addr || !len)
@@ -215,4 +285,11 @@ int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t 
     }
     pthread_mutex_unlock(&p->lock);
     return 0;
+}
+
+int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,
+                                   uint64_t *len) {
+    int rc;
+    MC__GATED(e, rc, mc__segment_first_buffer(e, id, addr, len));
+    return rc;
 }

@@ -132,5 +132,7 @@ out:
 }
 
 int mc_engine_batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n) {
-    return mc__batch_submit(e, id, reqs, n, 0);
+    int rc;
+    MC__GATED(e, rc, mc__batch_submit(e, id, reqs, n, 0));
+    return rc;
 }

@@ -88,6 +88,14 @@ typedef struct mc__fabric mc__fabric_t;
 
 struct mc_engine {
     int initialized;
+    /* Calls in flight and the close (gate.c): every public call but destroy enters the gate
+     * and leaves it when it returns; close shuts the gate, wakes waiters and waits for the
+     * calls inside before it releases anything they could touch. */
+    pthread_mutex_t gate_lock;
+    pthread_cond_t gate_cond;
+    _Atomic long gate_calls;
+    _Atomic int closing;
+    int closed; /* resources released (under gate_lock) */
     char name[MC__TE_NAME_MAX];
     char host[MC__TE_NAME_MAX];
     uint16_t port;
@@ -128,6 +136,29 @@ struct mc_engine {
     _Atomic uint64_t stat_bytes[MC__TP_COUNT];
 };
 
+/* gate.c. enter: 0, MC_ERR_INVALID_ARGUMENT for a NULL engine, MC_ERR_CONTEXT once a close
+ * began (nothing entered then; do not leave). */
+int mc__gate_init(mc_engine_t *e);
+void mc__gate_destroy(mc_engine_t *e);
+int mc__engine_enter(mc_engine_t *e);
+void mc__engine_leave(mc_engine_t *e);
+/* 1 once a close began: waits that callers could repeat give up (batch_wait). */
+int mc__engine_closing(const mc_engine_t *e);
+/* Shuts the gate: 1 for the one caller that must now wait and release (mc__gate_wait_calls,
+ * then mc__gate_mark_closed), 0 for the others, which return once it is released. */
+int mc__gate_shut(mc_engine_t *e);
+void mc__gate_wait_calls(mc_engine_t *e);
+void mc__gate_mark_closed(mc_engine_t *e);
+/* rc = call, inside the gate (rc = the gate's code when it is shut). */
+#define MC__GATED(e, rc, call)                                                                     \
+    do {                                                                                           \
+        (rc) = mc__engine_enter(e);                                                                \
+        if ((rc) == 0) {                                                                           \
+            (rc) = (call);                                                                         \
+            mc__engine_leave(e);                                                                   \
+        }                                                                                          \
+    } while (0)
+
 /* engine.c */
 int mc__engine_desc_json(mc_engine_t *e, char **json);
 /* A new connection to a peer's RPC port, authenticated when a cluster secret is set: the fd,
@@ -155,6 +186,8 @@ int mc__peer_refresh(mc_engine_t *e, mc__peer_t *p);
 int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t len, uint64_t epoch,
                          int64_t *shm_id, int *same_host, uint32_t *reach);
 void mc__peer_mark_broken(mc__peer_t *p);
+/* mc_engine_open_segment inside the gate. */
+int mc__segment_open(mc_engine_t *e, const char *name, mc_segment_id_t *out);
 void mc__peer_destroy(mc__peer_t *p);
 
 /* batch.c */
@@ -162,6 +195,17 @@ mc__batch_t *mc__batch_acquire(mc_engine_t *e, mc_batch_id_t id);
 void mc__batch_release(mc_engine_t *e, mc__batch_t *b);
 /* Ends a task (status COMPLETED/FAILED/TIMEOUT) and wakes waiters. */
 void mc__task_finish(mc__task_t *t, int status, int error);
+/* The batch calls without the gate, for calls that are already inside it. wait: with
+ * until_done it waits for the tasks even when a close begins (a synchronous call must not
+ * return while its tasks may still touch the caller's memory); without, a close ends it with
+ * MC_ERR_CONTEXT. */
+int mc__batch_alloc(mc_engine_t *e, size_t batch_size, mc_batch_id_t *out);
+int mc__batch_wait(mc_engine_t *e, mc_batch_id_t id, int timeout_ms, int until_done);
+int mc__batch_free(mc_engine_t *e, mc_batch_id_t id);
+int mc__task_status(mc_engine_t *e, mc_batch_id_t id, size_t task, mc_task_state_t *out);
+int mc__transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors);
+/* Wakes every batch waiter (a close began). */
+void mc__batches_wake(mc_engine_t *e);
 /* submit.c: mc_engine_batch_submit, and with run_here a single tcp request that fits one slice
  * runs on the calling thread before this returns (for callers that wait right after). */
 int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n,

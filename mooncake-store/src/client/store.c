@@ -36,7 +36,6 @@ int mc_store_create(mc_store_t **out) {
     pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&s->hb_mu, NULL);
     pthread_cond_init(&s->hb_cv, NULL);
-    pthread_mutex_init(&s->seg_mu, NULL);
     pthread_mutex_init(&s->sus_mu, NULL);
     pthread_rwlock_init(&s->reg_lock, NULL);
     pthread_rwlock_init(&s->seg_rw, NULL);
@@ -154,7 +153,7 @@ static int mc__setup_engine(mc_store_t *s) {
     }
     rc = mc_engine_create(&s->engine);
     if (rc != 0)
-        return MC_ERR_INTERNAL_ERROR;
+        return mc__store_engine_code_for(rc, MC__ENG_SETUP);
     s->own_engine = 1;
     memset(&eo, 0, sizeof(eo));
     eo.local_server_name = s->cfg.local_hostname;
@@ -174,9 +173,7 @@ static int mc__setup_engine(mc_store_t *s) {
     rc = mc_engine_init(s->engine, &eo);
     if (rc != 0) {
         MC_ERROR("store: transfer engine init failed: %s", mc_strerror(rc));
-        /* a setup that cannot start its engine (port taken, bad metadata URL, ...) is a setup
-         * with parameters that do not work here */
-        rc = rc == MC_ERR_MEMORY ? MC_ERR_INTERNAL_ERROR : MC_ERR_INVALID_PARAMS;
+        rc = mc__store_engine_code_for(rc, MC__ENG_SETUP);
     }
     return rc;
 }
@@ -222,7 +219,7 @@ static int mc__store_new_incarnation(void *ctx, const char *name, uint64_t size,
     if (rc != 0) {
         MC_ERROR("store: cannot allocate a new incarnation of the %llu-byte segment: %s",
                  (unsigned long long)size, mc_strerror(rc));
-        return MC_ERR_NO_AVAILABLE_HANDLE;
+        return mc__store_engine_code_for(rc, MC__ENG_ALLOC);
     }
     MC_WARN("store: the master forgot segment %s; serving a new incarnation of it (its old "
             "contents are dropped)",
@@ -239,7 +236,7 @@ static int mc__setup_memory(mc_store_t *s) {
         if (rc != 0) {
             MC_ERROR("store: cannot allocate a %llu-byte global segment: %s",
                      (unsigned long long)s->cfg.global_segment_size, mc_strerror(rc));
-            return MC_ERR_NO_AVAILABLE_HANDLE;
+            return mc__store_engine_code_for(rc, MC__ENG_ALLOC);
         }
         pthread_rwlock_wrlock(&s->seg_rw);
         s->segment = p;
@@ -252,7 +249,7 @@ static int mc__setup_memory(mc_store_t *s) {
         if (rc != 0) {
             MC_ERROR("store: cannot allocate a %llu-byte local buffer: %s",
                      (unsigned long long)s->cfg.local_buffer_size, mc_strerror(rc));
-            return MC_ERR_NO_AVAILABLE_HANDLE;
+            return mc__store_engine_code_for(rc, MC__ENG_ALLOC);
         }
         s->staging_mem = p;
         mc__staging_fini(&s->staging);
@@ -295,7 +292,6 @@ static void mc__teardown(mc_store_t *s) {
     mc__dummy_disconnect(s);
     mc__master_client_close(s->master);
     s->master = NULL;
-    mc__store_segments_clear(s);
     pthread_rwlock_wrlock(&s->seg_rw);
     if (s->engine && s->segment)
         mc_engine_free_managed(s->engine, s->segment);
@@ -472,7 +468,6 @@ void mc_store_destroy(mc_store_t *s) {
     (void)mc__store_release(s, 1);
     mc__staging_fini(&s->staging);
     mc__free(s->regs);
-    mc__free(s->segs);
     mc__put_sessions_fini(&s->sessions);
     mc__free(s->extras);
     pthread_mutex_destroy(&s->extras_mu);
@@ -481,7 +476,6 @@ void mc_store_destroy(mc_store_t *s) {
     pthread_rwlock_destroy(&s->reg_lock);
     pthread_rwlock_destroy(&s->seg_rw);
     pthread_rwlock_destroy(&s->op_lock);
-    pthread_mutex_destroy(&s->seg_mu);
     pthread_mutex_destroy(&s->sus_mu);
     pthread_cond_destroy(&s->hb_cv);
     pthread_mutex_destroy(&s->hb_mu);

@@ -13,11 +13,6 @@
 
 enum { MC__STORE_NEW = 0, MC__STORE_READY = 1, MC__STORE_CLOSED = 2 };
 
-typedef struct mc__seg_entry {
-    char name[MC_MP_MAX_SEGMENT_NAME + 1];
-    mc_segment_id_t id;
-} mc__seg_entry_t;
-
 /* A peer segment whose transfer failed lately: readers try it last until `until_ms`, and its
  * failures are logged once per MC__SUSPECT_WARN_MS (the master needs client_ttl to notice a dead
  * owner; until then every replica list still names it). */
@@ -71,10 +66,6 @@ struct mc_store {
     pthread_cond_t hb_cv;
     _Atomic int master_ok;
 
-    pthread_mutex_t seg_mu; /* segment-name -> engine segment id cache */
-    mc__seg_entry_t *segs;
-    size_t nsegs, segs_cap;
-
     pthread_mutex_t sus_mu;
     mc__suspect_t suspects[MC__SUSPECTS];
 
@@ -92,7 +83,11 @@ struct mc_store {
     struct mc__dconn *dconns; /* never held around I/O: a reader takes one out while it reads */
     size_t n_dconns;
 
-    pthread_rwlock_t reg_lock; /* user buffers registered for zero copy */
+    /* The user buffers this client registered (mc_store_register_buffer), kept only so that a
+     * close unregisters them from a shared engine and an unregister refuses what it did not
+     * register; whether memory is registered the engine answers (mc_engine_is_registered). A
+     * dummy client has no engine: for it this is the table of pool ranges it mapped. */
+    pthread_rwlock_t reg_lock;
     mc_store_iov_t *regs;
     size_t nregs, regs_cap;
 };
@@ -141,9 +136,19 @@ static inline int mc__store_batch_check(mc_store_t *s, size_t n, int have_arrays
         return rc;
     return n && !have_arrays ? MC_ERR_INVALID_PARAMS : 0;
 }
-/* The store's code for a Transfer Engine code: store calls never return an engine code raw, since
- * the two tables give some numbers other meanings (-102 is SOCKET to the engine and
- * SEGMENT_ALREADY_EXISTS to the store). */
+/* engine_code.c: the store's code for a Transfer Engine code, by what the store asked the engine
+ * for. Store calls never return an engine code raw, since the two tables give some numbers other
+ * meanings (-102 is SOCKET to the engine and SEGMENT_ALREADY_EXISTS to the store); every engine
+ * code a store call surfaces goes through here. MC_ERR_CONTEXT (the engine was closed under us)
+ * is MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS for every op. */
+enum {
+    MC__ENG_MEMORY = 0, /* registering or unregistering caller memory; other calls */
+    MC__ENG_SETUP,      /* starting our own engine: INVALID_PARAMS (INTERNAL_ERROR for memory) */
+    MC__ENG_ALLOC,      /* memory for a segment: NO_AVAILABLE_HANDLE */
+    MC__ENG_TRANSFER,   /* moving bytes: TRANSFER_FAIL */
+};
+int mc__store_engine_code_for(int rc, int op);
+/* mc__store_engine_code_for(rc, MC__ENG_MEMORY) */
 int mc__store_engine_code(int rc);
 /* 0, or MC_ERR_INVALID_KEY for a NULL, empty or over-long key. */
 int mc__store_check_key(const char *key);
@@ -169,7 +174,7 @@ int mc__store_replica_is_local(mc_store_t *s, const mc__replica_desc_t *d);
  * (under seg_rw) that d is still of the current incarnation: 0 or MC_ERR_TRANSFER_FAIL. */
 int mc__store_local_copy(mc_store_t *s, int opcode, const mc__replica_desc_t *d, uint64_t off,
                          void *local, size_t len);
-/* The engine's id for a peer segment, opened once and cached. */
+/* The engine's id for a peer segment (the engine opens it once and keeps it). */
 int mc__store_segment_id(mc_store_t *s, const char *name, mc_segment_id_t *out);
 /* Batch calls: the bytes of many keys in as few engine batches as possible (see store_batch.c).
  * Read: results[i] gets kr[i]'s size or a negative code, as mc__store_read_replicas returns it.
@@ -190,11 +195,15 @@ int mc__store_batch_replicas(mc_store_t *s, const char *const *keys, size_t n,
  * returns the size or a negative code. */
 int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
                                 const mc_store_iov_t *iov, size_t iovcnt);
-/* 1 when [p, p+len) lies inside one registered user buffer or the staging buffer. */
+/* 1 when [p, p+len) lies inside one buffer registered with the engine (the staging buffer, user
+ * buffers, memory registered by other users of a shared engine); for a dummy client, inside one
+ * range it registered. */
 int mc__store_is_registered(mc_store_t *s, const void *p, size_t len);
-/* 1 when p lies inside a registered user buffer (or the staging buffer) and [p, p+len) runs
+/* 1 when p lies inside a registered buffer (as mc__store_is_registered) and [p, p+len) runs
  * past its end. */
 int mc__store_registered_overrun(mc_store_t *s, const void *p, size_t len);
+/* After a failed transfer with segment name: the engine forgets what it cached about it
+ * (mc_engine_close_segment), so the next transfer fetches its descriptor again. */
 void mc__store_forget_segment(mc_store_t *s, const char *name);
 /* 1 while a transfer with segment `name` failed within the last MC__SUSPECT_MS. */
 int mc__store_is_suspect(mc_store_t *s, const char *name);
@@ -202,7 +211,6 @@ int mc__store_is_suspect(mc_store_t *s, const char *name);
 void mc__store_suspect_failed(mc_store_t *s, const char *name, int rc);
 /* A transfer with name worked: it is healthy again. */
 void mc__store_suspect_clear(mc_store_t *s, const char *name);
-void mc__store_segments_clear(mc_store_t *s);
 /* Extra segments: unmounts those whose grace period passed (maintenance thread); unmounts and
  * releases all (teardown); the remount hook's part for them (see store_segments.c). */
 void mc__store_extras_tick(mc_store_t *s);

@@ -141,7 +141,7 @@ static int mc__alloc_mount_impl(mc_store_t *s, uint64_t size, char id_out[37],
     if (rc != 0) {
         MC_ERROR("store: cannot allocate a %llu-byte segment: %s", (unsigned long long)rounded,
                  mc_strerror(rc));
-        return MC_ERR_NO_AVAILABLE_HANDLE;
+        return mc__store_engine_code_for(rc, MC__ENG_ALLOC);
     }
     x.addr = p;
     x.size = (size_t)rounded;
@@ -263,7 +263,7 @@ int mc__store_extras_remount(mc_store_t *s, uint64_t *base, uint64_t *epoch) {
         rc = mc_engine_alloc_managed_epoch(s->engine, x->size, e, &p);
         if (rc != 0) {
             s->extras[i] = s->extras[--s->n_extras];
-            rc = MC_ERR_NO_AVAILABLE_HANDLE;
+            rc = mc__store_engine_code_for(rc, MC__ENG_ALLOC);
             break;
         }
         x->addr = p;

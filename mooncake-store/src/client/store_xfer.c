@@ -26,27 +26,6 @@
 #define MC__SUSPECT_MS 3000
 #define MC__SUSPECT_WARN_MS 5000
 
-int mc__store_engine_code(int rc) {
-    switch (rc) {
-    case 0:
-        return 0;
-    case MC_ERR_INVALID_ARGUMENT:
-    case MC_ERR_ADDRESS_NOT_REGISTERED:
-    case MC_ERR_ADDRESS_OVERLAPPED:
-    case MC_ERR_NOT_IMPLEMENTED:
-    case MC_ERR_DNS:
-        return MC_ERR_INVALID_PARAMS; /* what the caller asked for cannot be done */
-    case MC_ERR_SOCKET:
-    case MC_ERR_REJECT_HANDSHAKE:
-    case MC_ERR_METADATA:
-    case MC_ERR_ENDPOINT:
-    case MC_ERR_CONTEXT:
-        return MC_ERR_TRANSFER_FAIL; /* a peer or the metadata service failed us */
-    default:
-        return MC_ERR_INTERNAL_ERROR;
-    }
-}
-
 int mc__store_check_key(const char *key) {
     size_t n;
     if (!key)
@@ -90,9 +69,12 @@ int mc__store_wire_config(const mc_replicate_config_t *rc, mc__replicate_config_
 int mc__store_is_registered(mc_store_t *s, const void *p, size_t len) {
     uintptr_t a = (uintptr_t)p;
     int found = 0;
+    /* the staging buffer is the common case and needs no lookup */
     if (s->staging_mem && a >= (uintptr_t)s->staging_mem &&
         a + len <= (uintptr_t)s->staging_mem + s->cfg.local_buffer_size)
         return 1;
+    if (!s->dummy)
+        return s->engine && len > 0 && mc_engine_is_registered(s->engine, p, len) == 0;
     pthread_rwlock_rdlock(&s->reg_lock);
     for (size_t i = 0; i < s->nregs && !found; i++) {
         uintptr_t b = (uintptr_t)s->regs[i].base;
@@ -159,53 +141,21 @@ out:
     return rc;
 }
 
-/* ---- segment ids ---- */
+/* ---- segment ids: the engine's (open-or-get), no copy here ---- */
 
 int mc__store_segment_id(mc_store_t *s, const char *name, mc_segment_id_t *out) {
-    int rc = 0;
-    pthread_mutex_lock(&s->seg_mu);
-    for (size_t i = 0; i < s->nsegs; i++) {
-        if (strcmp(s->segs[i].name, name) == 0) {
-            *out = s->segs[i].id;
-            goto out;
-        }
-    }
-    if (s->nsegs == s->segs_cap) {
-        size_t cap = s->segs_cap ? s->segs_cap * 2 : 8;
-        mc__seg_entry_t *n = mc__realloc(s->segs, cap * sizeof(*n));
-        if (!n) {
-            rc = MC_ERR_INTERNAL_ERROR;
-            goto out;
-        }
-        s->segs = n;
-        s->segs_cap = cap;
-    }
-    rc = mc_engine_open_segment(s->engine, name, out);
-    if (rc != 0) {
-        /* The caller reports it, once per segment and interval (see mc__store_suspect_failed). */
+    int rc = mc_engine_open_segment(s->engine, name, out);
+    /* The caller reports it, once per segment and interval (see mc__store_suspect_failed). */
+    if (rc != 0)
         MC_DEBUG("store: cannot open segment %s: %s", name, mc_strerror(rc));
-        goto out;
-    }
-    snprintf(s->segs[s->nsegs].name, sizeof(s->segs[s->nsegs].name), "%s", name);
-    s->segs[s->nsegs].id = *out;
-    s->nsegs++;
-out:
-    pthread_mutex_unlock(&s->seg_mu);
-    return rc;
+    return rc == 0 ? 0 : mc__store_engine_code_for(rc, MC__ENG_TRANSFER);
 }
 
-/* After a failed transfer the peer may have restarted: reopen it next time. */
+/* After a failed transfer the peer may have restarted: the engine re-fetches it next time. */
 void mc__store_forget_segment(mc_store_t *s, const char *name) {
-    pthread_mutex_lock(&s->seg_mu);
-    for (size_t i = 0; i < s->nsegs; i++) {
-        if (strcmp(s->segs[i].name, name) == 0) {
-            mc_engine_close_segment(s->engine, s->segs[i].id);
-            s->segs[i] = s->segs[s->nsegs - 1];
-            s->nsegs--;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&s->seg_mu);
+    mc_segment_id_t id = -1;
+    if (mc_engine_segment_id(s->engine, name, &id) == 0)
+        (void)mc_engine_close_segment(s->engine, id);
 }
 
 /* ---- suspect segments ---- */
@@ -272,14 +222,6 @@ void mc__store_suspect_clear(mc_store_t *s, const char *name) {
     pthread_mutex_unlock(&s->sus_mu);
 }
 
-void mc__store_segments_clear(mc_store_t *s) {
-    pthread_mutex_lock(&s->seg_mu);
-    for (size_t i = 0; s->engine && i < s->nsegs; i++)
-        mc_engine_close_segment(s->engine, s->segs[i].id);
-    s->nsegs = 0;
-    pthread_mutex_unlock(&s->seg_mu);
-}
-
 /* ---- moving bytes ---- */
 
 /* With seg_rw held. */
@@ -300,19 +242,17 @@ int mc__store_replica_is_local(mc_store_t *s, const mc__replica_desc_t *d) {
 
 int mc__store_local_copy(mc_store_t *s, int opcode, const mc__replica_desc_t *d, uint64_t off,
                          void *local, size_t len) {
-    int rc = MC_ERR_TRANSFER_FAIL;
-    pthread_rwlock_rdlock(&s->seg_rw);
-    /* checked again: the incarnation may have changed since the caller looked */
-    if (mc__replica_in_segment(s, d) && off <= d->size && len <= d->size - off) {
-        uint8_t *remote = (uint8_t *)(uintptr_t)(d->addr + off);
-        if (opcode == MC_OPCODE_WRITE)
-            memcpy(remote, local, len);
-        else
-            memcpy(local, remote, len);
-        rc = 0;
-    }
-    pthread_rwlock_unlock(&s->seg_rw);
-    return rc;
+    int rc;
+    /* The engine holds the buffer for the copy and copies only the incarnation the replica
+     * names (its epoch), so a new incarnation switched in meanwhile is never written or read as
+     * the old one; a placement of another client with the same epoch cannot pass the name. */
+    if (d->epoch == 0 || strcmp(d->segment_name, s->hostname) != 0 || off > d->size ||
+        len > d->size - off)
+        return MC_ERR_TRANSFER_FAIL;
+    if (len == 0)
+        return 0;
+    rc = mc_engine_local_copy(s->engine, opcode, local, d->addr + off, len, d->epoch);
+    return mc__store_engine_code_for(rc, MC__ENG_TRANSFER);
 }
 
 typedef struct mc__mover {
@@ -340,7 +280,7 @@ static int mc__flush(mc__mover_t *m) {
     m->nreqs = 0;
     if (rc != 0) /* reported by the caller, which knows which segments were involved */
         MC_DEBUG("store: transfer failed: %s", mc_strerror(rc));
-    return rc == 0 ? 0 : MC_ERR_TRANSFER_FAIL;
+    return mc__store_engine_code_for(rc, MC__ENG_TRANSFER);
 }
 
 /* local (registered) bytes <-> object bytes [off, off+len) of every replica. */
@@ -373,7 +313,7 @@ static int mc__move_registered_once(mc__mover_t *m, uint8_t *user, uint64_t off,
     int rc = mc_engine_register_memory(m->s->engine, user, len, "*");
     if (rc != 0) {
         MC_ERROR("store: cannot register caller memory: %s", mc_strerror(rc));
-        return MC_ERR_INVALID_PARAMS;
+        return mc__store_engine_code(rc);
     }
     rc = mc__add(m, user, off, len);
     if (rc == 0)

@@ -412,6 +412,58 @@ static void test_batch_beyond_staging(void **state) {
     }
 }
 
+/* A store on a shared engine that its owner closes under it: every store call then answers with
+ * a store code (UNAVAILABLE_IN_CURRENT_STATUS where the engine refused it), never the engine's
+ * -202 and never a crash, and the other clients keep working. Before the close, memory the
+ * engine's owner registered counts as registered for the store (the engine answers). */
+static void test_shared_engine_closed_under_store(void **state) {
+    fixture_t *f = *state;
+    mc_engine_options_t eo = {.local_server_name = "127.0.0.1", .protocol = "tcp"};
+    mc_store_config_t c;
+    mc_engine_t *e = NULL;
+    mc_store_t *s = NULL;
+    uint8_t *v = pattern(MIB, 41), *out = malloc(MIB);
+    uint8_t *mine = malloc(MIB);
+    char id[37];
+    int64_t n;
+    int rc;
+    assert_int_equal(mc_engine_create(&e), 0);
+    assert_int_equal(mc_engine_init(e, &eo), 0);
+    mc_store_config_init(&c);
+    snprintf(c.local_hostname, sizeof(c.local_hostname), "127.0.0.1");
+    snprintf(c.master_server_addr, sizeof(c.master_server_addr), "%s", f->m.addr);
+    c.global_segment_size = 0;
+    c.local_buffer_size = 4 * MIB;
+    c.engine = e;
+    assert_int_equal(mc_store_create(&s), 0);
+    assert_int_equal(mc_store_setup(s, &c), 0);
+    /* registered by the engine's owner, not through the store: read into it zero-copy */
+    assert_int_equal(mc_engine_register_memory(e, mine, MIB, "*"), 0);
+    assert_int_equal(mc_store_put(f->node, "shared-eng", v, MIB, NULL), 0);
+    assert_int_equal(mc_store_get_into(s, "shared-eng", mine, MIB), (int64_t)MIB);
+    assert_true(XXH64(mine, MIB, 0) == XXH64(v, MIB, 0));
+    /* an unregister of memory the store did not register is refused, the engine keeps it */
+    assert_int_equal(mc_store_unregister_buffer(s, mine), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_engine_is_registered(e, mine, MIB), 0);
+
+    mc_engine_close(e);
+    assert_int_equal(mc_store_register_buffer(s, out, MIB), MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+    assert_int_equal(mc_store_allocate_and_mount_segment(s, MIB, id, NULL),
+                     MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+    n = mc_store_get_into(s, "shared-eng", out, MIB);
+    assert_true(n < 0 && n != MC_ERR_CONTEXT);
+    rc = mc_store_put(s, "shared-eng-2", v, MIB, NULL);
+    assert_true(rc < 0 && rc != MC_ERR_CONTEXT);
+    /* the others lost nothing */
+    assert_int_equal(mc_store_get_into(f->pure, "shared-eng", out, MIB), (int64_t)MIB);
+    assert_true(XXH64(out, MIB, 0) == XXH64(v, MIB, 0));
+    mc_store_destroy(s);
+    mc_engine_destroy(e);
+    free(mine);
+    free(out);
+    free(v);
+}
+
 static void test_master_down(void **state) {
     mc_store_config_t c;
     mc_store_t *s = NULL;
@@ -438,6 +490,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_writer_dies_mid_put, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_dead_owner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_beyond_staging, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shared_engine_closed_under_store, setup, teardown),
         cmocka_unit_test(test_master_down),
     };
     if (argc < 2) {

@@ -75,7 +75,6 @@ void destroyTransferEngine(transfer_engine_t engine) {
     if (!c)
         return;
     mc_engine_destroy(c->engine);
-    mc__compat_segments_free(c);
     mc__compat_batches_free(c);
     pthread_mutex_destroy(&c->mu);
     mc__free(c);

@@ -1,6 +1,6 @@
 /* State behind a transfer_engine_t: the mc engine plus what the reference interface needs and the
- * mc API does not keep (segment id -> name for genNotifyInEngine, per-batch task counts and the
- * deferred notify of submitTransferWithNotify). */
+ * mc API does not keep (per-batch task counts and the deferred notify of
+ * submitTransferWithNotify). Segment names are the engine's (mc_engine_segment_name). */
 #ifndef MC_COMPAT_INTERNAL_H
 #define MC_COMPAT_INTERNAL_H
 
@@ -9,11 +9,6 @@
 #include <stdint.h>
 
 #include "mooncake/transfer_engine.h"
-
-typedef struct mc__compat_segment {
-    mc_segment_id_t id;
-    char *name;
-} mc__compat_segment_t;
 
 typedef struct mc__compat_batch {
     mc_batch_id_t id;
@@ -27,9 +22,7 @@ typedef struct mc__compat_batch {
 
 typedef struct mc__compat {
     mc_engine_t *engine;
-    pthread_mutex_t mu; /* guards the two tables below */
-    mc__compat_segment_t *segs;
-    size_t nsegs, cap_segs;
+    pthread_mutex_t mu; /* guards the table below */
     mc__compat_batch_t *batches;
     size_t nbatches, cap_batches;
     /* Batches with a notify waiting for completion; read without the lock so that status polls
@@ -37,12 +30,9 @@ typedef struct mc__compat {
     _Atomic size_t pending_notifies;
 } mc__compat_t;
 
-/* Remembers (or renames) an opened segment; 0 or MC_ERR_MEMORY. Caller holds c->mu. */
-int mc__compat_segment_put(mc__compat_t *c, mc_segment_id_t id, const char *name);
-/* Copy of the segment's name (free with mc__free), NULL when the id was never opened. */
+/* Copy of the segment's name as the engine knows it (free with mc__free), NULL when the id was
+ * never opened. */
 char *mc__compat_segment_name(mc__compat_t *c, mc_segment_id_t id);
-void mc__compat_segment_drop(mc__compat_t *c, mc_segment_id_t id);
-void mc__compat_segments_free(mc__compat_t *c);
 
 void mc__compat_batches_free(mc__compat_t *c);
 /* Sends a notify and reports how it went; the strings stay the caller's. */

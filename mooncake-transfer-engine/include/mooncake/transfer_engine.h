@@ -9,7 +9,19 @@
  * inside one of the peer's registered buffers, as published in its segment descriptor.
  *
  * All functions return 0 or a negative code from mooncake/error.h unless documented otherwise.
- * String arguments are not retained after a call returns. All functions are thread-safe. */
+ * String arguments are not retained after a call returns. All functions are thread-safe.
+ *
+ * Lifetime and calls in flight: mc_engine_close may run while other threads are inside any call
+ * on the same engine. It refuses calls that begin after it started (MC_ERR_CONTEXT), wakes
+ * mc_engine_batch_wait callers (they return MC_ERR_CONTEXT), waits for every other call inside to
+ * return (each is bounded by its own deadline: a transfer by the transfer timeout, an unregister
+ * by its grace period; synchronous transfers finish their tasks, so they never return while the
+ * engine may still touch the caller's memory), and only then stops the transports and frees the
+ * engine's state. After close, every call on the handle fails with MC_ERR_CONTEXT until
+ * mc_engine_destroy frees it (the accessors mc_engine_local_name, _rpc_port, _protocol and
+ * _get_stats still answer). Destroy is close plus freeing the handle: no call may begin once
+ * destroy was called (the handle's memory is gone when it returns); callers that cannot rule
+ * that out call close first and destroy when their threads are done. */
 #ifndef MOONCAKE_TRANSFER_ENGINE_H
 #define MOONCAKE_TRANSFER_ENGINE_H
 
@@ -95,7 +107,13 @@ typedef struct mc_engine_options {
 MC_API int mc_engine_create(mc_engine_t **out);
 /* Starts the RPC listener and publishes the segment descriptor. Call once. */
 MC_API int mc_engine_init(mc_engine_t *e, const mc_engine_options_t *opts);
-/* Closes connections, unpublishes the segment, frees everything. NULL is accepted. */
+/* Stops the engine (see "Lifetime" above): waits for the calls in flight, closes connections,
+ * unpublishes the segment, stops serving peers. The handle stays valid, and so does the memory
+ * of managed buffers (mc_engine_alloc_managed) until destroy, so code still pointing into it
+ * fails its calls instead of faulting; every later call fails with MC_ERR_CONTEXT. Idempotent;
+ * NULL is accepted. Not in the reference (its engine goes with its last shared_ptr). */
+MC_API void mc_engine_close(mc_engine_t *e);
+/* mc_engine_close, then frees the handle and the managed buffers' memory. NULL is accepted. */
 MC_API void mc_engine_destroy(mc_engine_t *e);
 
 /* The segment name peers use to open this engine ("host:port" for P2PHANDSHAKE). */
@@ -121,6 +139,20 @@ MC_API int mc_engine_register_memory_batch(mc_engine_t *e, void *const *addrs, c
 /* n unregistrations, all or none: MC_ERR_INVALID_ARGUMENT (and nothing removed) when one
  * address is not the start of a plain registration or appears twice. */
 MC_API int mc_engine_unregister_memory_batch(mc_engine_t *e, void *const *addrs, size_t n);
+/* 0 when [addr, addr+len) lies inside one buffer registered with this engine (plain or managed),
+ * MC_ERR_ADDRESS_NOT_REGISTERED when not, MC_ERR_INVALID_ARGUMENT for a NULL address or zero
+ * length. The answer can change as soon as it is given (another thread may unregister); callers
+ * use it to choose a path, and the transfer itself checks again. */
+MC_API int mc_engine_is_registered(mc_engine_t *e, const void *addr, size_t len);
+/* Copies len bytes between local (any memory of this process) and [addr, addr+len) of this
+ * engine's own registered memory: READ copies from addr into local, WRITE from local to addr.
+ * The buffer is held for the copy as a remote request holds it (an unregister or
+ * mc_engine_free_managed of it waits for the copy), and with a non-zero epoch only that
+ * incarnation is copied (mc_request_t.target_epoch): MC_ERR_ADDRESS_NOT_REGISTERED when the range
+ * is not registered or is of another epoch; MC_ERR_INVALID_ARGUMENT for a bad opcode, NULL
+ * pointers or zero length. */
+MC_API int mc_engine_local_copy(mc_engine_t *e, int opcode, void *local, uint64_t addr, size_t len,
+                                uint64_t epoch);
 
 /* Allocates and registers engine-managed memory that same-host peers can map (shm transport).
  * Freed with mc_engine_free_managed (which unregisters it). */
@@ -135,8 +167,23 @@ MC_API int mc_engine_alloc_managed_epoch(mc_engine_t *e, size_t len, uint64_t ep
  * releases the memory at once, also the pages same-host peers still map. */
 MC_API int mc_engine_free_managed(mc_engine_t *e, void *addr);
 
-/* Opens a peer's segment by name (fetches and caches its descriptor). */
+/* Open-or-get: the id of the segment called name, fetching its descriptor the first time only
+ * (later calls find it in the engine's table, without I/O). One id per name for the engine's
+ * life, shared by every caller of the engine: callers need no cache of their own. Our own name
+ * gives MC_LOCAL_SEGMENT_ID. */
 MC_API int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *out);
+/* The id of a segment already open by that name, without I/O: MC_ERR_INVALID_ARGUMENT when
+ * none is. */
+MC_API int mc_engine_segment_id(mc_engine_t *e, const char *name, mc_segment_id_t *out);
+/* The name segment id was opened by (our own name for MC_LOCAL_SEGMENT_ID), NUL-terminated into
+ * buf; names are shorter than 256 bytes. MC_ERR_INVALID_ARGUMENT for an id never opened or a
+ * buf too small. */
+MC_API int mc_engine_segment_name(mc_engine_t *e, mc_segment_id_t id, char *buf, size_t cap);
+/* Forgets what the engine cached about the segment (its descriptor, idle connections), so the
+ * next request to it fetches the descriptor again: for callers that suspect the peer restarted.
+ * The id stays valid (it never comes to name another segment); transfers in flight to the
+ * segment are not failed or waited for: they end on the connections they hold. The reference's
+ * closeSegment does nothing. MC_ERR_INVALID_ARGUMENT for an id never opened. */
 MC_API int mc_engine_close_segment(mc_engine_t *e, mc_segment_id_t id);
 /* Address and length of the first buffer the peer registered (0 if none). */
 MC_API int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,
@@ -192,6 +239,13 @@ typedef struct mc_notify {
 } mc_notify_t;
 MC_API int mc_engine_notify_send(mc_engine_t *e, const char *peer_segment, const char *name,
                                  const void *msg, size_t len);
+/* mc_engine_transfer_sync, then (only when every request completed) the notify to the segment
+ * the requests target, as the reference's transfer with a notify does: the receiver may act on
+ * the bytes as soon as it sees the notify. All requests must target one segment
+ * (MC_ERR_INVALID_ARGUMENT otherwise, nothing moved). Returns the transfer's code, else the
+ * notify's. */
+MC_API int mc_engine_transfer_sync_notify(mc_engine_t *e, const mc_request_t *reqs, size_t n,
+                                          const char *name, const void *msg, size_t len);
 /* Moves all received notifies out; free the array with mc_engine_notifies_free. */
 MC_API int mc_engine_notifies_fetch(mc_engine_t *e, mc_notify_t **out, size_t *count);
 MC_API void mc_engine_notifies_free(mc_notify_t *arr, size_t count);

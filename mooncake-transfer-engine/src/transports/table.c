@@ -31,6 +31,12 @@ int mc__transports_init(mc_engine_t *e) {
     return 0;
 }
 
+void mc__transports_interrupt(mc_engine_t *e) {
+    for (size_t i = 0; i < MC__NTP; i++)
+        if (mc__table[i]->interrupt)
+            mc__table[i]->interrupt(e);
+}
+
 void mc__transports_close(mc_engine_t *e) {
     for (size_t i = MC__NTP; i-- > 0;)
         if (mc__table[i]->close)

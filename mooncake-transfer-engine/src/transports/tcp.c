@@ -33,7 +33,8 @@ struct mc__tcp {
     pthread_cond_t cond;
     mc__task_t *head;
     mc__task_t *tail;
-    int stop;
+    int stop; /* close: workers drain the queue (failing it) and exit */
+    int cut;  /* interrupt: slices fail with MC_ERR_CONTEXT, workers keep running */
     mc__tcp_worker_t *workers;
     int nworkers;
     uint64_t slice;
@@ -69,7 +70,7 @@ static int mc__tcp_set_busy(mc__tcp_worker_t *w, int fd) {
     int stop;
     pthread_mutex_lock(&w->q->lock);
     w->busy_fd = fd;
-    stop = w->q->stop;
+    stop = w->q->stop || w->q->cut;
     pthread_mutex_unlock(&w->q->lock);
     return stop;
 }
@@ -88,10 +89,17 @@ static int mc__tcp_slice(mc_engine_t *e, mc__tcp_worker_t *w, mc__task_t *t, uin
             rc = fd == MC_ERR_DNS ? fd : MC_ERR_SOCKET;
             break;
         }
-        mc__tcp_set_busy(w, fd);
+        if (mc__tcp_set_busy(w, fd)) { /* a close began: the interrupt missed this one */
+            mc__tcp_set_busy(w, -1);
+            mc__peer_conn_put(t->peer, fd);
+            return MC_ERR_CONTEXT;
+        }
         rc = mc__tcp_io(fd, ++*req_id, t, t->local + off, t->remote + off, n, t->deadline_ms,
                         &remote_err);
-        mc__tcp_set_busy(w, -1);
+        if (mc__tcp_set_busy(w, -1) && rc) { /* cut by the close's interrupt */
+            close(fd);
+            return MC_ERR_CONTEXT;
+        }
         if (rc == 0) {
             mc__peer_conn_put(t->peer, fd);
             if (!remote_err)
@@ -159,7 +167,7 @@ static void *mc__tcp_worker(void *arg) {
             if (!q->head)
                 q->tail = NULL;
         }
-        stop = q->stop;
+        stop = q->stop || q->cut;
         pthread_mutex_unlock(&q->lock);
         if (stop)
             rc = MC_ERR_CONTEXT;
@@ -175,7 +183,8 @@ static void *mc__tcp_worker(void *arg) {
 }
 
 /* Runs task t on the calling thread when it fits in one slice (1), else does nothing (0).
- * Engine close cannot cut it short; the task's deadline bounds it. */
+ * A close's interrupt cannot cut it short once it runs (the calling thread is no worker whose
+ * connection it shuts down); the task's deadline bounds it. */
 static int mc__tcp_run_here(mc_engine_t *e, mc__task_t *t) {
     mc__tcp_t *q = e->tcp;
     mc__tcp_worker_t self = {.q = q, .busy_fd = -1};
@@ -207,6 +216,19 @@ static int mc__tcp_submit(mc_engine_t *e, mc__task_t *t) {
         pthread_cond_signal(&q->cond);
     pthread_mutex_unlock(&q->lock);
     return 0;
+}
+
+static void mc__tcp_interrupt(mc_engine_t *e) {
+    mc__tcp_t *q = e->tcp;
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->lock);
+    q->cut = 1;
+    pthread_cond_broadcast(&q->cond);
+    for (int i = 0; i < q->nworkers; i++)
+        if (q->workers[i].busy_fd >= 0)
+            shutdown(q->workers[i].busy_fd, SHUT_RDWR);
+    pthread_mutex_unlock(&q->lock);
 }
 
 static void mc__tcp_close(mc_engine_t *e) {
@@ -269,6 +291,7 @@ static int mc__tcp_init(mc_engine_t *e) {
 const mc__transport_t mc__tp_tcp = {.name = "tcp",
                                     .id = MC__TP_TCP,
                                     .init = mc__tcp_init,
+                                    .interrupt = mc__tcp_interrupt,
                                     .close = mc__tcp_close,
                                     .submit = mc__tcp_submit,
                                     .run_inline = mc__tcp_run_here};

@@ -41,6 +41,10 @@ typedef struct mc__transport {
      * initialize. A transport the engine can do without logs and returns 0 when it cannot start
      * (its carries() then says no). */
     int (*init)(struct mc_engine *e);
+    /* May be NULL. A close began (no new call enters; calls inside may still submit): end the
+     * transfers that wait on peers now, failing them with MC_ERR_CONTEXT, rather than at their
+     * deadlines. The transport keeps running: a task submitted after this still ends (failed). */
+    void (*interrupt)(struct mc_engine *e);
     /* Stops what carries transfers (threads, queues), in reverse order, before peers go. */
     void (*close)(struct mc_engine *e);
     /* Stops serving what peers may still map of ours, after peers and batches are gone and before
@@ -83,7 +87,8 @@ typedef struct mc__transport {
 
 /* transports/table.c: the table and what the core does through it. */
 const mc__transport_t *mc__transport_get(int id);
-int mc__transports_init(struct mc_engine *e);     /* stops what it started on failure */
+int mc__transports_init(struct mc_engine *e); /* stops what it started on failure */
+void mc__transports_interrupt(struct mc_engine *e);
 void mc__transports_close(struct mc_engine *e);   /* reverse order */
 void mc__transports_release(struct mc_engine *e); /* reverse order */
 /* The transport for a request to a peer (never NULL: the fallback carries everything). */
