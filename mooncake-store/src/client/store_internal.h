@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "client/put_session.h"
+#include "client/replica_cache.h"
 #include "client/staging.h"
 #include "mooncake/store.h"
 #include "proto/master_client.h"
@@ -91,6 +92,8 @@ struct mc_store {
     pthread_mutex_t disk_mu;         /* idle connections to disk read servers (store_disk_read.c) */
     struct mc__dconn *dconns; /* never held around I/O: a reader takes one out while it reads */
     size_t n_dconns;
+
+    mc__replica_cache_t *rcache; /* replica locations under lease (NULL: off; replica_cache.c) */
 
     pthread_rwlock_t reg_lock; /* user buffers registered for zero copy */
     mc_store_iov_t *regs;

@@ -310,8 +310,15 @@ static int32_t mc__code_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *k
         break;
     }
     if (dead) {
-        mc__shard_unlink(s, dead);
-        mc__object_destroy(m, dead);
+        /* Forced past a lease: the key goes now, its bytes stay until the lease has passed
+         * (readers may be reading them, or reuse a cached location). An unfinished put forced
+         * out is freed at once, as before. */
+        if (dead->flags & MC__OBJ_COMPLETE) {
+            mc__object_retire(m, s, dead, now);
+        } else {
+            mc__shard_unlink(s, dead);
+            mc__object_destroy(m, dead);
+        }
         mc__disk_forget(m, k->p, k->len, hash);
     }
     pthread_mutex_unlock(&s->mu);
@@ -389,7 +396,8 @@ static int mc__remove_all_visit(mc__master_t *m, mc__object_t *o, void *arg) {
             return 0;
     }
     a->removed++;
-    return 1;
+    /* forced past a lease: the bytes stay until it passes (mc__object_release) */
+    return mc__leased(o, a->now) ? MC__SWEEP_RETIRE : MC__SWEEP_DESTROY;
 }
 
 /* REMOVE_ALL, or with a pattern remove_by_regex: the pattern is compiled once (POSIX extended;
