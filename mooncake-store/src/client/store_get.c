@@ -42,6 +42,8 @@ static int64_t mc__read_key_master(mc_store_t *s, const char *key, const mc_stor
     int64_t rc = mc__store_get_replicas(s, key, &kr);
     if (rc == 0)
         rc = mc__store_read_replicas(s, kr, iov, iovcnt);
+    if (rc < 0) /* a list whose read failed (another incarnation, a dead owner) is no use later */
+        mc__replica_cache_drop(s->rcache, key);
     mc__free(kr);
     return rc;
 }
@@ -207,9 +209,12 @@ static int mc__batch_get_into_impl(mc_store_t *s, const mc_store_item_t *items, 
         goto out;
     mc__store_batch_read(s, kr, items, n, results);
     /* Reads through cached lists that failed or ended too late: again through the master. */
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (read_by[i] && !mc__cached_read_ok(s, keys[i], results[i], read_by[i]))
             results[i] = mc__read_key_master(s, keys[i], items[i].iov, items[i].iovcnt);
+        else if (!read_by[i] && results[i] < 0)
+            mc__replica_cache_drop(s->rcache, keys[i]); /* see mc__read_key_master */
+    }
     for (size_t i = 0; i < n && first == 0; i++)
         if (results[i] < 0)
             first = (int)results[i];
@@ -268,6 +273,8 @@ static int mc__get_buffer_master(mc_store_t *s, const char *key, mc_store_buffer
     int rc = mc__store_get_replicas(s, key, &kr);
     if (rc == 0)
         rc = mc__read_to_buffer(s, kr, out);
+    if (rc < 0) /* see mc__read_key_master */
+        mc__replica_cache_drop(s->rcache, key);
     mc__free(kr);
     return rc;
 }
@@ -351,6 +358,8 @@ static int mc__batch_get_buffer_impl(mc_store_t *s, const char *const *keys, siz
     mc__read_to_buffers(s, kr, n, outs, results, items, iov, got);
     /* Reads through cached lists that failed or ended too late: again through the master. */
     for (size_t i = 0; i < n; i++) {
+        if (!read_by[i] && results[i] < 0)
+            mc__replica_cache_drop(s->rcache, keys[i]); /* see mc__read_key_master */
         if (!read_by[i] || mc__cached_read_ok(s, keys[i], results[i], read_by[i]))
             continue;
         mc_store_buffer_free(outs[i]);
