@@ -268,6 +268,16 @@ MC_API int mc_store_is_exist(mc_store_t *s, const char *key);
 MC_API int mc_store_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n, int *results);
 /* Size in bytes, or a negative code (MC_ERR_OBJECT_NOT_FOUND). */
 MC_API int64_t mc_store_get_size(mc_store_t *s, const char *key);
+/* The sizes of n objects (sizes[i]: bytes, or a negative code), with the leases a get takes:
+ * from replica locations this client holds under a live lease (see docs/store.md), the rest in
+ * one master RPC. A get of these keys right after reads through the same locations, so a caller
+ * can size its destinations first without another round trip. Returns 0 or the first error.
+ * A dummy client: MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (it reads the other way). */
+MC_API int mc_store_batch_get_size(mc_store_t *s, const char *const *keys, size_t n,
+                                   int64_t *sizes);
+/* Replica locations this client may keep (replica_cache_entries of a set-up store), 0 when the
+ * cache is off or the store is not set up. */
+MC_API size_t mc_store_replica_cache_capacity(mc_store_t *s);
 
 /* Where an object's replicas are, as the reference's Replica::Descriptor tells it. Asking grants
  * a lease, as a get does. Statuses are the reference's ReplicaStatus numbers. */

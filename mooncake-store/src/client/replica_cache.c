@@ -3,9 +3,11 @@
  *
  * Why a cached location still holds the object's bytes (the master's side of the argument):
  * - A lease is granted at the master at or after the moment this client sent the request, and
- *   lasts lease_ttl_ms from then; the master extends an object's lease, never shortens it. So
- *   until sent_ms + lease_ttl_ms on this client's monotonic clock (less MC__DRIFT, for clocks
- *   that run at slightly different rates) the master still counts the object as leased.
+ *   lasts lease_ttl_ms from then; the master extends an object's lease, never shortens it (but
+ *   for a forced removal, which still holds the space MC_MP_CACHED_LEASE_MS + slack). So until
+ *   sent_ms + min(lease_ttl_ms, MC_MP_CACHED_LEASE_MS) on this client's monotonic clock (less
+ *   MC__DRIFT, for clocks that run at slightly different rates) the master still counts the
+ *   object as leased, or holds its space.
  * - While an object is leased, nothing frees or reuses its replicas' space: remove (without
  *   force) and replica clear answer OBJECT_HAS_LEASE, as the reference's do; eviction skips
  *   leased objects (evict.c); a put of an existing key fails and keeps the first value; an
@@ -13,7 +15,7 @@
  *   has passed (upsert.c); a move task's source replica waits there too (tasks.c); a forced
  *   remove, remove_all or remove_by_regex of a leased object also retires it to the graveyard
  *   instead of freeing it (objects.c), so force takes the key away at once but the bytes stay
- *   until the lease ends.
+ *   while a cached read may still start (ops.c, mc__lease_cap_for_force).
  * - Space leaves the master only with its segment: an unmount or an owner's death drops the
  *   segment, and its owner gives the memory a new incarnation (a random epoch) before anything
  *   is placed in it again (store.c's remount hook). Every cached replica names the epoch it was
@@ -26,10 +28,10 @@
  *   caller checks the clock again when it finishes (read_by) and redoes a late read through the
  *   master, so no byte is trusted that was read after the master could free it.
  * What a cached read may return that a read through the master would not: the value another
- * client's upsert replaced, while the lease taken before that upsert lasts (its bytes, intact);
- * the same for a key another client removed with force. This client's own remove, upsert, put
- * and replica clear drop its entries first. docs/store.md describes it; replica_cache_entries = 0
- * turns it off. */
+ * client's upsert replaced (its bytes, intact), for at most MC_MP_CACHED_LEASE_MS after the
+ * lease was asked for; the same for a key another client removed with force. This client's own
+ * remove, upsert, put and replica clear drop its entries. docs/store.md describes it;
+ * replica_cache_entries = 0 turns it off. */
 #include "client/replica_cache.h"
 
 #include <pthread.h>
@@ -163,14 +165,15 @@ static int mc__rc_cacheable(const mc__key_replicas_t *kr) {
 void mc__replica_cache_put(mc__replica_cache_t *c, const char *key, uint64_t sent_ms,
                            const mc__key_replicas_t *kr) {
     mc__rc_entry_t *e = NULL, *old = NULL;
-    uint64_t use_until, read_by, hash;
+    uint64_t use_until, read_by, hash, ttl;
     size_t len, reps_off, key_off;
     if (!c || !key || !kr)
         return;
     len = strlen(key);
     hash = XXH3_64bits(key, len);
-    if (!mc__rc_cacheable(kr) ||
-        !mc__replica_cache_window(sent_ms, kr->lease_ttl_ms, &use_until, &read_by)) {
+    /* Never longer than the master's forced removals wait for (MC_MP_CACHED_LEASE_MS). */
+    ttl = kr->lease_ttl_ms < MC_MP_CACHED_LEASE_MS ? kr->lease_ttl_ms : MC_MP_CACHED_LEASE_MS;
+    if (!mc__rc_cacheable(kr) || !mc__replica_cache_window(sent_ms, ttl, &use_until, &read_by)) {
         mc__replica_cache_drop(c, key);
         return;
     }

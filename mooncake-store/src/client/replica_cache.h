@@ -23,7 +23,8 @@ void mc__replica_cache_destroy(mc__replica_cache_t *c);
 
 /* Records the replica list kr of key, granted by a GET_REPLICA_LIST whose request this client
  * sent at sent_ms (its monotonic clock, mc__now_ms): the lease counts from then, so the time the
- * request and its reply spent on the network only shortens the entry's life. Lists the cache
+ * request and its reply spent on the network only shortens the entry's life, which is the lease
+ * or MC_MP_CACHED_LEASE_MS, whichever is shorter, less safety margins. Lists the cache
  * cannot vouch for are not recorded (see replica_cache.c). When full, the oldest entry goes. */
 void mc__replica_cache_put(mc__replica_cache_t *c, const char *key, uint64_t sent_ms,
                            const mc__key_replicas_t *kr);

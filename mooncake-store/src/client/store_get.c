@@ -61,6 +61,8 @@ static int64_t mc__read_key(mc_store_t *s, const char *key, const mc_store_iov_t
             return MC_ERR_INTERNAL_ERROR;
         if (mc__replica_cache_get(s->rcache, key, mc__now_ms(), kr, &read_by)) {
             kr->key = key;
+            /* a reader that stalls between its cached lookup and its read (tests stop it) */
+            mc__failpoint("store_get_cached");
             rc = mc__store_read_replicas(s, kr, iov, iovcnt);
             if (mc__cached_read_ok(s, key, rc, read_by)) {
                 mc__free(kr);
@@ -294,6 +296,7 @@ static int mc__get_buffer_impl(mc_store_t *s, const char *key, mc_store_buffer_t
             return MC_ERR_INTERNAL_ERROR;
         if (mc__replica_cache_get(s->rcache, key, mc__now_ms(), kr, &read_by)) {
             kr->key = key;
+            mc__failpoint("store_get_cached"); /* as in mc__read_key */
             rc = mc__read_to_buffer(s, kr, out);
             if (mc__cached_read_ok(s, key, rc, read_by)) {
                 mc__free(kr);
@@ -441,6 +444,49 @@ int mc_store_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
         return mc__dummy_batch_get_buffer(s, keys, n, outs, results);
     MC__STORE_HELD_BATCH(s, rc, mc__batch_get_buffer_impl(s, keys, n, outs, results), results, n);
     return rc;
+}
+
+static int mc__batch_get_size_impl(mc_store_t *s, const char *const *keys, size_t n,
+                                   int64_t *sizes) {
+    mc__key_replicas_t *kr = NULL;
+    uint64_t *read_by = NULL;
+    int first = 0;
+    int rc = mc__store_batch_check(s, n, keys && sizes);
+    if (rc != 0 || n == 0)
+        return rc;
+    kr = mc__calloc(n, sizeof(*kr));
+    read_by = mc__calloc(n, sizeof(*read_by));
+    if (!kr || !read_by) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    rc = mc__batch_lookup(s, keys, n, kr, read_by);
+    for (size_t i = 0; i < n; i++) {
+        sizes[i] = rc != 0 ? rc : kr[i].code != 0 ? kr[i].code : (int64_t)kr[i].size;
+        if (sizes[i] < 0 && first == 0)
+            first = (int)sizes[i];
+    }
+out:
+    mc__free(read_by);
+    mc__free(kr);
+    return rc != 0 ? rc : first;
+}
+
+int mc_store_batch_get_size(mc_store_t *s, const char *const *keys, size_t n, int64_t *sizes) {
+    int rc;
+    if (s && s->dummy) /* quietly: the bindings try it first and then read the other way */
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    MC__STORE_HELD_BATCH(s, rc, mc__batch_get_size_impl(s, keys, n, sizes), sizes, n);
+    return rc;
+}
+
+size_t mc_store_replica_cache_capacity(mc_store_t *s) {
+    size_t n = 0;
+    if (s && !s->dummy && mc__store_enter(s) == 0) {
+        n = s->rcache ? (size_t)s->cfg.replica_cache_entries : 0;
+        mc__store_leave(s);
+    }
+    return n;
 }
 
 static int mc__batch_replica_desc_impl(mc_store_t *s, const char *const *keys, size_t n,

@@ -82,6 +82,15 @@ static void test_expiry_from_send_time(void **state) {
     assert_int_equal(got.replicas[0].addr, 0x2000);
     assert_int_equal(got.replicas[0].epoch, 78);
     assert_int_equal(read_by, by + 100);
+    /* a long lease serves no longer than the master's forced removals wait */
+    fill(&kr, 10000, 79, 0x3000);
+    mc__replica_cache_put(c, "long", 5000, &kr);
+    assert_int_equal(mc__replica_cache_window(5000, MC_MP_CACHED_LEASE_MS, &use, &by), 1);
+    assert_int_equal(mc__replica_cache_get(c, "long", 5000, &got, &read_by), 1);
+    assert_int_equal(read_by, by);
+    assert_true(read_by <= 5000 + MC_MP_CACHED_LEASE_MS);
+    assert_int_equal(mc__replica_cache_get(c, "long", use, &got, &read_by), 0);
+    assert_int_equal(mc__replica_cache_window(2000, 500, &use, &by), 1);
     /* expired entries go when new ones come */
     mc__replica_cache_put(c, "late", by + 100, &kr);
     assert_int_equal(mc__replica_cache_count(c), 1);
