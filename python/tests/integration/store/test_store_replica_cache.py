@@ -285,3 +285,34 @@ def test_cached_read_across_a_new_incarnation(make_master, make_worker, fault):
     assert reader.reply() == [1, -1]
     assert reader.run("result = [ns['check_value'](f'h{i}', x) for i, x in "
                       "enumerate(store.get_batch([f'h{i}' for i in range(8)]))]") == [1] * 8
+
+
+def test_get_batch_of_large_values(make_master, make_worker):
+    """get_batch reads values of 1 MiB or more straight into their results (sized through the
+    cache); small values, misses, a value larger than the staging buffer and another client's
+    upsert to a new size come out right too, with the cache on and off."""
+    master = make_master()
+    node = make_worker()
+    node.setup(master, segment=64 << 20, buffer=0)
+    on, off = make_worker(), make_worker(env={"MOONCAKE_REPLICA_CACHE_ENTRIES": "0"})
+    for c in (on, off):
+        c.setup(master, segment=0, buffer=4 << 20)
+        assert c.run(VALUE_CODE) == 0
+    sizes = {"L1": 2 << 20, "s1": 4096, "L2": 3 << 20 | 5, "L3": 5 << 20}  # L3: past staging
+    assert on.run("result = [store.put(k, ns['make_value'](k, 1, n)) for k, n in "
+                  f"{sorted(sizes.items())!r}]") == [0] * 4
+    keys = ["L1", "s1", "missing", "L2", "L3", "L1"]
+    want = [1, 1, -1, 1, 1, 1]
+    for c in (on, off):
+        got = c.run(f"result = [ns['check_value'](k, v) for k, v in zip({keys!r}, "
+                    f"store.get_batch({keys!r}))]")
+        assert got == want
+    # Another client upserts L2 to another size while the reader holds its location: the old
+    # value, whole, until that location lapses (within about 1 s), then the new one.
+    assert on.run(f"result = [len(x) for x in store.get_batch({keys!r})]")[3] == sizes["L2"]
+    assert node.run(VALUE_CODE) == 0
+    assert node.run("result = store.upsert('L2', ns['make_value']('L2', 2, 1 << 21))") == 0
+    assert on.run("result = ns['check_value']('L2', store.get_batch(['L2', 'L1'])[0])") in (1, 2)
+    assert wait_for(lambda: on.run("result = ns['check_value']('L2', store.get_batch(['L2'])[0])")
+                    == 2, timeout=5)
+    assert on.run("result = store.get_batch([])") == []
