@@ -26,9 +26,7 @@ int mc__store_get_replicas(mc_store_t *s, const char *key, mc__key_replicas_t **
     return rc;
 }
 
-/* A read through a cached replica list counts only when it worked and finished while the lease
- * still held the bytes; otherwise the entry goes and the caller asks the master. */
-static int mc__cached_read_ok(mc_store_t *s, const char *key, int64_t rc, uint64_t read_by) {
+int mc__store_cached_read_ok(mc_store_t *s, const char *key, int64_t rc, uint64_t read_by) {
     if (rc >= 0 && mc__now_ms() < read_by)
         return 1;
     mc__replica_cache_drop(s->rcache, key);
@@ -64,7 +62,7 @@ static int64_t mc__read_key(mc_store_t *s, const char *key, const mc_store_iov_t
             /* a reader that stalls between its cached lookup and its read (tests stop it) */
             mc__failpoint("store_get_cached");
             rc = mc__store_read_replicas(s, kr, iov, iovcnt);
-            if (mc__cached_read_ok(s, key, rc, read_by)) {
+            if (mc__store_cached_read_ok(s, key, rc, read_by)) {
                 mc__free(kr);
                 return rc;
             }
@@ -141,11 +139,8 @@ out:
     return rc;
 }
 
-/* Replica lists for n keys: cached ones where live (read_by[i] set: the read must end by then),
- * the rest from the master in one RPC (read_by[i] = 0). Returns what mc__store_batch_replicas
- * returns for the keys it asked about. */
-static int mc__batch_lookup(mc_store_t *s, const char *const *keys, size_t n,
-                            mc__key_replicas_t *kr, uint64_t *read_by) {
+int mc__store_batch_lookup(mc_store_t *s, const char *const *keys, size_t n, mc__key_replicas_t *kr,
+                           uint64_t *read_by) {
     const char **miss = NULL;
     size_t *idx = NULL;
     mc__key_replicas_t *got = NULL;
@@ -206,13 +201,13 @@ static int mc__batch_get_into_impl(mc_store_t *s, const mc_store_item_t *items, 
     }
     for (size_t i = 0; i < n; i++)
         keys[i] = items[i].key;
-    rc = mc__batch_lookup(s, keys, n, kr, read_by);
+    rc = mc__store_batch_lookup(s, keys, n, kr, read_by);
     if (rc != 0)
         goto out;
     mc__store_batch_read(s, kr, items, n, results);
     /* Reads through cached lists that failed or ended too late: again through the master. */
     for (size_t i = 0; i < n; i++) {
-        if (read_by[i] && !mc__cached_read_ok(s, keys[i], results[i], read_by[i]))
+        if (read_by[i] && !mc__store_cached_read_ok(s, keys[i], results[i], read_by[i]))
             results[i] = mc__read_key_master(s, keys[i], items[i].iov, items[i].iovcnt);
         else if (!read_by[i] && results[i] < 0)
             mc__replica_cache_drop(s->rcache, keys[i]); /* see mc__read_key_master */
@@ -298,7 +293,7 @@ static int mc__get_buffer_impl(mc_store_t *s, const char *key, mc_store_buffer_t
             kr->key = key;
             mc__failpoint("store_get_cached"); /* as in mc__read_key */
             rc = mc__read_to_buffer(s, kr, out);
-            if (mc__cached_read_ok(s, key, rc, read_by)) {
+            if (mc__store_cached_read_ok(s, key, rc, read_by)) {
                 mc__free(kr);
                 return rc;
             }
@@ -355,7 +350,7 @@ static int mc__batch_get_buffer_impl(mc_store_t *s, const char *const *keys, siz
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    rc = mc__batch_lookup(s, keys, n, kr, read_by);
+    rc = mc__store_batch_lookup(s, keys, n, kr, read_by);
     if (rc != 0)
         goto out;
     mc__read_to_buffers(s, kr, n, outs, results, items, iov, got);
@@ -363,7 +358,7 @@ static int mc__batch_get_buffer_impl(mc_store_t *s, const char *const *keys, siz
     for (size_t i = 0; i < n; i++) {
         if (!read_by[i] && results[i] < 0)
             mc__replica_cache_drop(s->rcache, keys[i]); /* see mc__read_key_master */
-        if (!read_by[i] || mc__cached_read_ok(s, keys[i], results[i], read_by[i]))
+        if (!read_by[i] || mc__store_cached_read_ok(s, keys[i], results[i], read_by[i]))
             continue;
         mc_store_buffer_free(outs[i]);
         outs[i] = NULL;
@@ -460,7 +455,7 @@ static int mc__batch_get_size_impl(mc_store_t *s, const char *const *keys, size_
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    rc = mc__batch_lookup(s, keys, n, kr, read_by);
+    rc = mc__store_batch_lookup(s, keys, n, kr, read_by);
     for (size_t i = 0; i < n; i++) {
         sizes[i] = rc != 0 ? rc : kr[i].code != 0 ? kr[i].code : (int64_t)kr[i].size;
         if (sizes[i] < 0 && first == 0)

@@ -41,8 +41,23 @@ def check_value(key, data):
     if size != len(data):
         raise ValueError(f"{key}: a value of {size} bytes read as {len(data)}")
     return version
+def check_prefix(key, data):
+    """The version of the value whose first 4096 bytes data holds (the body repeats a hash of
+    the head, so a prefix checks itself); raises on anything else."""
+    data = bytes(data)
+    head = data[:76]
+    if head[:64].rstrip(b"\0").decode(errors="replace") != key:
+        raise ValueError(f"{key}: a prefix of {head[:64].rstrip(bytes(1))!r}")
+    version, size = struct.unpack("<QI", head[64:76])
+    body = hashlib.sha256(head).digest() * (4096 // 32 + 1)
+    end = min(size - 32, len(data))  # a 4096-byte value ends with its checksum
+    whole = size == len(data) and hashlib.sha256(data[:-32]).digest() == data[-32:]
+    if size < len(data) or data[76:end] != body[:end - 76] or (size == len(data) and not whole):
+        raise ValueError(f"{key}: {len(data)} bytes that are not a prefix of one value")
+    return version
 ns["make_value"] = make_value
 ns["check_value"] = check_value
+ns["check_prefix"] = check_prefix
 result = 0
 '''
 
@@ -112,13 +127,21 @@ while time.monotonic() < deadline:
         got = [store.get(ks[0])]
     elif MODE == "batch":
         got = store.get_batch(ks)
-    else:
+    elif len(reads) % 2:
         n = store.batch_get_into(ks, [base + i * cap for i in range(4)], [cap] * 4)
         got = [ctypes.string_at(base + i * cap, n[i]) if n[i] > 0 else b"" for i in range(4)]
+    else:  # the first 4 KiB of each, as two ranges (every value is at least that long)
+        dsts = [base + i * cap + h for i in range(4) for h in (0, 2048)]
+        n = store._get_ranges_raw(ks, [2] * 4, dsts, [0, 2048] * 4, [2048] * 8)
+        got = [(ctypes.string_at(base + i * cap, 4096), "prefix")
+               if n[2 * i] == n[2 * i + 1] == 2048 else b"" for i in range(4)]
     t1 = time.monotonic()
     for k, data in zip(ks, got):
         try:
-            v = check_value(k, data)
+            if isinstance(data, tuple):
+                v = ns["check_prefix"](k, data[0])
+            else:
+                v = check_value(k, data)
         except ValueError as e:
             bad.append(str(e))
             continue
@@ -172,6 +195,7 @@ def test_cached_reads_race_remove_evict_upsert_reput(make_master, make_worker):
     common = dict(NKEYS=12, SIZES=[4096, 16384, 65536], SECONDS=6.0)
     gets_before = master.metric("total_get_nums_")
     writer.send(params(WRITER_CODE, FILL=256 << 10, **common))
+    # "into": batch_get_into of whole values and ranged reads of their first 4 KiB, in turns.
     for i, (r, mode) in enumerate(zip(readers, ["get", "batch", "into"])):
         r.send(params(READER_CODE, SEED=i + 2, MODE=mode, **common))
     results = [r.reply() for r in readers]
@@ -208,11 +232,17 @@ def test_switch_and_bad_values(make_master, make_worker):
     for c in (on, off):
         c.setup(master, segment=0, buffer=8 << 20)
     assert on.run("result = store.put('sw', b'x' * 4096)") == 0
+    ranges = ("buf = ctypes.create_string_buffer(4096); p = ctypes.addressof(buf); "
+              "assert store.register_buffer(p, 4096) == 0; "
+              "result = [store._get_ranges_raw(['sw'], [1], [p], [1024], [512])[0] "
+              "for _ in range(50)]; store.unregister_buffer(p)")
     for c, most in ((on, 10), (off, 50)):
-        before = master.metric("total_get_nums_")
-        assert c.run("result = [len(store.get('sw')) for _ in range(50)]") == [4096] * 50
-        asked = master.metric("total_get_nums_") - before
-        assert (asked <= most) if c is on else (asked == 50), asked
+        for code, want in (("result = [len(store.get('sw')) for _ in range(50)]", [4096] * 50),
+                           (ranges, [512] * 50)):
+            before = master.metric("total_get_nums_")
+            assert c.run(code) == want
+            asked = master.metric("total_get_nums_") - before
+            assert (asked <= most) if c is on else (asked == 50), asked
     # Bad values fail setup with a clear code, and the master serves on.
     for bad in ("many", "-1", str((1 << 22) + 1)):
         w = make_worker(env={"MOONCAKE_REPLICA_CACHE_ENTRIES": bad})
