@@ -540,10 +540,12 @@ static int get_batch_direct(PyObject *self, const char **keys, Py_ssize_t n, PyO
     mc_store_item_t *items = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*items));
     mc_store_iov_t *iov = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*iov));
     char *reg = PyMem_Calloc((size_t)(n ? n : 1), 1);
+    Py_ssize_t *idx = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*idx));
     PyObject *ret = NULL;
+    Py_ssize_t m = 0; /* the keys found: only they are read */
     int large = 0, done = 0;
     *out = NULL;
-    if (!sizes || !res || !items || !iov || !reg) {
+    if (!sizes || !res || !items || !iov || !reg || !idx) {
         PyErr_NoMemory();
         done = 1;
         goto out;
@@ -562,39 +564,43 @@ static int get_batch_direct(PyObject *self, const char **keys, Py_ssize_t n, PyO
             break;
         }
         PyList_SetItem(ret, i, b);
-        items[i].key = keys[i];
-        iov[i].base = PyBytes_AsString(b);
-        iov[i].len = sizes[i] > 0 ? (size_t)sizes[i] : 0;
-        items[i].iov = &iov[i];
-        items[i].iovcnt = 1;
+        if (sizes[i] <= 0)
+            continue; /* a miss: b"" */
+        items[m].key = keys[i];
+        iov[m].base = PyBytes_AsString(b);
+        iov[m].len = (size_t)sizes[i];
+        items[m].iov = &iov[m];
+        items[m].iovcnt = 1;
+        idx[m++] = i;
     }
     if (!ret)
         goto out;
     /* The new bytes objects are ours alone until returned: filled without the GIL. */
     Py_BEGIN_ALLOW_THREADS;
-    for (Py_ssize_t i = 0; i < n; i++)
-        reg[i] = iov[i].len >= MCPY_DIRECT_MIN &&
-                 mc_store_register_buffer(st, iov[i].base, iov[i].len) == 0;
-    mc_store_batch_get_into(st, items, (size_t)n, res);
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (reg[i])
-            mc_store_unregister_buffer(st, iov[i].base);
+    for (Py_ssize_t j = 0; j < m; j++)
+        reg[j] = iov[j].len >= MCPY_DIRECT_MIN &&
+                 mc_store_register_buffer(st, iov[j].base, iov[j].len) == 0;
+    mc_store_batch_get_into(st, items, (size_t)m, res);
+    for (Py_ssize_t j = 0; j < m; j++)
+        if (reg[j])
+            mc_store_unregister_buffer(st, iov[j].base);
     Py_END_ALLOW_THREADS;
-    /* A key that missed, or changed size in between, is read again on its own. */
-    for (Py_ssize_t i = 0; ret && i < n; i++) {
+    /* A key whose read failed (it went, or changed size in between) is read again on its own. */
+    for (Py_ssize_t j = 0; ret && j < m; j++) {
         mc_store_buffer_t *b = NULL;
         PyObject *item;
         int code;
-        if (sizes[i] > 0 && res[i] == sizes[i])
+        if (res[j] == sizes[idx[j]])
             continue;
-        NOGIL(code = mc_store_get_buffer(st, keys[i], &b));
+        NOGIL(code = mc_store_get_buffer(st, keys[idx[j]], &b));
         item = code == 0 ? bytes_from(b) : PyBytes_FromStringAndSize("", 0);
         if (!item)
             Py_CLEAR(ret);
         else
-            PyList_SetItem(ret, i, item);
+            PyList_SetItem(ret, idx[j], item);
     }
 out:
+    PyMem_Free(idx);
     PyMem_Free(reg);
     PyMem_Free(iov);
     PyMem_Free(items);
