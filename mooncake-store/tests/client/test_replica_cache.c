@@ -1,10 +1,12 @@
 /* The replica-location cache on its own: when entries stop serving (expiry counted from the
  * request's send time), what it refuses to hold, its bound, and that it frees what it takes. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -220,6 +222,67 @@ static void test_sizes(void **state) {
     mc__replica_cache_destroy(c);
 }
 
+/* Threads putting, reading, dropping and clearing the same few keys at once: every hit is a
+ * whole entry of that key, and the bound holds (the sanitizer builds run this too). */
+typedef struct churn {
+    mc__replica_cache_t *c;
+    unsigned seed;
+    int bad;
+} churn_t;
+
+static void *churn_main(void *arg) {
+    churn_t *ch = arg;
+    mc__key_replicas_t kr, got;
+    uint64_t read_by;
+    char key[16];
+    for (int i = 0; i < 20000; i++) {
+        unsigned r = rand_r(&ch->seed);
+        unsigned k = r % 24;
+        snprintf(key, sizeof(key), "c%u", k);
+        switch ((r >> 8) % 8) {
+        case 0:
+            mc__replica_cache_drop(ch->c, key);
+            break;
+        case 1:
+            if ((r >> 12) % 64 == 0)
+                mc__replica_cache_clear(ch->c);
+            break;
+        case 2:
+        case 3:
+            fill(&kr, 10000, 1000 + k, 0x1000 * k); /* each key's own epoch and address */
+            mc__replica_cache_put(ch->c, key, (uint64_t)i, &kr);
+            break;
+        default:
+            if (mc__replica_cache_get(ch->c, key, (uint64_t)i, &got, &read_by) &&
+                (got.replicas[0].epoch != 1000 + k || got.replicas[1].addr != 0x1000 * k + 1))
+                ch->bad++;
+            break;
+        }
+        if (mc__replica_cache_count(ch->c) > 8)
+            ch->bad++;
+    }
+    return NULL;
+}
+
+static void test_threads(void **state) {
+    mc__replica_cache_t *c = NULL;
+    pthread_t th[4];
+    churn_t ch[4];
+    int64_t live = mc__alloc_live_bytes();
+    (void)state;
+    assert_int_equal(mc__replica_cache_create(8, &c), 0);
+    for (int i = 0; i < 4; i++) {
+        ch[i] = (churn_t){c, (unsigned)i + 1, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, churn_main, &ch[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(ch[i].bad, 0);
+    }
+    mc__replica_cache_destroy(c);
+    assert_int_equal(mc__alloc_live_bytes(), live);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window),
@@ -227,6 +290,7 @@ int main(void) {
         cmocka_unit_test(test_refuses_what_it_cannot_vouch_for),
         cmocka_unit_test(test_bound_drop_clear),
         cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests_name("store_client_replica_cache", tests, NULL, NULL);
 }
