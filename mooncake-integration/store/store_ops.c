@@ -524,12 +524,109 @@ static PyObject *wrap_bytes(PyObject *self, PyTypeObject *buffer_type, mc_store_
     return b ? bytes_from(b) : PyBytes_FromStringAndSize("", 0);
 }
 
+/* Values from this size on are read straight into their bytes objects (registered for the call,
+ * about 10 us), not into a read buffer and then copied: a copy of a large value costs more than
+ * that, of a small one less. */
+#define MCPY_DIRECT_MIN (1u << 20)
+
+/* get_batch with large values: the sizes first (from replica locations the client holds, or one
+ * master RPC whose leases the read then uses), then bytes objects of those sizes, the large ones
+ * registered, and one batched read into them. 1 with *out set (or NULL and an exception); 0 when
+ * no value is large (or the sizes cannot be had), and the caller reads the usual way. */
+static int get_batch_direct(PyObject *self, const char **keys, Py_ssize_t n, PyObject **out) {
+    mc_store_t *st = MCPY_STORE(self);
+    int64_t *sizes = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*sizes));
+    int64_t *res = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*res));
+    mc_store_item_t *items = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*items));
+    mc_store_iov_t *iov = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*iov));
+    char *reg = PyMem_Calloc((size_t)(n ? n : 1), 1);
+    Py_ssize_t *idx = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*idx));
+    PyObject *ret = NULL;
+    Py_ssize_t m = 0; /* the keys found: only they are read */
+    int large = 0, done = 0;
+    *out = NULL;
+    if (!sizes || !res || !items || !iov || !reg || !idx) {
+        PyErr_NoMemory();
+        done = 1;
+        goto out;
+    }
+    NOGIL(mc_store_batch_get_size(st, keys, (size_t)n, sizes));
+    for (Py_ssize_t i = 0; i < n; i++)
+        large |= sizes[i] >= (int64_t)MCPY_DIRECT_MIN && sizes[i] <= PY_SSIZE_T_MAX;
+    if (!large)
+        goto out;
+    done = 1;
+    ret = PyList_New(n);
+    for (Py_ssize_t i = 0; ret && i < n; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(NULL, sizes[i] > 0 ? (Py_ssize_t)sizes[i] : 0);
+        if (!b) {
+            Py_CLEAR(ret);
+            break;
+        }
+        PyList_SetItem(ret, i, b);
+        if (sizes[i] <= 0)
+            continue; /* a miss: b"" */
+        items[m].key = keys[i];
+        iov[m].base = PyBytes_AsString(b);
+        iov[m].len = (size_t)sizes[i];
+        items[m].iov = &iov[m];
+        items[m].iovcnt = 1;
+        idx[m++] = i;
+    }
+    if (!ret)
+        goto out;
+    /* The new bytes objects are ours alone until returned: filled without the GIL. */
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t j = 0; j < m; j++)
+        reg[j] = iov[j].len >= MCPY_DIRECT_MIN &&
+                 mc_store_register_buffer(st, iov[j].base, iov[j].len) == 0;
+    mc_store_batch_get_into(st, items, (size_t)m, res);
+    for (Py_ssize_t j = 0; j < m; j++)
+        if (reg[j])
+            mc_store_unregister_buffer(st, iov[j].base);
+    Py_END_ALLOW_THREADS;
+    /* A key whose read failed (it went, or changed size in between) is read again on its own. */
+    for (Py_ssize_t j = 0; ret && j < m; j++) {
+        mc_store_buffer_t *b = NULL;
+        PyObject *item;
+        int code;
+        if (res[j] == sizes[idx[j]])
+            continue;
+        NOGIL(code = mc_store_get_buffer(st, keys[idx[j]], &b));
+        item = code == 0 ? bytes_from(b) : PyBytes_FromStringAndSize("", 0);
+        if (!item)
+            Py_CLEAR(ret);
+        else
+            PyList_SetItem(ret, idx[j], item);
+    }
+out:
+    PyMem_Free(idx);
+    PyMem_Free(reg);
+    PyMem_Free(iov);
+    PyMem_Free(items);
+    PyMem_Free(res);
+    PyMem_Free(sizes);
+    *out = ret;
+    return done;
+}
+
 PyObject *mcpy_get_batch(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", NULL};
-    PyObject *keys_o;
+    PyObject *keys_o, *hold = NULL, *ret = NULL;
+    const char **keys = NULL;
+    Py_ssize_t n;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O:get_batch", kwl, &keys_o))
         return NULL;
-    return batch_get_list(self, keys_o, wrap_bytes, NULL);
+    n = mcpy_keys(keys_o, "keys", &hold, &keys);
+    if (n < 0)
+        return NULL;
+    /* Without the cache the sizes would cost a second master RPC: read the usual way then. */
+    if (mc_store_replica_cache_capacity(MCPY_STORE(self)) == 0 ||
+        !get_batch_direct(self, keys, n, &ret))
+        ret = batch_get_list(self, hold, wrap_bytes, NULL);
+    PyMem_Free(keys);
+    Py_XDECREF(hold);
+    return ret;
 }
 
 PyObject *mcpy_get_into(PyObject *self, PyObject *args, PyObject *kw) {

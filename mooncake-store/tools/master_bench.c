@@ -2,8 +2,11 @@
  *
  * Forks a real master process (this binary's copy of the service, on 127.0.0.1:0), fills it with
  * --objects objects of --value_size bytes through batched put_start/put_end, reports the master's
- * RSS growth per object, then runs batched exist and get_replica_list from --threads clients for
- * --seconds each and prints keys/s with per-RPC latency percentiles. */
+ * RSS growth per object, then runs batched exist and get_replica_list for --seconds each, once for
+ * every client count in --clients (each client a thread with its own connection, as separate
+ * processes would have), and prints keys/s with per-RPC latency percentiles, and for each count
+ * past the first its throughput as a ratio of the first's beside the CPUs this machine has (the
+ * limit concurrency can scale to). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,8 +22,13 @@
 #include "mooncake/error.h"
 #include "proto/master_client.h"
 
+#define MC__MAX_CLIENTS 64
+#define MC__MAX_COUNTS 8
+
 typedef struct bench {
     int64_t objects, batch, value_size, seconds, threads;
+    int64_t counts[MC__MAX_COUNTS]; /* client counts to run each op with (--clients) */
+    int n_counts;
     char addr[64];
 } bench_t;
 
@@ -132,7 +140,8 @@ out:
     return NULL;
 }
 
-static int run_op(bench_t *b, int op, const char *label) {
+/* One op with `threads` clients at once: 0 and *keys_per_s, or the first client's code. */
+static int run_op(bench_t *b, int op, const char *label, double *keys_per_s) {
     worker_t *w = calloc((size_t)b->threads, sizeof(*w));
     pthread_t *t = calloc((size_t)b->threads, sizeof(*t));
     uint64_t keys = 0, t0, *all = NULL;
@@ -159,11 +168,11 @@ static int run_op(bench_t *b, int op, const char *label) {
         mc__free(w[i].lat_us);
     }
     qsort(all, n, sizeof(*all), cmp_u64);
+    *keys_per_s = (double)keys * 1e9 / (double)(mc__now_ns() - t0);
     if (rc == 0 && n)
-        printf("%-22s %10.0f keys/s  batch=%lld threads=%lld  rpc p50=%lluus p99=%lluus\n", label,
-               (double)keys * 1e9 / (double)(mc__now_ns() - t0), (long long)b->batch,
-               (long long)b->threads, (unsigned long long)all[n / 2],
-               (unsigned long long)all[n * 99 / 100]);
+        printf("%-22s %10.0f keys/s  batch=%lld clients=%lld  rpc p50=%lluus p99=%lluus\n", label,
+               *keys_per_s, (long long)b->batch, (long long)b->threads,
+               (unsigned long long)all[n / 2], (unsigned long long)all[n * 99 / 100]);
     else
         printf("%-22s failed: %s\n", label, mc_store_strerror(rc));
     free(all);
@@ -205,14 +214,55 @@ static int fill(bench_t *b, mc__master_client_t *c) {
     return rc;
 }
 
+/* "1,8" -> counts; 0, or -1 for a bad list. */
+static int parse_counts(bench_t *b, const char *list) {
+    const char *p = list;
+    b->n_counts = 0;
+    while (*p) {
+        char *end = NULL;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > MC__MAX_CLIENTS || b->n_counts == MC__MAX_COUNTS ||
+            (*end && *end != ','))
+            return -1;
+        b->counts[b->n_counts++] = v;
+        p = *end ? end + 1 : end;
+    }
+    return b->n_counts ? 0 : -1;
+}
+
+/* Each op once per client count, then how the later counts compare with the first. */
+static int run_all(bench_t *b) {
+    static const struct {
+        int op;
+        const char *label;
+    } ops[] = {{MC_MP_EXIST, "batch_exist"}, {MC_MP_GET_REPLICA_LIST, "batch_get_replica_list"}};
+    double kps[2][MC__MAX_COUNTS] = {{0}};
+    int rc = 0;
+    for (int o = 0; o < 2 && rc == 0; o++)
+        for (int i = 0; i < b->n_counts && rc == 0; i++) {
+            b->threads = b->counts[i];
+            rc = run_op(b, ops[o].op, ops[o].label, &kps[o][i]);
+        }
+    for (int o = 0; o < 2 && rc == 0; o++)
+        for (int i = 1; i < b->n_counts; i++)
+            printf("%-22s %lld clients: %.2fx the throughput of %lld (this machine: %ld CPUs)\n",
+                   ops[o].label, (long long)b->counts[i], kps[o][i] / kps[o][0],
+                   (long long)b->counts[0], sysconf(_SC_NPROCESSORS_ONLN));
+    return rc;
+}
+
 int main(int argc, char **argv) {
-    bench_t b = {1000000, 1000, 4096, 3, 1, ""};
+    bench_t b = {1000000, 1000, 4096, 3, 0, {0}, 0, ""};
+    const char *clients = NULL;
     mc_flag_t flags[] = {
         {"objects", MC_FLAG_INT, &b.objects, "objects to store"},
         {"batch", MC_FLAG_INT, &b.batch, "keys per RPC"},
         {"value_size", MC_FLAG_INT, &b.value_size, "object size in bytes"},
         {"seconds", MC_FLAG_INT, &b.seconds, "duration of each measured operation"},
-        {"threads", MC_FLAG_INT, &b.threads, "client threads (one connection each)"},
+        {"clients", MC_FLAG_STRING, &clients,
+         "client counts to run each operation with, comma-separated (default 1,8; each client "
+         "a thread with its own connection)"},
+        {"threads", MC_FLAG_INT, &b.threads, "one client count (the older flag; --clients wins)"},
     };
     mc__master_client_t *c = NULL;
     int pfd[2];
@@ -224,8 +274,19 @@ int main(int argc, char **argv) {
                              "", "master metadata benchmark");
     if (rc)
         return rc > 0 ? 0 : 2;
+    if (clients ? parse_counts(&b, clients) != 0 : b.threads ? 0 : parse_counts(&b, "1,8") != 0) {
+        fprintf(stderr,
+                "mc_master_bench: --clients wants counts 1..%d, comma-separated (at most "
+                "%d)\n",
+                MC__MAX_CLIENTS, MC__MAX_COUNTS);
+        return 2;
+    }
+    if (!clients && b.threads) {
+        b.counts[0] = b.threads;
+        b.n_counts = 1;
+    }
     if (b.objects < 1 || b.batch < 1 || b.batch > (int64_t)MC_MP_MAX_BATCH || b.value_size < 1 ||
-        b.seconds < 1 || b.threads < 1 || b.threads > 64) {
+        b.seconds < 1 || b.counts[0] < 1 || b.counts[0] > MC__MAX_CLIENTS) {
         fprintf(stderr, "mc_master_bench: flag out of range\n");
         return 2;
     }
@@ -267,9 +328,7 @@ int main(int argc, char **argv) {
            (double)b.objects * 1e9 / (double)(mc__now_ns() - t0));
     printf("master RSS: %ld KiB before, %ld KiB after -> %.1f bytes/object (keys are 16 B)\n", rss0,
            rss1, (double)(rss1 - rss0) * 1024.0 / (double)b.objects);
-    rc = run_op(&b, MC_MP_EXIST, "batch_exist");
-    if (rc == 0)
-        rc = run_op(&b, MC_MP_GET_REPLICA_LIST, "batch_get_replica_list");
+    rc = run_all(&b);
 out:
     if (rc)
         fprintf(stderr, "mc_master_bench: %s\n", mc_store_strerror(rc));

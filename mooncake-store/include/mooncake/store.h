@@ -28,6 +28,7 @@ typedef struct mc_store mc_store_t;
 #define MC_STORE_DEFAULT_SEGMENT_SIZE (16ull << 20)
 #define MC_STORE_DEFAULT_BUFFER_SIZE (16ull << 20)
 #define MC_STORE_DEFAULT_MASTER "127.0.0.1:50051"
+#define MC_STORE_DEFAULT_REPLICA_CACHE_ENTRIES 65536u
 /* Longest key accepted (bytes). Longer keys fail with MC_ERR_INVALID_KEY before any RPC. */
 #define MC_STORE_MAX_KEY_LEN 4096
 #define MC_STORE_STR_MAX 256
@@ -57,6 +58,9 @@ typedef struct mc_store_config {
     int enable_ssd_offload;
     char ssd_offload_path[MC_STORE_STR_MAX];
     uint64_t ssd_offload_capacity; /* disk bytes it may take; 0 = 4 GiB */
+    /* Replica locations kept while their leases last, so that gets skip the master (see
+     * docs/store.md, "Replica-location cache"); 0 turns that off. At most 4194304. */
+    uint64_t replica_cache_entries;
 } mc_store_config_t;
 
 /* Fills the built-in defaults. */
@@ -65,7 +69,8 @@ MC_API void mc_store_config_init(mc_store_config_t *c);
  * them: local_hostname, metadata_server, protocol, device_name (alias rdma_devices),
  * master_server_address (alias master_server_addr), global_segment_size, local_buffer_size
  * (sizes as integers or "4gb", "512MB", ...), cluster_secret, cluster_secret_file,
- * enable_ssd_offload (a boolean), ssd_offload_path, ssd_offload_capacity (a size). Keys of the
+ * enable_ssd_offload (a boolean), ssd_offload_path, ssd_offload_capacity (a size),
+ * replica_cache_entries (a count; 0 turns the replica-location cache off). Keys of the
  * reference this client accepts but does not use (tenant_id, enable_client_http_server=false,
  * client_http_port) are ignored. Unknown key or bad value: MC_ERR_INVALID_PARAMS. */
 MC_API int mc_store_config_set(mc_store_config_t *c, const char *key, const char *value);
@@ -80,7 +85,7 @@ MC_API int mc_store_config_load_file_ex(mc_store_config_t *c, const char *path,
  * MOONCAKE_TE_META_DATA_SERVER, MOONCAKE_PROTOCOL, MOONCAKE_DEVICE,
  * MOONCAKE_GLOBAL_SEGMENT_SIZE, MOONCAKE_LOCAL_BUFFER_SIZE, and for the disk tier
  * MOONCAKE_OFFLOAD_ENABLED, MOONCAKE_OFFLOAD_FILE_STORAGE_PATH,
- * MOONCAKE_OFFLOAD_BUCKET_MAX_TOTAL_SIZE. */
+ * MOONCAKE_OFFLOAD_BUCKET_MAX_TOTAL_SIZE, and MOONCAKE_REPLICA_CACHE_ENTRIES. */
 MC_API int mc_store_config_load_env(mc_store_config_t *c);
 /* The same, leaving the nskip keys in skip alone (file and environment alike). */
 MC_API int mc_store_config_load_env_ex(mc_store_config_t *c, const char *const *skip, size_t nskip);
@@ -263,6 +268,16 @@ MC_API int mc_store_is_exist(mc_store_t *s, const char *key);
 MC_API int mc_store_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n, int *results);
 /* Size in bytes, or a negative code (MC_ERR_OBJECT_NOT_FOUND). */
 MC_API int64_t mc_store_get_size(mc_store_t *s, const char *key);
+/* The sizes of n objects (sizes[i]: bytes, or a negative code), with the leases a get takes:
+ * from replica locations this client holds under a live lease (see docs/store.md), the rest in
+ * one master RPC. A get of these keys right after reads through the same locations, so a caller
+ * can size its destinations first without another round trip. Returns 0 or the first error.
+ * A dummy client: MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (it reads the other way). */
+MC_API int mc_store_batch_get_size(mc_store_t *s, const char *const *keys, size_t n,
+                                   int64_t *sizes);
+/* Replica locations this client may keep (replica_cache_entries of a set-up store), 0 when the
+ * cache is off or the store is not set up. */
+MC_API size_t mc_store_replica_cache_capacity(mc_store_t *s);
 
 /* Where an object's replicas are, as the reference's Replica::Descriptor tells it. Asking grants
  * a lease, as a get does. Statuses are the reference's ReplicaStatus numbers. */

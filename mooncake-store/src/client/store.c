@@ -292,6 +292,8 @@ static void mc__teardown(mc_store_t *s) {
     mc__dummy_disconnect(s);
     mc__master_client_close(s->master);
     s->master = NULL;
+    mc__replica_cache_destroy(s->rcache);
+    s->rcache = NULL;
     pthread_rwlock_wrlock(&s->seg_rw);
     if (s->engine && s->segment)
         mc_engine_free_managed(s->engine, s->segment);
@@ -379,6 +381,15 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
         goto out;
     }
     s->master_known = 1;
+    if (s->cfg.replica_cache_entries > MC__REPLICA_CACHE_MAX_ENTRIES) {
+        MC_ERROR("store: replica_cache_entries %llu is more than %u",
+                 (unsigned long long)s->cfg.replica_cache_entries, MC__REPLICA_CACHE_MAX_ENTRIES);
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    rc = mc__replica_cache_create((size_t)s->cfg.replica_cache_entries, &s->rcache);
+    if (rc != 0)
+        goto out;
     rc = mc__setup_engine(s);
     if (rc != 0)
         goto out;

@@ -22,6 +22,7 @@ void mc_store_config_init(mc_store_config_t *c) {
     snprintf(c->master_server_addr, sizeof(c->master_server_addr), "%s", MC_STORE_DEFAULT_MASTER);
     c->global_segment_size = MC_STORE_DEFAULT_SEGMENT_SIZE;
     c->local_buffer_size = MC_STORE_DEFAULT_BUFFER_SIZE;
+    c->replica_cache_entries = MC_STORE_DEFAULT_REPLICA_CACHE_ENTRIES;
 }
 
 static int mc__set_str(char *dst, size_t cap, const char *key, const char *value) {
@@ -79,6 +80,7 @@ static const mc__config_key_t mc__config_keys[] = {
     {"tenant_id", MC__KEY_IGNORED, 0, 0},
     MC__STR("ssd_offload_path", ssd_offload_path),
     MC__SIZE("ssd_offload_capacity", ssd_offload_capacity),
+    MC__SIZE("replica_cache_entries", replica_cache_entries),
     MC__BOOL("enable_ssd_offload", enable_ssd_offload),
     {"client_http_port", MC__KEY_IGNORED, 0, 0},
     {"enable_client_http_server", MC__KEY_MUST_BE_OFF, 0, 0},
@@ -278,6 +280,7 @@ int mc_store_config_load_env_ex(mc_store_config_t *c, const char *const *skip, s
         {"MOONCAKE_OFFLOAD_ENABLED", "enable_ssd_offload"},
         {"MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", "ssd_offload_path"},
         {"MOONCAKE_OFFLOAD_BUCKET_MAX_TOTAL_SIZE", "ssd_offload_capacity"},
+        {"MOONCAKE_REPLICA_CACHE_ENTRIES", "replica_cache_entries"},
     };
     const char *path;
     int rc = 0;

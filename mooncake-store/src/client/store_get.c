@@ -8,22 +8,72 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/failpoint.h"
 #include "mooncake/common/log.h"
+#include "mooncake/common/time.h"
 
 int mc__store_get_replicas(mc_store_t *s, const char *key, mc__key_replicas_t **kr) {
     int rc;
+    uint64_t sent;
     *kr = mc__calloc(1, sizeof(**kr));
     if (!*kr)
         return MC_ERR_INTERNAL_ERROR;
+    sent = mc__now_ms(); /* the lease counts from before the request left (replica_cache.c) */
     rc = mc__master_client_get_replica_list(s->master, key, *kr);
+    if (rc == 0)
+        mc__replica_cache_put(s->rcache, key, sent, *kr);
     (*kr)->key = key;
     /* a reader that stalls holding a lease (tests stop it here) */
     mc__failpoint("store_get_after_lease");
     return rc;
 }
 
+int mc__store_cached_read_ok(mc_store_t *s, const char *key, int64_t rc, uint64_t read_by) {
+    if (rc >= 0 && mc__now_ms() < read_by)
+        return 1;
+    mc__replica_cache_drop(s->rcache, key);
+    return 0;
+}
+
+/* The object of key into iov, through a replica list the master grants now. */
+static int64_t mc__read_key_master(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
+                                   size_t iovcnt) {
+    mc__key_replicas_t *kr = NULL;
+    int64_t rc = mc__store_get_replicas(s, key, &kr);
+    if (rc == 0)
+        rc = mc__store_read_replicas(s, kr, iov, iovcnt);
+    if (rc < 0) /* a list whose read failed (another incarnation, a dead owner) is no use later */
+        mc__replica_cache_drop(s->rcache, key);
+    mc__free(kr);
+    return rc;
+}
+
+/* The object of key into iov: through its cached replica list when there is a live one, else
+ * (or when that read fails) through the master. */
+static int64_t mc__read_key(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
+                            size_t iovcnt) {
+    mc__key_replicas_t *kr = NULL;
+    uint64_t read_by = 0;
+    int64_t rc;
+    if (s->rcache) {
+        kr = mc__calloc(1, sizeof(*kr));
+        if (!kr)
+            return MC_ERR_INTERNAL_ERROR;
+        if (mc__replica_cache_get(s->rcache, key, mc__now_ms(), kr, &read_by)) {
+            kr->key = key;
+            /* a reader that stalls between its cached lookup and its read (tests stop it) */
+            mc__failpoint("store_get_cached");
+            rc = mc__store_read_replicas(s, kr, iov, iovcnt);
+            if (mc__store_cached_read_ok(s, key, rc, read_by)) {
+                mc__free(kr);
+                return rc;
+            }
+        }
+        mc__free(kr);
+    }
+    return mc__read_key_master(s, key, iov, iovcnt);
+}
+
 static int64_t mc__get_one(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
                            size_t iovcnt) {
-    mc__key_replicas_t *kr = NULL;
     int64_t rc = mc__store_ready(s);
     if (rc != 0)
         return rc;
@@ -34,11 +84,7 @@ static int64_t mc__get_one(mc_store_t *s, const char *key, const mc_store_iov_t 
     for (size_t i = 0; i < iovcnt; i++)
         if (iov[i].len && !iov[i].base)
             return MC_ERR_INVALID_PARAMS;
-    rc = mc__store_get_replicas(s, key, &kr);
-    if (rc == 0)
-        rc = mc__store_read_replicas(s, kr, iov, iovcnt);
-    mc__free(kr);
-    return rc;
+    return mc__read_key(s, key, iov, iovcnt);
 }
 
 static int64_t mc__get_into_impl(mc_store_t *s, const char *key, void *buf, size_t cap) {
@@ -57,6 +103,7 @@ int mc__store_batch_replicas(mc_store_t *s, const char *const *keys, size_t n,
     size_t *idx = NULL;
     mc__key_replicas_t *tmp = NULL;
     size_t m = 0;
+    uint64_t sent;
     int rc = MC_ERR_INTERNAL_ERROR;
 
     ok = mc__calloc(n, sizeof(*ok));
@@ -73,13 +120,16 @@ int mc__store_batch_replicas(mc_store_t *s, const char *const *keys, size_t n,
         }
     }
     rc = 0;
+    sent = mc__now_ms(); /* the leases count from before the request left (replica_cache.c) */
     if (m > 0)
         rc = mc__master_client_batch_get_replica_list(s->master, m, ok, tmp);
     for (size_t j = 0; j < m; j++) {
-        if (rc != 0)
+        if (rc != 0) {
             kr[idx[j]].code = rc;
-        else
+        } else {
             kr[idx[j]] = tmp[j];
+            mc__replica_cache_put(s->rcache, keys[idx[j]], sent, &tmp[j]);
+        }
         kr[idx[j]].key = keys[idx[j]];
     }
 out:
@@ -89,30 +139,84 @@ out:
     return rc;
 }
 
+int mc__store_batch_lookup(mc_store_t *s, const char *const *keys, size_t n, mc__key_replicas_t *kr,
+                           uint64_t *read_by) {
+    const char **miss = NULL;
+    size_t *idx = NULL;
+    mc__key_replicas_t *got = NULL;
+    uint64_t now = mc__now_ms();
+    size_t m = 0;
+    int rc = MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < n; i++)
+        read_by[i] = 0;
+    if (!s->rcache)
+        return mc__store_batch_replicas(s, keys, n, kr);
+    miss = mc__calloc(n, sizeof(*miss));
+    idx = mc__calloc(n, sizeof(*idx));
+    if (!miss || !idx)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        memset(&kr[i], 0, sizeof(kr[i]));
+        if (mc__store_check_key(keys[i]) == 0 &&
+            mc__replica_cache_get(s->rcache, keys[i], now, &kr[i], &read_by[i])) {
+            kr[i].key = keys[i];
+            continue;
+        }
+        miss[m] = keys[i];
+        idx[m++] = i;
+    }
+    rc = 0;
+    if (m == 0)
+        goto out;
+    got = mc__calloc(m, sizeof(*got));
+    if (!got) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    rc = mc__store_batch_replicas(s, miss, m, got);
+    for (size_t j = 0; j < m; j++)
+        kr[idx[j]] = got[j];
+out:
+    mc__free(got);
+    mc__free(idx);
+    mc__free(miss);
+    return rc;
+}
+
 static int mc__batch_get_into_impl(mc_store_t *s, const mc_store_item_t *items, size_t n,
                                    int64_t *results) {
     mc__key_replicas_t *kr = NULL;
     const char **keys = NULL;
+    uint64_t *read_by = NULL;
     int first = 0;
     int rc = mc__store_batch_check(s, n, items && results);
     if (rc != 0 || n == 0)
         return rc;
     kr = mc__calloc(n, sizeof(*kr));
     keys = mc__calloc(n, sizeof(*keys));
-    if (!kr || !keys) {
+    read_by = mc__calloc(n, sizeof(*read_by));
+    if (!kr || !keys || !read_by) {
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
     for (size_t i = 0; i < n; i++)
         keys[i] = items[i].key;
-    rc = mc__store_batch_replicas(s, keys, n, kr);
+    rc = mc__store_batch_lookup(s, keys, n, kr, read_by);
     if (rc != 0)
         goto out;
     mc__store_batch_read(s, kr, items, n, results);
+    /* Reads through cached lists that failed or ended too late: again through the master. */
+    for (size_t i = 0; i < n; i++) {
+        if (read_by[i] && !mc__store_cached_read_ok(s, keys[i], results[i], read_by[i]))
+            results[i] = mc__read_key_master(s, keys[i], items[i].iov, items[i].iovcnt);
+        else if (!read_by[i] && results[i] < 0)
+            mc__replica_cache_drop(s->rcache, keys[i]); /* see mc__read_key_master */
+    }
     for (size_t i = 0; i < n && first == 0; i++)
         if (results[i] < 0)
             first = (int)results[i];
 out:
+    mc__free(read_by);
     mc__free(keys);
     mc__free(kr);
     return rc != 0 ? rc : first;
@@ -160,6 +264,18 @@ static int mc__read_to_buffer(mc_store_t *s, const mc__key_replicas_t *kr,
     return n < 0 ? (int)n : 0;
 }
 
+/* The object of key into a new buffer, through a replica list the master grants now. */
+static int mc__get_buffer_master(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
+    mc__key_replicas_t *kr = NULL;
+    int rc = mc__store_get_replicas(s, key, &kr);
+    if (rc == 0)
+        rc = mc__read_to_buffer(s, kr, out);
+    if (rc < 0) /* see mc__read_key_master */
+        mc__replica_cache_drop(s->rcache, key);
+    mc__free(kr);
+    return rc;
+}
+
 static int mc__get_buffer_impl(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
     mc__key_replicas_t *kr = NULL;
     int rc = mc__store_ready(s);
@@ -168,11 +284,26 @@ static int mc__get_buffer_impl(mc_store_t *s, const char *key, mc_store_buffer_t
     *out = NULL;
     if (rc != 0 || (rc = mc__store_check_key(key)) != 0)
         return rc;
-    rc = mc__store_get_replicas(s, key, &kr);
-    if (rc == 0)
-        rc = mc__read_to_buffer(s, kr, out);
-    mc__free(kr);
-    return rc;
+    if (s->rcache) {
+        uint64_t read_by = 0;
+        kr = mc__calloc(1, sizeof(*kr));
+        if (!kr)
+            return MC_ERR_INTERNAL_ERROR;
+        if (mc__replica_cache_get(s->rcache, key, mc__now_ms(), kr, &read_by)) {
+            kr->key = key;
+            mc__failpoint("store_get_cached"); /* as in mc__read_key */
+            rc = mc__read_to_buffer(s, kr, out);
+            if (mc__store_cached_read_ok(s, key, rc, read_by)) {
+                mc__free(kr);
+                return rc;
+            }
+            mc_store_buffer_free(*out);
+            *out = NULL;
+        }
+        mc__free(kr);
+        kr = NULL;
+    }
+    return mc__get_buffer_master(s, key, out);
 }
 
 /* All buffers first, then one batched read into them (items point at the buffers). */
@@ -203,6 +334,7 @@ static int mc__batch_get_buffer_impl(mc_store_t *s, const char *const *keys, siz
     mc_store_item_t *items = NULL;
     mc_store_iov_t *iov = NULL;
     int64_t *got = NULL;
+    uint64_t *read_by = NULL;
     int first = 0;
     int rc = mc__store_batch_check(s, n, keys && outs && results);
     if (rc != 0 || n == 0)
@@ -213,17 +345,29 @@ static int mc__batch_get_buffer_impl(mc_store_t *s, const char *const *keys, siz
     items = mc__calloc(n, sizeof(*items));
     iov = mc__calloc(n, sizeof(*iov));
     got = mc__calloc(n, sizeof(*got));
-    if (!kr || !items || !iov || !got) {
+    read_by = mc__calloc(n, sizeof(*read_by));
+    if (!kr || !items || !iov || !got || !read_by) {
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    rc = mc__store_batch_replicas(s, keys, n, kr);
+    rc = mc__store_batch_lookup(s, keys, n, kr, read_by);
     if (rc != 0)
         goto out;
     mc__read_to_buffers(s, kr, n, outs, results, items, iov, got);
+    /* Reads through cached lists that failed or ended too late: again through the master. */
+    for (size_t i = 0; i < n; i++) {
+        if (!read_by[i] && results[i] < 0)
+            mc__replica_cache_drop(s->rcache, keys[i]); /* see mc__read_key_master */
+        if (!read_by[i] || mc__store_cached_read_ok(s, keys[i], results[i], read_by[i]))
+            continue;
+        mc_store_buffer_free(outs[i]);
+        outs[i] = NULL;
+        results[i] = mc__get_buffer_master(s, keys[i], &outs[i]);
+    }
     for (size_t i = 0; i < n && first == 0; i++)
         first = results[i];
 out:
+    mc__free(read_by);
     mc__free(got);
     mc__free(iov);
     mc__free(items);
@@ -295,6 +439,49 @@ int mc_store_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
         return mc__dummy_batch_get_buffer(s, keys, n, outs, results);
     MC__STORE_HELD_BATCH(s, rc, mc__batch_get_buffer_impl(s, keys, n, outs, results), results, n);
     return rc;
+}
+
+static int mc__batch_get_size_impl(mc_store_t *s, const char *const *keys, size_t n,
+                                   int64_t *sizes) {
+    mc__key_replicas_t *kr = NULL;
+    uint64_t *read_by = NULL;
+    int first = 0;
+    int rc = mc__store_batch_check(s, n, keys && sizes);
+    if (rc != 0 || n == 0)
+        return rc;
+    kr = mc__calloc(n, sizeof(*kr));
+    read_by = mc__calloc(n, sizeof(*read_by));
+    if (!kr || !read_by) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    rc = mc__store_batch_lookup(s, keys, n, kr, read_by);
+    for (size_t i = 0; i < n; i++) {
+        sizes[i] = rc != 0 ? rc : kr[i].code != 0 ? kr[i].code : (int64_t)kr[i].size;
+        if (sizes[i] < 0 && first == 0)
+            first = (int)sizes[i];
+    }
+out:
+    mc__free(read_by);
+    mc__free(kr);
+    return rc != 0 ? rc : first;
+}
+
+int mc_store_batch_get_size(mc_store_t *s, const char *const *keys, size_t n, int64_t *sizes) {
+    int rc;
+    if (s && s->dummy) /* quietly: the bindings try it first and then read the other way */
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    MC__STORE_HELD_BATCH(s, rc, mc__batch_get_size_impl(s, keys, n, sizes), sizes, n);
+    return rc;
+}
+
+size_t mc_store_replica_cache_capacity(mc_store_t *s) {
+    size_t n = 0;
+    if (s && !s->dummy && mc__store_enter(s) == 0) {
+        n = s->rcache ? (size_t)s->cfg.replica_cache_entries : 0;
+        mc__store_leave(s);
+    }
+    return n;
 }
 
 static int mc__batch_replica_desc_impl(mc_store_t *s, const char *const *keys, size_t n,

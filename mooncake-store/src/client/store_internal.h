@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "client/put_session.h"
+#include "client/replica_cache.h"
 #include "client/staging.h"
 #include "mooncake/store.h"
 #include "proto/master_client.h"
@@ -82,6 +83,8 @@ struct mc_store {
     pthread_mutex_t disk_mu;         /* idle connections to disk read servers (store_disk_read.c) */
     struct mc__dconn *dconns; /* never held around I/O: a reader takes one out while it reads */
     size_t n_dconns;
+
+    mc__replica_cache_t *rcache; /* replica locations under lease (NULL: off; replica_cache.c) */
 
     /* The user buffers this client registered (mc_store_register_buffer), kept only so that a
      * close unregisters them from a shared engine and an unregister refuses what it did not
@@ -191,6 +194,14 @@ int mc__store_get_replicas(mc_store_t *s, const char *key, mc__key_replicas_t **
  * Returns 0, or the code that failed the whole call (then in every kr[i].code too). */
 int mc__store_batch_replicas(mc_store_t *s, const char *const *keys, size_t n,
                              mc__key_replicas_t *kr);
+/* Replica lists for n keys: this client's cached ones where live (read_by[i] set: a read through
+ * one must end by then, see mc__store_cached_read_ok), the rest from the master in one RPC
+ * (read_by[i] = 0). Returns what mc__store_batch_replicas returns for the keys it asked about. */
+int mc__store_batch_lookup(mc_store_t *s, const char *const *keys, size_t n, mc__key_replicas_t *kr,
+                           uint64_t *read_by);
+/* A read through a cached replica list counts only when it worked (rc >= 0) and finished before
+ * read_by: 1. Otherwise 0, and key's entry goes; the caller reads again through the master. */
+int mc__store_cached_read_ok(mc_store_t *s, const char *key, int64_t rc, uint64_t read_by);
 /* Reads a whole object described by kr into iov, trying each complete replica (ours first);
  * returns the size or a negative code. */
 int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,

@@ -46,8 +46,11 @@ static int mc__batch_keys(mc_store_t *s, int op, const char *const *keys, size_t
                  ? mc__master_client_batch_replica_clear(s->master, m, ok, segment, codes)
                  : mc__master_client_batch_exist(s->master, m, ok, codes);
     }
-    for (size_t j = 0; j < m; j++)
+    for (size_t j = 0; j < m; j++) {
         results[idx[j]] = rc != 0 ? rc : codes[j];
+        if (op != MC__KEYS_EXIST) /* our own removal: drop what we cached of the key */
+            mc__replica_cache_drop(s->rcache, ok[j]);
+    }
     for (size_t i = 0; i < n; i++)
         if (results[i] < 0 && first == 0)
             first = results[i];
@@ -80,7 +83,9 @@ static int mc__remove_impl(mc_store_t *s, const char *key, int force) {
     int rc = mc__store_ready(s);
     if (rc != 0 || (rc = mc__store_check_key(key)) != 0)
         return rc;
-    return mc__master_client_remove(s->master, key, force);
+    rc = mc__master_client_remove(s->master, key, force);
+    mc__replica_cache_drop(s->rcache, key); /* our own removal: forget its locations */
+    return rc;
 }
 
 static int mc__batch_remove_impl(mc_store_t *s, const char *const *keys, size_t n, int force,
@@ -101,7 +106,9 @@ static int64_t mc__remove_all_impl(mc_store_t *s, int force) {
     int rc = mc__store_ready(s);
     if (rc != 0)
         return rc;
-    return mc__master_client_remove_all(s->master, force);
+    int64_t n = mc__master_client_remove_all(s->master, force);
+    mc__replica_cache_clear(s->rcache);
+    return n;
 }
 
 static int64_t mc__remove_by_regex_impl(mc_store_t *s, const char *regex, int force) {
@@ -110,7 +117,9 @@ static int64_t mc__remove_by_regex_impl(mc_store_t *s, const char *regex, int fo
         return rc;
     if (!regex || !*regex)
         return MC_ERR_INVALID_PARAMS;
-    return mc__master_client_remove_by_regex(s->master, regex, force);
+    int64_t n = mc__master_client_remove_by_regex(s->master, regex, force);
+    mc__replica_cache_clear(s->rcache);
+    return n;
 }
 
 /* Public entry points: each holds the store open (close waits for it) while it runs. */

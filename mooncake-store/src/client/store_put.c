@@ -111,6 +111,8 @@ static int mc__put_parts_impl(mc_store_t *s, int upsert, const char *key,
         MC_DEBUG("store: put of %s failed to move its bytes; placing it again", key);
     }
 out:
+    /* Our own write: no later get of ours may read the locations of the value it replaced. */
+    mc__replica_cache_drop(s->rcache, key);
     mc__free(kr);
     return rc;
 }
@@ -235,6 +237,8 @@ static int mc__batch_put_impl(mc_store_t *s, int upsert, const mc_store_item_t *
             results[idx[j]] = mc__put_parts_impl(s, upsert, it->key, it->iov, it->iovcnt, rc_cfg);
     }
 out:
+    for (size_t j = 0; j < m; j++) /* our own writes: see mc__put_parts_impl */
+        mc__replica_cache_drop(s->rcache, keys[j]);
     for (size_t i = 0; i < n && rc == 0 && first == 0; i++)
         first = results[i];
     mc__free(kr);

@@ -1,6 +1,7 @@
 /* Ranged reads: byte ranges of objects into caller memory. Every range becomes a read of a
  * narrowed replica list (each replica's address moved to the range, its size the range's), so the
- * batch read path moves all ranges of all keys together after one master round trip. */
+ * batch read path moves all ranges of all keys together after one master round trip (none for
+ * keys whose replica lists this client holds under a live lease, replica_cache.c). */
 #include <string.h>
 
 #include "client/dummy.h"
@@ -37,13 +38,46 @@ static int64_t mc__range_check(mc_store_t *s, const mc__key_replicas_t *kr,
     return 0;
 }
 
-static int mc__batch_get_ranges_impl(mc_store_t *s, mc_store_range_read_t *reads, size_t n) {
+static int mc__batch_get_ranges_impl(mc_store_t *s, mc_store_range_read_t *reads, size_t n,
+                                     int cached);
+
+/* Keys read through cached replica lists whose ranges did not all work, or ended too late: their
+ * ranges again, through the master. */
+static int mc__redo_uncached(mc_store_t *s, mc_store_range_read_t *reads, size_t n,
+                             const uint64_t *read_by) {
+    mc_store_range_read_t *again = NULL;
+    size_t m = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t worst = 0;
+        if (!read_by[i])
+            continue;
+        for (size_t j = 0; j < reads[i].n; j++)
+            if (reads[i].ranges[j].result < 0)
+                worst = reads[i].ranges[j].result;
+        if (mc__store_cached_read_ok(s, reads[i].key, worst, read_by[i]))
+            continue;
+        if (!again && !(again = mc__calloc(n, sizeof(*again))))
+            return MC_ERR_INTERNAL_ERROR;
+        again[m++] = reads[i]; /* the same ranges: their results are written in place */
+    }
+    if (m > 0)
+        rc = mc__batch_get_ranges_impl(s, again, m, 0);
+    mc__free(again);
+    return rc;
+}
+
+/* cached: ranges may be read through this client's cached replica lists (then checked, and
+ * read again through the master where that did not hold); 0: through the master only. */
+static int mc__batch_get_ranges_impl(mc_store_t *s, mc_store_range_read_t *reads, size_t n,
+                                     int cached) {
     mc__key_replicas_t *kr = NULL, *nkr = NULL;
     mc_store_item_t *items = NULL;
     mc_store_iov_t *iov = NULL;
     int64_t *res = NULL;
     mc_store_range_t **rng = NULL; /* the range each queued read fills */
     const char **keys = NULL;
+    uint64_t *read_by = NULL;
     size_t total = 0, m = 0;
     int rc = mc__store_batch_check(s, n, reads != NULL);
     if (rc != 0 || n == 0)
@@ -55,13 +89,15 @@ static int mc__batch_get_ranges_impl(mc_store_t *s, mc_store_range_read_t *reads
     }
     kr = mc__calloc(n, sizeof(*kr));
     keys = mc__calloc(n, sizeof(*keys));
-    if (!kr || !keys) {
+    read_by = mc__calloc(n, sizeof(*read_by));
+    if (!kr || !keys || !read_by) {
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
     for (size_t i = 0; i < n; i++)
         keys[i] = reads[i].key;
-    rc = mc__store_batch_replicas(s, keys, n, kr);
+    rc = cached ? mc__store_batch_lookup(s, keys, n, kr, read_by)
+                : mc__store_batch_replicas(s, keys, n, kr);
     if (rc != 0)
         goto out;
     if (total > 0) {
@@ -94,7 +130,10 @@ static int mc__batch_get_ranges_impl(mc_store_t *s, mc_store_range_read_t *reads
         mc__store_batch_read(s, nkr, items, m, res);
     for (size_t k = 0; k < m; k++)
         rng[k]->result = res[k];
+    if (cached)
+        rc = mc__redo_uncached(s, reads, n, read_by);
 out:
+    mc__free(read_by);
     mc__free(rng);
     mc__free(res);
     mc__free(iov);
@@ -110,7 +149,7 @@ int mc_store_batch_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_
     if (s && s->dummy)
         rc = mc__dummy_get_ranges(s, reads, n);
     else
-        MC__STORE_HELD(s, rc, mc__batch_get_ranges_impl(s, reads, n));
+        MC__STORE_HELD(s, rc, mc__batch_get_ranges_impl(s, reads, n, 1));
     /* A call that failed as a whole failed every range (none was read). */
     for (size_t i = 0; rc != 0 && reads && i < n; i++)
         for (size_t j = 0; reads[i].ranges && j < reads[i].n; j++)

@@ -194,7 +194,17 @@ mc__object_t *mc__object_grow(mc__shard_t *s, mc__object_t *o, const mc__replica
 /* Frees the replicas' space (shard lock may be held) and the record. Updates gauges. */
 void mc__object_destroy(mc__master_t *m, mc__object_t *o);
 void mc__free_replica(mc__master_t *m, const mc__replica_t *r);
-/* Iterates every shard under its lock. fn returns 1 to unlink-and-destroy the object. */
+/* o, already out of its shard's table (shard lock held): its space is freed now, or held in the
+ * graveyard while a writer (unfinished) or a reader (leased) may still touch it; a complete o
+ * stops counting as an object at once. Every path that takes a leased object away (upsert,
+ * forced remove) goes through here, which is what lets clients cache replica locations for as
+ * long as their lease lasts (see the client's replica_cache.c). */
+void mc__object_release(mc__master_t *m, mc__object_t *o, uint64_t now);
+/* With the shard locked: unlinks o, then mc__object_release. */
+void mc__object_retire(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
+/* Iterates every shard under its lock. fn returns MC__SWEEP_DESTROY to unlink and destroy the
+ * object, MC__SWEEP_RETIRE to unlink and release it (mc__object_release), 0 to keep it. */
+enum { MC__SWEEP_KEEP = 0, MC__SWEEP_DESTROY = 1, MC__SWEEP_RETIRE = 2 };
 typedef int (*mc__obj_visit_fn)(mc__master_t *m, mc__object_t *o, void *arg);
 void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg);
 

@@ -9,6 +9,7 @@
 #include "master/master_internal.h"
 #include "master/persist.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
 #define MC__MIN_BUCKETS 64u
@@ -152,13 +153,17 @@ void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg) {
             mc__object_t **pp = &s->buckets[b];
             while (*pp) {
                 mc__object_t *o = *pp;
-                if (fn(m, o, arg)) {
+                int what = fn(m, o, arg);
+                if (what != MC__SWEEP_KEEP) {
                     *pp = o->next;
                     s->count--;
                     if (!(o->flags & MC__OBJ_COMPLETE))
                         s->incomplete--;
                     o->next = NULL;
-                    mc__object_destroy(m, o);
+                    if (what == MC__SWEEP_RETIRE)
+                        mc__object_release(m, o, mc__now_ms());
+                    else
+                        mc__object_destroy(m, o);
                 } else {
                     pp = &o->next;
                 }
@@ -166,6 +171,27 @@ void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg) {
         }
         pthread_mutex_unlock(&s->mu);
     }
+}
+
+void mc__object_release(mc__master_t *m, mc__object_t *o, uint64_t now) {
+    if (o->flags & MC__OBJ_COMPLETE) {
+        if (o->lease_until <= now) {
+            mc__object_destroy(m, o);
+            return;
+        }
+        /* No longer an object readers can find: count it out now, free it after its lease. */
+        mc__persist_obj_del(m, o);
+        o->flags &= (uint8_t)~MC__OBJ_COMPLETE;
+        atomic_fetch_sub(&m->n_objects, 1);
+        atomic_fetch_sub(&m->object_bytes, (int64_t)o->size);
+        o->access_ms = 0;
+    }
+    mc__grave_add(m, o);
+}
+
+void mc__object_retire(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now) {
+    mc__shard_unlink(s, o);
+    mc__object_release(m, o, now);
 }
 
 mc__object_t *mc__object_grow(mc__shard_t *s, mc__object_t *o, const mc__replica_t *add,

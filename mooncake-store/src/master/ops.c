@@ -18,6 +18,15 @@ static int mc__leased(const mc__object_t *o, uint64_t now) {
     return o->lease_until > now;
 }
 
+/* A forced removal holds a leased object's space only as long as a client may still read it
+ * through a cached replica list (MC_MP_CACHED_LEASE_MS from its request, plus slack), not for
+ * the whole lease: force is for cleaning up, and the space should come back soon. */
+static void mc__lease_cap_for_force(mc__object_t *o, uint64_t now) {
+    uint64_t cap = now + MC_MP_CACHED_LEASE_MS + MC_MP_CACHED_LEASE_SLACK_MS;
+    if (o->lease_until > cap)
+        o->lease_until = cap;
+}
+
 /* The replicas of one key, and its LOCAL_DISK copy (dh, may be NULL) last. */
 static void mc__put_replicas_disk(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t size,
                                   uint64_t lease_ms, const mc__replica_t *reps, uint8_t n,
@@ -310,8 +319,16 @@ static int32_t mc__code_one(mc__master_t *m, uint8_t type, const mc__mp_str_t *k
         break;
     }
     if (dead) {
-        mc__shard_unlink(s, dead);
-        mc__object_destroy(m, dead);
+        /* Forced past a lease: the key goes now, its bytes stay until the lease has passed
+         * (readers may be reading them, or reuse a cached location). An unfinished put forced
+         * out is freed at once, as before. */
+        if (dead->flags & MC__OBJ_COMPLETE) {
+            mc__lease_cap_for_force(dead, now);
+            mc__object_retire(m, s, dead, now);
+        } else {
+            mc__shard_unlink(s, dead);
+            mc__object_destroy(m, dead);
+        }
         mc__disk_forget(m, k->p, k->len, hash);
     }
     pthread_mutex_unlock(&s->mu);
@@ -389,7 +406,10 @@ static int mc__remove_all_visit(mc__master_t *m, mc__object_t *o, void *arg) {
             return 0;
     }
     a->removed++;
-    return 1;
+    /* forced past a lease: the bytes stay while cached reads may still start (see
+     * mc__lease_cap_for_force), then go (mc__object_release) */
+    mc__lease_cap_for_force(o, a->now);
+    return mc__leased(o, a->now) ? MC__SWEEP_RETIRE : MC__SWEEP_DESTROY;
 }
 
 /* REMOVE_ALL, or with a pattern remove_by_regex: the pattern is compiled once (POSIX extended;

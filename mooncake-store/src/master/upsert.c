@@ -24,25 +24,6 @@ static uint32_t mc__shadow_key(const mc__mp_str_t *key, uint8_t *out) {
     return key->len + MC__SHADOW_SUFFIX_LEN;
 }
 
-/* With the shard locked: o (linked) leaves the table; its space is freed now, or held in the
- * graveyard while a writer (unfinished) or a reader (leased) may still touch it. */
-static void mc__retire(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now) {
-    mc__shard_unlink(s, o);
-    if (o->flags & MC__OBJ_COMPLETE) {
-        if (o->lease_until <= now) {
-            mc__object_destroy(m, o);
-            return;
-        }
-        /* No longer an object readers can find: count it out now, free it after its lease. */
-        mc__persist_obj_del(m, o);
-        o->flags &= (uint8_t)~MC__OBJ_COMPLETE;
-        atomic_fetch_sub(&m->n_objects, 1);
-        atomic_fetch_sub(&m->object_bytes, (int64_t)o->size);
-        o->access_ms = 0;
-    }
-    mc__grave_add(m, o);
-}
-
 /* With the shard locked: the key's object (stale unfinished puts discarded first). */
 static mc__object_t *mc__find_live(mc__master_t *m, mc__shard_t *s, uint32_t hash,
                                    const uint8_t *key, uint32_t len, uint64_t now) {
@@ -84,7 +65,7 @@ int32_t mc__upsert_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t 
              * does); the earlier writer's end then finds no object of its version. */
             old = exists ? mc__shard_find(s, hash, shadow, shadow_len) : NULL;
             if (old)
-                mc__retire(m, s, old, now);
+                mc__object_retire(m, s, old, now);
             *n_out = o->n_replicas;
             *version = o->version;
             memcpy(reps, mc__obj_reps(o), (size_t)o->n_replicas * sizeof(*reps));
@@ -120,7 +101,7 @@ static int32_t mc__shadow_publish(mc__master_t *m, mc__shard_t *s, mc__object_t 
     mc__shard_unlink(s, sh);
     mc__free(sh);
     if (cur)
-        mc__retire(m, s, cur, now);
+        mc__object_retire(m, s, cur, now);
     mc__shard_insert(s, o);
     mc__object_complete(m, s, o, now);
     return 0;

@@ -68,6 +68,14 @@
 #define MC_MP_MAX_PREFERRED 8u      /* preferred segments in one config */
 #define MC_MP_CLIENT_ID_LEN 16u
 #define MC_MP_MAX_SEGMENT_SIZE (1ull << 50) /* bytes in one mounted segment (1 PiB) */
+/* The contract between a client's replica-location cache and the master: a client reads through
+ * a granted replica list for at most MC_MP_CACHED_LEASE_MS from sending the request that got it
+ * (or the lease, when shorter), and a forced removal of a leased object holds its space that
+ * long plus MC_MP_CACHED_LEASE_SLACK_MS (or until the lease ends, when sooner): long enough for
+ * every cached read that may still start, short enough that a forced cleanup's space comes back
+ * soon. A plain remove, eviction and replica clear wait for the whole lease, as before. */
+#define MC_MP_CACHED_LEASE_MS 1000u
+#define MC_MP_CACHED_LEASE_SLACK_MS 200u
 
 enum mc__mp_type {
     MC_MP_MOUNT_SEGMENT = 1,

@@ -16,6 +16,7 @@
 #define XXH_INLINE_ALL /* header-only: the test needs no libxxhash */
 #include <xxhash.h>
 
+#include "client/replica_cache.h"
 #include "master_proc.h"
 #include "mooncake/store.h"
 #include "proto/master_client.h"
@@ -207,6 +208,64 @@ static void test_bad_input(void **state) {
     assert_int_equal(mc_store_health_check(f->pure), 0);
     assert_int_equal(mc_store_health_check(NULL), 1);
     assert_int_equal(mc_store_put(NULL, "k", v, 1, NULL), MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+}
+
+/* Sizes through the replica-location cache, the cache's switch and its bad values, and a
+ * client reading its own upsert at once although it holds the old value's location. */
+static void test_batch_get_size_and_cache(void **state) {
+    fixture_t *f = *state;
+    const char *keys[4] = {"sz-a", "sz-b", "sz-absent", ""};
+    int64_t sizes[4];
+    uint8_t *b = pattern(2 * MIB, 7), *b2 = pattern(2 * MIB, 8), *out = malloc(2 * MIB);
+    uint8_t v[100] = {1};
+    mc_store_config_t c;
+    mc_store_t *s = NULL;
+    assert_non_null(out);
+    assert_int_equal(mc_store_put(f->node, "sz-a", v, sizeof(v), NULL), 0);
+    assert_int_equal(mc_store_put(f->node, "sz-b", b, 2 * MIB, NULL), 0);
+    for (int round = 0; round < 2; round++) { /* the master's answer, then the cached one */
+        assert_int_equal(mc_store_batch_get_size(f->pure, keys, 4, sizes), MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(sizes[0], (int64_t)sizeof(v));
+        assert_int_equal(sizes[1], 2 * MIB);
+        assert_int_equal(sizes[2], MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(sizes[3], MC_ERR_INVALID_KEY);
+    }
+    assert_int_equal(mc_store_batch_get_size(f->pure, NULL, 2, sizes), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_batch_get_size(f->pure, keys, 0, NULL), 0);
+    assert_int_equal(mc_store_batch_get_size(NULL, keys, 1, sizes),
+                     MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+    assert_int_equal(mc_store_replica_cache_capacity(f->pure),
+                     MC_STORE_DEFAULT_REPLICA_CACHE_ENTRIES);
+    assert_int_equal(mc_store_replica_cache_capacity(NULL), 0);
+    /* our own upsert: the next get reads the new value, not the cached old one */
+    assert_int_equal(mc_store_get_into(f->node, "sz-b", out, 2 * MIB), 2 * MIB);
+    assert_int_equal(mc_store_upsert(f->node, "sz-b", b2, 2 * MIB, NULL), 0);
+    assert_int_equal(mc_store_get_into(f->node, "sz-b", out, 2 * MIB), 2 * MIB);
+    assert_memory_equal(out, b2, 2 * MIB);
+    /* the switch, and values out of range */
+    mc_store_config_init(&c);
+    assert_int_equal(mc_store_config_set(&c, "replica_cache_entries", "lots"),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_config_set(&c, "replica_cache_entries", "0"), 0);
+    assert_int_equal(c.replica_cache_entries, 0);
+    snprintf(c.local_hostname, sizeof(c.local_hostname), "127.0.0.1");
+    snprintf(c.master_server_addr, sizeof(c.master_server_addr), "%s", f->m.addr);
+    c.global_segment_size = 0;
+    c.local_buffer_size = 4 * MIB;
+    assert_int_equal(mc_store_create(&s), 0);
+    c.replica_cache_entries = MC__REPLICA_CACHE_MAX_ENTRIES + 1;
+    assert_int_equal(mc_store_setup(s, &c), MC_ERR_INVALID_PARAMS);
+    c.replica_cache_entries = 0;
+    assert_int_equal(mc_store_setup(s, &c), 0);
+    assert_int_equal(mc_store_replica_cache_capacity(s), 0);
+    assert_int_equal(mc_store_batch_get_size(s, keys, 2, sizes), 0);
+    assert_int_equal(sizes[1], 2 * MIB);
+    assert_int_equal(mc_store_get_into(s, "sz-b", out, 2 * MIB), 2 * MIB);
+    assert_memory_equal(out, b2, 2 * MIB);
+    mc_store_destroy(s);
+    free(out);
+    free(b2);
+    free(b);
 }
 
 /* A writer that dies between put start and put end: readers never see the object, and the
@@ -487,6 +546,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_parts_batches_zero_copy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leases_and_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_get_size_and_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_dies_mid_put, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_dead_owner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_beyond_staging, setup, teardown),

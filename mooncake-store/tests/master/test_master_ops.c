@@ -12,6 +12,7 @@
 
 #include "master_proc.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/time.h"
 #include "mooncake/error.h"
 #include "proto/master_client.h"
 
@@ -575,7 +576,9 @@ static void test_mount_incarnations(void **state) {
 /* --- eviction, on a master of its own with a small pool --- */
 
 static int setup_evict(void **state) {
-    static const char *const extra[] = {"--default_kv_lease_ttl=60000",
+    /* Leases long enough for every step below to run while they hold, short enough that the
+     * forced removal's held space comes back within the test. */
+    static const char *const extra[] = {"--default_kv_lease_ttl=4000",
                                         "--eviction_high_watermark_ratio=1.0",
                                         "--eviction_ratio=0.05", NULL};
     return setup_with(state, extra, 10 * 4096);
@@ -588,6 +591,8 @@ static void test_eviction_lru_skips_leased(void **state) {
     char key[16];
     int32_t codes[24];
     const char *keys[24];
+    uint64_t forced;
+    int rc = 0;
     char names[24][16];
     /* Fill both segments: 20 blocks of 4 KiB, accessed in key order. */
     for (int i = 0; i < 20; i++) {
@@ -626,8 +631,22 @@ static void test_eviction_lru_skips_leased(void **state) {
     (void)mc__master_client_get_replica_list(f->b, "new1", &r);
     assert_int_equal(mc__master_client_put_start(f->a, key, 4096, &pin, &r),
                      MC_ERR_NO_AVAILABLE_HANDLE);
+    /* Force takes the keys away at once, but their space stays held while a reader may still
+     * reuse a cached location (MC_MP_CACHED_LEASE_MS + slack, 1.2 s): still no room. Then the
+     * monitor (every 100 ms) frees it, well before the 4 s leases would have ended. */
+    forced = mc__now_ms();
     assert_int_equal(mc__master_client_remove_all(f->a, 1), 20);
-    assert_int_equal(mc__master_client_put_start(f->a, key, 4096, &pin, &r), 0);
+    assert_int_equal(mc__master_client_exist(f->a, names[3]), 0);
+    assert_int_equal(mc__master_client_put_start(f->a, key, 4096, &pin, &r),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    for (int i = 0; i < 200; i++) {
+        rc = mc__master_client_put_start(f->a, key, 4096, &pin, &r);
+        if (rc != MC_ERR_NO_AVAILABLE_HANDLE)
+            break;
+        usleep(50 * 1000);
+    }
+    assert_int_equal(rc, 0);
+    assert_true(mc__now_ms() - forced < 3500);
     assert_int_equal(mc__master_client_put_end(f->a, key, r.version), 0);
     for (int i = 0; i < 19; i++) {
         assert_int_equal(mc__master_client_put_start(f->a, names[i], 4096, NULL, &r), 0);

@@ -98,7 +98,7 @@ def batch_get_session_start(self, keys):
 
 
 def batch_get_session_end(self, keys):
-    """Ends a get session: nothing is cached, so this always answers 0."""
+    """Ends a get session: it holds nothing (leases lapse by themselves), so this answers 0."""
     list(keys)
     return 0
 

@@ -1,0 +1,280 @@
+/* Replica-location cache: a bounded table, keyed by object key, of the replica lists the master
+ * granted leases with, so that a get while the lease lasts moves bytes without asking again.
+ *
+ * Why a cached location still holds the object's bytes (the master's side of the argument):
+ * - A lease is granted at the master at or after the moment this client sent the request, and
+ *   lasts lease_ttl_ms from then; the master extends an object's lease, never shortens it (but
+ *   for a forced removal, which still holds the space MC_MP_CACHED_LEASE_MS + slack). So until
+ *   sent_ms + min(lease_ttl_ms, MC_MP_CACHED_LEASE_MS) on this client's monotonic clock (less
+ *   MC__DRIFT, for clocks that run at slightly different rates) the master still counts the
+ *   object as leased, or holds its space.
+ * - While an object is leased, nothing frees or reuses its replicas' space: remove (without
+ *   force) and replica clear answer OBJECT_HAS_LEASE, as the reference's do; eviction skips
+ *   leased objects (evict.c); a put of an existing key fails and keeps the first value; an
+ *   upsert writes the new value to new space and holds the old in the graveyard until the lease
+ *   has passed (upsert.c); a move task's source replica waits there too (tasks.c); a forced
+ *   remove, remove_all or remove_by_regex of a leased object also retires it to the graveyard
+ *   instead of freeing it (objects.c), so force takes the key away at once but the bytes stay
+ *   while a cached read may still start (ops.c, mc__lease_cap_for_force).
+ * - Space leaves the master only with its segment: an unmount or an owner's death drops the
+ *   segment, and its owner gives the memory a new incarnation (a random epoch) before anything
+ *   is placed in it again (store.c's remount hook). Every cached replica names the epoch it was
+ *   placed in and every transfer carries it, so the owner refuses a read of another
+ *   incarnation's memory (MC__REP_REFUSED) instead of serving another object's bytes; such a
+ *   read drops the entry and goes to the master. Replicas without an epoch (file segments,
+ *   which may be remounted untagged) are therefore not cached, nor are disk replicas (LOCAL_DISK
+ *   copies carry no lease: their node serves them by key).
+ * - A read that starts before use_until may still be moving bytes when the lease ends; the
+ *   caller checks the clock again when it finishes (read_by) and redoes a late read through the
+ *   master, so no byte is trusted that was read after the master could free it.
+ * What a cached read may return that a read through the master would not: the value another
+ * client's upsert replaced (its bytes, intact), for at most MC_MP_CACHED_LEASE_MS after the
+ * lease was asked for; the same for a key another client removed with force. This client's own
+ * remove, upsert, put and replica clear drop its entries. docs/store.md describes it;
+ * replica_cache_entries = 0 turns it off. */
+#include "client/replica_cache.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "mooncake/common/alloc.h"
+#include "mooncake/error.h"
+
+/* Clock-rate allowance: 1/64 of the lease (1.6%, far beyond any clock's rate error) plus 5 ms. */
+#define MC__DRIFT(ttl) ((ttl) / 64u + 5u)
+/* Room left for a read that starts near the end of the window to finish inside it: 1/8 of the
+ * lease. A read that still ends later is redone, so this is for speed, not soundness. */
+#define MC__READ_ROOM(ttl) ((ttl) / 8u)
+
+typedef struct mc__rc_entry {
+    struct mc__rc_entry *hnext;         /* hash chain */
+    struct mc__rc_entry *older, *newer; /* age list: the oldest goes first when full */
+    uint64_t hash;
+    uint64_t use_until, read_by;
+    uint64_t size;
+    uint32_t key_len;
+    uint32_t n_replicas;
+    mc__replica_desc_t *reps; /* inside the same allocation, after the record */
+    char *key;                /* likewise, after the replicas */
+} mc__rc_entry_t;
+
+struct mc__replica_cache {
+    pthread_mutex_t mu;
+    mc__rc_entry_t **buckets;
+    size_t mask;
+    size_t count, capacity;
+    mc__rc_entry_t *oldest, *newest;
+    uint64_t hits, misses;
+};
+
+int mc__replica_cache_window(uint64_t sent_ms, uint64_t ttl_ms, uint64_t *use_until,
+                             uint64_t *read_by) {
+    uint64_t keep;
+    if (ttl_ms <= MC__DRIFT(ttl_ms) + MC__READ_ROOM(ttl_ms) + 1u || ttl_ms > UINT64_MAX / 4u ||
+        sent_ms > UINT64_MAX / 4u)
+        return 0;
+    keep = ttl_ms - MC__DRIFT(ttl_ms);
+    *read_by = sent_ms + keep;
+    *use_until = *read_by - MC__READ_ROOM(ttl_ms);
+    return 1;
+}
+
+int mc__replica_cache_create(size_t capacity, mc__replica_cache_t **out) {
+    mc__replica_cache_t *c = NULL;
+    size_t nb = 64;
+    *out = NULL;
+    if (capacity == 0)
+        return 0;
+    if (capacity > MC__REPLICA_CACHE_MAX_ENTRIES)
+        return MC_ERR_INVALID_PARAMS;
+    while (nb < capacity)
+        nb *= 2;
+    c = mc__calloc(1, sizeof(*c));
+    if (!c)
+        return MC_ERR_INTERNAL_ERROR;
+    c->buckets = mc__calloc(nb, sizeof(*c->buckets));
+    if (!c->buckets) {
+        mc__free(c);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    c->mask = nb - 1;
+    c->capacity = capacity;
+    pthread_mutex_init(&c->mu, NULL);
+    *out = c;
+    return 0;
+}
+
+/* With mu held: unlinks e from its chain and the age list, and frees it. */
+static void mc__rc_remove(mc__replica_cache_t *c, mc__rc_entry_t *e) {
+    mc__rc_entry_t **pp = &c->buckets[e->hash & c->mask];
+    while (*pp && *pp != e)
+        pp = &(*pp)->hnext;
+    if (*pp)
+        *pp = e->hnext;
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        c->oldest = e->newer;
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        c->newest = e->older;
+    c->count--;
+    mc__free(e);
+}
+
+void mc__replica_cache_clear(mc__replica_cache_t *c) {
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    while (c->oldest)
+        mc__rc_remove(c, c->oldest);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void mc__replica_cache_destroy(mc__replica_cache_t *c) {
+    if (!c)
+        return;
+    mc__replica_cache_clear(c);
+    pthread_mutex_destroy(&c->mu);
+    mc__free(c->buckets);
+    mc__free(c);
+}
+
+static mc__rc_entry_t *mc__rc_find(mc__replica_cache_t *c, uint64_t hash, const char *key,
+                                   size_t len) {
+    for (mc__rc_entry_t *e = c->buckets[hash & c->mask]; e; e = e->hnext)
+        if (e->hash == hash && e->key_len == len && memcmp(e->key, key, len) == 0)
+            return e;
+    return NULL;
+}
+
+/* Only lists whose every replica is a finished memory replica tagged with its incarnation. */
+static int mc__rc_cacheable(const mc__key_replicas_t *kr) {
+    if (kr->code != 0 || kr->n_replicas == 0 || kr->n_replicas > MC_MP_MAX_REPLICA_NUM)
+        return 0;
+    for (uint32_t i = 0; i < kr->n_replicas; i++)
+        if (kr->replicas[i].status != MC_MP_REPLICA_COMPLETE || kr->replicas[i].epoch == 0)
+            return 0;
+    return 1;
+}
+
+void mc__replica_cache_put(mc__replica_cache_t *c, const char *key, uint64_t sent_ms,
+                           const mc__key_replicas_t *kr) {
+    mc__rc_entry_t *e = NULL, *old = NULL;
+    uint64_t use_until, read_by, hash, ttl;
+    size_t len, reps_off, key_off;
+    if (!c || !key || !kr)
+        return;
+    len = strlen(key);
+    hash = XXH3_64bits(key, len);
+    /* Never longer than the master's forced removals wait for (MC_MP_CACHED_LEASE_MS). */
+    ttl = kr->lease_ttl_ms < MC_MP_CACHED_LEASE_MS ? kr->lease_ttl_ms : MC_MP_CACHED_LEASE_MS;
+    if (!mc__rc_cacheable(kr) || !mc__replica_cache_window(sent_ms, ttl, &use_until, &read_by)) {
+        mc__replica_cache_drop(c, key);
+        return;
+    }
+    reps_off = (sizeof(*e) + 15u) & ~(size_t)15u;
+    key_off = reps_off + (size_t)kr->n_replicas * sizeof(mc__replica_desc_t);
+    e = mc__malloc(key_off + len + 1);
+    if (!e)
+        return; /* a cache that cannot grow just misses */
+    memset(e, 0, sizeof(*e));
+    e->reps = (mc__replica_desc_t *)((uint8_t *)e + reps_off);
+    e->key = (char *)e + key_off;
+    memcpy(e->reps, kr->replicas, (size_t)kr->n_replicas * sizeof(mc__replica_desc_t));
+    memcpy(e->key, key, len + 1);
+    e->hash = hash;
+    e->key_len = (uint32_t)len;
+    e->n_replicas = kr->n_replicas;
+    e->size = kr->size;
+    e->use_until = use_until;
+    e->read_by = read_by;
+    pthread_mutex_lock(&c->mu);
+    if ((old = mc__rc_find(c, hash, key, len)) != NULL)
+        mc__rc_remove(c, old);
+    /* Expired entries sit mostly at the old end (leases are granted for one TTL): drop those,
+     * and then the oldest live one if there is still no room. */
+    while (c->oldest && (c->oldest->use_until <= sent_ms || c->count >= c->capacity))
+        mc__rc_remove(c, c->oldest);
+    e->hnext = c->buckets[hash & c->mask];
+    c->buckets[hash & c->mask] = e;
+    e->older = c->newest;
+    if (c->newest)
+        c->newest->newer = e;
+    else
+        c->oldest = e;
+    c->newest = e;
+    c->count++;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int mc__replica_cache_get(mc__replica_cache_t *c, const char *key, uint64_t now_ms,
+                          mc__key_replicas_t *kr, uint64_t *read_by_ms) {
+    mc__rc_entry_t *e;
+    size_t len;
+    uint64_t hash;
+    int hit = 0;
+    if (!c || !key)
+        return 0;
+    len = strlen(key);
+    hash = XXH3_64bits(key, len);
+    pthread_mutex_lock(&c->mu);
+    e = mc__rc_find(c, hash, key, len);
+    if (e && e->use_until <= now_ms) {
+        mc__rc_remove(c, e);
+        e = NULL;
+    }
+    if (e) {
+        kr->code = 0;
+        kr->size = e->size;
+        kr->lease_ttl_ms = e->read_by - now_ms;
+        kr->version = 0;
+        kr->n_replicas = e->n_replicas;
+        memcpy(kr->replicas, e->reps, (size_t)e->n_replicas * sizeof(mc__replica_desc_t));
+        *read_by_ms = e->read_by;
+        c->hits++;
+        hit = 1;
+    } else {
+        c->misses++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return hit;
+}
+
+void mc__replica_cache_drop(mc__replica_cache_t *c, const char *key) {
+    mc__rc_entry_t *e;
+    size_t len;
+    uint64_t hash;
+    if (!c || !key)
+        return;
+    len = strlen(key);
+    hash = XXH3_64bits(key, len);
+    pthread_mutex_lock(&c->mu);
+    if ((e = mc__rc_find(c, hash, key, len)) != NULL)
+        mc__rc_remove(c, e);
+    pthread_mutex_unlock(&c->mu);
+}
+
+size_t mc__replica_cache_count(mc__replica_cache_t *c) {
+    size_t n;
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    n = c->count;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+void mc__replica_cache_stats(mc__replica_cache_t *c, uint64_t *hits, uint64_t *misses) {
+    *hits = *misses = 0;
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    *hits = c->hits;
+    *misses = c->misses;
+    pthread_mutex_unlock(&c->mu);
+}
