@@ -417,6 +417,7 @@ static void test_removal_while_the_node_is_away(void **state) {
     static const char *const back[] = {"a1", "a2", "a3", "a4", "stranger", NULL};
     mc__master_client_t *again = NULL;
     mc__replica_desc_t d;
+    double gauge = -1;
     uint64_t size = 0;
     int mem = 0;
     int32_t codes[8];
@@ -427,6 +428,11 @@ static void test_removal_while_the_node_is_away(void **state) {
         assert_int_equal(codes[i], 0);
     /* The node leaves: nothing of its disk is served, but the master remembers its records. */
     assert_int_equal(mc__master_client_unregister(f->other), 0);
+    assert_int_equal(mc_test_metric(f->m.metrics_port, "mooncake_disk_detached_objects", &gauge),
+                     0);
+    assert_true(gauge == 5.0);
+    assert_int_equal(mc_test_metric(f->m.metrics_port, "mooncake_disk_objects", &gauge), 0);
+    assert_true(gauge == 0.0);
     assert_int_equal(mc__master_client_exist(f->reader, "a1"), 0);
     assert_int_equal(replicas(f->reader, "a1", &mem, &d, &size), MC_ERR_OBJECT_NOT_FOUND);
     /* While it is away: a2 removed, a3 replaced by a value in memory, a4 removed and put
@@ -446,6 +452,12 @@ static void test_removal_while_the_node_is_away(void **state) {
     assert_int_equal(codes[2], MC_ERR_OBJECT_ALREADY_EXISTS); /* replaced */
     assert_int_equal(codes[3], MC_ERR_OBJECT_ALREADY_EXISTS);
     assert_int_equal(codes[4], MC_ERR_OBJECT_NOT_FOUND); /* no record of it: not adopted now */
+    /* a1 attached again; a5 (not announced) forgotten at END; the rest went. */
+    assert_int_equal(mc_test_metric(f->m.metrics_port, "mooncake_disk_detached_objects", &gauge),
+                     0);
+    assert_true(gauge == 0.0);
+    assert_int_equal(mc_test_metric(f->m.metrics_port, "mooncake_disk_objects", &gauge), 0);
+    assert_true(gauge == 1.0);
     assert_int_equal(replicas(f->reader, "a1", &mem, &d, &size), 0);
     assert_int_equal(mem, 0);
     assert_string_equal(d.segment_name, "127.0.0.1:16004");
