@@ -51,6 +51,9 @@ void mc__disk_on_complete(mc__master_t *m, mc__object_t *o);
 /* With o's shard locked, when eviction picks o (offload_on_evict): 1 when o was queued for
  * offload instead (it stays, unevictable, until its node reports), 0 to evict it now. */
 int mc__disk_evict_offload(mc__master_t *m, mc__object_t *o);
+/* The monitor's part: queues the promotions that cleared their admission threshold but were
+ * refused by the watermark gate, once memory is under the eviction high watermark again. */
+void mc__disk_promote_retry(mc__master_t *m);
 /* Offloads queued or in flight, over all nodes (eviction waits for them in offload_on_evict). */
 uint64_t mc__disk_pending(mc__master_t *m);
 /* Waits until an offload finishes or timeout_ms passes. */

@@ -27,7 +27,8 @@ typedef struct mc__dentry {
     uint32_t key_len;
     uint32_t node; /* MC__DNODE_NONE: detached */
     uint8_t promoting;
-    uint64_t disk_id; /* the disk the record says holds the copy */
+    uint8_t candidate; /* admitted by its reads, refused by the watermark: retried */
+    uint64_t disk_id;  /* the disk the record says holds the copy */
     uint64_t size, version, hits;
     uint64_t promote_ms; /* when its promotion was queued */
     uint8_t key[];
@@ -65,6 +66,8 @@ struct mc__disk {
     _Atomic uint64_t count; /* peeked without the lock: a master without disks pays nothing */
     uint64_t bytes, pending;
     uint64_t detached, detached_bytes; /* of count and bytes */
+    uint64_t promote_bytes;            /* promotions queued, not yet seen done */
+    _Atomic uint64_t candidates;       /* entries with candidate set (peeked without the lock) */
     uint64_t *seen;                    /* disk ids announced to this process (adoption, disk.h) */
     size_t n_seen, cap_seen;
     uint64_t offloads, offload_failures, disk_hits, promotions, deletes;
@@ -194,8 +197,25 @@ static mc__dentry_t *mc__dinsert(mc__master_t *m, const uint8_t *key, uint32_t l
     return e;
 }
 
+/* A promotion of e is over (done, failed, or e goes). */
+static void mc__dpromote_end(struct mc__disk *d, mc__dentry_t *e) {
+    if (!e->promoting)
+        return;
+    e->promoting = 0;
+    d->promote_bytes -= e->size;
+}
+
+static void mc__dcandidate_end(struct mc__disk *d, mc__dentry_t *e) {
+    if (!e->candidate)
+        return;
+    e->candidate = 0;
+    d->candidates--;
+}
+
 static void mc__dunlink_raw(struct mc__disk *d, mc__dentry_t **pp) {
     mc__dentry_t *e = *pp;
+    mc__dpromote_end(d, e);
+    mc__dcandidate_end(d, e);
     *pp = e->next;
     d->count--;
     d->bytes -= e->size;
@@ -216,7 +236,8 @@ static void mc__ddetach(struct mc__disk *d, mc__dentry_t *e) {
     if (e->node == MC__DNODE_NONE)
         return;
     e->node = MC__DNODE_NONE;
-    e->promoting = 0;
+    mc__dpromote_end(d, e);
+    mc__dcandidate_end(d, e);
     d->detached++;
     d->detached_bytes += e->size;
 }
@@ -322,6 +343,41 @@ static void mc__dforget_link(mc__master_t *m, mc__dentry_t **pp) {
 
 /* --- called by the object paths --- */
 
+/* The reference's watermark gate: a read admits a promotion only while memory, counting the
+ * promotions already queued, is under the eviction high watermark. Promoting into a full pool
+ * would only evict other objects, so a burst of reads of many disk objects (one
+ * batch_get_replica_desc of them all) would churn memory instead of keeping any of them there.
+ * A read refused here leaves the object a *candidate*, which the monitor promotes later
+ * (mc__disk_promote_retry) only when the promotion itself fits under the watermark (extra = its
+ * size): a retry never makes eviction run, so candidates cannot push each other (or the object
+ * a read just promoted) out. With d->mu held. */
+static int mc__promote_fits(mc__master_t *m, uint64_t extra) {
+    double cap = (double)atomic_load(&m->capacity_bytes);
+    double used = (double)atomic_load(&m->used_bytes);
+    return used + (double)m->disk->promote_bytes + (double)extra <
+           m->cfg.eviction_high_watermark_ratio * cap;
+}
+
+/* Queues e's promotion when memory has room by the gate above (retry: the monitor's, e's size
+ * counted); else e stays a candidate. With d->mu held (and e's shard: e is not in memory). */
+static void mc__dpromote(mc__master_t *m, mc__dentry_t *e, uint64_t now, int retry) {
+    struct mc__disk *d = m->disk;
+    if (!mc__promote_fits(m, retry ? e->size : 0)) {
+        if (!e->candidate) {
+            e->candidate = 1;
+            d->candidates++;
+        }
+        return;
+    }
+    if (mc__dpush(d, e->node, MC_DP_JOB_PROMOTE, e->key, e->key_len, e->size, e->version, NULL, 0,
+                  0) != 0)
+        return; /* the node's queue is full: a later read tries again */
+    mc__dcandidate_end(d, e);
+    e->promoting = 1;
+    e->promote_ms = now;
+    d->promote_bytes += e->size;
+}
+
 int mc__disk_find(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t hash, int get,
                   int in_memory, mc__disk_hit_t *hit) {
     struct mc__disk *d = m->disk;
@@ -348,14 +404,10 @@ int mc__disk_find(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t ha
             /* A promotion queued long ago and never seen done failed (no room, the node's
              * queue was full): this read may admit it again. */
             if (e->promoting && e->promote_ms + MC__DISK_REPROMOTE_MS <= now)
-                e->promoting = 0;
+                mc__dpromote_end(d, e);
             if (!in_memory && m->cfg.promotion_on_hit && !e->promoting &&
-                e->hits >= (uint64_t)m->cfg.promotion_admission_threshold &&
-                mc__dpush(d, e->node, MC_DP_JOB_PROMOTE, e->key, e->key_len, e->size, e->version,
-                          NULL, 0, 0) == 0) {
-                e->promoting = 1;
-                e->promote_ms = now;
-            }
+                e->hits >= (uint64_t)m->cfg.promotion_admission_threshold)
+                mc__dpromote(m, e, now, 0);
         }
     }
     pthread_mutex_unlock(&d->mu);
@@ -433,7 +485,7 @@ void mc__disk_on_complete(mc__master_t *m, mc__object_t *o) {
         pthread_mutex_lock(&d->mu);
         mc__dentry_t **pp = mc__dlink(d, o->data, o->key_len, o->hash);
         if (*pp && (o->flags & MC__OBJ_PROMOTED)) {
-            (*pp)->promoting = 0;
+            mc__dpromote_end(d, *pp);
             d->promotions++;
         } else if (*pp) {
             mc__dforget_link(m, pp); /* a new value: the disk holds the old one */
@@ -964,4 +1016,44 @@ void mc__disk_dump(mc__master_t *m, mc_buf_t *b) {
         }
     }
     pthread_mutex_unlock(&d->mu);
+}
+
+/* --- promotion retries --- */
+
+/* At most this many candidates looked at per monitor pass. */
+#define MC__DISK_RETRY_BATCH 64u
+
+void mc__disk_promote_retry(mc__master_t *m) {
+    struct mc__disk *d = m->disk;
+    mc__dkeys_t keys = {NULL, 0, 0};
+    uint64_t now = mc__now_ms();
+    if (!d || !m->cfg.promotion_on_hit || d->candidates == 0) /* racy peek, as in find */
+        return;
+    pthread_mutex_lock(&d->mu);
+    for (uint32_t b = 0;
+         d->candidates && mc__promote_fits(m, 0) && b <= d->mask && keys.n < MC__DISK_RETRY_BATCH;
+         b++)
+        for (mc__dentry_t *e = d->buckets[b]; e && keys.n < MC__DISK_RETRY_BATCH; e = e->next)
+            if (e->candidate)
+                mc__dkeys_add(&keys, e->key, e->key_len, e->hash, e->version);
+    pthread_mutex_unlock(&d->mu);
+    for (size_t i = 0; i < keys.n; i++) {
+        const mc__dkey_t *k = &keys.v[i];
+        mc__shard_t *s = mc__shard_of(m, k->hash);
+        mc__dentry_t *e = NULL;
+        int in_memory;
+        pthread_mutex_lock(&s->mu);
+        in_memory = mc__shard_find(s, k->hash, k->key, k->len) != NULL;
+        pthread_mutex_lock(&d->mu);
+        e = *mc__dlink(d, k->key, k->len, k->hash);
+        if (e && e->candidate) {
+            if (in_memory || e->node == MC__DNODE_NONE || e->promoting)
+                mc__dcandidate_end(d, e); /* in memory again, or not promotable now */
+            else
+                mc__dpromote(m, e, now, 1);
+        }
+        pthread_mutex_unlock(&d->mu);
+        pthread_mutex_unlock(&s->mu);
+    }
+    mc__dkeys_free(&keys);
 }

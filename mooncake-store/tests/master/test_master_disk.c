@@ -381,6 +381,47 @@ static void test_eviction_waits_for_offloads(void **state) {
         assert_int_equal(mc__master_client_exist(f->reader, j.v[i].key), 1);
 }
 
+/* Promotion's watermark gate (the reference's): a read of a disk-only object that clears the
+ * admission threshold while memory is above the eviction high watermark queues nothing; the
+ * object stays a candidate and is promoted, with no further read, once memory has room. */
+static void test_promotion_waits_for_room(void **state) {
+    fixture_t *f = *state;
+    mc__replica_desc_t d;
+    uint64_t size = 0;
+    int mem = 0;
+    int32_t code = -1;
+    jobs_t j;
+    int promoted = 0;
+    assert_int_equal(announce(f->node, MC_DP_ANNOUNCE_RESET, ENDPOINT, 7, "w1", MIB, &code), 0);
+    assert_int_equal(code, 0);
+    /* 3.7 MiB of the node's 4: above the 0.9 watermark (the offloads queued keep it there). */
+    put(f->reader, "f1", MIB, 0);
+    put(f->reader, "f2", MIB, 0);
+    put(f->reader, "f3", MIB, 0);
+    put(f->reader, "f4", 700 * 1024, 0);
+    assert_int_equal(replicas(f->reader, "w1", &mem, &d, &size), 0);
+    assert_int_equal(replicas(f->reader, "w1", &mem, &d, &size), 0); /* threshold cleared */
+    assert_int_equal(fetch(f->node, &j), 0);
+    for (uint32_t i = 0; i < j.n; i++)
+        assert_int_equal(j.v[i].kind, MC_DP_JOB_OFFLOAD);
+    usleep(300 * 1000);
+    assert_int_equal(fetch(f->node, &j), 0);
+    assert_int_equal(j.n, 0);
+    /* Room again: the monitor promotes the candidate by itself. */
+    assert_int_equal(mc__master_client_remove(f->reader, "f1", 1), 0);
+    assert_int_equal(mc__master_client_remove(f->reader, "f2", 1), 0);
+    for (int t = 0; t < 50 && !promoted; t++) {
+        usleep(100 * 1000);
+        assert_int_equal(fetch(f->node, &j), 0);
+        for (uint32_t i = 0; i < j.n; i++)
+            if (j.v[i].kind == MC_DP_JOB_PROMOTE && strcmp(j.v[i].key, "w1") == 0)
+                promoted = 1;
+            else
+                assert_int_equal(j.v[i].kind, MC_DP_JOB_DELETE);
+    }
+    assert_true(promoted);
+}
+
 /* Announces keys (NULL-terminated, each of size bytes) in one batch; codes into codes. */
 static int announce_many(mc__master_client_t *c, uint8_t flags, const char *endpoint, uint64_t id,
                          const char *const *keys, uint64_t size, int32_t *codes) {
@@ -598,6 +639,7 @@ int main(int argc, char **argv) {
                                         teardown),
         cmocka_unit_test_setup_teardown(test_promotion_on_hit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction_waits_for_offloads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_waits_for_room, setup, teardown),
         cmocka_unit_test_setup_teardown(test_removal_while_the_node_is_away, setup, teardown),
         cmocka_unit_test(test_restart_with_metadata_log),
     };
