@@ -780,6 +780,7 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
         } else if (e && e->node == (uint32_t)node) {
             /* Announced again without a RESET: the same copy. */
             if (e->size != r->value_lens[i]) {
+                mc__dpromote_end(d, e); /* its bytes are counted by the old size */
                 d->bytes = d->bytes - e->size + r->value_lens[i];
                 e->size = r->value_lens[i];
                 mc__persist_disk_set(m, e->key, e->key_len, e->version, e->size, e->disk_id);
