@@ -239,7 +239,9 @@ def master_rpc_seeds():
                              u64(0x1234) + versioned(("key-a", 4096), ("key-b", 1))),
         "disk_announce_drop": req(DISK_ANNOUNCE, u8(2) + s("") + u64(0) + u64(0) +
                                   versioned(("key-a", 0))),
-        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(4) + s("h:1") + u64(1) + u64(1) +
+        "disk_announce_end": req(DISK_ANNOUNCE, u8(5) + s("127.0.0.1:16001") + u64(1 << 30) +
+                                 u64(0x1234) + versioned(("key-a", 4096))),
+        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(8) + s("h:1") + u64(1) + u64(1) +
                                        u32(0)),
         "disk_fetch": req(DISK_FETCH, u32(64)),
         "disk_fetch_too_many": req(DISK_FETCH, u32(65)),

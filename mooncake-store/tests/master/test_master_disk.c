@@ -158,6 +158,8 @@ static void test_unknown_node_is_told_to_announce(void **state) {
     assert_int_equal(fetch(f->node, &j), MC_ERR_CLIENT_NOT_FOUND);
     assert_int_equal(done(f->node, 1, "k", 1, &code), 0);
     assert_int_equal(code, MC_ERR_CLIENT_NOT_FOUND);
+    /* A flag no node sends (RESET, DROP and END are all there are). */
+    assert_int_equal(announce(f->node, 0x8, ENDPOINT, 7, NULL, 0, NULL), MC_ERR_INVALID_PARAMS);
     /* No endpoint: readers could not reach the copies. */
     assert_int_equal(announce(f->node, MC_DP_ANNOUNCE_RESET, "", 1, NULL, 0, NULL),
                      MC_ERR_INVALID_PARAMS);
