@@ -239,7 +239,9 @@ def master_rpc_seeds():
                              u64(0x1234) + versioned(("key-a", 4096), ("key-b", 1))),
         "disk_announce_drop": req(DISK_ANNOUNCE, u8(2) + s("") + u64(0) + u64(0) +
                                   versioned(("key-a", 0))),
-        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(4) + s("h:1") + u64(1) + u64(1) +
+        "disk_announce_end": req(DISK_ANNOUNCE, u8(5) + s("127.0.0.1:16001") + u64(1 << 30) +
+                                 u64(0x1234) + versioned(("key-a", 4096))),
+        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(8) + s("h:1") + u64(1) + u64(1) +
                                        u32(0)),
         "disk_fetch": req(DISK_FETCH, u32(64)),
         "disk_fetch_too_many": req(DISK_FETCH, u32(65)),
@@ -301,7 +303,8 @@ def master_rpc_dict():
 
 
 # --- master metadata log ------------------------------------------------------------------------
-(R_SEG_MOUNT, R_SEG_DROP, R_ALLOC, R_FREE, R_OBJ_SET, R_OBJ_DEL) = range(1, 7)
+(R_SEG_MOUNT, R_SEG_DROP, R_ALLOC, R_FREE, R_OBJ_SET, R_OBJ_DEL, R_DISK_SET,
+ R_DISK_DEL) = range(1, 9)
 LOG_MAGIC = b"MCMLOG01"
 
 
@@ -324,6 +327,10 @@ def alloc(serial, off, length):
     return rec(u8(R_ALLOC) + u64(serial) + u64(off) + u64(length))
 
 
+def disk_set(version, key, size, disk_id=7):
+    return rec(u8(R_DISK_SET) + u64(version) + s(key) + u64(size) + u64(disk_id))
+
+
 def master_log_seeds():
     one = seg_mount(1) + alloc(1, 0, 4096) + obj_set(7, "key-a", 4096, [(1, 0)])
     two_segs = (seg_mount(1) + seg_mount(2, "127.0.0.1:15002", 0x7F1000000000) +
@@ -343,6 +350,9 @@ def master_log_seeds():
         "damaged_middle": LOG_MAGIC + one[:-1] + b"\xff" + one,
         "overlap": LOG_MAGIC + seg_mount(1) + alloc(1, 0, 8192) + alloc(1, 4096, 8192),
         "replica_unallocated": LOG_MAGIC + seg_mount(1) + obj_set(3, "k", 64, [(1, 0)]),
+        "disk_copies": LOG_MAGIC + one + disk_set(7, "key-a", 4096) + disk_set(11, "disk-only", 100) +
+        disk_set(12, "gone", 5, disk_id=8) + rec(u8(R_DISK_DEL) + s("gone")),
+        "disk_empty_key": LOG_MAGIC + disk_set(3, "", 1),
         "unknown_type": LOG_MAGIC + rec(u8(99)),
         "bad_magic": b"MCMLOG00" + one,
     }
@@ -351,7 +361,7 @@ def master_log_seeds():
 def master_log_dict():
     return [("magic", LOG_MAGIC), ("client_id", CLIENT_ID), ("zero_len", u32(0)),
             ("max_replicas", u32(8)), ("max_key", u32(4096))] + [
-        ("type_%d" % t, bytes([t])) for t in range(1, 7)]
+        ("type_%d" % t, bytes([t])) for t in range(1, 9)]
 
 
 # --- segment descriptors (JSON) -----------------------------------------------------------------

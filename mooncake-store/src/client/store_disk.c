@@ -205,8 +205,11 @@ static int mc__dt_announce_all(mc__disk_tier_t *t) {
             views[i].p = (const uint8_t *)a.keys[off + i];
             views[i].len = (uint32_t)strlen(a.keys[off + i]);
         }
-        rc = mc__dt_announce_rpc(t, off == 0 ? MC_DP_ANNOUNCE_RESET : 0, n, views, a.lens + off,
-                                 codes);
+        /* RESET on the first batch, END on the last (the master then forgets what this disk
+         * no longer has; one batch may be both). */
+        uint8_t flags = (uint8_t)((off == 0 ? MC_DP_ANNOUNCE_RESET : 0) |
+                                  (off + n >= a.n ? MC_DP_ANNOUNCE_END : 0));
+        rc = mc__dt_announce_rpc(t, flags, n, views, a.lens + off, codes);
         for (uint32_t i = 0; rc == 0 && i < n; i++) {
             if (codes[i] == 0) {
                 kept++;

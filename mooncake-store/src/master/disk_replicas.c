@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "master/disk.h"
+#include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
@@ -17,13 +18,17 @@
 #define MC__DISK_REPROMOTE_MS 5000u
 /* Work queued for one node at most (the reference's offloading_queue_limit). */
 #define MC__DISK_QUEUE_LIMIT 50000u
+/* The node of a detached copy (its disk is not connected; see disk.h). */
+#define MC__DNODE_NONE UINT32_MAX
 
 typedef struct mc__dentry {
     struct mc__dentry *next;
     uint32_t hash;
     uint32_t key_len;
-    uint32_t node;
+    uint32_t node; /* MC__DNODE_NONE: detached */
     uint8_t promoting;
+    uint8_t candidate; /* admitted by its reads, refused by the watermark: retried */
+    uint64_t disk_id;  /* the disk the record says holds the copy */
     uint64_t size, version, hits;
     uint64_t promote_ms; /* when its promotion was queued */
     uint8_t key[];
@@ -44,6 +49,7 @@ typedef struct mc__dnode {
     uint32_t endpoint_len;
     uint64_t capacity;
     uint64_t disk_id; /* the directory's identity, across the node's restarts */
+    int adopt;        /* this announce may take copies the master has no record of (disk.h) */
     mc__djob_t *q;    /* FIFO: q[head..n) */
     size_t head, n, cap;
     mc__djob_t *fly; /* offloads fetched, not yet reported */
@@ -59,6 +65,11 @@ struct mc__disk {
     uint32_t mask;
     _Atomic uint64_t count; /* peeked without the lock: a master without disks pays nothing */
     uint64_t bytes, pending;
+    uint64_t detached, detached_bytes; /* of count and bytes */
+    uint64_t promote_bytes;            /* promotions queued, not yet seen done */
+    _Atomic uint64_t candidates;       /* entries with candidate set (peeked without the lock) */
+    uint64_t *seen;                    /* disk ids announced to this process (adoption, disk.h) */
+    size_t n_seen, cap_seen;
     uint64_t offloads, offload_failures, disk_hits, promotions, deletes;
 };
 
@@ -109,6 +120,7 @@ void mc__disk_destroy(mc__master_t *m) {
         mc__dnode_clear(&d->nodes[i]);
     mc__free(d->nodes);
     mc__free(d->buckets);
+    mc__free(d->seen);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
     mc__free(d);
@@ -148,14 +160,17 @@ static void mc__dgrow(struct mc__disk *d) {
     d->mask = nb - 1;
 }
 
-static mc__dentry_t *mc__dinsert(struct mc__disk *d, const uint8_t *key, uint32_t len,
-                                 uint32_t hash, uint32_t node, uint64_t size, uint64_t version) {
+/* Inserts a copy (node MC__DNODE_NONE: detached) without logging it. */
+static mc__dentry_t *mc__dinsert_raw(struct mc__disk *d, const uint8_t *key, uint32_t len,
+                                     uint32_t hash, uint32_t node, uint64_t disk_id, uint64_t size,
+                                     uint64_t version) {
     mc__dentry_t *e = mc__calloc(1, sizeof(*e) + len);
     if (!e)
         return NULL;
     e->hash = hash;
     e->key_len = len;
     e->node = node;
+    e->disk_id = disk_id;
     e->size = size;
     e->version = version;
     memcpy(e->key, key, len);
@@ -163,16 +178,93 @@ static mc__dentry_t *mc__dinsert(struct mc__disk *d, const uint8_t *key, uint32_
     d->buckets[hash & d->mask] = e;
     d->count++;
     d->bytes += size;
+    if (node == MC__DNODE_NONE) {
+        d->detached++;
+        d->detached_bytes += size;
+    }
     mc__dgrow(d);
     return e;
 }
 
-static void mc__dunlink(struct mc__disk *d, mc__dentry_t **pp) {
+/* A new copy on a connected node, recorded in the log before the reply that makes it count. */
+static mc__dentry_t *mc__dinsert(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t hash,
+                                 uint32_t node, uint64_t size, uint64_t version) {
+    struct mc__disk *d = m->disk;
+    mc__dentry_t *e =
+        mc__dinsert_raw(d, key, len, hash, node, d->nodes[node].disk_id, size, version);
+    if (e)
+        mc__persist_disk_set(m, key, len, version, size, e->disk_id);
+    return e;
+}
+
+/* A promotion of e is over (done, failed, or e goes). */
+static void mc__dpromote_end(struct mc__disk *d, mc__dentry_t *e) {
+    if (!e->promoting)
+        return;
+    e->promoting = 0;
+    d->promote_bytes -= e->size;
+}
+
+static void mc__dcandidate_end(struct mc__disk *d, mc__dentry_t *e) {
+    if (!e->candidate)
+        return;
+    e->candidate = 0;
+    d->candidates--;
+}
+
+static void mc__dunlink_raw(struct mc__disk *d, mc__dentry_t **pp) {
     mc__dentry_t *e = *pp;
+    mc__dpromote_end(d, e);
+    mc__dcandidate_end(d, e);
     *pp = e->next;
     d->count--;
     d->bytes -= e->size;
+    if (e->node == MC__DNODE_NONE) {
+        d->detached--;
+        d->detached_bytes -= e->size;
+    }
     mc__free(e);
+}
+
+/* Forgets a copy for good: the log says no disk holds key any more. */
+static void mc__dunlink(mc__master_t *m, mc__dentry_t **pp) {
+    mc__persist_disk_del(m, (*pp)->key, (*pp)->key_len);
+    mc__dunlink_raw(m->disk, pp);
+}
+
+static void mc__ddetach(struct mc__disk *d, mc__dentry_t *e) {
+    if (e->node == MC__DNODE_NONE)
+        return;
+    e->node = MC__DNODE_NONE;
+    mc__dpromote_end(d, e);
+    mc__dcandidate_end(d, e);
+    d->detached++;
+    d->detached_bytes += e->size;
+}
+
+static void mc__dattach(struct mc__disk *d, mc__dentry_t *e, uint32_t node) {
+    if (e->node == MC__DNODE_NONE) {
+        d->detached--;
+        d->detached_bytes -= e->size;
+    }
+    e->node = node;
+}
+
+/* Whether a disk id was announced to this process before; records it. */
+static int mc__dseen(struct mc__disk *d, uint64_t disk_id) {
+    for (size_t i = 0; i < d->n_seen; i++)
+        if (d->seen[i] == disk_id)
+            return 1;
+    if (d->n_seen == d->cap_seen) {
+        size_t cap = d->cap_seen ? d->cap_seen * 2 : 16;
+        uint64_t *p = mc__realloc(d->seen, cap * sizeof(*p));
+        if (!p)
+            return 1; /* not adopting is the safe side */
+        d->seen = p;
+        d->cap_seen = cap;
+    }
+    d->seen[d->n_seen++] = disk_id;
+    return 0;
 }
 
 static int mc__dnode_of(struct mc__disk *d, const uint8_t *id) {
@@ -237,15 +329,54 @@ static int mc__dpush(struct mc__disk *d, uint32_t node, uint8_t kind, const uint
     return 0;
 }
 
-static void mc__dforget_link(struct mc__disk *d, mc__dentry_t **pp) {
+/* The record goes first (logged): a DELETE that never reaches the node (it is down, the queue
+ * is full, the master stops before the node fetches it) cannot bring the copy back, since the
+ * node's announce finds no record of it. */
+static void mc__dforget_link(mc__master_t *m, mc__dentry_t **pp) {
+    struct mc__disk *d = m->disk;
     mc__dentry_t *e = *pp;
-    if (mc__dpush(d, e->node, MC_DP_JOB_DELETE, e->key, e->key_len, e->size, e->version, NULL, 0,
-                  0) == 0)
+    if (e->node != MC__DNODE_NONE && mc__dpush(d, e->node, MC_DP_JOB_DELETE, e->key, e->key_len,
+                                               e->size, e->version, NULL, 0, 0) == 0)
         d->deletes++;
-    mc__dunlink(d, pp);
+    mc__dunlink(m, pp);
 }
 
 /* --- called by the object paths --- */
+
+/* The reference's watermark gate: a read admits a promotion only while memory, counting the
+ * promotions already queued, is under the eviction high watermark. Promoting into a full pool
+ * would only evict other objects, so a burst of reads of many disk objects (one
+ * batch_get_replica_desc of them all) would churn memory instead of keeping any of them there.
+ * A read refused here leaves the object a *candidate*, which the monitor promotes later
+ * (mc__disk_promote_retry) only when the promotion itself fits under the watermark (extra = its
+ * size): a retry never makes eviction run, so candidates cannot push each other (or the object
+ * a read just promoted) out. With d->mu held. */
+static int mc__promote_fits(mc__master_t *m, uint64_t extra) {
+    double cap = (double)atomic_load(&m->capacity_bytes);
+    double used = (double)atomic_load(&m->used_bytes);
+    return used + (double)m->disk->promote_bytes + (double)extra <
+           m->cfg.eviction_high_watermark_ratio * cap;
+}
+
+/* Queues e's promotion when memory has room by the gate above (retry: the monitor's, e's size
+ * counted); else e stays a candidate. With d->mu held (and e's shard: e is not in memory). */
+static void mc__dpromote(mc__master_t *m, mc__dentry_t *e, uint64_t now, int retry) {
+    struct mc__disk *d = m->disk;
+    if (!mc__promote_fits(m, retry ? e->size : 0)) {
+        if (!e->candidate) {
+            e->candidate = 1;
+            d->candidates++;
+        }
+        return;
+    }
+    if (mc__dpush(d, e->node, MC_DP_JOB_PROMOTE, e->key, e->key_len, e->size, e->version, NULL, 0,
+                  0) != 0)
+        return; /* the node's queue is full: a later read tries again */
+    mc__dcandidate_end(d, e);
+    e->promoting = 1;
+    e->promote_ms = now;
+    d->promote_bytes += e->size;
+}
 
 int mc__disk_find(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t hash, int get,
                   int in_memory, mc__disk_hit_t *hit) {
@@ -255,6 +386,8 @@ int mc__disk_find(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t ha
         return 0; /* a racy peek: a master without disk nodes pays nothing */
     pthread_mutex_lock(&d->mu);
     e = *mc__dlink(d, key, len, hash);
+    if (e && e->node == MC__DNODE_NONE)
+        e = NULL; /* its disk is not connected: nothing to read it from */
     if (e) {
         mc__dnode_t *n = &d->nodes[e->node];
         if (hit) {
@@ -271,14 +404,10 @@ int mc__disk_find(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t ha
             /* A promotion queued long ago and never seen done failed (no room, the node's
              * queue was full): this read may admit it again. */
             if (e->promoting && e->promote_ms + MC__DISK_REPROMOTE_MS <= now)
-                e->promoting = 0;
+                mc__dpromote_end(d, e);
             if (!in_memory && m->cfg.promotion_on_hit && !e->promoting &&
-                e->hits >= (uint64_t)m->cfg.promotion_admission_threshold &&
-                mc__dpush(d, e->node, MC_DP_JOB_PROMOTE, e->key, e->key_len, e->size, e->version,
-                          NULL, 0, 0) == 0) {
-                e->promoting = 1;
-                e->promote_ms = now;
-            }
+                e->hits >= (uint64_t)m->cfg.promotion_admission_threshold)
+                mc__dpromote(m, e, now, 0);
         }
     }
     pthread_mutex_unlock(&d->mu);
@@ -294,7 +423,7 @@ int mc__disk_forget(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t 
     pthread_mutex_lock(&d->mu);
     pp = mc__dlink(d, key, len, hash);
     if (*pp) {
-        mc__dforget_link(d, pp);
+        mc__dforget_link(m, pp);
         found = 1;
     }
     pthread_mutex_unlock(&d->mu);
@@ -356,10 +485,10 @@ void mc__disk_on_complete(mc__master_t *m, mc__object_t *o) {
         pthread_mutex_lock(&d->mu);
         mc__dentry_t **pp = mc__dlink(d, o->data, o->key_len, o->hash);
         if (*pp && (o->flags & MC__OBJ_PROMOTED)) {
-            (*pp)->promoting = 0;
+            mc__dpromote_end(d, *pp);
             d->promotions++;
         } else if (*pp) {
-            mc__dforget_link(d, pp); /* a new value: the disk holds the old one */
+            mc__dforget_link(m, pp); /* a new value: the disk holds the old one */
         }
         pthread_mutex_unlock(&d->mu);
     }
@@ -461,14 +590,24 @@ static void mc__dnode_drop_work(struct mc__disk *d, mc__dnode_t *n, mc__dkeys_t 
     n->head = n->n = n->nfly = 0;
 }
 
-/* With d->mu held: forgets every entry of node (no delete work: the node itself is gone or
- * about to say what it holds). */
-static void mc__dnode_drop_entries(struct mc__disk *d, uint32_t node) {
+/* With d->mu held: detaches every copy of node (no delete work: the node itself is gone or
+ * about to say what it holds; its records stay, for its announce to be checked against). */
+static void mc__dnode_detach_entries(struct mc__disk *d, uint32_t node) {
+    for (uint32_t b = 0; b <= d->mask; b++)
+        for (mc__dentry_t *e = d->buckets[b]; e; e = e->next)
+            if (e->node == node)
+                mc__ddetach(d, e);
+}
+
+/* With d->mu held, at the end of a disk's announce: the copies of that disk still detached are
+ * not on it any more (lost, torn, failed their checksum): their records go. */
+static void mc__ddrop_unannounced(mc__master_t *m, uint64_t disk_id) {
+    struct mc__disk *d = m->disk;
     for (uint32_t b = 0; b <= d->mask; b++) {
         mc__dentry_t **pp = &d->buckets[b];
         while (*pp) {
-            if ((*pp)->node == node)
-                mc__dunlink(d, pp);
+            if ((*pp)->node == MC__DNODE_NONE && (*pp)->disk_id == disk_id)
+                mc__dunlink(m, pp);
             else
                 pp = &(*pp)->next;
         }
@@ -498,10 +637,11 @@ void mc__disk_client_gone(mc__master_t *m, const uint8_t *id) {
     node = mc__dnode_of(d, id);
     if (node >= 0) {
         mc__dnode_drop_work(d, &d->nodes[node], &keys);
-        mc__dnode_drop_entries(d, (uint32_t)node);
+        mc__dnode_detach_entries(d, (uint32_t)node);
         mc__dnode_clear(&d->nodes[node]);
         pthread_cond_broadcast(&d->cv);
-        MC_INFO("disk tier: a storage node left; its disk copies are gone from this view");
+        MC_INFO("disk tier: a storage node left; its disk copies are not served until it "
+                "announces them again");
     }
     pthread_mutex_unlock(&d->mu);
     mc__unmark_pending(m, &keys);
@@ -563,7 +703,7 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
         for (uint32_t i = 0; i < d->n_nodes; i++) {
             if (d->nodes[i].used && (int)i != node && d->nodes[i].disk_id == r->base) {
                 mc__dnode_drop_work(d, &d->nodes[i], &keys);
-                mc__dnode_drop_entries(d, i);
+                mc__dnode_detach_entries(d, i);
                 mc__dnode_clear(&d->nodes[i]);
                 MC_INFO("disk tier: a restarted storage node replaces its old self");
             }
@@ -604,8 +744,12 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
         n->disk_id = r->base;
     }
     if (r->mount_flags & MC_DP_ANNOUNCE_RESET) {
-        mc__dnode_drop_work(d, &d->nodes[node], &keys);
-        mc__dnode_drop_entries(d, (uint32_t)node);
+        mc__dnode_t *n = &d->nodes[node];
+        mc__dnode_drop_work(d, n, &keys);
+        mc__dnode_detach_entries(d, (uint32_t)node);
+        /* A master with a log holds every disk to its records; one without adopts a disk it
+         * meets for the first time (disk.h). */
+        n->adopt = !m->persist && (!mc__dseen(d, n->disk_id) || n->disk_id == 0);
         pthread_cond_broadcast(&d->cv);
     }
     pthread_mutex_unlock(&d->mu);
@@ -617,41 +761,66 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
         uint32_t hash = mc__key_hash(k->p, k->len);
         mc__shard_t *s = mc__shard_of(m, hash);
         mc__object_t *o = NULL;
-        mc__dentry_t **pp = NULL;
+        mc__dentry_t **pp = NULL, *e = NULL;
+        mc__dnode_t *n = NULL;
         pthread_mutex_lock(&s->mu);
         o = drop ? NULL : mc__shard_find(s, hash, k->p, k->len);
         pthread_mutex_lock(&d->mu);
+        n = &d->nodes[node];
         pp = mc__dlink(d, k->p, k->len, hash);
+        e = *pp;
         if (drop) {
             codes[i] = MC_ERR_OBJECT_NOT_FOUND;
-            if (*pp && (*pp)->node == (uint32_t)node) {
-                mc__dunlink(d, pp);
+            if (e && e->node == (uint32_t)node) {
+                mc__dunlink(m, pp);
                 codes[i] = 0;
             }
         } else if (memchr(k->p, 0, k->len)) {
             codes[i] = MC_ERR_INVALID_KEY;
-        } else if ((o && !(o->flags & (MC__OBJ_ON_DISK | MC__OBJ_PROMOTED))) ||
-                   (*pp && (*pp)->node != (uint32_t)node)) {
-            /* The master holds another value (newer, or never offloaded): this copy goes. */
-            codes[i] = MC_ERR_OBJECT_ALREADY_EXISTS;
-        } else if (o && !*pp) {
-            /* This object's own copy (offloaded before the node restarted). */
-            codes[i] =
-                mc__dinsert(d, k->p, k->len, hash, (uint32_t)node, r->value_lens[i], o->version)
-                    ? 0
-                    : MC_ERR_MEMORY;
-        } else if (*pp) {
-            d->bytes = d->bytes - (*pp)->size + r->value_lens[i];
-            (*pp)->size = r->value_lens[i];
+        } else if (e && e->node == (uint32_t)node) {
+            /* Announced again without a RESET: the same copy. */
+            if (e->size != r->value_lens[i]) {
+                mc__dpromote_end(d, e); /* its bytes are counted by the old size */
+                d->bytes = d->bytes - e->size + r->value_lens[i];
+                e->size = r->value_lens[i];
+                mc__persist_disk_set(m, e->key, e->key_len, e->version, e->size, e->disk_id);
+            }
             codes[i] = 0;
-        } else {
+        } else if (e && e->node == MC__DNODE_NONE && e->disk_id == n->disk_id &&
+                   e->size == r->value_lens[i]) {
+            /* The copy the record names: this disk's, of the value the master acknowledged
+             * last for the key (in memory too, or on disk only). */
+            mc__dattach(d, e, (uint32_t)node);
+            codes[i] = 0;
+        } else if (e) {
+            /* Another disk holds the recorded copy (connected or not), or this one's record
+             * names another size: this copy is stale. */
+            codes[i] = MC_ERR_OBJECT_ALREADY_EXISTS;
+        } else if (o) {
+            /* The master holds a value this disk has no record of (newer, or never
+             * offloaded there). */
+            codes[i] = MC_ERR_OBJECT_ALREADY_EXISTS;
+        } else if (n->adopt) {
             uint64_t v = atomic_fetch_add(&m->next_version, 1) + 1;
-            codes[i] = mc__dinsert(d, k->p, k->len, hash, (uint32_t)node, r->value_lens[i], v)
+            codes[i] = mc__dinsert(m, k->p, k->len, hash, (uint32_t)node, r->value_lens[i], v)
                            ? 0
                            : MC_ERR_MEMORY;
+        } else {
+            /* No record: the object was removed (or replaced, then removed) while this node
+             * could not be told, or its offload was never reported. It must not come back. */
+            codes[i] = MC_ERR_OBJECT_NOT_FOUND;
         }
         pthread_mutex_unlock(&d->mu);
         pthread_mutex_unlock(&s->mu);
+    }
+    if (!drop && (r->mount_flags & MC_DP_ANNOUNCE_END)) {
+        pthread_mutex_lock(&d->mu);
+        node = mc__dnode_of(d, r->client_id);
+        if (node >= 0) {
+            d->nodes[node].adopt = 0;
+            mc__ddrop_unannounced(m, d->nodes[node].disk_id);
+        }
+        pthread_mutex_unlock(&d->mu);
     }
     return 0;
 }
@@ -689,11 +858,12 @@ int mc__disk_done(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes) {
                 o->flags &= (uint8_t)~MC__OBJ_OFFLOAD_PENDING;
                 codes[i] = 0;
                 if (ok) {
-                    o->flags |= MC__OBJ_ON_DISK;
                     mc__dentry_t **pp = mc__dlink(d, k->p, k->len, hash);
-                    if (*pp)
-                        mc__dforget_link(d, pp);
-                    if (mc__dinsert(d, k->p, k->len, hash, (uint32_t)node, o->size, v))
+                    if (*pp && (*pp)->node == (uint32_t)node)
+                        mc__dunlink(m, pp); /* this copy replaced it on the same disk */
+                    else if (*pp)
+                        mc__dforget_link(m, pp);
+                    if (mc__dinsert(m, k->p, k->len, hash, (uint32_t)node, o->size, v))
                         d->offloads++;
                     else
                         codes[i] = MC_ERR_MEMORY; /* the node drops its copy */
@@ -730,6 +900,7 @@ int mc__disk_fetch(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out) {
                                          "no disk announced by this client: announce it");
     }
     n = &d->nodes[node];
+    n->adopt = 0; /* its announce is over (a node that sends no END) */
     /* Offloads fetched long ago and never reported are handed out again. */
     for (size_t f = 0; f < n->nfly;) {
         if (n->fly[f].started_ms + MC__DISK_REFETCH_MS <= now && mc__dq_append(n, &n->fly[f]) == 0)
@@ -788,8 +959,9 @@ void mc__disk_stats(mc__master_t *m, mc__disk_stats_t *out) {
             out->capacity += d->nodes[i].capacity;
         }
     }
-    out->objects = d->count;
-    out->bytes = d->bytes;
+    out->objects = d->count - d->detached;
+    out->bytes = d->bytes - d->detached_bytes;
+    out->detached = d->detached;
     out->pending = d->pending;
     out->offloads = d->offloads;
     out->offload_failures = d->offload_failures;
@@ -797,4 +969,92 @@ void mc__disk_stats(mc__master_t *m, mc__disk_stats_t *out) {
     out->promotions = d->promotions;
     out->deletes = d->deletes;
     pthread_mutex_unlock(&d->mu);
+}
+
+/* --- the log --- */
+
+int mc__disk_restore_set(mc__master_t *m, const uint8_t *key, uint32_t len, uint64_t version,
+                         uint64_t size, uint64_t disk_id) {
+    struct mc__disk *d = m->disk;
+    uint32_t hash = mc__key_hash(key, len);
+    mc__dentry_t **pp = NULL;
+    int rc = 0;
+    if (!d)
+        return MC_ERR_INTERNAL_ERROR;
+    pthread_mutex_lock(&d->mu);
+    pp = mc__dlink(d, key, len, hash);
+    if (*pp)
+        mc__dunlink_raw(d, pp);
+    if (!mc__dinsert_raw(d, key, len, hash, MC__DNODE_NONE, disk_id, size, version))
+        rc = MC_ERR_MEMORY;
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+void mc__disk_restore_del(mc__master_t *m, const uint8_t *key, uint32_t len) {
+    struct mc__disk *d = m->disk;
+    mc__dentry_t **pp = NULL;
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->mu);
+    pp = mc__dlink(d, key, len, mc__key_hash(key, len));
+    if (*pp)
+        mc__dunlink_raw(d, pp);
+    pthread_mutex_unlock(&d->mu);
+}
+
+void mc__disk_dump(mc__master_t *m, mc_buf_t *b) {
+    struct mc__disk *d = m->disk;
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->mu);
+    for (uint32_t k = 0; k <= d->mask; k++) {
+        for (const mc__dentry_t *e = d->buckets[k]; e; e = e->next) {
+            size_t at = 0;
+            mc__persist_record_begin(b, &at);
+            mc__persist_put_disk(b, e->key, e->key_len, e->version, e->size, e->disk_id);
+            mc__persist_record_end(b, at);
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* --- promotion retries --- */
+
+/* At most this many candidates looked at per monitor pass. */
+#define MC__DISK_RETRY_BATCH 64u
+
+void mc__disk_promote_retry(mc__master_t *m) {
+    struct mc__disk *d = m->disk;
+    mc__dkeys_t keys = {NULL, 0, 0};
+    uint64_t now = mc__now_ms();
+    if (!d || !m->cfg.promotion_on_hit || d->candidates == 0) /* racy peek, as in find */
+        return;
+    pthread_mutex_lock(&d->mu);
+    for (uint32_t b = 0;
+         d->candidates && mc__promote_fits(m, 0) && b <= d->mask && keys.n < MC__DISK_RETRY_BATCH;
+         b++)
+        for (mc__dentry_t *e = d->buckets[b]; e && keys.n < MC__DISK_RETRY_BATCH; e = e->next)
+            if (e->candidate)
+                mc__dkeys_add(&keys, e->key, e->key_len, e->hash, e->version);
+    pthread_mutex_unlock(&d->mu);
+    for (size_t i = 0; i < keys.n; i++) {
+        const mc__dkey_t *k = &keys.v[i];
+        mc__shard_t *s = mc__shard_of(m, k->hash);
+        mc__dentry_t *e = NULL;
+        int in_memory;
+        pthread_mutex_lock(&s->mu);
+        in_memory = mc__shard_find(s, k->hash, k->key, k->len) != NULL;
+        pthread_mutex_lock(&d->mu);
+        e = *mc__dlink(d, k->key, k->len, k->hash);
+        if (e && e->candidate) {
+            if (in_memory || e->node == MC__DNODE_NONE || e->promoting)
+                mc__dcandidate_end(d, e); /* in memory again, or not promotable now */
+            else
+                mc__dpromote(m, e, now, 1);
+        }
+        pthread_mutex_unlock(&d->mu);
+        pthread_mutex_unlock(&s->mu);
+    }
+    mc__dkeys_free(&keys);
 }

@@ -355,6 +355,7 @@ void *mc__monitor_main(void *arg) {
             mc__evict(m, 0, 0, 0);
             last_evict = now;
         }
+        mc__disk_promote_retry(m);
         if (m->cfg.enable_metric_reporting && now - last_report >= 10000) {
             mc__report(m);
             last_report = now;

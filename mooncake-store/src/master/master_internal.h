@@ -22,9 +22,6 @@
 #define MC__OBJ_OFFLOAD_PENDING 0x20u
 /* A promotion from the disk tier: its disk copy holds the same bytes and stays. */
 #define MC__OBJ_PROMOTED 0x40u
-/* A node reported this very object (this version) durable on its disk: when that node comes
- * back and announces the key, its copy is this object's, not a stale value. */
-#define MC__OBJ_ON_DISK 0x80u
 #define MC__SHADOW_SUFFIX "\0u"
 #define MC__SHADOW_SUFFIX_LEN 2u
 

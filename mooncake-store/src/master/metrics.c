@@ -527,6 +527,9 @@ static void mc__disk_metrics(mc__master_t *m, mc_buf_t *b) {
     mc__one(b, "mooncake_disk_objects", "gauge", "objects with a LOCAL_DISK copy",
             (double)d.objects);
     mc__one(b, "mooncake_disk_object_bytes", "gauge", "their sizes", (double)d.bytes);
+    mc__one(b, "mooncake_disk_detached_objects", "gauge",
+            "disk copies recorded for a disk that is not connected (not served until it announces)",
+            (double)d.detached);
     mc__one(b, "mooncake_disk_offloads_pending", "gauge", "offloads queued or running",
             (double)d.pending);
     mc__one(b, "mooncake_disk_offloads_total", "counter", "objects copied to a disk",

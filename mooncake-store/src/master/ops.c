@@ -138,6 +138,12 @@ void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint6
     o->flags |= MC__OBJ_COMPLETE;
     s->incomplete--;
     o->access_ms = now;
+    /* A promotion serves the reads that admitted it: it starts as just read (leased), or the
+     * eviction its own bytes may set off could take it first, the objects those reads leased
+     * being the only others left to take. */
+    if ((o->flags & MC__OBJ_PROMOTED) &&
+        o->lease_until < now + (uint64_t)m->cfg.default_kv_lease_ttl_ms)
+        o->lease_until = now + (uint64_t)m->cfg.default_kv_lease_ttl_ms;
     if (o->flags & MC__OBJ_SOFT_PIN)
         o->soft_pin_until += now; /* put_start stored the TTL there */
     atomic_fetch_add(&m->n_objects, 1);

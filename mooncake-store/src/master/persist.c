@@ -200,6 +200,27 @@ void mc__persist_obj_del(mc__master_t *m, const mc__object_t *o) {
     });
 }
 
+void mc__persist_put_disk(mc_buf_t *b, const uint8_t *key, uint32_t len, uint64_t version,
+                          uint64_t size, uint64_t disk_id) {
+    mc__buf_u8(b, MC__R_DISK_SET);
+    mc__buf_u64(b, version);
+    mc__buf_bytes(b, key, len);
+    mc__buf_u64(b, size);
+    mc__buf_u64(b, disk_id);
+}
+
+void mc__persist_disk_set(mc__master_t *m, const uint8_t *key, uint32_t len, uint64_t version,
+                          uint64_t size, uint64_t disk_id) {
+    MC__EMIT(m, mc__persist_put_disk(b, key, len, version, size, disk_id));
+}
+
+void mc__persist_disk_del(mc__master_t *m, const uint8_t *key, uint32_t len) {
+    MC__EMIT(m, {
+        mc__buf_u8(b, MC__R_DISK_DEL);
+        mc__buf_bytes(b, key, len);
+    });
+}
+
 static int mc__write_all(int fd, const uint8_t *p, size_t n) {
     while (n > 0) {
         ssize_t w = write(fd, p, n);

@@ -40,6 +40,11 @@ enum {
     MC__R_OBJ_SET = 5,
     /* u64 version */
     MC__R_OBJ_DEL = 6,
+    /* u64 version, str key, u64 size, u64 disk id: the disk whose directory has that id holds
+     * a durable copy of key (a LOCAL_DISK replica, disk.h) */
+    MC__R_DISK_SET = 7,
+    /* str key: no disk holds a copy of key any more (removed, replaced, dropped by its node) */
+    MC__R_DISK_DEL = 8,
 };
 
 typedef struct mc__master mc__master_t;
@@ -62,6 +67,10 @@ void mc__persist_free(mc__master_t *m, const struct mc__segment *seg, uint64_t o
 /* With the object's shard locked (its replicas' segments are looked up inside). */
 void mc__persist_obj_set(mc__master_t *m, struct mc__object *o);
 void mc__persist_obj_del(mc__master_t *m, const struct mc__object *o);
+/* With the disk view's lock held (a leaf above the log's). */
+void mc__persist_disk_set(mc__master_t *m, const uint8_t *key, uint32_t len, uint64_t version,
+                          uint64_t size, uint64_t disk_id);
+void mc__persist_disk_del(mc__master_t *m, const uint8_t *key, uint32_t len);
 /* The monitor's part: rewrites the log from the state once it grew past its limit. */
 void mc__persist_maybe_compact(mc__master_t *m);
 /* Makes every record emitted so far durable; returns 0 when it is. A local log that cannot be
@@ -82,6 +91,8 @@ int mc__persist_dump(mc__master_t *m, mc_buf_t *b);
 void mc__persist_put_seg(mc_buf_t *b, const struct mc__segment *seg);
 void mc__persist_put_alloc(mc_buf_t *b, uint64_t serial, uint64_t off, uint64_t len);
 void mc__persist_put_obj(mc__master_t *m, mc_buf_t *b, const struct mc__object *o, uint64_t now);
+void mc__persist_put_disk(mc_buf_t *b, const uint8_t *key, uint32_t len, uint64_t version,
+                          uint64_t size, uint64_t disk_id);
 /* One record appended to b. */
 void mc__persist_record_begin(mc_buf_t *b, size_t *at);
 void mc__persist_record_end(mc_buf_t *b, size_t at);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "master/disk.h"
 #include "master/master_internal.h"
 #include "master/persist.h"
 #include "mooncake/common/alloc.h"
@@ -58,6 +59,7 @@ typedef struct mc__replay {
     mc__robj_t **objs;     /* MC__RBUCKETS chains, by version */
     size_t n_allocs;
     uint64_t max_version, max_serial;
+    mc__master_t *m; /* disk copies go straight into its disk view (disk.h) */
 } mc__replay_t;
 
 static uint32_t mc__rb(uint64_t a, uint64_t b) {
@@ -214,6 +216,25 @@ static int mc__apply(mc__replay_t *r, mc_cursor_t *c) {
             *pp = o->next;
             mc__free(o);
         }
+        return 0;
+    }
+    case MC__R_DISK_SET: {
+        const uint8_t *key = NULL;
+        uint32_t key_len = 0;
+        uint64_t size = 0, disk_id = 0;
+        if (mc__cur_u64(c, &version) || mc__cur_bytes(c, MC_MP_MAX_KEY, &key, &key_len) ||
+            key_len == 0 || mc__cur_u64(c, &size) || mc__cur_u64(c, &disk_id))
+            return -1;
+        if (version > r->max_version)
+            r->max_version = version;
+        return mc__disk_restore_set(r->m, key, key_len, version, size, disk_id) == 0 ? 0 : -1;
+    }
+    case MC__R_DISK_DEL: {
+        const uint8_t *key = NULL;
+        uint32_t key_len = 0;
+        if (mc__cur_bytes(c, MC_MP_MAX_KEY, &key, &key_len) || key_len == 0)
+            return -1;
+        mc__disk_restore_del(r->m, key, key_len);
         return 0;
     }
     default:
@@ -404,6 +425,7 @@ int mc__persist_replay_buf(mc__master_t *m, const uint8_t *data, size_t len, con
     uint64_t now = mc__now_ms();
     int rc = 0;
     memset(&r, 0, sizeof(r));
+    r.m = m;
     if (len < 8 || memcmp(data, MC__LOG_MAGIC, 8) != 0) {
         snprintf(err, cap, "%s is not a mooncake_master metadata log", path);
         return MC_ERR_INVALID_PARAMS;
@@ -533,5 +555,6 @@ int mc__persist_dump(mc__master_t *m, mc_buf_t *b) {
     }
     pthread_rwlock_unlock(&m->registry);
     mc__objects_sweep(m, mc__dump_obj, b);
+    mc__disk_dump(m, b);
     return b->failed ? MC_ERR_INTERNAL_ERROR : 0;
 }

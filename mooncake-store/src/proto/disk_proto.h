@@ -10,13 +10,17 @@
  *                  first batch of a node's (re-)announce after it (re)started or the master did);
  *                  DROP: these keys left the node's disk (its own LRU made room): forget them.
  *                  Without DROP: these keys are intact on the node's disk.
+ *                  END: the last batch of the announce: the master forgets its records of
+ *                  this disk's copies that were not announced (they are not on it any more).
  *   DISK_FETCH     u32 max (1..MC_DP_MAX_FETCH)
  *   DISK_DONE      u8 ok (1: the offload is on disk, 0: it failed), u32 n, n x (str key,
  *                  u64 version): offloads the node finished, each named by the version fetched
  *
  * Replies: ANNOUNCE and DONE: u32 n, n x i32 code (ANNOUNCE: 0 kept, OBJECT_ALREADY_EXISTS: the
- * master holds another copy of the key, delete yours; DONE: 0 recorded, OBJECT_NOT_FOUND: the
- * object was removed or replaced meanwhile, delete your copy). FETCH: u32 n, n x job:
+ * master holds another copy of the key, OBJECT_NOT_FOUND: the master has no record of this
+ * disk holding the key (it was removed while the node could not be told), delete yours; DONE: 0
+ * recorded, OBJECT_NOT_FOUND: the object was removed or replaced meanwhile, delete your copy).
+ * FETCH: u32 n, n x job:
  *
  *   job:           u8 kind, str key, u64 size, u64 version, str segment, u64 addr, u64 epoch
  *                  OFFLOAD: copy size bytes at addr of your own segment (named, in that epoch)
@@ -47,6 +51,7 @@
 
 #define MC_DP_ANNOUNCE_RESET 0x1u
 #define MC_DP_ANNOUNCE_DROP 0x2u
+#define MC_DP_ANNOUNCE_END 0x4u
 #define MC_DP_MAX_FETCH 64u
 #define MC_DP_MAX_ANNOUNCE 4096u /* keys per announce batch a node sends */
 

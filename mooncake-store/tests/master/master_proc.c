@@ -150,3 +150,21 @@ int mc_test_http_get(uint16_t port, const char *path, char **body) {
         return -1;
     return status;
 }
+
+int mc_test_metric(uint16_t port, const char *name, double *v) {
+    char *body = NULL;
+    char *p;
+    int rc = -1;
+    if (mc_test_http_get(port, "/metrics", &body) != 200)
+        goto out;
+    for (p = body; (p = strstr(p, name)) != NULL; p++) {
+        if ((p == body || p[-1] == '\n') && p[strlen(name)] == ' ') {
+            *v = strtod(p + strlen(name) + 1, NULL);
+            rc = 0;
+            break;
+        }
+    }
+out:
+    mc__free(body);
+    return rc;
+}

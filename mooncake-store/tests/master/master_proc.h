@@ -25,4 +25,6 @@ int mc_test_run_capture(const char *bin, const char *const *args, char *err, siz
 int mc_test_read_line(int fd, char *line, size_t cap, uint64_t deadline);
 /* GET http://127.0.0.1:port/path; returns the status, body into *body (mc__free it). */
 int mc_test_http_get(uint16_t port, const char *path, char **body);
+/* The value of the unlabelled metric name on the master's /metrics at port: 0, or -1. */
+int mc_test_metric(uint16_t port, const char *name, double *v);
 #endif

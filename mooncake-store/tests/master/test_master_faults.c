@@ -237,24 +237,6 @@ static void test_garbage_on_rpc_port(void **state) {
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
 }
 
-static int metric_value(uint16_t port, const char *name, double *v) {
-    char *body = NULL;
-    char *p;
-    int rc = -1;
-    if (mc_test_http_get(port, "/metrics", &body) != 200)
-        goto out;
-    for (p = body; (p = strstr(p, name)) != NULL; p++) {
-        if ((p == body || p[-1] == '\n') && p[strlen(name)] == ' ') {
-            *v = strtod(p + strlen(name) + 1, NULL);
-            rc = 0;
-            break;
-        }
-    }
-out:
-    mc__free(body);
-    return rc;
-}
-
 static void test_client_expiry(void **state) {
     static const char *const extra[] = {"--client_ttl=1", NULL};
     mc_test_master_t m;
@@ -295,7 +277,8 @@ static void test_client_expiry(void **state) {
     assert_int_equal(mc__master_client_get_replica_list(alive, "both", &r), 0);
     assert_int_equal(r.n_replicas, 1);
     assert_string_equal(r.replicas[0].segment_name, "alive:2");
-    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_expired_clients_total", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_expired_clients_total", &v),
+                     0);
     assert_true(v >= 1);
     /* The expired client comes back: told to remount, and its segment is back. */
     assert_int_equal(mc__master_client_heartbeat(dying, &st), 0);
@@ -334,13 +317,13 @@ static void test_unregister_is_not_expiry(void **state) {
     assert_null(strstr(body, "leaving:1"));
     mc__free(body);
     assert_int_equal(mc__master_client_exist(reader, "on-leaving"), 0);
-    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_left_clients_total", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_left_clients_total", &v), 0);
     assert_true(v == 1);
     /* Twice, and by a client the master never saw, is harmless. */
     assert_int_equal(mc__master_client_unregister(leaving), 0);
     assert_int_equal(mc__master_client_connect(m.addr, 2000, NULL, &vanishing), 0);
     assert_int_equal(mc__master_client_unregister(vanishing), 0);
-    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_left_clients_total", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_left_clients_total", &v), 0);
     assert_true(v == 1);
     mc__master_client_close(leaving);
     /* The reader goes without a word: after client_ttl it is expired, and only it. */
@@ -348,8 +331,8 @@ static void test_unregister_is_not_expiry(void **state) {
     mc__master_client_close(vanishing);
     mc__master_client_close(reader);
     for (int i = 0; i < 40; i++) {
-        assert_int_equal(metric_value(m.metrics_port, "mooncake_master_expired_clients_total", &v),
-                         0);
+        assert_int_equal(
+            mc_test_metric(m.metrics_port, "mooncake_master_expired_clients_total", &v), 0);
         if (v >= 2)
             break;
         usleep(100 * 1000);
@@ -387,20 +370,21 @@ static void test_discard_abandoned_put(void **state) {
     do {
         usleep(50 * 1000);
         v = 0;
-        assert_int_equal(metric_value(m.metrics_port, "mooncake_master_discarded_puts_total", &v),
+        assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_discarded_puts_total", &v),
                          0);
     } while (v < 1 && mc__now_ms() - t0 < 3500);
     assert_int_equal(v, 1);
     assert_true(mc__now_ms() - t0 >= 1000);
     /* the reference's names for the same: discarded, its bytes still held, not yet released */
-    assert_int_equal(metric_value(m.metrics_port, "master_put_start_discard_cnt", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "master_put_start_discard_cnt", &v), 0);
     assert_int_equal(v, 1);
-    assert_int_equal(metric_value(m.metrics_port, "master_put_start_discarded_staging_size", &v),
+    assert_int_equal(mc_test_metric(m.metrics_port, "master_put_start_discarded_staging_size", &v),
                      0);
     assert_int_equal(v, 8192);
-    assert_int_equal(metric_value(m.metrics_port, "master_put_start_release_cnt", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "master_put_start_release_cnt", &v), 0);
     assert_int_equal(v, 0);
-    assert_int_equal(metric_value(m.metrics_port, "master_put_start_alloc_failures_total", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "master_put_start_alloc_failures_total", &v),
+                     0);
     assert_int_equal(v, 1);
     assert_int_equal(mc__master_client_put_end(c, "abandoned", r.version), MC_ERR_OBJECT_NOT_FOUND);
     /* ... but its space is held until the release timeout, for a writer still copying. */
@@ -414,9 +398,9 @@ static void test_discard_abandoned_put(void **state) {
     assert_int_equal(rc, 0);
     assert_true(mc__now_ms() - t0 >= 4000);
     assert_int_equal(mc__master_client_put_end(c, "other", r.version), 0);
-    assert_int_equal(metric_value(m.metrics_port, "master_put_start_release_cnt", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "master_put_start_release_cnt", &v), 0);
     assert_int_equal(v, 1);
-    assert_int_equal(metric_value(m.metrics_port, "master_put_start_discarded_staging_size", &v),
+    assert_int_equal(mc_test_metric(m.metrics_port, "master_put_start_discarded_staging_size", &v),
                      0);
     assert_int_equal(v, 0);
     assert_int_equal(mc__master_client_exist(c, "other"), 1);
@@ -496,36 +480,38 @@ static void test_admin_http(void **state) {
     assert_int_equal(mc__master_client_get_replica_list(c, "missing", &r), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc__master_client_get_replica_list(c, "m0", &r), 0);
 
-    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_objects", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_objects", &v), 0);
     assert_int_equal(v, 3);
-    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_object_bytes", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_object_bytes", &v), 0);
     assert_int_equal(v, 3000);
-    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_segments", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_segments", &v), 0);
     assert_int_equal(v, 1);
-    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_capacity_bytes", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_capacity_bytes", &v), 0);
     assert_int_equal(v, 1 << 20);
-    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_used_bytes", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_used_bytes", &v), 0);
     assert_int_equal(v, 3 * 1024);
     assert_int_equal(
-        metric_value(m.metrics_port, "mooncake_master_ops_total{op=\"put_start\"}", &v), 0);
+        mc_test_metric(m.metrics_port, "mooncake_master_ops_total{op=\"put_start\"}", &v), 0);
     assert_int_equal(v, 3);
     assert_int_equal(
-        metric_value(m.metrics_port, "mooncake_master_errors_total{op=\"get_replica_list\"}", &v),
+        mc_test_metric(m.metrics_port, "mooncake_master_errors_total{op=\"get_replica_list\"}", &v),
         0);
     assert_int_equal(v, 1);
-    assert_int_equal(metric_value(m.metrics_port,
-                                  "mooncake_master_rpc_duration_seconds_count{op=\"put_end\"}", &v),
+    assert_int_equal(mc_test_metric(m.metrics_port,
+                                    "mooncake_master_rpc_duration_seconds_count{op=\"put_end\"}",
+                                    &v),
                      0);
     assert_int_equal(v, 3);
     assert_int_equal(
-        metric_value(m.metrics_port,
-                     "mooncake_master_rpc_duration_seconds_bucket{op=\"put_end\",le=\"+Inf\"}", &v),
+        mc_test_metric(m.metrics_port,
+                       "mooncake_master_rpc_duration_seconds_bucket{op=\"put_end\",le=\"+Inf\"}",
+                       &v),
         0);
     assert_int_equal(v, 3);
 
-    assert_int_equal(metric_value(m.metrics_port, "master_put_start_requests_total", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "master_put_start_requests_total", &v), 0);
     assert_int_equal(v, 3);
-    assert_int_equal(metric_value(m.metrics_port, "master_key_count", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "master_key_count", &v), 0);
     assert_int_equal(v, 3);
 
     assert_int_equal(mc_test_http_get(m.metrics_port, "/health", &body), 200);
@@ -710,16 +696,16 @@ static void test_concurrent_clients(void **state) {
      * the space of objects forced out under a lease comes back, 5 ms later). */
     usleep(20 * 1000);
     assert_true(mc__master_client_remove_all(c, 1) >= 0);
-    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_objects", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_objects", &v), 0);
     assert_int_equal(v, 0);
     for (int i = 0; i < 100; i++) {
-        assert_int_equal(metric_value(m.metrics_port, "mooncake_master_used_bytes", &v), 0);
+        assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_used_bytes", &v), 0);
         if (v == 0)
             break;
         usleep(50 * 1000);
     }
     assert_int_equal(v, 0);
-    assert_int_equal(metric_value(m.metrics_port, "mooncake_master_capacity_bytes", &v), 0);
+    assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_capacity_bytes", &v), 0);
     assert_int_equal(v, 2 << 20);
     mc__master_client_close(c);
     assert_int_equal(mc_test_master_stop(&m, 0), 0);

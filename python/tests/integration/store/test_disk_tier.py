@@ -225,6 +225,10 @@ def test_promotion_on_hit(make_master, make_worker, disk_dir):
         n = 64
         digests = put_many(pure, "pr", n)
         assert wait_for(lambda: master.metric("mooncake_disk_offloads_total") >= n, 20)
+        # A read admits a promotion only while memory is under the eviction high watermark (0.9,
+        # the reference's gate): the puts left it full until background eviction ran.
+        assert wait_for(lambda: master.metric("mooncake_master_used_bytes")
+                        < 0.9 * master.metric("master_total_capacity_bytes"), 10)
         # Every replica-list request counts as a read: this one is the first of the key's.
         places = where(pure, [f"pr{i}" for i in range(n)])
         key = next(k for k, v in sorted(places.items()) if v == ["LOCAL_DISK"])
