@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -255,13 +256,13 @@ static long rss_kib(void) {
 
 typedef struct toggler {
     pid_t pid;
-    volatile int stop;
+    atomic_int stop;
 } toggler_t;
 
 /* Makes the target a slow reader: it runs 2 ms of every 20. */
 static void *toggle_main(void *arg) {
     toggler_t *tg = arg;
-    while (!tg->stop) {
+    while (!atomic_load(&tg->stop)) {
         kill(tg->pid, SIGSTOP);
         usleep(18 * 1000);
         kill(tg->pid, SIGCONT);
@@ -324,12 +325,12 @@ static void test_slow_reader(void **state) {
     assert_int_equal(te_target_fill(&t, t.plain_addr, TARGET_LEN, 1), 0);
     make_plan(p, f, &t, seg, 240, 0);
     tg.pid = t.pid;
-    tg.stop = 0;
+    atomic_init(&tg.stop, 0);
     assert_int_equal(pthread_create(&thr, NULL, toggle_main, &tg), 0);
     assert_int_equal(mc_engine_batch_alloc(e, p->n, &b), 0);
     assert_int_equal(mc_engine_batch_submit(e, b, p->r, p->n), 0);
     assert_int_equal(mc_engine_batch_wait(e, b, 30000), 0);
-    tg.stop = 1;
+    atomic_store(&tg.stop, 1);
     pthread_join(thr, NULL);
     check_plan(p, e, b, &t);
     assert_int_equal(mc_engine_batch_free(e, b), 0);
