@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -295,8 +296,25 @@ static ssize_t mc__recv_spin(int fd, void *c, size_t n, uint64_t spin_ns) {
  * ECONNRESET). wait_first polls before the first receive instead of after a failed one: for a
  * caller that has just sent a request, whose reply cannot be there yet, this saves the receive
  * that would fail with EAGAIN. */
-static ssize_t mc__recv_some(int fd, void *c, size_t n, uint64_t deadline_ms, int wait_first) {
+static ssize_t mc__recv_some(int fd, void *c, size_t n, uint64_t deadline_ms, int wait_first,
+                             int timed) {
     uint64_t spin = mc__spin_ns();
+    /* A socket with SO_RCVTIMEO set: the wait is the receive itself (one call instead of poll
+     * and receive), woken every SO_RCVTIMEO to look at the deadline. */
+    while (wait_first && timed && !spin && deadline_ms) {
+        ssize_t r = recv(fd, c, n, 0);
+        if (r > 0)
+            return r;
+        if (r == 0)
+            errno = ECONNRESET;
+        else if (errno == EINTR)
+            continue;
+        else if ((errno == EAGAIN || errno == EWOULDBLOCK) && mc__now_ms() < deadline_ms)
+            continue;
+        else if (errno == EAGAIN || errno == EWOULDBLOCK)
+            errno = ETIMEDOUT;
+        return MC_ERR_SOCKET;
+    }
     if (wait_first && !spin && deadline_ms && mc__wait_fd(fd, POLLIN, deadline_ms) != 0)
         return MC_ERR_SOCKET;
     for (;;) {
@@ -321,7 +339,7 @@ static ssize_t mc__recv_some(int fd, void *c, size_t n, uint64_t deadline_ms, in
 int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
     char *c = p;
     while (n > 0) {
-        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, 0);
+        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, 0, 0);
         if (r < 0)
             return MC_ERR_SOCKET;
         c += r;
@@ -336,6 +354,7 @@ void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap) {
     b->cap = cap;
     b->off = b->len = 0;
     b->wait_first = 0;
+    b->timed_wait = 0;
 }
 
 int mc__rbuf_read(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms) {
@@ -357,7 +376,7 @@ int mc__rbuf_read(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms) {
         if (n >= b->cap / 2) {
             int wait = b->wait_first;
             b->wait_first = 0;
-            r = mc__recv_some(b->fd, d, n, deadline_ms, wait);
+            r = mc__recv_some(b->fd, d, n, deadline_ms, wait, b->timed_wait);
             if (r < 0)
                 return MC_ERR_SOCKET;
             if ((size_t)r == n)
@@ -368,7 +387,7 @@ int mc__rbuf_read(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms) {
                 return MC_ERR_SOCKET;
             return 0;
         }
-        r = mc__recv_some(b->fd, b->data, b->cap, deadline_ms, b->wait_first);
+        r = mc__recv_some(b->fd, b->data, b->cap, deadline_ms, b->wait_first, b->timed_wait);
         b->wait_first = 0;
         if (r < 0)
             return MC_ERR_SOCKET;
@@ -383,4 +402,9 @@ int mc__set_buffers(int fd, int sndbuf, int rcvbuf) {
     if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)) != 0)
         return MC_ERR_SOCKET;
     return 0;
+}
+
+int mc__set_recv_timeout(int fd, int ms) {
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 ? 0 : MC_ERR_SOCKET;
 }

@@ -48,6 +48,8 @@ int mc__peer_conn_get(mc_engine_t *e, mc__peer_t *p, uint64_t deadline_ms, int *
     }
     if (e->conn_sockbuf > 0)
         (void)mc__set_buffers(fd, e->conn_sockbuf, e->conn_sockbuf);
+    /* lets the tcp transport wait for a reply in the receive itself (peer_conn.h) */
+    (void)mc__set_recv_timeout(fd, MC__PEER_RECV_SLICE_MS);
     return fd;
 }
 

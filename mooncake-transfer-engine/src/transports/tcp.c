@@ -212,6 +212,7 @@ static void mc__tcp_group(mc_engine_t *e, mc__tcp_worker_t *w, mc__tcp_op_t *ops
         for (int i = first; i < k; i++)
             ops[i].id = ++*req_id;
         mc__rbuf_init(&rb, fd, mem, cap);
+        rb.timed_wait = 1; /* MC__PEER_RECV_SLICE_MS */
         mc__tcp_set_busy(w, fd);
         rc = mc__tcp_pipe(e, fd, ops + first, k - first, &rb);
         mc__tcp_set_busy(w, -1);

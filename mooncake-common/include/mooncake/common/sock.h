@@ -43,7 +43,10 @@ typedef struct mc__rbuf {
     size_t cap;
     size_t off;
     size_t len;
-    int wait_first; /* set by the caller after sending: poll before the next receive */
+    int wait_first; /* set by the caller after sending: wait before the next receive */
+    /* set by the caller when fd has SO_RCVTIMEO (mc__set_recv_timeout): that wait is then a
+     * blocking receive, looked at every SO_RCVTIMEO against the deadline, instead of poll */
+    int timed_wait;
 } mc__rbuf_t;
 void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap);
 /* Reads exactly n bytes (mc__recv_all's deadline and EOF rules). */
@@ -52,6 +55,8 @@ static inline size_t mc__rbuf_pending(const mc__rbuf_t *b) {
     return b->len - b->off;
 }
 int mc__set_buffers(int fd, int sndbuf, int rcvbuf);
+/* SO_RCVTIMEO: a blocking receive on fd returns EAGAIN after ms (see mc__rbuf_t.timed_wait). */
+int mc__set_recv_timeout(int fd, int ms);
 
 /* Unix-domain stream sockets (abstract namespace when path starts with '@'). */
 int mc__unix_listen(const char *path);
