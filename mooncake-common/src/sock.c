@@ -358,7 +358,13 @@ void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap) {
 }
 
 int mc__rbuf_read(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms) {
+    return mc__rbuf_read_max(b, dst, n, deadline_ms, b->cap);
+}
+
+int mc__rbuf_read_max(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms, size_t fill) {
     char *d = dst;
+    if (fill > b->cap)
+        fill = b->cap;
     for (;;) {
         size_t have = b->len - b->off;
         ssize_t r;
@@ -387,7 +393,8 @@ int mc__rbuf_read(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms) {
                 return MC_ERR_SOCKET;
             return 0;
         }
-        r = mc__recv_some(b->fd, b->data, b->cap, deadline_ms, b->wait_first, b->timed_wait);
+        r = mc__recv_some(b->fd, b->data, fill > n ? fill : n, deadline_ms, b->wait_first,
+                          b->timed_wait);
         b->wait_first = 0;
         if (r < 0)
             return MC_ERR_SOCKET;

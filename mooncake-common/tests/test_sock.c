@@ -175,6 +175,24 @@ static void test_rbuf(void **state) {
         pthread_join(t, NULL);
         close(sv[0]);
     }
+    /* a header read with its fill bounded takes nothing of the payload behind it */
+    {
+        int sv[2];
+        uint8_t mem[4096], big[1000], got[1000];
+        char hdr[4] = "";
+        mc__rbuf_t rb;
+        memset(big, 0x5a, sizeof(big));
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        mc__rbuf_init(&rb, sv[0], mem, sizeof(mem));
+        assert_int_equal(mc__send2(sv[1], "HDR", 3, big, sizeof(big), 0), 0);
+        assert_int_equal(mc__rbuf_read_max(&rb, hdr, 3, mc__now_ms() + 5000, 3), 0);
+        assert_string_equal(hdr, "HDR");
+        assert_int_equal(mc__rbuf_pending(&rb), 0);
+        assert_int_equal(mc__recv_all(sv[0], got, sizeof(got), mc__now_ms() + 5000), 0);
+        assert_memory_equal(got, big, sizeof(big));
+        close(sv[0]);
+        close(sv[1]);
+    }
     /* nobody writes: the deadline ends the wait, in both waiting modes */
     for (int timed = 0; timed < 2; timed++) {
         int sv[2];

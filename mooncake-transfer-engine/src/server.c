@@ -54,8 +54,10 @@ struct mc__server {
     mc_conn_server_t *conns;
 };
 
-/* Receive buffer: several small pipelined requests per recv. */
-#define MC__CONN_RBUF (64 << 10)
+/* Receive buffer: several small pipelined requests per recv. Small because what a receive
+ * takes of a WRITE payload behind a header is copied into place: a larger buffer would copy
+ * most of every mid-size payload (measured: 64 KiB writes lost ~20% with 64 KiB here). */
+#define MC__CONN_RBUF (16 << 10)
 /* Empty replies held back while more requests are buffered (each is a frame header). */
 #define MC__CONN_HELD 64
 

@@ -31,6 +31,9 @@
 #define MC__TCP_PIPE_BYTES_DEFAULT (256 << 10)
 /* A worker's receive buffer: several replies (or a small READ's header and payload) per recv. */
 #define MC__TCP_RBUF (64 << 10)
+/* A READ payload up to this size may come in with its header and be copied out of the buffer;
+ * a larger one is received in place. */
+#define MC__TCP_COPY_MAX (16 << 10)
 /* The caller's thread (run_inline) uses a buffer on its stack: a WRITE reply, or the header
  * and payload of a READ up to about 4 KiB, in one recv. */
 #define MC__TCP_RBUF_INLINE (4096 + 256)
@@ -108,7 +111,8 @@ static int mc__tcp_read_reply(mc__rbuf_t *rb, const mc__tcp_op_t *op, int *remot
     uint64_t max_body = type == MC__TE_READ ? op->n : 0;
     uint64_t lim = max_body > MC__TE_MAX_ERROR_BODY ? max_body : MC__TE_MAX_ERROR_BODY;
     *remote_err = 0;
-    if (mc__rbuf_read(rb, raw, sizeof(raw), op->deadline_ms) ||
+    size_t fill = max_body > MC__TCP_COPY_MAX ? sizeof(raw) : rb->cap;
+    if (mc__rbuf_read_max(rb, raw, sizeof(raw), op->deadline_ms, fill) ||
         mc__frame_header_decode(raw, sizeof(raw), lim, &h))
         return MC_ERR_SOCKET;
     if (!(h.flags & MC_FRAME_F_REPLY) || h.type != type || h.request_id != op->id)

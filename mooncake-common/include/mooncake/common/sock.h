@@ -51,6 +51,10 @@ typedef struct mc__rbuf {
 void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap);
 /* Reads exactly n bytes (mc__recv_all's deadline and EOF rules). */
 int mc__rbuf_read(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms);
+/* The same, with a receive into the buffer taking at most max(fill, n) bytes: a caller that
+ * knows a large payload follows reads the header alone, so the payload is received in place
+ * instead of being copied out of the buffer. */
+int mc__rbuf_read_max(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms, size_t fill);
 static inline size_t mc__rbuf_pending(const mc__rbuf_t *b) {
     return b->len - b->off;
 }
