@@ -269,6 +269,9 @@ static void mc__conn_serve(void *ctx, int fd) {
         mc__rbuf_init(&c->rb, fd, rbuf, MC__CONN_RBUF);
         while (mc__serve_one(s->e, c) == 0) {
         }
+        /* requests served before the one that ended the connection still get their replies */
+        if (c->nheld)
+            (void)mc__srv_send(c, NULL, 0, NULL, 0, mc__now_ms() + (uint64_t)s->e->timeout_ms);
     }
     if (c)
         mc__free(c->scratch);

@@ -153,7 +153,7 @@ static int mc__tcp_pipe(mc_engine_t *e, int fd, mc__tcp_op_t *ops, int k, mc__rb
     while (cnt > 0) {
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
         int remote_err = 0;
-        uint64_t now;
+        uint64_t now, wait;
         ssize_t w = mc__sendv_some(fd, v, cnt);
         if (w > 0) {
             sent += (uint64_t)w;
@@ -169,7 +169,8 @@ static int mc__tcp_pipe(mc_engine_t *e, int fd, mc__tcp_op_t *ops, int k, mc__rb
         now = mc__now_ms();
         if (now >= ops[next].deadline_ms)
             return MC_ERR_SOCKET;
-        if (poll(&pfd, 1, (int)(ops[next].deadline_ms - now)) < 0 && errno != EINTR)
+        wait = ops[next].deadline_ms - now;
+        if (poll(&pfd, 1, wait > 1000000 ? 1000000 : (int)wait) < 0 && errno != EINTR)
             return MC_ERR_SOCKET;
         if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
             return MC_ERR_SOCKET;
