@@ -59,6 +59,9 @@ struct mc__tcp {
     int nworkers;
     uint64_t slice;
     uint64_t pipe_bytes; /* 0: one request per round trip */
+    /* A worker was signalled and none has taken work since: a task queued now will be seen by
+     * it, so waking another would only split a batch of small slices over two connections. */
+    int wake_pending;
 };
 
 /* One slice of a pipelined group. t is not touched once the slice is reported done: the last
@@ -303,6 +306,7 @@ static void *mc__tcp_worker(void *arg) {
             pthread_mutex_unlock(&q->lock);
             break;
         }
+        q->wake_pending = 0;
         mc__tcp_take_locked(q, &ops[k++]);
         bytes = ops[0].n;
         /* more queued slices for the same peer ride along while they fit the window */
@@ -310,6 +314,11 @@ static void *mc__tcp_worker(void *arg) {
                bytes + mc__tcp_head_slice_locked(q) <= q->pipe_bytes) {
             bytes += mc__tcp_head_slice_locked(q);
             mc__tcp_take_locked(q, &ops[k++]);
+        }
+        /* work left behind (a batch larger than one group) goes to the next worker */
+        if (q->head && !q->wake_pending) {
+            q->wake_pending = 1;
+            pthread_cond_signal(&q->cond);
         }
         stop = q->stop;
         pthread_mutex_unlock(&q->lock);
@@ -369,10 +378,12 @@ static int mc__tcp_submit(mc_engine_t *e, mc__task_t *t) {
     else
         q->head = t;
     q->tail = t;
-    if (ns > 1)
+    if (ns > 1) {
         pthread_cond_broadcast(&q->cond);
-    else
+    } else if (!q->wake_pending) {
+        q->wake_pending = 1;
         pthread_cond_signal(&q->cond);
+    }
     pthread_mutex_unlock(&q->lock);
     return 0;
 }
