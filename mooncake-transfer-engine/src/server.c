@@ -58,31 +58,47 @@ struct mc__server {
  * takes of a WRITE payload behind a header is copied into place: a larger buffer would copy
  * most of every mid-size payload (measured: 64 KiB writes lost ~20% with 64 KiB here). */
 #define MC__CONN_RBUF (16 << 10)
-/* Empty replies held back while more requests are buffered (each is a frame header). */
+/* Replies held back while more requests are buffered, so the replies to a pipelined group go
+ * out in one send: at most this many, and at most MC__CONN_HELD_BYTES of READ payload (sent
+ * from registered memory, whose pins are held until then). */
 #define MC__CONN_HELD 64
+#define MC__CONN_HELD_BYTES (256 << 10)
 
 /* One connection's state: its receive buffer and the replies not yet sent. */
 typedef struct mc__srv_conn {
+    mc_engine_t *e;
     int fd;
     mc__rbuf_t rb;
     uint8_t *scratch;
-    uint8_t held[MC__CONN_HELD * MC_FRAME_HEADER_SIZE];
-    size_t nheld; /* bytes in held */
+    uint8_t hdrs[MC__CONN_HELD * MC_FRAME_HEADER_SIZE];
+    int nhdrs;
+    struct iovec iov[2 * MC__CONN_HELD + 1];
+    int niov;
+    mc__pin_t pins[MC__CONN_HELD]; /* of the held READ payloads (linked by address: in place) */
+    int npins;
+    uint64_t held_bytes;
 } mc__srv_conn_t;
 
-/* Sends the held replies, then (optionally) one more frame of two pieces. */
-static int mc__srv_send(mc__srv_conn_t *c, const void *a, size_t an, const void *b, size_t bn,
-                        uint64_t deadline) {
-    struct iovec iov[3] = {{c->held, c->nheld}, {(void *)a, an}, {(void *)b, bn}};
-    int rc = mc__sendv(c->fd, iov, 3, deadline);
-    c->nheld = 0;
+/* Sends what is held, then lets the held READ sources go (also when the send failed). */
+static int mc__srv_flush(mc__srv_conn_t *c, uint64_t deadline) {
+    int rc = c->niov ? mc__sendv(c->fd, c->iov, c->niov, deadline) : 0;
+    for (int i = 0; i < c->npins; i++)
+        mc__reg_unpin(&c->e->reg, &c->pins[i]);
+    c->niov = c->nhdrs = c->npins = 0;
+    c->held_bytes = 0;
     return rc;
+}
+
+/* Sends the held replies and then one more frame (a, an), in one call. */
+static int mc__srv_send(mc__srv_conn_t *c, const void *a, size_t an, uint64_t deadline) {
+    c->iov[c->niov++] = (struct iovec){(void *)a, an};
+    return mc__srv_flush(c, deadline);
 }
 
 /* Reads n bytes of the request stream. Held replies go out first when the bytes are not all
  * buffered: the peer may be waiting for them before it sends more. */
 static int mc__srv_read(mc__srv_conn_t *c, void *dst, size_t n, uint64_t deadline) {
-    if (c->nheld && mc__rbuf_pending(&c->rb) < n && mc__srv_send(c, NULL, 0, NULL, 0, deadline))
+    if (c->niov && mc__rbuf_pending(&c->rb) < n && mc__srv_flush(c, deadline))
         return MC_ERR_SOCKET;
     return mc__rbuf_read(&c->rb, dst, n, deadline);
 }
@@ -94,24 +110,37 @@ static int mc__reply_error(mc__srv_conn_t *c, uint8_t type, uint64_t id, int cod
     mc__buf_init(&b);
     rc = mc__te_encode_error(&b, type, id, code, msg);
     if (!rc)
-        rc = mc__srv_send(c, b.data, b.len, NULL, 0, deadline);
+        rc = mc__srv_send(c, b.data, b.len, deadline);
     mc__buf_free(&b);
     return rc;
 }
 
+/* Queues a reply with an empty or raw body, pinned (the slot c->pins[c->npins], taken over)
+ * when pinned is set, and sends the queue unless the next request is already buffered and the
+ * queue has room. */
 static int mc__reply_raw(mc__srv_conn_t *c, uint8_t type, uint64_t id, const void *body, size_t n,
-                         uint64_t deadline) {
-    uint8_t hdr[MC_FRAME_HEADER_SIZE];
+                         int pinned, uint64_t deadline) {
+    uint8_t *hdr = c->hdrs + (size_t)c->nhdrs++ * MC_FRAME_HEADER_SIZE;
     mc__te_encode_reply(hdr, type, id, n);
-    /* An empty reply waits while the next request is already here: the replies to a
-     * pipelined group go out in one send. */
-    if (n == 0 && mc__rbuf_pending(&c->rb) >= MC_FRAME_HEADER_SIZE &&
-        c->nheld + sizeof(hdr) <= sizeof(c->held)) {
-        memcpy(c->held + c->nheld, hdr, sizeof(hdr));
-        c->nheld += sizeof(hdr);
+    c->iov[c->niov++] = (struct iovec){hdr, MC_FRAME_HEADER_SIZE};
+    if (n)
+        c->iov[c->niov++] = (struct iovec){(void *)body, n};
+    if (pinned)
+        c->npins++;
+    c->held_bytes += n;
+    if (mc__rbuf_pending(&c->rb) >= MC_FRAME_HEADER_SIZE && c->nhdrs < MC__CONN_HELD &&
+        c->held_bytes < MC__CONN_HELD_BYTES)
         return 0;
-    }
-    return mc__srv_send(c, hdr, sizeof(hdr), body, n, deadline);
+    return mc__srv_flush(c, deadline);
+}
+
+/* A reply whose body does not outlive the call: sent now, after what is held. */
+static int mc__reply_now(mc__srv_conn_t *c, uint8_t type, uint64_t id, const void *body, size_t n,
+                         uint64_t deadline) {
+    uint8_t *hdr = c->hdrs + (size_t)c->nhdrs++ * MC_FRAME_HEADER_SIZE;
+    mc__te_encode_reply(hdr, type, id, n);
+    c->iov[c->niov++] = (struct iovec){hdr, MC_FRAME_HEADER_SIZE};
+    return mc__srv_send(c, body, n, deadline);
 }
 
 /* Reads and discards n bytes so the connection stays in step after a refused WRITE. */
@@ -150,7 +179,7 @@ static int mc__serve_write(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_hea
         mc__reg_unpin(&e->reg, &pin);
         if (rc)
             return MC_ERR_SOCKET;
-        return mc__reply_raw(c, h->type, h->request_id, NULL, 0, deadline);
+        return mc__reply_raw(c, h->type, h->request_id, NULL, 0, 0, deadline);
     }
     if (mc__drain(c, len, deadline))
         return MC_ERR_SOCKET;
@@ -161,16 +190,13 @@ static int mc__serve_write(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_hea
 static int mc__serve_read(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_header_t *h,
                           uint64_t deadline) {
     uint64_t addr = 0, len = 0, epoch = 0;
-    mc__pin_t pin;
-    int rc;
     if (mc__srv_read(c, c->scratch, MC__TE_RW_BODY, deadline) ||
         mc__te_decode_rw(h, c->scratch, MC__TE_RW_BODY, &addr, &len, &epoch))
         return MC_ERR_SOCKET;
-    if (mc__reg_pin(&e->reg, addr, len, epoch, c->fd, &pin) == 0) {
-        rc = mc__reply_raw(c, h->type, h->request_id, (const void *)(uintptr_t)addr, len, deadline);
-        mc__reg_unpin(&e->reg, &pin);
-        return rc;
-    }
+    /* the pin lasts until the reply is sent, which may be with the replies after it */
+    if (mc__reg_pin(&e->reg, addr, len, epoch, c->fd, &c->pins[c->npins]) == 0)
+        return mc__reply_raw(c, h->type, h->request_id, (const void *)(uintptr_t)addr, len, 1,
+                             deadline);
     return mc__reply_error(c, h->type, h->request_id, MC_ERR_ADDRESS_NOT_REGISTERED,
                            "read source not registered (or of another incarnation)", deadline);
 }
@@ -186,7 +212,7 @@ static int mc__serve_notify(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_he
         rc = mc__notify_push(e, v.from, v.from_len, v.name, v.name_len, v.msg, v.msg_len);
     if (rc)
         return mc__reply_error(c, h->type, h->request_id, rc, "notify refused", deadline);
-    return mc__reply_raw(c, h->type, h->request_id, NULL, 0, deadline);
+    return mc__reply_raw(c, h->type, h->request_id, NULL, 0, 0, deadline);
 }
 
 static int mc__serve_desc(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_header_t *h,
@@ -196,7 +222,7 @@ static int mc__serve_desc(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_head
     if (rc)
         rc = mc__reply_error(c, h->type, h->request_id, rc, "descriptor unavailable", deadline);
     else
-        rc = mc__reply_raw(c, h->type, h->request_id, json, strlen(json), deadline);
+        rc = mc__reply_now(c, h->type, h->request_id, json, strlen(json), deadline);
     mc__free(json);
     return rc;
 }
@@ -213,8 +239,8 @@ static int mc__serve_one(mc_engine_t *e, mc__srv_conn_t *c) {
      * replies go out first (mc__srv_read), with the engine's timeout. */
     if (idle)
         mc__conn_idle(1);
-    if (c->nheld && mc__rbuf_pending(&c->rb) < sizeof(raw) &&
-        mc__srv_send(c, NULL, 0, NULL, 0, mc__now_ms() + (uint64_t)e->timeout_ms) != 0)
+    if (c->niov && mc__rbuf_pending(&c->rb) < sizeof(raw) &&
+        mc__srv_flush(c, mc__now_ms() + (uint64_t)e->timeout_ms) != 0)
         return MC_ERR_SOCKET;
     if (mc__rbuf_read(&c->rb, raw, sizeof(raw), 0))
         return MC_ERR_SOCKET;
@@ -240,7 +266,7 @@ static int mc__serve_one(mc_engine_t *e, mc__srv_conn_t *c) {
     }
     switch (h.type) {
     case MC__TE_PING:
-        return mc__reply_raw(c, h.type, h.request_id, NULL, 0, deadline);
+        return mc__reply_raw(c, h.type, h.request_id, NULL, 0, 0, deadline);
     case MC__TE_GET_DESC:
         return mc__serve_desc(e, c, &h, deadline);
     case MC__TE_WRITE:
@@ -265,13 +291,14 @@ static void mc__conn_serve(void *ctx, int fd) {
     c = mc__calloc(1, sizeof(*c));
     rbuf = mc__malloc(MC__CONN_RBUF);
     if (c && rbuf && (c->scratch = mc__malloc(MC__SCRATCH)) != NULL) {
+        c->e = s->e;
         c->fd = fd;
         mc__rbuf_init(&c->rb, fd, rbuf, MC__CONN_RBUF);
         while (mc__serve_one(s->e, c) == 0) {
         }
-        /* requests served before the one that ended the connection still get their replies */
-        if (c->nheld)
-            (void)mc__srv_send(c, NULL, 0, NULL, 0, mc__now_ms() + (uint64_t)s->e->timeout_ms);
+        /* requests served before the one that ended the connection still get their replies
+         * (and held READ sources are let go) */
+        (void)mc__srv_flush(c, mc__now_ms() + (uint64_t)s->e->timeout_ms);
     }
     if (c)
         mc__free(c->scratch);
