@@ -4,8 +4,9 @@
  * MC_TCP_PIPELINE_BYTES of payload together), writes all their requests on one connection
  * (coalesced into as few sendmsg calls as the socket takes) and reads the replies, which the
  * target sends in request order, so a batch of small requests costs about one round trip. A
- * slice moves straight between user memory and the socket (payload sent from user memory,
- * large payloads received in place): no staging copies, no allocation per slice. */
+ * slice moves between user memory and the socket without staging: payloads are sent from user
+ * memory, READ payloads over MC__TCP_COPY_MAX are received in place, smaller ones come in with
+ * their header and are copied out of the worker's receive buffer; no allocation per slice. */
 #include "peer_conn.h"
 #include "te_internal.h"
 
