@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -218,14 +219,36 @@ int mc__send_all(int fd, const void *p, size_t n, uint64_t deadline_ms) {
 
 int mc__send2(int fd, const void *a, size_t an, const void *b, size_t bn, uint64_t deadline_ms) {
     struct iovec iov[2] = {{(void *)a, an}, {(void *)b, bn}};
-    struct iovec *v = iov;
-    int cnt = 2;
-    while (cnt > 0 && v->iov_len == 0) {
-        v++;
-        cnt--;
+    return mc__sendv(fd, iov, 2, deadline_ms);
+}
+
+void mc__iov_advance(struct iovec **v, int *cnt, size_t w) {
+    while (*cnt > 0 && w >= (*v)->iov_len) {
+        w -= (*v)->iov_len;
+        (*v)++;
+        (*cnt)--;
     }
+    if (*cnt > 0) {
+        (*v)->iov_base = (char *)(*v)->iov_base + w;
+        (*v)->iov_len -= w;
+    }
+}
+
+ssize_t mc__sendv_some(int fd, struct iovec *iov, int cnt) {
+    for (;;) {
+        /* the kernel takes at most IOV_MAX pieces per call; the rest go in the next one */
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(cnt > 1024 ? 1024 : cnt)};
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w >= 0 || errno != EINTR)
+            return w;
+    }
+}
+
+int mc__sendv(int fd, struct iovec *iov, int cnt, uint64_t deadline_ms) {
+    struct iovec *v = iov;
+    mc__iov_advance(&v, &cnt, 0); /* skips leading empty pieces */
     while (cnt > 0) {
-        struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)cnt};
+        struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)(cnt > 1024 ? 1024 : cnt)};
         ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | (deadline_ms ? MSG_DONTWAIT : 0));
         if (w < 0) {
             if (errno == EINTR)
@@ -235,15 +258,7 @@ int mc__send2(int fd, const void *a, size_t an, const void *b, size_t bn, uint64
                 continue;
             return MC_ERR_SOCKET;
         }
-        while (cnt > 0 && (size_t)w >= v->iov_len) {
-            w -= (ssize_t)v->iov_len;
-            v++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            v->iov_base = (char *)v->iov_base + w;
-            v->iov_len -= (size_t)w;
-        }
+        mc__iov_advance(&v, &cnt, (size_t)w);
     }
     return 0;
 }
@@ -277,10 +292,32 @@ static ssize_t mc__recv_spin(int fd, void *c, size_t n, uint64_t spin_ns) {
     }
 }
 
-int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
-    char *c = p;
+/* One receive of 1..n bytes within the deadline: the count, or MC_ERR_SOCKET (EOF reads as
+ * ECONNRESET). wait_first polls before the first receive instead of after a failed one: for a
+ * caller that has just sent a request, whose reply cannot be there yet, this saves the receive
+ * that would fail with EAGAIN. */
+static ssize_t mc__recv_some(int fd, void *c, size_t n, uint64_t deadline_ms, int wait_first,
+                             int timed) {
     uint64_t spin = mc__spin_ns();
-    while (n > 0) {
+    /* A socket with SO_RCVTIMEO set: the wait is the receive itself (one call instead of poll
+     * and receive), woken every SO_RCVTIMEO to look at the deadline. */
+    while (wait_first && timed && !spin && deadline_ms) {
+        ssize_t r = recv(fd, c, n, 0);
+        if (r > 0)
+            return r;
+        if (r == 0)
+            errno = ECONNRESET;
+        else if (errno == EINTR)
+            continue;
+        else if ((errno == EAGAIN || errno == EWOULDBLOCK) && mc__now_ms() < deadline_ms)
+            continue;
+        else if (errno == EAGAIN || errno == EWOULDBLOCK)
+            errno = ETIMEDOUT;
+        return MC_ERR_SOCKET;
+    }
+    if (wait_first && !spin && deadline_ms && mc__wait_fd(fd, POLLIN, deadline_ms) != 0)
+        return MC_ERR_SOCKET;
+    for (;;) {
         ssize_t r =
             spin ? mc__recv_spin(fd, c, n, spin) : recv(fd, c, n, deadline_ms ? MSG_DONTWAIT : 0);
         if (r < 0 && spin && !deadline_ms && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -289,18 +326,81 @@ int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
             errno = ECONNRESET;
             return MC_ERR_SOCKET;
         }
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            if ((errno == EAGAIN || errno == EWOULDBLOCK) &&
-                mc__wait_fd(fd, POLLIN, deadline_ms) == 0)
-                continue;
+        if (r > 0)
+            return r;
+        if (errno == EINTR)
+            continue;
+        if ((errno == EAGAIN || errno == EWOULDBLOCK) && mc__wait_fd(fd, POLLIN, deadline_ms) == 0)
+            continue;
+        return MC_ERR_SOCKET;
+    }
+}
+
+int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
+    char *c = p;
+    while (n > 0) {
+        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, 0, 0);
+        if (r < 0)
             return MC_ERR_SOCKET;
-        }
         c += r;
         n -= (size_t)r;
     }
     return 0;
+}
+
+void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap) {
+    b->fd = fd;
+    b->data = mem;
+    b->cap = cap;
+    b->off = b->len = 0;
+    b->wait_first = 0;
+    b->timed_wait = 0;
+}
+
+int mc__rbuf_read(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms) {
+    return mc__rbuf_read_max(b, dst, n, deadline_ms, b->cap);
+}
+
+int mc__rbuf_read_max(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms, size_t fill) {
+    char *d = dst;
+    if (fill > b->cap)
+        fill = b->cap;
+    for (;;) {
+        size_t have = b->len - b->off;
+        ssize_t r;
+        if (have) {
+            size_t k = have < n ? have : n;
+            memcpy(d, b->data + b->off, k);
+            b->off += k;
+            d += k;
+            n -= k;
+        }
+        if (n == 0)
+            return 0;
+        /* A large remainder goes straight to its destination: copying through the buffer would
+         * only add a memcpy. */
+        if (n >= b->cap / 2) {
+            int wait = b->wait_first;
+            b->wait_first = 0;
+            r = mc__recv_some(b->fd, d, n, deadline_ms, wait, b->timed_wait);
+            if (r < 0)
+                return MC_ERR_SOCKET;
+            if ((size_t)r == n)
+                return 0;
+            d += r;
+            n -= (size_t)r;
+            if (mc__recv_all(b->fd, d, n, deadline_ms))
+                return MC_ERR_SOCKET;
+            return 0;
+        }
+        r = mc__recv_some(b->fd, b->data, fill > n ? fill : n, deadline_ms, b->wait_first,
+                          b->timed_wait);
+        b->wait_first = 0;
+        if (r < 0)
+            return MC_ERR_SOCKET;
+        b->off = 0;
+        b->len = (size_t)r;
+    }
 }
 
 int mc__set_buffers(int fd, int sndbuf, int rcvbuf) {
@@ -309,4 +409,9 @@ int mc__set_buffers(int fd, int sndbuf, int rcvbuf) {
     if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)) != 0)
         return MC_ERR_SOCKET;
     return 0;
+}
+
+int mc__set_recv_timeout(int fd, int ms) {
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 ? 0 : MC_ERR_SOCKET;
 }

@@ -132,6 +132,131 @@ static void test_recv_late_pieces(void **state) {
     }
 }
 
+/* The buffered reader: small reads come out of one receive, a large one goes past the buffer
+ * straight to its destination, bytes that arrive late and in pieces are gathered (with and
+ * without a deadline, with the wait before the first receive, with SO_RCVTIMEO as the wait),
+ * the peer's close mid-read is an error, and a read nobody answers ends at its deadline. */
+static void test_rbuf(void **state) {
+    (void)state;
+    for (int mode = 0; mode < 4; mode++) {
+        int sv[2];
+        uint8_t mem[64];
+        uint8_t big[1000], got[1000];
+        char small[11] = "";
+        mc__rbuf_t rb;
+        pthread_t t;
+        dribble_t d;
+        uint64_t dl = mode ? mc__now_ms() + 5000 : 0;
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        if (mode == 3)
+            assert_int_equal(mc__set_recv_timeout(sv[0], 20), 0);
+        mc__rbuf_init(&rb, sv[0], mem, sizeof(mem));
+        rb.wait_first = mode >= 2;
+        rb.timed_wait = mode == 3;
+        for (size_t i = 0; i < sizeof(big); i++)
+            big[i] = (uint8_t)(i * 7);
+        /* 3 small records and a large one in one write: read back in pieces */
+        assert_int_equal(mc__send2(sv[1], "xyz", 3, big, sizeof(big), 0), 0);
+        assert_int_equal(mc__rbuf_read(&rb, small, 1, dl), 0);
+        assert_int_equal(mc__rbuf_read(&rb, small + 1, 2, dl), 0);
+        assert_memory_equal(small, "xyz", 3);
+        assert_true(mc__rbuf_pending(&rb) > 0);
+        assert_int_equal(mc__rbuf_read(&rb, got, sizeof(got), dl), 0);
+        assert_memory_equal(got, big, sizeof(big));
+        assert_int_equal(mc__rbuf_pending(&rb), 0);
+        /* late pieces, then the close */
+        d.fd = sv[1];
+        rb.wait_first = mode >= 2;
+        assert_int_equal(pthread_create(&t, NULL, dribble_main, &d), 0);
+        memset(small, 0, sizeof(small));
+        assert_int_equal(mc__rbuf_read(&rb, small, 10, dl), 0);
+        assert_string_equal(small, "abcdefghij");
+        assert_int_equal(mc__rbuf_read(&rb, small, 1, dl), MC_ERR_SOCKET);
+        pthread_join(t, NULL);
+        close(sv[0]);
+    }
+    /* a header read with its fill bounded takes nothing of the payload behind it */
+    {
+        int sv[2];
+        uint8_t mem[4096], big[1000], got[1000];
+        char hdr[4] = "";
+        mc__rbuf_t rb;
+        memset(big, 0x5a, sizeof(big));
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        mc__rbuf_init(&rb, sv[0], mem, sizeof(mem));
+        assert_int_equal(mc__send2(sv[1], "HDR", 3, big, sizeof(big), 0), 0);
+        assert_int_equal(mc__rbuf_read_max(&rb, hdr, 3, mc__now_ms() + 5000, 3), 0);
+        assert_string_equal(hdr, "HDR");
+        assert_int_equal(mc__rbuf_pending(&rb), 0);
+        assert_int_equal(mc__recv_all(sv[0], got, sizeof(got), mc__now_ms() + 5000), 0);
+        assert_memory_equal(got, big, sizeof(big));
+        close(sv[0]);
+        close(sv[1]);
+    }
+    /* nobody writes: the deadline ends the wait, in both waiting modes */
+    for (int timed = 0; timed < 2; timed++) {
+        int sv[2];
+        uint8_t mem[64], b;
+        mc__rbuf_t rb;
+        uint64_t t0 = mc__now_ms();
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        if (timed)
+            assert_int_equal(mc__set_recv_timeout(sv[0], 20), 0);
+        mc__rbuf_init(&rb, sv[0], mem, sizeof(mem));
+        rb.wait_first = 1;
+        rb.timed_wait = timed;
+        assert_int_equal(mc__rbuf_read(&rb, &b, 1, mc__now_ms() + 150), MC_ERR_SOCKET);
+        assert_true(mc__now_ms() - t0 >= 140);
+        assert_true(mc__now_ms() - t0 < 2000);
+        close(sv[0]);
+        close(sv[1]);
+    }
+}
+
+/* A scatter send of more pieces than one sendmsg takes (IOV_MAX) arrives whole and in order;
+ * empty pieces are skipped; a peer that went away is an error, not a signal. */
+static void test_sendv(void **state) {
+    enum { PIECES = 3000 };
+    static struct iovec iov[PIECES];
+    static uint8_t src[PIECES * 3], dst[PIECES * 3];
+    uint16_t port = 0;
+    echo_t e = {0};
+    pthread_t t;
+    size_t total = 0;
+    int fd;
+    (void)state;
+    for (size_t i = 0; i < sizeof(src); i++)
+        src[i] = (uint8_t)(i * 13 + 1);
+    for (int i = 0; i < PIECES; i++) {
+        size_t len = (size_t)(i % 4); /* 0..3 bytes: every fourth piece is empty */
+        iov[i] = (struct iovec){src + total, len};
+        total += len;
+    }
+    e.lfd = mc__tcp_listen("127.0.0.1", 0, 16, &port);
+    e.n = total;
+    pthread_create(&t, NULL, echo_main, &e);
+    fd = mc__tcp_connect("127.0.0.1", port, mc__now_ms() + 5000);
+    assert_true(fd >= 0);
+    assert_int_equal(mc__sendv(fd, iov, PIECES, mc__now_ms() + 10000), 0);
+    assert_int_equal(mc__recv_all(fd, dst, total, mc__now_ms() + 10000), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(e.rc, 0);
+    assert_memory_equal(dst, src, total);
+    /* the echo thread closed its end: sends fail soon (EPIPE / reset), without SIGPIPE */
+    {
+        int rc = 0;
+        struct iovec one = {src, sizeof(src)};
+        for (int i = 0; i < 50 && rc == 0; i++) {
+            one = (struct iovec){src, sizeof(src)};
+            rc = mc__sendv(fd, &one, 1, mc__now_ms() + 2000);
+            usleep(1000);
+        }
+        assert_int_equal(rc, MC_ERR_SOCKET);
+    }
+    close(fd);
+    close(e.lfd);
+}
+
 static void test_connect_errors(void **state) {
     uint16_t port = 0;
     int lfd = mc__tcp_listen("127.0.0.1", 0, 16, &port);
@@ -268,11 +393,17 @@ static void test_host_identity(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tcp_roundtrip),    cmocka_unit_test(test_deadlines),
-        cmocka_unit_test(test_recv_late_pieces), cmocka_unit_test(test_connect_errors),
-        cmocka_unit_test(test_listen_range),     cmocka_unit_test(test_split_host_port),
-        cmocka_unit_test(test_unix_fd_passing),  cmocka_unit_test(test_unix_filesystem_path),
+        cmocka_unit_test(test_tcp_roundtrip),
+        cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_recv_late_pieces),
+        cmocka_unit_test(test_connect_errors),
+        cmocka_unit_test(test_listen_range),
+        cmocka_unit_test(test_split_host_port),
+        cmocka_unit_test(test_unix_fd_passing),
+        cmocka_unit_test(test_unix_filesystem_path),
         cmocka_unit_test(test_host_identity),
+        cmocka_unit_test(test_rbuf),
+        cmocka_unit_test(test_sendv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,6 +78,10 @@ static int mc__notify_remote(mc_engine_t *e, mc__peer_t *p, const mc_buf_t *fram
         close(fd);
         if (!reused)
             break;
+        /* the others pooled with it may be dead too (peer_conn.h): retry on a fresh one */
+        pthread_mutex_lock(&p->lock);
+        mc__peer_conn_drop_locked(p);
+        pthread_mutex_unlock(&p->lock);
     }
     mc__peer_mark_broken(p);
     return rc;

@@ -19,13 +19,6 @@ void mc__peer_conn_drop_locked(mc__peer_t *p) {
         close(p->idle[--p->nidle]);
 }
 
-/* An idle pooled socket that is readable has either been closed by the peer or carries bytes we
- * never asked for; either way it is unusable. */
-static int mc__peer_conn_alive(int fd) {
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    return poll(&pfd, 1, 0) == 0;
-}
-
 int mc__peer_conn_get(mc_engine_t *e, mc__peer_t *p, uint64_t deadline_ms, int *reused) {
     char host[MC__TE_NAME_MAX];
     uint16_t port;
@@ -33,13 +26,12 @@ int mc__peer_conn_get(mc_engine_t *e, mc__peer_t *p, uint64_t deadline_ms, int *
     int fd = -1;
     *reused = 0;
     pthread_mutex_lock(&p->lock);
-    while (p->nidle > 0) {
+    /* No liveness check (it cost a poll per request): a pooled connection the peer closed
+     * fails the request's first send or receive, and every caller retries once on a fresh
+     * connection when the one it got was reused. Nothing is left unread on a pooled one: a
+     * connection goes back only after a clean exchange. */
+    if (p->nidle > 0)
         fd = p->idle[--p->nidle];
-        if (mc__peer_conn_alive(fd))
-            break;
-        close(fd);
-        fd = -1;
-    }
     memcpy(host, p->host, sizeof(host));
     port = p->port;
     pthread_mutex_unlock(&p->lock);
@@ -56,6 +48,8 @@ int mc__peer_conn_get(mc_engine_t *e, mc__peer_t *p, uint64_t deadline_ms, int *
     }
     if (e->conn_sockbuf > 0)
         (void)mc__set_buffers(fd, e->conn_sockbuf, e->conn_sockbuf);
+    /* lets the tcp transport wait for a reply in the receive itself (peer_conn.h) */
+    (void)mc__set_recv_timeout(fd, MC__PEER_RECV_SLICE_MS);
     return fd;
 }
 

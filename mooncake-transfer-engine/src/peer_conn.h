@@ -10,8 +10,14 @@
 #include "te_internal.h"
 
 /* A connection to the peer's RPC port: an idle pooled one (*reused = 1) or a new one (with the
- * engine's socket buffer size, when one is set). The fd, or a negative MC_ERR_ code. */
+ * engine's socket buffer size, when one is set). The fd, or a negative MC_ERR_ code. A pooled
+ * one is not checked (that cost a syscall per request): one that fails its exchange with
+ * *reused set may have died idle, so the caller drops the pool and retries once. */
 int mc__peer_conn_get(mc_engine_t *e, mc__peer_t *p, uint64_t deadline_ms, int *reused);
+/* Every connection mc__peer_conn_get makes has SO_RCVTIMEO set to this: a blocking receive on it
+ * returns at least this often, so a reader may wait in the receive and still keep a deadline
+ * (to within this much). Receives with MSG_DONTWAIT (mc__recv_all's) are unaffected. */
+#define MC__PEER_RECV_SLICE_MS 50
 /* Gives a connection that finished its request back to the pool (or closes it when full). */
 void mc__peer_conn_put(mc__peer_t *p, int fd);
 /* Closes the idle connections (caller holds p->lock). */

@@ -1,7 +1,12 @@
 /* TCP transport. Tasks are cut into slices that a fixed set of worker threads pull from one
- * queue, so a large transfer spreads over several pooled connections while small ones cost one
- * hand-off. A slice moves straight between user memory and the socket (header + payload in one
- * sendmsg, payload received in place): no staging copies, no allocation per slice. */
+ * queue, so a large transfer spreads over several pooled connections. Small slices to one peer
+ * are pipelined: a worker takes up to MC__TCP_PIPE_OPS queued slices for the same peer (at most
+ * MC_TCP_PIPELINE_BYTES of payload together), writes all their requests on one connection
+ * (coalesced into as few sendmsg calls as the socket takes) and reads the replies, which the
+ * target sends in request order, so a batch of small requests costs about one round trip. A
+ * slice moves between user memory and the socket without staging: payloads are sent from user
+ * memory, READ payloads over MC__TCP_COPY_MAX are received in place, smaller ones come in with
+ * their header and are copied out of the worker's receive buffer; no allocation per slice. */
 #include "peer_conn.h"
 #include "te_internal.h"
 
@@ -19,12 +24,29 @@
 #include "mooncake/common/time.h"
 #include "proto.h"
 
+/* The most slices one worker pipelines on one connection, and the default payload bound of
+ * such a group. The bound keeps what is in flight per connection within the socket buffers
+ * (4 MiB each way by default), so neither side's send waits on the other's; a slice larger than
+ * the bound goes alone, as before. */
+#define MC__TCP_PIPE_OPS 64
+#define MC__TCP_PIPE_BYTES_DEFAULT (256 << 10)
+/* A worker's receive buffer: several replies (or a small READ's header and payload) per recv. */
+#define MC__TCP_RBUF (64 << 10)
+/* A READ payload up to this size may come in with its header and be copied out of the buffer;
+ * a larger one is received in place. */
+#define MC__TCP_COPY_MAX (16 << 10)
+/* The caller's thread (run_inline) uses a buffer on its stack: a WRITE reply, or the header
+ * and payload of a READ up to about 4 KiB, in one recv. */
+#define MC__TCP_RBUF_INLINE (4096 + 256)
+
 /* A worker and the connection it is using, so that closing the engine can cut a transfer that
  * waits on a stalled peer instead of sitting out its deadline. */
 typedef struct mc__tcp_worker {
     struct mc__tcp *q;
     pthread_t thr;
     int busy_fd; /* guarded by q->lock */
+    uint8_t *rbuf;
+    size_t rbuf_cap;
 } mc__tcp_worker_t;
 
 struct mc__tcp {
@@ -38,32 +60,26 @@ struct mc__tcp {
     mc__tcp_worker_t *workers;
     int nworkers;
     uint64_t slice;
+    uint64_t pipe_bytes; /* 0: one request per round trip */
+    /* A worker was signalled and none has taken work since: a task queued now will be seen by
+     * it, so waking another would only split a batch of small slices over two connections. */
+    int wake_pending;
 };
 
-/* One request on one connection. Returns MC_ERR_SOCKET when the connection is unusable;
- * otherwise 0 with *remote_err set to the peer's verdict. */
-static int mc__tcp_io(int fd, uint64_t id, const mc__task_t *t, uint8_t *local, uint64_t remote,
-                      uint64_t n, uint64_t deadline, int *remote_err) {
-    int opcode = t->opcode;
+/* One slice of a pipelined group. t is not touched once the slice is reported done: the last
+ * slice of a batch may free it. */
+typedef struct mc__tcp_op {
+    mc__task_t *t;
+    uint8_t *local;
+    uint64_t remote;
+    uint64_t n;
+    uint64_t id;
+    uint64_t deadline_ms;
     uint8_t req[MC__TE_RW_HEAD];
-    mc_frame_header_t h;
-    int rc;
-    if (opcode == MC_OPCODE_WRITE) {
-        mc__te_encode_rw(req, MC__TE_WRITE, id, remote, n, t->epoch);
-        if (mc__send2(fd, req, sizeof(req), local, n, deadline))
-            return MC_ERR_SOCKET;
-        return mc__peer_read_reply(fd, MC__TE_WRITE, id, 0, deadline, &h, remote_err);
-    }
-    mc__te_encode_rw(req, MC__TE_READ, id, remote, n, t->epoch);
-    if (mc__send_all(fd, req, sizeof(req), deadline))
-        return MC_ERR_SOCKET;
-    rc = mc__peer_read_reply(fd, MC__TE_READ, id, n, deadline, &h, remote_err);
-    if (rc || *remote_err)
-        return rc;
-    if (h.body_len != n || mc__recv_all(fd, local, n, deadline))
-        return MC_ERR_SOCKET;
-    return 0;
-}
+    int done;
+} mc__tcp_op_t;
+
+static void mc__tcp_slice_done(mc_engine_t *e, mc__task_t *t, int rc);
 
 /* Publishes the connection in use; returns nonzero when the engine is closing. */
 static int mc__tcp_set_busy(mc__tcp_worker_t *w, int fd) {
@@ -75,54 +91,176 @@ static int mc__tcp_set_busy(mc__tcp_worker_t *w, int fd) {
     return stop;
 }
 
-static int mc__tcp_slice(mc_engine_t *e, mc__tcp_worker_t *w, mc__task_t *t, uint32_t idx,
-                         uint64_t *req_id) {
-    uint64_t slice = e->tcp->slice;
-    uint64_t off = (uint64_t)idx * slice;
-    uint64_t n = t->len - off < slice ? t->len - off : slice;
+/* Reports op's result: the peer's verdict (0 or its error code) or a local error. */
+static void mc__tcp_op_finish(mc_engine_t *e, mc__tcp_op_t *op, int rc) {
+    mc__task_t *t = op->t;
+    if (rc == 0)
+        atomic_fetch_add(&t->transferred, op->n);
+    if (rc == MC_ERR_ADDRESS_NOT_REGISTERED) {
+        /* our copy of its descriptor is out of date: fetch it before the next use */
+        pthread_mutex_lock(&t->peer->lock);
+        t->peer->stale = 1;
+        pthread_mutex_unlock(&t->peer->lock);
+    }
+    op->done = 1;
+    mc__tcp_slice_done(e, t, rc);
+}
+
+/* Reads op's reply (header, then an error body or a READ's payload into place). Returns 0
+ * with *remote_err set to the peer's verdict, or MC_ERR_SOCKET when the stream is unusable. */
+static int mc__tcp_read_reply(mc__rbuf_t *rb, const mc__tcp_op_t *op, int *remote_err) {
+    uint8_t raw[MC_FRAME_HEADER_SIZE];
+    uint8_t body[MC__TE_MAX_ERROR_BODY];
+    mc_frame_header_t h;
+    uint8_t type = op->t->opcode == MC_OPCODE_WRITE ? MC__TE_WRITE : MC__TE_READ;
+    uint64_t max_body = type == MC__TE_READ ? op->n : 0;
+    uint64_t lim = max_body > MC__TE_MAX_ERROR_BODY ? max_body : MC__TE_MAX_ERROR_BODY;
+    *remote_err = 0;
+    size_t fill = max_body > MC__TCP_COPY_MAX ? sizeof(raw) : rb->cap;
+    if (mc__rbuf_read_max(rb, raw, sizeof(raw), op->deadline_ms, fill) ||
+        mc__frame_header_decode(raw, sizeof(raw), lim, &h))
+        return MC_ERR_SOCKET;
+    if (!(h.flags & MC_FRAME_F_REPLY) || h.type != type || h.request_id != op->id)
+        return MC_ERR_SOCKET;
+    if (h.flags & MC_FRAME_F_ERROR) {
+        if (h.body_len > sizeof(body) || mc__rbuf_read(rb, body, h.body_len, op->deadline_ms) ||
+            mc__te_decode_error(body, h.body_len, remote_err, NULL, 0))
+            return MC_ERR_SOCKET;
+        return 0;
+    }
+    if (h.body_len != max_body)
+        return MC_ERR_SOCKET;
+    return max_body ? mc__rbuf_read(rb, op->local, op->n, op->deadline_ms) : 0;
+}
+
+/* Moves ops[0..k) (none done yet) over one connection: writes every request, reading replies
+ * whenever the socket will not take more, so that what is in flight is bounded by the socket
+ * buffers and the peer is never left unable to send. Each reply is reported as it arrives.
+ * Returns 0 when every op was answered and the stream is clean (the connection can be pooled),
+ * else MC_ERR_SOCKET (the unanswered ops are left not done). */
+static int mc__tcp_pipe(mc_engine_t *e, int fd, mc__tcp_op_t *ops, int k, mc__rbuf_t *rb) {
+    struct iovec iov[2 * MC__TCP_PIPE_OPS];
+    uint64_t ends[MC__TCP_PIPE_OPS]; /* stream offset where op i's request ends */
+    uint64_t sent = 0;
+    struct iovec *v = iov;
+    int cnt = 0;
+    int next = 0; /* the op whose reply comes next */
+    for (int i = 0; i < k; i++) {
+        mc__tcp_op_t *op = &ops[i];
+        int write = op->t->opcode == MC_OPCODE_WRITE;
+        mc__te_encode_rw(op->req, write ? MC__TE_WRITE : MC__TE_READ, op->id, op->remote, op->n,
+                         op->t->epoch);
+        iov[cnt++] = (struct iovec){op->req, sizeof(op->req)};
+        if (write)
+            iov[cnt++] = (struct iovec){op->local, op->n};
+        ends[i] = (i ? ends[i - 1] : 0) + sizeof(op->req) + (write ? op->n : 0);
+    }
+    while (cnt > 0) {
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int remote_err = 0;
+        uint64_t now, wait;
+        ssize_t w = mc__sendv_some(fd, v, cnt);
+        if (w > 0) {
+            sent += (uint64_t)w;
+            mc__iov_advance(&v, &cnt, (size_t)w);
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return MC_ERR_SOCKET;
+        /* The socket is full: wait until it takes more or a reply comes in. A reply can only
+         * be for a request sent whole; anything else readable is the peer closing. */
+        if (next < k && ends[next] <= sent)
+            pfd.events |= POLLIN;
+        now = mc__now_ms();
+        if (now >= ops[next].deadline_ms)
+            return MC_ERR_SOCKET;
+        wait = ops[next].deadline_ms - now;
+        if (poll(&pfd, 1, wait > 1000000 ? 1000000 : (int)wait) < 0 && errno != EINTR)
+            return MC_ERR_SOCKET;
+        if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
+            return MC_ERR_SOCKET;
+        if (!(pfd.revents & POLLIN))
+            continue;
+        /* The target sends a reply without waiting for us once it has the whole request,
+         * so a started reply can be read to its end. */
+        if (mc__tcp_read_reply(rb, &ops[next], &remote_err))
+            return MC_ERR_SOCKET;
+        mc__tcp_op_finish(e, &ops[next++], remote_err);
+    }
+    /* everything is sent: the next reply cannot be there yet unless already buffered */
+    rb->wait_first = mc__rbuf_pending(rb) == 0;
+    while (next < k) {
+        int remote_err = 0;
+        if (mc__tcp_read_reply(rb, &ops[next], &remote_err))
+            return MC_ERR_SOCKET;
+        mc__tcp_op_finish(e, &ops[next++], remote_err);
+    }
+    /* bytes nobody asked for: the stream is out of step */
+    return mc__rbuf_pending(rb) ? MC_ERR_SOCKET : 0;
+}
+
+/* Ends ops[first..k) that are not done yet with rc. */
+static void mc__tcp_fail_rest(mc_engine_t *e, mc__tcp_op_t *ops, int first, int k, int rc) {
+    for (int i = first; i < k; i++)
+        if (!ops[i].done) {
+            ops[i].done = 1;
+            mc__tcp_slice_done(e, ops[i].t, rc);
+        }
+}
+
+/* Runs a group of slices to one peer, each reported done (by op_finish or here) before it
+ * returns. A pooled connection may have died with a restarted peer: the ops it left unanswered
+ * get one retry on a fresh connection (READ and WRITE of the same bytes are idempotent). */
+static void mc__tcp_group(mc_engine_t *e, mc__tcp_worker_t *w, mc__tcp_op_t *ops, int k,
+                          uint64_t *req_id, uint8_t *mem, size_t cap) {
+    mc__peer_t *peer = ops[0].t->peer;
     int rc = MC_ERR_SOCKET;
+    int first = 0; /* ops before it are done */
     for (int attempt = 0; attempt < 2; attempt++) {
         int reused = 0;
-        int remote_err = 0;
-        int fd = mc__peer_conn_get(e, t->peer, t->deadline_ms, &reused);
+        int fd;
+        uint64_t dl = ops[first].deadline_ms;
+        mc__rbuf_t rb;
+        for (int i = first + 1; i < k; i++)
+            dl = ops[i].deadline_ms < dl ? ops[i].deadline_ms : dl;
+        fd = mc__peer_conn_get(e, peer, dl, &reused);
         if (fd < 0) {
             rc = fd == MC_ERR_DNS ? fd : MC_ERR_SOCKET;
             break;
         }
+        for (int i = first; i < k; i++)
+            ops[i].id = ++*req_id;
+        mc__rbuf_init(&rb, fd, mem, cap);
+        rb.timed_wait = 1;             /* MC__PEER_RECV_SLICE_MS */
         if (mc__tcp_set_busy(w, fd)) { /* a close began: the interrupt missed this one */
             mc__tcp_set_busy(w, -1);
-            mc__peer_conn_put(t->peer, fd);
-            return MC_ERR_CONTEXT;
+            mc__peer_conn_put(peer, fd);
+            mc__tcp_fail_rest(e, ops, first, k, MC_ERR_CONTEXT);
+            return;
         }
-        rc = mc__tcp_io(fd, ++*req_id, t, t->local + off, t->remote + off, n, t->deadline_ms,
-                        &remote_err);
+        rc = mc__tcp_pipe(e, fd, ops + first, k - first, &rb);
         if (mc__tcp_set_busy(w, -1) && rc) { /* cut by the close's interrupt */
             close(fd);
-            return MC_ERR_CONTEXT;
+            mc__tcp_fail_rest(e, ops, first, k, MC_ERR_CONTEXT);
+            return;
         }
+        while (first < k && ops[first].done)
+            first++;
         if (rc == 0) {
-            mc__peer_conn_put(t->peer, fd);
-            if (!remote_err)
-                atomic_fetch_add(&t->transferred, n);
-            if (remote_err == MC_ERR_ADDRESS_NOT_REGISTERED) {
-                /* our copy of its descriptor is out of date: fetch it before the next use */
-                pthread_mutex_lock(&t->peer->lock);
-                t->peer->stale = 1;
-                pthread_mutex_unlock(&t->peer->lock);
-            }
-            return remote_err;
+            mc__peer_conn_put(peer, fd);
+            return;
         }
         close(fd);
-        /* A pooled connection may have died with a restarted peer: one retry on a fresh one
-         * (READ and WRITE of the same bytes are idempotent). */
-        if (!reused || mc__now_ms() >= t->deadline_ms || mc__tcp_set_busy(w, -1))
+        if (first == k)
+            return; /* all answered; only the trailing bytes were wrong */
+        if (!reused || mc__now_ms() >= ops[first].deadline_ms || mc__tcp_set_busy(w, -1))
             break;
-        pthread_mutex_lock(&t->peer->lock);
-        mc__peer_conn_drop_locked(t->peer);
-        pthread_mutex_unlock(&t->peer->lock);
+        pthread_mutex_lock(&peer->lock);
+        mc__peer_conn_drop_locked(peer);
+        pthread_mutex_unlock(&peer->lock);
     }
-    mc__peer_mark_broken(t->peer);
-    return rc;
+    mc__peer_mark_broken(peer);
+    mc__tcp_fail_rest(e, ops, first, k, rc);
 }
 
 static void mc__tcp_slice_done(mc_engine_t *e, mc__task_t *t, int rc) {
@@ -144,14 +282,38 @@ static void mc__tcp_slice_done(mc_engine_t *e, mc__task_t *t, int rc) {
     }
 }
 
+/* With q->lock held and q->head non-NULL: takes the head task's next slice into op. */
+static void mc__tcp_take_locked(mc__tcp_t *q, mc__tcp_op_t *op) {
+    mc__task_t *t = q->head;
+    uint32_t idx = t->next_slice++;
+    uint64_t off = (uint64_t)idx * q->slice;
+    if (t->next_slice == t->nslices) {
+        q->head = t->next;
+        if (!q->head)
+            q->tail = NULL;
+    }
+    op->t = t;
+    op->local = t->local + off;
+    op->remote = t->remote + off;
+    op->n = t->len - off < q->slice ? t->len - off : q->slice;
+    op->deadline_ms = t->deadline_ms;
+    op->done = 0;
+}
+
+/* The size of the head task's next slice (q->lock held). */
+static uint64_t mc__tcp_head_slice_locked(const mc__tcp_t *q) {
+    uint64_t off = (uint64_t)q->head->next_slice * q->slice;
+    return q->head->len - off < q->slice ? q->head->len - off : q->slice;
+}
+
 static void *mc__tcp_worker(void *arg) {
     mc__tcp_worker_t *w = arg;
     mc__tcp_t *q = w->q;
     uint64_t req_id = 0;
+    mc__tcp_op_t ops[MC__TCP_PIPE_OPS];
     for (;;) {
-        mc__task_t *t;
-        uint32_t idx;
-        int rc;
+        int k = 0, live = 0;
+        uint64_t bytes;
         int stop;
         pthread_mutex_lock(&q->lock);
         while (!q->head && !q->stop)
@@ -160,24 +322,40 @@ static void *mc__tcp_worker(void *arg) {
             pthread_mutex_unlock(&q->lock);
             break;
         }
-        t = q->head;
-        idx = t->next_slice++;
-        if (t->next_slice == t->nslices) {
-            q->head = t->next;
-            if (!q->head)
-                q->tail = NULL;
+        q->wake_pending = 0;
+        mc__tcp_take_locked(q, &ops[k++]);
+        bytes = ops[0].n;
+        /* more queued slices for the same peer ride along while they fit the window */
+        while (k < MC__TCP_PIPE_OPS && q->head && q->head->peer == ops[0].t->peer &&
+               bytes + mc__tcp_head_slice_locked(q) <= q->pipe_bytes) {
+            bytes += mc__tcp_head_slice_locked(q);
+            mc__tcp_take_locked(q, &ops[k++]);
+        }
+        /* work left behind (a batch larger than one group) goes to the next worker */
+        if (q->head && !q->wake_pending) {
+            q->wake_pending = 1;
+            pthread_cond_signal(&q->cond);
         }
         stop = q->stop || q->cut;
         pthread_mutex_unlock(&q->lock);
-        if (stop)
-            rc = MC_ERR_CONTEXT;
-        else if (atomic_load(&t->error))
-            rc = 0; /* the task already failed: skip the rest quickly */
-        else if (mc__now_ms() >= t->deadline_ms)
-            rc = MC_ERR_SOCKET;
-        else
-            rc = mc__tcp_slice(q->e, w, t, idx, &req_id);
-        mc__tcp_slice_done(q->e, t, rc);
+        /* slices that need no I/O end here; the rest keep their order */
+        for (int i = 0; i < k; i++) {
+            mc__task_t *t = ops[i].t;
+            int rc;
+            if (stop)
+                rc = MC_ERR_CONTEXT;
+            else if (atomic_load(&t->error))
+                rc = 0; /* the task already failed: skip the rest quickly */
+            else if (mc__now_ms() >= t->deadline_ms)
+                rc = MC_ERR_SOCKET;
+            else {
+                ops[live++] = ops[i];
+                continue;
+            }
+            mc__tcp_slice_done(q->e, t, rc);
+        }
+        if (live)
+            mc__tcp_group(q->e, w, ops, live, &req_id, w->rbuf, w->rbuf_cap);
     }
     return NULL;
 }
@@ -188,13 +366,20 @@ static void *mc__tcp_worker(void *arg) {
 static int mc__tcp_run_here(mc_engine_t *e, mc__task_t *t) {
     mc__tcp_t *q = e->tcp;
     mc__tcp_worker_t self = {.q = q, .busy_fd = -1};
+    uint8_t mem[MC__TCP_RBUF_INLINE];
+    mc__tcp_op_t op = {0};
     uint64_t req_id = 0;
     if (!q || t->len > q->slice)
         return 0;
     t->nslices = 1;
     t->next_slice = 1;
     t->next = NULL;
-    mc__tcp_slice_done(e, t, mc__tcp_slice(e, &self, t, 0, &req_id));
+    op.t = t;
+    op.local = t->local;
+    op.remote = t->remote;
+    op.n = t->len;
+    op.deadline_ms = t->deadline_ms;
+    mc__tcp_group(e, &self, &op, 1, &req_id, mem, sizeof(mem));
     return 1;
 }
 
@@ -210,10 +395,12 @@ static int mc__tcp_submit(mc_engine_t *e, mc__task_t *t) {
     else
         q->head = t;
     q->tail = t;
-    if (ns > 1)
+    if (ns > 1) {
         pthread_cond_broadcast(&q->cond);
-    else
+    } else if (!q->wake_pending) {
+        q->wake_pending = 1;
         pthread_cond_signal(&q->cond);
+    }
     pthread_mutex_unlock(&q->lock);
     return 0;
 }
@@ -245,6 +432,8 @@ static void mc__tcp_close(mc_engine_t *e) {
     /* workers fail whatever is still queued, then exit */
     for (int i = 0; i < q->nworkers; i++)
         pthread_join(q->workers[i].thr, NULL);
+    for (int i = 0; i < q->nworkers; i++)
+        mc__free(q->workers[i].rbuf);
     mc__free(q->workers);
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->cond);
@@ -265,6 +454,9 @@ static int mc__tcp_init(mc_engine_t *e) {
         (uint64_t)mc__env_size_in("MC_SLICE_SIZE", 4 << 20, 64 << 10, (int64_t)MC__TE_MAX_SLICE);
     /* every pooled connection to a peer gets these buffers (peer_conn.c) */
     e->conn_sockbuf = (int)mc__env_size_in("MC_TCP_SOCKBUF", 4 << 20, 0, 1 << 30);
+    /* payload pipelined on one connection at most (0: one request per round trip) */
+    q->pipe_bytes =
+        (uint64_t)mc__env_size_in("MC_TCP_PIPELINE_BYTES", MC__TCP_PIPE_BYTES_DEFAULT, 0, 64 << 20);
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->cond, NULL);
     q->workers = mc__calloc((size_t)want, sizeof(*q->workers));
@@ -276,6 +468,10 @@ static int mc__tcp_init(mc_engine_t *e) {
     for (int i = 0; i < want; i++) {
         q->workers[i].q = q;
         q->workers[i].busy_fd = -1;
+        q->workers[i].rbuf_cap = MC__TCP_RBUF;
+        q->workers[i].rbuf = mc__malloc(MC__TCP_RBUF);
+        if (!q->workers[i].rbuf)
+            break;
         if (pthread_create(&q->workers[i].thr, NULL, mc__tcp_worker, &q->workers[i]))
             break;
         q->nworkers++;

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /* Listening TCP socket on host:port (host NULL or "" = all addresses; port 0 = ephemeral).
  * *bound_port receives the port actually bound. */
@@ -23,7 +24,43 @@ int mc__send_all(int fd, const void *p, size_t n, uint64_t deadline_ms);
 int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms); /* MC_ERR_SOCKET on EOF */
 /* Scatter send of two pieces (header + payload) without copying them together. */
 int mc__send2(int fd, const void *a, size_t an, const void *b, size_t bn, uint64_t deadline_ms);
+/* Scatter send of cnt pieces in as few sendmsg calls as the socket allows (several small
+ * requests coalesced into one call). iov is consumed (its entries are modified). */
+int mc__sendv(int fd, struct iovec *iov, int cnt, uint64_t deadline_ms);
+/* One non-blocking sendmsg of up to cnt pieces: the bytes taken, or -1 with errno (EAGAIN when
+ * the socket buffer is full). The caller advances with mc__iov_advance. */
+ssize_t mc__sendv_some(int fd, struct iovec *iov, int cnt);
+/* Moves (*v, *cnt) past w bytes that were sent. */
+void mc__iov_advance(struct iovec **v, int *cnt, size_t w);
+
+/* A receive buffer over a socket, so that a header, its body and a small payload (or several
+ * replies) come in with one recv instead of one each. Large reads go straight to their
+ * destination. Bytes still buffered belong to the stream: a caller handing the socket on must
+ * have consumed them (mc__rbuf_pending() == 0). */
+typedef struct mc__rbuf {
+    int fd;
+    uint8_t *data;
+    size_t cap;
+    size_t off;
+    size_t len;
+    int wait_first; /* set by the caller after sending: wait before the next receive */
+    /* set by the caller when fd has SO_RCVTIMEO (mc__set_recv_timeout): that wait is then a
+     * blocking receive, looked at every SO_RCVTIMEO against the deadline, instead of poll */
+    int timed_wait;
+} mc__rbuf_t;
+void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap);
+/* Reads exactly n bytes (mc__recv_all's deadline and EOF rules). */
+int mc__rbuf_read(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms);
+/* The same, with a receive into the buffer taking at most max(fill, n) bytes: a caller that
+ * knows a large payload follows reads the header alone, so the payload is received in place
+ * instead of being copied out of the buffer. */
+int mc__rbuf_read_max(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms, size_t fill);
+static inline size_t mc__rbuf_pending(const mc__rbuf_t *b) {
+    return b->len - b->off;
+}
 int mc__set_buffers(int fd, int sndbuf, int rcvbuf);
+/* SO_RCVTIMEO: a blocking receive on fd returns EAGAIN after ms (see mc__rbuf_t.timed_wait). */
+int mc__set_recv_timeout(int fd, int ms);
 
 /* Unix-domain stream sockets (abstract namespace when path starts with '@'). */
 int mc__unix_listen(const char *path);
