@@ -27,11 +27,15 @@
  * - A read that starts before use_until may still be moving bytes when the lease ends; the
  *   caller checks the clock again when it finishes (read_by) and redoes a late read through the
  *   master, so no byte is trusted that was read after the master could free it.
- * What a cached read may return that a read through the master would not: the value another
- * client's upsert replaced (its bytes, intact), for at most MC_MP_CACHED_LEASE_MS after the
- * lease was asked for; the same for a key another client removed with force. This client's own
- * remove, upsert, put and replica clear drop its entries. docs/store.md describes it;
- * replica_cache_entries = 0 turns it off. */
+ * Why a cached read never returns a value that is gone (linearizability): a request that takes a
+ * leased value away (an upsert's new value, a forced remove) is answered only once every client
+ * that may have cached it can no longer start a read through it: MC_MP_CACHED_LEASE_MS + slack
+ * after the value's last get at the master (which came after this client sent its request), or
+ * the lease's end when sooner (objects.c, mc__object_release; ops.c, mc__reply_wait). So a read
+ * that starts after such an answer was seen finds its entry expired, and one that started
+ * before is concurrent with it. This client's own remove, upsert, put and replica clear also
+ * drop its entries at once. docs/store.md describes it; replica_cache_entries = 0 turns it
+ * off. */
 #include "client/replica_cache.h"
 
 #include <pthread.h>

@@ -197,6 +197,11 @@ void mc__free_replica(mc__master_t *m, const mc__replica_t *r);
  * forced remove) goes through here, which is what lets clients cache replica locations for as
  * long as their lease lasts (see the client's replica_cache.c). */
 void mc__object_release(mc__master_t *m, mc__object_t *o, uint64_t now);
+/* The moment the request being handled on this thread may be answered: the latest noted by
+ * mc__object_release (a leased value taken away waits out the clients' cached replica lists of
+ * it), read and reset by mc__master_handle. 0: no wait. */
+void mc__reply_hold_note(uint64_t until);
+uint64_t mc__reply_hold_take(void);
 /* With the shard locked: unlinks o, then mc__object_release. */
 void mc__object_retire(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
 /* Iterates every shard under its lock. fn returns MC__SWEEP_DESTROY to unlink and destroy the

@@ -173,12 +173,36 @@ void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg) {
     }
 }
 
+/* When the request this thread is handling may answer (0: at once; see mc__reply_hold_take).
+ * Thread-local: a request runs start to end on its connection's thread. */
+static _Thread_local uint64_t mc__hold_until;
+
+void mc__reply_hold_note(uint64_t until) {
+    if (until > mc__hold_until)
+        mc__hold_until = until;
+}
+
+uint64_t mc__reply_hold_take(void) {
+    uint64_t h = mc__hold_until;
+    mc__hold_until = 0;
+    return h;
+}
+
 void mc__object_release(mc__master_t *m, mc__object_t *o, uint64_t now) {
     if (o->flags & MC__OBJ_COMPLETE) {
         if (o->lease_until <= now) {
             mc__object_destroy(m, o);
             return;
         }
+        /* A client may still start a read of this value through a replica list it cached from
+         * its last get (access_ms), for MC_MP_CACHED_LEASE_MS from sending that get, and never
+         * past the lease. The request taking it away (an upsert's new value, a forced remove)
+         * answers only once that is over, so a read that starts after the answer never returns
+         * the value that went. */
+        mc__reply_hold_note(
+            o->lease_until < o->access_ms + MC_MP_CACHED_LEASE_MS + MC_MP_CACHED_LEASE_SLACK_MS
+                ? o->lease_until
+                : o->access_ms + MC_MP_CACHED_LEASE_MS + MC_MP_CACHED_LEASE_SLACK_MS);
         /* No longer an object readers can find: count it out now, free it after its lease. */
         mc__persist_obj_del(m, o);
         o->flags &= (uint8_t)~MC__OBJ_COMPLETE;

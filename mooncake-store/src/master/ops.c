@@ -1,6 +1,7 @@
 /* The master's operations: one decoded request in, one reply frame out. */
 #include <regex.h>
 #include <string.h>
+#include <time.h>
 
 #include "master/disk.h"
 #include "master/master_internal.h"
@@ -452,6 +453,20 @@ static int mc__op_remove_all(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
     return rc;
 }
 
+/* Sleeps until `until` (monotonic ms) on this connection's thread, holding no lock: an upsert
+ * or a forced remove of a value clients may still read through cached replica lists answers
+ * when none can start such a read any more (mc__object_release). Bounded by
+ * MC_MP_CACHED_LEASE_MS + MC_MP_CACHED_LEASE_SLACK_MS. */
+static void mc__reply_wait(uint64_t until) {
+    uint64_t now = mc__now_ms();
+    while (until > now) {
+        struct timespec ts = {.tv_sec = (time_t)((until - now) / 1000),
+                              .tv_nsec = (long)((until - now) % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        now = mc__now_ms();
+    }
+}
+
 int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out) {
     uint64_t t0 = mc__now_ns();
     uint32_t errors = 0;
@@ -462,6 +477,7 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
     if (atomic_load(&m->fenced) ||
         (m->cfg.ha_is_leader && !m->cfg.ha_is_leader(m->cfg.ha_ctx, m->cfg.ha_term)))
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    (void)mc__reply_hold_take();
     switch (r->type) {
     case MC_MP_UNREGISTER_CLIENT:
         keys = 1;
@@ -547,6 +563,7 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
      * could not be recorded is not acknowledged at all (HA: the connection closes). */
     if (mc__persist_commit(m) != 0)
         rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    mc__reply_wait(mc__reply_hold_take());
     mc__op_record(m, r->type, keys, errors, mc__now_ns() - t0);
     return rc;
 }

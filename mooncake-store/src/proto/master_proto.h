@@ -70,12 +70,15 @@
 #define MC_MP_MAX_SEGMENT_SIZE (1ull << 50) /* bytes in one mounted segment (1 PiB) */
 /* The contract between a client's replica-location cache and the master: a client reads through
  * a granted replica list for at most MC_MP_CACHED_LEASE_MS from sending the request that got it
- * (or the lease, when shorter), and a forced removal of a leased object holds its space that
- * long plus MC_MP_CACHED_LEASE_SLACK_MS (or until the lease ends, when sooner): long enough for
- * every cached read that may still start, short enough that a forced cleanup's space comes back
- * soon. A plain remove, eviction and replica clear wait for the whole lease, as before. */
-#define MC_MP_CACHED_LEASE_MS 1000u
-#define MC_MP_CACHED_LEASE_SLACK_MS 200u
+ * (or the lease, when shorter); a request that takes a leased value away (an upsert's new value,
+ * a forced remove) answers only once MC_MP_CACHED_LEASE_MS + MC_MP_CACHED_LEASE_SLACK_MS have
+ * passed since the value's last get (or the lease ended, when sooner), and a forced removal
+ * holds the value's space that long. So a read that starts after such an answer never returns
+ * the value that went, and no cached read ever touches space given to another value. Short,
+ * because those requests wait it out. A plain remove, eviction and replica clear wait for the
+ * whole lease, as before. */
+#define MC_MP_CACHED_LEASE_MS 200u
+#define MC_MP_CACHED_LEASE_SLACK_MS 50u
 
 enum mc__mp_type {
     MC_MP_MOUNT_SEGMENT = 1,

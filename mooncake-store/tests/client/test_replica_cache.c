@@ -52,8 +52,8 @@ static void test_expiry_from_send_time(void **state) {
     (void)state;
     assert_int_equal(mc__replica_cache_create(16, &c), 0);
     assert_non_null(c);
-    fill(&kr, 500, 77, 0x1000);
-    assert_int_equal(mc__replica_cache_window(2000, 500, &use, &by), 1);
+    fill(&kr, 150, 77, 0x1000); /* a lease shorter than MC_MP_CACHED_LEASE_MS */
+    assert_int_equal(mc__replica_cache_window(2000, 150, &use, &by), 1);
     mc__replica_cache_put(c, "k", 2000, &kr);
     assert_int_equal(mc__replica_cache_count(c), 1);
     /* the lease counted from the send time, not from when the reply came */
@@ -77,7 +77,7 @@ static void test_expiry_from_send_time(void **state) {
     assert_int_equal(misses, 3);
     /* a new grant replaces the old entry */
     mc__replica_cache_put(c, "k", 2000, &kr);
-    fill(&kr, 500, 78, 0x2000);
+    fill(&kr, 150, 78, 0x2000);
     mc__replica_cache_put(c, "k", 2100, &kr);
     assert_int_equal(mc__replica_cache_count(c), 1);
     assert_int_equal(mc__replica_cache_get(c, "k", 2100, &got, &read_by), 1);

@@ -6,9 +6,9 @@ tests race what could free or replace those bytes against such reads from other 
 removes (plain and forced), upserts, removes followed by a put of a new value, and fills that
 make the master evict. Every value carries its key, a version and a checksum, so a reader can
 tell a whole, right value from anything else; the writer's timeline then bounds which version a
-read may return: one that was current no longer ago than the lease (a cached read may return the
-value another client's upsert just replaced, never one replaced longer ago, never another
-object's bytes). The cache's switch (MOONCAKE_REPLICA_CACHE_ENTRIES), a client's own writes and
+read may return: one that was current at some moment during the read (an upsert or a forced
+remove answers only once no cached location of the value it took away can start a read, so a
+read that starts after it returned sees what it did), never another object's bytes. The cache's switch (MOONCAKE_REPLICA_CACHE_ENTRIES), a client's own writes and
 a storage node's new incarnation are checked too."""
 
 import signal
@@ -16,7 +16,9 @@ import signal
 import pytest
 from store_helpers import wait_for
 
-LEASE_MS = 600
+# Short, so that upserts and forced removes, which wait out the cached locations of what they
+# take away (at most the lease), leave the writer time for many of them.
+LEASE_MS = 300
 
 # Runs in the store worker processes (store_worker.py), sent as code. A value is
 # key (64 bytes, NUL-padded) | version (8) | length (4) | body | sha256 of all that.
@@ -153,9 +155,10 @@ result = {"reads": reads, "misses": misses, "bad": bad[:20], "n_bad": len(bad)}
 '''
 
 
-def check_timeline(events, reads, lease_s):
-    """Every read version was published before the read ended, and was replaced (or removed)
-    no longer than a lease before the read ended. Returns the reads that break that."""
+def check_timeline(events, reads):
+    """Every read version was published before the read ended, and was not yet replaced (or
+    removed) when the read started: an upsert or a remove that has returned is seen by every read
+    that starts after it, cached or not. Returns the reads that break that."""
     by_key = {}
     for k, kind, v, start, end in events:
         by_key.setdefault(k, []).append((kind, v, start, end))
@@ -168,8 +171,8 @@ def check_timeline(events, reads, lease_s):
             continue
         i = evs.index(pub[0])
         later = evs[i + 1:]
-        if later and t1 > later[0][3] + lease_s:
-            wrong.append((k, v, t0, t1, f"replaced at {later[0][3]:.3f}, read after its lease"))
+        if later and t0 > later[0][3]:
+            wrong.append((k, v, t0, t1, f"replaced at {later[0][3]:.3f}, read after that"))
     return wrong
 
 
@@ -192,7 +195,7 @@ def test_cached_reads_race_remove_evict_upsert_reput(make_master, make_worker):
     master, node, (writer, *readers) = setup_cluster(
         make_master, make_worker,
         master_flags=("--eviction_high_watermark_ratio=0.7", "--eviction_ratio=0.2"))
-    common = dict(NKEYS=12, SIZES=[4096, 16384, 65536], SECONDS=6.0)
+    common = dict(NKEYS=12, SIZES=[4096, 16384, 65536], SECONDS=8.0)
     gets_before = master.metric("total_get_nums_")
     writer.send(params(WRITER_CODE, FILL=256 << 10, **common))
     # "into": batch_get_into of whole values and ranged reads of their first 4 KiB, in turns.
@@ -204,12 +207,12 @@ def test_cached_reads_race_remove_evict_upsert_reput(make_master, make_worker):
 
     assert [r["n_bad"] for r in results] == [0, 0, 0], [r["bad"] for r in results]
     reads = [x for r in results for x in r["reads"]]
-    wrong = check_timeline(w["events"], reads, LEASE_MS / 1000)
+    wrong = check_timeline(w["events"], reads)
     assert wrong == [], wrong[:10]
     # The race happened: values changed, went and came back, the pool was refilled, and the
     # readers read many values, most of them without asking the master.
     kinds = [e[1] for e in w["events"]]
-    assert kinds.count("v") > 12 + 20 and kinds.count("gone") > 5, kinds.count("gone")
+    assert kinds.count("v") > 12 + 12 and kinds.count("gone") > 4, kinds
     assert w["fills"] > 20
     assert master.metric("master_evicted_key_count") > 0
     assert len(reads) > 300
