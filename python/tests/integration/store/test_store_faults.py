@@ -164,6 +164,9 @@ def test_eviction_lru_and_leases(make_master, make_worker):
         rc = node.run(f"result = store.put('ev{i}', pattern({mib}, 'ev{i}'))")
         assert rc == 0, f"put ev{i} -> {rc}"
         time.sleep(0.02)
+    # Let the master's monitor (every 100 ms) finish the eviction pass the last puts set off, so
+    # that what exists now is what the counts below see.
+    time.sleep(0.3)
     exist = node.run(f"result = store.batch_is_exist(['ev%d' % i for i in range(14)])")
     assert exist[0] == 1, "a leased object was evicted"
     assert exist[13] == 1, "the newest object is gone"
