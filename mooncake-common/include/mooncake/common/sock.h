@@ -22,6 +22,9 @@ int mc__accept(int lfd); /* accept4(CLOEXEC), TCP_NODELAY when TCP; negative on 
 
 int mc__send_all(int fd, const void *p, size_t n, uint64_t deadline_ms);
 int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms); /* MC_ERR_SOCKET on EOF */
+/* mc__recv_all of the reply to a request just sent on fd: its first receive waits first, and
+ * spins MC_TCP_REPLY_SPIN_US before it sleeps (sock.c). */
+int mc__recv_reply(int fd, void *p, size_t n, uint64_t deadline_ms);
 /* Scatter send of two pieces (header + payload) without copying them together. */
 int mc__send2(int fd, const void *a, size_t an, const void *b, size_t bn, uint64_t deadline_ms);
 /* Scatter send of cnt pieces in as few sendmsg calls as the socket allows (several small
