@@ -281,11 +281,12 @@ static uint64_t mc__spin_ns(void) {
     return (uint64_t)v;
 }
 
-/* MC_TCP_REPLY_SPIN_US (0..1000, default 20): the same, but only for the receive that waits for
- * the reply to a request just sent (wait_first), which for a small request comes within tens of
- * microseconds: the caller's thread is blocked on it anyway, so spinning costs at most that much
- * CPU per request and saves the wake-up (75 -> 24 us for a one-thread 4 KiB transfer_sync_write
- * on the idle VM, docs/performance.md). Idle connections never spin. */
+/* MC_TCP_REPLY_SPIN_US (0..1000, default 20): the same, but only for the receive that follows a
+ * send on its connection (wait_first): the reply to a request just sent, which for a small
+ * request comes within tens of microseconds, and on the serving side the next request after a
+ * reply, which a caller in a loop sends at once. Each costs at most that much CPU per message
+ * and saves a wake-up on each side (75 -> 8 us for a one-thread 4 KiB transfer_sync_write on
+ * the idle VM, docs/performance.md); a connection that stays idle spins once, then sleeps. */
 static uint64_t mc__reply_spin_ns(void) {
     static _Atomic int64_t cached = -1;
     int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);

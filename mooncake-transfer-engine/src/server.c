@@ -82,6 +82,10 @@ typedef struct mc__srv_conn {
 /* Sends what is held, then lets the held READ sources go (also when the send failed). */
 static int mc__srv_flush(mc__srv_conn_t *c, uint64_t deadline) {
     int rc = c->niov ? mc__sendv(c->fd, c->iov, c->niov, deadline) : 0;
+    /* A peer that got its reply often sends its next request at once (a loop of small calls):
+     * the next receive spins briefly (MC_TCP_REPLY_SPIN_US) before it sleeps. */
+    if (c->niov && !rc && mc__rbuf_pending(&c->rb) == 0)
+        c->rb.wait_first = 1;
     for (int i = 0; i < c->npins; i++)
         mc__reg_unpin(&c->e->reg, &c->pins[i]);
     c->niov = c->nhdrs = c->npins = 0;

@@ -105,7 +105,9 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
         if (out.cap > MC__RPC_KEEP_BUF)
             mc__buf_free(&out);
         mc__conn_idle(1); /* between requests: its slot may go to a new client (conn_server.h) */
-        if (mc__recv_all(fd, hdr, sizeof(hdr), 0))
+        /* after a reply the client's next request often follows at once (a put's put_end after
+         * its transfer): the first receive spins briefly before it sleeps (MC_TCP_REPLY_SPIN_US) */
+        if (mc__recv_reply(fd, hdr, sizeof(hdr), 0))
             break; /* peer closed, or shut down for being idle */
         mc__conn_idle(0);
         deadline = mc__now_ms() + MC__RPC_IO_TIMEOUT_MS;
