@@ -320,8 +320,9 @@ static ssize_t mc__recv_spin(int fd, void *c, size_t n, uint64_t spin_ns) {
 static ssize_t mc__recv_some(int fd, void *c, size_t n, uint64_t deadline_ms, int wait_first,
                              int timed) {
     uint64_t spin = mc__spin_ns();
-    if (wait_first && !spin && mc__reply_spin_ns()) {
-        ssize_t r = mc__recv_spin(fd, c, n, mc__reply_spin_ns());
+    uint64_t reply_spin = wait_first && !spin ? mc__reply_spin_ns() : 0;
+    if (reply_spin) {
+        ssize_t r = mc__recv_spin(fd, c, n, reply_spin);
         if (r > 0)
             return r;
         if (r == 0) {

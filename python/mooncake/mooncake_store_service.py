@@ -130,6 +130,19 @@ def _segment_ids(data):
     return ids, None
 
 
+async def _unmount_args(request):
+    """(segment ids, grace seconds, None) or (None, None, a 400 reply): the body of both unmount
+    endpoints."""
+    data, bad = await _body_object(request)
+    if bad:
+        return None, None, bad
+    ids, bad = _segment_ids(data)
+    if bad:
+        return None, None, bad
+    grace, bad = _grace_period(data)
+    return ids, grace, bad
+
+
 def _optional_str(data, name, default):
     v = data.get(name, default)
     return v if isinstance(v, str) else None
@@ -511,13 +524,7 @@ class MooncakeStoreService:
     async def handle_unmount(self, request):
         """POST /api/unmount {"segment_ids", "grace_period_seconds"?}: unmounts and frees
         segments /api/mount made."""
-        data, bad = await _body_object(request)
-        if bad:
-            return bad
-        ids, bad = _segment_ids(data)
-        if bad:
-            return bad
-        grace, bad = _grace_period(data)
+        ids, grace, bad = await _unmount_args(request)
         if bad:
             return bad
         ret = await _call(self.store.unmount_and_free_segment, ids, grace)
@@ -550,13 +557,7 @@ class MooncakeStoreService:
     async def handle_unmount_shm(self, request):
         """POST /api/unmount_shm {"segment_ids", "grace_period_seconds"?}: one unmount per id, so
         that a failure names exactly the ids still mounted."""
-        data, bad = await _body_object(request)
-        if bad:
-            return bad
-        ids, bad = _segment_ids(data)
-        if bad:
-            return bad
-        grace, bad = _grace_period(data)
+        ids, grace, bad = await _unmount_args(request)
         if bad:
             return bad
         failed = []

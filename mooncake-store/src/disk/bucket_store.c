@@ -692,6 +692,40 @@ out:
     return rc;
 }
 
+/* A copy of an index entry with its key: reads run outside the lock on a snapshot, with the
+ * bucket pinned so that it stays open, while the entry itself may move or go. */
+union bentry_snap {
+    struct mc__bentry e;
+    uint8_t bytes[sizeof(struct mc__bentry) + MC_BREC_MAX_KEY + 1];
+};
+
+/* With s->mu held: key's entry copied into snap and its bucket pinned (*b), for a read of at
+ * most cap bytes; MC_ERR_OBJECT_NOT_FOUND or MC_ERR_BUFFER_OVERFLOW otherwise. *out_len (may be
+ * NULL) gets the value's length whenever there is an entry. */
+static int pin_entry(struct mc__bstore *s, const char *key, size_t klen, uint64_t cap,
+                     uint64_t *out_len, union bentry_snap *snap, struct mc__bucket **b) {
+    struct mc__bentry *e = mc__bindex_find(&s->ix, key, klen);
+    if (!e)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    if (out_len)
+        *out_len = e->value_len;
+    if (e->value_len > cap)
+        return MC_ERR_BUFFER_OVERFLOW;
+    memcpy(snap, e, sizeof *e + e->key_len + 1);
+    *b = e->b;
+    (*b)->pins++;
+    return 0;
+}
+
+/* With s->mu held, after a read of snap from b: key's entry now (*e, NULL when gone), and 1 when
+ * it is still the copy that was read (not overwritten, moved or removed meanwhile). */
+static int still_indexed(struct mc__bstore *s, const char *key, size_t klen,
+                         const struct mc__bucket *b, const union bentry_snap *snap,
+                         struct mc__bentry **e) {
+    *e = mc__bindex_find(&s->ix, key, klen);
+    return *e && (*e)->b == b && (*e)->off == snap->e.off && (*e)->seq == snap->e.seq;
+}
+
 /* get and get_owned: into buf, or (own set) into a buffer of the store's. */
 static int get_impl(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
                     uint64_t *out_len, void **own, const uint8_t **val) {
@@ -703,41 +737,26 @@ static int get_impl(struct mc__bstore *s, const char *key, void *buf, uint64_t c
         return rc;
     if (!own && !buf && cap > 0)
         return MC_ERR_INVALID_PARAMS;
-    /* A copy of the entry (the key is the caller's): the read runs outside the lock, with the
-     * bucket pinned so that it stays open, while the entry itself may move or go. */
-    union {
-        struct mc__bentry e;
-        uint8_t bytes[sizeof(struct mc__bentry) + MC_BREC_MAX_KEY + 1];
-    } snap;
+    union bentry_snap snap;
     pthread_mutex_lock(&s->mu);
     for (int attempt = 0;; attempt++) {
-        struct mc__bentry *e = mc__bindex_find(&s->ix, key, klen);
-        if (!e) {
-            rc = MC_ERR_OBJECT_NOT_FOUND;
+        struct mc__bucket *b;
+        struct mc__bentry *e;
+        rc = pin_entry(s, key, klen, cap, out_len, &snap, &b);
+        if (rc != 0)
             break;
-        }
-        if (out_len)
-            *out_len = e->value_len;
-        if (e->value_len > cap) {
-            rc = MC_ERR_BUFFER_OVERFLOW;
-            break;
-        }
-        memcpy(&snap, e, sizeof *e + e->key_len + 1);
-        struct mc__bucket *b = e->b;
-        b->pins++;
         pthread_mutex_unlock(&s->mu);
         uint8_t none;
         rc = read_verify(b, &snap.e, snap.e.value_len ? buf : &none, own, val);
         pthread_mutex_lock(&s->mu);
         bucket_unpin(b);
+        int same = still_indexed(s, key, klen, b, &snap, &e);
         if (rc == 0) {
-            e = mc__bindex_find(&s->ix, key, klen);
             if (e)
                 e->last_use = ++s->use;
             break;
         }
-        e = mc__bindex_find(&s->ix, key, klen);
-        if (e && e->b == b && e->off == snap.e.off && e->seq == snap.e.seq) {
+        if (same) {
             /* The copy read is still the indexed one: what failed is on the disk. */
             if (rc == MC_ERR_CHECKSUM_MISMATCH) {
                 MC_WARN("bucket store: an object failed its checksum on read: deleted");
@@ -935,27 +954,15 @@ int mc__bstore_get_stream(struct mc__bstore *s, struct mc__bstore_reader *r, con
     int rc = check_key(key, &klen);
     if (rc != 0)
         return rc;
-    union {
-        struct mc__bentry e;
-        uint8_t bytes[sizeof(struct mc__bentry) + MC_BREC_MAX_KEY + 1];
-    } snap;
+    union bentry_snap snap;
     int begun = 0;
     pthread_mutex_lock(&s->mu);
     for (int attempt = 0;; attempt++) {
-        struct mc__bentry *e = mc__bindex_find(&s->ix, key, klen);
-        if (!e) {
-            rc = MC_ERR_OBJECT_NOT_FOUND;
+        struct mc__bucket *b;
+        struct mc__bentry *e;
+        rc = pin_entry(s, key, klen, cap, out_len, &snap, &b);
+        if (rc != 0)
             break;
-        }
-        if (out_len)
-            *out_len = e->value_len;
-        if (e->value_len > cap) {
-            rc = MC_ERR_BUFFER_OVERFLOW;
-            break;
-        }
-        memcpy(&snap, e, sizeof *e + e->key_len + 1);
-        struct mc__bucket *b = e->b;
-        b->pins++;
         pthread_mutex_unlock(&s->mu);
         int direct = b->dfd >= 0 && snap.e.value_len >= DIRECT_MIN;
         rc = stream_record(r, b, &snap.e, direct, sink, &begun);
@@ -963,8 +970,7 @@ int mc__bstore_get_stream(struct mc__bstore *s, struct mc__bstore_reader *r, con
             rc = stream_record(r, b, &snap.e, 0, sink, &begun);
         pthread_mutex_lock(&s->mu);
         bucket_unpin(b);
-        e = mc__bindex_find(&s->ix, key, klen);
-        int same = e && e->b == b && e->off == snap.e.off && e->seq == snap.e.seq;
+        int same = still_indexed(s, key, klen, b, &snap, &e);
         if (rc == 0) {
             if (e)
                 e->last_use = ++s->use;

@@ -183,17 +183,23 @@ def slice_indices(member_slice, total_rows):
 
 # -- destinations ------------------------------------------------------------------------------
 
+def _raw_bytes(destination, nbytes):
+    """The first nbytes of a raw destination as a ctypes array, or None when nbytes is 0 (an
+    empty result needs no memory); a destination too small is a ValueError."""
+    if destination.size < nbytes:
+        raise ValueError(f"raw destination has {destination.size} bytes, expected at least "
+                         f"{nbytes}")
+    return (ctypes.c_uint8 * nbytes).from_address(destination.ptr) if nbytes else None
+
+
 def ndarray_destination(name, destination, dtype, shape):
     if destination is None:
         return np.empty(shape, dtype=dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if isinstance(destination, RawDestination):
-        if destination.size < nbytes:
-            raise ValueError(f"raw destination has {destination.size} bytes, expected at least "
-                             f"{nbytes}")
-        if nbytes == 0:
+        buf = _raw_bytes(destination, nbytes)
+        if buf is None:
             return np.empty(shape, dtype=dtype)
-        buf = (ctypes.c_uint8 * nbytes).from_address(destination.ptr)
         return np.frombuffer(buf, dtype=dtype).reshape(shape)
     if not isinstance(destination, np.ndarray):
         raise TypeError(f"structured ndarray field {name} destination must be a numpy.ndarray "
@@ -219,12 +225,9 @@ def tensor_destination(name, destination, dtype, shape):
         nbytes = dtype.itemsize
         for d in shape:
             nbytes *= d
-        if destination.size < nbytes:
-            raise ValueError(f"raw destination has {destination.size} bytes, expected at least "
-                             f"{nbytes}")
-        if nbytes == 0:
+        buf = _raw_bytes(destination, nbytes)
+        if buf is None:
             return torch.empty(shape, dtype=dtype)
-        buf = (ctypes.c_uint8 * nbytes).from_address(destination.ptr)
         return torch.frombuffer(buf, dtype=dtype).reshape(shape)
     if not isinstance(destination, torch.Tensor):
         raise TypeError(f"structured tensor field {name} destination must be a torch.Tensor, "

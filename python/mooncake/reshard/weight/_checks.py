@@ -8,6 +8,26 @@ from collections.abc import Sequence
 _U64_MAX = (1 << 64) - 1
 
 
+def strict_json(value, what):
+    """json.loads of a manifest document, refusing what a canonical one never holds: duplicate
+    keys and NaN / Infinity. ValueError naming `what` for anything that is not valid JSON."""
+    def no_constant(name):
+        raise ValueError(f"non-finite JSON number is unsupported: {name}")
+
+    def no_duplicates(pairs):
+        out = {}
+        for k, v in pairs:
+            if k in out:
+                raise ValueError(f"duplicate JSON field: {k}")
+            out[k] = v
+        return out
+
+    try:
+        return json.loads(value, parse_constant=no_constant, object_pairs_hook=no_duplicates)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{what} is not valid JSON") from exc
+
+
 def text(value, name):
     if type(value) is not str or not value:
         raise ValueError(f"{name} must be a non-empty string")

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 
 from ..contracts import ResourceKind
+from ._checks import strict_json
 from .part import WeightPlacementPart
 from .placement import WeightPlacementManifest, _fragment_identity, _tensor_identity
 from .topology import ParallelTopology, TopologyParticipant
@@ -91,21 +92,7 @@ def weight_placement_from_json(value: str) -> WeightPlacementManifest:
 # ---- reading -------------------------------------------------------------------------------------
 
 def _load(value):
-    def no_constant(name):
-        raise ValueError(f"non-finite JSON number is unsupported: {name}")
-
-    def no_duplicates(pairs):
-        out = {}
-        for k, v in pairs:
-            if k in out:
-                raise ValueError(f"duplicate JSON field: {k}")
-            out[k] = v
-        return out
-
-    try:
-        return json.loads(value, parse_constant=no_constant, object_pairs_hook=no_duplicates)
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise ValueError("placement manifest is not valid JSON") from exc
+    return strict_json(value, "placement manifest")
 
 
 def _obj(value, label):

@@ -158,21 +158,7 @@ class WeightManifest:
     def from_json(cls, value) -> "WeightManifest":
         """The manifest a canonical JSON document (str or bytes) describes; ValueError for
         invalid JSON, duplicate keys, NaN or Infinity, or anything from_dict refuses."""
-        def no_constant(name):
-            raise ValueError(f"non-finite JSON number is unsupported: {name}")
-
-        def no_duplicates(pairs):
-            out = {}
-            for k, v in pairs:
-                if k in out:
-                    raise ValueError(f"duplicate JSON field: {k}")
-                out[k] = v
-            return out
-
-        try:
-            raw = json.loads(value, parse_constant=no_constant, object_pairs_hook=no_duplicates)
-        except (TypeError, json.JSONDecodeError) as exc:
-            raise ValueError("weight manifest is not valid JSON") from exc
+        raw = ck.strict_json(value, "weight manifest")
         return cls.from_dict(_obj(raw, "weight manifest"))
 
     @classmethod
