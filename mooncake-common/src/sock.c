@@ -287,7 +287,7 @@ static uint64_t mc__spin_ns(void) {
  * reply, which a caller in a loop sends at once. Each costs at most that much CPU per message
  * and saves a wake-up on each side (75 -> 8 us for a one-thread 4 KiB transfer_sync_write on
  * the idle VM, docs/performance.md); a connection that stays idle spins once, then sleeps. */
-static uint64_t mc__reply_spin_ns(void) {
+static uint64_t mc__reply_spin_base_ns(void) {
     static _Atomic int64_t cached = -1;
     int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
     if (v < 0) {
@@ -300,6 +300,18 @@ static uint64_t mc__reply_spin_ns(void) {
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
     return (uint64_t)v;
+}
+
+/* An answer behind a payload comes no sooner than the payload crosses: a 64 KiB write's reply
+ * takes 20-30 us on loopback, past the base spin, and sleeping then costs a wake-up (55 against
+ * 29 us a call, docs/performance.md). Beyond MC__SPIN_BYTES_MAX the wait is long anyway (a
+ * batch's groups, a put_end after a large transfer), and spinning through it would take the core
+ * that the other side needs to make the answer: such waits sleep at once. */
+uint64_t mc__reply_spin_for(uint64_t bytes) {
+    uint64_t base = mc__reply_spin_base_ns();
+    if (base == 0 || bytes > MC__SPIN_BYTES_MAX)
+        return 0;
+    return base + bytes / 2; /* 2 bytes per ns */
 }
 
 /* Tries to receive without sleeping for up to spin_ns: the bytes' count, 0 on EOF, -1 with
@@ -318,9 +330,9 @@ static ssize_t mc__recv_spin(int fd, void *c, size_t n, uint64_t spin_ns) {
  * caller that has just sent a request, whose reply cannot be there yet, this saves the receive
  * that would fail with EAGAIN. */
 static ssize_t mc__recv_some(int fd, void *c, size_t n, uint64_t deadline_ms, int wait_first,
-                             int timed) {
+                             uint64_t wait_spin_ns, int timed) {
     uint64_t spin = mc__spin_ns();
-    uint64_t reply_spin = wait_first && !spin ? mc__reply_spin_ns() : 0;
+    uint64_t reply_spin = wait_first && !spin ? wait_spin_ns : 0;
     if (reply_spin) {
         ssize_t r = mc__recv_spin(fd, c, n, reply_spin);
         if (r > 0)
@@ -373,7 +385,7 @@ static ssize_t mc__recv_some(int fd, void *c, size_t n, uint64_t deadline_ms, in
 int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
     char *c = p;
     while (n > 0) {
-        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, 0, 0);
+        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, 0, 0, 0);
         if (r < 0)
             return MC_ERR_SOCKET;
         c += r;
@@ -382,11 +394,11 @@ int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
     return 0;
 }
 
-int mc__recv_reply(int fd, void *p, size_t n, uint64_t deadline_ms) {
+int mc__recv_reply(int fd, void *p, size_t n, uint64_t deadline_ms, uint64_t spin_ns) {
     char *c = p;
     int first = 1;
     while (n > 0) {
-        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, first, 0);
+        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, first, spin_ns, 0);
         if (r < 0)
             return MC_ERR_SOCKET;
         first = 0;
@@ -402,6 +414,7 @@ void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap) {
     b->cap = cap;
     b->off = b->len = 0;
     b->wait_first = 0;
+    b->spin_ns = mc__reply_spin_for(0);
     b->timed_wait = 0;
 }
 
@@ -430,7 +443,7 @@ int mc__rbuf_read_max(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms, 
         if (n >= b->cap / 2) {
             int wait = b->wait_first;
             b->wait_first = 0;
-            r = mc__recv_some(b->fd, d, n, deadline_ms, wait, b->timed_wait);
+            r = mc__recv_some(b->fd, d, n, deadline_ms, wait, b->spin_ns, b->timed_wait);
             if (r < 0)
                 return MC_ERR_SOCKET;
             if ((size_t)r == n)
@@ -442,7 +455,7 @@ int mc__rbuf_read_max(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms, 
             return 0;
         }
         r = mc__recv_some(b->fd, b->data, fill > n ? fill : n, deadline_ms, b->wait_first,
-                          b->timed_wait);
+                          b->spin_ns, b->timed_wait);
         b->wait_first = 0;
         if (r < 0)
             return MC_ERR_SOCKET;

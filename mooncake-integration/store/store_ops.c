@@ -524,15 +524,18 @@ static PyObject *wrap_bytes(PyObject *self, PyTypeObject *buffer_type, mc_store_
     return b ? bytes_from(b) : PyBytes_FromStringAndSize("", 0);
 }
 
-/* Values from this size on are read straight into their bytes objects (registered for the call,
- * about 10 us), not into a read buffer and then copied: a copy of a large value costs more than
- * that, of a small one less. */
+/* Values from this size on are read straight into their bytes objects, not into a read buffer
+ * and then copied. Where the store moves any memory (tcp, shm) that costs nothing and the copy
+ * of a value as small as this one costs more than the sizes' look-up; elsewhere the bytes are
+ * registered for the call (about 10 us), which only a large value's copy outweighs. */
+#define MCPY_DIRECT_MIN_ANY (16u << 10)
 #define MCPY_DIRECT_MIN (1u << 20)
 
 /* get_batch with large values: the sizes first (from replica locations the client holds, or one
  * master RPC whose leases the read then uses), then bytes objects of those sizes, the large ones
- * registered, and one batched read into them. 1 with *out set (or NULL and an exception); 0 when
- * no value is large (or the sizes cannot be had), and the caller reads the usual way. */
+ * registered unless the store moves any memory, and one batched read into them. 1 with *out set (or
+ * NULL and an exception); 0 when no value is large (or the sizes cannot be had), and the caller
+ * reads the usual way. */
 static int get_batch_direct(PyObject *self, const char **keys, Py_ssize_t n, PyObject **out) {
     mc_store_t *st = MCPY_STORE(self);
     int64_t *sizes = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*sizes));
@@ -544,6 +547,8 @@ static int get_batch_direct(PyObject *self, const char **keys, Py_ssize_t n, PyO
     PyObject *ret = NULL;
     Py_ssize_t m = 0; /* the keys found: only they are read */
     int large = 0, done = 0;
+    int any_mem = mc_store_moves_any_memory(st);
+    size_t direct_min = any_mem ? MCPY_DIRECT_MIN_ANY : MCPY_DIRECT_MIN;
     *out = NULL;
     if (!sizes || !res || !items || !iov || !reg || !idx) {
         PyErr_NoMemory();
@@ -552,7 +557,7 @@ static int get_batch_direct(PyObject *self, const char **keys, Py_ssize_t n, PyO
     }
     NOGIL(mc_store_batch_get_size(st, keys, (size_t)n, sizes));
     for (Py_ssize_t i = 0; i < n; i++)
-        large |= sizes[i] >= (int64_t)MCPY_DIRECT_MIN && sizes[i] <= PY_SSIZE_T_MAX;
+        large |= sizes[i] >= (int64_t)direct_min && sizes[i] <= PY_SSIZE_T_MAX;
     if (!large)
         goto out;
     done = 1;
@@ -578,7 +583,7 @@ static int get_batch_direct(PyObject *self, const char **keys, Py_ssize_t n, PyO
     /* The new bytes objects are ours alone until returned: filled without the GIL. */
     Py_BEGIN_ALLOW_THREADS;
     for (Py_ssize_t j = 0; j < m; j++)
-        reg[j] = iov[j].len >= MCPY_DIRECT_MIN &&
+        reg[j] = !any_mem && iov[j].len >= MCPY_DIRECT_MIN &&
                  mc_store_register_buffer(st, iov[j].base, iov[j].len) == 0;
     mc_store_batch_get_into(st, items, (size_t)m, res);
     for (Py_ssize_t j = 0; j < m; j++)

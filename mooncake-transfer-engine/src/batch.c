@@ -233,12 +233,13 @@ void mc__batches_wake(mc_engine_t *e) {
     pthread_mutex_unlock(&e->batches_lock);
 }
 
-int mc__transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors) {
+int mc__transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors,
+                           unsigned flags) {
     mc_batch_id_t id = 0;
     int rc = mc__batch_alloc(e, n, &id);
     if (rc)
         return rc;
-    rc = mc__batch_submit(e, id, reqs, n, 1);
+    rc = mc__batch_submit(e, id, reqs, n, flags | MC__SUBMIT_RUN_HERE);
     if (!rc) {
         /* user memory may not be touched after we return: wait for every task to end, also
          * when a close begins meanwhile (it waits for us; each task ends by its deadline) */
@@ -289,19 +290,25 @@ int mc_engine_batch_wait(mc_engine_t *e, mc_batch_id_t id, int timeout_ms) {
 
 int mc_engine_transfer_sync(mc_engine_t *e, const mc_request_t *reqs, size_t n) {
     int rc;
-    MC__GATED(e, rc, mc__transfer_sync_each(e, reqs, n, NULL));
+    MC__GATED(e, rc, mc__transfer_sync_each(e, reqs, n, NULL, 0));
     return rc;
 }
 
 int mc_engine_transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors) {
-    int rc = mc__engine_enter(e);
+    return mc_engine_transfer_sync_each_ex(e, reqs, n, errors, 0);
+}
+
+int mc_engine_transfer_sync_each_ex(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors,
+                                    unsigned flags) {
+    int rc = flags & ~(unsigned)MC_SUBMIT_UNREGISTERED_LOCAL ? MC_ERR_INVALID_ARGUMENT
+                                                             : mc__engine_enter(e);
     if (rc) {
         /* refused at the gate: every request carries its verdict, as for a failed submit */
         for (size_t i = 0; errors && i < n; i++)
             errors[i] = rc;
         return rc;
     }
-    rc = mc__transfer_sync_each(e, reqs, n, errors);
+    rc = mc__transfer_sync_each(e, reqs, n, errors, flags);
     mc__engine_leave(e);
     return rc;
 }

@@ -142,7 +142,7 @@ static int mc__transfer_sync_notify(mc_engine_t *e, const mc_request_t *reqs, si
     for (size_t i = 1; i < n; i++)
         if (reqs[i].target_id != reqs[0].target_id)
             return MC_ERR_INVALID_ARGUMENT;
-    rc = mc__transfer_sync_each(e, reqs, n, NULL);
+    rc = mc__transfer_sync_each(e, reqs, n, NULL, 0);
     return rc ? rc : mc__notify_to(e, reqs[0].target_id, name, msg, len);
 }
 

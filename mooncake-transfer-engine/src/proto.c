@@ -27,10 +27,11 @@ int mc__te_check_request(const mc_frame_header_t *h) {
 }
 
 void mc__te_encode_rw(uint8_t out[MC__TE_RW_HEAD], uint8_t type, uint64_t request_id, uint64_t addr,
-                      uint64_t len, uint64_t epoch) {
+                      uint64_t len, uint64_t epoch, uint16_t flags) {
     mc_frame_header_t h = {.magic = MC_FRAME_MAGIC,
                            .version = MC_FRAME_VERSION,
                            .type = type,
+                           .flags = flags,
                            .request_id = request_id,
                            .body_len = MC__TE_RW_BODY + (type == MC__TE_WRITE ? len : 0)};
     mc__frame_header_encode(&h, out);

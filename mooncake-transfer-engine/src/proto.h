@@ -25,6 +25,14 @@ enum mc__te_msg {
     MC__TE_NOTIFY = 5,
 };
 
+/* Request flag (the framing's flags, ignored by peers that do not know it): the initiator is
+ * moving a batch or a large block, so its next request comes only after that work; the target
+ * does not spin for it (server.c). */
+#define MC__TE_F_BULK 0x0100u
+/* Request flag: the initiator has sent (or is sending) the next request already, without
+ * waiting for this reply, so the target may hold the reply and send it with the next ones. */
+#define MC__TE_F_MORE 0x0200u
+
 #define MC__TE_RW_BODY 24u
 #define MC__TE_RW_HEAD (MC_FRAME_HEADER_SIZE + MC__TE_RW_BODY)
 #define MC__TE_MAX_SLICE (64ull << 20)
@@ -42,7 +50,7 @@ int mc__te_check_request(const mc_frame_header_t *h);
 
 /* Header + addr/len/epoch of a WRITE or READ request (48 bytes). For WRITE the payload follows. */
 void mc__te_encode_rw(uint8_t out[MC__TE_RW_HEAD], uint8_t type, uint64_t request_id, uint64_t addr,
-                      uint64_t len, uint64_t epoch);
+                      uint64_t len, uint64_t epoch, uint16_t flags);
 /* Decodes the 24-byte addr/len/epoch part. For WRITE, body_len must be 24 + len. */
 int mc__te_decode_rw(const mc_frame_header_t *h, const uint8_t *body, size_t n, uint64_t *addr,
                      uint64_t *len, uint64_t *epoch);

@@ -11,15 +11,17 @@ typedef struct mc__plan {
     int tp;
 } mc__plan_t;
 
-static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, mc__plan_t *pl) {
+static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, unsigned flags, mc__plan_t *pl) {
     int64_t shm_id = -1;
     int same_host = 0;
     uint32_t reach = 0;
     int rc;
     if ((r->opcode != MC_OPCODE_READ && r->opcode != MC_OPCODE_WRITE) || !r->source ||
-        r->length == 0 || r->target_id < 0)
+        r->length == 0 || r->target_id < 0 ||
+        (uint64_t)(uintptr_t)r->source > UINT64_MAX - r->length)
         return MC_ERR_INVALID_ARGUMENT;
-    if (!mc__reg_contains(&e->reg, (uint64_t)(uintptr_t)r->source, r->length, 0))
+    if (!(flags & MC_SUBMIT_UNREGISTERED_LOCAL) &&
+        !mc__reg_contains(&e->reg, (uint64_t)(uintptr_t)r->source, r->length, 0))
         return MC_ERR_ADDRESS_NOT_REGISTERED;
     if (r->target_id == MC_LOCAL_SEGMENT_ID) {
         if (!mc__reg_contains(&e->reg, r->target_offset, r->length, r->target_epoch))
@@ -48,7 +50,8 @@ static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, mc__plan_t *pl) {
 }
 
 int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n,
-                     int run_here) {
+                     unsigned flags) {
+    int run_here = (flags & MC__SUBMIT_RUN_HERE) != 0;
     mc__plan_t stack_plan[16];
     mc__plan_t *plan = stack_plan;
     mc__batch_t *b = NULL;
@@ -76,7 +79,7 @@ int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs,
         }
     }
     for (size_t i = 0; i < n; i++) {
-        rc = mc__plan_one(e, &reqs[i], &plan[i]);
+        rc = mc__plan_one(e, &reqs[i], flags, &plan[i]);
         if (rc)
             goto out;
     }
@@ -132,7 +135,14 @@ out:
 }
 
 int mc_engine_batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n) {
+    return mc_engine_batch_submit_ex(e, id, reqs, n, 0);
+}
+
+int mc_engine_batch_submit_ex(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n,
+                              unsigned flags) {
     int rc;
-    MC__GATED(e, rc, mc__batch_submit(e, id, reqs, n, 0));
+    if (flags & ~(unsigned)MC_SUBMIT_UNREGISTERED_LOCAL)
+        return MC_ERR_INVALID_ARGUMENT;
+    MC__GATED(e, rc, mc__batch_submit(e, id, reqs, n, flags));
     return rc;
 }

@@ -203,13 +203,16 @@ int mc__batch_alloc(mc_engine_t *e, size_t batch_size, mc_batch_id_t *out);
 int mc__batch_wait(mc_engine_t *e, mc_batch_id_t id, int timeout_ms, int until_done);
 int mc__batch_free(mc_engine_t *e, mc_batch_id_t id);
 int mc__task_status(mc_engine_t *e, mc_batch_id_t id, size_t task, mc_task_state_t *out);
-int mc__transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors);
+int mc__transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors,
+                           unsigned flags);
 /* Wakes every batch waiter (a close began). */
 void mc__batches_wake(mc_engine_t *e);
-/* submit.c: mc_engine_batch_submit, and with run_here a single tcp request that fits one slice
- * runs on the calling thread before this returns (for callers that wait right after). */
+/* submit.c: mc_engine_batch_submit(_ex); flags are the public MC_SUBMIT_* and, for callers
+ * that wait right after, MC__SUBMIT_RUN_HERE: a single tcp request that fits one slice runs on
+ * the calling thread before this returns. */
+#define MC__SUBMIT_RUN_HERE (1u << 16)
 int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n,
-                     int run_here);
+                     unsigned flags);
 
 /* server.c: the RPC/data listener. */
 int mc__server_start(mc_engine_t *e, int lfd, mc__server_t **out);

@@ -20,27 +20,34 @@ static void test_rw_roundtrip(void **state) {
     mc_frame_header_t h;
     uint64_t a = 0, l = 0, ep = 0;
     (void)state;
-    mc__te_encode_rw(raw, MC__TE_WRITE, 5, 0x7f0012345678ull, 1000, 0x1122334455667788ull);
+    mc__te_encode_rw(raw, MC__TE_WRITE, 5, 0x7f0012345678ull, 1000, 0x1122334455667788ull, 0);
     assert_int_equal(mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h), 0);
     assert_int_equal(h.type, MC__TE_WRITE);
     assert_true(h.body_len == 1024);
     assert_int_equal(mc__te_check_request(&h), 0);
     assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 24, &a, &l, &ep), 0);
     assert_true(a == 0x7f0012345678ull && l == 1000 && ep == 0x1122334455667788ull);
+    assert_int_equal(h.flags, 0);
+    /* the request flags travel in the header and leave the request valid */
+    mc__te_encode_rw(raw, MC__TE_WRITE, 5, 0x7f0012345678ull, 1000, 0,
+                     MC__TE_F_BULK | MC__TE_F_MORE);
+    assert_int_equal(mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h), 0);
+    assert_int_equal(h.flags, MC__TE_F_BULK | MC__TE_F_MORE);
+    assert_int_equal(mc__te_check_request(&h), 0);
     /* short body, zero length, oversized length, WRITE length mismatch */
     assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 23, &a, &l, &ep),
                      MC_ERR_INVALID_ARGUMENT);
-    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, 0, 0);
+    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, 0, 0, 0);
     mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h);
     assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 24, &a, &l, &ep),
                      MC_ERR_INVALID_ARGUMENT);
-    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, MC__TE_MAX_SLICE + 1, 0);
+    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, MC__TE_MAX_SLICE + 1, 0, 0);
     mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h);
     assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 24, &a, &l, &ep),
                      MC_ERR_INVALID_ARGUMENT);
     h.type = MC__TE_WRITE;
     h.body_len = 24 + 10;
-    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, 11, 0);
+    mc__te_encode_rw(raw, MC__TE_READ, 5, 1, 11, 0, 0);
     assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 24, &a, &l, &ep),
                      MC_ERR_INVALID_ARGUMENT);
 }

@@ -263,7 +263,7 @@ static void test_malformed_frames(void **state) {
     fd = raw_connect(port); /* WRITE whose body length disagrees with its len field */
     {
         uint8_t rw[MC__TE_RW_HEAD];
-        mc__te_encode_rw(rw, MC__TE_WRITE, 3, t.plain_addr, 100, 0);
+        mc__te_encode_rw(rw, MC__TE_WRITE, 3, t.plain_addr, 100, 0, 0);
         rw[16] = 50; /* body_len low byte: 50 instead of 124 */
         assert_int_equal(send(fd, rw, sizeof(rw), MSG_NOSIGNAL), (ssize_t)sizeof(rw));
         assert_true(closed_by_peer(fd));
@@ -273,7 +273,7 @@ static void test_malformed_frames(void **state) {
     fd = raw_connect(port); /* READ of a huge length */
     {
         uint8_t rw[MC__TE_RW_HEAD];
-        mc__te_encode_rw(rw, MC__TE_READ, 3, t.plain_addr, 1ull << 40, 0);
+        mc__te_encode_rw(rw, MC__TE_READ, 3, t.plain_addr, 1ull << 40, 0, 0);
         assert_int_equal(send(fd, rw, sizeof(rw), MSG_NOSIGNAL), (ssize_t)sizeof(rw));
         assert_true(closed_by_peer(fd));
     }
@@ -301,6 +301,33 @@ static void test_malformed_frames(void **state) {
         assert_int_equal(recv(fd, reply, MC_FRAME_HEADER_SIZE, MSG_WAITALL), MC_FRAME_HEADER_SIZE);
         assert_int_equal(mc__frame_header_decode(reply, MC_FRAME_HEADER_SIZE, 0, &h), 0);
         assert_int_equal(h.flags, MC_FRAME_F_REPLY);
+    }
+    close(fd);
+
+    /* MC__TE_F_MORE promised and not kept: the write's reply waits for the next request (it is
+     * the peer's own), but a READ's, which pins our memory, goes out at once, and with it the
+     * held one. */
+    fd = raw_connect(port);
+    {
+        uint8_t rw[MC__TE_RW_HEAD + 16];
+        struct timeval brief = {.tv_usec = 200 * 1000};
+        mc_frame_header_t h;
+        mc__te_encode_rw(rw, MC__TE_WRITE, 3, t.plain_addr, 16, 0, MC__TE_F_MORE);
+        memset(rw + MC__TE_RW_HEAD, 0xab, 16);
+        assert_int_equal(send(fd, rw, sizeof(rw), MSG_NOSIGNAL), (ssize_t)sizeof(rw));
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &brief, sizeof(brief));
+        assert_int_equal(recv(fd, reply, sizeof(reply), 0), -1); /* held */
+        mc__te_encode_rw(rw, MC__TE_READ, 4, t.plain_addr, 16, 0, MC__TE_F_MORE);
+        assert_int_equal(send(fd, rw, MC__TE_RW_HEAD, MSG_NOSIGNAL), (ssize_t)MC__TE_RW_HEAD);
+        assert_int_equal(recv(fd, reply, MC_FRAME_HEADER_SIZE, MSG_WAITALL), MC_FRAME_HEADER_SIZE);
+        assert_int_equal(mc__frame_header_decode(reply, MC_FRAME_HEADER_SIZE, 0, &h), 0);
+        assert_true(h.request_id == 3 && h.flags == MC_FRAME_F_REPLY);
+        assert_int_equal(recv(fd, reply, MC_FRAME_HEADER_SIZE + 16, MSG_WAITALL),
+                         MC_FRAME_HEADER_SIZE + 16);
+        assert_int_equal(mc__frame_header_decode(reply, MC_FRAME_HEADER_SIZE, 16, &h), 0);
+        assert_true(h.request_id == 4 && h.body_len == 16);
+        for (int i = 0; i < 16; i++)
+            assert_int_equal(reply[MC_FRAME_HEADER_SIZE + i], 0xab);
     }
     close(fd);
 
@@ -511,7 +538,7 @@ static void test_stalled_write_unregister(void **state) {
     assert_int_equal(sscanf(t.name, "%63[^:]:%d", host, &port), 2);
 
     fd = raw_connect(port);
-    mc__te_encode_rw(rw, MC__TE_WRITE, 5, t.plain_addr, MiB, 0);
+    mc__te_encode_rw(rw, MC__TE_WRITE, 5, t.plain_addr, MiB, 0, 0);
     memset(half, 0xAB, MiB / 2);
     assert_int_equal(send(fd, rw, sizeof(rw), MSG_NOSIGNAL), (ssize_t)sizeof(rw));
     assert_int_equal(send(fd, half, MiB / 2, MSG_NOSIGNAL), (ssize_t)(MiB / 2));

@@ -404,7 +404,7 @@ static void test_target_pipelined_stream(void **state) {
             if (i == 7)
                 addr = 4096; /* not registered: refused, payload drained */
             mc__te_encode_rw(wire + n, write || i == 7 ? MC__TE_WRITE : MC__TE_READ,
-                             (uint64_t)(100 + i), addr, LEN, 0);
+                             (uint64_t)(100 + i), addr, LEN, 0, 0);
             n += MC__TE_RW_HEAD;
             if (write || i == 7) {
                 te_fill(wire + n, LEN, 40 + (unsigned)i);

@@ -1,6 +1,7 @@
 /* Two processes over loopback: this test's engines against te_target processes. Moves 1 KiB,
- * 1 MiB, 64 MiB and mixed batches with READ and WRITE over tcp and shm, with P2PHANDSHAKE and
- * HTTP metadata, and checks every byte by checksum on the side that received it. */
+ * 1 MiB, 64 MiB and mixed batches with READ and WRITE over tcp and shm, from registered memory
+ * and (MC_SUBMIT_UNREGISTERED_LOCAL) from memory never registered, with P2PHANDSHAKE and HTTP
+ * metadata, and checks every byte by checksum on the side that received it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -201,6 +202,109 @@ static void test_local_segment(void **state) {
     assert_int_equal(stat_tasks(f->tcp, "local"), l0 + 2);
 }
 
+/* MC_SUBMIT_UNREGISTERED_LOCAL: memory this engine never registered moves over tcp (one slice,
+ * several slices, a batch mixing it with registered memory), over shm, and within the engine,
+ * byte for byte; without the flag it is refused as before, and unknown flags are refused. */
+static void xfer_ex(mc_engine_t *e, mc_segment_id_t seg, int op, void *local, uint64_t remote,
+                    uint64_t len) {
+    mc_request_t r = {
+        .opcode = op, .source = local, .target_id = seg, .target_offset = remote, .length = len};
+    int err = -1;
+    assert_int_equal(mc_engine_transfer_sync_each_ex(e, &r, 1, &err, MC_SUBMIT_UNREGISTERED_LOCAL),
+                     0);
+    assert_int_equal(err, 0);
+}
+
+static void unregistered_roundtrip(mc_engine_t *e, te_target_t *t, uint64_t remote) {
+    static const uint64_t sizes[] = {4096, 65536, MiB, 9 * MiB}; /* 9 MiB: three tcp slices */
+    mc_segment_id_t seg = -1;
+    uint8_t *mem = malloc(9 * MiB + 1);
+    assert_non_null(mem);
+    assert_int_equal(mc_engine_open_segment(e, t->name, &seg), 0);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        uint64_t n = sizes[i], off = 513 * (i + 1);
+        uint8_t *p = mem + 1; /* unaligned as well as unregistered */
+        assert_int_not_equal(mc_engine_is_registered(e, p, n), 0);
+        te_fill(p, n, 300 + (unsigned)i);
+        assert_int_equal(xfer(e, seg, MC_OPCODE_WRITE, p, remote + off, n),
+                         MC_ERR_ADDRESS_NOT_REGISTERED);
+        xfer_ex(e, seg, MC_OPCODE_WRITE, p, remote + off, n);
+        assert_true(te_target_hash(t, remote + off, n) == te_hash(p, n));
+        assert_int_equal(te_target_fill(t, remote, n + off, 400 + (unsigned)i), 0);
+        memset(p, 0, n);
+        xfer_ex(e, seg, MC_OPCODE_READ, p, remote + off, n);
+        assert_true(te_hash(p, n) == te_pattern_hash(n, 400 + (unsigned)i, off));
+    }
+    free(mem);
+}
+
+static void test_unregistered_local(void **state) {
+    fixture_t *f = *state;
+    uint64_t shm0 = stat_tasks(f->any, "shm"), tcp0 = stat_tasks(f->tcp, "tcp");
+    mc_segment_id_t seg = -1;
+    mc_batch_id_t b = 0;
+    mc_request_t r[8];
+    uint8_t *mem = malloc(4 * MiB);
+    uint8_t stray[64];
+    int err[2] = {-1, -1};
+    assert_non_null(mem);
+
+    unregistered_roundtrip(f->tcp, &f->target, f->target.plain_addr);
+    assert_int_equal(stat_tasks(f->tcp, "tcp"), tcp0 + 8);
+    unregistered_roundtrip(f->any, &f->target, f->target.managed_addr);
+    assert_int_equal(stat_tasks(f->any, "shm"), shm0 + 8);
+
+    /* one batch: unregistered and registered sources, reads and writes, submitted with _ex */
+    assert_int_equal(mc_engine_open_segment(f->tcp, f->target.name, &seg), 0);
+    for (int i = 0; i < 8; i++) {
+        int unreg = i % 2 == 0;
+        uint8_t *p = unreg ? mem + (size_t)i * 256 * 1024 : f->tcp_buf + (size_t)i * 256 * 1024;
+        r[i] = (mc_request_t){.opcode = MC_OPCODE_WRITE,
+                              .source = p,
+                              .target_id = seg,
+                              .target_offset = f->target.plain_addr + (uint64_t)i * 256 * 1024,
+                              .length = 200 * 1024};
+        te_fill(p, 200 * 1024, 500 + (unsigned)i);
+    }
+    assert_int_equal(mc_engine_batch_alloc(f->tcp, 8, &b), 0);
+    assert_int_equal(mc_engine_batch_submit(f->tcp, b, r, 8), MC_ERR_ADDRESS_NOT_REGISTERED);
+    assert_int_equal(mc_engine_batch_submit_ex(f->tcp, b, r, 8, 0x80), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_batch_submit_ex(f->tcp, b, r, 8, MC_SUBMIT_UNREGISTERED_LOCAL), 0);
+    assert_int_equal(mc_engine_batch_wait(f->tcp, b, -1), 0);
+    assert_int_equal(mc_engine_batch_free(f->tcp, b), 0);
+    for (int i = 0; i < 8; i++)
+        assert_true(te_target_hash(&f->target, r[i].target_offset, 200 * 1024) ==
+                    te_pattern_hash(200 * 1024, 500 + (unsigned)i, 0));
+
+    /* within the engine: an unregistered source against registered memory of its own */
+    te_fill(mem, MiB, 7);
+    xfer_ex(f->tcp, MC_LOCAL_SEGMENT_ID, MC_OPCODE_WRITE, mem,
+            (uint64_t)(uintptr_t)(f->tcp_buf + 32 * MiB), MiB);
+    assert_true(te_hash(f->tcp_buf + 32 * MiB, MiB) == te_hash(mem, MiB));
+
+    /* what the flag does not change: the target side is still checked, bad requests refused */
+    r[0] = (mc_request_t){.opcode = MC_OPCODE_WRITE,
+                          .source = stray,
+                          .target_id = MC_LOCAL_SEGMENT_ID,
+                          .target_offset = (uint64_t)(uintptr_t)mem,
+                          .length = sizeof(stray)};
+    r[1] = (mc_request_t){.opcode = MC_OPCODE_READ,
+                          .source = NULL,
+                          .target_id = seg,
+                          .target_offset = f->target.plain_addr,
+                          .length = 8};
+    assert_int_equal(
+        mc_engine_transfer_sync_each_ex(f->tcp, r, 1, err, MC_SUBMIT_UNREGISTERED_LOCAL),
+        MC_ERR_ADDRESS_NOT_REGISTERED);
+    assert_int_equal(
+        mc_engine_transfer_sync_each_ex(f->tcp, r + 1, 1, err, MC_SUBMIT_UNREGISTERED_LOCAL),
+        MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_transfer_sync_each_ex(f->tcp, r, 1, err, 1u << 9),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(err[0], MC_ERR_INVALID_ARGUMENT);
+    free(mem);
+}
+
 static void test_notify(void **state) {
     fixture_t *f = *state;
     char reply[512], want[512];
@@ -356,6 +460,7 @@ int main(void) {
         cmocka_unit_test(test_auto_plain_memory_uses_tcp),
         cmocka_unit_test(test_mixed_batch),
         cmocka_unit_test(test_local_segment),
+        cmocka_unit_test(test_unregistered_local),
         cmocka_unit_test(test_notify),
         cmocka_unit_test(test_http_metadata),
         cmocka_unit_test(test_http_port_zero_names),

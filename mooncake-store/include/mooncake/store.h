@@ -278,6 +278,10 @@ MC_API int mc_store_batch_get_size(mc_store_t *s, const char *const *keys, size_
 /* Replica locations this client may keep (replica_cache_entries of a set-up store), 0 when the
  * cache is off or the store is not set up. */
 MC_API size_t mc_store_replica_cache_capacity(mc_store_t *s);
+/* 1 when this set-up store moves caller memory that is not registered as it is, with no copy
+ * through its staging buffer (protocols tcp and shm); 0 otherwise (fabric, a dummy client, a
+ * store not set up). A reader can then hand it any destination at no extra cost. */
+MC_API int mc_store_moves_any_memory(mc_store_t *s);
 
 /* Where an object's replicas are, as the reference's Replica::Descriptor tells it. Asking grants
  * a lease, as a get does. Statuses are the reference's ReplicaStatus numbers. */

@@ -394,6 +394,8 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
     if (rc != 0)
         goto out;
     snprintf(s->hostname, sizeof(s->hostname), "%s", mc_engine_local_name(s->engine));
+    s->direct_mem = strcmp(mc_engine_protocol(s->engine), "tcp") == 0 ||
+                    strcmp(mc_engine_protocol(s->engine), "shm") == 0;
     rc = mc__setup_memory(s);
     if (rc != 0)
         goto out;

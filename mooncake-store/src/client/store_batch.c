@@ -56,7 +56,7 @@ static int mc__chunk_run(mc__chunk_t *c, int *ok) {
     rc = mc_engine_batch_alloc(e, c->nreqs, &id);
     if (rc != 0)
         return rc;
-    rc = mc_engine_batch_submit(e, id, c->reqs, c->nreqs);
+    rc = mc_engine_batch_submit_ex(e, id, c->reqs, c->nreqs, mc__store_submit_flags(c->s));
     if (rc == 0) {
         /* Caller memory may not be touched after we return: wait for every task to end. */
         while (mc_engine_batch_wait(e, id, -1) == MC_ERR_BATCH_BUSY)
@@ -168,14 +168,15 @@ static int mc__all_registered(mc_store_t *s, const mc_store_iov_t *iov, size_t i
 }
 
 /* Queues the bytes of key k (object size `size`, first `size` bytes of its parts) between the
- * caller's memory and the given peer replicas: zero-copy when the parts are registered, else
+ * caller's memory and the given peer replicas: zero-copy when the parts are registered (or the
+ * engine moves any memory, s->direct_mem), else
  * through one staging block (copied in here for writes). 0, or 1 when the key must take the
  * per-key path. */
 static int mc__chunk_key(mc__chunk_t *c, size_t k, uint64_t size, int rep,
                          const mc_segment_id_t *ids, const mc__replica_desc_t *const *reps,
                          size_t nreps, int64_t *rres, int *wres) {
     const mc_store_item_t *it = mc__item_of(c, k);
-    int zero_copy = mc__all_registered(c->s, it->iov, it->iovcnt);
+    int zero_copy = c->s->direct_mem || mc__all_registered(c->s, it->iov, it->iovcnt);
     size_t need = (zero_copy ? it->iovcnt : 1) * nreps;
     mc__bkey_t *b;
     uint8_t *blk = NULL;

@@ -484,6 +484,15 @@ size_t mc_store_replica_cache_capacity(mc_store_t *s) {
     return n;
 }
 
+int mc_store_moves_any_memory(mc_store_t *s) {
+    int yes = 0;
+    if (s && !s->dummy && mc__store_enter(s) == 0) {
+        yes = s->direct_mem;
+        mc__store_leave(s);
+    }
+    return yes;
+}
+
 static int mc__batch_replica_desc_impl(mc_store_t *s, const char *const *keys, size_t n,
                                        mc_store_replica_list_t *out) {
     mc__key_replicas_t *kr = NULL;

@@ -56,6 +56,11 @@ struct mc_store {
     uint64_t segment_epoch;
     uint8_t *staging_mem;
     mc__staging_t staging;
+    /* The engine's transports move caller memory as it is (tcp, shm: a socket's or a memcpy's
+     * source or destination), so unregistered caller memory goes straight to the engine
+     * (MC_SUBMIT_UNREGISTERED_LOCAL) instead of through the staging buffer: one copy fewer per
+     * byte. Off for fabric, whose RDMA needs registered memory (staged, it keeps its speed). */
+    int direct_mem;
 
     pthread_t hb_thread;
     int hb_started;
@@ -159,8 +164,9 @@ int mc__store_check_key(const char *key);
 int mc__store_wire_config(const mc_replicate_config_t *rc, mc__replicate_config_t *out);
 
 /* Moves the bytes of iov (total = the object size) to every replica (WRITE) or from rep[0]
- * (READ). Registered memory moves directly; other memory goes through the staging buffer, or
- * is registered for the call when there is no staging buffer. */
+ * (READ). Registered memory moves directly, and so does any memory when s->direct_mem; other
+ * memory goes through the staging buffer, or is registered for the call when there is no
+ * staging buffer. */
 int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
                    const mc__replica_desc_t *reps, size_t nreps);
 /* The same; on failure failed[r] (nreps entries, zeroed by the caller) is set for each replica
@@ -206,6 +212,8 @@ int mc__store_cached_read_ok(mc_store_t *s, const char *key, int64_t rc, uint64_
  * returns the size or a negative code. */
 int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
                                 const mc_store_iov_t *iov, size_t iovcnt);
+/* The engine flags for moving caller memory (MC_SUBMIT_UNREGISTERED_LOCAL when direct_mem). */
+unsigned mc__store_submit_flags(const mc_store_t *s);
 /* 1 when [p, p+len) lies inside one buffer registered with the engine (the staging buffer, user
  * buffers, memory registered by other users of a shared engine); for a dummy client, inside one
  * range it registered. */

@@ -66,6 +66,10 @@ int mc__store_wire_config(const mc_replicate_config_t *rc, mc__replicate_config_
 
 /* ---- registered user buffers ---- */
 
+unsigned mc__store_submit_flags(const mc_store_t *s) {
+    return s->direct_mem ? MC_SUBMIT_UNREGISTERED_LOCAL : 0;
+}
+
 int mc__store_is_registered(mc_store_t *s, const void *p, size_t len) {
     uintptr_t a = (uintptr_t)p;
     int found = 0;
@@ -272,7 +276,8 @@ static int mc__flush(mc__mover_t *m) {
     int errors[MC__MAX_REQS];
     int rc = 0;
     if (m->nreqs)
-        rc = mc_engine_transfer_sync_each(m->s->engine, m->reqs, m->nreqs, errors);
+        rc = mc_engine_transfer_sync_each_ex(m->s->engine, m->reqs, m->nreqs, errors,
+                                             mc__store_submit_flags(m->s));
     for (size_t i = 0; rc != 0 && m->failed && i < m->nreqs; i++)
         if (errors[i] != 0 && !m->failed[m->req_rep[i]])
             m->failed[m->req_rep[i]] =
@@ -400,7 +405,7 @@ int mc__store_move_each(mc_store_t *s, int opcode, const mc_store_iov_t *iov, si
                 goto out;
             }
         }
-        if (all_local || mc__store_is_registered(s, p, len))
+        if (all_local || s->direct_mem || mc__store_is_registered(s, p, len))
             rc = mc__add(m, p, off, len);
         else if (s->staging.base)
             rc = mc__move_staged(m, p, off, len);

@@ -177,6 +177,24 @@ uint32_t mc__key_hash(const uint8_t *key, uint32_t len);
 mc__shard_t *mc__shard_of(mc__master_t *m, uint32_t hash);
 int mc__shard_init(mc__shard_t *s);
 void mc__shard_destroy(mc__master_t *m, mc__shard_t *s);
+/* Start loading, without the shard's lock, the bucket where key would sit, and then the first
+ * object in it: a batch asks for the bucket MC__PREFETCH_AHEAD keys ahead and for the object half
+ * as far ahead, so that its look-ups overlap their cache misses instead of taking them one after
+ * the other (a million objects fit in no cache). mc__shard_prefetch_keys does both for key i. */
+#define MC__PREFETCH_AHEAD 8
+void mc__shard_prefetch(mc__master_t *m, const uint8_t *key, uint32_t len);
+void mc__shard_prefetch_object(mc__master_t *m, const uint8_t *key, uint32_t len);
+static inline void mc__shard_prefetch_keys(mc__master_t *m, const mc__mp_str_t *keys, uint32_t n,
+                                           uint32_t i) {
+    if (i == 0)
+        for (uint32_t j = 0; j < n && j < MC__PREFETCH_AHEAD; j++)
+            mc__shard_prefetch(m, keys[j].p, keys[j].len);
+    if (i + MC__PREFETCH_AHEAD < n)
+        mc__shard_prefetch(m, keys[i + MC__PREFETCH_AHEAD].p, keys[i + MC__PREFETCH_AHEAD].len);
+    if (i + MC__PREFETCH_AHEAD / 2 < n)
+        mc__shard_prefetch_object(m, keys[i + MC__PREFETCH_AHEAD / 2].p,
+                                  keys[i + MC__PREFETCH_AHEAD / 2].len);
+}
 /* With the shard locked: the object or NULL. */
 mc__object_t *mc__shard_find(mc__shard_t *s, uint32_t hash, const uint8_t *key, uint32_t len);
 /* With the shard locked: inserts o (caller checked absence). 0 or MC_ERR_MEMORY is never

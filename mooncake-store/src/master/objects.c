@@ -46,7 +46,7 @@ void mc__shard_destroy(mc__master_t *m, mc__shard_t *s) {
         }
     }
     mc__free(s->buckets);
-    s->buckets = NULL;
+    __atomic_store_n(&s->buckets, NULL, __ATOMIC_RELAXED);
     pthread_mutex_destroy(&s->mu);
 }
 
@@ -55,6 +55,35 @@ mc__object_t *mc__shard_find(mc__shard_t *s, uint32_t hash, const uint8_t *key, 
         if (o->hash == hash && o->key_len == len && memcmp(o->data, key, len) == 0)
             return o;
     return NULL;
+}
+
+/* Prefetching reads the table without the shard's lock: only as a hint, so a table that grows
+ * or a chain that changes meanwhile leaves a stale address, which a prefetch tolerates (it never
+ * faults). The fields it reads (the bucket array, its mask, the bucket slots) are therefore read
+ * as atomics here and written as atomics wherever they change (mc__slot_set). */
+static inline void mc__slot_set(mc__object_t **slot, mc__object_t *o) {
+    __atomic_store_n(slot, o, __ATOMIC_RELAXED);
+}
+
+static mc__object_t **mc__bucket_hint(mc__master_t *m, const uint8_t *key, uint32_t len) {
+    uint32_t hash = mc__key_hash(key, len);
+    mc__shard_t *s = mc__shard_of(m, hash);
+    mc__object_t **b = __atomic_load_n(&s->buckets, __ATOMIC_RELAXED);
+    uint32_t mask = __atomic_load_n(&s->mask, __ATOMIC_RELAXED);
+    return b ? &b[hash & mask] : NULL;
+}
+
+void mc__shard_prefetch(mc__master_t *m, const uint8_t *key, uint32_t len) {
+    mc__object_t **slot = mc__bucket_hint(m, key, len);
+    if (slot)
+        __builtin_prefetch(slot);
+}
+
+void mc__shard_prefetch_object(mc__master_t *m, const uint8_t *key, uint32_t len) {
+    mc__object_t **slot = mc__bucket_hint(m, key, len);
+    mc__object_t *o = slot ? __atomic_load_n(slot, __ATOMIC_RELAXED) : NULL;
+    if (o)
+        __builtin_prefetch(&o->hash); /* the line a look-up compares first */
 }
 
 static void mc__shard_grow(mc__shard_t *s) {
@@ -70,20 +99,20 @@ static void mc__shard_grow(mc__shard_t *s) {
         while (o) {
             mc__object_t *next = o->next;
             o->next = nb[o->hash & (n - 1)];
-            nb[o->hash & (n - 1)] = o;
+            mc__slot_set(&nb[o->hash & (n - 1)], o);
             o = next;
         }
     }
     mc__free(s->buckets);
-    s->buckets = nb;
-    s->mask = n - 1;
+    __atomic_store_n(&s->buckets, nb, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->mask, n - 1, __ATOMIC_RELAXED);
 }
 
 void mc__shard_insert(mc__shard_t *s, mc__object_t *o) {
     if (s->count >= (uint64_t)s->mask + 1)
         mc__shard_grow(s);
     o->next = s->buckets[o->hash & s->mask];
-    s->buckets[o->hash & s->mask] = o;
+    mc__slot_set(&s->buckets[o->hash & s->mask], o);
     s->count++;
     if (!(o->flags & MC__OBJ_COMPLETE))
         s->incomplete++;
@@ -95,7 +124,7 @@ void mc__shard_unlink(mc__shard_t *s, mc__object_t *o) {
         pp = &(*pp)->next;
     if (!*pp)
         return;
-    *pp = o->next;
+    mc__slot_set(pp, o->next);
     o->next = NULL;
     s->count--;
     if (!(o->flags & MC__OBJ_COMPLETE))
@@ -155,7 +184,7 @@ void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg) {
                 mc__object_t *o = *pp;
                 int what = fn(m, o, arg);
                 if (what != MC__SWEEP_KEEP) {
-                    *pp = o->next;
+                    mc__slot_set(pp, o->next);
                     s->count--;
                     if (!(o->flags & MC__OBJ_COMPLETE))
                         s->incomplete--;
@@ -231,7 +260,7 @@ mc__object_t *mc__object_grow(mc__shard_t *s, mc__object_t *o, const mc__replica
     g->n_replicas = (uint8_t)(o->n_replicas + n_add);
     while (*pp != o)
         pp = &(*pp)->next;
-    *pp = g; /* g->next is o->next: the chain is as it was, with g in o's place */
+    mc__slot_set(pp, g); /* g->next is o->next: the chain is as it was, with g in o's place */
     mc__free(o);
     return g;
 }

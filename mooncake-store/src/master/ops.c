@@ -260,6 +260,7 @@ static void mc__op_get(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out
         mc__object_t *o = NULL;
         mc__disk_hit_t dh;
         int on_disk = 0;
+        mc__shard_prefetch_keys(m, r->keys, r->n_keys, i);
         pthread_mutex_lock(&s->mu);
         o = mc__shard_find(s, hash, k->p, k->len);
         if (o && !(o->flags & MC__OBJ_COMPLETE))
@@ -348,9 +349,13 @@ static int mc__op_codes(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *ou
     int32_t *codes = r->n_keys <= 64 ? small : mc__malloc((size_t)r->n_keys * sizeof(int32_t));
     uint64_t now = mc__now_ms();
     int rc = 0;
+    /* keys of objects, except a segment-unreachable report's, which names segments */
+    int objects = r->type != MC_MP_SEGMENT_UNREACHABLE;
     if (!codes)
         return MC_ERR_MEMORY;
     for (uint32_t i = 0; i < r->n_keys; i++) {
+        if (objects)
+            mc__shard_prefetch_keys(m, r->keys, r->n_keys, i);
         switch (r->type) {
         case MC_MP_SEGMENT_UNREACHABLE:
             codes[i] = mc__segment_unreachable(m, &r->keys[i]);

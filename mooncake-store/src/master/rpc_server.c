@@ -77,11 +77,26 @@ static int mc__rpc_read_body(int fd, uint8_t **buf, size_t *cap, size_t len, uin
     return 0;
 }
 
+/* How long the wait for a client's next request may spin after the reply to req: a put's end
+ * follows its start only after the client has moved the value to every replica. */
+static uint64_t mc__rpc_next_spin(const mc__mp_request_t *req) {
+    uint64_t bytes = 0;
+    if (req->type == MC_MP_PUT_START || req->type == MC_MP_UPSERT_START) {
+        uint64_t copies = req->config.replica_num ? req->config.replica_num : 1;
+        for (uint32_t i = 0; i < req->n_keys && bytes <= MC__SPIN_BYTES_MAX; i++)
+            bytes += req->value_lens[i] > MC__SPIN_BYTES_MAX || copies > MC_MP_MAX_REPLICA_NUM
+                         ? UINT64_MAX / 2 /* no spin, and no overflow */
+                         : req->value_lens[i] * copies;
+    }
+    return mc__reply_spin_for(bytes);
+}
+
 static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
     uint8_t hdr[MC_FRAME_HEADER_SIZE];
     uint8_t *body = NULL;
     size_t cap = 0;
     uint64_t reserved = 0; /* of the body budget, by the request last read */
+    uint64_t spin = mc__reply_spin_for(0);
     mc_buf_t out;
     if (s->m->auth.enabled &&
         mc__auth_server(&s->m->auth, fd, mc__now_ms() + MC__RPC_IO_TIMEOUT_MS) != 0)
@@ -106,8 +121,9 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
             mc__buf_free(&out);
         mc__conn_idle(1); /* between requests: its slot may go to a new client (conn_server.h) */
         /* after a reply the client's next request often follows at once (a put's put_end after
-         * its transfer): the first receive spins briefly before it sleeps (MC_TCP_REPLY_SPIN_US) */
-        if (mc__recv_reply(fd, hdr, sizeof(hdr), 0))
+         * a small transfer): the first receive spins briefly before it sleeps (mc__rpc_next_spin)
+         */
+        if (mc__recv_reply(fd, hdr, sizeof(hdr), 0, spin))
             break; /* peer closed, or shut down for being idle */
         mc__conn_idle(0);
         deadline = mc__now_ms() + MC__RPC_IO_TIMEOUT_MS;
@@ -157,6 +173,7 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
             break;
         }
         rc = mc__master_handle(s->m, &req, &out);
+        spin = mc__rpc_next_spin(&req);
         mc__mp_request_free(&req);
         if (rc || mc__send_all(fd, out.data, out.len, deadline))
             break;

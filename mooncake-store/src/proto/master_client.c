@@ -87,7 +87,7 @@ static int mc__mc_roundtrip(mc__master_client_t *c, uint64_t deadline, mc_frame_
     if (rc)
         goto out;
     for (;;) {
-        rc = mc__recv_reply(c->fd, hdr, sizeof(hdr), deadline);
+        rc = mc__recv_reply(c->fd, hdr, sizeof(hdr), deadline, mc__reply_spin_for(0));
         if (rc)
             goto out;
         if (mc__frame_header_decode(hdr, sizeof(hdr), MC_MP_MAX_BODY, h)) {

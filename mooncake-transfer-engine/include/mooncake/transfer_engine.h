@@ -224,6 +224,21 @@ MC_API int mc_engine_transfer_sync(mc_engine_t *e, const mc_request_t *reqs, siz
 MC_API int mc_engine_transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n,
                                         int *errors);
 
+/* Flags of the _ex calls below (others: MC_ERR_INVALID_ARGUMENT). */
+enum mc_submit_flags {
+    /* The requests' sources need not lie in memory registered with this engine: host memory
+     * that the caller holds only for this call (a language runtime's bytes, say), which
+     * registering and unregistering every time would cost more than the copy it saves. The
+     * caller keeps it valid until every task of the batch has ended. A transport that needs a
+     * registration of its own (fabric) leaves such a request to tcp; tcp, shm and copies within
+     * this engine move it as they move registered memory. */
+    MC_SUBMIT_UNREGISTERED_LOCAL = 1
+};
+MC_API int mc_engine_batch_submit_ex(mc_engine_t *e, mc_batch_id_t b, const mc_request_t *reqs,
+                                     size_t n, unsigned flags);
+MC_API int mc_engine_transfer_sync_each_ex(mc_engine_t *e, const mc_request_t *reqs, size_t n,
+                                           int *errors, unsigned flags);
+
 /* Per-transport counters of completed tasks and their bytes, since the engine started.
  * transport: "tcp", "shm", "fabric" or "local" (own segment). MC_ERR_INVALID_ARGUMENT for other
  * names. */

@@ -22,9 +22,15 @@ int mc__accept(int lfd); /* accept4(CLOEXEC), TCP_NODELAY when TCP; negative on 
 
 int mc__send_all(int fd, const void *p, size_t n, uint64_t deadline_ms);
 int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms); /* MC_ERR_SOCKET on EOF */
+/* How long the receive that follows a send may spin before it sleeps, when `bytes` of payload
+ * must still cross before the answer can come (the request's own payload, the reads it asks
+ * for, a transfer the peer makes first): MC_TCP_REPLY_SPIN_US plus their time at 2 GB/s, and 0
+ * (sleep at once) past MC__SPIN_BYTES_MAX, whose wait outlasts any spin (sock.c). */
+#define MC__SPIN_BYTES_MAX (64u << 10)
+uint64_t mc__reply_spin_for(uint64_t bytes);
 /* mc__recv_all of the reply to a request just sent on fd: its first receive waits first, and
- * spins MC_TCP_REPLY_SPIN_US before it sleeps (sock.c). */
-int mc__recv_reply(int fd, void *p, size_t n, uint64_t deadline_ms);
+ * spins spin_ns (mc__reply_spin_for) before it sleeps. */
+int mc__recv_reply(int fd, void *p, size_t n, uint64_t deadline_ms, uint64_t spin_ns);
 /* Scatter send of two pieces (header + payload) without copying them together. */
 int mc__send2(int fd, const void *a, size_t an, const void *b, size_t bn, uint64_t deadline_ms);
 /* Scatter send of cnt pieces in as few sendmsg calls as the socket allows (several small
@@ -46,7 +52,8 @@ typedef struct mc__rbuf {
     size_t cap;
     size_t off;
     size_t len;
-    int wait_first; /* set by the caller after sending: wait before the next receive */
+    int wait_first;   /* set by the caller after sending: wait before the next receive */
+    uint64_t spin_ns; /* ... spinning this long first (mc__reply_spin_for; init: for 0 bytes) */
     /* set by the caller when fd has SO_RCVTIMEO (mc__set_recv_timeout): that wait is then a
      * blocking receive, looked at every SO_RCVTIMEO against the deadline, instead of poll */
     int timed_wait;
