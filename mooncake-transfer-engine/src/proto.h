@@ -29,9 +29,6 @@ enum mc__te_msg {
  * moving a batch or a large block, so its next request comes only after that work; the target
  * does not spin for it (server.c). */
 #define MC__TE_F_BULK 0x0100u
-/* Request flag: the initiator has sent (or is sending) the next request already, without
- * waiting for this reply, so the target may hold the reply and send it with the next ones. */
-#define MC__TE_F_MORE 0x0200u
 
 #define MC__TE_RW_BODY 24u
 #define MC__TE_RW_HEAD (MC_FRAME_HEADER_SIZE + MC__TE_RW_BODY)

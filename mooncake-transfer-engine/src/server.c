@@ -78,7 +78,6 @@ typedef struct mc__srv_conn {
     int npins;
     uint64_t held_bytes;
     int bulk; /* the request last served carried MC__TE_F_BULK */
-    int more; /* ... MC__TE_F_MORE: its initiator sends the next without waiting for replies */
 } mc__srv_conn_t;
 
 /* Sends what is held, then lets the held READ sources go (also when the send failed). */
@@ -106,10 +105,9 @@ static int mc__srv_send(mc__srv_conn_t *c, const void *a, size_t an, uint64_t de
 }
 
 /* Reads n bytes of the request stream. Held replies go out first when the bytes are not all
- * buffered: the peer may be waiting for them before it sends more (unless it said it is not). */
+ * buffered: the peer may be waiting for them before it sends more. */
 static int mc__srv_read(mc__srv_conn_t *c, void *dst, size_t n, uint64_t deadline) {
-    if (c->niov && !(c->more && c->npins == 0) && mc__rbuf_pending(&c->rb) < n &&
-        mc__srv_flush(c, deadline))
+    if (c->niov && mc__rbuf_pending(&c->rb) < n && mc__srv_flush(c, deadline))
         return MC_ERR_SOCKET;
     return mc__rbuf_read(&c->rb, dst, n, deadline);
 }
@@ -139,12 +137,8 @@ static int mc__reply_raw(mc__srv_conn_t *c, uint8_t type, uint64_t id, const voi
     if (pinned)
         c->npins++;
     c->held_bytes += n;
-    /* Held while the next request is in, or while it is on its way (MC__TE_F_MORE) and nothing
-     * held pins memory: a pipelined group's write replies go out in one send and wake its
-     * initiator once, and a peer that says more follows and then stalls delays only its own
-     * replies, never an unregister of ours. */
-    if ((mc__rbuf_pending(&c->rb) >= MC_FRAME_HEADER_SIZE || (c->more && c->npins == 0)) &&
-        c->nhdrs < MC__CONN_HELD && c->held_bytes < MC__CONN_HELD_BYTES)
+    if (mc__rbuf_pending(&c->rb) >= MC_FRAME_HEADER_SIZE && c->nhdrs < MC__CONN_HELD &&
+        c->held_bytes < MC__CONN_HELD_BYTES)
         return 0;
     return mc__srv_flush(c, deadline);
 }
@@ -254,7 +248,7 @@ static int mc__serve_one(mc_engine_t *e, mc__srv_conn_t *c) {
      * replies go out first (mc__srv_read), with the engine's timeout. */
     if (idle)
         mc__conn_idle(1);
-    if (c->niov && !(c->more && c->npins == 0) && mc__rbuf_pending(&c->rb) < sizeof(raw) &&
+    if (c->niov && mc__rbuf_pending(&c->rb) < sizeof(raw) &&
         mc__srv_flush(c, mc__now_ms() + (uint64_t)e->timeout_ms) != 0)
         return MC_ERR_SOCKET;
     if (mc__rbuf_read(&c->rb, raw, sizeof(raw), 0))
@@ -268,7 +262,6 @@ static int mc__serve_one(mc_engine_t *e, mc__srv_conn_t *c) {
     }
     chk = mc__te_check_request(&h);
     c->bulk = (h.flags & MC__TE_F_BULK) != 0;
-    c->more = (h.flags & MC__TE_F_MORE) != 0;
     deadline = mc__now_ms() + (uint64_t)e->timeout_ms;
     if (chk == MC_ERR_NOT_IMPLEMENTED) {
         if (mc__drain(c, h.body_len, deadline))

@@ -29,10 +29,9 @@ static void test_rw_roundtrip(void **state) {
     assert_true(a == 0x7f0012345678ull && l == 1000 && ep == 0x1122334455667788ull);
     assert_int_equal(h.flags, 0);
     /* the request flags travel in the header and leave the request valid */
-    mc__te_encode_rw(raw, MC__TE_WRITE, 5, 0x7f0012345678ull, 1000, 0,
-                     MC__TE_F_BULK | MC__TE_F_MORE);
+    mc__te_encode_rw(raw, MC__TE_WRITE, 5, 0x7f0012345678ull, 1000, 0, MC__TE_F_BULK);
     assert_int_equal(mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h), 0);
-    assert_int_equal(h.flags, MC__TE_F_BULK | MC__TE_F_MORE);
+    assert_int_equal(h.flags, MC__TE_F_BULK);
     assert_int_equal(mc__te_check_request(&h), 0);
     /* short body, zero length, oversized length, WRITE length mismatch */
     assert_int_equal(mc__te_decode_rw(&h, raw + MC_FRAME_HEADER_SIZE, 23, &a, &l, &ep),

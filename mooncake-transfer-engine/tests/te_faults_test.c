@@ -304,33 +304,6 @@ static void test_malformed_frames(void **state) {
     }
     close(fd);
 
-    /* MC__TE_F_MORE promised and not kept: the write's reply waits for the next request (it is
-     * the peer's own), but a READ's, which pins our memory, goes out at once, and with it the
-     * held one. */
-    fd = raw_connect(port);
-    {
-        uint8_t rw[MC__TE_RW_HEAD + 16];
-        struct timeval brief = {.tv_usec = 200 * 1000};
-        mc_frame_header_t h;
-        mc__te_encode_rw(rw, MC__TE_WRITE, 3, t.plain_addr, 16, 0, MC__TE_F_MORE);
-        memset(rw + MC__TE_RW_HEAD, 0xab, 16);
-        assert_int_equal(send(fd, rw, sizeof(rw), MSG_NOSIGNAL), (ssize_t)sizeof(rw));
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &brief, sizeof(brief));
-        assert_int_equal(recv(fd, reply, sizeof(reply), 0), -1); /* held */
-        mc__te_encode_rw(rw, MC__TE_READ, 4, t.plain_addr, 16, 0, MC__TE_F_MORE);
-        assert_int_equal(send(fd, rw, MC__TE_RW_HEAD, MSG_NOSIGNAL), (ssize_t)MC__TE_RW_HEAD);
-        assert_int_equal(recv(fd, reply, MC_FRAME_HEADER_SIZE, MSG_WAITALL), MC_FRAME_HEADER_SIZE);
-        assert_int_equal(mc__frame_header_decode(reply, MC_FRAME_HEADER_SIZE, 0, &h), 0);
-        assert_true(h.request_id == 3 && h.flags == MC_FRAME_F_REPLY);
-        assert_int_equal(recv(fd, reply, MC_FRAME_HEADER_SIZE + 16, MSG_WAITALL),
-                         MC_FRAME_HEADER_SIZE + 16);
-        assert_int_equal(mc__frame_header_decode(reply, MC_FRAME_HEADER_SIZE, 16, &h), 0);
-        assert_true(h.request_id == 4 && h.body_len == 16);
-        for (int i = 0; i < 16; i++)
-            assert_int_equal(reply[MC_FRAME_HEADER_SIZE + i], 0xab);
-    }
-    close(fd);
-
     fd = raw_connect(port); /* a peer that sends half a header and vanishes */
     assert_int_equal(send(fd, "MCK", 3, MSG_NOSIGNAL), 3);
     close(fd);

@@ -156,7 +156,7 @@ static int mc__tcp_pipe(mc_engine_t *e, int fd, mc__tcp_op_t *ops, int k, mc__rb
         mc__tcp_op_t *op = &ops[i];
         int write = op->t->opcode == MC_OPCODE_WRITE;
         mc__te_encode_rw(op->req, write ? MC__TE_WRITE : MC__TE_READ, op->id, op->remote, op->n,
-                         op->t->epoch, (uint16_t)(flags | (i + 1 < k ? MC__TE_F_MORE : 0)));
+                         op->t->epoch, flags);
         iov[cnt++] = (struct iovec){op->req, sizeof(op->req)};
         if (write)
             iov[cnt++] = (struct iovec){op->local, op->n};
