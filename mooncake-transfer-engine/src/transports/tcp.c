@@ -45,6 +45,7 @@ typedef struct mc__tcp_worker {
     struct mc__tcp *q;
     pthread_t thr;
     int busy_fd; /* guarded by q->lock */
+    int caller;  /* the caller's own thread running a lone request (mc__tcp_run_here) */
     uint8_t *rbuf;
     size_t rbuf_cap;
 } mc__tcp_worker_t;
@@ -138,7 +139,8 @@ static int mc__tcp_read_reply(mc__rbuf_t *rb, const mc__tcp_op_t *op, int *remot
  * buffers and the peer is never left unable to send. Each reply is reported as it arrives.
  * Returns 0 when every op was answered and the stream is clean (the connection can be pooled),
  * else MC_ERR_SOCKET (the unanswered ops are left not done). */
-static int mc__tcp_pipe(mc_engine_t *e, int fd, mc__tcp_op_t *ops, int k, mc__rbuf_t *rb) {
+static int mc__tcp_pipe(mc_engine_t *e, int fd, mc__tcp_op_t *ops, int k, mc__rbuf_t *rb,
+                        int lone) {
     struct iovec iov[2 * MC__TCP_PIPE_OPS];
     uint64_t ends[MC__TCP_PIPE_OPS]; /* stream offset where op i's request ends */
     uint64_t sent = 0;
@@ -149,9 +151,10 @@ static int mc__tcp_pipe(mc_engine_t *e, int fd, mc__tcp_op_t *ops, int k, mc__rb
     uint16_t flags;
     for (int i = 0; i < k; i++)
         payload += ops[i].n;
-    /* Too much to spin for its replies (mc__reply_spin_for): nor should the target spin for
-     * the next request, which comes only after them. */
-    flags = payload > MC__SPIN_BYTES_MAX ? MC__TE_F_BULK : 0;
+    /* Too much to spin for its replies (mc__reply_spin_for); and unless it is a caller's lone
+     * request, whose next one follows the reply, the target need not spin for our next request
+     * either: it comes after the batch's other work. */
+    flags = payload > MC__SPIN_BYTES_MAX && !lone ? MC__TE_F_BULK : 0;
     for (int i = 0; i < k; i++) {
         mc__tcp_op_t *op = &ops[i];
         int write = op->t->opcode == MC_OPCODE_WRITE;
@@ -246,7 +249,7 @@ static void mc__tcp_group(mc_engine_t *e, mc__tcp_worker_t *w, mc__tcp_op_t *ops
             mc__tcp_fail_rest(e, ops, first, k, MC_ERR_CONTEXT);
             return;
         }
-        rc = mc__tcp_pipe(e, fd, ops + first, k - first, &rb);
+        rc = mc__tcp_pipe(e, fd, ops + first, k - first, &rb, w->caller);
         if (mc__tcp_set_busy(w, -1) && rc) { /* cut by the close's interrupt */
             close(fd);
             mc__tcp_fail_rest(e, ops, first, k, MC_ERR_CONTEXT);
@@ -373,7 +376,7 @@ static void *mc__tcp_worker(void *arg) {
  * connection it shuts down); the task's deadline bounds it. */
 static int mc__tcp_run_here(mc_engine_t *e, mc__task_t *t) {
     mc__tcp_t *q = e->tcp;
-    mc__tcp_worker_t self = {.q = q, .busy_fd = -1};
+    mc__tcp_worker_t self = {.q = q, .busy_fd = -1, .caller = 1};
     uint8_t mem[MC__TCP_RBUF_INLINE];
     mc__tcp_op_t op = {0};
     uint64_t req_id = 0;
