@@ -379,6 +379,21 @@ static void test_unix_filesystem_path(void **state) {
     unlink(path);
 }
 
+/* The reply-wait spin as the environment sets it (ctest runs this binary with the default, with
+ * MC_TCP_REPLY_SPIN_US=0 and with a bad value, which reads as the default): the base, plus the
+ * payload's time at 2 GB/s, and none past MC__SPIN_BYTES_MAX. */
+static void test_reply_spin_for(void **state) {
+    const char *env = getenv("MC_TCP_REPLY_SPIN_US");
+    uint64_t base = env && strcmp(env, "0") == 0 ? 0 : 20000;
+    (void)state;
+    assert_true(mc__reply_spin_for(0) == base);
+    assert_true(mc__reply_spin_for(4096) == (base ? base + 2048 : 0));
+    assert_true(mc__reply_spin_for(MC__SPIN_BYTES_MAX) ==
+                (base ? base + MC__SPIN_BYTES_MAX / 2 : 0));
+    assert_true(mc__reply_spin_for(MC__SPIN_BYTES_MAX + 1) == 0);
+    assert_true(mc__reply_spin_for(UINT64_MAX) == 0);
+}
+
 static void test_host_identity(void **state) {
     char ip[64];
     const char *id = mc__host_id();
@@ -402,6 +417,7 @@ int main(void) {
         cmocka_unit_test(test_unix_fd_passing),
         cmocka_unit_test(test_unix_filesystem_path),
         cmocka_unit_test(test_host_identity),
+        cmocka_unit_test(test_reply_spin_for),
         cmocka_unit_test(test_rbuf),
         cmocka_unit_test(test_sendv),
     };
