@@ -19,6 +19,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "mooncake/common/config.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
@@ -263,22 +264,23 @@ int mc__sendv(int fd, struct iovec *iov, int cnt, uint64_t deadline_ms) {
     return 0;
 }
 
+/* A spin setting in microseconds (0..1000; unset or unusable: def_us), read once into *cache,
+ * since every receive looks at it. */
+static uint64_t mc__spin_setting_ns(_Atomic int64_t *cache, const char *name, int64_t def_us) {
+    int64_t v = atomic_load_explicit(cache, memory_order_relaxed);
+    if (v < 0) {
+        v = mc__env_i64_in(name, def_us, 0, 1000) * 1000;
+        atomic_store_explicit(cache, v, memory_order_relaxed);
+    }
+    return (uint64_t)v;
+}
+
 /* MC_TCP_SPIN_US (0..1000, default 0): how long a receive that finds nothing keeps trying
  * before it sleeps. Waking a sleeping thread costs tens of microseconds on an idle virtual
  * machine, more than a small request takes (docs/performance.md); spinning trades CPU for it. */
 static uint64_t mc__spin_ns(void) {
     static _Atomic int64_t cached = -1;
-    int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("MC_TCP_SPIN_US");
-        char *end = NULL;
-        long us = e && *e ? strtol(e, &end, 10) : 0;
-        if (!e || !*e || *end || us < 0 || us > 1000)
-            us = 0;
-        v = (int64_t)us * 1000;
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return (uint64_t)v;
+    return mc__spin_setting_ns(&cached, "MC_TCP_SPIN_US", 0);
 }
 
 /* MC_TCP_REPLY_SPIN_US (0..1000, default 20): the same, but only for the receive that follows a
@@ -289,17 +291,7 @@ static uint64_t mc__spin_ns(void) {
  * the idle VM, docs/performance.md); a connection that stays idle spins once, then sleeps. */
 static uint64_t mc__reply_spin_base_ns(void) {
     static _Atomic int64_t cached = -1;
-    int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("MC_TCP_REPLY_SPIN_US");
-        char *end = NULL;
-        long us = e && *e ? strtol(e, &end, 10) : 20;
-        if (e && *e && (*end || us < 0 || us > 1000))
-            us = 20;
-        v = (int64_t)us * 1000;
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return (uint64_t)v;
+    return mc__spin_setting_ns(&cached, "MC_TCP_REPLY_SPIN_US", 20);
 }
 
 /* An answer behind a payload comes no sooner than the payload crosses: a 64 KiB write's reply

@@ -79,12 +79,21 @@ static int on_jobs(void *ctx, const mc_frame_header_t *h, const uint8_t *body, s
     return mc__dp_decode_fetch_reply(h, body, len, MC_DP_MAX_FETCH, j->v, &j->n);
 }
 
-/* One key per call keeps the tests short: n 0 or 1. */
-static int announce(mc__master_client_t *c, uint8_t flags, const char *endpoint, uint64_t id,
-                    const char *key, uint64_t size, int32_t *code) {
+/* Announces keys (NULL-terminated, each of size bytes) in one batch; codes into codes. */
+static int announce_many(mc__master_client_t *c, uint8_t flags, const char *endpoint, uint64_t id,
+                         const char *const *keys, uint64_t size, int32_t *codes) {
     mc__mp_request_t r;
-    mc__mp_str_t k = {(const uint8_t *)key, key ? (uint32_t)strlen(key) : 0};
-    codes_t cc = {key ? 1u : 0u, code};
+    mc__mp_str_t k[16];
+    uint64_t lens[16];
+    uint32_t n = 0;
+    codes_t cc;
+    while (keys[n]) {
+        assert_true(n < 16);
+        k[n] = (mc__mp_str_t){(const uint8_t *)keys[n], (uint32_t)strlen(keys[n])};
+        lens[n] = size;
+        n++;
+    }
+    cc = (codes_t){n, codes};
     memset(&r, 0, sizeof(r));
     r.type = MC_MP_DISK_ANNOUNCE;
     r.mount_flags = flags;
@@ -92,10 +101,17 @@ static int announce(mc__master_client_t *c, uint8_t flags, const char *endpoint,
     r.segment_name.len = (uint32_t)strlen(endpoint);
     r.size = 64 * MIB;
     r.base = id;
-    r.n_keys = key ? 1 : 0;
-    r.keys = &k;
-    r.value_lens = &size;
+    r.n_keys = n;
+    r.keys = k;
+    r.value_lens = lens;
     return mc__master_client_call(c, &r, on_codes, &cc);
+}
+
+/* One key per call keeps most tests short: n 0 (key NULL) or 1. */
+static int announce(mc__master_client_t *c, uint8_t flags, const char *endpoint, uint64_t id,
+                    const char *key, uint64_t size, int32_t *code) {
+    const char *keys[2] = {key, NULL};
+    return announce_many(c, flags, endpoint, id, keys, size, code);
 }
 
 static int fetch(mc__master_client_t *c, jobs_t *j) {
@@ -422,33 +438,6 @@ static void test_promotion_waits_for_room(void **state) {
                 assert_int_equal(j.v[i].kind, MC_DP_JOB_DELETE);
     }
     assert_true(promoted);
-}
-
-/* Announces keys (NULL-terminated, each of size bytes) in one batch; codes into codes. */
-static int announce_many(mc__master_client_t *c, uint8_t flags, const char *endpoint, uint64_t id,
-                         const char *const *keys, uint64_t size, int32_t *codes) {
-    mc__mp_request_t r;
-    mc__mp_str_t k[16];
-    uint64_t lens[16];
-    uint32_t n = 0;
-    codes_t cc;
-    while (keys[n]) {
-        k[n] = (mc__mp_str_t){(const uint8_t *)keys[n], (uint32_t)strlen(keys[n])};
-        lens[n] = size;
-        n++;
-    }
-    cc = (codes_t){n, codes};
-    memset(&r, 0, sizeof(r));
-    r.type = MC_MP_DISK_ANNOUNCE;
-    r.mount_flags = flags;
-    r.segment_name.p = (const uint8_t *)endpoint;
-    r.segment_name.len = (uint32_t)strlen(endpoint);
-    r.size = 64 * MIB;
-    r.base = id;
-    r.n_keys = n;
-    r.keys = k;
-    r.value_lens = lens;
-    return mc__master_client_call(c, &r, on_codes, &cc);
 }
 
 /* A master without a log: a disk-only object removed (or replaced) while its node was away
