@@ -10,6 +10,7 @@
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
+#include "mooncake/common/config.h"
 #include "mooncake/common/etcd.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/random.h"
@@ -563,13 +564,70 @@ out:
     return rc;
 }
 
+/* How long a put asks a recovering master again for a placement (it answers
+ * UNAVAILABLE_IN_CURRENT_STATUS while a segment restored from its metadata log awaits its owner
+ * and no other segment has room). An owner is back within a heartbeat or expires after the
+ * master's client_ttl (10 s by default), so the default covers three of those. */
+#define MC__RECOVERY_WAIT_MS_DEFAULT 30000
+#define MC__RECOVERY_POLL_MS_MIN 20
+#define MC__RECOVERY_POLL_MS_MAX 250
+
 int mc__master_client_batch_start(mc__master_client_t *c, int upsert, size_t n,
                                   const char *const *keys, const uint64_t *value_lens,
                                   const mc__replicate_config_t *cfg, mc__key_replicas_t *out) {
+    uint8_t type = upsert ? MC_MP_UPSERT_START : MC_MP_PUT_START;
+    const char **wait_keys = NULL;
+    uint64_t *wait_lens = NULL;
+    size_t *wait_idx = NULL;
+    mc__key_replicas_t *again = NULL;
+    uint64_t until = 0, poll = MC__RECOVERY_POLL_MS_MIN;
+    int rc;
     if (n && !value_lens)
         return MC_ERR_INVALID_PARAMS;
-    return mc__mc_batch(c, upsert ? MC_MP_UPSERT_START : MC_MP_PUT_START, n, keys, value_lens, cfg,
-                        0, NULL, NULL, out);
+    rc = mc__mc_batch(c, type, n, keys, value_lens, cfg, 0, NULL, NULL, out);
+    for (;;) {
+        size_t w = 0;
+        for (size_t i = 0; rc == 0 && i < n; i++)
+            w += out[i].code == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+        if (w == 0)
+            break;
+        if (!until)
+            until = mc__now_ms() + (uint64_t)mc__env_i64_in("MC_STORE_RECOVERY_WAIT_MS",
+                                                            MC__RECOVERY_WAIT_MS_DEFAULT, 0,
+                                                            24 * 3600 * 1000);
+        if (mc__now_ms() + poll > until)
+            break; /* the keys keep the master's answer */
+        if (!again) {
+            wait_keys = mc__calloc(n, sizeof(*wait_keys));
+            wait_lens = mc__calloc(n, sizeof(*wait_lens));
+            wait_idx = mc__calloc(n, sizeof(*wait_idx));
+            again = mc__calloc(n, sizeof(*again));
+            if (!wait_keys || !wait_lens || !wait_idx || !again)
+                break;
+            MC_INFO("store: the master is recovering its segments; waiting up to %llu ms for "
+                    "room for %zu keys",
+                    (unsigned long long)(until - mc__now_ms()), w);
+        }
+        w = 0;
+        for (size_t i = 0; i < n; i++)
+            if (out[i].code == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS) {
+                wait_keys[w] = keys[i];
+                wait_lens[w] = value_lens[i];
+                wait_idx[w++] = i;
+            }
+        usleep((useconds_t)(poll * 1000));
+        poll = poll * 2 < MC__RECOVERY_POLL_MS_MAX ? poll * 2 : MC__RECOVERY_POLL_MS_MAX;
+        /* Only the deferred keys: the others hold placements this put is already using. */
+        if (mc__mc_batch(c, type, w, wait_keys, wait_lens, cfg, 0, NULL, NULL, again) != 0)
+            continue; /* the master may be restarting again: ask until the wait is over */
+        for (size_t j = 0; j < w; j++)
+            out[wait_idx[j]] = again[j];
+    }
+    mc__free(again);
+    mc__free(wait_idx);
+    mc__free(wait_lens);
+    mc__free(wait_keys);
+    return rc;
 }
 
 int mc__master_client_batch_finish(mc__master_client_t *c, int upsert, int end, size_t n,

@@ -84,7 +84,10 @@ int mc__master_client_put_start(mc__master_client_t *c, const char *key, uint64_
 int mc__master_client_put_end(mc__master_client_t *c, const char *key, uint64_t version);
 int mc__master_client_put_revoke(mc__master_client_t *c, const char *key, uint64_t version);
 /* The same in batches, for puts (upsert = 0) and upserts (1, which may replace an existing
- * key): finish ends (end = 1) or revokes (0) each key's placement, named by versions[i]. */
+ * key): finish ends (end = 1) or revokes (0) each key's placement, named by versions[i]. A key
+ * the master defers because it is recovering (UNAVAILABLE_IN_CURRENT_STATUS: restored segments
+ * await their owners) is asked for again, alone, until MC_STORE_RECOVERY_WAIT_MS (default 30 s)
+ * has passed; then it keeps that code. */
 int mc__master_client_batch_start(mc__master_client_t *c, int upsert, size_t n,
                                   const char *const *keys, const uint64_t *value_lens,
                                   const mc__replicate_config_t *cfg, mc__key_replicas_t *out);
