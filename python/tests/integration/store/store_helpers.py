@@ -38,10 +38,13 @@ def rss_mib(pid):
 
 
 class Master:
-    """mooncake_master on 127.0.0.1 with ephemeral RPC and admin ports."""
+    """mooncake_master on 127.0.0.1 with ephemeral RPC and admin ports. wrap: a command the
+    master runs under (e.g. unshare into a time namespace); signals then go to its whole process
+    group, so they reach the master behind the wrapper."""
 
-    def __init__(self, *flags, port=0):
+    def __init__(self, *flags, port=0, wrap=None):
         self.flags = list(flags)
+        self.wrap = list(wrap or [])
         self.proc = None
         self.port = port
         self.metrics_port = None
@@ -49,10 +52,10 @@ class Master:
 
     def start(self):
         self.metrics_port = None  # a new one each start; the RPC port stays when it was given
-        cmd = [binary_path("mooncake_master"), f"--port={self.port}", "--metrics_port=0",
-               "--rpc_address=127.0.0.1", *self.flags]
+        cmd = [*self.wrap, binary_path("mooncake_master"), f"--port={self.port}",
+               "--metrics_port=0", "--rpc_address=127.0.0.1", *self.flags]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+                                     text=True, start_new_session=bool(self.wrap))
         deadline = time.monotonic() + 10
         want_meta = "--enable_http_metadata_server" in self.flags
         self.http_metadata_port = None
@@ -95,7 +98,10 @@ class Master:
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
+            if self.wrap:
+                os.killpg(self.proc.pid, sig)
+            else:
+                self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
