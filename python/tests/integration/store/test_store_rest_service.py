@@ -408,7 +408,8 @@ def test_console_script_help_and_version():
     assert os.access(script, os.X_OK), f"{script} is not installed"
     out = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    for flag in ("--config", "--define", "--port", "--max-wait-time", "--max-body-size", "--host"):
+    for flag in ("--config", "--define", "--port", "--max-wait-time", "--max-body-size", "--host",
+                 "--token-file", "--insecure", "--segment-dir", "--print-token"):
         assert flag in out.stdout
     out = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60)
     from mooncake import __version__
@@ -571,9 +572,13 @@ def test_non_loopback_with_insecure_or_a_token(master):
     ({"MC_REST_TOKEN": "has a space in it, long enough"}, [], "printable ASCII without spaces"),
     ({}, ["--token-file", "/nonexistent-mc/token"], "cannot read the token file"),
     ({"MC_REST_TOKEN_FILE": "/dev/null"}, [], "is empty"),
+    ({"MC_REST_TOKEN": "long-enough-token-0123"}, ["--segment-dir", "/nonexistent-mc/dir"],
+     "cannot make the segment directory"),
+    ({}, ["--print-token"], "no REST token is configured"),
 ])
-def test_unusable_token_refuses_to_start(master, env, extra, msg):
-    """A token that is set but cannot be used stops the service (it must not start open)."""
+def test_unusable_settings_refuse_to_start(master, env, extra, msg):
+    """A token that is set but cannot be used stops the service (it must not start open); so
+    does a segment directory that cannot be made; --print-token without a token says so."""
     e = {k: v for k, v in os.environ.items() if k not in _AUTH_ENV}
     e.update(env)
     proc = subprocess.Popen(
