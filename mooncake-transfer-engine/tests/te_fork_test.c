@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "mooncake/rpc_channel.h"
 #include "mooncake/transfer_engine.h"
 #include "te_test_util.h"
 
@@ -206,11 +207,64 @@ static void test_child_inits_own_engine(void **state) {
     new_peer_writes_to_parent(f);
 }
 
+/* ---- the RPC channel ---- */
+
+static void count_msg(void *ctx, const mc_rpc_message_t *msg) {
+    (void)msg;
+    __atomic_add_fetch((int *)ctx, 1, __ATOMIC_SEQ_CST);
+}
+
+static void test_rpc_channel_across_fork(void **state) {
+    int got = 0;
+    mc_rpc_server_options_t so = {
+        .listen_address = "127.0.0.1:0", .handler = count_msg, .ctx = &got, .timeout_ms = 3000};
+    mc_rpc_client_options_t co = {.timeout_ms = 3000};
+    mc_rpc_server_t *s = NULL;
+    mc_rpc_client_t *c = NULL;
+    char target[64];
+    pid_t pid;
+    (void)state;
+    assert_int_equal(mc_rpc_server_create(&so, &s), 0);
+    assert_int_equal(mc_rpc_server_start(s), 0);
+    snprintf(target, sizeof(target), "127.0.0.1:%d", mc_rpc_server_port(s));
+    assert_int_equal(mc_rpc_client_create(&co, &c), 0);
+    assert_int_equal(mc_rpc_client_send(c, target, "hello", 5), 0); /* a pooled connection */
+    fflush(NULL);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int bad = 0;
+        if (mc_rpc_client_send(c, target, "child", 5) != MC_ERR_CONTEXT)
+            bad |= 1;
+        if (mc_rpc_server_start(s) != MC_ERR_CONTEXT)
+            bad |= 2;
+        mc_rpc_server_wait(s); /* returns at once: nothing of the server runs here */
+        mc_rpc_server_stop(s);
+        mc_rpc_server_destroy(s);
+        mc_rpc_client_destroy(c);
+        _exit(bad);
+    }
+    assert_int_equal(reap(pid), 0);
+    /* the parent's client and server go on: on the pooled connection, and on a new one */
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(mc_rpc_client_send(c, target, "again", 5), 0);
+    {
+        mc_rpc_client_t *c2 = NULL;
+        assert_int_equal(mc_rpc_client_create(&co, &c2), 0);
+        assert_int_equal(mc_rpc_client_send(c2, target, "new", 3), 0);
+        mc_rpc_client_destroy(c2);
+    }
+    assert_int_equal(__atomic_load_n(&got, __ATOMIC_SEQ_CST), 22);
+    mc_rpc_client_destroy(c);
+    mc_rpc_server_destroy(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_child_calls_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_child_destroy_leaves_parent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_child_inits_own_engine, setup, teardown),
+        cmocka_unit_test(test_rpc_channel_across_fork),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
