@@ -356,3 +356,10 @@ void mc__server_stop(mc__server_t *s) {
     mc__conn_server_stop(s->conns);
     mc__free(s);
 }
+
+void mc__server_forget(mc__server_t *s) {
+    if (!s)
+        return;
+    mc__conn_server_forget(s->conns);
+    mc__free(s);
+}

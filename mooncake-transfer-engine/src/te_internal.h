@@ -88,6 +88,11 @@ typedef struct mc__fabric mc__fabric_t;
 
 struct mc_engine {
     int initialized;
+    /* The process that initialized the engine (0: not yet). Its threads, sockets and memory are
+     * that process's: a fork() child's copy refuses every call (gate.c) and, destroyed, lets go
+     * of its own copies only (mc_engine_destroy). */
+    _Atomic int owner_pid;
+    _Atomic int fork_warned; /* the child's refusal was logged */
     /* Calls in flight and the close (gate.c): every public call but destroy enters the gate
      * and leaves it when it returns; close shuts the gate, wakes waiters and waits for the
      * calls inside before it releases anything they could touch. */
@@ -137,13 +142,16 @@ struct mc_engine {
 };
 
 /* gate.c. enter: 0, MC_ERR_INVALID_ARGUMENT for a NULL engine, MC_ERR_CONTEXT once a close
- * began (nothing entered then; do not leave). */
+ * began or in a fork() child of the process that initialized it (nothing entered then; do not
+ * leave). */
 int mc__gate_init(mc_engine_t *e);
 void mc__gate_destroy(mc_engine_t *e);
 int mc__engine_enter(mc_engine_t *e);
 void mc__engine_leave(mc_engine_t *e);
 /* 1 once a close began: waits that callers could repeat give up (batch_wait). */
 int mc__engine_closing(const mc_engine_t *e);
+/* 1 in a process other than the one that initialized e (a fork() child's inherited copy). */
+int mc__engine_inherited(const mc_engine_t *e);
 /* Shuts the gate: 1 for the one caller that must now wait and release (mc__gate_wait_calls,
  * then mc__gate_mark_closed), 0 for the others, which return once it is released. */
 int mc__gate_shut(mc_engine_t *e);
@@ -217,6 +225,9 @@ int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs,
 /* server.c: the RPC/data listener. */
 int mc__server_start(mc_engine_t *e, int lfd, mc__server_t **out);
 void mc__server_stop(mc__server_t *s);
+/* A fork() child's copy: closes its copies of the server's sockets, stops nothing of the
+ * parent's (mc__conn_server_forget). */
+void mc__server_forget(mc__server_t *s);
 
 /* notify.c */
 int mc__notify_push(mc_engine_t *e, const char *from, size_t from_len, const char *name,

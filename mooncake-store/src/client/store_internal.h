@@ -41,6 +41,12 @@ struct mc_store {
      * master connection or the segment away from a call in flight. */
     pthread_rwlock_t op_lock;
     _Atomic int state;
+    /* The process that set the store up (0: none holds it now). A fork() child's copy shares the
+     * master connection, the node's channels and their request counters, the engine and the
+     * shared memory with it: there every call fails at once (mc__store_refuse_inherited) and
+     * destroy lets go of the child's own copies only. */
+    _Atomic int owner_pid;
+    _Atomic int fork_warned; /* the child's refusal was logged */
     mc_store_config_t cfg;
     mc_engine_t *engine;
     int own_engine;
@@ -107,8 +113,13 @@ struct mc_store_buffer {
     int staged; /* data lives in the staging buffer (else mc__malloc) */
 };
 
-/* READY, or MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS. */
+/* READY, or MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (also in a fork() child of the process that
+ * set the store up). */
 int mc__store_ready(mc_store_t *s);
+/* 1 in a process other than the one that set s up (a fork() child's inherited copy). */
+int mc__store_inherited(const mc_store_t *s);
+/* MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS, logged once per handle: a call in a fork() child. */
+int mc__store_refuse_inherited(mc_store_t *s);
 /* Like ready, and holds op_lock shared until mc__store_leave. Public calls only: never nest. */
 int mc__store_enter(mc_store_t *s);
 void mc__store_leave(mc_store_t *s);
