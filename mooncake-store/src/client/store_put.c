@@ -43,6 +43,7 @@ static int mc__finish_put(mc_store_t *s, int upsert, const char *key, const mc_s
                           size_t nparts, const mc__key_replicas_t *kr, uint8_t *failed) {
     int rc = mc__store_move_each(s, MC_OPCODE_WRITE, parts, nparts, kr->replicas, kr->n_replicas,
                                  failed);
+    int revoke;
     if (rc == 0) {
         rc = mc__put_finish_rpc(s, upsert, 1, key, kr);
         if (rc != 0)
@@ -50,7 +51,9 @@ static int mc__finish_put(mc_store_t *s, int upsert, const char *key, const mc_s
                     mc_store_strerror(rc));
         return rc;
     }
-    if (mc__put_finish_rpc(s, upsert, 0, key, kr) != 0)
+    revoke = mc__put_finish_rpc(s, upsert, 0, key, kr);
+    /* OBJECT_NOT_FOUND: the placement is gone already (its segment was dropped, say) */
+    if (revoke != 0 && revoke != MC_ERR_OBJECT_NOT_FOUND)
         MC_WARN("store: revoking the %s of %s failed; the master discards it later",
                 upsert ? "upsert" : "put", key);
     return rc;
