@@ -40,6 +40,14 @@ typedef struct mc__peer {
     int idle[MC__TE_POOL_MAX]; /* pooled connections to its RPC port (peer_conn.h) */
     int nidle;
     void *tp_peer[MC__TP_COUNT]; /* each transport's own state for this peer (transport.h) */
+    /* mc_engine_abort_segment calls so far: a task submitted before the latest one is failed,
+     * not started, and is not retried on a fresh connection (transport.h, peer_abort) */
+    _Atomic uint32_t aborts;
+    /* Tasks to it submitted and not yet ended, and when it last made progress (a task or tcp
+     * slice ended, or the first of the tasks now in flight was submitted): how long its
+     * transfers have waited without news (mc_engine_segment_stalled_ms). */
+    _Atomic uint32_t inflight;
+    _Atomic uint64_t progress_ms;
 } mc__peer_t;
 
 struct mc__batch;
@@ -62,7 +70,8 @@ typedef struct mc__task {
     _Atomic int error; /* first error of any slice */
     _Atomic int status;
     _Atomic uint64_t transferred;
-    int transport; /* enum mc__tp */
+    int transport;   /* enum mc__tp */
+    uint32_t aborts; /* peer->aborts when it was submitted */
 } mc__task_t;
 
 typedef struct mc__batch {

@@ -146,6 +146,8 @@ static void mc__heartbeat_step(mc_store_t *s) {
         MC_DEBUG("store: heartbeat failed: %s", mc_store_strerror(rc));
     else if (status == MC_MP_CLIENT_NEED_REMOUNT && s->cfg.global_segment_size > 0)
         MC_WARN("store: the master had forgotten this client; segment mounted again");
+    if (rc == 0) /* right after the reply that may carry a new view */
+        mc__store_abort_dropped(s);
 }
 
 /* Work the master hands out with its heartbeats and timed local work, on a thread of its own

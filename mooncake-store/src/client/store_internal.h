@@ -80,6 +80,9 @@ struct mc_store {
 
     pthread_mutex_t sus_mu;
     mc__suspect_t suspects[MC__SUSPECTS];
+    /* the master's view version when the heartbeat thread last looked for stalled transfers to
+     * segments the master dropped (mc__store_abort_dropped; that thread's alone) */
+    uint64_t stall_view;
 
     mc__put_sessions_t sessions; /* put sessions between start and end (put_session.c) */
 
@@ -241,6 +244,12 @@ int mc__store_is_suspect(mc_store_t *s, const char *name);
 void mc__store_suspect_failed(mc_store_t *s, const char *name, int rc);
 /* A transfer with name worked: it is healthy again. */
 void mc__store_suspect_clear(mc_store_t *s, const char *name);
+/* After a heartbeat (its thread only): when the master's segment view changed while transfers
+ * to some peer segments have gone MC__STALL_ASK_MS without news, asks the master about those
+ * segments (reported unreachable, as a failed transfer's are) and aborts in the engine the ones
+ * it no longer has, so the puts and gets waiting on them fail now and go elsewhere instead of
+ * sitting out the transfer timeout. */
+void mc__store_abort_dropped(mc_store_t *s);
 /* Extra segments: unmounts those whose grace period passed (maintenance thread); unmounts and
  * releases all (teardown); the remount hook's part for them (see store_segments.c). */
 void mc__store_extras_tick(mc_store_t *s);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,6 +51,9 @@ struct mc__master_client {
     mc__remount_fn remount; /* starts a new incarnation of a mount the master forgot */
     void *remount_ctx;
     mc_auth_t auth; /* the cluster secret, proved on every new connection */
+    /* the master's segment view version as the last heartbeat reply gave it: it changes when a
+     * segment is mounted or dropped (mc__master_client_view_version) */
+    _Atomic uint64_t view;
 };
 
 void mc__uuid_generate(uint8_t id[MC_MP_CLIENT_ID_LEN]) {
@@ -285,8 +289,12 @@ static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline) {
             usleep(100 * 1000);
             continue;
         }
-        if ((fd = mc__tcp_connect(c->host, c->port, deadline)) >= 0)
+        if ((fd = mc__tcp_connect(c->host, c->port, deadline)) >= 0) {
+            /* a master that went silent fails the call in seconds (then: reconnect), not at
+             * the end of a call's whole timeout with the connection left to hang */
+            (void)mc__set_dead_peer_timeouts(fd);
             break;
+        }
         /* Other failures (unreachable, slow network) keep trying until the deadline. In an HA
          * cluster a refused connect is the old leader, still in the view until its lease runs
          * out: that also waits for the view to change. */
@@ -752,6 +760,8 @@ int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status) {
     rc = mc__mc_call(c, &r, &h);
     if (rc == 0)
         rc = mc__mp_decode_heartbeat_reply(&h, c->in, (size_t)h.body_len, &st, &view);
+    if (rc == 0)
+        atomic_store(&c->view, view);
     if (rc == 0 && st == MC_MP_CLIENT_NEED_REMOUNT) {
         /* The master lost segments of ours (it expired us, or restarted): mount them again
          * now rather than lose their capacity (in new incarnations where it forgot them). */
@@ -762,6 +772,10 @@ int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status) {
     if (status)
         *status = st;
     return rc;
+}
+
+uint64_t mc__master_client_view_version(mc__master_client_t *c) {
+    return atomic_load(&c->view);
 }
 
 /* --- replica tasks --- */

@@ -152,6 +152,10 @@ int mc__master_client_task_report(mc__master_client_t *c, const uint8_t id[MC_MP
  * master did not know the client (restart, expiry) the segments are mounted again here and
  * *status (may be NULL) reports MC_MP_CLIENT_NEED_REMOUNT. */
 int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status);
+/* The master's segment view version from the last heartbeat reply (0 before one): it changes
+ * whenever a segment is mounted or dropped (an owner expired), so a client that waits on a
+ * segment knows when to ask whether it is still there. No I/O. */
+uint64_t mc__master_client_view_version(mc__master_client_t *c);
 /* A clean leave: the master unmounts every segment of this client and forgets it at once (not
  * counted as expired). The client's mount list is cleared first, so nothing is remounted. 0, or the
  * master's code (NOT_IMPLEMENTED from a master that predates it), or RPC_FAIL. */

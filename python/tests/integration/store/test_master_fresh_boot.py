@@ -14,7 +14,7 @@ from store_helpers import Master, Worker, wait_for
 FRESH_S = 60
 
 
-def _fresh_boot_wrap():
+def _fresh_boot_prefix():
     with open("/proc/uptime") as f:
         up = int(float(f.read().split()[0]))
     off = max(up - FRESH_S, 0)
@@ -48,7 +48,7 @@ def test_forced_remove_gives_the_space_back_on_a_fresh_host():
     Before the fix they stayed there until put_start_release_timeout (600 s) after boot: a
     forced remove_all of a full pool left it full with 0 objects, and the next puts failed."""
     master = Master("--default_kv_lease_ttl=2000", "--eviction_high_watermark_ratio=1.0",
-                    wrap=_fresh_boot_wrap())
+                    prefix=_fresh_boot_prefix())
     w = Worker()
     try:
         assert _master_uptime_s(master) < 600, "the namespace did not take"
@@ -77,7 +77,7 @@ def test_an_abandoned_put_is_released_after_its_timeout_on_a_fresh_host():
     """The space of a put discarded as abandoned comes back put_start_release_timeout after the
     put started: counted from the put, not from boot."""
     master = Master("--put_start_discard_timeout_sec=1", "--put_start_release_timeout_sec=3",
-                    "--eviction_high_watermark_ratio=1.0", wrap=_fresh_boot_wrap())
+                    "--eviction_high_watermark_ratio=1.0", prefix=_fresh_boot_prefix())
     w = Worker(env={"MC_FAILPOINTS": "store_put_after_start=stop"})
     try:
         w.setup(master, segment=8 << 20)
