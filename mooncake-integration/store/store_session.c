@@ -46,6 +46,14 @@ out:
     return ret;
 }
 
+static void screen_src_ranges(mc_store_t *s, mc_store_put_range_t *ranges, size_t n) {
+    for (size_t j = 0; j < n; j++) {
+        mc_store_iov_t v = {(void *)(uintptr_t)ranges[j].src, (size_t)ranges[j].len};
+        if (v.len && mcpy_check_iovs(s, &v, 1, 0) != 0)
+            ranges[j].len = 0;
+    }
+}
+
 /* _put_ranges_raw(keys, counts, srcs, dst_offsets, sizes) -> one result per key (bytes written
  * or a code): key i owns the next counts[i] entries of the three flat lists. */
 PyObject *mcpy_put_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
@@ -76,7 +84,10 @@ PyObject *mcpy_put_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
         ranges[j].dst_off = f.b[j];
         ranges[j].len = f.c[j];
     }
-    NOGIL(mc_store_put_session_write(MCPY_STORE(self), writes, (size_t)f.n));
+    /* A range whose memory fails the check is made empty: the C call then refuses its key
+     * (INVALID_PARAMS, none of that key's ranges written) without touching it. */
+    NOGIL(screen_src_ranges(MCPY_STORE(self), ranges, (size_t)f.total);
+          mc_store_put_session_write(MCPY_STORE(self), writes, (size_t)f.n));
     ret = PyList_New(f.n);
     for (Py_ssize_t i = 0; ret && i < f.n; i++)
         PyList_SetItem(ret, i, PyLong_FromLongLong(writes[i].result));
