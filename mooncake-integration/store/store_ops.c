@@ -1199,10 +1199,13 @@ out:
     return ret;
 }
 
-static void screen_ranges(mc_store_t *s, mc_store_range_t *ranges, size_t n) {
+/* bad[j] gets the check's code for range j (0: fine); a bad range is made empty, so the C call
+ * moves nothing for it, and its result is the check's code. */
+static void screen_ranges(mc_store_t *s, mc_store_range_t *ranges, size_t n, int *bad) {
     for (size_t j = 0; j < n; j++) {
         mc_store_iov_t v = {ranges[j].dst, (size_t)ranges[j].len};
-        if (v.len && mcpy_check_iovs(s, &v, 1, 1) != 0)
+        bad[j] = v.len ? mcpy_check_iovs(s, &v, 1, 1) : 0;
+        if (bad[j] != 0)
             ranges[j].len = 0;
     }
 }
@@ -1217,6 +1220,7 @@ PyObject *mcpy_get_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
     mcpy_flat_ranges_t f;
     mc_store_range_read_t *reads = NULL;
     mc_store_range_t *ranges = NULL;
+    int *bad = NULL;
     int rc;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO:_get_ranges_raw", kwl, &objs[0], &objs[1],
                                      &objs[2], &objs[3], &objs[4]) ||
@@ -1224,7 +1228,8 @@ PyObject *mcpy_get_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
         return NULL;
     reads = PyMem_Calloc((size_t)(f.n ? f.n : 1), sizeof(*reads));
     ranges = PyMem_Calloc((size_t)(f.total ? f.total : 1), sizeof(*ranges));
-    if (!reads || !ranges) {
+    bad = PyMem_Calloc((size_t)(f.total ? f.total : 1), sizeof(*bad));
+    if (!reads || !ranges || !bad) {
         PyErr_NoMemory();
         goto out;
     }
@@ -1239,14 +1244,16 @@ PyObject *mcpy_get_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
         ranges[j].src_off = f.b[j];
         ranges[j].len = f.c[j];
     }
-    /* A range whose memory fails the check is made empty, which the C call refuses on its own
-     * (INVALID_PARAMS) without touching it. */
-    NOGIL(screen_ranges(MCPY_STORE(self), ranges, (size_t)f.total);
+    NOGIL(screen_ranges(MCPY_STORE(self), ranges, (size_t)f.total, bad);
           rc = mc_store_batch_get_ranges(MCPY_STORE(self), reads, (size_t)f.n));
     ret = PyList_New(f.total);
     for (Py_ssize_t j = 0; ret && j < f.total; j++)
-        PyList_SetItem(ret, j, PyLong_FromLongLong(rc != 0 ? rc : ranges[j].result));
+        PyList_SetItem(ret, j,
+                       PyLong_FromLongLong(rc != 0  ? rc
+                                           : bad[j] ? bad[j]
+                                                    : ranges[j].result));
 out:
+    PyMem_Free(bad);
     PyMem_Free(ranges);
     PyMem_Free(reads);
     mcpy_flat_ranges_free(&f);

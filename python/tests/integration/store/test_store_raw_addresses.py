@@ -189,3 +189,30 @@ r = [store.put_from('raw-pl', ctypes.addressof(src), 9000),
 result = r
 """
     assert client.run(code) == [0, 9000, True, [9000], 0, INVALID_PARAMS, 0]
+
+
+def test_dummy_client_refuses_bad_raw_addresses(make_master, make_worker):
+    # A dummy client copies caller memory itself (to or from its node's pool): the same check
+    # runs before, with the pool ranges it mapped as its registered memory.
+    from node_helpers import Node, dummy_setup
+
+    master = make_master()
+    node = Node(master, segment="32mb")
+    try:
+        w = make_worker()
+        dummy_setup(w, node, local_buffer=4 << 20)
+        code = """
+P = 4096
+assert store.put('raw-d', pattern(P, 'd')) == 0
+pool = store.alloc_from_mem_pool(2 * P)
+assert pool and store.register_buffer(pool, 2 * P) == 0
+r = [store.get_into('raw-d', 1, P), store.put_from('raw-dw', 1, P),
+     store.batch_get_into(['raw-d', 'raw-d'], [1, pool], [P, P]),
+     store.get_into('raw-d', pool + P + 8, P),
+     store.get_into('raw-d', pool, P), ctypes.string_at(pool, P) == pattern(P, 'd')]
+result = r
+"""
+        assert w.run(code) == [INVALID_PARAMS, INVALID_PARAMS, [INVALID_PARAMS, 4096],
+                               INVALID_PARAMS, 4096, True]
+    finally:
+        node.stop()
