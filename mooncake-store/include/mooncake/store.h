@@ -149,9 +149,10 @@ MC_API int mc_store_unregister_buffer(mc_store_t *s, void *addr);
  * Inside one buffer registered with the store or its engine (also the staging buffer, and a
  * dummy client's pool): 0 after one O(log n) lookup, no system call. Starting inside one and
  * running past its end: refused. Elsewhere: the range must be mapped and its first and last
- * pages allow the access (an msync and two madvise probes, about 2 us, nothing written). Freed
- * memory that is still mapped (a heap block) passes: only a live registration proves memory
- * is the caller's. len 0: 0. The answer holds until the memory is freed or unregistered. */
+ * pages allow the access (populate probes of those pages, plus an msync past two pages: about
+ * 1 us, nothing written). Freed memory that is still mapped (a heap block) passes: only a live
+ * registration proves memory is the caller's. len 0: 0. The answer holds until the memory is
+ * freed or unregistered. A dummy client checks against the pool ranges it mapped. */
 MC_API int mc_store_check_memory(mc_store_t *s, const void *addr, size_t len, int writable);
 
 typedef struct mc_store_iov {

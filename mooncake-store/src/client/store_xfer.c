@@ -91,8 +91,9 @@ int mc__store_is_registered(mc_store_t *s, const void *p, size_t len) {
 
 int mc__store_registered_overrun(mc_store_t *s, const void *p, size_t len) {
     /* Registered ranges never overlap, so the one holding p is the only one that could hold the
-     * whole range. */
-    return mc__store_is_registered(s, p, 1) && !mc__store_is_registered(s, p, len);
+     * whole range. The whole range first: registered memory, the zero-copy fast path, then
+     * takes one lookup. */
+    return !mc__store_is_registered(s, p, len) && mc__store_is_registered(s, p, 1);
 }
 
 int mc__store_iovs_overrun(mc_store_t *s, const mc_store_iov_t *iov, size_t n) {

@@ -150,9 +150,9 @@ MC_API int mc_engine_is_registered(mc_engine_t *e, const void *addr, size_t len)
  * may be read (writable = 0) or written (writable = 1) by this process. Inside one registered
  * buffer: 0 after one O(log n) lookup. Starting inside one and running past its end:
  * MC_ERR_ADDRESS_NOT_REGISTERED. Elsewhere the range must be mapped and its first and last pages
- * allow the access (an msync and two madvise probes, nothing written), else
- * MC_ERR_INVALID_ARGUMENT. Freed memory that is still mapped passes. len 0: 0. e may be NULL
- * (then only the probe answers). A closed engine: MC_ERR_CONTEXT. Registration
+ * allow the access (populate probes of those pages, plus an msync past two pages, nothing
+ * written), else MC_ERR_INVALID_ARGUMENT. Freed memory that is still mapped passes. len 0: 0.
+ * e may be NULL (then only the probe answers). A closed engine: MC_ERR_CONTEXT. Registration
  * (mc_engine_register_memory) applies the same probe to host memory. */
 MC_API int mc_engine_check_memory(mc_engine_t *e, const void *addr, size_t len, int writable);
 /* Copies len bytes between local (any memory of this process) and [addr, addr+len) of this
