@@ -200,8 +200,9 @@ PyObject *mcpy_upsert_parts(PyObject *self, PyObject *args, PyObject *kw) {
     return put_parts(self, args, kw, 1);
 }
 
-/* A batch of single-part items from keys and one iov per key. */
-/* Runs a batch put of items; raw: their memory is at raw addresses, checked per item first. */
+/* Runs a batch put of items; raw: their memory is at raw addresses, checked per item first (an
+ * item that fails gets the check's code and stays out of the C call). INT32_MIN with
+ * MemoryError when the scratch cannot be had. */
 static int put_items(PyObject *self, const mc_store_item_t *items, size_t n,
                      const mc_replicate_config_t *rc, int upsert, int raw, int *res) {
     int (*op)(mc_store_t *, const mc_store_item_t *, size_t, const mc_replicate_config_t *, int *) =
@@ -230,6 +231,7 @@ out:
     return code;
 }
 
+/* A batch of single-part items from keys and one iov per key. */
 static PyObject *batch_put(PyObject *self, const char **keys, mc_store_iov_t *iov, size_t n,
                            PyObject *cfg, int as_list, int upsert, int raw) {
     mc_store_item_t *items = PyMem_Calloc(n ? n : 1, sizeof(*items));
