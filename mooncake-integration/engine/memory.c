@@ -190,6 +190,20 @@ PyObject *mcpy_batch_unregister_memory(PyObject *obj, PyObject *args, PyObject *
     return PyLong_FromLong(rc);
 }
 
+/* A raw address the copies below would touch: 1 when the engine says this process may (inside
+ * a registered buffer, or mapped memory allowing the access), else 0 with ValueError. */
+static int check_raw(mcpy_engine_t *self, uint64_t addr, size_t len, int writable,
+                     const char *what) {
+    /* no engine (not initialized, or closed): the probe alone answers */
+    int rc =
+        mc_engine_check_memory(mcpy_engine_get(self), (const void *)(uintptr_t)addr, len, writable);
+    if (rc == 0)
+        return 1;
+    PyErr_Format(PyExc_ValueError, "%s 0x%llx (+%zu) is not memory this process may %s: %s", what,
+                 (unsigned long long)addr, len, writable ? "write" : "read", mc_err_name(rc));
+    return 0;
+}
+
 PyObject *mcpy_write_bytes_to_buffer(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"dest_address", "src_bytes", "length", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
@@ -213,6 +227,8 @@ PyObject *mcpy_write_bytes_to_buffer(PyObject *obj, PyObject *args, PyObject *kw
         PyErr_SetString(PyExc_ValueError, "dest_address is NULL");
         goto out;
     }
+    if (!check_raw(self, dest, len, 1, "dest_address"))
+        goto out;
     if (len >= MCPY_NOGIL_COPY)
         MCPY_NOGIL(self, memcpy((void *)(uintptr_t)dest, view.buf, len));
     else if (len > 0)
@@ -240,6 +256,8 @@ PyObject *mcpy_read_bytes_from_buffer(PyObject *obj, PyObject *args, PyObject *k
         PyErr_SetString(PyExc_ValueError, "length is too large");
         return NULL;
     }
+    if (!check_raw(self, src, len, 0, "source_address"))
+        return NULL;
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
     if (!out)
         return NULL;

@@ -3,6 +3,63 @@
 
 #include "store_py.h"
 
+/* ---- raw addresses ---- */
+
+int mcpy_check_iovs(mc_store_t *s, const mc_store_iov_t *iov, size_t n, int writable) {
+    for (size_t i = 0; i < n; i++) {
+        int rc = mc_store_check_memory(s, iov[i].base, iov[i].len, writable);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* A batch of items at raw addresses: items whose memory fails the check get its code in codes[]
+ * and stay out of the C call; the others are copied to good[] in order, with their indices in
+ * idx[]. Returns how many passed. No GIL needed. */
+static size_t screen_items(mc_store_t *s, const mc_store_item_t *items, size_t n, int writable,
+                           int64_t *codes, mc_store_item_t *good, size_t *idx) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        codes[i] = mcpy_check_iovs(s, items[i].iov, items[i].iovcnt, writable);
+        if (codes[i] == 0) {
+            good[m] = items[i];
+            idx[m++] = i;
+        }
+    }
+    return m;
+}
+
+/* Scratch for screen_items over n items (PyMem; NULL members with MemoryError). */
+typedef struct {
+    mc_store_item_t *good;
+    size_t *idx;
+    int64_t *codes;
+    int *sub;       /* the C call's results for good[] (puts) */
+    int64_t *sub64; /* (gets) */
+} screen_t;
+
+static int screen_alloc(screen_t *sc, size_t n) {
+    size_t c = n ? n : 1;
+    sc->good = PyMem_Calloc(c, sizeof(*sc->good));
+    sc->idx = PyMem_Calloc(c, sizeof(*sc->idx));
+    sc->codes = PyMem_Calloc(c, sizeof(*sc->codes));
+    sc->sub = PyMem_Calloc(c, sizeof(*sc->sub));
+    sc->sub64 = PyMem_Calloc(c, sizeof(*sc->sub64));
+    if (sc->good && sc->idx && sc->codes && sc->sub && sc->sub64)
+        return 1;
+    PyErr_NoMemory();
+    return 0;
+}
+
+static void screen_free(screen_t *sc) {
+    PyMem_Free(sc->good);
+    PyMem_Free(sc->idx);
+    PyMem_Free(sc->codes);
+    PyMem_Free(sc->sub);
+    PyMem_Free(sc->sub64);
+}
+
 /* ---- puts ---- */
 
 /* put and upsert share their parsing; upsert replaces an existing value (mooncake/store.h). */
@@ -143,9 +200,40 @@ PyObject *mcpy_upsert_parts(PyObject *self, PyObject *args, PyObject *kw) {
     return put_parts(self, args, kw, 1);
 }
 
+/* Runs a batch put of items; raw: their memory is at raw addresses, checked per item first (an
+ * item that fails gets the check's code and stays out of the C call). INT32_MIN with
+ * MemoryError when the scratch cannot be had. */
+static int put_items(PyObject *self, const mc_store_item_t *items, size_t n,
+                     const mc_replicate_config_t *rc, int upsert, int raw, int *res) {
+    int (*op)(mc_store_t *, const mc_store_item_t *, size_t, const mc_replicate_config_t *, int *) =
+        upsert ? mc_store_batch_upsert : mc_store_batch_put;
+    mc_store_t *s = MCPY_STORE(self);
+    screen_t sc = {0};
+    int code = 0;
+    if (!raw) {
+        NOGIL(code = op(s, items, n, rc, res));
+        return code;
+    }
+    if (!screen_alloc(&sc, n)) {
+        code = INT32_MIN;
+        goto out;
+    }
+    NOGIL(size_t m = screen_items(s, items, n, 0, sc.codes, sc.good, sc.idx);
+          code = m ? op(s, sc.good, m, rc, sc.sub) : 0;
+          for (size_t j = 0; j < m; j++) sc.codes[sc.idx[j]] = sc.sub[j]);
+    for (size_t i = 0; i < n; i++) {
+        res[i] = (int)sc.codes[i];
+        if (code == 0 && res[i] != 0)
+            code = res[i];
+    }
+out:
+    screen_free(&sc);
+    return code;
+}
+
 /* A batch of single-part items from keys and one iov per key. */
 static PyObject *batch_put(PyObject *self, const char **keys, mc_store_iov_t *iov, size_t n,
-                           PyObject *cfg, int as_list, int upsert) {
+                           PyObject *cfg, int as_list, int upsert, int raw) {
     mc_store_item_t *items = PyMem_Calloc(n ? n : 1, sizeof(*items));
     int *res = PyMem_Calloc(n ? n : 1, sizeof(*res));
     mcpy_rconfig_t rc = {0};
@@ -158,8 +246,9 @@ static PyObject *batch_put(PyObject *self, const char **keys, mc_store_iov_t *io
     if (!mcpy_rconfig(cfg, &rc))
         goto out;
     single_items(items, keys, iov, n);
-    NOGIL(code = (upsert ? mc_store_batch_upsert : mc_store_batch_put)(MCPY_STORE(self), items, n,
-                                                                       &rc.rc, res));
+    code = put_items(self, items, n, &rc.rc, upsert, raw, res);
+    if (code == INT32_MIN)
+        goto out;
     ret = as_list ? mcpy_int_list(res, (Py_ssize_t)n) : PyLong_FromLong(code);
 out:
     mcpy_rconfig_release(&rc);
@@ -193,7 +282,7 @@ static PyObject *put_batch(PyObject *self, PyObject *args, PyObject *kw, int ups
     }
     if (!get_views(vals, n, &views, &got) || !(iov = views_iov(views, n)))
         goto out;
-    ret = batch_put(self, keys, iov, (size_t)n, cfg, 0, upsert);
+    ret = batch_put(self, keys, iov, (size_t)n, cfg, 0, upsert, 0);
 out:
     PyMem_Free(iov);
     release_views(views, got);
@@ -216,6 +305,7 @@ static PyObject *put_from(PyObject *self, PyObject *args, PyObject *kw, int upse
     PyObject *key, *cfg = NULL;
     uint64_t ptr;
     size_t size;
+    mc_store_iov_t v;
     mcpy_rconfig_t rc;
     const char *k;
     int code;
@@ -223,8 +313,11 @@ static PyObject *put_from(PyObject *self, PyObject *args, PyObject *kw, int upse
                                      kwl, &key, mcpy_conv_u64, &ptr, mcpy_conv_size, &size, &cfg) ||
         !mcpy_key(key, &k) || !mcpy_rconfig(cfg, &rc))
         return NULL;
-    NOGIL(code = (upsert ? mc_store_upsert : mc_store_put)(MCPY_STORE(self), k,
-                                                           (void *)(uintptr_t)ptr, size, &rc.rc));
+    v.base = (void *)(uintptr_t)ptr;
+    v.len = size;
+    NOGIL(code = mcpy_check_iovs(MCPY_STORE(self), &v, 1, 0);
+          if (code == 0) code =
+              (upsert ? mc_store_upsert : mc_store_put)(MCPY_STORE(self), k, v.base, size, &rc.rc));
     mcpy_rconfig_release(&rc);
     return PyLong_FromLong(code);
 }
@@ -294,7 +387,7 @@ static PyObject *batch_put_from(PyObject *self, PyObject *args, PyObject *kw, in
         return invalid_for_each(nkeys);
     if (n < 0)
         return NULL;
-    ret = batch_put(self, keys, iov, (size_t)n, cfg, 1, upsert);
+    ret = batch_put(self, keys, iov, (size_t)n, cfg, 1, upsert, 1);
     PyMem_Free(iov);
     PyMem_Free(keys);
     Py_XDECREF(hold);
@@ -426,8 +519,8 @@ static PyObject *put_multi(PyObject *self, PyObject *args, PyObject *kw, int ups
     }
     if (!mcpy_rconfig(cfg, &rc))
         goto out;
-    NOGIL((upsert ? mc_store_batch_upsert : mc_store_batch_put)(MCPY_STORE(self), m.items,
-                                                                (size_t)m.n, &rc.rc, res));
+    if (put_items(self, m.items, (size_t)m.n, &rc.rc, upsert, 1, res) == INT32_MIN)
+        goto out;
     ret = mcpy_int_list(res, m.n);
 out:
     mcpy_rconfig_release(&rc);
@@ -639,24 +732,33 @@ PyObject *mcpy_get_into(PyObject *self, PyObject *args, PyObject *kw) {
     PyObject *key;
     uint64_t ptr;
     size_t size;
+    mc_store_iov_t v;
     const char *k;
     int64_t n;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&O&:get_into", kwl, &key, mcpy_conv_u64, &ptr,
                                      mcpy_conv_size, &size) ||
         !mcpy_key(key, &k))
         return NULL;
-    NOGIL(n = mc_store_get_into(MCPY_STORE(self), k, (void *)(uintptr_t)ptr, size));
+    v.base = (void *)(uintptr_t)ptr;
+    v.len = size;
+    NOGIL(n = mcpy_check_iovs(MCPY_STORE(self), &v, 1, 1);
+          if (n == 0) n = mc_store_get_into(MCPY_STORE(self), k, v.base, size));
     return PyLong_FromLongLong(n);
 }
 
+/* Reads into raw addresses: each item's memory is checked first (screen_items). */
 static PyObject *batch_get_items(PyObject *self, mc_store_item_t *items, Py_ssize_t n) {
-    int64_t *res = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*res));
-    PyObject *ret;
-    if (!res)
-        return PyErr_NoMemory();
-    NOGIL(mc_store_batch_get_into(MCPY_STORE(self), items, (size_t)n, res));
-    ret = mcpy_i64_list(res, n);
-    PyMem_Free(res);
+    mc_store_t *s = MCPY_STORE(self);
+    screen_t sc = {0};
+    PyObject *ret = NULL;
+    if (!screen_alloc(&sc, (size_t)n))
+        goto out;
+    NOGIL(size_t m = screen_items(s, items, (size_t)n, 1, sc.codes, sc.good, sc.idx);
+          if (m) mc_store_batch_get_into(s, sc.good, m, sc.sub64);
+          for (size_t j = 0; j < m; j++) sc.codes[sc.idx[j]] = sc.sub64[j]);
+    ret = mcpy_i64_list(sc.codes, n);
+out:
+    screen_free(&sc);
     return ret;
 }
 
@@ -869,26 +971,153 @@ PyObject *mcpy_remove_by_regex(PyObject *self, PyObject *args, PyObject *kw) {
     return PyLong_FromLongLong(n);
 }
 
+/* _check_memory(ptr, size, writable=False) -> 0 or the code: what the raw-address calls check
+ * before touching memory (mc_store_check_memory), for the facade's helpers that read a raw
+ * address themselves (the tensor object headers). */
+PyObject *mcpy_check_memory(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwl[] = {"buffer_ptr", "size", "writable", NULL};
+    uint64_t ptr;
+    size_t size;
+    int writable = 0, code;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|p:_check_memory", kwl, mcpy_conv_u64, &ptr,
+                                     mcpy_conv_size, &size, &writable))
+        return NULL;
+    NOGIL(code = mc_store_check_memory(MCPY_STORE(self), (void *)(uintptr_t)ptr, size, writable));
+    return PyLong_FromLong(code);
+}
+
+/* The first byte of obj's buffer, or NULL with an exception set (TypeError naming what
+ * register_buffer takes; BufferError for a non-contiguous one). *len gets its size. */
+static void *object_address(PyObject *obj, size_t *len) {
+    Py_buffer view;
+    void *p;
+    if (!PyObject_CheckBuffer(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "expected an int address or an object with the buffer protocol, got %R",
+                     (PyObject *)Py_TYPE(obj));
+        return NULL;
+    }
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    p = view.buf;
+    *len = (size_t)view.len;
+    PyBuffer_Release(&view);
+    if (!p)
+        PyErr_SetString(PyExc_ValueError, "the buffer is empty");
+    return p;
+}
+
+/* Registers obj's memory and holds a memoryview of it (its export) in self->held, so that obj
+ * can be neither freed nor resized until unregister_buffer or close. */
+static PyObject *register_object(PyObject *self, PyObject *obj, PyObject *size_o) {
+    mcpy_store_t *st = (mcpy_store_t *)self;
+    PyObject *mv = NULL, *addr = NULL, *ret = NULL;
+    size_t len = 0, size;
+    void *p;
+    int code;
+    if (!(p = object_address(obj, &len)) || !(mv = PyMemoryView_FromObject(obj)))
+        goto out;
+    size = len;
+    if (size_o && size_o != Py_None) {
+        if (!mcpy_conv_size(size_o, &size))
+            goto out;
+        if (size > len) {
+            PyErr_Format(PyExc_ValueError, "size %zu is larger than the buffer (%zu bytes)", size,
+                         len);
+            goto out;
+        }
+    }
+    if (!st->held && !(st->held = PyDict_New()))
+        goto out;
+    if (!(addr = PyLong_FromVoidPtr(p)))
+        goto out;
+    NOGIL(code = mc_store_register_buffer(st->store, p, size));
+    if (code == 0 && PyDict_SetItem(st->held, addr, mv) < 0) {
+        NOGIL(mc_store_unregister_buffer(st->store, p));
+        goto out;
+    }
+    ret = PyLong_FromLong(code);
+out:
+    Py_XDECREF(addr);
+    Py_XDECREF(mv);
+    return ret;
+}
+
 PyObject *mcpy_register_buffer(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"buffer_ptr", "size", NULL};
+    PyObject *target, *size_o = NULL;
     uint64_t ptr;
     size_t size;
     int code;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&:register_buffer", kwl, mcpy_conv_u64, &ptr,
-                                     mcpy_conv_size, &size))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:register_buffer", kwl, &target, &size_o))
+        return NULL;
+    if (!PyLong_Check(target))
+        return register_object(self, target, size_o);
+    /* An int address: the caller owns the memory and keeps it until unregister_buffer. */
+    if (!size_o) {
+        PyErr_SetString(PyExc_TypeError, "register_buffer() missing required argument 'size'");
+        return NULL;
+    }
+    if (!mcpy_conv_u64(target, &ptr) || !mcpy_conv_size(size_o, &size))
         return NULL;
     NOGIL(code = mc_store_register_buffer(MCPY_STORE(self), (void *)(uintptr_t)ptr, size));
     return PyLong_FromLong(code);
 }
 
+/* Drops the hold on the object registered at addr (a key of self->held), if any. */
+static int release_one(mcpy_store_t *st, PyObject *addr) {
+    PyObject *mv, *r;
+    if (!st->held || !(mv = PyDict_GetItemWithError(st->held, addr)))
+        return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(mv);
+    r = PyObject_CallMethod(mv, "release", NULL);
+    Py_XDECREF(r);
+    Py_DECREF(mv);
+    return r && PyDict_DelItem(st->held, addr) == 0 ? 0 : -1;
+}
+
+void mcpy_release_held(PyObject *self) {
+    mcpy_store_t *st = (mcpy_store_t *)self;
+    PyObject *held = st->held, *key, *mv;
+    Py_ssize_t pos = 0;
+    if (!held)
+        return;
+    st->held = NULL;
+    while (PyDict_Next(held, &pos, &key, &mv)) {
+        PyObject *r = PyObject_CallMethod(mv, "release", NULL);
+        if (!r)
+            PyErr_Clear();
+        Py_XDECREF(r);
+    }
+    Py_DECREF(held);
+}
+
 PyObject *mcpy_unregister_buffer(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"buffer_ptr", NULL};
+    PyObject *target, *addr = NULL, *ret = NULL;
     uint64_t ptr;
+    size_t len;
+    void *p;
     int code;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:unregister_buffer", kwl, mcpy_conv_u64, &ptr))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:unregister_buffer", kwl, &target))
         return NULL;
-    NOGIL(code = mc_store_unregister_buffer(MCPY_STORE(self), (void *)(uintptr_t)ptr));
-    return PyLong_FromLong(code);
+    if (PyLong_Check(target)) {
+        if (!mcpy_conv_u64(target, &ptr))
+            return NULL;
+        p = (void *)(uintptr_t)ptr;
+    } else if (!(p = object_address(target, &len))) {
+        return NULL;
+    }
+    if (!(addr = PyLong_FromVoidPtr(p)))
+        return NULL;
+    NOGIL(code = mc_store_unregister_buffer(MCPY_STORE(self), p));
+    /* Only once the store no longer touches the memory may its object go. */
+    if (code == 0 && release_one((mcpy_store_t *)self, addr) < 0)
+        goto out;
+    ret = PyLong_FromLong(code);
+out:
+    Py_DECREF(addr);
+    return ret;
 }
 
 /* For the facade's get_replica_desc / batch_get_replica_desc: one master round trip, each key's
@@ -972,6 +1201,17 @@ out:
     return ret;
 }
 
+/* bad[j] gets the check's code for range j (0: fine); a bad range is made empty, so the C call
+ * moves nothing for it, and its result is the check's code. */
+static void screen_ranges(mc_store_t *s, mc_store_range_t *ranges, size_t n, int *bad) {
+    for (size_t j = 0; j < n; j++) {
+        mc_store_iov_t v = {ranges[j].dst, (size_t)ranges[j].len};
+        bad[j] = v.len ? mcpy_check_iovs(s, &v, 1, 1) : 0;
+        if (bad[j] != 0)
+            ranges[j].len = 0;
+    }
+}
+
 /* _get_ranges_raw(keys, counts, dsts, src_offsets, sizes) -> one result per range: key i owns the
  * next counts[i] entries of the three flat lists. The facade's get_into_ranges and
  * batch_get_into_multi_buffer_ranges give it their nested shapes. */
@@ -982,6 +1222,7 @@ PyObject *mcpy_get_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
     mcpy_flat_ranges_t f;
     mc_store_range_read_t *reads = NULL;
     mc_store_range_t *ranges = NULL;
+    int *bad = NULL;
     int rc;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO:_get_ranges_raw", kwl, &objs[0], &objs[1],
                                      &objs[2], &objs[3], &objs[4]) ||
@@ -989,7 +1230,8 @@ PyObject *mcpy_get_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
         return NULL;
     reads = PyMem_Calloc((size_t)(f.n ? f.n : 1), sizeof(*reads));
     ranges = PyMem_Calloc((size_t)(f.total ? f.total : 1), sizeof(*ranges));
-    if (!reads || !ranges) {
+    bad = PyMem_Calloc((size_t)(f.total ? f.total : 1), sizeof(*bad));
+    if (!reads || !ranges || !bad) {
         PyErr_NoMemory();
         goto out;
     }
@@ -1004,11 +1246,16 @@ PyObject *mcpy_get_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
         ranges[j].src_off = f.b[j];
         ranges[j].len = f.c[j];
     }
-    NOGIL(rc = mc_store_batch_get_ranges(MCPY_STORE(self), reads, (size_t)f.n));
+    NOGIL(screen_ranges(MCPY_STORE(self), ranges, (size_t)f.total, bad);
+          rc = mc_store_batch_get_ranges(MCPY_STORE(self), reads, (size_t)f.n));
     ret = PyList_New(f.total);
     for (Py_ssize_t j = 0; ret && j < f.total; j++)
-        PyList_SetItem(ret, j, PyLong_FromLongLong(rc != 0 ? rc : ranges[j].result));
+        PyList_SetItem(ret, j,
+                       PyLong_FromLongLong(rc != 0  ? rc
+                                           : bad[j] ? bad[j]
+                                                    : ranges[j].result));
 out:
+    PyMem_Free(bad);
     PyMem_Free(ranges);
     PyMem_Free(reads);
     mcpy_flat_ranges_free(&f);

@@ -38,6 +38,10 @@ typedef struct {
 typedef struct {
     PyObject_HEAD mc_store_t *store;
     PyObject *engine; /* the shared engine's capsule: keeps that engine alive while we use it */
+    /* Objects registered with register_buffer(obj): address -> a memoryview of the object, which
+     * holds its buffer export, so the object can be neither freed nor resized while the store may
+     * move bytes in or out of it. Released by unregister_buffer and close. */
+    PyObject *held;
 } mcpy_store_t;
 
 /* A read result in client-owned memory, exported through the buffer protocol without a copy. */
@@ -86,6 +90,12 @@ typedef struct {
 int mcpy_rconfig(PyObject *cfg, mcpy_rconfig_t *out);
 void mcpy_rconfig_release(mcpy_rconfig_t *c);
 
+/* Raw addresses (Python ints) checked by mc_store_check_memory before a call may touch them:
+ * 0, or the code (each iov of n; writable for reads into them). */
+int mcpy_check_iovs(mc_store_t *s, const mc_store_iov_t *iov, size_t n, int writable);
+/* Releases every object register_buffer(obj) holds (after the C store unregistered them). */
+void mcpy_release_held(PyObject *self);
+
 /* The C store behind self; NULL with RuntimeError never happens: calls before setup return the
  * client's own error code (MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS). */
 #define MCPY_STORE(self) (((mcpy_store_t *)(self))->store)
@@ -133,6 +143,7 @@ MCPY_DECL(batch_remove);
 MCPY_DECL(remove_all);
 MCPY_DECL(remove_by_regex);
 MCPY_DECL(register_buffer);
+MCPY_DECL(check_memory);
 MCPY_DECL(unregister_buffer);
 PyObject *mcpy_get_buffer(PyObject *self, PyTypeObject *cls, PyObject *const *args,
                           Py_ssize_t nargs, PyObject *kwnames);

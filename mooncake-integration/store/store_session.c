@@ -46,6 +46,24 @@ out:
     return ret;
 }
 
+/* Each write whose ranges include one that fails the check: that range is made empty (the C
+ * call then refuses the key, none of its ranges written) and bad[i], the key's result, is the
+ * check's code. The writes' ranges lie in order in ranges[]. */
+static void screen_src_ranges(mc_store_t *s, const mc_store_range_write_t *w, size_t n,
+                              mc_store_put_range_t *ranges, int *bad) {
+    for (size_t i = 0, at = 0; i < n; at += w[i].n, i++) {
+        bad[i] = 0;
+        for (size_t j = at; j < at + w[i].n; j++) {
+            mc_store_iov_t v = {(void *)(uintptr_t)ranges[j].src, (size_t)ranges[j].len};
+            int rc = v.len ? mcpy_check_iovs(s, &v, 1, 0) : 0;
+            if (rc != 0) {
+                ranges[j].len = 0;
+                bad[i] = rc;
+            }
+        }
+    }
+}
+
 /* _put_ranges_raw(keys, counts, srcs, dst_offsets, sizes) -> one result per key (bytes written
  * or a code): key i owns the next counts[i] entries of the three flat lists. */
 PyObject *mcpy_put_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
@@ -55,13 +73,15 @@ PyObject *mcpy_put_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
     mcpy_flat_ranges_t f;
     mc_store_range_write_t *writes = NULL;
     mc_store_put_range_t *ranges = NULL;
+    int *bad = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO:_put_ranges_raw", kwl, &objs[0], &objs[1],
                                      &objs[2], &objs[3], &objs[4]) ||
         mcpy_flat_ranges(objs, names, "_put_ranges_raw", &f) != 0)
         return NULL;
     writes = PyMem_Calloc((size_t)(f.n ? f.n : 1), sizeof(*writes));
     ranges = PyMem_Calloc((size_t)(f.total ? f.total : 1), sizeof(*ranges));
-    if (!writes || !ranges) {
+    bad = PyMem_Calloc((size_t)(f.n ? f.n : 1), sizeof(*bad));
+    if (!writes || !ranges || !bad) {
         PyErr_NoMemory();
         goto out;
     }
@@ -76,11 +96,13 @@ PyObject *mcpy_put_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
         ranges[j].dst_off = f.b[j];
         ranges[j].len = f.c[j];
     }
-    NOGIL(mc_store_put_session_write(MCPY_STORE(self), writes, (size_t)f.n));
+    NOGIL(screen_src_ranges(MCPY_STORE(self), writes, (size_t)f.n, ranges, bad);
+          mc_store_put_session_write(MCPY_STORE(self), writes, (size_t)f.n));
     ret = PyList_New(f.n);
     for (Py_ssize_t i = 0; ret && i < f.n; i++)
-        PyList_SetItem(ret, i, PyLong_FromLongLong(writes[i].result));
+        PyList_SetItem(ret, i, PyLong_FromLongLong(bad[i] ? bad[i] : writes[i].result));
 out:
+    PyMem_Free(bad);
     PyMem_Free(ranges);
     PyMem_Free(writes);
     mcpy_flat_ranges_free(&f);

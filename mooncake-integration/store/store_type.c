@@ -25,6 +25,7 @@ static void store_dealloc(PyObject *obj) {
         Py_BEGIN_ALLOW_THREADS mc_store_destroy(s);
         Py_END_ALLOW_THREADS
     }
+    mcpy_release_held(obj);
     Py_CLEAR(self->engine);
     ((freefunc)PyType_GetSlot(tp, Py_tp_free))(obj);
     Py_DECREF(tp);
@@ -234,15 +235,18 @@ static PyObject *store_enter(PyObject *obj, PyObject *unused) {
 static PyObject *store_exit(PyObject *obj, PyObject *args) {
     (void)args;
     Py_BEGIN_ALLOW_THREADS(void) mc_store_close(MCPY_STORE(obj));
-    Py_END_ALLOW_THREADS Py_RETURN_FALSE;
+    Py_END_ALLOW_THREADS mcpy_release_held(obj);
+    Py_RETURN_FALSE;
 }
 
 static PyObject *store_close(PyObject *obj, PyObject *unused) {
     int rc;
     Py_BEGIN_ALLOW_THREADS rc = mc_store_close(MCPY_STORE(obj));
     Py_END_ALLOW_THREADS
-        /* close() twice is harmless, as in the reference. */
-        return PyLong_FromLong(rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS ? 0 : rc);
+        /* The store unregistered every buffer: their objects may go now. */
+        mcpy_release_held(obj);
+    /* close() twice is harmless, as in the reference. */
+    return PyLong_FromLong(rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS ? 0 : rc);
 }
 
 static PyObject *store_health_check(PyObject *obj, PyObject *unused) {
@@ -358,14 +362,22 @@ static PyMethodDef store_methods[] = {
     KW(unmount_and_free_segment,
        "unmount_and_free_segment(segment_ids, grace_period_seconds=0) -> 0 or the first negative "
        "code (allocate_and_mount_segment's ids)"),
-    KW(register_buffer, "register_buffer(buffer_ptr, size) -> 0 or a negative code"),
-    KW(unregister_buffer, "unregister_buffer(buffer_ptr) -> 0 or a negative code"),
+    KW(register_buffer,
+       "register_buffer(buffer_ptr, size) -> 0 or a negative code; buffer_ptr may also be an "
+       "object with the buffer protocol (size optional), which the store then holds (it can be "
+       "neither freed nor resized) until unregister_buffer or close"),
+    {"_check_memory", (PyCFunction)(void (*)(void))mcpy_check_memory, METH_VARARGS | METH_KEYWORDS,
+     "_check_memory(buffer_ptr, size, writable=False) -> 0 when the raw-address calls accept "
+     "[buffer_ptr, +size), else -600"},
+    KW(unregister_buffer, "unregister_buffer(buffer_ptr) -> 0 or a negative code (an address, "
+                          "or the object registered)"),
     MCPY_DUMMY_METHODS{NULL, NULL, 0, NULL},
 };
 
 static int store_traverse(PyObject *obj, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(obj));
     Py_VISIT(((mcpy_store_t *)obj)->engine);
+    Py_VISIT(((mcpy_store_t *)obj)->held);
     return 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
+#include "mooncake/common/mem_probe.h"
 #include "te_internal.h"
 
 static void mc__republish(mc_engine_t *e) {
@@ -46,6 +47,14 @@ static int mc__register_batch(mc_engine_t *e, void *const *addrs, const size_t *
         rc = mc__mem_classify(addrs[i], gs[i].location, &gs[i].place);
         if (rc)
             goto out;
+        /* Host memory that is not there (a wild integer from Python, say) is refused now, not
+         * found out by a fault when a peer's request reaches it. Device memory is the driver's. */
+        if (gs[i].place.kind == MC__MEM_HOST && mc__mem_probe(addrs[i], lens[i], 0) != 0) {
+            MC_ERROR("register_memory: [%p, +%zu) is not mapped readable in this process", addrs[i],
+                     lens[i]);
+            rc = MC_ERR_INVALID_ARGUMENT;
+            goto out;
+        }
     }
     /* all or none in one table edit, and one re-publish for the lot */
     rc = mc__reg_add_many(&e->reg, gs, n);
@@ -121,6 +130,23 @@ int mc_engine_is_registered(mc_engine_t *e, const void *addr, size_t len) {
               mc__reg_contains(&e->reg, (uint64_t)(uintptr_t)addr, len, 0)
                   ? 0
                   : MC_ERR_ADDRESS_NOT_REGISTERED);
+    return rc;
+}
+
+int mc_engine_check_memory(mc_engine_t *e, const void *addr, size_t len, int writable) {
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    int rc;
+    if (len == 0)
+        return 0;
+    if (!addr || a + len < a)
+        return MC_ERR_INVALID_ARGUMENT;
+    if (!e) /* no registrations to consult: the memory itself answers */
+        return mc__mem_probe(addr, len, writable) ? MC_ERR_INVALID_ARGUMENT : 0;
+    MC__GATED(e, rc,
+              mc__reg_contains(&e->reg, a, len, 0) ? 0
+              : mc__reg_contains(&e->reg, a, 1, 0) ? MC_ERR_ADDRESS_NOT_REGISTERED
+              : mc__mem_probe(addr, len, writable) ? MC_ERR_INVALID_ARGUMENT
+                                                   : 0);
     return rc;
 }
 

@@ -1,5 +1,6 @@
 /* What one misbehaving process can make an engine hold: idle connections that would fill its
- * connection table, and notifies that nobody fetches. Against a te_target process over
+ * connection table, and notifies that nobody fetches; and what a caller's bad address gets
+ * (a code, not a fault). Against a te_target process over
  * loopback; the engine must keep serving honest transfers. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -74,6 +76,51 @@ static void test_idle_connections_cannot_lock_peers_out(void **state) {
     assert_int_equal(te_target_stop(&t), 0);
 }
 
+/* Raw addresses: registering memory that is not there is refused, a local source outside the
+ * registrations is refused by the transfer (ADDRESS_NOT_REGISTERED), and mc_engine_check_memory
+ * answers for addresses a caller cannot vouch for. Two registered pages are followed by a
+ * PROT_NONE page. */
+static void test_raw_addresses(void **state) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    mc_engine_t *e = new_engine();
+    uint8_t *m = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *dst = NULL;
+    mc_request_t r = {.opcode = MC_OPCODE_WRITE, .target_id = MC_LOCAL_SEGMENT_ID, .length = pg};
+    (void)state;
+    assert_true(m != MAP_FAILED);
+    assert_int_equal(mprotect(m + 2 * pg, pg, PROT_NONE), 0);
+    assert_int_equal(mc_engine_alloc_managed(e, pg, &dst), 0);
+    assert_int_equal(mc_engine_register_memory(e, (void *)(uintptr_t)pg, pg, "*"),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_register_memory(e, m + pg, 2 * pg, "cpu:0"),
+                     MC_ERR_INVALID_ARGUMENT); /* its second page is PROT_NONE */
+    assert_int_equal(mc_engine_register_memory(e, m, 2 * pg, "cpu:0"), 0);
+
+    assert_int_equal(mc_engine_check_memory(e, m, 2 * pg, 1), 0);
+    assert_int_equal(mc_engine_check_memory(e, m + pg + 8, pg, 0), MC_ERR_ADDRESS_NOT_REGISTERED);
+    assert_int_equal(mc_engine_check_memory(e, m + 2 * pg, 8, 0), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_check_memory(e, (void *)(uintptr_t)1, 8, 0),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_check_memory(NULL, (void *)(uintptr_t)1, 8, 0),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_check_memory(NULL, m, 8, 1), 0);
+    assert_int_equal(mc_engine_check_memory(e, NULL, 0, 0), 0);
+
+    r.source = (void *)(uintptr_t)1;
+    r.target_offset = (uint64_t)(uintptr_t)dst;
+    assert_int_equal(mc_engine_transfer_sync(e, &r, 1), MC_ERR_ADDRESS_NOT_REGISTERED);
+    r.source = m + pg + 8; /* overruns its registration into the PROT_NONE page */
+    assert_int_equal(mc_engine_transfer_sync(e, &r, 1), MC_ERR_ADDRESS_NOT_REGISTERED);
+    r.source = m;
+    memset(m, 0x5a, pg);
+    assert_int_equal(mc_engine_transfer_sync(e, &r, 1), 0);
+    assert_memory_equal(dst, m, pg);
+    assert_int_equal(mc_engine_unregister_memory(e, m), 0);
+    assert_int_equal(mc_engine_free_managed(e, dst), 0);
+    mc_engine_destroy(e);
+    munmap(m, 3 * pg);
+}
+
 static void test_notify_queue_is_bounded_in_bytes(void **state) {
     te_target_t t;
     mc_engine_t *e = new_engine();
@@ -103,6 +150,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idle_connections_cannot_lock_peers_out),
         cmocka_unit_test(test_notify_queue_is_bounded_in_bytes),
+        cmocka_unit_test(test_raw_addresses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -136,9 +136,24 @@ MC_API mc_engine_t *mc_store_engine(mc_store_t *s);
 
 /* ---- buffers ----------------------------------------------------------------------------------
  * Registered user memory is used directly as a transfer source or destination (zero copy); any
- * other memory goes through the staging buffer. The memory must stay valid until unregistered. */
+ * other memory goes through the staging buffer (or straight to tcp and shm, see
+ * mc_store_moves_any_memory). The memory must stay valid until unregistered: the store cannot
+ * see it freed, and a transfer into or out of it then faults.
+ *
+ * Every call that takes caller memory refuses, with MC_ERR_INVALID_PARAMS and before touching
+ * anything, a part that starts inside a registered buffer and runs past its end. */
 MC_API int mc_store_register_buffer(mc_store_t *s, void *addr, size_t len);
 MC_API int mc_store_unregister_buffer(mc_store_t *s, void *addr);
+/* For addresses the caller cannot vouch for (an integer from another language): 0 when a call
+ * may read (writable = 0) or write (writable = 1) [addr, addr+len), else MC_ERR_INVALID_PARAMS.
+ * Inside one buffer registered with the store or its engine (also the staging buffer, and a
+ * dummy client's pool): 0 after one O(log n) lookup, no system call. Starting inside one and
+ * running past its end: refused. Elsewhere: the range must be mapped and its first and last
+ * pages allow the access (populate probes of those pages, plus an msync past two pages: about
+ * 1 us, nothing written). Freed memory that is still mapped (a heap block) passes: only a live
+ * registration proves memory is the caller's. len 0: 0. The answer holds until the memory is
+ * freed or unregistered. A dummy client checks against the pool ranges it mapped. */
+MC_API int mc_store_check_memory(mc_store_t *s, const void *addr, size_t len, int writable);
 
 typedef struct mc_store_iov {
     void *base;

@@ -278,7 +278,8 @@ void mc__store_batch_read(mc_store_t *s, const mc__key_replicas_t *kr, const mc_
     }
     for (size_t i = 0; i < n; i++) {
         results[i] = 0;
-        if (items[i].iovcnt && !items[i].iov)
+        if ((items[i].iovcnt && !items[i].iov) ||
+            mc__store_iovs_overrun(s, items[i].iov, items[i].iovcnt))
             results[i] = MC_ERR_INVALID_PARAMS;
         else if (!c) /* no memory for the batch: every key on its own */
             results[i] = mc__store_read_replicas(s, &kr[i], items[i].iov, items[i].iovcnt);

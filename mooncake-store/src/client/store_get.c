@@ -84,6 +84,8 @@ static int64_t mc__get_one(mc_store_t *s, const char *key, const mc_store_iov_t 
     for (size_t i = 0; i < iovcnt; i++)
         if (iov[i].len && !iov[i].base)
             return MC_ERR_INVALID_PARAMS;
+    if (mc__store_iovs_overrun(s, iov, iovcnt))
+        return MC_ERR_INVALID_PARAMS;
     return mc__read_key(s, key, iov, iovcnt);
 }
 

@@ -235,6 +235,9 @@ int mc__store_is_registered(mc_store_t *s, const void *p, size_t len);
 /* 1 when p lies inside a registered buffer (as mc__store_is_registered) and [p, p+len) runs
  * past its end. */
 int mc__store_registered_overrun(mc_store_t *s, const void *p, size_t len);
+/* 1 when one of the n iovs starts in a registered buffer and runs past its end (a caller's
+ * error that every call taking caller memory refuses with MC_ERR_INVALID_PARAMS). */
+int mc__store_iovs_overrun(mc_store_t *s, const mc_store_iov_t *iov, size_t n);
 /* After a failed transfer with segment name: the engine forgets what it cached about it
  * (mc_engine_close_segment), so the next transfer fetches its descriptor again. */
 void mc__store_forget_segment(mc_store_t *s, const char *name);

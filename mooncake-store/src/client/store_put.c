@@ -11,7 +11,8 @@
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
 
-static int mc__check_parts(const mc_store_iov_t *parts, size_t nparts, uint64_t *total) {
+static int mc__check_parts(mc_store_t *s, const mc_store_iov_t *parts, size_t nparts,
+                           uint64_t *total) {
     uint64_t t = 0;
     if (nparts && !parts)
         return MC_ERR_INVALID_PARAMS;
@@ -21,7 +22,7 @@ static int mc__check_parts(const mc_store_iov_t *parts, size_t nparts, uint64_t 
         t += parts[i].len;
     }
     /* A zero-size object is refused, as the reference's master refuses it. */
-    if (t == 0)
+    if (t == 0 || mc__store_iovs_overrun(s, parts, nparts))
         return MC_ERR_INVALID_PARAMS;
     *total = t;
     return 0;
@@ -98,7 +99,7 @@ static int mc__put_parts_impl(mc_store_t *s, int upsert, const char *key,
     if (rc != 0)
         return rc;
     if ((rc = mc__store_check_key(key)) != 0 ||
-        (rc = mc__check_parts(parts, nparts, &total)) != 0 ||
+        (rc = mc__check_parts(s, parts, nparts, &total)) != 0 ||
         (rc = mc__store_wire_config(rc_cfg, &wc)) != 0)
         return rc;
     kr = mc__calloc(1, sizeof(*kr));
@@ -236,7 +237,7 @@ static int mc__batch_put_impl(mc_store_t *s, int upsert, const mc_store_item_t *
     for (size_t i = 0; i < n; i++) {
         int r = mc__store_check_key(items[i].key);
         if (r == 0)
-            r = mc__check_parts(items[i].iov, items[i].iovcnt, &lens[m]);
+            r = mc__check_parts(s, items[i].iov, items[i].iovcnt, &lens[m]);
         results[i] = r;
         if (r != 0)
             continue;

@@ -9,6 +9,7 @@
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
+#include "mooncake/common/mem_probe.h"
 #include "mooncake/common/time.h"
 
 /* Staged copies move in pieces this large, so big objects need no big staging buffer and several
@@ -90,8 +91,42 @@ int mc__store_is_registered(mc_store_t *s, const void *p, size_t len) {
 
 int mc__store_registered_overrun(mc_store_t *s, const void *p, size_t len) {
     /* Registered ranges never overlap, so the one holding p is the only one that could hold the
-     * whole range. */
-    return mc__store_is_registered(s, p, 1) && !mc__store_is_registered(s, p, len);
+     * whole range. The whole range first: registered memory, the zero-copy fast path, then
+     * takes one lookup. */
+    return !mc__store_is_registered(s, p, len) && mc__store_is_registered(s, p, 1);
+}
+
+int mc__store_iovs_overrun(mc_store_t *s, const mc_store_iov_t *iov, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (iov[i].len && mc__store_registered_overrun(s, iov[i].base, iov[i].len))
+            return 1;
+    return 0;
+}
+
+/* Registered memory needs one lookup and no system call: the fast path of every zero-copy
+ * caller. A range that starts in a registered buffer and runs past it is a caller's error
+ * (the next bytes belong to someone else, if to anyone). Other memory is probed, since the
+ * store moves unregistered memory as it is (tcp, shm) and a bad address would fault inside. */
+static int mc__check_memory_impl(mc_store_t *s, const void *addr, size_t len, int writable) {
+    if (len == 0)
+        return 0;
+    if (!addr || (uintptr_t)addr + len < (uintptr_t)addr)
+        return MC_ERR_INVALID_PARAMS;
+    if (mc__store_is_registered(s, addr, len))
+        return 0;
+    if (mc__store_is_registered(s, addr, 1))
+        return MC_ERR_INVALID_PARAMS;
+    return mc__mem_probe(addr, len, writable) == 0 ? 0 : MC_ERR_INVALID_PARAMS;
+}
+
+int mc_store_check_memory(mc_store_t *s, const void *addr, size_t len, int writable) {
+    /* a dummy client too: its registrations are the pool ranges it mapped */
+    int rc = mc__store_enter_dummy(s);
+    if (rc != 0)
+        return rc;
+    rc = mc__check_memory_impl(s, addr, len, writable);
+    mc__store_leave(s);
+    return rc;
 }
 
 static int mc__register_buffer_impl(mc_store_t *s, void *addr, size_t len) {

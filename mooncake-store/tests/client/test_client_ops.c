@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -208,6 +209,71 @@ static void test_bad_input(void **state) {
     assert_int_equal(mc_store_health_check(f->pure), 0);
     assert_int_equal(mc_store_health_check(NULL), 1);
     assert_int_equal(mc_store_put(NULL, "k", v, 1, NULL), MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+}
+
+/* Caller memory that is not the caller's: a part that overruns a registered buffer is refused
+ * by every call before anything moves, and mc_store_check_memory answers for addresses the
+ * caller cannot vouch for (registered: 0; overrunning, wild, unmapped, read-only: refused). Two
+ * registered pages are followed by a PROT_NONE page, so an overrun would fault, not land in
+ * someone else's heap. */
+static void test_raw_memory_checks(void **state) {
+    fixture_t *f = *state;
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    uint8_t *m = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *ro = mmap(NULL, pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *v = pattern(pg, 7), plain[64];
+    assert_true(m != MAP_FAILED && ro != MAP_FAILED);
+    assert_int_equal(mprotect(m + 2 * pg, pg, PROT_NONE), 0);
+    assert_int_equal(mc_store_register_buffer(f->node, m, 2 * pg), 0);
+    memcpy(m, v, pg);
+    assert_int_equal(mc_store_put(f->node, "raw", m, pg, NULL), 0);
+
+    /* the C calls: an overrun is INVALID_PARAMS and touches nothing */
+    mc_store_iov_t over = {m + pg + 8, pg};
+    mc_store_item_t item = {"raw", &over, 1};
+    int64_t got = 0;
+    int res = 0;
+    assert_int_equal(mc_store_get_into(f->node, "raw", m + pg + 8, pg), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_get_into_parts(f->node, "raw", &over, 1), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_put(f->node, "raw-o", m + pg + 8, pg, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_put_parts(f->node, "raw-o", &over, 1, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_batch_get_into(f->node, &item, 1, &got), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(got, MC_ERR_INVALID_PARAMS);
+    item.key = "raw-o";
+    assert_int_equal(mc_store_batch_put(f->node, &item, 1, NULL, &res), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(res, MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_is_exist(f->node, "raw-o"), 0);
+
+    /* the check */
+    assert_int_equal(mc_store_check_memory(f->node, m, 2 * pg, 1), 0);
+    assert_int_equal(mc_store_check_memory(f->node, m + pg + 8, pg, 0), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_check_memory(f->node, m + 2 * pg, 8, 0), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_check_memory(f->node, (void *)(uintptr_t)1, pg, 0),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_check_memory(f->node, NULL, 1, 0), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_check_memory(f->node, NULL, 0, 0), 0);
+    assert_int_equal(mc_store_check_memory(f->node, (void *)(uintptr_t)-8, 16, 0),
+                     MC_ERR_INVALID_PARAMS); /* wraps */
+    assert_int_equal(mc_store_check_memory(f->node, ro, pg, 0), 0);
+    assert_int_equal(mc_store_check_memory(f->node, ro, pg, 1), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_check_memory(f->node, plain, sizeof(plain), 1), 0);
+    assert_int_equal(mc_store_check_memory(NULL, plain, 1, 0),
+                     MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+    /* a wild address cannot be registered either */
+    assert_true(mc_store_register_buffer(f->node, (void *)(uintptr_t)pg, pg) < 0);
+
+    /* unregistered, then taken away */
+    assert_int_equal(mc_store_unregister_buffer(f->node, m), 0);
+    assert_int_equal(mprotect(m, 2 * pg, PROT_NONE), 0);
+    assert_int_equal(mc_store_check_memory(f->node, m, pg, 1), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mprotect(m, 2 * pg, PROT_READ | PROT_WRITE), 0);
+    /* and the data is intact, the client alive */
+    memset(m, 0, pg);
+    assert_int_equal(mc_store_get_into(f->node, "raw", m, pg), (int64_t)pg);
+    assert_memory_equal(m, v, pg);
+    munmap(m, 3 * pg);
+    munmap(ro, pg);
+    free(v);
 }
 
 /* Sizes through the replica-location cache, the cache's switch and its bad values, and a
@@ -546,6 +612,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_parts_batches_zero_copy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leases_and_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_memory_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_get_size_and_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_dies_mid_put, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_dead_owner, setup, teardown),

@@ -124,7 +124,9 @@ MC_API int mc_engine_rpc_port(const mc_engine_t *e);
 MC_API const char *mc_engine_protocol(const mc_engine_t *e);
 
 /* Registers [addr, addr+len) for remote access. location is a tag such as "cpu:0" or "*".
- * Overlap with an existing registration: MC_ERR_ADDRESS_OVERLAPPED. */
+ * Overlap with an existing registration: MC_ERR_ADDRESS_OVERLAPPED. Host memory that is not
+ * mapped readable (see mc_engine_check_memory): MC_ERR_INVALID_ARGUMENT. The memory must stay
+ * valid until unregistered. */
 MC_API int mc_engine_register_memory(mc_engine_t *e, void *addr, size_t len, const char *location);
 /* Unregisters the buffer registered at addr. New remote requests into it fail with
  * MC_ERR_ADDRESS_NOT_REGISTERED at once; the call then waits for the requests already moving
@@ -144,6 +146,15 @@ MC_API int mc_engine_unregister_memory_batch(mc_engine_t *e, void *const *addrs,
  * length. The answer can change as soon as it is given (another thread may unregister); callers
  * use it to choose a path, and the transfer itself checks again. */
 MC_API int mc_engine_is_registered(mc_engine_t *e, const void *addr, size_t len);
+/* For addresses the caller cannot vouch for (an integer from Python): 0 when [addr, addr+len)
+ * may be read (writable = 0) or written (writable = 1) by this process. Inside one registered
+ * buffer: 0 after one O(log n) lookup. Starting inside one and running past its end:
+ * MC_ERR_ADDRESS_NOT_REGISTERED. Elsewhere the range must be mapped and its first and last pages
+ * allow the access (populate probes of those pages, plus an msync past two pages, nothing
+ * written), else MC_ERR_INVALID_ARGUMENT. Freed memory that is still mapped passes. len 0: 0.
+ * e may be NULL (then only the probe answers). A closed engine: MC_ERR_CONTEXT. Registration
+ * (mc_engine_register_memory) applies the same probe to host memory. */
+MC_API int mc_engine_check_memory(mc_engine_t *e, const void *addr, size_t len, int writable);
 /* Copies len bytes between local (any memory of this process) and [addr, addr+len) of this
  * engine's own registered memory: READ copies from addr into local, WRITE from local to addr.
  * The buffer is held for the copy as a remote request holds it (an unregister or

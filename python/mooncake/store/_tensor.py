@@ -406,15 +406,18 @@ def batch_get_tensor_into(self, keys, buffer_ptrs, sizes):
     return [None if n < 0 else _decode(_at(p, n)) for p, n in zip(buffer_ptrs, lens)]
 
 
-def _valid_object(ptr, size):
-    return bool(ptr) and size >= META_SIZE and _parse_meta(memoryview(_at(ptr, size))) is not None
+def _valid_object(store, ptr, size):
+    # The header is read here, before the store's own call would check the address: a wild one
+    # must be refused by the store's check first, not found out by a fault.
+    return bool(ptr) and size >= META_SIZE and store._check_memory(ptr, size) == 0 and \
+        _parse_meta(memoryview(_at(ptr, size))) is not None
 
 
 def put_tensor_from(self, key, buffer_ptr, size):
     """Stores size bytes at buffer_ptr, which must be a whole tensor object (header + data,
     as get_tensor_into leaves it), without a copy: 0 or a negative code."""
     _check_key(key)
-    if not _valid_object(buffer_ptr, size):
+    if not _valid_object(self, buffer_ptr, size):
         return INVALID_PARAMS
     return self.put_from(key, buffer_ptr, size)
 
@@ -426,7 +429,7 @@ def batch_put_tensor_from(self, keys, buffer_ptrs, sizes):
         return []
     buffer_ptrs, sizes = list(buffer_ptrs), list(sizes)
     if len(buffer_ptrs) != len(keys) or len(sizes) != len(keys) or \
-            not all(_valid_object(p, n) for p, n in zip(buffer_ptrs, sizes)):
+            not all(_valid_object(self, p, n) for p, n in zip(buffer_ptrs, sizes)):
         return [INVALID_PARAMS] * len(keys)
     return self.batch_put_from(keys, buffer_ptrs, sizes)
 
@@ -521,10 +524,10 @@ def batch_get_tensor_with_tp_into(self, base_keys, buffer_ptrs, sizes, tp_rank=0
                                  [_tp_key(k, tp_rank) for k in base_keys], buffer_ptrs, sizes)
 
 
-def _raw_shard_writes(ptr, size, count, split_dim, axes_for_rank):
+def _raw_shard_writes(store, ptr, size, count, split_dim, axes_for_rank):
     """TP shard writes straight from a full tensor object in caller memory (pointer ranges
     into it, no copy), or None."""
-    if not _valid_object(ptr, size):
+    if not _valid_object(store, ptr, size):
         return None
     buf = _at(ptr, size)
     t = _tensor_from(buf, _parse_meta(memoryview(buf)))
@@ -539,7 +542,8 @@ def put_tensor_with_tp_from(self, key, buffer_ptr, size, tp_rank=0, tp_size=1, s
         return INVALID_PARAMS
     if tp_size <= 1:
         return put_tensor_from(self, key, buffer_ptr, size)
-    writes = _raw_shard_writes(buffer_ptr, size, tp_size, split_dim, _tp_axes(tp_size, split_dim))
+    writes = _raw_shard_writes(self, buffer_ptr, size, tp_size, split_dim,
+                              _tp_axes(tp_size, split_dim))
     if writes is None:
         return INVALID_PARAMS
     return _first_error(_put_writes(self, [_tp_key(key, r) for r in range(tp_size)], writes,
@@ -557,7 +561,7 @@ def batch_put_tensor_with_tp_from(self, base_keys, buffer_ptrs, sizes, tp_rank=0
         return [INVALID_PARAMS] * len(base_keys)
     axes = _tp_axes(tp_size, split_dim)
     return _put_tp_shards(self, base_keys,
-                          [_raw_shard_writes(p, n, tp_size, split_dim, axes)
+                          [_raw_shard_writes(self, p, n, tp_size, split_dim, axes)
                            for p, n in zip(buffer_ptrs, sizes)], tp_size, None)
 
 
@@ -993,7 +997,7 @@ def _put_with_parallelism_from(store, key, ptr, size, parallelism, config, write
     _check_key(key)
     if parallelism is not None and writer_partition is not None:
         return INVALID_PARAMS
-    if not _config_ok(config) or not _valid_object(ptr, size):
+    if not _config_ok(config) or not _valid_object(store, ptr, size):
         return INVALID_PARAMS
     if parallelism is None and writer_partition is None:
         return store.put_from(key, ptr, size, config)
@@ -1222,7 +1226,7 @@ def _into(store, key, ptr, size, target):
     h = _host(t)
     t = h[0]
     nbytes = t.numel() * t.element_size()
-    if META_SIZE + nbytes > size:
+    if META_SIZE + nbytes > size or store._check_memory(ptr, META_SIZE + nbytes, True) != 0:
         return None
     shape = tuple(t.shape)
     m = _build_meta(h[1], shape, shape, nbytes)
