@@ -199,8 +199,9 @@ static int check_raw(mcpy_engine_t *self, uint64_t addr, size_t len, int writabl
         mc_engine_check_memory(mcpy_engine_get(self), (const void *)(uintptr_t)addr, len, writable);
     if (rc == 0)
         return 1;
-    PyErr_Format(PyExc_ValueError, "%s 0x%llx (+%zu) is not memory this process may %s: %s", what,
-                 (unsigned long long)addr, len, writable ? "write" : "read", mc_err_name(rc));
+    /* (PyErr_Format has no %llx: the address goes as %p) */
+    PyErr_Format(PyExc_ValueError, "%s %p (+%zu) is not memory this process may %s: %s", what,
+                 (void *)(uintptr_t)addr, len, writable ? "write" : "read", mc_err_name(rc));
     return 0;
 }
 

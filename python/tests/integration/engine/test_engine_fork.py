@@ -36,6 +36,10 @@ def test_engine_across_fork(spawn_peer, tmp_path):
             assert r["codes"] == {"0": 2 * r["rounds"]} and r["wrong"] == 0, (phase, r)
         r = child["rounds"]  # the child, refused at once on every call
         assert r["codes"] == {str(CONTEXT): 2 * r["rounds"]} and r["wrong"] == 0, r
+        # and so are its plain copies into the parent's managed buffer
+        assert r["copies_refused"] == r["rounds"], r
+        for phase in ("during", "after"):
+            assert out[phase]["copies_refused"] == 0, out[phase]
         assert r["secs"] < 10 and child["other_secs"] < 5 and child["release_secs"] < 5, child
         calls = child["other_calls"]
         assert calls["register_memory"] == CONTEXT and calls["unregister_memory"] == CONTEXT
