@@ -98,3 +98,39 @@ def test_stalled_reader_never_returns_the_next_incarnations_bytes(make_master, m
     assert size == 0 or same, f"get returned {size} bytes of another object's data"
     assert size == 0
     assert b_intact(owner) == N_SMALL
+
+
+def test_quick_same_name_restarts_leave_no_dead_incarnation_placeable(make_master, make_worker):
+    """A node killed -9 and restarted under its name (host:port) three times a second apart:
+    the master holds four incarnations of the name until the dead ones expire (client_ttl), and
+    before issue 32's fix it kept placing puts on the dead ones (20 of 40 failed -800). A new
+    owner of a name now retires the older ones' placement at once: every put succeeds, on the
+    live incarnation or the other node, and reads back."""
+    import socket
+
+    from node_helpers import Node
+
+    with socket.socket() as s:  # a port for the name; the nodes' engines listen on it in turn
+        s.bind(("127.0.0.1", 0))
+        name_port = s.getsockname()[1]
+
+    master = make_master("--client_ttl=60")  # the dead ones stay mounted for the whole test
+    nodes = [Node(master, segment="64mb")]
+    try:
+        for i in range(4):
+            n = Node(master, segment="64mb", extra=(f"--host=127.0.0.1:{name_port}",))
+            nodes.append(n)
+            assert n.segment == f"127.0.0.1:{name_port}", n.segment
+            if i < 3:
+                n.stop(signal.SIGKILL)
+                time.sleep(1.0)  # the scenario: restarted about a second later
+        assert master.metric("mooncake_master_segments") == 5
+        pure = make_worker()
+        pure.setup(master, segment=0)
+        codes = pure.run("ns['vals'] = {f'k{i}': os.urandom(65536) for i in range(40)}\n"
+                         "result = [store.put(k, v) for k, v in ns['vals'].items()]")
+        assert codes == [0] * 40, codes
+        assert pure.run("result = [k for k, v in ns['vals'].items() if store.get(k) != v]") == []
+    finally:
+        for n in nodes:
+            n.stop(signal.SIGKILL)
