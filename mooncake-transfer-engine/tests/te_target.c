@@ -16,6 +16,7 @@
 #include "mooncake/transfer_engine.h"
 #include "te_internal.h"
 #include "te_test_util.h"
+#include "transports/fabric.h"
 
 int main(int argc, char **argv) {
     mc_engine_t *e = NULL;
@@ -40,6 +41,8 @@ int main(int argc, char **argv) {
         te_fill(plain, plain_len, 1);
         if (mc_engine_register_memory(e, plain, plain_len, "cpu:0"))
             return 1;
+        /* the fabric progress thread started before this memory existed (see H and F) */
+        mc__fab_barrier(e);
     }
     if (managed_len) {
         if (mc_engine_alloc_managed(e, managed_len, &managed))
@@ -47,6 +50,7 @@ int main(int argc, char **argv) {
         /* ordered before remote writes into it the way H and F are (see below) */
         mc__reg_quiesce_begin(&e->reg, (uint64_t)(uintptr_t)managed, managed_len);
         te_fill(managed, managed_len, 2);
+        mc__fab_barrier(e);
         mc__reg_quiesce_end(&e->reg);
     }
     printf("READY %s %" PRIu64 " %zu %" PRIu64 " %zu\n", mc_engine_local_name(e),
@@ -57,17 +61,24 @@ int main(int argc, char **argv) {
         unsigned seed = 0;
         /* H and F wait for remote accesses to end: the RPC server unpins a region after moving
          * its bytes, and that is the ordering ThreadSanitizer needs to see (the real ordering
-         * runs through the initiator process, which it cannot see). */
+         * runs through the initiator process, which it cannot see). A peer's fabric WRITE lands
+         * inside the fabric progress thread's provider calls instead, with no pin: the barrier
+         * orders us after those calls, and (once more after the access) our access before the
+         * provider's later ones: a peer's next WRITE over what we hashed, or its READ of a fill. */
         if (line[0] == 'H' && sscanf(line + 1, "%" SCNu64 " %" SCNu64, &a, &l) == 2) {
             uint64_t h;
             mc__reg_quiesce_begin(&e->reg, a, l);
+            mc__fab_barrier(e);
             h = te_hash((void *)(uintptr_t)a, l);
+            mc__fab_barrier(e);
             mc__reg_quiesce_end(&e->reg);
             printf("OK %016" PRIx64 "\n", h);
         } else if (line[0] == 'F' &&
                    sscanf(line + 1, "%" SCNu64 " %" SCNu64 " %u", &a, &l, &seed) == 3) {
             mc__reg_quiesce_begin(&e->reg, a, l);
+            mc__fab_barrier(e);
             te_fill((void *)(uintptr_t)a, l, seed);
+            mc__fab_barrier(e);
             mc__reg_quiesce_end(&e->reg);
             printf("OK\n");
         } else if (line[0] == 'U' && sscanf(line + 1, "%" SCNu64, &a) == 1) {

@@ -12,6 +12,7 @@
  * A chunk that timed out or whose peer died stays posted until the provider completes it (or the
  * engine closes): its memory may still change until then, as with any RDMA NIC. Its task has
  * already ended; the chunk's record outlives it. */
+#include "transports/fabric.h"
 #include "te_internal.h"
 #include "transports/fabric_dl.h"
 
@@ -157,6 +158,10 @@ struct mc__fabric {
     int prober_started;
     pthread_cond_t probe_cond;
     mc__fab_peer_t *probe_head;
+    /* mc__fab_barrier: requests asked, and the last one the progress thread answered (under
+     * lock) */
+    uint64_t barrier_asked, barrier_passed;
+    pthread_cond_t barrier_cond;
 
     /* the progress thread's own */
     mc__fab_task_t *active;
@@ -756,6 +761,12 @@ static void *mc__fab_thread(void *arg) {
         in = f->in_head;
         f->in_head = f->in_tail = NULL;
         stop = f->stop;
+        /* every provider call of the passes before has returned: barriers asked meanwhile are
+         * answered (the lock orders them both ways) */
+        if (f->barrier_passed != f->barrier_asked) {
+            f->barrier_passed = f->barrier_asked;
+            pthread_cond_broadcast(&f->barrier_cond);
+        }
         pthread_mutex_unlock(&f->lock);
         mc__fab_take_incoming(f, in);
         if (stop)
@@ -779,6 +790,22 @@ static void *mc__fab_thread(void *arg) {
 static void mc__fab_wake(mc__fabric_t *f) {
     if (f->can_wait)
         fi_cq_signal(f->cq);
+}
+
+void mc__fab_barrier(mc_engine_t *e) {
+    mc__fabric_t *f = e ? e->fabric : NULL;
+    uint64_t mine;
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->lock);
+    mine = ++f->barrier_asked;
+    pthread_mutex_unlock(&f->lock);
+    mc__fab_wake(f); /* out of a blocking completion-queue read */
+    /* bounded: the thread's own waits are (5 ms at most), and close wakes us */
+    pthread_mutex_lock(&f->lock);
+    while (!f->stop && f->barrier_passed < mine)
+        pthread_cond_wait(&f->barrier_cond, &f->lock);
+    pthread_mutex_unlock(&f->lock);
 }
 
 /* ---- submitting ---- */
@@ -981,6 +1008,7 @@ static void mc__fab_destroy(mc__fabric_t *f) {
     pthread_mutex_destroy(&f->av_lock);
     pthread_mutex_destroy(&f->lock);
     pthread_cond_destroy(&f->probe_cond);
+    pthread_cond_destroy(&f->barrier_cond);
     mc__free(f);
 }
 
@@ -1070,6 +1098,7 @@ static int mc__fab_init(mc_engine_t *e) {
         pthread_mutex_init(&f->av_lock, NULL);
         pthread_mutex_init(&f->lock, NULL);
         pthread_cond_init(&f->probe_cond, NULL);
+        pthread_cond_init(&f->barrier_cond, NULL);
         /* MC_FABRIC_HMEM=0: never ask for device memory support (a provider may pick slower
          * protocols to offer it) */
         f->info =
@@ -1131,6 +1160,7 @@ static void mc__fab_close(mc_engine_t *e) {
     pthread_mutex_lock(&f->lock);
     f->stop = 1;
     pthread_cond_broadcast(&f->probe_cond);
+    pthread_cond_broadcast(&f->barrier_cond);
     pthread_mutex_unlock(&f->lock);
     mc__fab_wake(f);
     pthread_join(f->thr, NULL);
@@ -1214,6 +1244,10 @@ static int mc__fab_carries(const mc_engine_t *e, const mc__route_t *r) {
 
 static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
     return MC__TP_DECLINED;
+}
+
+void mc__fab_barrier(mc_engine_t *e) {
+    (void)e; /* no provider: nothing of ours is written behind the engine's back */
 }
 
 const mc__transport_t mc__tp_fabric = {.name = "fabric",
