@@ -6,8 +6,11 @@
  *   U addr            -> OK <rc>       (unregister plain memory; the bytes stay readable)
  *   M addr            -> OK <rc>       (free a managed buffer)
  *   N                 -> OK <count> [<from> <name> <msg>] of the first notify
+ *   P                 -> OK <count>       (remote accesses in progress: the registry's pins)
  *   Q                 -> exits
- * usage: te_target <metadata> <name|-> <protocol> <plain_len> <managed_len> */
+ * usage: te_target <metadata> <name|-> <protocol> <plain_len> <managed_len>
+ * TE_TARGET_GRACE_MS in the environment sets how long an unregister waits for a stalled remote
+ * access before it cuts its connection (the registry's grace period; at most the engine's). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +38,11 @@ int main(int argc, char **argv) {
     if (mc_engine_create(&e) || (rc = mc_engine_init(e, &o)) != 0) {
         printf("FAIL init\n");
         return 1;
+    }
+    if (getenv("TE_TARGET_GRACE_MS")) {
+        int g = atoi(getenv("TE_TARGET_GRACE_MS"));
+        if (g > 0 && (uint64_t)g <= (uint64_t)e->timeout_ms)
+            e->reg.grace_ms = g;
     }
     if (plain_len) {
         plain = aligned_alloc(4096, (plain_len + 4095) / 4096 * 4096);
@@ -95,6 +103,13 @@ int main(int argc, char **argv) {
             else
                 printf("OK 0\n");
             mc_engine_notifies_free(n, cnt);
+        } else if (line[0] == 'P') {
+            size_t n = 0;
+            pthread_mutex_lock(&e->reg.pin_lock);
+            for (const mc__pin_t *p = e->reg.pins; p; p = p->next)
+                n++;
+            pthread_mutex_unlock(&e->reg.pin_lock);
+            printf("OK %zu\n", n);
         } else if (line[0] == 'Q') {
             break;
         } else {

@@ -139,6 +139,12 @@ struct mc__fabric {
     size_t addrlen;
     int virt_addr, mr_local, prov_key, mr_endpoint, can_wait;
     int hmem; /* the provider registers device memory (FI_HMEM) */
+    /* Every WRITE is posted with these flags. A WRITE's completion must mean that its bytes are
+     * in the target's memory (the store makes an object readable right after): FI_DELIVERY_COMPLETE
+     * asks for that on each operation rather than through the endpoint's defaults, which a
+     * provider may set from the hints or not. 0 there only for a hardware provider without it,
+     * whose completion comes from the target's acknowledgment (mc__fab_pick). */
+    uint64_t write_flags;
     uint64_t next_key;
     uint64_t chunk;
     uint32_t max_inflight;
@@ -619,9 +625,20 @@ static void mc__fab_op_done(mc__fabric_t *f, mc__fab_op_t *op, int err) {
 
 static int mc__fab_post(mc__fabric_t *f, mc__fab_op_t *op) {
     mc__fab_task_t *ft = op->ft;
-    if (ft->write)
-        return (int)fi_write(f->ep, op->local, op->len, op->ldesc, ft->dest, op->raddr, ft->rkey,
-                             &op->ctx);
+    if (ft->write) {
+        struct iovec iov = {.iov_base = op->local, .iov_len = op->len};
+        struct fi_rma_iov rma = {.addr = op->raddr, .len = op->len, .key = ft->rkey};
+        void *desc = op->ldesc;
+        struct fi_msg_rma msg = {.msg_iov = &iov,
+                                 .desc = &desc,
+                                 .iov_count = 1,
+                                 .addr = ft->dest,
+                                 .rma_iov = &rma,
+                                 .rma_iov_count = 1,
+                                 .context = &op->ctx};
+        return (int)fi_writemsg(f->ep, &msg, f->write_flags);
+    }
+    /* a READ's completion means its bytes are here, whatever the flags */
     return (int)fi_read(f->ep, op->local, op->len, op->ldesc, ft->dest, op->raddr, ft->rkey,
                         &op->ctx);
 }
@@ -946,27 +963,39 @@ static struct fi_info *mc__fab_hints(const mc__fi_api_t *api, const char *prov, 
     return h;
 }
 
+/* Providers whose WRITE completes only once the target's side acknowledged it (verbs RC, efa,
+ * cxi), delivery complete asked or not: the only ones taken without it. */
+static int mc__fab_acks_writes(const char *prov) {
+    static const char *const acked[] = {"verbs", "efa", "cxi"};
+    for (size_t i = 0; i < sizeof(acked) / sizeof(acked[0]); i++) {
+        size_t n = strlen(acked[i]);
+        if (!strncmp(prov, acked[i], n) && (prov[n] == 0 || prov[n] == ';'))
+            return 1;
+    }
+    return 0;
+}
+
 /* The first provider offering RMA: the named one (MC_FABRIC_PROVIDER), else the first hardware
  * provider present. node: bind where our RPC port is (the interface for tcp, the device for
- * verbs), falling back to any when the provider cannot. */
+ * verbs), falling back to any when the provider cannot. *delivery: whether its WRITEs are asked
+ * for delivery complete. */
 static struct fi_info *mc__fab_pick(const mc__fi_api_t *api, const char *node, const char *want,
-                                    int want_hmem, const char **why) {
+                                    int want_hmem, int *delivery, const char **why) {
     static const char *const hw[] = {"verbs;ofi_rxm", "efa", "cxi"};
     const char *const *list = want ? &want : hw;
     size_t nlist = want ? 1 : sizeof(hw) / sizeof(hw[0]);
     *why = "no RDMA device (libfabric found no verbs, efa or cxi provider)";
     for (size_t i = 0; i < nlist; i++) {
-        /* hardware providers without delivery complete still complete a WRITE only once the
-         * target's NIC acknowledged it (verbs RC, efa, cxi) */
-        /* delivery complete first (what a WRITE's completion means), then device memory
+        int refused = 0;
+        /* delivery complete first (what a WRITE's completion must mean), then device memory
          * (FI_HMEM) where wanted: a provider without it is still taken, for host memory */
         for (int k = 0; k < 4; k++) {
-            int delivery = k < 2, hmem = k % 2 == 0;
+            int dc = k < 2, hmem = k % 2 == 0;
             struct fi_info *h, *info = NULL;
             int rc;
             if (hmem && !want_hmem)
                 continue;
-            h = mc__fab_hints(api, list[i], delivery, hmem);
+            h = mc__fab_hints(api, list[i], dc, hmem);
             if (!h) {
                 *why = "out of memory";
                 return NULL;
@@ -975,14 +1004,26 @@ static struct fi_info *mc__fab_pick(const mc__fi_api_t *api, const char *node, c
             if (rc && node)
                 rc = api->getinfo(MC__FAB_VERSION, NULL, NULL, 0, h, &info);
             api->freeinfo(h);
-            if (!rc && info) {
-                if (!delivery)
-                    MC_INFO("fabric: %s offers no delivery-complete writes; using its default",
-                            info->fabric_attr->prov_name);
-                return info;
+            if (rc || !info)
+                continue;
+            if (!dc && !mc__fab_acks_writes(info->fabric_attr->prov_name)) {
+                /* its completion may come while the bytes are still on their way */
+                MC_INFO("fabric: %s offers no delivery-complete writes; not used",
+                        info->fabric_attr->prov_name);
+                api->freeinfo(info);
+                refused = 1;
+                *why = "the provider offers no delivery-complete writes (a WRITE's completion "
+                       "would not mean its bytes arrived)";
+                continue;
             }
+            if (!dc)
+                MC_INFO("fabric: %s offers no delivery-complete writes; its completions come "
+                        "from the target's acknowledgment",
+                        info->fabric_attr->prov_name);
+            *delivery = dc;
+            return info;
         }
-        if (want)
+        if (want && !refused)
             *why = "the provider named by MC_FABRIC_PROVIDER offers no RMA endpoint here";
     }
     return NULL;
@@ -1078,6 +1119,7 @@ static int mc__fab_init(mc_engine_t *e) {
     const char *want = getenv("MC_FABRIC_PROVIDER");
     const char *why = NULL;
     int strict = e->proto == MC__PROTO_FABRIC;
+    int delivery = 0;
     const mc__fi_api_t *api;
     mc__fabric_t *f;
     if (e->proto != MC__PROTO_RDMA && e->proto != MC__PROTO_FABRIC)
@@ -1101,8 +1143,9 @@ static int mc__fab_init(mc_engine_t *e) {
         pthread_cond_init(&f->barrier_cond, NULL);
         /* MC_FABRIC_HMEM=0: never ask for device memory support (a provider may pick slower
          * protocols to offer it) */
-        f->info =
-            mc__fab_pick(api, e->host, want, mc__env_i64_in("MC_FABRIC_HMEM", 1, 0, 1) != 0, &why);
+        f->info = mc__fab_pick(api, e->host, want, mc__env_i64_in("MC_FABRIC_HMEM", 1, 0, 1) != 0,
+                               &delivery, &why);
+        f->write_flags = FI_COMPLETION | (delivery ? FI_DELIVERY_COMPLETE : 0);
         if (f->info) {
             if (f->info->ep_attr->max_msg_size && f->chunk > f->info->ep_attr->max_msg_size)
                 f->chunk = f->info->ep_attr->max_msg_size;
@@ -1146,8 +1189,9 @@ static int mc__fab_init(mc_engine_t *e) {
     f->thr_started = 1;
     e->fabric = f;
     MC_INFO("fabric transport up: provider %s, %llu-byte chunks, %u in flight, device memory "
-            "(FI_HMEM) %s",
-            f->prov, (unsigned long long)f->chunk, f->max_inflight, f->hmem ? "yes" : "no");
+            "(FI_HMEM) %s, writes complete %s",
+            f->prov, (unsigned long long)f->chunk, f->max_inflight, f->hmem ? "yes" : "no",
+            delivery ? "on delivery" : "on the target's acknowledgment");
     return 0;
 }
 
