@@ -142,8 +142,8 @@ struct mc__fabric {
     /* Every WRITE is posted with these flags. A WRITE's completion must mean that its bytes are
      * in the target's memory (the store makes an object readable right after): FI_DELIVERY_COMPLETE
      * asks for that on each operation rather than through the endpoint's defaults, which a
-     * provider may set from the hints or not. 0 there only for a hardware provider without it,
-     * whose completion comes from the target's acknowledgment (mc__fab_pick). */
+     * provider may take from the hints or not. It is missing only for a hardware provider that
+     * lacks it, whose completions come from the target's acknowledgment (mc__fab_pick). */
     uint64_t write_flags;
     uint64_t next_key;
     uint64_t chunk;
