@@ -158,6 +158,50 @@ static void test_many_in_flight(void **state) {
     assert_int_equal(stat_tasks(f->fab, "fabric"), fab0 + N);
 }
 
+/* What a WRITE's completion means: the store follows one with a put_end that makes the object
+ * readable, so every byte must be in the target's memory when the initiator sees it complete
+ * (libfabric's default, transmit complete, says only that the bytes left: over tcp they may still
+ * sit in a socket buffer). The target is an engine in this process, so its memory is checked at
+ * the instant the write returns, with nothing in between that could give it time; a write of
+ * several chunks, each of which must have landed. Each round writes a new pattern over the last.
+ * Under ThreadSanitizer a completion before delivery is also reported as a race: nothing would
+ * order the target's progress thread, which places the bytes, before this thread's check. */
+static void test_write_completion_means_delivered(void **state) {
+    fixture_t *f = *state;
+    enum { ROUNDS = 24, LEN = 8 * MiB + 4097, MEM = 2 * LEN / 4096 * 4096 + 8192 };
+    mc_engine_t *target = new_engine("fabric", 0);
+    uint8_t *mem = aligned_alloc(4096, MEM);
+    mc_segment_id_t seg;
+    uint64_t fab0 = stat_tasks(f->fab, "fabric");
+    int late = 0, first_late = -1;
+    size_t first_byte = 0;
+    memset(mem, 0, MEM);
+    assert_int_equal(mc_engine_register_memory(target, mem, MEM, "cpu:0"), 0);
+    assert_int_equal(mc_engine_open_segment(f->fab, mc_engine_local_name(target), &seg), 0);
+    for (int i = 0; i < ROUNDS; i++) {
+        uint8_t *dst = mem + (size_t)(i % 2) * LEN + 4096 - (size_t)(i % 3); /* odd places too */
+        te_fill(f->fab_buf, LEN, 1000 + (unsigned)i);
+        assert_int_equal(
+            xfer(f->fab, seg, MC_OPCODE_WRITE, f->fab_buf, (uint64_t)(uintptr_t)dst, LEN), 0);
+        if (memcmp(dst, f->fab_buf, LEN)) { /* the check, at once: then find where */
+            size_t b = 0;
+            while (b < LEN && dst[b] == f->fab_buf[b])
+                b++;
+            if (!late++) {
+                first_late = i;
+                first_byte = b;
+            }
+        }
+    }
+    if (late)
+        fail_msg("%d of %d writes completed before their bytes were in place (first: round %d, "
+                 "byte %zu of %d)",
+                 late, ROUNDS, first_late, first_byte, (int)LEN);
+    assert_int_equal(stat_tasks(f->fab, "fabric"), fab0 + ROUNDS);
+    mc_engine_destroy(target);
+    free(mem);
+}
+
 /* A fabric initiator and a tcp-only peer transfer over tcp, both ways round. */
 static void test_mixed_fabric_and_tcp_peers(void **state) {
     fixture_t *f = *state;
@@ -361,6 +405,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes_over_fabric),
         cmocka_unit_test(test_many_in_flight),
+        cmocka_unit_test(test_write_completion_means_delivered),
         cmocka_unit_test(test_mixed_fabric_and_tcp_peers),
         cmocka_unit_test(test_outside_registration_refused),
         cmocka_unit_test(test_peer_killed),

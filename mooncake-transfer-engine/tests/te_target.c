@@ -6,8 +6,11 @@
  *   U addr            -> OK <rc>       (unregister plain memory; the bytes stay readable)
  *   M addr            -> OK <rc>       (free a managed buffer)
  *   N                 -> OK <count> [<from> <name> <msg>] of the first notify
+ *   P                 -> OK <count>       (remote accesses in progress: the registry's pins)
  *   Q                 -> exits
- * usage: te_target <metadata> <name|-> <protocol> <plain_len> <managed_len> */
+ * usage: te_target <metadata> <name|-> <protocol> <plain_len> <managed_len>
+ * TE_TARGET_GRACE_MS in the environment sets how long an unregister waits for a stalled remote
+ * access before it cuts its connection (the registry's grace period; at most the engine's). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,7 @@
 #include "mooncake/transfer_engine.h"
 #include "te_internal.h"
 #include "te_test_util.h"
+#include "transports/fabric.h"
 
 int main(int argc, char **argv) {
     mc_engine_t *e = NULL;
@@ -35,11 +39,18 @@ int main(int argc, char **argv) {
         printf("FAIL init\n");
         return 1;
     }
+    if (getenv("TE_TARGET_GRACE_MS")) {
+        int g = atoi(getenv("TE_TARGET_GRACE_MS"));
+        if (g > 0 && (uint64_t)g <= (uint64_t)e->timeout_ms)
+            e->reg.grace_ms = g;
+    }
     if (plain_len) {
         plain = aligned_alloc(4096, (plain_len + 4095) / 4096 * 4096);
         te_fill(plain, plain_len, 1);
         if (mc_engine_register_memory(e, plain, plain_len, "cpu:0"))
             return 1;
+        /* the fabric progress thread started before this memory existed (see H and F) */
+        mc__fab_barrier(e);
     }
     if (managed_len) {
         if (mc_engine_alloc_managed(e, managed_len, &managed))
@@ -47,6 +58,7 @@ int main(int argc, char **argv) {
         /* ordered before remote writes into it the way H and F are (see below) */
         mc__reg_quiesce_begin(&e->reg, (uint64_t)(uintptr_t)managed, managed_len);
         te_fill(managed, managed_len, 2);
+        mc__fab_barrier(e);
         mc__reg_quiesce_end(&e->reg);
     }
     printf("READY %s %" PRIu64 " %zu %" PRIu64 " %zu\n", mc_engine_local_name(e),
@@ -57,17 +69,24 @@ int main(int argc, char **argv) {
         unsigned seed = 0;
         /* H and F wait for remote accesses to end: the RPC server unpins a region after moving
          * its bytes, and that is the ordering ThreadSanitizer needs to see (the real ordering
-         * runs through the initiator process, which it cannot see). */
+         * runs through the initiator process, which it cannot see). A peer's fabric WRITE lands
+         * inside the fabric progress thread's provider calls instead, with no pin: the barrier
+         * orders us after those calls, and (once more after the access) our access before the
+         * provider's later ones: a peer's next WRITE over what we hashed, or its READ of a fill. */
         if (line[0] == 'H' && sscanf(line + 1, "%" SCNu64 " %" SCNu64, &a, &l) == 2) {
             uint64_t h;
             mc__reg_quiesce_begin(&e->reg, a, l);
+            mc__fab_barrier(e);
             h = te_hash((void *)(uintptr_t)a, l);
+            mc__fab_barrier(e);
             mc__reg_quiesce_end(&e->reg);
             printf("OK %016" PRIx64 "\n", h);
         } else if (line[0] == 'F' &&
                    sscanf(line + 1, "%" SCNu64 " %" SCNu64 " %u", &a, &l, &seed) == 3) {
             mc__reg_quiesce_begin(&e->reg, a, l);
+            mc__fab_barrier(e);
             te_fill((void *)(uintptr_t)a, l, seed);
+            mc__fab_barrier(e);
             mc__reg_quiesce_end(&e->reg);
             printf("OK\n");
         } else if (line[0] == 'U' && sscanf(line + 1, "%" SCNu64, &a) == 1) {
@@ -84,6 +103,13 @@ int main(int argc, char **argv) {
             else
                 printf("OK 0\n");
             mc_engine_notifies_free(n, cnt);
+        } else if (line[0] == 'P') {
+            size_t n = 0;
+            pthread_mutex_lock(&e->reg.pin_lock);
+            for (const mc__pin_t *p = e->reg.pins; p; p = p->next)
+                n++;
+            pthread_mutex_unlock(&e->reg.pin_lock);
+            printf("OK %zu\n", n);
         } else if (line[0] == 'Q') {
             break;
         } else {

@@ -12,6 +12,7 @@
  * A chunk that timed out or whose peer died stays posted until the provider completes it (or the
  * engine closes): its memory may still change until then, as with any RDMA NIC. Its task has
  * already ended; the chunk's record outlives it. */
+#include "transports/fabric.h"
 #include "te_internal.h"
 #include "transports/fabric_dl.h"
 
@@ -138,6 +139,12 @@ struct mc__fabric {
     size_t addrlen;
     int virt_addr, mr_local, prov_key, mr_endpoint, can_wait;
     int hmem; /* the provider registers device memory (FI_HMEM) */
+    /* Every WRITE is posted with these flags. A WRITE's completion must mean that its bytes are
+     * in the target's memory (the store makes an object readable right after): FI_DELIVERY_COMPLETE
+     * asks for that on each operation rather than through the endpoint's defaults, which a
+     * provider may take from the hints or not. It is missing only for a hardware provider that
+     * lacks it, whose completions come from the target's acknowledgment (mc__fab_pick). */
+    uint64_t write_flags;
     uint64_t next_key;
     uint64_t chunk;
     uint32_t max_inflight;
@@ -157,6 +164,10 @@ struct mc__fabric {
     int prober_started;
     pthread_cond_t probe_cond;
     mc__fab_peer_t *probe_head;
+    /* mc__fab_barrier: requests asked, and the last one the progress thread answered (under
+     * lock) */
+    uint64_t barrier_asked, barrier_passed;
+    pthread_cond_t barrier_cond;
 
     /* the progress thread's own */
     mc__fab_task_t *active;
@@ -614,9 +625,20 @@ static void mc__fab_op_done(mc__fabric_t *f, mc__fab_op_t *op, int err) {
 
 static int mc__fab_post(mc__fabric_t *f, mc__fab_op_t *op) {
     mc__fab_task_t *ft = op->ft;
-    if (ft->write)
-        return (int)fi_write(f->ep, op->local, op->len, op->ldesc, ft->dest, op->raddr, ft->rkey,
-                             &op->ctx);
+    if (ft->write) {
+        struct iovec iov = {.iov_base = op->local, .iov_len = op->len};
+        struct fi_rma_iov rma = {.addr = op->raddr, .len = op->len, .key = ft->rkey};
+        void *desc = op->ldesc;
+        struct fi_msg_rma msg = {.msg_iov = &iov,
+                                 .desc = &desc,
+                                 .iov_count = 1,
+                                 .addr = ft->dest,
+                                 .rma_iov = &rma,
+                                 .rma_iov_count = 1,
+                                 .context = &op->ctx};
+        return (int)fi_writemsg(f->ep, &msg, f->write_flags);
+    }
+    /* a READ's completion means its bytes are here, whatever the flags */
     return (int)fi_read(f->ep, op->local, op->len, op->ldesc, ft->dest, op->raddr, ft->rkey,
                         &op->ctx);
 }
@@ -756,6 +778,12 @@ static void *mc__fab_thread(void *arg) {
         in = f->in_head;
         f->in_head = f->in_tail = NULL;
         stop = f->stop;
+        /* every provider call of the passes before has returned: barriers asked meanwhile are
+         * answered (the lock orders them both ways) */
+        if (f->barrier_passed != f->barrier_asked) {
+            f->barrier_passed = f->barrier_asked;
+            pthread_cond_broadcast(&f->barrier_cond);
+        }
         pthread_mutex_unlock(&f->lock);
         mc__fab_take_incoming(f, in);
         if (stop)
@@ -779,6 +807,22 @@ static void *mc__fab_thread(void *arg) {
 static void mc__fab_wake(mc__fabric_t *f) {
     if (f->can_wait)
         fi_cq_signal(f->cq);
+}
+
+void mc__fab_barrier(mc_engine_t *e) {
+    mc__fabric_t *f = e ? e->fabric : NULL;
+    uint64_t mine;
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->lock);
+    mine = ++f->barrier_asked;
+    pthread_mutex_unlock(&f->lock);
+    mc__fab_wake(f); /* out of a blocking completion-queue read */
+    /* bounded: the thread's own waits are (5 ms at most), and close wakes us */
+    pthread_mutex_lock(&f->lock);
+    while (!f->stop && f->barrier_passed < mine)
+        pthread_cond_wait(&f->barrier_cond, &f->lock);
+    pthread_mutex_unlock(&f->lock);
 }
 
 /* ---- submitting ---- */
@@ -919,27 +963,39 @@ static struct fi_info *mc__fab_hints(const mc__fi_api_t *api, const char *prov, 
     return h;
 }
 
+/* Providers whose WRITE completes only once the target's side acknowledged it (verbs RC, efa,
+ * cxi), delivery complete asked or not: the only ones taken without it. */
+static int mc__fab_acks_writes(const char *prov) {
+    static const char *const acked[] = {"verbs", "efa", "cxi"};
+    for (size_t i = 0; i < sizeof(acked) / sizeof(acked[0]); i++) {
+        size_t n = strlen(acked[i]);
+        if (!strncmp(prov, acked[i], n) && (prov[n] == 0 || prov[n] == ';'))
+            return 1;
+    }
+    return 0;
+}
+
 /* The first provider offering RMA: the named one (MC_FABRIC_PROVIDER), else the first hardware
  * provider present. node: bind where our RPC port is (the interface for tcp, the device for
- * verbs), falling back to any when the provider cannot. */
+ * verbs), falling back to any when the provider cannot. *delivery: whether its WRITEs are asked
+ * for delivery complete. */
 static struct fi_info *mc__fab_pick(const mc__fi_api_t *api, const char *node, const char *want,
-                                    int want_hmem, const char **why) {
+                                    int want_hmem, int *delivery, const char **why) {
     static const char *const hw[] = {"verbs;ofi_rxm", "efa", "cxi"};
     const char *const *list = want ? &want : hw;
     size_t nlist = want ? 1 : sizeof(hw) / sizeof(hw[0]);
     *why = "no RDMA device (libfabric found no verbs, efa or cxi provider)";
     for (size_t i = 0; i < nlist; i++) {
-        /* hardware providers without delivery complete still complete a WRITE only once the
-         * target's NIC acknowledged it (verbs RC, efa, cxi) */
-        /* delivery complete first (what a WRITE's completion means), then device memory
+        int refused = 0;
+        /* delivery complete first (what a WRITE's completion must mean), then device memory
          * (FI_HMEM) where wanted: a provider without it is still taken, for host memory */
         for (int k = 0; k < 4; k++) {
-            int delivery = k < 2, hmem = k % 2 == 0;
+            int dc = k < 2, hmem = k % 2 == 0;
             struct fi_info *h, *info = NULL;
             int rc;
             if (hmem && !want_hmem)
                 continue;
-            h = mc__fab_hints(api, list[i], delivery, hmem);
+            h = mc__fab_hints(api, list[i], dc, hmem);
             if (!h) {
                 *why = "out of memory";
                 return NULL;
@@ -948,14 +1004,26 @@ static struct fi_info *mc__fab_pick(const mc__fi_api_t *api, const char *node, c
             if (rc && node)
                 rc = api->getinfo(MC__FAB_VERSION, NULL, NULL, 0, h, &info);
             api->freeinfo(h);
-            if (!rc && info) {
-                if (!delivery)
-                    MC_INFO("fabric: %s offers no delivery-complete writes; using its default",
-                            info->fabric_attr->prov_name);
-                return info;
+            if (rc || !info)
+                continue;
+            if (!dc && !mc__fab_acks_writes(info->fabric_attr->prov_name)) {
+                /* its completion may come while the bytes are still on their way */
+                MC_INFO("fabric: %s offers no delivery-complete writes; not used",
+                        info->fabric_attr->prov_name);
+                api->freeinfo(info);
+                refused = 1;
+                *why = "the provider offers no delivery-complete writes (a WRITE's completion "
+                       "would not mean its bytes arrived)";
+                continue;
             }
+            if (!dc)
+                MC_INFO("fabric: %s offers no delivery-complete writes; its completions come "
+                        "from the target's acknowledgment",
+                        info->fabric_attr->prov_name);
+            *delivery = dc;
+            return info;
         }
-        if (want)
+        if (want && !refused)
             *why = "the provider named by MC_FABRIC_PROVIDER offers no RMA endpoint here";
     }
     return NULL;
@@ -981,6 +1049,7 @@ static void mc__fab_destroy(mc__fabric_t *f) {
     pthread_mutex_destroy(&f->av_lock);
     pthread_mutex_destroy(&f->lock);
     pthread_cond_destroy(&f->probe_cond);
+    pthread_cond_destroy(&f->barrier_cond);
     mc__free(f);
 }
 
@@ -1050,6 +1119,7 @@ static int mc__fab_init(mc_engine_t *e) {
     const char *want = getenv("MC_FABRIC_PROVIDER");
     const char *why = NULL;
     int strict = e->proto == MC__PROTO_FABRIC;
+    int delivery = 0;
     const mc__fi_api_t *api;
     mc__fabric_t *f;
     if (e->proto != MC__PROTO_RDMA && e->proto != MC__PROTO_FABRIC)
@@ -1070,10 +1140,12 @@ static int mc__fab_init(mc_engine_t *e) {
         pthread_mutex_init(&f->av_lock, NULL);
         pthread_mutex_init(&f->lock, NULL);
         pthread_cond_init(&f->probe_cond, NULL);
+        pthread_cond_init(&f->barrier_cond, NULL);
         /* MC_FABRIC_HMEM=0: never ask for device memory support (a provider may pick slower
          * protocols to offer it) */
-        f->info =
-            mc__fab_pick(api, e->host, want, mc__env_i64_in("MC_FABRIC_HMEM", 1, 0, 1) != 0, &why);
+        f->info = mc__fab_pick(api, e->host, want, mc__env_i64_in("MC_FABRIC_HMEM", 1, 0, 1) != 0,
+                               &delivery, &why);
+        f->write_flags = FI_COMPLETION | (delivery ? FI_DELIVERY_COMPLETE : 0);
         if (f->info) {
             if (f->info->ep_attr->max_msg_size && f->chunk > f->info->ep_attr->max_msg_size)
                 f->chunk = f->info->ep_attr->max_msg_size;
@@ -1117,8 +1189,9 @@ static int mc__fab_init(mc_engine_t *e) {
     f->thr_started = 1;
     e->fabric = f;
     MC_INFO("fabric transport up: provider %s, %llu-byte chunks, %u in flight, device memory "
-            "(FI_HMEM) %s",
-            f->prov, (unsigned long long)f->chunk, f->max_inflight, f->hmem ? "yes" : "no");
+            "(FI_HMEM) %s, writes complete %s",
+            f->prov, (unsigned long long)f->chunk, f->max_inflight, f->hmem ? "yes" : "no",
+            delivery ? "on delivery" : "on the target's acknowledgment");
     return 0;
 }
 
@@ -1131,6 +1204,7 @@ static void mc__fab_close(mc_engine_t *e) {
     pthread_mutex_lock(&f->lock);
     f->stop = 1;
     pthread_cond_broadcast(&f->probe_cond);
+    pthread_cond_broadcast(&f->barrier_cond);
     pthread_mutex_unlock(&f->lock);
     mc__fab_wake(f);
     pthread_join(f->thr, NULL);
@@ -1214,6 +1288,10 @@ static int mc__fab_carries(const mc_engine_t *e, const mc__route_t *r) {
 
 static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
     return MC__TP_DECLINED;
+}
+
+void mc__fab_barrier(mc_engine_t *e) {
+    (void)e; /* no provider: nothing of ours is written behind the engine's back */
 }
 
 const mc__transport_t mc__tp_fabric = {.name = "fabric",
