@@ -121,7 +121,9 @@ def test_a_put_in_flight_across_the_restart_overwrites_nothing(make_master, tmp_
     node = Worker()
     late = Worker(env={"MC_FAILPOINTS": "store_put_after_start=stop"})
     try:
-        node.setup(master, segment=24 << 20)
+        # Room for the late put to be placed again after the fills (8 + 12 + 8 MiB of 40),
+        # so that nothing is evicted for it: what is checked is that nothing is overwritten.
+        node.setup(master, segment=40 << 20)
         late.setup(master, segment=0)
         late.send("result = store.put('late', b'L' * (8 << 20))")
         assert wait_for(late.stopped)
@@ -142,6 +144,9 @@ def test_a_put_in_flight_across_the_restart_overwrites_nothing(make_master, tmp_
         rc = late.reply()
         assert rc in (0, -704, -200), rc  # placed again elsewhere, or refused; never torn
         assert node.run(_digest_code(list(stored))) == stored
+        if rc == 0:  # placed again: whole
+            assert node.run("result = store.get('late') == b'L' * (8 << 20)")
+        assert master.metric("mooncake_master_evictions_total") == 0
     finally:
         late.close()
         node.close()
