@@ -35,6 +35,21 @@ static int rd(void *ctx, uint64_t off, void *buf, size_t len) {
 static int visit(void *ctx, uint64_t off, const struct mc__brec *r, const char *key,
                  enum mc__brec_verdict v) {
     struct img *m = ctx;
+    if (v == MC_BREC_DAMAGED) {
+        /* A span that starts where the walk stood, at a header the decoder refuses, and lies
+         * inside the file; the dead header offered for it covers it exactly, when there is one. */
+        struct mc__brec d;
+        CHECK(off == m->next && !key && r->span >= 1 && r->span <= m->n - off);
+        CHECK(m->n - off < MC_BREC_HDR || mc__brec_decode(m->p + off, &d) != 0);
+        if (r->key_len) {
+            CHECK(r->magic == MC_BREC_DEAD && r->key_len <= MC_BREC_MAX_KEY);
+            CHECK(mc__brec_size(r->key_len, r->value_len) + r->pad == r->span);
+        } else {
+            CHECK(r->span < MC_BREC_HDR + 1);
+        }
+        m->next = off + r->span;
+        return 0;
+    }
     uint64_t rs = mc__brec_size(r->key_len, r->value_len);
     /* Records are walked back to back (after the padding of the one before) and lie inside the
      * file. */
@@ -52,6 +67,7 @@ static int visit(void *ctx, uint64_t off, const struct mc__brec *r, const char *
     CHECK(r->pad == 0 || (end + r->pad) % MC_BREC_ALIGN == 0 || end + r->pad == m->n);
     for (uint32_t i = 0; i < r->pad; i++)
         CHECK(m->p[end + i] == 0);
+    CHECK(r->span == rs + r->pad);
     m->next = end + r->pad;
     return 0;
 }

@@ -337,3 +337,18 @@ void mc__conn_server_stop(mc_conn_server_t *s) {
     pthread_attr_destroy(&s->attr);
     mc__free(s);
 }
+
+void mc__conn_server_forget(mc_conn_server_t *s) {
+    if (!s)
+        return;
+    close(s->lfd);
+    close(s->wake[0]);
+    close(s->wake[1]);
+    /* The table was copied as a parent's thread left it: walked only if no thread of the parent
+     * held it mid-change at the fork. Its memory stays (the child's copy, freed at exit). */
+    if (pthread_mutex_trylock(&s->mu) == 0) {
+        for (mc__conn_t *c = s->active; c; c = c->next)
+            if (c->fd >= 0)
+                close(c->fd);
+    }
+}

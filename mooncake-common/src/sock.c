@@ -468,3 +468,47 @@ int mc__set_recv_timeout(int fd, int ms) {
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
     return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 ? 0 : MC_ERR_SOCKET;
 }
+
+/* A setting read once into *cache (-1: not read yet): every connection looks at it. */
+static int64_t mc__cached_setting(_Atomic int64_t *cache, const char *name, int64_t def,
+                                  int64_t hi) {
+    int64_t v = atomic_load_explicit(cache, memory_order_relaxed);
+    if (v < 0) {
+        v = mc__env_i64_in(name, def, 0, hi);
+        atomic_store_explicit(cache, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+/* 5 s: far above any round trip a live network has (a busy host still acknowledges within
+ * milliseconds: its kernel does, not its process), and short enough that a put to a silent node
+ * fails, and is placed elsewhere, before the master would expire that node (client_ttl, 10 s). */
+int64_t mc__tcp_user_timeout_ms(void) {
+    static _Atomic int64_t cached = -1;
+    return mc__cached_setting(&cached, "MC_TCP_USER_TIMEOUT_MS", 5000, 600000);
+}
+
+/* 2 s idle + 3 probes 1 s apart: a connection waiting for an answer (its request acknowledged)
+ * learns within ~5 s that the peer's host is gone. A probe is one empty segment per idle
+ * connection every 2 s, nothing next to the traffic that keeps a connection busy. */
+int64_t mc__tcp_keepalive_s(void) {
+    static _Atomic int64_t cached = -1;
+    return mc__cached_setting(&cached, "MC_TCP_KEEPALIVE_S", 2, 3600);
+}
+
+int mc__set_dead_peer_timeouts(int fd) {
+    int rc = 0;
+    int user = (int)mc__tcp_user_timeout_ms();
+    int idle = (int)mc__tcp_keepalive_s();
+    if (user > 0 && setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof(user)) != 0)
+        rc = MC_ERR_SOCKET;
+    if (idle > 0) {
+        int on = 1, intvl = 1, cnt = 3;
+        if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on)) != 0 ||
+            setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) != 0 ||
+            setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) != 0 ||
+            setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) != 0)
+            rc = MC_ERR_SOCKET;
+    }
+    return rc;
+}

@@ -7,6 +7,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -394,6 +396,63 @@ static void test_reply_spin_for(void **state) {
     assert_true(mc__reply_spin_for(UINT64_MAX) == 0);
 }
 
+/* What a test expects of one dead-peer setting: def when unset or not a number in lo..hi. */
+static int64_t expected_setting(const char *name, int64_t def, int64_t hi) {
+    const char *v = getenv(name);
+    char *end = NULL;
+    long long n;
+    if (!v || !*v)
+        return def;
+    n = strtoll(v, &end, 10);
+    return *end || n < 0 || n > hi ? def : n;
+}
+
+static int sockopt(int fd, int level, int name) {
+    int v = -1;
+    socklen_t len = sizeof(v);
+    assert_int_equal(getsockopt(fd, level, name, &v, &len), 0);
+    return v;
+}
+
+/* The dead-peer settings as the environment sets them (ctest runs this binary with the
+ * defaults, with both off, and with values that are no setting, which read as the defaults),
+ * applied to both ends of a real connection. */
+static void test_dead_peer_timeouts(void **state) {
+    int64_t user = expected_setting("MC_TCP_USER_TIMEOUT_MS", 5000, 600000);
+    int64_t idle = expected_setting("MC_TCP_KEEPALIVE_S", 2, 3600);
+    uint16_t port = 0;
+    int lfd, c, a;
+    (void)state;
+    assert_true(mc__tcp_user_timeout_ms() == user);
+    assert_true(mc__tcp_keepalive_s() == idle);
+    lfd = mc__tcp_listen("127.0.0.1", 0, 4, &port);
+    assert_true(lfd >= 0);
+    c = mc__tcp_connect("127.0.0.1", port, mc__now_ms() + 5000);
+    assert_true(c >= 0);
+    a = mc__accept(lfd);
+    assert_true(a >= 0);
+    for (int i = 0; i < 2; i++) {
+        int fd = i ? a : c;
+        assert_int_equal(mc__set_dead_peer_timeouts(fd), 0);
+        assert_int_equal(sockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), (int)user);
+        assert_int_equal(sockopt(fd, SOL_SOCKET, SO_KEEPALIVE), idle > 0);
+        if (idle > 0) {
+            assert_int_equal(sockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE), (int)idle);
+            assert_int_equal(sockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL), 1);
+            assert_int_equal(sockopt(fd, IPPROTO_TCP, TCP_KEEPCNT), 3);
+        }
+    }
+    /* the connection still works, and a socket that is none fails cleanly */
+    assert_int_equal(mc__send_all(c, "ok", 2, mc__now_ms() + 5000), 0);
+    char buf[2];
+    assert_int_equal(mc__recv_all(a, buf, 2, mc__now_ms() + 5000), 0);
+    assert_memory_equal(buf, "ok", 2);
+    assert_int_equal(mc__set_dead_peer_timeouts(-1), user || idle ? MC_ERR_SOCKET : 0);
+    close(a);
+    close(c);
+    close(lfd);
+}
+
 static void test_host_identity(void **state) {
     char ip[64];
     const char *id = mc__host_id();
@@ -418,6 +477,7 @@ int main(void) {
         cmocka_unit_test(test_unix_filesystem_path),
         cmocka_unit_test(test_host_identity),
         cmocka_unit_test(test_reply_spin_for),
+        cmocka_unit_test(test_dead_peer_timeouts),
         cmocka_unit_test(test_rbuf),
         cmocka_unit_test(test_sendv),
     };

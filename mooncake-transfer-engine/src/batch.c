@@ -147,6 +147,10 @@ int mc__batch_free(mc_engine_t *e, mc_batch_id_t id) {
 void mc__task_finish(mc__task_t *t, int status, int error) {
     mc__batch_t *b = t->batch;
     uint64_t now = mc__now_ns();
+    if (t->peer) { /* peers outlive batches; t is not touched after the unlock below */
+        atomic_store(&t->peer->progress_ms, now / 1000000u);
+        atomic_fetch_sub(&t->peer->inflight, 1);
+    }
     pthread_mutex_lock(&b->lock);
     t->latency_ns = now > t->submitted_ns ? now - t->submitted_ns : 1;
     atomic_store(&t->error, error);

@@ -14,6 +14,7 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/config.h"
 #include "mooncake/common/log.h"
+#include "mooncake/common/proc.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
 #include "te_internal.h"
@@ -184,6 +185,8 @@ static int mc__engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (!e || e->initialized)
         goto out;
+    /* From here the engine's threads, sockets and memory are this process's (gate.c). */
+    atomic_store_explicit(&e->owner_pid, mc__pid(), memory_order_relaxed);
     meta =
         opts && opts->metadata_conn && *opts->metadata_conn ? opts->metadata_conn : "P2PHANDSHAKE";
     p2p = !strcmp(meta, "P2PHANDSHAKE");
@@ -305,7 +308,10 @@ static void mc__engine_release(mc_engine_t *e) {
 }
 
 void mc_engine_close(mc_engine_t *e) {
-    if (!e || !mc__gate_shut(e))
+    /* A fork() child closes nothing of its parent's engine: unpublishing would take the parent's
+     * segment away from its peers, waking the server would stop the parent's, and the threads to
+     * wait for are not in this process. Its destroy lets go of the child's copies only. */
+    if (!e || mc__engine_inherited(e) || !mc__gate_shut(e))
         return;
     /* waiters on batches give up now, transfers waiting on peers end now (a stalled peer would
      * hold a synchronous transfer, and so the close, until its deadline); every other call
@@ -317,10 +323,8 @@ void mc_engine_close(mc_engine_t *e) {
     mc__gate_mark_closed(e);
 }
 
-void mc_engine_destroy(mc_engine_t *e) {
-    if (!e)
-        return;
-    mc_engine_close(e);
+/* The managed memory this process maps (its pages stay while another process maps them). */
+static void mc__engine_unmap_managed(mc_engine_t *e) {
     for (size_t i = 0; i < e->reg.n; i++) {
         mc__region_t *g = &e->reg.regions[i];
         if (g->memfd >= 0) {
@@ -328,6 +332,29 @@ void mc_engine_destroy(mc_engine_t *e) {
             close(g->memfd);
         }
     }
+}
+
+/* Destroy in a fork() child of the engine's process: the child's own copies go (its mappings
+ * of the managed memory, its copies of the listening socket and the server's connections);
+ * nothing is said to peers or the metadata service and nothing of the parent's is shut down or
+ * woken. Locks are not taken (a parent's thread may have held one at the fork); what the
+ * transports and peer table hold stays in the child's copy of the heap until it exits. */
+static void mc__engine_forget(mc_engine_t *e) {
+    mc__engine_unmap_managed(e);
+    mc__server_forget(e->server);
+    mc__free(e->reg.regions);
+    mc__free(e);
+}
+
+void mc_engine_destroy(mc_engine_t *e) {
+    if (!e)
+        return;
+    if (mc__engine_inherited(e)) {
+        mc__engine_forget(e);
+        return;
+    }
+    mc_engine_close(e);
+    mc__engine_unmap_managed(e);
     mc__reg_destroy(&e->reg);
     mc__gate_destroy(e);
     mc__free(e);

@@ -14,6 +14,8 @@
  * it stop the transports and free what the calls used. */
 #include <time.h>
 
+#include "mooncake/common/log.h"
+#include "mooncake/common/proc.h"
 #include "te_internal.h"
 
 int mc__gate_init(mc_engine_t *e) {
@@ -40,9 +42,28 @@ void mc__gate_destroy(mc_engine_t *e) {
     pthread_mutex_destroy(&e->gate_lock);
 }
 
+int mc__engine_inherited(const mc_engine_t *e) {
+    int owner = atomic_load_explicit(&e->owner_pid, memory_order_relaxed);
+    return owner != 0 && owner != mc__pid();
+}
+
+/* A fork() child shares its parent's sockets, peer connections and shared memory through the
+ * copy: a call here would interleave its bytes with the parent's on one connection and write
+ * into memory the parent serves. So it is refused before it touches anything, once logged. */
+static int mc__engine_refuse_inherited(mc_engine_t *e) {
+    if (!atomic_exchange(&e->fork_warned, 1))
+        MC_ERROR("transfer engine %s belongs to process %d; this is process %d (a fork() child): "
+                 "its calls fail with CONTEXT (-202); create a new TransferEngine here",
+                 e->name, atomic_load(&e->owner_pid), mc__pid());
+    return MC_ERR_CONTEXT;
+}
+
 int mc__engine_enter(mc_engine_t *e) {
     if (!e)
         return MC_ERR_INVALID_ARGUMENT;
+    /* Before the counter: the child must not even count itself into the parent's gate copy. */
+    if (mc__engine_inherited(e))
+        return mc__engine_refuse_inherited(e);
     atomic_fetch_add(&e->gate_calls, 1);
     if (atomic_load(&e->closing)) {
         mc__engine_leave(e);

@@ -50,6 +50,9 @@ int mc__peer_conn_get(mc_engine_t *e, mc__peer_t *p, uint64_t deadline_ms, int *
         (void)mc__set_buffers(fd, e->conn_sockbuf, e->conn_sockbuf);
     /* lets the tcp transport wait for a reply in the receive itself (peer_conn.h) */
     (void)mc__set_recv_timeout(fd, MC__PEER_RECV_SLICE_MS);
+    /* a peer that goes silent (host gone, link black-holed) ends the request with ETIMEDOUT in
+     * seconds rather than at its deadline (30 s), so the caller can go elsewhere */
+    (void)mc__set_dead_peer_timeouts(fd);
     return fd;
 }
 

@@ -5,6 +5,8 @@
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/proc.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
 #include "peer_conn.h"
@@ -26,6 +28,9 @@ struct mc_rpc_client {
     pthread_mutex_t mu; /* guards idle and next_id */
     mc__rpc_idle_t *idle;
     uint64_t next_id;
+    /* The process that created the client: a fork() child's copy would share its pooled
+     * connections (and request ids) with the parent, so there every send is refused. */
+    int owner_pid;
 };
 
 int mc_rpc_client_create(const mc_rpc_client_options_t *o, mc_rpc_client_t **out) {
@@ -47,6 +52,7 @@ int mc_rpc_client_create(const mc_rpc_client_options_t *o, mc_rpc_client_t **out
     c->pool_size = o && o->pool_size ? o->pool_size : MC__RPC_DEFAULT_POOL;
     c->timeout_ms = o && o->timeout_ms ? o->timeout_ms : MC__RPC_DEFAULT_TIMEOUT_MS;
     pthread_mutex_init(&c->mu, NULL);
+    c->owner_pid = mc__pid();
     *out = c;
     c = NULL;
 out:
@@ -119,6 +125,13 @@ static int send_msg(mc_rpc_client_t *c, const char *target, uint8_t type, const 
     int rc = MC_ERR_INVALID_ARGUMENT;
     mc__buf_init(&head);
     mc__buf_init(&meta);
+    if (c && c->owner_pid != mc__pid()) {
+        MC_ERROR("rpc channel: this client belongs to process %d; this is process %d (a fork() "
+                 "child): its sends fail with CONTEXT (-202); create a client here",
+                 c->owner_pid, mc__pid());
+        rc = MC_ERR_CONTEXT;
+        goto out;
+    }
     if (!c || !target || (len && !data) || len > MC_RPC_MAX_MESSAGE ||
         mc__split_host_port(target, host, sizeof(host), &port) || port == 0)
         goto out;
@@ -183,6 +196,7 @@ int mc_rpc_client_send_tensor(mc_rpc_client_t *c, const char *target, const char
 void mc_rpc_client_destroy(mc_rpc_client_t *c) {
     if (!c)
         return;
+    /* close() only, never shutdown(): in a fork() child these are the parent's connections too */
     while (c->idle) {
         mc__rpc_idle_t *i = c->idle;
         c->idle = i->next;

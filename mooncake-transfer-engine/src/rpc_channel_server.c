@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 #include "mooncake/common/auth.h"
 #include "mooncake/common/conn_server.h"
 #include "mooncake/common/log.h"
+#include "mooncake/common/proc.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
 #include "proto.h"
@@ -34,7 +36,15 @@ struct mc_rpc_server {
     pthread_cond_t cv;
     mc_conn_server_t *cs;
     int running;
+    /* The process that started it: in a fork() child the listener and the connection threads
+     * are the parent's, so the child neither waits for them nor stops them (see stop). */
+    _Atomic int owner_pid;
 };
+
+static int mc__rpc_server_inherited(const mc_rpc_server_t *s) {
+    int owner = atomic_load(&s->owner_pid);
+    return owner != 0 && owner != mc__pid();
+}
 
 static void peer_name(int fd, char *out, size_t cap) {
     struct sockaddr_storage ss;
@@ -196,6 +206,8 @@ int mc_rpc_server_start(mc_rpc_server_t *s) {
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (!s)
         return rc;
+    if (mc__rpc_server_inherited(s))
+        return MC_ERR_CONTEXT;
     pthread_mutex_lock(&s->life);
     if (s->cs)
         goto out;
@@ -218,6 +230,7 @@ int mc_rpc_server_start(mc_rpc_server_t *s) {
     pthread_mutex_lock(&s->mu);
     s->cs = cs;
     s->running = 1;
+    atomic_store(&s->owner_pid, mc__pid());
     pthread_mutex_unlock(&s->mu);
 out:
     pthread_mutex_unlock(&s->life);
@@ -236,7 +249,7 @@ int mc_rpc_server_port(const mc_rpc_server_t *s) {
 }
 
 void mc_rpc_server_wait(mc_rpc_server_t *s) {
-    if (!s)
+    if (!s || mc__rpc_server_inherited(s)) /* nothing of it runs in this process */
         return;
     pthread_mutex_lock(&s->mu);
     while (s->running)
@@ -246,7 +259,9 @@ void mc_rpc_server_wait(mc_rpc_server_t *s) {
 
 void mc_rpc_server_stop(mc_rpc_server_t *s) {
     mc_conn_server_t *cs;
-    if (!s)
+    /* A fork() child stops nothing: waking the accept thread or shutting connections down would
+     * stop the parent's server. Its destroy closes the child's copies only. */
+    if (!s || mc__rpc_server_inherited(s))
         return;
     pthread_mutex_lock(&s->life);
     pthread_mutex_lock(&s->mu);
@@ -265,6 +280,11 @@ void mc_rpc_server_stop(mc_rpc_server_t *s) {
 void mc_rpc_server_destroy(mc_rpc_server_t *s) {
     if (!s)
         return;
+    if (mc__rpc_server_inherited(s)) {
+        mc__conn_server_forget(s->cs); /* no lock taken: a parent's thread may have held one */
+        mc__free(s);
+        return;
+    }
     mc_rpc_server_stop(s);
     pthread_mutex_destroy(&s->life);
     pthread_mutex_destroy(&s->mu);

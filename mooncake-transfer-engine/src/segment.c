@@ -8,6 +8,7 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
 #include "peer_conn.h"
 #include "te_internal.h"
 
@@ -252,6 +253,53 @@ static int mc__segment_close(mc_engine_t *e, mc_segment_id_t id) {
 int mc_engine_close_segment(mc_engine_t *e, mc_segment_id_t id) {
     int rc;
     MC__GATED(e, rc, mc__segment_close(e, id));
+    return rc;
+}
+
+/* A close, and the tasks to the segment that are queued or waiting end now: the raised count
+ * marks every task submitted before it (task.aborts) so that none starts or retries later. */
+static int mc__segment_abort(mc_engine_t *e, mc_segment_id_t id) {
+    mc__peer_t *p;
+    if (id == MC_LOCAL_SEGMENT_ID)
+        return 0;
+    p = mc__peer_get(e, id);
+    if (!p)
+        return MC_ERR_INVALID_ARGUMENT;
+    atomic_fetch_add(&p->aborts, 1);
+    mc__peer_mark_broken(p);
+    mc__transports_peer_abort(e, p);
+    MC_INFO("segment %s aborted: its transfers in flight fail now", p->name);
+    return 0;
+}
+
+static int mc__segment_stalled(mc_engine_t *e, mc_segment_id_t id, uint64_t *ms) {
+    mc__peer_t *p;
+    uint64_t now, last;
+    if (!ms)
+        return MC_ERR_INVALID_ARGUMENT;
+    *ms = 0;
+    if (id == MC_LOCAL_SEGMENT_ID)
+        return 0;
+    p = mc__peer_get(e, id);
+    if (!p)
+        return MC_ERR_INVALID_ARGUMENT;
+    if (atomic_load(&p->inflight) == 0)
+        return 0;
+    now = mc__now_ms();
+    last = atomic_load(&p->progress_ms);
+    *ms = now > last ? now - last : 0;
+    return 0;
+}
+
+int mc_engine_segment_stalled_ms(mc_engine_t *e, mc_segment_id_t id, uint64_t *ms) {
+    int rc;
+    MC__GATED(e, rc, mc__segment_stalled(e, id, ms));
+    return rc;
+}
+
+int mc_engine_abort_segment(mc_engine_t *e, mc_segment_id_t id) {
+    int rc;
+    MC__GATED(e, rc, mc__segment_abort(e, id));
     return rc;
 }
 

@@ -322,6 +322,8 @@ static void mc__tune_socket(void *ctx, int fd) {
     (void)ctx;
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
     (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+    /* an initiator that vanished mid-request frees its connection thread in seconds */
+    (void)mc__set_dead_peer_timeouts(fd);
 }
 
 /* Takes over lfd, also when it fails. */
@@ -354,5 +356,12 @@ void mc__server_stop(mc__server_t *s) {
     if (!s)
         return;
     mc__conn_server_stop(s->conns);
+    mc__free(s);
+}
+
+void mc__server_forget(mc__server_t *s) {
+    if (!s)
+        return;
+    mc__conn_server_forget(s->conns);
     mc__free(s);
 }

@@ -97,6 +97,7 @@ int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs,
         memset(t, 0, sizeof(*t));
         t->batch = b;
         t->peer = plan[i].peer;
+        t->aborts = t->peer ? atomic_load(&t->peer->aborts) : 0;
         t->opcode = reqs[i].opcode;
         t->local = reqs[i].source;
         t->remote = reqs[i].target_offset;
@@ -116,6 +117,9 @@ int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs,
         mc__task_t *t = &b->tasks[first + i];
         const mc__transport_t *tp = mc__transport_get(t->transport);
         const mc__transport_t *fallback = mc__transport_fallback();
+        /* counted before a transport may end it (mc__task_finish uncounts) */
+        if (t->peer && atomic_fetch_add(&t->peer->inflight, 1) == 0)
+            atomic_store(&t->peer->progress_ms, mc__now_ms());
         if (tp != fallback && tp->submit(e, t) != MC__TP_DECLINED)
             continue;
         t->transport = fallback->id;

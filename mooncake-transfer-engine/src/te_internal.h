@@ -40,6 +40,14 @@ typedef struct mc__peer {
     int idle[MC__TE_POOL_MAX]; /* pooled connections to its RPC port (peer_conn.h) */
     int nidle;
     void *tp_peer[MC__TP_COUNT]; /* each transport's own state for this peer (transport.h) */
+    /* mc_engine_abort_segment calls so far: a task submitted before the latest one is failed,
+     * not started, and is not retried on a fresh connection (transport.h, peer_abort) */
+    _Atomic uint32_t aborts;
+    /* Tasks to it submitted and not yet ended, and when it last made progress (a task or tcp
+     * slice ended, or the first of the tasks now in flight was submitted): how long its
+     * transfers have waited without news (mc_engine_segment_stalled_ms). */
+    _Atomic uint32_t inflight;
+    _Atomic uint64_t progress_ms;
 } mc__peer_t;
 
 struct mc__batch;
@@ -62,7 +70,8 @@ typedef struct mc__task {
     _Atomic int error; /* first error of any slice */
     _Atomic int status;
     _Atomic uint64_t transferred;
-    int transport; /* enum mc__tp */
+    int transport;   /* enum mc__tp */
+    uint32_t aborts; /* peer->aborts when it was submitted */
 } mc__task_t;
 
 typedef struct mc__batch {
@@ -88,6 +97,11 @@ typedef struct mc__fabric mc__fabric_t;
 
 struct mc_engine {
     int initialized;
+    /* The process that initialized the engine (0: not yet). Its threads, sockets and memory are
+     * that process's: a fork() child's copy refuses every call (gate.c) and, destroyed, lets go
+     * of its own copies only (mc_engine_destroy). */
+    _Atomic int owner_pid;
+    _Atomic int fork_warned; /* the child's refusal was logged */
     /* Calls in flight and the close (gate.c): every public call but destroy enters the gate
      * and leaves it when it returns; close shuts the gate, wakes waiters and waits for the
      * calls inside before it releases anything they could touch. */
@@ -137,13 +151,16 @@ struct mc_engine {
 };
 
 /* gate.c. enter: 0, MC_ERR_INVALID_ARGUMENT for a NULL engine, MC_ERR_CONTEXT once a close
- * began (nothing entered then; do not leave). */
+ * began or in a fork() child of the process that initialized it (nothing entered then; do not
+ * leave). */
 int mc__gate_init(mc_engine_t *e);
 void mc__gate_destroy(mc_engine_t *e);
 int mc__engine_enter(mc_engine_t *e);
 void mc__engine_leave(mc_engine_t *e);
 /* 1 once a close began: waits that callers could repeat give up (batch_wait). */
 int mc__engine_closing(const mc_engine_t *e);
+/* 1 in a process other than the one that initialized e (a fork() child's inherited copy). */
+int mc__engine_inherited(const mc_engine_t *e);
 /* Shuts the gate: 1 for the one caller that must now wait and release (mc__gate_wait_calls,
  * then mc__gate_mark_closed), 0 for the others, which return once it is released. */
 int mc__gate_shut(mc_engine_t *e);
@@ -217,6 +234,9 @@ int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs,
 /* server.c: the RPC/data listener. */
 int mc__server_start(mc_engine_t *e, int lfd, mc__server_t **out);
 void mc__server_stop(mc__server_t *s);
+/* A fork() child's copy: closes its copies of the server's sockets, stops nothing of the
+ * parent's (mc__conn_server_forget). */
+void mc__server_forget(mc__server_t *s);
 
 /* notify.c */
 int mc__notify_push(mc_engine_t *e, const char *from, size_t from_len, const char *name,

@@ -317,6 +317,91 @@ static void test_close_cuts_stalled_transfer(void **state) {
                      te_hash(f->buf, SLOT));
 }
 
+/* ---- abort_segment: transfers waiting on a stalled peer end now ---- */
+
+typedef struct aborted {
+    fixture_t *f;
+    uint64_t off, len;
+    int rc;
+    int started;
+} aborted_t;
+
+static void *aborted_main(void *arg) {
+    aborted_t *a = arg;
+    mc_request_t r = {.opcode = MC_OPCODE_WRITE,
+                      .source = a->f->buf + a->off,
+                      .target_id = a->f->seg,
+                      .target_offset = a->f->target.plain_addr + a->off,
+                      .length = a->len};
+    __atomic_store_n(&a->started, 1, __ATOMIC_SEQ_CST);
+    a->rc = mc_engine_transfer_sync(a->f->e, &r, 1);
+    return NULL;
+}
+
+/* The peer is stopped (SIGSTOP: its kernel still acknowledges, so no TCP timeout ends anything):
+ * a lone 4 KiB write (the caller's own thread) and a 1 MiB one in 64 KiB slices (the workers)
+ * wait on it; segment_stalled_ms sees them stall; abort_segment ends both at once with
+ * MC_ERR_SOCKET instead of at their 60 s deadline; the resumed peer is reached again. */
+static void test_abort_segment_cuts_stalled_transfers(void **state) {
+    fixture_t *f = *state;
+    aborted_t a[2] = {{.f = f, .off = 0, .len = 4096}, {.f = f, .off = SLOT, .len = 2 * SLOT}};
+    mc_engine_options_t o = {
+        .local_server_name = "127.0.0.1", .protocol = "tcp", .transfer_timeout_ms = 60000};
+    pthread_t th[2];
+    uint64_t ms = 1, t0;
+    mc_engine_destroy(f->e);
+    setenv("MC_SLICE_SIZE", "65536", 1);
+    assert_int_equal(mc_engine_create(&f->e), 0);
+    assert_int_equal(mc_engine_init(f->e, &o), 0);
+    unsetenv("MC_SLICE_SIZE");
+    assert_int_equal(mc_engine_alloc_managed(f->e, NTHREADS * SLOT, (void **)&f->buf), 0);
+    assert_int_equal(mc_engine_open_segment(f->e, f->target.name, &f->seg), 0);
+    /* idle: nothing in flight, nothing stalled */
+    assert_int_equal(mc_engine_segment_stalled_ms(f->e, f->seg, &ms), 0);
+    assert_int_equal(ms, 0);
+    assert_int_equal(kill(f->target.pid, SIGSTOP), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, aborted_main, &a[i]), 0);
+    t0 = te_now_ms();
+    do { /* both stuck on the stopped peer */
+        usleep(20000);
+        assert_int_equal(mc_engine_segment_stalled_ms(f->e, f->seg, &ms), 0);
+    } while (ms < 500 && te_now_ms() - t0 < 30000);
+    assert_true(ms >= 500);
+    usleep(200000); /* the lone write's thread holds its connection by now */
+    t0 = te_now_ms();
+    assert_int_equal(mc_engine_abort_segment(f->e, f->seg), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    assert_true(te_now_ms() - t0 < 5000); /* the deadline is 60 s away */
+    assert_int_equal(a[0].rc, MC_ERR_SOCKET);
+    assert_int_equal(a[1].rc, MC_ERR_SOCKET);
+    assert_int_equal(mc_engine_segment_stalled_ms(f->e, f->seg, &ms), 0);
+    assert_int_equal(ms, 0);
+    assert_int_equal(kill(f->target.pid, SIGCONT), 0);
+    /* the id still works: a transfer after the abort reaches the resumed peer */
+    mc_request_t r = {.opcode = MC_OPCODE_WRITE,
+                      .source = f->buf,
+                      .target_id = f->seg,
+                      .target_offset = f->target.plain_addr + 3 * SLOT,
+                      .length = SLOT};
+    te_fill(f->buf, SLOT, 9);
+    assert_int_equal(mc_engine_transfer_sync(f->e, &r, 1), 0);
+    assert_int_equal(te_target_hash(&f->target, f->target.plain_addr + 3 * SLOT, SLOT),
+                     te_hash(f->buf, SLOT));
+    /* bad input */
+    assert_int_equal(mc_engine_abort_segment(f->e, f->seg + 100), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_abort_segment(f->e, -5), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_abort_segment(f->e, MC_LOCAL_SEGMENT_ID), 0);
+    assert_int_equal(mc_engine_segment_stalled_ms(f->e, f->seg + 100, &ms),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_segment_stalled_ms(f->e, f->seg, NULL), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_segment_stalled_ms(NULL, f->seg, &ms), MC_ERR_INVALID_ARGUMENT);
+    mc_engine_close(f->e);
+    assert_int_equal(mc_engine_abort_segment(f->e, f->seg), MC_ERR_CONTEXT);
+    assert_int_equal(mc_engine_segment_stalled_ms(f->e, f->seg, &ms), MC_ERR_CONTEXT);
+}
+
 /* ---- close_segment while transfers to it run ---- */
 
 typedef struct mover {
@@ -524,6 +609,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_local_copy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_transfer_sync_notify, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_segment_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_abort_segment_cuts_stalled_transfers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_wakes_waiter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_while_calls_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_cuts_stalled_transfer, setup, teardown),

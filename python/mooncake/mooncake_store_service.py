@@ -22,6 +22,12 @@ POST     /api/reconfigure              ``{"mode": "decode", "path", "size", ...}
 GET      /api/health                   (this implementation's) ``{"status": "ok", "mode": ...}``
 =======  ============================  =====================================================
 
+It listens on 127.0.0.1 unless ``--host`` says otherwise, and refuses to listen on any other
+address without a token unless ``--insecure`` is given. With a token (``--token-file``,
+``MC_REST_TOKEN_FILE``, ``MC_REST_TOKEN``, or derived from the cluster secret), every route but
+``/api/health`` needs ``Authorization: Bearer <token>``: 401 otherwise. A decode segment is a file
+the service creates in its own 0700 directory, never a file a request names.
+
 Every answer but a value is JSON; an error is ``{"error": message}`` with a 4xx status for a bad
 request (malformed JSON, a missing or mistyped field, a body over ``--max-body-size``) and 5xx
 when the store refused or failed. The HTTP stack (Starlette on uvicorn) is the ``service`` extra:
@@ -42,13 +48,20 @@ from mooncake._service import require as _require_extra
 
 _require_extra("mooncake.mooncake_store_service")
 
+from mooncake._service import segments as _segments  # noqa: E402
+from mooncake._service.auth import TokenError, is_loopback, load_token  # noqa: E402
 from mooncake._service.http import HttpServer, Reply, build_app, json_reply  # noqa: E402
 from mooncake.mooncake_config import (  # noqa: E402
     MooncakeConfig, _parse_bool, _parse_port, _parse_segment_size)
 from mooncake.store import MooncakeDistributedStore  # noqa: E402
 
 __all__ = ["MooncakeStoreService", "Reply", "main", "parse_arguments", "sync_main",
-           "DEFAULT_MAX_BODY_SIZE"]
+           "DEFAULT_MAX_BODY_SIZE", "DEFAULT_HOST"]
+
+# Loopback unless told otherwise: the API can mount memory and remove every key.
+DEFAULT_HOST = "127.0.0.1"
+# The routes that answer without the token: a health probe learns only "ok" and the mode.
+_OPEN_PATHS = ("/api/health",)
 
 # A caller's grace period is capped so that a value in the wrong unit (milliseconds) holds a
 # preStop hook for an hour at most, as in the reference.
@@ -254,9 +267,17 @@ class MooncakeStoreService:
     # Class defaults too, for an instance a test builds with __new__.
     _http = None
     max_body_size = DEFAULT_MAX_BODY_SIZE
+    token = None
+    _segment_dir = None
 
-    def __init__(self, config_path=None, cli_config=None, max_body_size=DEFAULT_MAX_BODY_SIZE):
+    def __init__(self, config_path=None, cli_config=None, max_body_size=DEFAULT_MAX_BODY_SIZE,
+                 token=None, segment_dir=None):
+        """token: the bearer token (bytes) every route but /api/health then needs; None: none.
+        segment_dir: the parent of the directory the service makes for its decode segment files
+        (default /dev/shm, else the temp directory)."""
         self.store = None
+        self.token = token
+        self._segment_dir = _segments.SegmentDir(segment_dir)
         self.current_mode = "prefill"
         self.mounted_segment_ids = []
         self.last_mount_info = {}
@@ -366,13 +387,30 @@ class MooncakeStoreService:
             ("/api/health", "GET", self.handle_health, False),
         ]
 
-    async def start_http_service(self, port=8080, host="0.0.0.0"):
+    async def start_http_service(self, port=8080, host=DEFAULT_HOST):
         """Serves the REST API on host:port (port 0: one the kernel picks; the log line
-        "REST API started on HOST:PORT" says which). True once it accepts connections."""
-        self._http = HttpServer(build_app(self.routes(), self.max_body_size), host, port)
+        "REST API started on HOST:PORT" says which). True once it accepts connections.
+        The command line refuses a non-loopback host without a token; here it is a warning."""
+        if self.token is None and not is_loopback(host):
+            logger.warning("the REST API listens on %s WITHOUT authentication: anyone who can "
+                           "reach it can read, remove and overwrite objects and mount memory",
+                           host)
+        self._http = HttpServer(build_app(self.routes(), self.max_body_size, self.token,
+                                          _OPEN_PATHS), host, port)
         bound = await self._http.start()
-        logger.info("REST API started on %s:%d", host, bound)
+        logger.info("REST API started on %s:%d (%s)", host, bound,
+                    "bearer token required" if self.token is not None else "no authentication")
         return True
+
+    def _segments(self):
+        if self._segment_dir is None:  # an instance built with __new__
+            self._segment_dir = _segments.SegmentDir()
+        return self._segment_dir
+
+    def prepare_segment_dir(self):
+        """Makes the directory for decode segment files now (else on the first decode) and
+        returns its path; OSError when its parent will not do."""
+        return self._segments().ensure()
 
     @property
     def http_task(self):
@@ -390,6 +428,8 @@ class MooncakeStoreService:
                 logger.warning("Mooncake service close returned %s", ret)
             else:
                 logger.info("Mooncake service stopped")
+        if self._segment_dir is not None:
+            self._segment_dir.close()
 
     # ---- objects -------------------------------------------------------------------------------
 
@@ -548,7 +588,17 @@ class MooncakeStoreService:
         protocol, location, bad = self._mount_args(data)
         if bad:
             return bad
-        result = await _call(self.store.mount_segment, path, size, offset, protocol, location)
+        # Through our own descriptor, opened without following a link: a name in /dev/shm
+        # (a directory anyone may write) that is a symbolic link to some file mounts nothing.
+        try:
+            fd = _segments.open_shm(path)
+        except _segments.SegmentFileError as exc:
+            return _error(exc.status, str(exc))
+        try:
+            result = await _call(self.store.mount_segment, _segments.proc_path(fd), size, offset,
+                                 protocol, location)
+        finally:
+            os.close(fd)
         if result["ret"] != 0:
             return _store_error("Mount failed", result["ret"])
         return _ok(segment_ids=list(result["segment_ids"]))
@@ -610,6 +660,9 @@ class MooncakeStoreService:
         return _error(400, "Invalid mode. Use 'decode' or 'prefill'")
 
     async def _reconfigure_decode(self, data):
+        """path names a NEW file in the service's own segment directory (a plain name): the
+        service creates it, reserves [offset, offset + size), mounts it and unlinks the name.
+        A request can never mount a file that existed before it (segments.py says how)."""
         path, size = data.get("path"), data.get("size")
         offset = data.get("offset", 0)
         if not path or size is None:
@@ -617,25 +670,34 @@ class MooncakeStoreService:
         if not isinstance(path, str) or not _is_int(size) or size <= 0:
             return _error(400, "Invalid path or size: path must be a string, size a positive "
                                "integer")
-        if not _is_int(offset) or offset < 0:
+        if size > _segments.MAX_SEGMENT_BYTES:
+            return _error(400, f"Invalid size, must be at most {_segments.MAX_SEGMENT_BYTES}")
+        if not _is_int(offset) or offset < 0 or offset > _segments.MAX_SEGMENT_BYTES:
             return _error(400, "Invalid offset, must be a non-negative integer")
+        if not _segments.page_aligned(offset):
+            return _error(400, "Invalid offset, must be a multiple of the page size")
+        if not _segments.valid_name(path):
+            return _error(400, "Invalid path: it must be a plain file name (letters, digits, "
+                               "'.', '_', '-'; no '/', not '..'); the service creates the "
+                               "segment file in its own directory and never opens an existing "
+                               "file")
         protocol, location, bad = self._mount_args(data)
         if bad:
             return bad
         async with self._state_lock:
             previous = list(self.mounted_segment_ids)
-            result = await _call(self.store.mount_segment, path, size, offset, protocol, location)
+            result = await self._mount_new_file(path, offset, size, protocol, location)
             if result["ret"] != 0:
+                status, why = result.get("error") or (500, f"Mount failed, ret={result['ret']}")
                 if previous:
-                    logger.warning("decode remount of %s failed (ret=%s): keeping the previous "
-                                   "segments", path, result["ret"])
-                    return _error(500, f"Mount failed, ret={result['ret']}; keeping previous "
-                                       "decode segments", mode=self.current_mode)
+                    logger.warning("decode remount of %s failed (%s): keeping the previous "
+                                   "segments", path, why)
+                    return _error(status, f"{why}; keeping previous decode segments",
+                                  mode=self.current_mode)
                 self.current_mode = "prefill"
                 self.mounted_segment_ids.clear()
                 self.last_mount_info.clear()
-                return _error(500, f"Mount failed, ret={result['ret']}; rolled back to prefill",
-                              mode=self.current_mode)
+                return _error(status, f"{why}; rolled back to prefill", mode=self.current_mode)
             # The new segment serves: retire the old ones one by one, keeping any that would not
             # go so that a later unmount can try them again.
             stuck = [sid for sid in previous
@@ -648,6 +710,20 @@ class MooncakeStoreService:
             self.last_mount_info = {"path": path, "offset": offset, "size": size,
                                     "protocol": protocol, "location": location}
             return _ok(mode=self.current_mode, segment_ids=list(self.mounted_segment_ids))
+
+    async def _mount_new_file(self, name, offset, size, protocol, location):
+        """mount_segment's result for a file made for it; {"ret": code, "error": (status,
+        message)} when the file could not be made."""
+        seg = self._segments()
+        try:
+            fd = await _call(seg.create, name, offset, size)
+        except _segments.SegmentFileError as exc:
+            return {"ret": -1, "error": (exc.status, str(exc))}
+        try:
+            return await _call(self.store.mount_segment, _segments.proc_path(fd), size, offset,
+                               protocol, location)
+        finally:
+            seg.release(name, fd)
 
     async def _reconfigure_prefill(self):
         async with self._state_lock:
@@ -694,8 +770,22 @@ def _build_parser():
                         "(repeatable)")
     p.add_argument("--port", type=_port_arg, default=8080,
                    help="HTTP API port (default: 8080; 0: any free port, logged)")
-    p.add_argument("--host", default="0.0.0.0",
-                   help="address the HTTP API listens on (default: 0.0.0.0)")
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"address the HTTP API listens on (default: {DEFAULT_HOST}); any other "
+                        "than a loopback one needs a token, or --insecure")
+    p.add_argument("--token-file", metavar="PATH",
+                   help="file holding the bearer token every route but /api/health then needs "
+                        "(default: MC_REST_TOKEN_FILE, MC_REST_TOKEN, else derived from the "
+                        "cluster secret MC_CLUSTER_SECRET(_FILE), else none)")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow a non-loopback --host without a token (anyone who reaches it can "
+                        "use every route)")
+    p.add_argument("--segment-dir", metavar="DIR",
+                   help="where the service makes its own 0700 directory for decode segment "
+                        "files (default: /dev/shm, else the temp directory)")
+    p.add_argument("--print-token", action="store_true",
+                   help="print the token the service would require, from the same sources, "
+                        "and exit (1 when none is configured)")
     p.add_argument("--max-wait-time", type=float, default=60,
                    help="seconds to keep trying to set the store up (default: 60)")
     p.add_argument("--max-body-size", type=_size_arg, default=DEFAULT_MAX_BODY_SIZE,
@@ -721,15 +811,57 @@ def _defines(items):
     return out
 
 
+def _exposure(args):
+    """The token (or None), after checking that the address and the token go together: a
+    non-loopback address without a token is refused unless --insecure says so. RuntimeError
+    with the reason otherwise (exit 1)."""
+    host = getattr(args, "host", DEFAULT_HOST)
+    try:
+        token, source = load_token(getattr(args, "token_file", None))
+    except TokenError as exc:
+        raise RuntimeError(f"cannot use the REST token: {exc}") from None
+    if token is not None:
+        logger.info("REST API requires a bearer token (from %s) on every route but %s", source,
+                    ", ".join(_OPEN_PATHS))
+        return token
+    if is_loopback(host):
+        logger.info("REST API without authentication, on loopback %s only (any local process "
+                    "can use it; set --token-file to require a token)", host)
+        return None
+    if not getattr(args, "insecure", False):
+        raise RuntimeError(
+            f"refusing to listen on {host} without a token: anyone who reaches it could remove "
+            "and overwrite objects and mount memory. Give a token (--token-file, "
+            "MC_REST_TOKEN_FILE, MC_REST_TOKEN or a cluster secret), listen on 127.0.0.1, or "
+            "pass --insecure to accept that")
+    logger.warning("--insecure: the REST API listens on %s WITHOUT authentication", host)
+    return None
+
+
 async def main():
     """The service until SIGINT or SIGTERM: store first, then HTTP; closes both on the way out."""
     args = parse_arguments()
     logging.basicConfig(level=getattr(logging, str(getattr(args, "log_level", "info")).upper(),
                                       logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if getattr(args, "print_token", False):
+        try:
+            token, _ = load_token(getattr(args, "token_file", None))
+        except TokenError as exc:
+            raise RuntimeError(f"cannot use the REST token: {exc}") from None
+        if token is None:
+            raise RuntimeError("no REST token is configured")
+        print(token.decode())
+        return
+    token = _exposure(args)  # before the store: a refused start costs nothing
     service = MooncakeStoreService(args.config, _defines(args.define),
                                    max_body_size=getattr(args, "max_body_size",
-                                                         DEFAULT_MAX_BODY_SIZE))
+                                                         DEFAULT_MAX_BODY_SIZE),
+                                   token=token, segment_dir=getattr(args, "segment_dir", None))
+    try:
+        logger.info("decode segment files go in %s", service.prepare_segment_dir())
+    except OSError as exc:
+        raise RuntimeError(f"cannot make the segment directory: {exc}") from None
     shutdown_event = asyncio.Event()
     _install_shutdown_signal_handlers(asyncio.get_running_loop(), shutdown_event)
     _unblock_shutdown_signals()
@@ -742,7 +874,7 @@ async def main():
         await asyncio.sleep(0)
         if shutdown_event.is_set():
             return
-        if not await service.start_http_service(args.port, getattr(args, "host", "0.0.0.0")):
+        if not await service.start_http_service(args.port, getattr(args, "host", DEFAULT_HOST)):
             raise RuntimeError("Failed to start HTTP service")
         logger.info("Mooncake Store Service is running")
         waiter = asyncio.ensure_future(shutdown_event.wait())

@@ -22,6 +22,11 @@ int mc__dummy_attach(mc_store_t *s, const mc_store_dummy_config_t *cfg);
 void mc__dummy_disconnect(mc_store_t *s);
 /* Frees the dummy and its local buffer (release, once no buffer from get_buffer is out). */
 void mc__dummy_release(mc_store_t *s);
+/* In a fork() child of the dummy's process: closes the child's copies of the channels (close(),
+ * never shutdown(): the parent's connections are the same sockets) and frees the dummy, taking no
+ * lock and sending nothing. Blocks of a pool the caller owns stay in it (the pool is the
+ * caller's); a pool of the dummy's own is unmapped in the child. */
+void mc__dummy_forget(mc_store_t *s);
 
 int mc__dummy_put(mc_store_t *s, int upsert, const mc_store_item_t *items, size_t n,
                   const mc_replicate_config_t *rc, int *results);

@@ -11,6 +11,7 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
 #include "mooncake/common/log.h"
+#include "mooncake/common/proc.h"
 #include "mooncake/common/random.h"
 
 #define MC__DEFAULT_HEARTBEAT_MS 1000
@@ -49,7 +50,28 @@ int mc_store_create(mc_store_t **out) {
     return 0;
 }
 
+int mc__store_inherited(const mc_store_t *s) {
+    int owner = atomic_load_explicit(&s->owner_pid, memory_order_relaxed);
+    return owner != 0 && owner != mc__pid();
+}
+
+/* After fork() the child's copy of the store names its parent's connections: on them the two
+ * processes' requests and replies interleave (a dummy's request ids count up alike in both, so
+ * one takes the other's reply as its own), and its staging and pool memory is mapped shared with
+ * the parent. So nothing of it is used here: every call fails before it takes a lock (a parent's
+ * thread may have held one at the fork). */
+int mc__store_refuse_inherited(mc_store_t *s) {
+    if (!atomic_exchange(&s->fork_warned, 1))
+        MC_ERROR("store: this store was set up by process %d; this is process %d (a fork() "
+                 "child), where its calls fail with UNAVAILABLE_IN_CURRENT_STATUS (-1010): set up "
+                 "a new store in this process",
+                 atomic_load(&s->owner_pid), mc__pid());
+    return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+}
+
 int mc__store_ready(mc_store_t *s) {
+    if (s && mc__store_inherited(s))
+        return mc__store_refuse_inherited(s);
     if (!s || atomic_load(&s->state) != MC__STORE_READY)
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     return 0;
@@ -58,6 +80,8 @@ int mc__store_ready(mc_store_t *s) {
 int mc__store_enter_dummy(mc_store_t *s) {
     if (!s)
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    if (mc__store_inherited(s))
+        return mc__store_refuse_inherited(s);
     pthread_rwlock_rdlock(&s->op_lock);
     if (atomic_load(&s->state) != MC__STORE_READY) {
         pthread_rwlock_unlock(&s->op_lock);
@@ -122,6 +146,8 @@ static void mc__heartbeat_step(mc_store_t *s) {
         MC_DEBUG("store: heartbeat failed: %s", mc_store_strerror(rc));
     else if (status == MC_MP_CLIENT_NEED_REMOUNT && s->cfg.global_segment_size > 0)
         MC_WARN("store: the master had forgotten this client; segment mounted again");
+    if (rc == 0) /* right after the reply that may carry a new view */
+        mc__store_abort_dropped(s);
 }
 
 /* Work the master hands out with its heartbeats and timed local work, on a thread of its own
@@ -350,6 +376,8 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
     int timeout;
     if (!s || !cfg)
         return MC_ERR_INVALID_PARAMS;
+    if (mc__store_inherited(s))
+        return mc__store_refuse_inherited(s);
     pthread_mutex_lock(&s->mu);
     if (atomic_load(&s->state) == MC__STORE_CLOSED && (rc = mc__store_reset(s)) != 0)
         goto out;
@@ -357,6 +385,7 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
         rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
         goto out;
     }
+    atomic_store(&s->owner_pid, mc__pid());
     s->cfg = *cfg;
     if (!s->cfg.master_server_addr[0]) {
         MC_ERROR("store: no master address");
@@ -431,7 +460,8 @@ out:
     if (rc != 0 && s && cfg && atomic_load(&s->state) == MC__STORE_NEW) {
         /* nothing of a failed setup stays behind: a retry starts from a new handle's state */
         mc__teardown(s);
-        (void)mc__store_reset(s);
+        if (mc__store_reset(s) == 0)
+            atomic_store(&s->owner_pid, 0);
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -441,12 +471,16 @@ int mc_store_setup_dummy(mc_store_t *s, const mc_store_dummy_config_t *cfg) {
     int rc;
     if (!s || !cfg)
         return MC_ERR_INVALID_PARAMS;
+    if (mc__store_inherited(s))
+        return mc__store_refuse_inherited(s);
     pthread_mutex_lock(&s->mu);
     if (atomic_load(&s->state) == MC__STORE_CLOSED && (rc = mc__store_reset(s)) != 0)
         goto out;
     rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-    if (atomic_load(&s->state) == MC__STORE_NEW && (rc = mc__dummy_attach(s, cfg)) == 0)
+    if (atomic_load(&s->state) == MC__STORE_NEW && (rc = mc__dummy_attach(s, cfg)) == 0) {
+        atomic_store(&s->owner_pid, mc__pid());
         atomic_store(&s->state, MC__STORE_READY);
+    }
 out:
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -456,6 +490,10 @@ int mc_store_close(mc_store_t *s) {
     int rc = 0;
     if (!s)
         return MC_ERR_INVALID_PARAMS;
+    /* A fork() child's copy is its parent's to close: a close here would unmount the parent's
+     * segment at the master and stop the parent's engine. Destroy lets the child's copy go. */
+    if (mc__store_inherited(s))
+        return mc__store_refuse_inherited(s);
     pthread_mutex_lock(&s->mu);
     if (atomic_load(&s->state) != MC__STORE_READY) {
         rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
@@ -466,17 +504,37 @@ int mc_store_close(mc_store_t *s) {
     mc__teardown(s);
     /* The port, the memory and the engine go now (as the reference's close frees them), so a
      * new store may take the same name at once; with get_buffer buffers still out, at the next
-     * setup or at destroy. */
-    (void)mc__store_release(s, 0);
+     * setup or at destroy. With nothing left, no process holds the handle any more. */
+    if (mc__store_release(s, 0) == 0)
+        atomic_store(&s->owner_pid, 0);
     pthread_rwlock_unlock(&s->op_lock);
 out:
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
 
+/* Destroy in a fork() child of the process that set the store up: the child's own copies go
+ * (its descriptors of the master and node connections, closed without shutdown(), which would
+ * cut the parent's too; its mappings of the engine's memory and pool blocks; its heap), and
+ * nothing is said to the master, the node or the engine's peers. No lock is taken: a parent's
+ * thread may have held one at the fork. The background threads are not in this process. */
+static void mc__store_forget(mc_store_t *s) {
+    mc__dummy_forget(s);
+    mc__master_client_close(s->master);
+    if (s->own_engine)
+        mc_engine_destroy(s->engine); /* an inherited engine: it forgets its own copies */
+    mc__free(s->regs);
+    mc__free(s->extras);
+    mc__free(s);
+}
+
 void mc_store_destroy(mc_store_t *s) {
     if (!s)
         return;
+    if (mc__store_inherited(s)) {
+        mc__store_forget(s);
+        return;
+    }
     mc_store_close(s);
     (void)mc__store_release(s, 1);
     mc__staging_fini(&s->staging);
@@ -499,6 +557,10 @@ void mc_store_destroy(mc_store_t *s) {
 int mc_store_health_check(mc_store_t *s) {
     uint8_t status = 0;
     int rc;
+    if (s && mc__store_inherited(s)) {
+        (void)mc__store_refuse_inherited(s);
+        return 1; /* as for a store that is not set up */
+    }
     if (s && s->dummy)
         return mc__dummy_health(s);
     if (mc__store_enter(s) != 0)

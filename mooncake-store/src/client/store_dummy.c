@@ -68,6 +68,10 @@ int mc_store_is_dummy(const mc_store_t *s) {
 }
 
 void *mc_store_dummy_alloc(mc_store_t *s, size_t len) {
+    if (s && mc__store_inherited(s)) {
+        (void)mc__store_refuse_inherited(s);
+        return NULL;
+    }
     return s && s->dummy ? mc_shm_pool_alloc(s->dummy->pool, len) : NULL;
 }
 
@@ -370,6 +374,22 @@ void mc__dummy_release(mc_store_t *s) {
         mc__chan_fini(&d->ch[i]);
     if (d->local)
         mc_shm_pool_free(d->pool, d->local);
+    if (d->own_pool)
+        mc_shm_pool_destroy(d->pool);
+    mc__free(d);
+}
+
+void mc__dummy_forget(mc_store_t *s) {
+    mc__dummy_t *d = s ? s->dummy : NULL;
+    if (!d)
+        return;
+    s->dummy = NULL;
+    for (int i = 0; i < MC__DUMMY_CHANNELS; i++) {
+        if (d->ch[i].fd >= 0)
+            close(d->ch[i].fd);
+        mc__free(d->ch[i].maps);
+        mc__buf_free(&d->ch[i].out);
+    }
     if (d->own_pool)
         mc_shm_pool_destroy(d->pool);
     mc__free(d);

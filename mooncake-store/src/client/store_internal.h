@@ -41,6 +41,12 @@ struct mc_store {
      * master connection or the segment away from a call in flight. */
     pthread_rwlock_t op_lock;
     _Atomic int state;
+    /* The process that set the store up (0: none holds it now). A fork() child's copy shares the
+     * master connection, the node's channels and their request counters, the engine and the
+     * shared memory with it: there every call fails at once (mc__store_refuse_inherited) and
+     * destroy lets go of the child's own copies only. */
+    _Atomic int owner_pid;
+    _Atomic int fork_warned; /* the child's refusal was logged */
     mc_store_config_t cfg;
     mc_engine_t *engine;
     int own_engine;
@@ -74,6 +80,9 @@ struct mc_store {
 
     pthread_mutex_t sus_mu;
     mc__suspect_t suspects[MC__SUSPECTS];
+    /* the master's view version when the heartbeat thread last looked for stalled transfers to
+     * segments the master dropped (mc__store_abort_dropped; that thread's alone) */
+    uint64_t stall_view;
 
     mc__put_sessions_t sessions; /* put sessions between start and end (put_session.c) */
 
@@ -107,8 +116,13 @@ struct mc_store_buffer {
     int staged; /* data lives in the staging buffer (else mc__malloc) */
 };
 
-/* READY, or MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS. */
+/* READY, or MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (also in a fork() child of the process that
+ * set the store up). */
 int mc__store_ready(mc_store_t *s);
+/* 1 in a process other than the one that set s up (a fork() child's inherited copy). */
+int mc__store_inherited(const mc_store_t *s);
+/* MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS, logged once per handle: a call in a fork() child. */
+int mc__store_refuse_inherited(mc_store_t *s);
 /* Like ready, and holds op_lock shared until mc__store_leave. Public calls only: never nest. */
 int mc__store_enter(mc_store_t *s);
 void mc__store_leave(mc_store_t *s);
@@ -230,6 +244,12 @@ int mc__store_is_suspect(mc_store_t *s, const char *name);
 void mc__store_suspect_failed(mc_store_t *s, const char *name, int rc);
 /* A transfer with name worked: it is healthy again. */
 void mc__store_suspect_clear(mc_store_t *s, const char *name);
+/* After a heartbeat (its thread only): when the master's segment view changed while transfers
+ * to some peer segments have gone MC__STALL_ASK_MS without news, asks the master about those
+ * segments (reported unreachable, as a failed transfer's are) and aborts in the engine the ones
+ * it no longer has, so the puts and gets waiting on them fail now and go elsewhere instead of
+ * sitting out the transfer timeout. */
+void mc__store_abort_dropped(mc_store_t *s);
 /* Extra segments: unmounts those whose grace period passed (maintenance thread); unmounts and
  * releases all (teardown); the remount hook's part for them (see store_segments.c). */
 void mc__store_extras_tick(mc_store_t *s);

@@ -9,6 +9,7 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/failpoint.h"
 #include "mooncake/common/log.h"
+#include "mooncake/common/time.h"
 
 static int mc__check_parts(const mc_store_iov_t *parts, size_t nparts, uint64_t *total) {
     uint64_t t = 0;
@@ -27,8 +28,16 @@ static int mc__check_parts(const mc_store_iov_t *parts, size_t nparts, uint64_t 
 }
 
 /* Puts whose replica transfer failed are placed again this many times in all, so that a put
- * with a live segment that has room succeeds although a dead node is still mounted. */
+ * with a live segment that has room succeeds although a dead node is still mounted; and not
+ * after MC__PUT_PLACE_MS since the put began (the default transfer timeout), so that a put that
+ * met several silent nodes in a row still ends within about two transfer timeouts. */
 #define MC__PUT_TRIES 3
+#define MC__PUT_PLACE_MS 30000
+/* mc__finish_put's answer for a non-upsert put whose bytes all landed but whose placement the
+ * master no longer had at its end (OBJECT_NOT_FOUND: the segment was dropped while the bytes
+ * moved, e.g. a node that stalled past client_ttl and then resumed): placed again like a failed
+ * transfer. Never returned to callers. */
+#define MC__PUT_PLACEMENT_GONE INT32_MIN
 
 /* Ends (end = 1) or revokes one started put or upsert (kr: what its start gave). */
 static int mc__put_finish_rpc(mc_store_t *s, int upsert, int end, const char *key,
@@ -43,14 +52,23 @@ static int mc__finish_put(mc_store_t *s, int upsert, const char *key, const mc_s
                           size_t nparts, const mc__key_replicas_t *kr, uint8_t *failed) {
     int rc = mc__store_move_each(s, MC_OPCODE_WRITE, parts, nparts, kr->replicas, kr->n_replicas,
                                  failed);
+    int revoke;
     if (rc == 0) {
+        /* a writer that stalls between its bytes and its end (tests stop it here) */
+        mc__failpoint("store_put_before_end");
         rc = mc__put_finish_rpc(s, upsert, 1, key, kr);
+        /* An upsert's placement may be gone because a newer upsert replaced it: not placed
+         * again, which would put the older value back on top. */
+        if (rc == MC_ERR_OBJECT_NOT_FOUND && !upsert)
+            return MC__PUT_PLACEMENT_GONE;
         if (rc != 0)
             MC_WARN("store: %s end of %s failed: %s", upsert ? "upsert" : "put", key,
                     mc_store_strerror(rc));
         return rc;
     }
-    if (mc__put_finish_rpc(s, upsert, 0, key, kr) != 0)
+    revoke = mc__put_finish_rpc(s, upsert, 0, key, kr);
+    /* OBJECT_NOT_FOUND: the placement is gone already (its segment was dropped, say) */
+    if (revoke != 0 && revoke != MC_ERR_OBJECT_NOT_FOUND)
         MC_WARN("store: revoking the %s of %s failed; the master discards it later",
                 upsert ? "upsert" : "put", key);
     return rc;
@@ -75,6 +93,7 @@ static int mc__put_parts_impl(mc_store_t *s, int upsert, const char *key,
     mc__replicate_config_t wc;
     mc__key_replicas_t *kr = NULL;
     uint64_t total = 0;
+    uint64_t began;
     int rc = mc__store_ready(s);
     if (rc != 0)
         return rc;
@@ -85,6 +104,7 @@ static int mc__put_parts_impl(mc_store_t *s, int upsert, const char *key,
     kr = mc__calloc(1, sizeof(*kr));
     if (!kr)
         return MC_ERR_INTERNAL_ERROR;
+    began = mc__now_ms();
     for (int attempt = 1;; attempt++) {
         uint8_t failed[MC_MP_MAX_REPLICA_NUM] = {0};
         rc = mc__master_client_batch_start(s->master, upsert, 1, &key, &total, &wc, kr);
@@ -103,12 +123,18 @@ static int mc__put_parts_impl(mc_store_t *s, int upsert, const char *key,
         if (rc != 0)
             goto out;
         rc = mc__finish_put(s, upsert, key, parts, nparts, kr, failed);
-        if (rc != MC_ERR_TRANSFER_FAIL || attempt == MC__PUT_TRIES)
+        if ((rc != MC_ERR_TRANSFER_FAIL && rc != MC__PUT_PLACEMENT_GONE) ||
+            attempt == MC__PUT_TRIES || mc__now_ms() - began >= MC__PUT_PLACE_MS) {
+            if (rc == MC__PUT_PLACEMENT_GONE) {
+                rc = MC_ERR_OBJECT_NOT_FOUND;
+                MC_WARN("store: put end of %s failed: %s", key, mc_store_strerror(rc));
+            }
             break;
-        /* The put was revoked. Tell the master which segments we could not reach, so that the
-         * next placement avoids them, and try again. */
+        }
+        /* The put was revoked (or its placement is gone). Tell the master which segments we
+         * could not reach, so that the next placement avoids them, and try again. */
         mc__store_report_unreachable(s, kr, failed);
-        MC_DEBUG("store: put of %s failed to move its bytes; placing it again", key);
+        MC_DEBUG("store: put of %s did not land; placing it again", key);
     }
 out:
     /* Our own write: no later get of ours may read the locations of the value it replaced. */

@@ -226,6 +226,56 @@ void mc__store_suspect_clear(mc_store_t *s, const char *name) {
     pthread_mutex_unlock(&s->sus_mu);
 }
 
+/* ---- transfers to segments the master dropped ---- */
+
+/* Transfers that have gone this long without news are worth a question to the master once its
+ * view changed: no live peer leaves a transfer without a finished 4 MiB slice for 2 s unless its
+ * link runs below 2 MB/s, and a wrong guess only keeps placements off it until its owner's next
+ * heartbeat. */
+#define MC__STALL_ASK_MS 2000
+#define MC__STALL_MAX 16 /* segments asked about per heartbeat */
+/* Segment ids are small integers from 1 (the engine's table); a scan looks at this many. */
+#define MC__STALL_SCAN 4096
+
+void mc__store_abort_dropped(mc_store_t *s) {
+    char names[MC__STALL_MAX][MC_MP_MAX_SEGMENT_NAME + 1];
+    const char *np[MC__STALL_MAX];
+    mc_segment_id_t ids[MC__STALL_MAX];
+    int32_t codes[MC__STALL_MAX];
+    uint64_t view;
+    size_t n = 0;
+    if (!s->engine || !s->master)
+        return;
+    view = mc__master_client_view_version(s->master);
+    for (mc_segment_id_t id = 1; id <= MC__STALL_SCAN && n < MC__STALL_MAX; id++) {
+        uint64_t ms = 0;
+        if (mc_engine_segment_stalled_ms(s->engine, id, &ms) != 0)
+            break; /* past the last segment opened */
+        if (ms < MC__STALL_ASK_MS ||
+            mc_engine_segment_name(s->engine, id, names[n], sizeof(names[n])) != 0)
+            continue;
+        np[n] = names[n];
+        ids[n++] = id;
+    }
+    /* Nothing stalled: what changed in the view so far concerns no transfer of ours. */
+    if (n == 0 || view == s->stall_view) {
+        if (n == 0)
+            s->stall_view = view;
+        return;
+    }
+    if (mc__master_client_segment_unreachable(s->master, n, np, codes) != 0)
+        return; /* asked again after the next heartbeat */
+    s->stall_view = view;
+    for (size_t i = 0; i < n; i++) {
+        if (codes[i] != MC_ERR_SEGMENT_NOT_FOUND)
+            continue;
+        MC_WARN("store: the master dropped segment %s while transfers to it waited; ending them "
+                "now",
+                names[i]);
+        (void)mc_engine_abort_segment(s->engine, ids[i]);
+    }
+}
+
 /* ---- moving bytes ---- */
 
 /* With seg_rw held. */

@@ -18,7 +18,19 @@
  * never zero, so zeros after a record up to the next boundary are its padding, whichever mode
  * wrote the bucket. The decoder trusts nothing: a bucket can be the torn output of a crash or
  * any bytes at all. The scanner does no I/O itself: it reads through a callback, so the rescan
- * and the fuzz harness run the same code. */
+ * and the fuzz harness run the same code.
+ *
+ * A header that fails its check in the middle of a bucket costs that record only: the scanner
+ * first tries to repair it as one damaged byte (the magic alone, which hdr_crc leaves out, or
+ * any one byte of 4..31, with each of its other 255 values) and, when exactly one repair gives a
+ * record that validates completely (header, lengths within the file, data_crc), steps over that
+ * record exactly. Otherwise it resynchronises: the next offset where a record validates
+ * completely. Records start at any byte (buffered ones are not aligned), so every byte is a
+ * candidate, but only where the four magic bytes are, so the cost is one pass over the span plus
+ * the data checks of the rare headers that pass their hdr_crc. The damaged span is reported
+ * (MC_BREC_DAMAGED), never served: its magic, LIVE or DEAD, is not trusted, so a removed
+ * record is never taken for a live one. With no valid record after it, the damage is a torn
+ * tail and the walk ends there, as before. */
 #ifndef MC_DISK_BUCKET_RECORD_H
 #define MC_DISK_BUCKET_RECORD_H
 #include <stddef.h>
@@ -38,16 +50,18 @@ struct mc__brec {
     uint64_t value_len;
     uint64_t seq;
     uint32_t data_crc;
-    uint32_t pad; /* not in the header: the zero bytes after the record up to the next
-                     MC_BREC_ALIGN boundary (or the file's end), as the scanner found them */
+    uint32_t pad;  /* not in the header: the zero bytes after the record up to the next
+                      MC_BREC_ALIGN boundary (or the file's end), as the scanner found them */
+    uint64_t span; /* not in the header: bytes from the record's offset to where the walk goes
+                      on (the record and its padding, or a damaged span) */
 };
 
 /* Writes the 32-byte header of r (its hdr_crc computed here). */
 void mc__brec_encode(const struct mc__brec *r, uint8_t out[MC_BREC_HDR]);
 
-/* Decodes a header (pad is set to 0). 0 if it is well formed (a known magic, hdr_crc matches,
- * key_len in range); -1 otherwise. Does not check that the record fits in its file (the scanner
- * does). */
+/* Decodes a header (pad and span are set to 0). 0 if it is well formed (a known magic, hdr_crc
+ * matches, key_len in range); -1 otherwise. Does not check that the record fits in its file (the
+ * scanner does). */
 int mc__brec_decode(const uint8_t in[MC_BREC_HDR], struct mc__brec *r);
 
 /* Total bytes of a record: header, key and value. */
@@ -64,6 +78,12 @@ enum mc__brec_verdict {
     MC_BREC_DEADREC, /* a well-formed dead record: skip it */
     MC_BREC_BADCRC,  /* header intact, data fails its checksum (or the key holds a NUL): skip
                         it, never serve it */
+    MC_BREC_DAMAGED, /* a header that fails its check, with a valid record (or a repair of it)
+                        after it: r->span bytes skipped, never served. r is a dead header that
+                        covers the span exactly (the repaired one, magic MC_BREC_DEAD, when the
+                        repair worked; else key_len 1 and the rest as value, seq 0), for the
+                        caller to write over the damage; key_len 0 when the span is too short
+                        to hold one (under MC_BREC_HDR + 1 bytes) */
 };
 
 /* Called for every record whose header is intact; key is the key bytes (NUL-terminated, only
@@ -72,11 +92,13 @@ typedef int (*mc__brec_visit_fn)(void *ctx, uint64_t off, const struct mc__brec 
                                  enum mc__brec_verdict v);
 
 /* Walks the records of a bucket of file_len bytes from offset 0, each record followed by its
- * padding if it has any (r->pad when visit is called; the next record starts after it). Stops at
- * the first header that is malformed or whose record runs past file_len: *valid_end is that offset
- * (everything from it on is a torn tail or garbage and cannot be walked). Values are read in chunks
- * of scratch_len bytes through scratch (>= MC_BREC_MAX_KEY + 1 bytes). Returns 0, -1 on a read
- * error, or what visit returned. */
+ * padding if it has any (r->pad when visit is called; the next record starts r->span bytes after
+ * off). A malformed header with an intact record after it is reported as MC_BREC_DAMAGED and
+ * stepped over. Stops at a header whose record runs past file_len (a torn tail), or a malformed
+ * one with no intact record after it: *valid_end is that offset (everything from it on is a torn
+ * tail or garbage and cannot be walked). Values are read in chunks of scratch_len bytes through
+ * scratch (>= MC_BREC_MAX_KEY + 1 bytes). Returns 0, -1 on a read error, or what visit
+ * returned. */
 int mc__brec_scan(mc__brec_read_fn rd, void *rd_ctx, uint64_t file_len, uint8_t *scratch,
                   size_t scratch_len, mc__brec_visit_fn visit, void *visit_ctx,
                   uint64_t *valid_end);

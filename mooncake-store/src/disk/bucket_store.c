@@ -64,6 +64,8 @@ struct mc__bstore {
     uint64_t use; /* the LRU clock: ticks on every put and get */
     uint64_t used;
     uint64_t live;
+    uint64_t damaged; /* damaged spans the rescan at open stepped over (see bucket_record.h) */
+    uint64_t damaged_bytes; /* their bytes */
     struct mc__bindex ix;
 };
 
@@ -1058,6 +1060,8 @@ GETTER(used, s->used)
 GETTER(live, s->live)
 GETTER(count, (uint64_t)s->ix.count)
 GETTER(capacity, s->opts.capacity)
+GETTER(damaged, s->damaged)
+GETTER(damaged_bytes, s->damaged_bytes)
 #undef GETTER
 
 int mc__bstore_coldest(struct mc__bstore *s, char *key, size_t cap, uint64_t *value_len) {
@@ -1102,10 +1106,34 @@ struct scan_ctx {
     struct mc__bucket *b;
     uint64_t max_seq;
     uint64_t dropped;
+    uint64_t spans;      /* damaged spans in this bucket, for its one log line */
+    uint64_t span_bytes; /* their bytes */
+    char where[128];     /* the first few as " offset+length" */
 };
 
 static int scan_read(void *ctx, uint64_t off, void *buf, size_t len) {
     return pread_full(((struct scan_ctx *)ctx)->b->fd, off, buf, len);
+}
+
+/* A damaged span: counted, and a dead header written over the damage that covers the span
+ * exactly, so the next rescan steps over it as over any dead record (and never has to resync
+ * there again). Its bytes are dead space, which compaction reclaims. Best effort: a failed write
+ * leaves the damage, found the same way next time. */
+static void note_damage(struct scan_ctx *c, uint64_t off, const struct mc__brec *r) {
+    c->spans++;
+    c->span_bytes += r->span;
+    size_t n = strlen(c->where);
+    if (c->spans <= 4)
+        snprintf(c->where + n, sizeof c->where - n, " %" PRIu64 "+%" PRIu64, off, r->span);
+    else if (c->spans == 5)
+        snprintf(c->where + n, sizeof c->where - n, " ...");
+    if (r->key_len == 0)
+        return; /* too short to hold a header: left as it is */
+    uint8_t h[MC_BREC_HDR];
+    mc__brec_encode(r, h);
+    if (pwrite(c->b->fd, h, sizeof h, (off_t)off) != (ssize_t)sizeof h)
+        MC_WARN("bucket store: mark a damaged span dead in bucket %" PRIu32 ": %s", c->b->id,
+                strerror(errno));
 }
 
 static int scan_visit(void *ctx, uint64_t off, const struct mc__brec *r, const char *key,
@@ -1118,6 +1146,10 @@ static int scan_visit(void *ctx, uint64_t off, const struct mc__brec *r, const c
         c->max_seq = r->seq + 1;
     if (v == MC_BREC_DEADREC)
         return 0;
+    if (v == MC_BREC_DAMAGED) {
+        note_damage(c, off, r);
+        return 0;
+    }
     if (v == MC_BREC_BADCRC) {
         c->dropped++;
         mark_dead(s, c->b, off);
@@ -1228,11 +1260,20 @@ static int rescan(struct mc__bstore *s) {
             goto out;
         }
         c.b = b;
+        c.spans = c.span_bytes = 0;
+        c.where[0] = '\0';
         uint64_t end = 0;
         rc = mc__brec_scan(scan_read, &c, b->size, scratch, SCRATCH_LEN, scan_visit, &c, &end);
         if (rc != 0) {
             rc = rc == SCAN_NOMEM ? MC_ERR_INTERNAL_ERROR : MC_ERR_INVALID_READ;
             goto out;
+        }
+        if (c.spans) {
+            MC_WARN("bucket store: %s: %" PRIu64 " damaged span(s) of %" PRIu64
+                    " bytes skipped (offset+length:%s); the records after them kept",
+                    name, c.spans, c.span_bytes, c.where);
+            s->damaged += c.spans;
+            s->damaged_bytes += c.span_bytes;
         }
         if (end < b->size) {
             MC_WARN("bucket store: %s: %" PRIu64 " torn or unreadable bytes at %" PRIu64

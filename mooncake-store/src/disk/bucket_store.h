@@ -121,6 +121,11 @@ uint64_t mc__bstore_used(struct mc__bstore *s);
 uint64_t mc__bstore_live(struct mc__bstore *s);
 uint64_t mc__bstore_count(struct mc__bstore *s);
 uint64_t mc__bstore_capacity(struct mc__bstore *s);
+/* Damaged spans (a record whose header failed its check, or garbage between records) that the
+ * rescan at open stepped over, and their bytes: each cost what it covers, the records after it
+ * were kept (docs/disk-tier.md, "What a rescan keeps"). */
+uint64_t mc__bstore_damaged(struct mc__bstore *s);
+uint64_t mc__bstore_damaged_bytes(struct mc__bstore *s);
 
 /* Calls fn for every intact object (after open: what the rescan kept, for re-announcing), with
  * the store's lock held: fn must not call back into s. A non-zero return stops the walk and is

@@ -234,12 +234,15 @@ int mc__admin_compat(mc__master_t *m, const mc_http_request_t *req, mc_http_resp
                      char *arg, size_t cap, mc_buf_t *b) {
     const char *path = req->path;
     if (!strcmp(path, "/health")) {
-        /* one master, always serving: the reference's answer for its leader */
+        /* one master, always serving: the reference's answer for its leader, and whether it is
+         * recovering (restored segments await their owners; puts that find no room wait) */
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "status", "ok");
         cJSON_AddStringToObject(j, "role", "leader");
         cJSON_AddStringToObject(j, "ha_state", "serving");
         cJSON_AddBoolToObject(j, "service_ready", 1);
+        cJSON_AddBoolToObject(j, "recovering", mc__master_recovering(m));
+        cJSON_AddNumberToObject(j, "segments_awaiting_owner", (double)atomic_load(&m->n_awaiting));
         mc__send_json(resp, 200, j);
     } else if (!strcmp(path, "/role")) {
         mc__http_respond(resp, 200, MC__TEXT, "leader", 6);

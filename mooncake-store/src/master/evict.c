@@ -25,20 +25,41 @@ typedef struct mc__room {
     uint32_t n;
 } mc__room_t;
 
+/* Slots whose objects stay whatever their age: a byte per registry slot, 1 when the segment
+ * takes no placements (restored and awaiting its owner, reported unreachable, dying). Evicting
+ * there could not make room for any put, and a restored segment's objects are acknowledged data
+ * that its owner may be about to serve again; an object with a replica in such a slot is not a
+ * candidate. Taken once per eviction run; slots mounted since are not frozen. */
+typedef struct mc__frozen {
+    uint8_t *slot;
+    uint32_t n;
+} mc__frozen_t;
+
 typedef struct mc__collect {
     uint64_t now;
     int soft; /* 0: plain objects; 1: soft-pinned ones */
+    const mc__frozen_t *frozen;
     const mc__room_t *room;
     mc__cand_t *v;
     size_t n, cap;
     int oom;
 } mc__collect_t;
 
-/* Tier of an object for eviction: -1 never (leased, unfinished, hard-pinned), 0 plain,
- * 1 soft-pinned (only when allowed, and only after every plain candidate). */
-static int mc__evict_tier(const mc__master_t *m, const mc__object_t *o, uint64_t now) {
+static int mc__on_frozen(const mc__frozen_t *f, const mc__object_t *o) {
+    const mc__replica_t *reps = mc__obj_reps((mc__object_t *)(uintptr_t)o);
+    for (uint8_t i = 0; i < o->n_replicas; i++)
+        if (reps[i].seg < f->n && f->slot[reps[i].seg])
+            return 1;
+    return 0;
+}
+
+/* Tier of an object for eviction: -1 never (leased, unfinished, hard-pinned, on a frozen
+ * segment), 0 plain, 1 soft-pinned (only when allowed, and only after every plain candidate). */
+static int mc__evict_tier(const mc__master_t *m, const mc__object_t *o, uint64_t now,
+                          const mc__frozen_t *frozen) {
     if (!(o->flags & MC__OBJ_COMPLETE) ||
-        (o->flags & (MC__OBJ_HARD_PIN | MC__OBJ_OFFLOAD_PENDING)) || o->lease_until > now)
+        (o->flags & (MC__OBJ_HARD_PIN | MC__OBJ_OFFLOAD_PENDING)) || o->lease_until > now ||
+        mc__on_frozen(frozen, o))
         return -1;
     if ((o->flags & MC__OBJ_SOFT_PIN) && o->soft_pin_until > now)
         return m->cfg.allow_evict_soft_pinned_objects ? 1 : -1;
@@ -63,7 +84,7 @@ static int mc__helps(const mc__room_t *room, mc__object_t *o) {
 
 static int mc__collect_visit(mc__master_t *m, mc__object_t *o, void *arg) {
     mc__collect_t *c = arg;
-    if (c->oom || mc__evict_tier(m, o, c->now) != c->soft || !mc__helps(c->room, o))
+    if (c->oom || mc__evict_tier(m, o, c->now, c->frozen) != c->soft || !mc__helps(c->room, o))
         return 0;
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 1024;
@@ -90,6 +111,7 @@ static int mc__cand_cmp(const void *a, const void *b) {
 typedef struct mc__evict_pass {
     uint64_t now;
     int soft;
+    const mc__frozen_t *frozen;
     const mc__room_t *room;
     uint64_t threshold; /* evict objects last used at or before this */
     uint64_t target, freed, count;
@@ -97,7 +119,7 @@ typedef struct mc__evict_pass {
 
 static int mc__evict_visit(mc__master_t *m, mc__object_t *o, void *arg) {
     mc__evict_pass_t *p = arg;
-    if (p->freed >= p->target || mc__evict_tier(m, o, p->now) != p->soft ||
+    if (p->freed >= p->target || mc__evict_tier(m, o, p->now, p->frozen) != p->soft ||
         o->access_ms > p->threshold || !mc__helps(p->room, o))
         return 0;
     if (mc__disk_evict_offload(m, o)) {
@@ -114,8 +136,8 @@ static int mc__evict_visit(mc__master_t *m, mc__object_t *o, void *arg) {
 
 /* One tier: find the access time below which enough bytes are, then evict up to it. The two
  * passes see slightly different states (the shards are not frozen): that is the approximation. */
-static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, const mc__room_t *room,
-                                   uint64_t target, uint64_t *count) {
+static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, const mc__frozen_t *frozen,
+                                   const mc__room_t *room, uint64_t target, uint64_t *count) {
     mc__collect_t c;
     mc__evict_pass_t p;
     uint64_t sum = 0;
@@ -123,6 +145,7 @@ static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, const mc__room_t *
     memset(&p, 0, sizeof(p));
     c.now = mc__now_ms();
     c.soft = soft;
+    c.frozen = frozen;
     c.room = room;
     mc__objects_sweep(m, mc__collect_visit, &c);
     if (c.n == 0)
@@ -138,6 +161,7 @@ static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, const mc__room_t *
     }
     p.now = c.now;
     p.soft = soft;
+    p.frozen = frozen;
     p.room = room;
     p.target = target;
     mc__objects_sweep(m, mc__evict_visit, &p);
@@ -149,6 +173,7 @@ out:
 
 typedef struct mc__room_scan {
     uint64_t now;
+    const mc__frozen_t *frozen;
     uint64_t *evictable; /* per slot */
     uint32_t n;
     int soft_ok;
@@ -157,7 +182,7 @@ typedef struct mc__room_scan {
 static int mc__room_visit(mc__master_t *m, mc__object_t *o, void *arg) {
     mc__room_scan_t *r = arg;
     const mc__replica_t *reps = mc__obj_reps(o);
-    int tier = mc__evict_tier(m, o, r->now);
+    int tier = mc__evict_tier(m, o, r->now, r->frozen);
     if (tier < 0 || (tier == 1 && !r->soft_ok))
         return 0;
     for (uint8_t i = 0; i < o->n_replicas; i++)
@@ -166,11 +191,13 @@ static int mc__room_visit(mc__master_t *m, mc__object_t *o, void *arg) {
     return 0;
 }
 
-/* Which segments could hold `fit` bytes once their evictable objects are gone. Returns 1 when
- * at least one could, 0 when eviction cannot help (nothing may be evicted), or -1 when memory
- * ran out (then the caller evicts without a room filter, as it did before there was one). The
- * free-space figure ignores fragmentation: the allocator coalesces what eviction frees. */
-static int mc__room_find(mc__master_t *m, uint64_t fit, mc__room_t *room) {
+/* Which segments could hold `fit` bytes once their evictable objects are gone: only segments
+ * placement would use (a put can never land elsewhere). Returns 1 when at least one could, 0
+ * when eviction cannot help (nothing may be evicted), or -1 when memory ran out (the caller then
+ * evicts nothing). The free-space figure ignores fragmentation: the allocator coalesces what
+ * eviction frees. */
+static int mc__room_find(mc__master_t *m, uint64_t fit, const mc__frozen_t *frozen,
+                         mc__room_t *room) {
     mc__room_scan_t scan;
     uint64_t *free_bytes = NULL; /* per slot; UINT64_MAX: gone, dying or smaller than fit */
     int any = 0, rc = -1;
@@ -183,7 +210,7 @@ static int mc__room_find(mc__master_t *m, uint64_t fit, mc__room_t *room) {
     for (uint32_t i = 0; free_bytes && i < scan.n; i++) {
         mc__segment_t *s = m->slots[i];
         free_bytes[i] = UINT64_MAX;
-        if (!s || s->dying || s->alloc.total_bytes < fit)
+        if (!mc__seg_placeable(s) || s->alloc.total_bytes < fit)
             continue;
         pthread_mutex_lock(&s->mu);
         free_bytes[i] = s->alloc.total_bytes - s->alloc.used_bytes;
@@ -198,6 +225,7 @@ static int mc__room_find(mc__master_t *m, uint64_t fit, mc__room_t *room) {
         goto out;
     }
     scan.now = mc__now_ms();
+    scan.frozen = frozen;
     scan.soft_ok = m->cfg.allow_evict_soft_pinned_objects;
     scan.evictable = mc__calloc(scan.n, sizeof(*scan.evictable));
     room->ok = mc__calloc(scan.n, 1);
@@ -223,6 +251,20 @@ out:
     return rc;
 }
 
+/* The frozen slots (mc__frozen_t) as the registry says now; 0, or -1 when memory ran out. */
+static int mc__frozen_take(mc__master_t *m, mc__frozen_t *f) {
+    int rc = 0;
+    pthread_rwlock_rdlock(&m->registry);
+    f->n = m->n_slots;
+    f->slot = f->n ? mc__calloc(f->n, 1) : NULL;
+    if (f->n && !f->slot)
+        rc = -1;
+    for (uint32_t i = 0; rc == 0 && i < f->n; i++)
+        f->slot[i] = m->slots[i] && !mc__seg_placeable(m->slots[i]);
+    pthread_rwlock_unlock(&m->registry);
+    return rc;
+}
+
 uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking) {
     uint64_t cap = (uint64_t)atomic_load(&m->capacity_bytes);
     uint64_t used = (uint64_t)atomic_load(&m->used_bytes);
@@ -230,6 +272,7 @@ uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking) {
     uint64_t high = (uint64_t)(m->cfg.eviction_high_watermark_ratio * (double)cap);
     uint64_t freed = 0, count = 0;
     mc__room_t room = {NULL, 0};
+    mc__frozen_t frozen = {NULL, 0};
     const mc__room_t *filter = NULL;
     if (blocking) {
         pthread_mutex_lock(&m->evict_mu);
@@ -240,17 +283,17 @@ uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking) {
         target = need;
     if (used > high && target < used - high)
         target = used - high;
-    if (target == 0)
+    /* Without the frozen slots nothing can be evicted safely: evict nothing this time. */
+    if (target == 0 || mc__frozen_take(m, &frozen) != 0)
         goto out;
     if (fit) {
-        int found = mc__room_find(m, fit, &room);
-        if (found == 0)
+        if (mc__room_find(m, fit, &frozen, &room) != 1)
             goto out;
-        filter = found > 0 ? &room : NULL;
+        filter = &room;
     }
-    freed = mc__evict_tier_run(m, 0, filter, target, &count);
+    freed = mc__evict_tier_run(m, 0, &frozen, filter, target, &count);
     if (freed < target && m->cfg.allow_evict_soft_pinned_objects)
-        freed += mc__evict_tier_run(m, 1, filter, target - freed, &count);
+        freed += mc__evict_tier_run(m, 1, &frozen, filter, target - freed, &count);
     atomic_fetch_add(&m->eviction_runs, 1);
     atomic_fetch_add(&m->eviction_successes, count > 0);
     atomic_fetch_add(&m->evictions, count);
@@ -261,6 +304,7 @@ uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking) {
 out:
     pthread_mutex_unlock(&m->evict_mu);
     mc__free(room.ok);
+    mc__free(frozen.slot);
     return freed;
 }
 
@@ -281,14 +325,14 @@ void mc__discard_stale_puts(mc__master_t *m, uint64_t now) {
 }
 
 void mc__grave_release(mc__master_t *m, uint64_t now, int all) {
-    uint64_t release = (uint64_t)m->cfg.put_start_release_timeout_s * 1000u;
     mc__object_t *due = NULL;
     mc__object_t **pp = NULL;
     pthread_mutex_lock(&m->grave_mu);
     pp = &m->grave;
     while (*pp) {
         mc__object_t *o = *pp;
-        if (all || (o->access_ms + release <= now && o->lease_until <= now)) {
+        /* access_ms: the hold mc__grave_add was given (0: none) */
+        if (all || (o->access_ms <= now && o->lease_until <= now)) {
             *pp = o->next;
             o->next = due;
             due = o;

@@ -74,6 +74,11 @@ typedef struct mc__segment {
     /* A client reported it cannot reach this segment: no new placements until its owner
      * heartbeats again (read and cleared under the registry read lock, hence atomic). */
     _Atomic int unreachable;
+    /* Restored from the metadata log and its owner not heard from since (it heartbeats or
+     * remounts), or it expires: no placements, and nothing on it is evicted, because its memory
+     * may still hold every byte the log says it does (read and cleared under the registry read
+     * lock, hence atomic). While any segment awaits its owner the master is recovering. */
+    _Atomic int awaiting_owner;
     mc__seg_alloc_t alloc;
 } mc__segment_t;
 
@@ -115,6 +120,8 @@ struct mc__master {
     _Atomic uint64_t view_version;
     _Atomic uint64_t next_version; /* objects' versions (upserts name theirs) */
     _Atomic int64_t n_unreachable; /* segments marked unreachable (heartbeats skip the scan at 0) */
+    _Atomic int64_t n_awaiting;    /* segments awaiting their owner: > 0 while recovering */
+    _Atomic uint64_t placements_deferred; /* put keys answered "recovering" (retry) */
 
     pthread_mutex_t clients_mu;
     mc__client_rec_t *clients;
@@ -243,9 +250,15 @@ void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint6
  * Its space stays reserved until the release timeout, because the slow writer may still be
  * copying into it. Returns 1 when o was discarded (unlinked). */
 int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
-/* Holds o's space (unlinked) until both its put release timeout (from access_ms) and its lease
- * have passed: a slow writer or a leased reader may still be using its bytes. */
-void mc__grave_add(mc__master_t *m, mc__object_t *o);
+/* Holds o's space (unlinked) until the monotonic moment hold_until (a writer that may still be
+ * copying into it: its put release time; 0 when no writer can be) and its lease have both
+ * passed. The hold is stored in o->access_ms, which means nothing else in the graveyard. Never
+ * pass a time computed as "now minus something" for "no hold": on a host up for less than that
+ * the subtraction has no room (0 is the only "no hold"). */
+void mc__grave_add(mc__master_t *m, mc__object_t *o, uint64_t hold_until);
+/* The moment a writer that started at start_ms can no longer be copying (start + the put
+ * release timeout). */
+uint64_t mc__put_release_at(const mc__master_t *m, uint64_t start_ms);
 
 /* upsert.c, one key each (ops.c runs the batches and writes the replies). */
 /* UPSERT_START: places the new value (under the shadow key when the key exists); the caller
@@ -276,6 +289,19 @@ int mc__segment_mount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t
 int mc__segment_unmount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t *name,
                         uint64_t base);
 void mc__segments_destroy(mc__master_t *m);
+/* 1 while a segment restored from the metadata log awaits its owner (restore.c): puts that find
+ * no room then wait for it instead of evicting (UNAVAILABLE_IN_CURRENT_STATUS, retried by
+ * clients), and /health and the metrics say "recovering". */
+int mc__master_recovering(const mc__master_t *m);
+/* Marks a segment rebuilt by restore (registry write lock held, or no server running yet). */
+void mc__segment_restored(mc__master_t *m, mc__segment_t *seg);
+/* Registry read lock held: 1 when placement may use s (live, reachable, its owner heard from).
+ * Eviction makes room only in such segments, and never evicts an object that has a replica in
+ * any other (see evict.c). */
+static inline int mc__seg_placeable(const mc__segment_t *s) {
+    return s && !s->dying && !atomic_load_explicit(&s->unreachable, memory_order_relaxed) &&
+           !atomic_load_explicit(&s->awaiting_owner, memory_order_relaxed);
+}
 /* Places up to cfg->replica_num replicas of len bytes. Returns count placed (>= 1) or a negative
  * code (NO_AVAILABLE_HANDLE). Caller holds placement (read). */
 int mc__place(mc__master_t *m, uint64_t len, const mc__replicate_config_t *cfg, mc__replica_t *out);

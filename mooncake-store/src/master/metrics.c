@@ -409,6 +409,19 @@ static void mc__own_metrics(mc__master_t *m, mc_buf_t *b) {
             "clients expired after client_ttl without heartbeat", MC__U(m->expired_clients));
     mc__one(b, "mooncake_master_left_clients_total", "counter",
             "clients that unregistered on a clean close", MC__U(m->left_clients));
+    mc__one(b, "mooncake_master_recovering", "gauge",
+            "1 while a segment restored from the metadata log awaits its owner",
+            (double)mc__master_recovering(m));
+    mc__one(b, "mooncake_master_segments_awaiting_owner", "gauge",
+            "restored segments whose owner has not been heard from (nothing on them is evicted)",
+            MC__U(m->n_awaiting));
+    mc__one(b, "mooncake_master_segments_unreachable", "gauge",
+            "segments taking no placements until their owner heartbeats (reported unreachable, "
+            "or superseded by a new owner of their name)",
+            MC__U(m->n_unreachable));
+    mc__one(b, "mooncake_master_placements_deferred_total", "counter",
+            "put keys answered UNAVAILABLE_IN_CURRENT_STATUS while recovering (clients retry)",
+            MC__U(m->placements_deferred));
 
     mc__head(b, "mooncake_master_ops_total", "counter", "keys processed per operation");
     for (int t = 1; t < MC_MP_TYPE_MAX_; t++)

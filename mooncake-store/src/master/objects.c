@@ -237,9 +237,11 @@ void mc__object_release(mc__master_t *m, mc__object_t *o, uint64_t now) {
         o->flags &= (uint8_t)~MC__OBJ_COMPLETE;
         atomic_fetch_sub(&m->n_objects, 1);
         atomic_fetch_sub(&m->object_bytes, (int64_t)o->size);
-        o->access_ms = 0;
+        mc__grave_add(m, o, 0); /* finished: no writer, only its lease holds it */
+        return;
     }
-    mc__grave_add(m, o);
+    /* Unfinished (an upsert preempted, a put replaced): its writer may still be copying. */
+    mc__grave_add(m, o, mc__put_release_at(m, o->access_ms));
 }
 
 void mc__object_retire(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now) {

@@ -62,7 +62,12 @@ void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t siz
     mc__put_replicas_disk(m, out, code, size, lease_ms, reps, n, status, NULL);
 }
 
-void mc__grave_add(mc__master_t *m, mc__object_t *o) {
+uint64_t mc__put_release_at(const mc__master_t *m, uint64_t start_ms) {
+    return start_ms + (uint64_t)m->cfg.put_start_release_timeout_s * 1000u;
+}
+
+void mc__grave_add(mc__master_t *m, mc__object_t *o, uint64_t hold_until) {
+    o->access_ms = hold_until;
     pthread_mutex_lock(&m->grave_mu);
     o->next = m->grave;
     m->grave = o;
@@ -71,17 +76,17 @@ void mc__grave_add(mc__master_t *m, mc__object_t *o) {
 
 int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now) {
     uint64_t discard = (uint64_t)m->cfg.put_start_discard_timeout_s * 1000u;
-    uint64_t release = (uint64_t)m->cfg.put_start_release_timeout_s * 1000u;
+    uint64_t release_at = mc__put_release_at(m, o->access_ms); /* access_ms: its put_start */
     if ((o->flags & MC__OBJ_COMPLETE) || o->access_ms + discard > now)
         return 0;
     mc__shard_unlink(s, o);
     o->flags |= MC__OBJ_DISCARDED; /* counted while it waits in the graveyard */
     atomic_fetch_add(&m->discarded_puts, 1);
-    if (o->access_ms + release <= now) {
+    if (release_at <= now) {
         atomic_fetch_add(&m->released_puts, 1);
         mc__object_destroy(m, o);
     } else
-        mc__grave_add(m, o);
+        mc__grave_add(m, o, release_at);
     return 1;
 }
 
@@ -92,6 +97,14 @@ int32_t mc__place_object(mc__master_t *m, const uint8_t *key, uint32_t key_len, 
     mc__object_t *o = NULL;
     int placed = mc__place(m, len, cfg, reps);
     *out = NULL;
+    /* Recovering (a restored segment awaits its owner, who may be back within a heartbeat):
+     * evicting now would destroy objects to make room the owners may be about to bring. The
+     * client retries this code until its recovery wait is over (MC_STORE_RECOVERY_WAIT_MS); a
+     * restored owner is back or expired within client_ttl. */
+    if (placed < 0 && mc__master_recovering(m)) {
+        atomic_fetch_add_explicit(&m->placements_deferred, 1, memory_order_relaxed);
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    }
     /* Nowhere to put even one replica: make room (LRU eviction) and try once more. Fewer
      * replicas than asked is accepted (best effort) and visible in the reply. */
     if (placed < 0 &&

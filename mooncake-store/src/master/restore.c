@@ -300,10 +300,11 @@ static int mc__build_segment(mc__master_t *m, mc__replay_t *r, mc__rseg_t *rs) {
     atomic_fetch_add(&m->used_bytes, (int64_t)seg->alloc.used_bytes);
     mc__client_touch(m, rs->owner);
     /* No placements in it until its owner is heard from (it remounts or heartbeats): an owner
-     * that died while no master ran would take writes it can never serve. One that stays away
-     * expires after client_ttl, as any silent client. */
-    atomic_store(&seg->unreachable, 1);
-    atomic_fetch_add(&m->n_unreachable, 1);
+     * that died while no master ran would take writes it can never serve. Nor is anything on it
+     * evicted meanwhile: its objects are as acknowledged as any, and a put that finds no room
+     * waits for the owners instead (the master is recovering). One that stays away expires
+     * after client_ttl, as any silent client. */
+    mc__segment_restored(m, seg);
     return 0;
 fail:
     mc__free(v);
@@ -499,8 +500,7 @@ int mc__persist_replay_buf(mc__master_t *m, const uint8_t *data, size_t len, con
                 continue;
             *mc__obj_reps(g) = (mc__replica_t){rs->slot, a->handle, a->off};
             g->size = a->len;
-            g->access_ms = now;
-            mc__grave_add(m, g);
+            mc__grave_add(m, g, mc__put_release_at(m, now));
             orphans++;
         }
     atomic_store(&m->next_serial, r.max_serial + 1);

@@ -53,6 +53,50 @@ uint32_t mc__segments_of(mc__master_t *m, const uint8_t *client) {
 
 static void mc__segment_drop(mc__master_t *m, uint32_t slot);
 
+/* Registry lock held (read suffices: both flags are atomic). s's owner was heard from: it takes
+ * placements again, and if it was restored, its objects may be evicted again. */
+static void mc__segment_unawait(mc__master_t *m, mc__segment_t *s) {
+    if (atomic_exchange(&s->awaiting_owner, 0) && atomic_fetch_sub(&m->n_awaiting, 1) == 1)
+        MC_INFO("master: every restored segment's owner is back or gone: recovery is over");
+}
+
+static void mc__segment_heard(mc__master_t *m, mc__segment_t *s) {
+    if (atomic_exchange(&s->unreachable, 0))
+        atomic_fetch_sub(&m->n_unreachable, 1);
+    mc__segment_unawait(m, s);
+}
+
+void mc__segment_restored(mc__master_t *m, mc__segment_t *seg) {
+    if (!atomic_exchange(&seg->awaiting_owner, 1))
+        atomic_fetch_add(&m->n_awaiting, 1);
+}
+
+int mc__master_recovering(const mc__master_t *m) {
+    return atomic_load_explicit(&m->n_awaiting, memory_order_relaxed) > 0;
+}
+
+/* Registry write lock held; seg was just mounted. A segment is named after its owner's engine
+ * (host:port), which one live process holds at a time, so an older mount of that name by
+ * another client is a dead incarnation (a node killed and restarted under its name): it takes
+ * no more placements from now on, rather than from its owner's expiry (client_ttl) on. Should
+ * its owner still be alive after all, its next heartbeat makes it placeable again. */
+static void mc__supersede_name(mc__master_t *m, const mc__segment_t *seg) {
+    for (uint32_t i = 0; i < m->n_slots; i++) {
+        mc__segment_t *s = m->slots[i];
+        if (!s || s == seg || s->dying || s->name_len != seg->name_len ||
+            memcmp(s->name, seg->name, seg->name_len) != 0 ||
+            memcmp(s->owner, seg->owner, MC_MP_CLIENT_ID_LEN) == 0)
+            continue;
+        mc__segment_unawait(m, s); /* restored: no need to await an owner that is gone */
+        if (!atomic_exchange(&s->unreachable, 1)) {
+            atomic_fetch_add(&m->n_unreachable, 1);
+            MC_INFO("segment %s base=0x%llx epoch=%llu: superseded by a new owner of its name; "
+                    "no placements until its own owner heartbeats",
+                    s->name, (unsigned long long)s->base, (unsigned long long)s->epoch);
+        }
+    }
+}
+
 static int mc__ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
     return a < b + blen && b < a + alen;
 }
@@ -66,6 +110,8 @@ int mc__segment_mount(mc__master_t *m, const uint8_t *client, const mc__mp_str_t
     if (name->len == 0 || name->len > MC_MP_MAX_SEGMENT_NAME || size < MC_SEG_ALIGN ||
         size > MC_MP_MAX_SEGMENT_SIZE || base + size < base)
         return MC_ERR_INVALID_PARAMS;
+    /* A mount is word from its client as much as a heartbeat is. */
+    mc__segments_reachable(m, client);
 again:
     mc__client_touch(m, client);
     pthread_rwlock_wrlock(&m->registry);
@@ -78,8 +124,8 @@ again:
         if (s->base == base && mine && s->epoch == epoch) {
             if (s->size != size)
                 rc = MC_ERR_INVALID_PARAMS;
-            else if (atomic_exchange(&s->unreachable, 0)) /* e.g. restored: its owner is back */
-                atomic_fetch_sub(&m->n_unreachable, 1);
+            else
+                mc__segment_heard(m, s); /* e.g. restored: its owner is back */
             goto out; /* the same mount again (or the check found it): nothing to do */
         }
         if (flags & MC_MP_MOUNT_F_CHECK)
@@ -140,6 +186,7 @@ again:
     memcpy(seg->owner, client, MC_MP_CLIENT_ID_LEN);
     seg->serial = atomic_fetch_add(&m->next_serial, 1);
     m->slots[slot] = seg;
+    mc__supersede_name(m, seg);
     mc__persist_seg_mount(m, seg);
     atomic_fetch_add(&m->n_segments, 1);
     atomic_fetch_add(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
@@ -196,8 +243,7 @@ static void mc__segment_drop(mc__master_t *m, uint32_t slot) {
     seg = m->slots[slot];
     m->slots[slot] = NULL;
     mc__persist_seg_drop(m, seg);
-    if (atomic_exchange(&seg->unreachable, 0))
-        atomic_fetch_sub(&m->n_unreachable, 1);
+    mc__segment_heard(m, seg); /* gone: no longer counted as unreachable or awaited */
     atomic_fetch_sub(&m->n_segments, 1);
     atomic_fetch_sub(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
     atomic_fetch_sub(&m->used_bytes, (int64_t)seg->alloc.used_bytes);
@@ -231,14 +277,13 @@ int32_t mc__segment_unreachable(mc__master_t *m, const mc__mp_str_t *name) {
 }
 
 void mc__segments_reachable(mc__master_t *m, const uint8_t *client) {
-    if (atomic_load(&m->n_unreachable) == 0)
+    if (atomic_load(&m->n_unreachable) == 0 && atomic_load(&m->n_awaiting) == 0)
         return; /* every heartbeat comes here: no scan while nothing is marked */
     pthread_rwlock_rdlock(&m->registry);
     for (uint32_t i = 0; i < m->n_slots; i++) {
         mc__segment_t *s = m->slots[i];
-        if (s && memcmp(s->owner, client, MC_MP_CLIENT_ID_LEN) == 0 &&
-            atomic_exchange(&s->unreachable, 0))
-            atomic_fetch_sub(&m->n_unreachable, 1);
+        if (s && memcmp(s->owner, client, MC_MP_CLIENT_ID_LEN) == 0)
+            mc__segment_heard(m, s);
     }
     pthread_rwlock_unlock(&m->registry);
 }
@@ -482,8 +527,7 @@ int mc__place(mc__master_t *m, uint64_t len, const mc__replicate_config_t *cfg,
         for (uint32_t k = 0; k < m->n_slots && n < want; k++) {
             uint32_t slot = (start + k) % m->n_slots;
             mc__segment_t *s = m->slots[slot];
-            if (!s || s->dying || atomic_load_explicit(&s->unreachable, memory_order_relaxed) ||
-                s->alloc.total_bytes < len || mc__slot_used(out, n, slot))
+            if (!mc__seg_placeable(s) || s->alloc.total_bytes < len || mc__slot_used(out, n, slot))
                 continue;
             if (pass == 0 && !mc__is_preferred(cfg, s))
                 continue;
@@ -503,9 +547,9 @@ int mc__place_on(mc__master_t *m, uint64_t len, const mc__mp_str_t *name,
     pthread_rwlock_rdlock(&m->registry);
     for (uint32_t slot = 0; slot < m->n_slots && !placed; slot++) {
         mc__segment_t *s = m->slots[slot];
-        if (!s || s->dying || atomic_load_explicit(&s->unreachable, memory_order_relaxed) ||
-            s->name_len != name->len || memcmp(s->name, name->p, name->len) != 0 ||
-            s->alloc.total_bytes < len || mc__slot_used(avoid, n_avoid, slot))
+        if (!mc__seg_placeable(s) || s->name_len != name->len ||
+            memcmp(s->name, name->p, name->len) != 0 || s->alloc.total_bytes < len ||
+            mc__slot_used(avoid, n_avoid, slot))
             continue;
         placed = mc__try_alloc(m, slot, len, out);
     }

@@ -112,15 +112,13 @@ static int mc__replica_on(mc__master_t *m, mc__object_t *o, const mc__mp_str_t *
 
 /* Detaches replica i of o (shard locked) into the graveyard, where it stays while readers may
  * hold a lease on it. */
-static void mc__detach_replica(mc__master_t *m, mc__object_t *o, uint8_t i, uint64_t now) {
+static void mc__detach_replica(mc__master_t *m, mc__object_t *o, uint8_t i) {
     mc__replica_t *reps = mc__obj_reps(o);
     mc__object_t *g = mc__object_new(o->data, o->key_len, o->hash, 1);
-    uint64_t release = (uint64_t)m->cfg.put_start_release_timeout_s * 1000u;
     if (g) {
         mc__obj_reps(g)[0] = reps[i];
         g->lease_until = o->lease_until;
-        g->access_ms = now > release ? now - release : 0; /* only the lease holds it */
-        mc__grave_add(m, g);
+        mc__grave_add(m, g, 0); /* no writer: only the lease holds it */
     } else {
         mc__free_replica(m, &reps[i]); /* no memory: free now rather than leak the space */
     }
@@ -167,7 +165,7 @@ static int32_t mc__task_check_new(mc__master_t *m, const mc__mp_request_t *r, mc
     if (need == 0) {
         /* Every target holds a replica already: a copy is done, a move only drops its source. */
         if (t->type == MC_TASK_MOVE) {
-            mc__detach_replica(m, o, (uint8_t)src, mc__now_ms());
+            mc__detach_replica(m, o, (uint8_t)src);
             mc__persist_obj_set(m, o);
         }
         mc__task_set(m, t, MC_TASK_SUCCESS, "every target already held a replica");
@@ -296,7 +294,7 @@ static int mc__task_start(mc__master_t *m, mc__task_t *t, mc__task_work_t *w) {
     }
     if (n_new == 0) {
         if (t->type == MC_TASK_MOVE) {
-            mc__detach_replica(m, o, (uint8_t)src, mc__now_ms());
+            mc__detach_replica(m, o, (uint8_t)src);
             mc__persist_obj_set(m, o);
         }
         mc__task_set(m, t, MC_TASK_SUCCESS, "every target already held a replica");
@@ -309,7 +307,7 @@ static int mc__task_start(mc__master_t *m, mc__task_t *t, mc__task_work_t *w) {
     }
     memcpy(mc__obj_reps(pend), &placed[n_have], (size_t)n_new * sizeof(*placed));
     pend->size = o->size;
-    pend->access_ms = mc__now_ms(); /* the graveyard's release clock, if it comes to that */
+    pend->access_ms = mc__now_ms(); /* when its writer started (mc__put_release_at) */
     t->pending = pend;
     t->version = o->version;
     t->src = reps[src];
@@ -399,7 +397,7 @@ static void mc__task_publish(mc__master_t *m, mc__task_t *t) {
         mc__free(t->pending); /* its replicas are the object's now */
         t->pending = NULL;
         if (t->type == MC_TASK_MOVE)
-            mc__detach_replica(m, o, (uint8_t)src, mc__now_ms());
+            mc__detach_replica(m, o, (uint8_t)src);
         mc__persist_obj_set(m, o);
         mc__task_set(m, t, MC_TASK_SUCCESS, "");
     }
@@ -506,7 +504,7 @@ void mc__tasks_expire(mc__master_t *m, uint64_t now) {
             /* The client may still be writing: its reserved space waits out the release
              * timeout in the graveyard. */
             if (t->pending)
-                mc__grave_add(m, t->pending);
+                mc__grave_add(m, t->pending, mc__put_release_at(m, t->pending->access_ms));
             t->pending = NULL;
             mc__task_set(m, t, MC_TASK_FAILED, "its client did not report in time");
         }

@@ -4,12 +4,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
+#include "mooncake/common/config.h"
 #include "mooncake/common/etcd.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/random.h"
@@ -56,6 +58,9 @@ struct mc__master_client {
     mc__remount_fn remount; /* starts a new incarnation of a mount the master forgot */
     void *remount_ctx;
     mc_auth_t auth; /* the cluster secret, proved on every new connection */
+    /* the master's segment view version as the last heartbeat reply gave it: it changes when a
+     * segment is mounted or dropped (mc__master_client_view_version) */
+    _Atomic uint64_t view;
 };
 
 void mc__uuid_generate(uint8_t id[MC_MP_CLIENT_ID_LEN]) {
@@ -302,8 +307,12 @@ static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline) {
             usleep(100 * 1000);
             continue;
         }
-        if ((fd = mc__tcp_connect(c->host, c->port, mc__mc_step_deadline(c, deadline))) >= 0)
+        if ((fd = mc__tcp_connect(c->host, c->port, mc__mc_step_deadline(c, deadline))) >= 0) {
+            /* a master that went silent fails the call in seconds (then: reconnect), not at
+             * the end of a call's whole timeout with the connection left to hang */
+            (void)mc__set_dead_peer_timeouts(fd);
             break;
+        }
         /* Other failures (unreachable, slow network) keep trying until the deadline. In an HA
          * cluster a refused connect is the old leader, still in the view until its lease runs
          * out: that also waits for the view to change. */
@@ -582,13 +591,70 @@ out:
     return rc;
 }
 
+/* How long a put asks a recovering master again for a placement (it answers
+ * UNAVAILABLE_IN_CURRENT_STATUS while a segment restored from its metadata log awaits its owner
+ * and no other segment has room). An owner is back within a heartbeat or expires after the
+ * master's client_ttl (10 s by default), so the default covers three of those. */
+#define MC__RECOVERY_WAIT_MS_DEFAULT 30000
+#define MC__RECOVERY_POLL_MS_MIN 20
+#define MC__RECOVERY_POLL_MS_MAX 250
+
 int mc__master_client_batch_start(mc__master_client_t *c, int upsert, size_t n,
                                   const char *const *keys, const uint64_t *value_lens,
                                   const mc__replicate_config_t *cfg, mc__key_replicas_t *out) {
+    uint8_t type = upsert ? MC_MP_UPSERT_START : MC_MP_PUT_START;
+    const char **wait_keys = NULL;
+    uint64_t *wait_lens = NULL;
+    size_t *wait_idx = NULL;
+    mc__key_replicas_t *again = NULL;
+    uint64_t until = 0, poll = MC__RECOVERY_POLL_MS_MIN;
+    int rc;
     if (n && !value_lens)
         return MC_ERR_INVALID_PARAMS;
-    return mc__mc_batch(c, upsert ? MC_MP_UPSERT_START : MC_MP_PUT_START, n, keys, value_lens, cfg,
-                        0, NULL, NULL, out);
+    rc = mc__mc_batch(c, type, n, keys, value_lens, cfg, 0, NULL, NULL, out);
+    for (;;) {
+        size_t w = 0;
+        for (size_t i = 0; rc == 0 && i < n; i++)
+            w += out[i].code == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+        if (w == 0)
+            break;
+        if (!until)
+            until = mc__now_ms() + (uint64_t)mc__env_i64_in("MC_STORE_RECOVERY_WAIT_MS",
+                                                            MC__RECOVERY_WAIT_MS_DEFAULT, 0,
+                                                            24 * 3600 * 1000);
+        if (mc__now_ms() + poll > until)
+            break; /* the keys keep the master's answer */
+        if (!again) {
+            wait_keys = mc__calloc(n, sizeof(*wait_keys));
+            wait_lens = mc__calloc(n, sizeof(*wait_lens));
+            wait_idx = mc__calloc(n, sizeof(*wait_idx));
+            again = mc__calloc(n, sizeof(*again));
+            if (!wait_keys || !wait_lens || !wait_idx || !again)
+                break;
+            MC_INFO("store: the master is recovering its segments; waiting up to %llu ms for "
+                    "room for %zu keys",
+                    (unsigned long long)(until - mc__now_ms()), w);
+        }
+        w = 0;
+        for (size_t i = 0; i < n; i++)
+            if (out[i].code == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS) {
+                wait_keys[w] = keys[i];
+                wait_lens[w] = value_lens[i];
+                wait_idx[w++] = i;
+            }
+        usleep((useconds_t)(poll * 1000));
+        poll = poll * 2 < MC__RECOVERY_POLL_MS_MAX ? poll * 2 : MC__RECOVERY_POLL_MS_MAX;
+        /* Only the deferred keys: the others hold placements this put is already using. */
+        if (mc__mc_batch(c, type, w, wait_keys, wait_lens, cfg, 0, NULL, NULL, again) != 0)
+            continue; /* the master may be restarting again: ask until the wait is over */
+        for (size_t j = 0; j < w; j++)
+            out[wait_idx[j]] = again[j];
+    }
+    mc__free(again);
+    mc__free(wait_idx);
+    mc__free(wait_lens);
+    mc__free(wait_keys);
+    return rc;
 }
 
 int mc__master_client_batch_finish(mc__master_client_t *c, int upsert, int end, size_t n,
@@ -713,6 +779,8 @@ int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status) {
     rc = mc__mc_call(c, &r, &h);
     if (rc == 0)
         rc = mc__mp_decode_heartbeat_reply(&h, c->in, (size_t)h.body_len, &st, &view);
+    if (rc == 0)
+        atomic_store(&c->view, view);
     if (rc == 0 && st == MC_MP_CLIENT_NEED_REMOUNT) {
         /* The master lost segments of ours (it expired us, or restarted): mount them again
          * now rather than lose their capacity (in new incarnations where it forgot them). */
@@ -723,6 +791,10 @@ int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status) {
     if (status)
         *status = st;
     return rc;
+}
+
+uint64_t mc__master_client_view_version(mc__master_client_t *c) {
+    return atomic_load(&c->view);
 }
 
 /* --- replica tasks --- */

@@ -84,7 +84,10 @@ int mc__master_client_put_start(mc__master_client_t *c, const char *key, uint64_
 int mc__master_client_put_end(mc__master_client_t *c, const char *key, uint64_t version);
 int mc__master_client_put_revoke(mc__master_client_t *c, const char *key, uint64_t version);
 /* The same in batches, for puts (upsert = 0) and upserts (1, which may replace an existing
- * key): finish ends (end = 1) or revokes (0) each key's placement, named by versions[i]. */
+ * key): finish ends (end = 1) or revokes (0) each key's placement, named by versions[i]. A key
+ * the master defers because it is recovering (UNAVAILABLE_IN_CURRENT_STATUS: restored segments
+ * await their owners) is asked for again, alone, until MC_STORE_RECOVERY_WAIT_MS (default 30 s)
+ * has passed; then it keeps that code. */
 int mc__master_client_batch_start(mc__master_client_t *c, int upsert, size_t n,
                                   const char *const *keys, const uint64_t *value_lens,
                                   const mc__replicate_config_t *cfg, mc__key_replicas_t *out);
@@ -149,6 +152,10 @@ int mc__master_client_task_report(mc__master_client_t *c, const uint8_t id[MC_MP
  * master did not know the client (restart, expiry) the segments are mounted again here and
  * *status (may be NULL) reports MC_MP_CLIENT_NEED_REMOUNT. */
 int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status);
+/* The master's segment view version from the last heartbeat reply (0 before one): it changes
+ * whenever a segment is mounted or dropped (an owner expired), so a client that waits on a
+ * segment knows when to ask whether it is still there. No I/O. */
+uint64_t mc__master_client_view_version(mc__master_client_t *c);
 /* A clean leave: the master unmounts every segment of this client and forgets it at once (not
  * counted as expired). The client's mount list is cleared first, so nothing is remounted. 0, or the
  * master's code (NOT_IMPLEMENTED from a master that predates it), or RPC_FAIL. */

@@ -10,7 +10,13 @@
  *
  * send returns only after the server's handler has returned for that message. Clients keep up to
  * pool_size idle connections per target. All functions return 0 or a negative MC_ERR_* code
- * unless documented otherwise; a server or client object may be used from several threads. */
+ * unless documented otherwise; a server or client object may be used from several threads.
+ *
+ * After fork(): a client belongs to the process that created it, a started server to the one
+ * that started it. In a child, a client's sends fail with MC_ERR_CONTEXT (its pooled
+ * connections are the parent's), start fails the same way, wait returns at once, stop does
+ * nothing, and destroy closes the child's copies of the sockets only: nothing of the parent's
+ * is stopped or shut down. */
 #ifndef MOONCAKE_RPC_CHANNEL_H
 #define MOONCAKE_RPC_CHANNEL_H
 

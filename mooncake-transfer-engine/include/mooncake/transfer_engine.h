@@ -185,6 +185,18 @@ MC_API int mc_engine_segment_name(mc_engine_t *e, mc_segment_id_t id, char *buf,
  * segment are not failed or waited for: they end on the connections they hold. The reference's
  * closeSegment does nothing. MC_ERR_INVALID_ARGUMENT for an id never opened. */
 MC_API int mc_engine_close_segment(mc_engine_t *e, mc_segment_id_t id);
+/* For callers that know the peer is gone (the store's master dropped its segment): a close, and
+ * every transfer to the segment that is queued or waiting on the peer now ends at once, FAILED
+ * with MC_ERR_SOCKET (the tcp transport; a same-host copy finishes on its own), instead of at
+ * its deadline (MC_TRANSFER_TIMEOUT, 30 s). Transfers submitted afterwards run as usual (a peer
+ * that comes back is reached again). Ours: the reference has no such call. MC_ERR_INVALID_ARGUMENT
+ * for an id never opened; MC_LOCAL_SEGMENT_ID is a no-op. */
+MC_API int mc_engine_abort_segment(mc_engine_t *e, mc_segment_id_t id);
+/* *ms = how long the transfers to the segment now in flight have gone without news: since the
+ * last one ended (or, over tcp, the last 4 MiB slice of one), or since the first of them was
+ * submitted; 0 when none is in flight. A live peer makes news at its link's speed; a silent one
+ * none. No I/O. Ours. MC_ERR_INVALID_ARGUMENT for an id never opened or ms NULL. */
+MC_API int mc_engine_segment_stalled_ms(mc_engine_t *e, mc_segment_id_t id, uint64_t *ms);
 /* Address and length of the first buffer the peer registered (0 if none). */
 MC_API int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,
                                           uint64_t *len);

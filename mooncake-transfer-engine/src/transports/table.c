@@ -99,6 +99,12 @@ void mc__transports_peer_refreshed(mc__peer_t *p, int restarted) {
             mc__table[i]->peer_refreshed(p, restarted);
 }
 
+void mc__transports_peer_abort(mc_engine_t *e, mc__peer_t *p) {
+    for (size_t i = 0; i < MC__NTP; i++)
+        if (mc__table[i]->peer_abort)
+            mc__table[i]->peer_abort(e, p);
+}
+
 void mc__transports_describe(const mc_engine_t *e, mc__desc_t *d) {
     for (size_t i = 0; i < MC__NTP; i++)
         if (mc__table[i]->describe)

@@ -39,13 +39,16 @@
  * and payload of a READ up to about 4 KiB, in one recv. */
 #define MC__TCP_RBUF_INLINE (4096 + 256)
 
-/* A worker and the connection it is using, so that closing the engine can cut a transfer that
- * waits on a stalled peer instead of sitting out its deadline. */
+/* A worker and the connection it is using, so that closing the engine, or aborting the peer
+ * (mc_engine_abort_segment), can cut a transfer that waits on a stalled peer instead of sitting
+ * out its deadline. A caller running a lone request is one too while it has a connection. */
 typedef struct mc__tcp_worker {
     struct mc__tcp *q;
     pthread_t thr;
-    int busy_fd; /* guarded by q->lock */
-    int caller;  /* the caller's own thread running a lone request (mc__tcp_run_here) */
+    int busy_fd;                           /* guarded by q->lock, like the two below */
+    mc__peer_t *busy_peer;                 /* whom busy_fd reaches */
+    struct mc__tcp_worker *cnext, **cprev; /* q->callers while a caller's thread is busy */
+    int caller; /* the caller's own thread running a lone request (mc__tcp_run_here) */
     uint8_t *rbuf;
     size_t rbuf_cap;
 } mc__tcp_worker_t;
@@ -60,6 +63,7 @@ struct mc__tcp {
     int cut;  /* interrupt: slices fail with MC_ERR_CONTEXT, workers keep running */
     mc__tcp_worker_t *workers;
     int nworkers;
+    mc__tcp_worker_t *callers; /* callers' threads with a connection in use (q->lock) */
     uint64_t slice;
     uint64_t pipe_bytes; /* 0: one request per round trip */
     /* A worker was signalled and none has taken work since: a task queued now will be seen by
@@ -82,21 +86,41 @@ typedef struct mc__tcp_op {
 
 static void mc__tcp_slice_done(mc_engine_t *e, mc__task_t *t, int rc);
 
-/* Publishes the connection in use; returns nonzero when the engine is closing. */
-static int mc__tcp_set_busy(mc__tcp_worker_t *w, int fd) {
+/* Publishes the connection in use (fd, to peer; -1: none now); returns nonzero when the engine
+ * is closing, or when fd is to be used and the peer was aborted since `aborts` (the abort could
+ * not see this connection: it must not be used). */
+static int mc__tcp_set_busy(mc__tcp_worker_t *w, int fd, mc__peer_t *peer, uint32_t aborts) {
+    mc__tcp_t *q = w->q;
     int stop;
-    pthread_mutex_lock(&w->q->lock);
+    pthread_mutex_lock(&q->lock);
     w->busy_fd = fd;
-    stop = w->q->stop || w->q->cut;
-    pthread_mutex_unlock(&w->q->lock);
+    w->busy_peer = fd >= 0 ? peer : NULL;
+    if (w->caller && fd >= 0 && !w->cprev) {
+        w->cnext = q->callers;
+        w->cprev = &q->callers;
+        if (q->callers)
+            q->callers->cprev = &w->cnext;
+        q->callers = w;
+    } else if (w->caller && fd < 0 && w->cprev) {
+        *w->cprev = w->cnext;
+        if (w->cnext)
+            w->cnext->cprev = w->cprev;
+        w->cnext = NULL;
+        w->cprev = NULL;
+    }
+    stop = q->stop || q->cut || (fd >= 0 && atomic_load(&peer->aborts) != aborts);
+    pthread_mutex_unlock(&q->lock);
     return stop;
 }
 
 /* Reports op's result: the peer's verdict (0 or its error code) or a local error. */
 static void mc__tcp_op_finish(mc_engine_t *e, mc__tcp_op_t *op, int rc) {
     mc__task_t *t = op->t;
-    if (rc == 0)
+    if (rc == 0) {
         atomic_fetch_add(&t->transferred, op->n);
+        /* a large task is many slices: each one that ends shows the peer alive */
+        atomic_store_explicit(&t->peer->progress_ms, mc__now_ms(), memory_order_relaxed);
+    }
     if (rc == MC_ERR_ADDRESS_NOT_REGISTERED) {
         /* our copy of its descriptor is out of date: fetch it before the next use */
         pthread_mutex_lock(&t->peer->lock);
@@ -187,8 +211,13 @@ static int mc__tcp_pipe(mc_engine_t *e, int fd, mc__tcp_op_t *ops, int k, mc__rb
         wait = ops[next].deadline_ms - now;
         if (poll(&pfd, 1, wait > 1000000 ? 1000000 : (int)wait) < 0 && errno != EINTR)
             return MC_ERR_SOCKET;
-        if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
+        if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            int err = 0;
+            socklen_t el = sizeof(err);
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err)
+                errno = err; /* ETIMEDOUT: the peer went silent (mc__tcp_group) */
             return MC_ERR_SOCKET;
+        }
         if (!(pfd.revents & POLLIN))
             continue;
         /* The target sends a reply without waiting for us once it has the whole request,
@@ -221,19 +250,27 @@ static void mc__tcp_fail_rest(mc_engine_t *e, mc__tcp_op_t *ops, int first, int 
 
 /* Runs a group of slices to one peer, each reported done (by op_finish or here) before it
  * returns. A pooled connection may have died with a restarted peer: the ops it left unanswered
- * get one retry on a fresh connection (READ and WRITE of the same bytes are idempotent). */
+ * get one retry on a fresh connection (READ and WRITE of the same bytes are idempotent). Not
+ * after the peer went silent (ETIMEDOUT: TCP_USER_TIMEOUT or keep-alive, mc__set_dead_peer_
+ * timeouts) or was aborted: a fresh connection would only wait out the same silence. */
 static void mc__tcp_group(mc_engine_t *e, mc__tcp_worker_t *w, mc__tcp_op_t *ops, int k,
                           uint64_t *req_id, uint8_t *mem, size_t cap) {
     mc__peer_t *peer = ops[0].t->peer;
+    /* the worker failed ops submitted before the latest abort, so these share one count (one
+     * submitted during an abort that raced the worker's check goes down with the group) */
+    uint32_t aborts = ops[0].t->aborts;
     int rc = MC_ERR_SOCKET;
     int first = 0; /* ops before it are done */
     for (int attempt = 0; attempt < 2; attempt++) {
         int reused = 0;
+        int silent;
         int fd;
         uint64_t dl = ops[first].deadline_ms;
         mc__rbuf_t rb;
         for (int i = first + 1; i < k; i++)
             dl = ops[i].deadline_ms < dl ? ops[i].deadline_ms : dl;
+        if (atomic_load(&peer->aborts) != aborts)
+            break; /* no connect to a peer known gone */
         fd = mc__peer_conn_get(e, peer, dl, &reused);
         if (fd < 0) {
             rc = fd == MC_ERR_DNS ? fd : MC_ERR_SOCKET;
@@ -242,15 +279,18 @@ static void mc__tcp_group(mc_engine_t *e, mc__tcp_worker_t *w, mc__tcp_op_t *ops
         for (int i = first; i < k; i++)
             ops[i].id = ++*req_id;
         mc__rbuf_init(&rb, fd, mem, cap);
-        rb.timed_wait = 1;             /* MC__PEER_RECV_SLICE_MS */
-        if (mc__tcp_set_busy(w, fd)) { /* a close began: the interrupt missed this one */
-            mc__tcp_set_busy(w, -1);
-            mc__peer_conn_put(peer, fd);
-            mc__tcp_fail_rest(e, ops, first, k, MC_ERR_CONTEXT);
+        rb.timed_wait = 1; /* MC__PEER_RECV_SLICE_MS */
+        if (mc__tcp_set_busy(w, fd, peer, aborts)) {
+            /* a close began, or the peer was aborted: the cut missed this one */
+            int closing = mc__tcp_set_busy(w, -1, peer, aborts);
+            close(fd);
+            mc__tcp_fail_rest(e, ops, first, k, closing ? MC_ERR_CONTEXT : MC_ERR_SOCKET);
             return;
         }
+        errno = 0;
         rc = mc__tcp_pipe(e, fd, ops + first, k - first, &rb, w->caller);
-        if (mc__tcp_set_busy(w, -1) && rc) { /* cut by the close's interrupt */
+        silent = rc && errno == ETIMEDOUT;
+        if (mc__tcp_set_busy(w, -1, peer, aborts) && rc) { /* cut by the close's interrupt */
             close(fd);
             mc__tcp_fail_rest(e, ops, first, k, MC_ERR_CONTEXT);
             return;
@@ -264,7 +304,8 @@ static void mc__tcp_group(mc_engine_t *e, mc__tcp_worker_t *w, mc__tcp_op_t *ops
         close(fd);
         if (first == k)
             return; /* all answered; only the trailing bytes were wrong */
-        if (!reused || mc__now_ms() >= ops[first].deadline_ms || mc__tcp_set_busy(w, -1))
+        if (!reused || silent || mc__now_ms() >= ops[first].deadline_ms ||
+            mc__tcp_set_busy(w, -1, peer, aborts) || atomic_load(&peer->aborts) != aborts)
             break;
         pthread_mutex_lock(&peer->lock);
         mc__peer_conn_drop_locked(peer);
@@ -357,8 +398,8 @@ static void *mc__tcp_worker(void *arg) {
                 rc = MC_ERR_CONTEXT;
             else if (atomic_load(&t->error))
                 rc = 0; /* the task already failed: skip the rest quickly */
-            else if (mc__now_ms() >= t->deadline_ms)
-                rc = MC_ERR_SOCKET;
+            else if (mc__now_ms() >= t->deadline_ms || atomic_load(&t->peer->aborts) != t->aborts)
+                rc = MC_ERR_SOCKET; /* past its deadline, or its peer was aborted since */
             else {
                 ops[live++] = ops[i];
                 continue;
@@ -372,8 +413,8 @@ static void *mc__tcp_worker(void *arg) {
 }
 
 /* Runs task t on the calling thread when it fits in one slice (1), else does nothing (0).
- * A close's interrupt cannot cut it short once it runs (the calling thread is no worker whose
- * connection it shuts down); the task's deadline bounds it. */
+ * A close's interrupt cannot cut it short once it runs (the task's deadline bounds it); an abort
+ * of its peer can (the thread is on q->callers while it holds a connection). */
 static int mc__tcp_run_here(mc_engine_t *e, mc__task_t *t) {
     mc__tcp_t *q = e->tcp;
     mc__tcp_worker_t self = {.q = q, .busy_fd = -1, .caller = 1};
@@ -426,6 +467,25 @@ static void mc__tcp_interrupt(mc_engine_t *e) {
     for (int i = 0; i < q->nworkers; i++)
         if (q->workers[i].busy_fd >= 0)
             shutdown(q->workers[i].busy_fd, SHUT_RDWR);
+    pthread_mutex_unlock(&q->lock);
+}
+
+static void mc__tcp_cut_peer_locked(mc__tcp_worker_t *w, const mc__peer_t *p) {
+    if (w->busy_fd >= 0 && w->busy_peer == p)
+        shutdown(w->busy_fd, SHUT_RDWR);
+}
+
+/* Cuts the connections in use to p (their waits fail at once); the queued slices of tasks
+ * submitted before the abort fail when a worker takes them (mc__tcp_worker). */
+static void mc__tcp_peer_abort(mc_engine_t *e, mc__peer_t *p) {
+    mc__tcp_t *q = e->tcp;
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->lock);
+    for (int i = 0; i < q->nworkers; i++)
+        mc__tcp_cut_peer_locked(&q->workers[i], p);
+    for (mc__tcp_worker_t *w = q->callers; w; w = w->cnext)
+        mc__tcp_cut_peer_locked(w, p);
     pthread_mutex_unlock(&q->lock);
 }
 
@@ -507,6 +567,7 @@ const mc__transport_t mc__tp_tcp = {.name = "tcp",
                                     .id = MC__TP_TCP,
                                     .init = mc__tcp_init,
                                     .interrupt = mc__tcp_interrupt,
+                                    .peer_abort = mc__tcp_peer_abort,
                                     .close = mc__tcp_close,
                                     .submit = mc__tcp_submit,
                                     .run_inline = mc__tcp_run_here};

@@ -68,6 +68,10 @@ typedef struct mc__transport {
     uint64_t (*peer_fetch_token)(struct mc__peer *p);
     void (*peer_swapped)(struct mc__peer *p, uint64_t token, int restarted);
     void (*peer_refreshed)(struct mc__peer *p, int restarted);
+    /* May be NULL. The peer is known gone (mc_engine_abort_segment; p->aborts was just raised):
+     * end its tasks that are queued or waiting on it now, failing them with MC_ERR_SOCKET,
+     * rather than at their deadlines. Tasks submitted after this run as usual. */
+    void (*peer_abort)(struct mc_engine *e, struct mc__peer *p);
     /* Adds what peers need to reach this transport to our descriptor, once its buffers are
      * filled in: its own part (mc__desc_add_part under its name: a socket name, an endpoint
      * address, each buffer's remote key). May be NULL. */
@@ -102,6 +106,7 @@ void mc__transports_peer_tokens(struct mc__peer *p, uint64_t tok[MC__TP_COUNT]);
 void mc__transports_peer_swapped(struct mc__peer *p, const uint64_t tok[MC__TP_COUNT],
                                  int restarted);
 void mc__transports_peer_refreshed(struct mc__peer *p, int restarted);
+void mc__transports_peer_abort(struct mc_engine *e, struct mc__peer *p);
 void mc__transports_describe(const struct mc_engine *e, struct mc__desc *d);
 /* After a peer's descriptor is decoded: each transport reads its part (desc_parse) and d->reach
  * says which can reach the peer. */

@@ -4,20 +4,27 @@ The service's handlers know nothing of either: each takes a request with ``await
 and ``request.match_info`` (the path's parameters) and returns a :class:`Reply`. This module reads
 the body (refusing one over the size limit before it is all received), calls the handler and
 turns its reply into a response. Every error this layer answers itself (an unknown path, a method
-the path does not take, a body too large, a handler that raised) is JSON ``{"error": message}``,
-like the handlers' own.
+the path does not take, a body too large, a handler that raised, missing or wrong credentials)
+is JSON ``{"error": message}``, like the handlers' own.
+
+With a token, every route but the open ones (``/api/health``) needs ``Authorization: Bearer
+<token>``; without it, or with a wrong one, the answer is 401 before the body is read or the
+handler runs, so a refused request changes nothing (see auth.py for where the token comes from).
 """
 
 import asyncio
 import json
 import logging
 import socket
+import time
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.routing import Route
 import uvicorn
+
+from mooncake._service.auth import check_bearer
 
 __all__ = ["Reply", "Request", "HttpServer", "json_reply"]
 
@@ -27,14 +34,16 @@ logger = logging.getLogger("mooncake.mooncake_store_service")
 class Reply:
     """A handler's answer: HTTP status, body bytes and content type.
 
-    ``text`` is the body decoded as UTF-8 (the JSON replies' text)."""
+    ``text`` is the body decoded as UTF-8 (the JSON replies' text); ``headers`` extra response
+    headers (a dict) or None."""
 
-    __slots__ = ("status", "body", "content_type")
+    __slots__ = ("status", "body", "content_type", "headers")
 
-    def __init__(self, status, body=b"", content_type="application/json"):
+    def __init__(self, status, body=b"", content_type="application/json", headers=None):
         self.status = status
         self.body = body
         self.content_type = content_type
+        self.headers = headers
 
     @property
     def text(self):
@@ -89,8 +98,34 @@ async def _read_body(request, limit):
     return b"".join(chunks)
 
 
-def _endpoint(handler, limit, reads_body):
+_refusals = {"last": None, "quiet": 0}
+
+
+def _log_refusal(request, why):
+    """One warning a second at most (a stranger's flood must not flood the log), with how many
+    refusals went unlogged since the last one."""
+    now = time.monotonic()
+    last = _refusals["last"]
+    if last is not None and now - last < 1.0:
+        _refusals["quiet"] += 1
+        return
+    quiet, _refusals["quiet"], _refusals["last"] = _refusals["quiet"], 0, now
+    logger.warning("refused %s %s from %s: %s%s", request.method, request.url.path,
+                   request.client.host if request.client else "?", why,
+                   f" (and {quiet} more refused since the last such line)" if quiet else "")
+
+
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="mc_store_rest_server"'}
+
+
+def _endpoint(handler, limit, reads_body, token):
     async def endpoint(request):
+        if token is not None:
+            why = check_bearer(request.headers.get("authorization"), token)
+            if why is not None:
+                _log_refusal(request, why)
+                return _response(Reply(401, json.dumps({"error": why}).encode(),
+                                       headers=_CHALLENGE))
         body = b""
         if reads_body:
             try:
@@ -106,7 +141,8 @@ def _endpoint(handler, limit, reads_body):
 
 
 def _response(reply):
-    return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
+    return Response(reply.body, status_code=reply.status, media_type=reply.content_type,
+                    headers=getattr(reply, "headers", None))
 
 
 async def _http_error(request, exc):
@@ -123,10 +159,12 @@ async def _internal_error(request, exc):
     return _response(json_reply(500, {"error": f"Internal error: {exc}"}))
 
 
-def build_app(routes, max_body_size):
-    """A Starlette app of routes: (path, method, handler, reads_body) each."""
+def build_app(routes, max_body_size, token=None, open_paths=()):
+    """A Starlette app of routes: (path, method, handler, reads_body) each. With token (bytes),
+    every path but those in open_paths answers only requests that carry it."""
     return Starlette(
-        routes=[Route(path, _endpoint(handler, max_body_size, reads_body), methods=[method])
+        routes=[Route(path, _endpoint(handler, max_body_size, reads_body,
+                                      None if path in open_paths else token), methods=[method])
                 for path, method, handler, reads_body in routes],
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )

@@ -46,4 +46,9 @@ uint16_t mc__conn_server_port(const mc_conn_server_t *s);
 /* Connections being served right now. */
 int mc__conn_server_active(mc_conn_server_t *s);
 void mc__conn_server_stop(mc_conn_server_t *s);
+/* In a fork() child, for a server its parent started: closes this process's copies of the
+ * listening socket, the wake pipe and (when the table is consistent) the connections, and frees
+ * nothing else. No byte to the pipe, no shutdown(), no join: those would stop the parent's server
+ * (the pipe and the sockets are shared with it), and the threads are the parent's. */
+void mc__conn_server_forget(mc_conn_server_t *s);
 #endif

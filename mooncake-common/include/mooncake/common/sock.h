@@ -71,6 +71,18 @@ static inline size_t mc__rbuf_pending(const mc__rbuf_t *b) {
 int mc__set_buffers(int fd, int sndbuf, int rcvbuf);
 /* SO_RCVTIMEO: a blocking receive on fd returns EAGAIN after ms (see mc__rbuf_t.timed_wait). */
 int mc__set_recv_timeout(int fd, int ms);
+/* Dead-peer detection on a long-lived TCP connection (data and master links): a peer that
+ * stops answering without a network error (a host gone, a black-holed link) ends the connection
+ * with ETIMEDOUT within seconds instead of the kernel's ~15 minutes. TCP_USER_TIMEOUT of
+ * MC_TCP_USER_TIMEOUT_MS (default 5000, 0..600000; 0: the kernel's) bounds how long sent data may
+ * stay unacknowledged; keep-alive probes after MC_TCP_KEEPALIVE_S idle seconds (default 2,
+ * 0..3600; 0: none), one a second, three unanswered, find a peer that vanished while we waited
+ * for its answer. A live peer's kernel answers both, however busy or stopped its process is.
+ * The settings are read once per process. Returns 0 or MC_ERR_SOCKET (the fd is still usable). */
+int mc__set_dead_peer_timeouts(int fd);
+/* The two settings in force (ms; 0: off), for logs and tests. */
+int64_t mc__tcp_user_timeout_ms(void);
+int64_t mc__tcp_keepalive_s(void);
 
 /* Unix-domain stream sockets (abstract namespace when path starts with '@'). */
 int mc__unix_listen(const char *path);

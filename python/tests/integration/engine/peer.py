@@ -19,6 +19,7 @@ peer's own memory, read back by the peer itself, so a test never trusts the init
     LOOP <target> <off> <peer_addr> <length> <seconds>
                                       writes again and again in a thread until one fails or the
                                       time is up -> OK started
+    LOOPDONE                          -> OK <writes done so far> (the loop goes on)
     LOOPWAIT                          -> OK <rc of the failing write, 0 if none> <writes done>
     QUIT                              close the engine and exit 0
 """
@@ -70,6 +71,7 @@ def main() -> int:
             if rc != 0:
                 break
             done += 1
+            loop["done"] = done
         loop["result"] = (rc, done)
     print(f"READY {engine.get_local_segment_name()} {base} {args.size}", flush=True)
 
@@ -111,6 +113,8 @@ def main() -> int:
                     args=(a[0], base + int(a[1]), int(a[2]), int(a[3]), float(a[4])), daemon=True)
                 loop["thread"].start()
                 reply = "started"
+            elif cmd == "LOOPDONE":
+                reply = "%d" % loop.get("done", 0)
             elif cmd == "LOOPWAIT":
                 loop["thread"].join()
                 reply = "%d %d" % loop["result"]

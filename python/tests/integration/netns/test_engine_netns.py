@@ -70,15 +70,18 @@ def test_link_down_mid_transfer_fails_within_bound(netns_pair, spawn_ns_peer, pr
     b = spawn_ns_peer("b", SIZE, env, protocol)
     a.fill(0, 64 * MiB, 7)
     # b writes 64 MiB blocks into a, again and again, until a write fails
-    assert b.cmd("LOOP", a.name, 0, a.addr, 64 * MiB, 20) == "started"
-    time.sleep(0.5)
+    assert b.cmd("LOOP", a.name, 0, a.addr, 64 * MiB, 60) == "started"
+    # the link goes down mid-stream: after some writes landed, however slow the machine is
+    deadline = time.monotonic() + 45
+    while int(b.cmd("LOOPDONE")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     netns_pair.link_down("b")
     t0 = time.monotonic()
     rc, done = (int(w) for w in b.cmd("LOOPWAIT").split())
     elapsed = time.monotonic() - t0
     assert done > 0, "no write completed before the link went down"
     assert rc < 0, f"a write over a downed link returned {rc}"
-    # the 2 s transfer deadline plus slack, far from the 20 s the loop would run
+    # the 2 s transfer deadline plus slack, far from the 60 s the loop would run
     assert elapsed < 6, f"the failing write took {elapsed:.1f}s to return"
     # what did land is intact up to the failing block; a is still serving
     assert a.sha(0, MiB) in (sha(pattern(7, MiB)), b.sha(0, MiB))

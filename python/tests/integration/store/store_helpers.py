@@ -38,10 +38,14 @@ def rss_mib(pid):
 
 
 class Master:
-    """mooncake_master on 127.0.0.1 with ephemeral RPC and admin ports."""
+    """mooncake_master on 127.0.0.1 with ephemeral RPC and admin ports. prefix: a command it runs
+    under (``ip netns exec NS``, or unshare into a time namespace); it then runs in a process
+    group of its own and signals go to the whole group, so they reach a master that the prefix
+    command forked."""
 
-    def __init__(self, *flags, port=0):
+    def __init__(self, *flags, port=0, prefix=()):
         self.flags = list(flags)
+        self.prefix = list(prefix)
         self.proc = None
         self.port = port
         self.metrics_port = None
@@ -49,10 +53,10 @@ class Master:
 
     def start(self):
         self.metrics_port = None  # a new one each start; the RPC port stays when it was given
-        cmd = [binary_path("mooncake_master"), f"--port={self.port}", "--metrics_port=0",
-               "--rpc_address=127.0.0.1", *self.flags]
+        cmd = [*self.prefix, binary_path("mooncake_master"), f"--port={self.port}",
+               "--metrics_port=0", "--rpc_address=127.0.0.1", *self.flags]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+                                     text=True, start_new_session=bool(self.prefix))
         deadline = time.monotonic() + 10
         want_meta = "--enable_http_metadata_server" in self.flags
         self.http_metadata_port = None
@@ -95,7 +99,10 @@ class Master:
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
+            if self.prefix:
+                os.killpg(self.proc.pid, sig)
+            else:
+                self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -106,11 +113,12 @@ class Master:
 class Worker:
     """A store client process; run() executes code in it and returns its ``result``."""
 
-    def __init__(self, env=None, stderr=None):
+    def __init__(self, env=None, stderr=None, prefix=()):
         e = dict(os.environ)
         e.update(env or {})
         # stderr: a file to collect the client's log lines in (default: the test's stderr).
-        self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE,
+        # prefix: a command it runs under (``ip netns exec NS``, which execs: proc is the worker).
+        self.proc = subprocess.Popen([*prefix, sys.executable, str(WORKER)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=stderr, text=True, env=e)
         self.pid = self._read()["result"]
 

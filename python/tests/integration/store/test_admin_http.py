@@ -68,7 +68,7 @@ def test_health_role_and_state(node):
     status, health = get_json(master, "/health")
     assert status == 200
     assert health == {"status": "ok", "role": "leader", "ha_state": "serving",
-                      "service_ready": True}
+                      "service_ready": True, "recovering": False, "segments_awaiting_owner": 0}
     assert get(master, "/role")[::2] == (200, "leader")
     assert get(master, "/ha_status")[::2] == (200, "serving")
     status, _, summary = get(master, "/metrics/summary")

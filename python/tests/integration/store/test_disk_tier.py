@@ -179,21 +179,35 @@ def test_kill9_mid_write_then_restart(make_master, make_worker, disk_dir):
     node.stop(signal.SIGKILL)
     pure.reply()
     # Damage on top of whatever the kill left: a torn record at the end of the newest bucket
-    # (half a header) and a flipped byte in the value of an object (the first record of the
-    # oldest bucket; its key is in the clear after the 32-byte header).
+    # (half a header), a flipped byte in the value of an object (the first record of the
+    # oldest bucket; its key is in the clear after the 32-byte header) and one in the header of
+    # the record after it (its value length): that costs that record, not the rest of the bucket.
     files = bucket_files(disk_dir)
     assert files
     with open(files[-1], "ab") as f:
         f.write(b"MCOB\x05\x00\x00\x00\x00\x00\x10")
     with open(files[0], "r+b") as f:
         head = f.read(32)
-        klen = struct.unpack_from("<I", head, 4)[0]
+        klen, vlen = struct.unpack_from("<IQ", head, 4)
         bad_key = f.read(klen).decode()
         f.seek(32 + klen + 1000)
         b = f.read(1)
         f.seek(32 + klen + 1000)
         f.write(bytes([b[0] ^ 0xFF]))
-    assert bad_key.startswith("k9-")
+        # The second record starts after the first and, when that one was written with
+        # O_DIRECT, its zero padding up to the next 4 KiB boundary.
+        end = 32 + klen + vlen
+        f.seek(end)
+        pad = f.read(-end % 4096)
+        second = end + len(pad) if pad and not any(pad) else end
+        f.seek(second)
+        head2 = f.read(32)
+        assert head2[:4] == b"MCOB"
+        klen2 = struct.unpack_from("<I", head2, 4)[0]
+        bad_key2 = f.read(klen2).decode()
+        f.seek(second + 9)
+        f.write(bytes([head2[9] ^ 0x20]))
+    assert bad_key.startswith("k9-") and bad_key2.startswith("k9-")
     # The master forgets the dead node's copies once it expires; the restarted node (same
     # directory) announces what is intact and replaces its old self right away.
     node = disk_node(master, disk_dir, capacity="512mb", segment="64mb")
@@ -201,7 +215,7 @@ def test_kill9_mid_write_then_restart(make_master, make_worker, disk_dir):
         assert wait_for(lambda: node_metric(node, "mooncake_disk_announces_total") >= 1, 10)
         got = read_all(pure, "k9-", n)
         for i in range(n):
-            if f"k9-{i}" == bad_key:
+            if f"k9-{i}" in (bad_key, bad_key2):
                 assert got[i] == [0, pure.run("result = sha(b'')")], "a corrupt copy was served"
             else:
                 assert got[i] == [MIB, digests[i]], i
@@ -212,7 +226,9 @@ def test_kill9_mid_write_then_restart(make_master, make_worker, disk_dir):
             assert size in (0, MIB)
             if size:
                 assert digest == pure.run(f"result = sha(pattern({MIB}, 'late{i}'))")
-        assert node_metric(node, "mooncake_disk_objects") >= n - 1
+        assert node_metric(node, "mooncake_disk_objects") >= n - 2
+        assert node_metric(node, "mooncake_disk_damaged_spans_total") >= 1
+        assert node_metric(node, "mooncake_disk_damaged_bytes_total") >= 32 + klen2 + MIB
     finally:
         node.stop()
 
