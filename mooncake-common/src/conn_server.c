@@ -168,8 +168,9 @@ static void mc__conn_accept_one(mc_conn_server_t *s) {
     if (!mc__conn_admit(s, &peer) || !(c = mc__calloc(1, sizeof(*c)))) {
         int n = s->nconns;
         pthread_mutex_unlock(&s->mu);
-        /* one line per second at most: a flood of refusals must not become a flood of logs */
-        if (mc__now_ms() >= s->refuse_logged_ms + 1000) {
+        /* one line per second at most: a flood of refusals must not become a flood of logs
+         * (0: none logged yet, not "long ago": a host up less than a second logs too) */
+        if (s->refuse_logged_ms == 0 || mc__now_ms() >= s->refuse_logged_ms + 1000) {
             s->refuse_logged_ms = mc__now_ms();
             MC_WARN("%s: refusing a connection (%d open, limit %d, %d per peer)", s->o.name, n,
                     s->o.max_conns, s->o.max_per_peer);

@@ -26,6 +26,13 @@
  * tries 50 ms apart; the next call tries again. */
 #define MC__REFUSED_TRIES 4
 
+/* The least time one network step (an etcd look-up of the leader, a TCP connect, the handshake,
+ * one remount, one request and its reply) gets, however much of the call's deadline earlier steps
+ * used up: on a loaded machine a reconnect can eat the whole deadline, and the step after it must
+ * still be able to succeed rather than fail "within 1 ms". A call may so overrun its deadline by
+ * one step (never more than the client's own timeout, so a short timeout stays short). */
+#define MC__STEP_MIN_MS 2000
+
 typedef struct mc__mount {
     char name[MC_MP_MAX_SEGMENT_NAME + 1];
     uint64_t base, size, epoch;
@@ -76,6 +83,13 @@ void mc__uuid_format(const uint8_t id[MC_MP_CLIENT_ID_LEN], char out[37]) {
 
 static uint64_t mc__mc_deadline(const mc__master_client_t *c) {
     return mc__now_ms() + (uint64_t)(c->timeout_ms > 0 ? c->timeout_ms : 1);
+}
+
+/* The deadline of one step of a call whose deadline is deadline (MC__STEP_MIN_MS). */
+static uint64_t mc__mc_step_deadline(const mc__master_client_t *c, uint64_t deadline) {
+    int least = c->timeout_ms < MC__STEP_MIN_MS ? c->timeout_ms : MC__STEP_MIN_MS;
+    uint64_t floor = mc__now_ms() + (uint64_t)(least > 0 ? least : 1);
+    return deadline > floor ? deadline : floor;
 }
 
 static void mc__mc_disconnect(mc__master_client_t *c) {
@@ -163,7 +177,8 @@ static int mc__mc_call(mc__master_client_t *c, mc__mp_request_t *r, mc_frame_hea
         rc = mc__mp_encode_request(&c->out, r);
         if (rc)
             goto out;
-        rc = mc__mc_roundtrip(c, deadline, mc__mc_reply_spin(r->n_keys), h);
+        rc =
+            mc__mc_roundtrip(c, mc__mc_step_deadline(c, deadline), mc__mc_reply_spin(r->n_keys), h);
         if (rc == 0)
             goto out;
         mc__mc_disconnect(c);
@@ -213,7 +228,7 @@ static int mc__mc_mount_raw(mc__master_client_t *c, uint64_t deadline, const mc_
     mc__buf_reset(&c->out);
     rc = mc__mp_encode_request(&c->out, &r);
     if (rc == 0)
-        rc = mc__mc_roundtrip(c, deadline, mc__reply_spin_for(0), &h);
+        rc = mc__mc_roundtrip(c, mc__mc_step_deadline(c, deadline), mc__reply_spin_for(0), &h);
     if (rc) {
         mc__mc_disconnect(c);
         return MC_ERR_RPC_FAIL;
@@ -261,10 +276,10 @@ static int mc__mc_remount_all(mc__master_client_t *c, uint64_t deadline) {
  * now (none elected yet, etcd unreachable, a value that is no address). */
 static int mc__mc_resolve_leader(mc__master_client_t *c, uint64_t deadline) {
     char addr[MC_MP_MAX_SEGMENT_NAME + 1];
-    uint64_t now = mc__now_ms();
-    int wait = deadline > now ? (int)(deadline - now) : 1;
-    int rc = mc__master_view_get(c->view_endpoints, c->view_cluster, addr, sizeof(addr),
-                                 wait < 1000 ? wait : 1000);
+    /* all that is left, and never less than one step: the etcd client itself moves on from a
+     * stalled member within it */
+    int wait = (int)(mc__mc_step_deadline(c, deadline) - mc__now_ms());
+    int rc = mc__master_view_get(c->view_endpoints, c->view_cluster, addr, sizeof(addr), wait);
     if (rc)
         return rc;
     if (mc__split_host_port(addr, c->host, sizeof(c->host), &c->port) || c->port == 0) {
@@ -280,16 +295,19 @@ static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline) {
     int rc = 0;
     int refused = 0;
     for (;;) {
-        if (c->view_endpoints && mc__mc_resolve_leader(c, deadline) != 0) {
+        if (c->view_endpoints && (rc = mc__mc_resolve_leader(c, deadline)) != 0) {
             /* no leader right now (an election is under way): ask again until the deadline */
             if (mc__now_ms() + 100 >= deadline) {
+                MC_WARN("no master leader of cluster %s known in etcd %s before the call's "
+                        "deadline: %s",
+                        c->view_cluster, c->view_endpoints, mc_store_strerror(rc));
                 rc = MC_ERR_RPC_FAIL;
                 goto out;
             }
             usleep(100 * 1000);
             continue;
         }
-        if ((fd = mc__tcp_connect(c->host, c->port, deadline)) >= 0) {
+        if ((fd = mc__tcp_connect(c->host, c->port, mc__mc_step_deadline(c, deadline))) >= 0) {
             /* a master that went silent fails the call in seconds (then: reconnect), not at
              * the end of a call's whole timeout with the connection left to hang */
             (void)mc__set_dead_peer_timeouts(fd);
@@ -305,7 +323,8 @@ static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline) {
         }
         usleep((c->view_endpoints ? 100 : 50) * 1000);
     }
-    if (c->auth.enabled && (rc = mc__auth_client(&c->auth, fd, deadline)) != 0) {
+    if (c->auth.enabled &&
+        (rc = mc__auth_client(&c->auth, fd, mc__mc_step_deadline(c, deadline))) != 0) {
         close(fd);
         /* a refusal is an answer (no retry helps); a broken handshake may be a restart */
         MC_ERROR("the master at %s:%u %s", c->host, (unsigned)c->port,

@@ -21,6 +21,16 @@ static const char *g_bin;
 #define SEG_A_BASE 0x10000000ull
 #define SEG_B_BASE 0x20000000ull
 #define MIB (1ull << 20)
+/* Every test here but the eviction one shares one master, and none of them is about client
+ * expiry (test_master_faults.c is): a client_ttl no loaded machine can outlast between two
+ * calls of a test, so a slow run is never mistaken for a dead client. */
+#define NO_EXPIRY "--client_ttl=3600"
+/* The lease that a get grants. Checks that a lease still holds run a few calls after the get:
+ * long enough that a loaded machine finishes them inside it; waits for its end sleep past it. */
+#define LEASE_MS 2000
+#define LEASE_FLAG "--default_kv_lease_ttl=2000"
+/* A master call's deadline: generous, so that a starved master is slow, not failed. */
+#define CALL_MS 15000
 
 typedef struct fixture {
     mc_test_master_t m;
@@ -31,8 +41,8 @@ static int setup_with(void **state, const char *const *extra, uint64_t seg_size)
     fixture_t *f = calloc(1, sizeof(*f));
     assert_non_null(f);
     assert_int_equal(mc_test_master_start(g_bin, 0, extra, &f->m), 0);
-    assert_int_equal(mc__master_client_connect(f->m.addr, 3000, NULL, &f->a), 0);
-    assert_int_equal(mc__master_client_connect(f->m.addr, 3000, NULL, &f->b), 0);
+    assert_int_equal(mc__master_client_connect(f->m.addr, CALL_MS, NULL, &f->a), 0);
+    assert_int_equal(mc__master_client_connect(f->m.addr, CALL_MS, NULL, &f->b), 0);
     assert_int_equal(mc__master_client_mount_segment(f->a, "hostA:1", SEG_A_BASE, seg_size), 0);
     assert_int_equal(mc__master_client_mount_segment(f->b, "hostB:2", SEG_B_BASE, seg_size), 0);
     *state = f;
@@ -40,7 +50,7 @@ static int setup_with(void **state, const char *const *extra, uint64_t seg_size)
 }
 
 static int setup(void **state) {
-    static const char *const extra[] = {"--default_kv_lease_ttl=300",
+    static const char *const extra[] = {LEASE_FLAG, NO_EXPIRY,
                                         "--eviction_high_watermark_ratio=1.0", NULL};
     return setup_with(state, extra, 4 * MIB);
 }
@@ -52,6 +62,11 @@ static int teardown(void **state) {
     assert_int_equal(mc_test_master_stop(&f->m, 0), 0);
     free(f);
     return 0;
+}
+
+/* Sleeps past a lease granted before the call: however slow the machine, it has ended. */
+static void wait_lease_end(void) {
+    usleep((LEASE_MS + 100) * 1000);
 }
 
 static void check_in_segment(const mc__replica_desc_t *d, uint64_t len) {
@@ -81,7 +96,7 @@ static void test_two_phase_put_visibility(void **state) {
     memset(&r, 0, sizeof(r));
     assert_int_equal(mc__master_client_get_replica_list(f->b, "k1", &r), 0);
     assert_int_equal(r.size, 1000);
-    assert_int_equal(r.lease_ttl_ms, 300);
+    assert_int_equal(r.lease_ttl_ms, LEASE_MS);
     assert_int_equal(r.n_replicas, 1);
     assert_int_equal(r.replicas[0].status, MC_MP_REPLICA_COMPLETE);
     check_in_segment(&r.replicas[0], 1000);
@@ -147,7 +162,7 @@ static void test_upsert_versions(void **state) {
     /* Replica clear: refused while leased (the get above), done after. */
     assert_int_equal(mc__master_client_batch_replica_clear(f->a, 1, &key, NULL, &code), 0);
     assert_int_equal(code, MC_ERR_OBJECT_HAS_LEASE);
-    usleep(400 * 1000);
+    wait_lease_end();
     assert_int_equal(mc__master_client_batch_replica_clear(f->a, 1, &key, "no-such-seg", &code), 0);
     assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc__master_client_batch_replica_clear(f->a, 1, &key, "", &code), 0);
@@ -191,7 +206,7 @@ static void test_lease_blocks_remove(void **state) {
     assert_int_equal(mc__master_client_get_replica_list(f->b, "leased", &r), 0);
     assert_int_equal(mc__master_client_remove(f->a, "leased", 0), MC_ERR_OBJECT_HAS_LEASE);
     assert_int_equal(mc__master_client_exist(f->a, "leased"), 1);
-    usleep(400 * 1000); /* lease is 300 ms */
+    wait_lease_end();
     assert_int_equal(mc__master_client_remove(f->a, "leased", 0), 0);
 
     assert_int_equal(mc__master_client_put_start(f->a, "leased", 4096, NULL, &r), 0);
@@ -318,7 +333,7 @@ static void test_batches(void **state) {
         assert_int_equal(reps[i].code, 0);
         assert_int_equal(reps[i].size, lens[i]);
     }
-    usleep(350 * 1000); /* leases end */
+    wait_lease_end();
     assert_int_equal(mc__master_client_batch_remove(f->a, N, keys, 0, codes), 0);
     for (int i = 0; i < N; i++)
         assert_int_equal(codes[i], 0);
@@ -483,7 +498,7 @@ static void test_heartbeat(void **state) {
     assert_int_equal(mc__master_client_heartbeat(f->a, &st), 0);
     assert_int_equal(st, MC_MP_CLIENT_OK);
     /* A pure client (no segment) is fine from its first heartbeat on, every time. */
-    assert_int_equal(mc__master_client_connect(f->m.addr, 2000, NULL, &c), 0);
+    assert_int_equal(mc__master_client_connect(f->m.addr, CALL_MS, NULL, &c), 0);
     for (int i = 0; i < 3; i++) {
         st = 9;
         assert_int_equal(mc__master_client_heartbeat(c, &st), 0);
@@ -545,8 +560,8 @@ static void test_mount_incarnations(void **state) {
     const uint64_t base = 0x30000000ull;
     cfg.preferred[0].p = (const uint8_t *)"hostC:3";
     cfg.preferred[0].len = 7;
-    assert_int_equal(mc__master_client_connect(f->m.addr, 2000, NULL, &c), 0);
-    assert_int_equal(mc__master_client_connect(f->m.addr, 2000, NULL, &d), 0);
+    assert_int_equal(mc__master_client_connect(f->m.addr, CALL_MS, NULL, &c), 0);
+    assert_int_equal(mc__master_client_connect(f->m.addr, CALL_MS, NULL, &d), 0);
     assert_int_equal(mc__master_client_mount_segment_epoch(c, "hostC:3", base, MIB, 7), 0);
     assert_int_equal(mc__master_client_mount_segment_epoch(c, "hostC:3", base, MIB, 7), 0);
     assert_int_equal(mc__master_client_put_start(c, "inc-old", 4096, &cfg, &r), 0);
@@ -575,10 +590,12 @@ static void test_mount_incarnations(void **state) {
 
 /* --- eviction, on a master of its own with a small pool --- */
 
+/* Leases long enough for every step below to run while they hold on a loaded machine; the forced
+ * removal must give their space back well before they would have ended. */
+#define EVICT_LEASE_MS 30000
+
 static int setup_evict(void **state) {
-    /* Leases long enough for every step below to run while they hold, short enough that the
-     * forced removal's held space comes back within the test. */
-    static const char *const extra[] = {"--default_kv_lease_ttl=4000",
+    static const char *const extra[] = {"--default_kv_lease_ttl=30000", NO_EXPIRY,
                                         "--eviction_high_watermark_ratio=1.0",
                                         "--eviction_ratio=0.05", NULL};
     return setup_with(state, extra, 10 * 4096);
@@ -633,20 +650,20 @@ static void test_eviction_lru_skips_leased(void **state) {
                      MC_ERR_NO_AVAILABLE_HANDLE);
     /* Force takes the keys away, but answers only once no reader can start a read through a
      * location it cached from the gets just made (MC_MP_CACHED_LEASE_MS + slack after them),
-     * and their space stays held until then. The monitor (every 100 ms) then frees it, well
-     * before the 4 s leases would have ended. */
+     * and their space stays held until then. The monitor (every 100 ms) then frees it, before
+     * the leases would have ended (polled: a loaded machine may take seconds, not 30). */
     forced = mc__now_ms();
     assert_int_equal(mc__master_client_remove_all(f->a, 1), 20);
     assert_true(mc__now_ms() - forced >= MC_MP_CACHED_LEASE_MS);
     assert_int_equal(mc__master_client_exist(f->a, names[3]), 0);
-    for (int i = 0; i < 200; i++) {
+    do {
         rc = mc__master_client_put_start(f->a, key, 4096, &pin, &r);
         if (rc != MC_ERR_NO_AVAILABLE_HANDLE)
             break;
         usleep(50 * 1000);
-    }
+    } while (mc__now_ms() - forced < EVICT_LEASE_MS - 2000);
     assert_int_equal(rc, 0);
-    assert_true(mc__now_ms() - forced < 3500);
+    assert_true(mc__now_ms() - forced < EVICT_LEASE_MS - 1000);
     assert_int_equal(mc__master_client_put_end(f->a, key, r.version), 0);
     for (int i = 0; i < 19; i++) {
         assert_int_equal(mc__master_client_put_start(f->a, names[i], 4096, NULL, &r), 0);
