@@ -16,6 +16,19 @@ import pytest
 from mooncake.async_store import MooncakeDistributedStoreAsync
 from mooncake.store import MooncakeDistributedStore
 
+
+def _stop(master):
+    """SIGSTOPs the master and waits until the kernel shows it stopped: a call made after this
+    returns cannot have been answered by it, however loaded the machine is."""
+    master.proc.send_signal(signal.SIGSTOP)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(f"/proc/{master.proc.pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        time.sleep(0.01)
+    raise AssertionError("the master did not stop")
+
 MiB = 1 << 20
 
 
@@ -175,7 +188,7 @@ def test_loop_keeps_running_while_a_c_call_waits(make_master):
     assert s.put("k", b"v") == 0
 
     async def main():
-        master.proc.send_signal(signal.SIGSTOP)  # the next master round trip waits
+        _stop(master)  # the next master round trip waits
         try:
             call = asyncio.ensure_future(s.async_get_size("k"))
             ticks = 0
@@ -200,7 +213,7 @@ def test_cancellation(make_master):
     assert s.setup(*setup_args(master)) == 0
 
     async def main():
-        master.proc.send_signal(signal.SIGSTOP)
+        _stop(master)
         try:
             running = asyncio.ensure_future(s.async_put("started", b"1"))
             await asyncio.sleep(0.2)  # now inside the C client, waiting for the master
