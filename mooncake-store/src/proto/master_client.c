@@ -644,11 +644,19 @@ int mc__master_client_batch_start(mc__master_client_t *c, int upsert, size_t n,
             }
         usleep((useconds_t)(poll * 1000));
         poll = poll * 2 < MC__RECOVERY_POLL_MS_MAX ? poll * 2 : MC__RECOVERY_POLL_MS_MAX;
-        /* Only the deferred keys: the others hold placements this put is already using. */
-        if (mc__mc_batch(c, type, w, wait_keys, wait_lens, cfg, 0, NULL, NULL, again) != 0)
-            continue; /* the master may be restarting again: ask until the wait is over */
-        for (size_t j = 0; j < w; j++)
-            out[wait_idx[j]] = again[j];
+        /* Only the deferred keys: the others hold placements this put is already using. A
+         * request that failed may still have been served (placed, the reply lost): asking again
+         * would then find the key being put and answer as for an existing key, so those keys
+         * fail with the request's error instead, and their placements are discarded later. */
+        int sent = mc__mc_batch(c, type, w, wait_keys, wait_lens, cfg, 0, NULL, NULL, again);
+        for (size_t j = 0; j < w; j++) {
+            if (sent != 0) {
+                memset(&out[wait_idx[j]], 0, sizeof(out[wait_idx[j]]));
+                out[wait_idx[j]].code = sent;
+            } else {
+                out[wait_idx[j]] = again[j];
+            }
+        }
     }
     mc__free(again);
     mc__free(wait_idx);
