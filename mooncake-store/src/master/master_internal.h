@@ -234,18 +234,7 @@ void mc__object_retire(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_
 enum { MC__SWEEP_KEEP = 0, MC__SWEEP_DESTROY = 1, MC__SWEEP_RETIRE = 2 };
 typedef int (*mc__obj_visit_fn)(mc__master_t *m, mc__object_t *o, void *arg);
 void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg);
-
-/* ops.c */
-/* Appends the replicas of one key to a replicas reply (lease_ms: the u64 after the size). */
-void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t size,
-                      uint64_t lease_ms, const mc__replica_t *reps, uint8_t n, uint8_t status);
-/* Places the replicas of a len-byte object (evicting once when nothing fits) and allocates its
- * record under key (not inserted, incomplete, with a new version): 0 or a negative code. */
-int32_t mc__place_object(mc__master_t *m, const uint8_t *key, uint32_t key_len, uint32_t hash,
-                         uint64_t len, const mc__replicate_config_t *cfg, uint64_t now,
-                         mc__object_t **out);
-/* With the shard locked: the put of o is finished; readers see it from now on. */
-void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
+/* The graveyard: objects no reader can find whose space waits for writers and leases. */
 /* With the shard locked: an unfinished put older than the discard timeout gives up its key.
  * Its space stays reserved until the release timeout, because the slow writer may still be
  * copying into it. Returns 1 when o was discarded (unlinked). */
@@ -259,6 +248,25 @@ void mc__grave_add(mc__master_t *m, mc__object_t *o, uint64_t hold_until);
 /* The moment a writer that started at start_ms can no longer be copying (start + the put
  * release timeout). */
 uint64_t mc__put_release_at(const mc__master_t *m, uint64_t start_ms);
+
+/* ops.c */
+/* Appends the replicas of one key to a replicas reply (lease_ms: the u64 after the size). */
+void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t size,
+                      uint64_t lease_ms, const mc__replica_t *reps, uint8_t n, uint8_t status);
+
+/* put.c: the put path, one key at a time (ops.c runs the batches and writes the replies). */
+/* Places the replicas of a len-byte object (evicting once when nothing fits) and allocates its
+ * record under key (not inserted, incomplete, with a new version): 0 or a negative code. */
+int32_t mc__place_object(mc__master_t *m, const uint8_t *key, uint32_t key_len, uint32_t hash,
+                         uint64_t len, const mc__replicate_config_t *cfg, uint64_t now,
+                         mc__object_t **out);
+/* With the shard locked: the put of o is finished; readers see it from now on. */
+void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
+/* PUT_START of one key: places it and inserts its incomplete record; the caller holds placement
+ * (read). 0 with the replicas and the version its end must name, or a code. */
+int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
+                          const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
+                          uint8_t *n_out, uint64_t *version);
 
 /* upsert.c, one key each (ops.c runs the batches and writes the replies). */
 /* UPSERT_START: places the new value (under the shadow key when the key exists); the caller
@@ -357,6 +365,8 @@ void mc__rpc_server_stop(mc__rpc_server_t *s);
 
 /* admin_http.c */
 int mc__admin_http_start(mc__master_t *m, uint16_t port);
+
+/* key_text.c */
 /* Text for n bytes of a key or name: valid UTF-8 passes unchanged (control characters too when
  * ctl is 0), any other byte becomes the four characters \xNN. out holds 4 * n + 1 bytes. */
 void mc__key_text(const uint8_t *p, size_t n, char *out, int ctl);

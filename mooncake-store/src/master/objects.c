@@ -266,3 +266,31 @@ mc__object_t *mc__object_grow(mc__shard_t *s, mc__object_t *o, const mc__replica
     mc__free(o);
     return g;
 }
+
+uint64_t mc__put_release_at(const mc__master_t *m, uint64_t start_ms) {
+    return start_ms + (uint64_t)m->cfg.put_start_release_timeout_s * 1000u;
+}
+
+void mc__grave_add(mc__master_t *m, mc__object_t *o, uint64_t hold_until) {
+    o->access_ms = hold_until;
+    pthread_mutex_lock(&m->grave_mu);
+    o->next = m->grave;
+    m->grave = o;
+    pthread_mutex_unlock(&m->grave_mu);
+}
+
+int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now) {
+    uint64_t discard = (uint64_t)m->cfg.put_start_discard_timeout_s * 1000u;
+    uint64_t release_at = mc__put_release_at(m, o->access_ms); /* access_ms: its put_start */
+    if ((o->flags & MC__OBJ_COMPLETE) || o->access_ms + discard > now)
+        return 0;
+    mc__shard_unlink(s, o);
+    o->flags |= MC__OBJ_DISCARDED; /* counted while it waits in the graveyard */
+    atomic_fetch_add(&m->discarded_puts, 1);
+    if (release_at <= now) {
+        atomic_fetch_add(&m->released_puts, 1);
+        mc__object_destroy(m, o);
+    } else
+        mc__grave_add(m, o, release_at);
+    return 1;
+}
