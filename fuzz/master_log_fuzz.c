@@ -7,6 +7,7 @@
 #include "fuzz_quiet.h"
 #include "master/master.h"
 #include "master/persist.h"
+#include "master/restore.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

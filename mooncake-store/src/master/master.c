@@ -5,6 +5,7 @@
 #include "master/disk.h"
 #include "master/master_internal.h"
 #include "master/persist.h"
+#include "master/restore.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/http.h"
 #include "mooncake/common/log.h"
@@ -152,6 +153,10 @@ int mc__master_new_offline(const mc__master_config_t *cfg, mc__master_t **out) {
     return 0;
 }
 
+/* The metadata log reaches the state only through these: restore.c replays and dumps it. */
+static const mc__persist_state_t mc__log_state = {
+    .replay = mc__persist_replay, .replay_buf = mc__persist_replay_buf, .dump = mc__persist_dump};
+
 int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
     mc__master_t *m = NULL;
     int rc = mc__master_new_offline(cfg, &m);
@@ -160,14 +165,15 @@ int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
         return rc;
     if (cfg->enable_ha && cfg->ha_term > 0) {
         char err[512];
-        rc = mc__persist_open_ha(m, err, sizeof(err));
+        rc = mc__persist_open_ha(m, &mc__log_state, err, sizeof(err));
         if (rc) {
             MC_ERROR("master: HA metadata log (term %lld): %s", (long long)cfg->ha_term, err);
             goto out;
         }
     } else if (cfg->metadata_dir && *cfg->metadata_dir) {
         char err[512];
-        rc = mc__persist_open(m, cfg->metadata_dir, cfg->restore_metadata, err, sizeof(err));
+        rc = mc__persist_open(m, cfg->metadata_dir, cfg->restore_metadata, &mc__log_state, err,
+                              sizeof(err));
         if (rc) {
             MC_ERROR("master: metadata log in %s: %s", cfg->metadata_dir, err);
             goto out;

@@ -52,6 +52,7 @@ struct mc__persist {
         int done, ok;
     } batch[MC__ELOG_INFLIGHT];
     unsigned b_head, b_count;
+    mc__persist_state_t state; /* replay and dump, from lifecycle */
 };
 
 /* The log is rewritten from the state once it is this much larger than after the last rewrite
@@ -398,7 +399,7 @@ static void mc__persist_compact_etcd(mc__master_t *m, mc__persist_t *p) {
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     mc__buf_init(&body);
-    if (mc__persist_dump(m, &body) == 0 && !body.failed &&
+    if (p->state.dump(m, &body) == 0 && !body.failed &&
         mc__elog_install(p->elog, body.data, body.len, mark) == 0)
         MC_INFO("master: metadata log in etcd compacted to a %zu-byte snapshot", body.len);
     else
@@ -440,7 +441,7 @@ void mc__persist_maybe_compact(mc__master_t *m) {
     mc__buf_init(&p->redo);
     pthread_mutex_unlock(&p->mu);
     mc__buf_init(&body);
-    if (mc__persist_dump(m, &body) == 0) {
+    if (p->state.dump(m, &body) == 0) {
         fd = openat(p->dir_fd, MC__LOG_FILE ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         ok = fd >= 0 && mc__write_all(fd, (const uint8_t *)MC__LOG_MAGIC, 8) == 0 &&
              mc__write_all(fd, body.data, body.len) == 0;
@@ -505,7 +506,8 @@ static int mc__write_log_file(int dir_fd, const mc_buf_t *body, char *err, size_
     return 0;
 }
 
-int mc__persist_open(mc__master_t *m, const char *dir, int restore, char *err, size_t cap) {
+int mc__persist_open(mc__master_t *m, const char *dir, int restore,
+                     const mc__persist_state_t *state, char *err, size_t cap) {
     mc__persist_t *p = NULL;
     mc_buf_t body;
     char path[4096];
@@ -519,7 +521,7 @@ int mc__persist_open(mc__master_t *m, const char *dir, int restore, char *err, s
     errno = 0; /* an existing directory is no error for whoever reports one later */
     snprintf(path, sizeof(path), "%s/%s", dir, MC__LOG_FILE);
     if (restore && stat(path, &st) == 0) {
-        rc = mc__persist_replay(m, path, err, cap);
+        rc = state->replay(m, path, err, cap);
         if (rc != 0)
             return rc;
     } else if (!restore && stat(path, &st) == 0 && st.st_size > 8) {
@@ -534,6 +536,7 @@ int mc__persist_open(mc__master_t *m, const char *dir, int restore, char *err, s
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     mc__buf_init(&p->pending);
+    p->state = *state;
     p->fd = -1;
     p->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (p->dir_fd < 0) {
@@ -542,7 +545,7 @@ int mc__persist_open(mc__master_t *m, const char *dir, int restore, char *err, s
         goto fail;
     }
     /* The restored state, compacted: the new log starts as one record per live thing. */
-    rc = mc__persist_dump(m, &body);
+    rc = state->dump(m, &body);
     if (rc == 0)
         rc = mc__write_log_file(p->dir_fd, &body, err, cap);
     if (rc != 0)
@@ -568,7 +571,7 @@ fail:
     return rc;
 }
 
-int mc__persist_open_ha(mc__master_t *m, char *err, size_t cap) {
+int mc__persist_open_ha(mc__master_t *m, const mc__persist_state_t *st, char *err, size_t cap) {
     const mc__master_config_t *c = &m->cfg;
     mc__elog_opts_t o = {.endpoints = c->ha_etcd_endpoints,
                          .cluster_id = c->cluster_id,
@@ -583,13 +586,12 @@ int mc__persist_open_ha(mc__master_t *m, char *err, size_t cap) {
     mc__buf_init(&body);
     rc = mc__elog_open(&o, &l, &loaded, err, cap);
     if (rc == 0)
-        rc = mc__persist_replay_buf(m, loaded.data, loaded.len, "the metadata log in etcd", err,
-                                    cap);
+        rc = st->replay_buf(m, loaded.data, loaded.len, "the metadata log in etcd", err, cap);
     mc__buf_free(&loaded);
     /* the restored state, compacted, becomes this term's snapshot: from here on only this
      * leader's entries follow it */
     if (rc == 0)
-        rc = mc__persist_dump(m, &body);
+        rc = st->dump(m, &body);
     if (rc == 0 && (body.failed || mc__elog_install(l, body.data, body.len, mc__elog_mark(l)))) {
         snprintf(err, cap, "cannot write the restored state to etcd as term %lld's snapshot",
                  (long long)c->ha_term);
@@ -605,6 +607,7 @@ int mc__persist_open_ha(mc__master_t *m, char *err, size_t cap) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     mc__buf_init(&p->pending);
+    p->state = *st;
     p->fd = p->dir_fd = -1;
     p->elog = l;
     m->persist = p;

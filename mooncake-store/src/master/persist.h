@@ -19,6 +19,7 @@
  * zeros. A torn tail (the crash came mid-write) ends the replay. */
 #ifndef MC_STORE_MASTER_PERSIST_H
 #define MC_STORE_MASTER_PERSIST_H
+#include <stddef.h>
 #include <stdint.h>
 
 #include "mooncake/common/frame.h"
@@ -51,12 +52,24 @@ typedef struct mc__master mc__master_t;
 struct mc__segment;
 struct mc__object;
 
+/* What the log needs from the state it records and never reads itself: replaying a log into
+ * an empty master and writing the whole state as records (a compacted log's body). Lifecycle
+ * (master.c) wires restore.c's functions here, so the log, a sink the model reports to, calls
+ * nothing above it. */
+typedef struct mc__persist_state {
+    int (*replay)(mc__master_t *m, const char *path, char *err, size_t cap);
+    int (*replay_buf)(mc__master_t *m, const uint8_t *data, size_t len, const char *path, char *err,
+                      size_t cap);
+    int (*dump)(mc__master_t *m, mc_buf_t *b);
+} mc__persist_state_t;
+
 /* Opens (creating) dir's log for appending; with restore, replays it into m first and rewrites
  * it compacted. 0, or a code with a message in err. */
-int mc__persist_open(mc__master_t *m, const char *dir, int restore, char *err, size_t cap);
+int mc__persist_open(mc__master_t *m, const char *dir, int restore, const mc__persist_state_t *st,
+                     char *err, size_t cap);
 /* HA: the same with the log in etcd (persist_etcd.h), for the leader of m->cfg.ha_term: reads
  * and replays it, then installs the restored state as this term's snapshot. */
-int mc__persist_open_ha(mc__master_t *m, char *err, size_t cap);
+int mc__persist_open_ha(mc__master_t *m, const mc__persist_state_t *st, char *err, size_t cap);
 void mc__persist_close(mc__master_t *m);
 
 /* Emitters (no-ops when the master keeps no log). */
@@ -79,14 +92,6 @@ void mc__persist_maybe_compact(mc__master_t *m);
  * supervisor is told (cfg.ha_lost). */
 int mc__persist_commit(mc__master_t *m);
 
-/* restore.c: replays the log file at path into m (whose shards and registry are empty);
- * 0 or a code with a message in err. */
-int mc__persist_replay(mc__master_t *m, const char *path, char *err, size_t cap);
-/* The same for a log already in memory (path names it in messages); fuzzed. */
-int mc__persist_replay_buf(mc__master_t *m, const uint8_t *data, size_t len, const char *path,
-                           char *err, size_t cap);
-/* Writes m's whole state as records into b (a compacted log's body). */
-int mc__persist_dump(mc__master_t *m, mc_buf_t *b);
 /* Record bodies (between record_begin and record_end), for the emitters and the dump. */
 void mc__persist_put_seg(mc_buf_t *b, const struct mc__segment *seg);
 void mc__persist_put_alloc(mc_buf_t *b, uint64_t serial, uint64_t off, uint64_t len);

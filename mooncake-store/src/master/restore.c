@@ -17,6 +17,7 @@
 #include "master/disk.h"
 #include "master/master_internal.h"
 #include "master/persist.h"
+#include "master/restore.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/crc32.h"
 #include "mooncake/common/log.h"
