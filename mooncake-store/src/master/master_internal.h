@@ -378,12 +378,17 @@ struct mc_http_response;
 int mc__admin_compat(mc__master_t *m, const struct mc_http_request *req,
                      struct mc_http_response *resp, char *arg, size_t cap, mc_buf_t *b);
 
-/* metrics.c */
+/* gauges.c */
 /* One request served: keys named, keys that failed, time taken. */
 void mc__op_record(mc__master_t *m, uint8_t type, uint32_t keys, uint32_t errors,
                    uint64_t elapsed_ns);
 /* A put (or upsert) of size bytes was published. */
 void mc__value_size_record(mc__master_t *m, uint64_t size);
+/* Upper bounds of the latency (microseconds) and value-size (bytes) histogram buckets. */
+extern const uint64_t mc__lat_le_us[MC__LAT_BUCKETS];
+extern const uint64_t mc__size_le[MC__SIZE_BUCKETS];
+
+/* metrics.c */
 /* Appends the Prometheus text exposition of every metric. */
 void mc__metrics_render(mc__master_t *m, mc_buf_t *b);
 #endif
