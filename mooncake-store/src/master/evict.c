@@ -324,33 +324,6 @@ void mc__discard_stale_puts(mc__master_t *m, uint64_t now) {
     }
 }
 
-void mc__grave_release(mc__master_t *m, uint64_t now, int all) {
-    mc__object_t *due = NULL;
-    mc__object_t **pp = NULL;
-    pthread_mutex_lock(&m->grave_mu);
-    pp = &m->grave;
-    while (*pp) {
-        mc__object_t *o = *pp;
-        /* access_ms: the hold mc__grave_add was given (0: none) */
-        if (all || (o->access_ms <= now && o->lease_until <= now)) {
-            *pp = o->next;
-            o->next = due;
-            due = o;
-        } else {
-            pp = &o->next;
-        }
-    }
-    pthread_mutex_unlock(&m->grave_mu);
-    /* Freed outside grave_mu: freeing takes the registry lock. */
-    while (due) {
-        mc__object_t *next = due->next;
-        if (due->flags & MC__OBJ_DISCARDED) /* not a replaced value or a moved replica */
-            atomic_fetch_add(&m->released_puts, 1);
-        mc__object_destroy(m, due);
-        due = next;
-    }
-}
-
 static void mc__report(mc__master_t *m) {
     fprintf(stderr,
             "mooncake_master: objects=%lld bytes=%lld segments=%lld capacity=%lld used=%lld "

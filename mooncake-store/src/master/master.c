@@ -144,7 +144,8 @@ int mc__master_new_offline(const mc__master_config_t *cfg, mc__master_t **out) {
         rc = mc__shard_init(&m->shards[i]);
     if (rc == 0)
         rc = mc__disk_init(m);
-    atomic_store(&m->next_serial, 1); /* 0 names no segment in the log */
+    atomic_store(&m->next_serial, 1);      /* 0 names no segment in the log */
+    m->slot_dropped = mc__tasks_drop_slot; /* segments.c drops a slot; tasks forget it */
     if (rc) {
         mc__master_stop(m);
         return rc;
@@ -227,11 +228,7 @@ void mc__master_stop(mc__master_t *m) {
     mc__disk_destroy(m);
     for (int i = 0; i < MC__SHARDS; i++)
         mc__shard_destroy(m, &m->shards[i]);
-    while (m->grave) {
-        mc__object_t *next = m->grave->next;
-        mc__free(m->grave);
-        m->grave = next;
-    }
+    mc__grave_destroy(m);
     mc__segments_destroy(m);
     pthread_rwlock_destroy(&m->placement);
     pthread_rwlock_destroy(&m->registry);

@@ -129,6 +129,9 @@ struct mc__master {
 
     pthread_mutex_t grave_mu;
     mc__object_t *grave; /* discarded puts whose space is held until release time */
+    /* Told when segments.c drops a slot, before the slot can be reused (lifecycle wires
+     * tasks.c here, whose pending targets may lie in it): segments.c names nothing above it. */
+    void (*slot_dropped)(struct mc__master *m, uint32_t slot);
 
     pthread_mutex_t evict_mu;
 
@@ -248,6 +251,15 @@ void mc__grave_add(mc__master_t *m, mc__object_t *o, uint64_t hold_until);
 /* The moment a writer that started at start_ms can no longer be copying (start + the put
  * release timeout). */
 uint64_t mc__put_release_at(const mc__master_t *m, uint64_t start_ms);
+/* Destroys the graveyard's objects whose holds and leases are over (all: every one). */
+void mc__grave_release(mc__master_t *m, uint64_t now, int all);
+/* Frees, without giving their space back, the graveyard's objects fn returns nonzero for (their
+ * segment is gone, and its space with it). */
+void mc__grave_filter(mc__master_t *m, mc__obj_visit_fn fn, void *arg);
+/* Bytes the graveyard holds for discarded puts (staging, in the reference's metrics). */
+uint64_t mc__grave_discarded_bytes(mc__master_t *m);
+/* At stop, with nothing else running: frees the graveyard's objects. */
+void mc__grave_destroy(mc__master_t *m);
 
 /* ops.c */
 /* Appends the replicas of one key to a replicas reply (lease_ms: the u64 after the size). */
@@ -303,6 +315,9 @@ void mc__segments_destroy(mc__master_t *m);
 int mc__master_recovering(const mc__master_t *m);
 /* Marks a segment rebuilt by restore (registry write lock held, or no server running yet). */
 void mc__segment_restored(mc__master_t *m, mc__segment_t *seg);
+/* Restore's way into the registry (before any server runs): adds seg, its fields and allocator
+ * filled, under a new slot (*slot); 0 or MC_ERR_MEMORY. segments.c stays its only writer. */
+int mc__segment_restore_add(mc__master_t *m, mc__segment_t *seg, uint32_t *slot);
 /* Registry read lock held: 1 when placement may use s (live, reachable, its owner heard from).
  * Eviction makes room only in such segments, and never evicts an object that has a replica in
  * any other (see evict.c). */
@@ -346,7 +361,6 @@ int mc__client_unregister(mc__master_t *m, const uint8_t *id);
  * in a segment where that much room can be made, and nothing at all when no segment can. */
 uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking);
 void mc__discard_stale_puts(mc__master_t *m, uint64_t now);
-void mc__grave_release(mc__master_t *m, uint64_t now, int all);
 void *mc__monitor_main(void *arg);
 
 /* tasks.c: the TASK_* requests (reply written to out), and the monitor's and a segment drop's

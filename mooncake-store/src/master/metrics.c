@@ -261,11 +261,7 @@ static void mc__ref_metrics(mc__master_t *m, mc_buf_t *b) {
     pthread_mutex_lock(&m->clients_mu);
     clients = m->n_clients;
     pthread_mutex_unlock(&m->clients_mu);
-    pthread_mutex_lock(&m->grave_mu);
-    for (mc__object_t *o = m->grave; o; o = o->next)
-        if (o->flags & MC__OBJ_DISCARDED) /* the others are kept for readers or tasks */
-            staging += o->size * o->n_replicas;
-    pthread_mutex_unlock(&m->grave_mu);
+    staging = mc__grave_discarded_bytes(m);
 
     mc__one(b, "master_allocated_bytes", "gauge", "bytes allocated across all segments",
             MC__U(m->used_bytes));

@@ -294,3 +294,64 @@ int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t
         mc__grave_add(m, o, release_at);
     return 1;
 }
+
+void mc__grave_release(mc__master_t *m, uint64_t now, int all) {
+    mc__object_t *due = NULL;
+    mc__object_t **pp = NULL;
+    pthread_mutex_lock(&m->grave_mu);
+    pp = &m->grave;
+    while (*pp) {
+        mc__object_t *o = *pp;
+        /* access_ms: the hold mc__grave_add was given (0: none) */
+        if (all || (o->access_ms <= now && o->lease_until <= now)) {
+            *pp = o->next;
+            o->next = due;
+            due = o;
+        } else {
+            pp = &o->next;
+        }
+    }
+    pthread_mutex_unlock(&m->grave_mu);
+    /* Freed outside grave_mu: freeing takes the registry lock. */
+    while (due) {
+        mc__object_t *next = due->next;
+        if (due->flags & MC__OBJ_DISCARDED) /* not a replaced value or a moved replica */
+            atomic_fetch_add(&m->released_puts, 1);
+        mc__object_destroy(m, due);
+        due = next;
+    }
+}
+
+void mc__grave_filter(mc__master_t *m, mc__obj_visit_fn fn, void *arg) {
+    mc__object_t **pp = NULL;
+    pthread_mutex_lock(&m->grave_mu);
+    pp = &m->grave;
+    while (*pp) {
+        mc__object_t *o = *pp;
+        if (fn(m, o, arg)) {
+            *pp = o->next;
+            mc__free(o);
+        } else {
+            pp = &o->next;
+        }
+    }
+    pthread_mutex_unlock(&m->grave_mu);
+}
+
+uint64_t mc__grave_discarded_bytes(mc__master_t *m) {
+    uint64_t bytes = 0;
+    pthread_mutex_lock(&m->grave_mu);
+    for (mc__object_t *o = m->grave; o; o = o->next)
+        if (o->flags & MC__OBJ_DISCARDED) /* the others are kept for readers or tasks */
+            bytes += o->size * o->n_replicas;
+    pthread_mutex_unlock(&m->grave_mu);
+    return bytes;
+}
+
+void mc__grave_destroy(mc__master_t *m) {
+    while (m->grave) {
+        mc__object_t *next = m->grave->next;
+        mc__free(m->grave);
+        m->grave = next;
+    }
+}

@@ -254,7 +254,6 @@ static int mc__build_segment(mc__master_t *m, mc__replay_t *r, mc__rseg_t *rs) {
     mc__ralloc_t **v = NULL;
     size_t n = 0;
     uint32_t tail = 0;
-    mc__segment_t **slots = NULL;
     if (!seg || mc__seg_alloc_init(&seg->alloc, rs->size) != 0) {
         mc__free(seg);
         return MC_ERR_INTERNAL_ERROR;
@@ -288,17 +287,10 @@ static int mc__build_segment(mc__master_t *m, mc__replay_t *r, mc__rseg_t *rs) {
     seg->epoch = rs->epoch;
     seg->serial = rs->serial;
     memcpy(seg->owner, rs->owner, MC_MP_CLIENT_ID_LEN);
-    slots = mc__realloc(m->slots, (size_t)(m->n_slots + 1) * sizeof(*slots));
-    if (!slots) {
+    if (mc__segment_restore_add(m, seg, &rs->slot) != 0) {
         pthread_mutex_destroy(&seg->mu);
         goto fail;
     }
-    m->slots = slots;
-    rs->slot = m->n_slots;
-    m->slots[m->n_slots++] = seg;
-    atomic_fetch_add(&m->n_segments, 1);
-    atomic_fetch_add(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
-    atomic_fetch_add(&m->used_bytes, (int64_t)seg->alloc.used_bytes);
     mc__client_touch(m, rs->owner);
     /* No placements in it until its owner is heard from (it remounts or heartbeats): an owner
      * that died while no master ran would take writes it can never serve. Nor is anything on it

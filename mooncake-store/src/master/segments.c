@@ -71,6 +71,19 @@ void mc__segment_restored(mc__master_t *m, mc__segment_t *seg) {
         atomic_fetch_add(&m->n_awaiting, 1);
 }
 
+int mc__segment_restore_add(mc__master_t *m, mc__segment_t *seg, uint32_t *slot) {
+    mc__segment_t **slots = mc__realloc(m->slots, (size_t)(m->n_slots + 1) * sizeof(*slots));
+    if (!slots)
+        return MC_ERR_MEMORY;
+    m->slots = slots;
+    *slot = m->n_slots;
+    m->slots[m->n_slots++] = seg;
+    atomic_fetch_add(&m->n_segments, 1);
+    atomic_fetch_add(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
+    atomic_fetch_add(&m->used_bytes, (int64_t)seg->alloc.used_bytes);
+    return 0;
+}
+
 int mc__master_recovering(const mc__master_t *m) {
     return atomic_load_explicit(&m->n_awaiting, memory_order_relaxed) > 0;
 }
@@ -215,7 +228,6 @@ static int mc__drop_replicas_in(mc__master_t *m, mc__object_t *o, void *arg) {
 
 static void mc__segment_drop(mc__master_t *m, uint32_t slot) {
     mc__segment_t *seg = NULL;
-    mc__object_t **pp = NULL;
     /* 1. No new placements; the write lock also waits out put_starts that already allocated
      *    here but have not inserted their object yet. */
     pthread_rwlock_wrlock(&m->placement);
@@ -225,19 +237,9 @@ static void mc__segment_drop(mc__master_t *m, uint32_t slot) {
     pthread_rwlock_unlock(&m->placement);
     /* 2. Nothing may reference the slot afterwards. */
     mc__objects_sweep(m, mc__drop_replicas_in, &slot);
-    pthread_mutex_lock(&m->grave_mu);
-    pp = &m->grave;
-    while (*pp) {
-        mc__object_t *o = *pp;
-        if (mc__drop_replicas_in(m, o, &slot)) {
-            *pp = o->next;
-            mc__free(o);
-        } else {
-            pp = &o->next;
-        }
-    }
-    pthread_mutex_unlock(&m->grave_mu);
-    mc__tasks_drop_slot(m, slot);
+    mc__grave_filter(m, mc__drop_replicas_in, &slot);
+    if (m->slot_dropped)
+        m->slot_dropped(m, slot);
     /* 3. Forget it. */
     pthread_rwlock_wrlock(&m->registry);
     seg = m->slots[slot];
