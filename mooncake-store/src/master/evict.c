@@ -294,10 +294,7 @@ uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking) {
     freed = mc__evict_tier_run(m, 0, &frozen, filter, target, &count);
     if (freed < target && m->cfg.allow_evict_soft_pinned_objects)
         freed += mc__evict_tier_run(m, 1, &frozen, filter, target - freed, &count);
-    atomic_fetch_add(&m->eviction_runs, 1);
-    atomic_fetch_add(&m->eviction_successes, count > 0);
-    atomic_fetch_add(&m->evictions, count);
-    atomic_fetch_add(&m->evicted_bytes, freed);
+    mc__gauge_eviction(m, count, freed);
     if (count)
         MC_INFO("evicted %llu objects, %llu bytes", (unsigned long long)count,
                 (unsigned long long)freed);

@@ -1,6 +1,7 @@
-/* The master's request counters and histograms: what each request records and the value sizes
- * of what is published. A sink: operations report here and metrics.c renders it, so the code
- * that serves a request never reaches into the exposition. */
+/* The master's gauges and counters: what each request records, the value sizes of what is
+ * published, and the totals of objects, segments and space that the model reports as it
+ * changes them. A sink, their one writer: operations and the model report here, metrics.c and
+ * the admin views read the totals, and no model file writes a metric itself. */
 #include "master/master_internal.h"
 
 const uint64_t mc__lat_le_us[MC__LAT_BUCKETS] = {10,   25,   50,    100,   250,    500,
@@ -44,4 +45,39 @@ void mc__value_size_record(mc__master_t *m, uint64_t size) {
         b++;
     atomic_fetch_add_explicit(&m->value_size_bucket[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->value_size_sum, size, memory_order_relaxed);
+}
+
+/* The totals are seq_cst atomics, as each writer had them before they had one owner: a reader
+ * (metrics, the admin summary, the eviction watermark) sees them without a lock. */
+void mc__gauge_objects(mc__master_t *m, int64_t n, int64_t bytes) {
+    atomic_fetch_add(&m->n_objects, n);
+    atomic_fetch_add(&m->object_bytes, bytes);
+}
+
+void mc__gauge_space(mc__master_t *m, int64_t segments, int64_t capacity, int64_t used) {
+    if (segments)
+        atomic_fetch_add(&m->n_segments, segments);
+    if (capacity)
+        atomic_fetch_add(&m->capacity_bytes, capacity);
+    if (used)
+        atomic_fetch_add(&m->used_bytes, used);
+}
+
+void mc__gauge_put_discarded(mc__master_t *m) {
+    atomic_fetch_add(&m->discarded_puts, 1);
+}
+
+void mc__gauge_put_released(mc__master_t *m) {
+    atomic_fetch_add(&m->released_puts, 1);
+}
+
+void mc__gauge_eviction(mc__master_t *m, uint64_t objects, uint64_t bytes) {
+    atomic_fetch_add(&m->eviction_runs, 1);
+    atomic_fetch_add(&m->eviction_successes, objects > 0);
+    atomic_fetch_add(&m->evictions, objects);
+    atomic_fetch_add(&m->evicted_bytes, bytes);
+}
+
+void mc__gauge_client_gone(mc__master_t *m, int expired) {
+    atomic_fetch_add(expired ? &m->expired_clients : &m->left_clients, 1);
 }

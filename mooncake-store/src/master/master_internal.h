@@ -398,6 +398,16 @@ void mc__op_record(mc__master_t *m, uint8_t type, uint32_t keys, uint32_t errors
                    uint64_t elapsed_ns);
 /* A put (or upsert) of size bytes was published. */
 void mc__value_size_record(mc__master_t *m, uint64_t size);
+/* The model's totals, by how much each changed (negative: went down). */
+void mc__gauge_objects(mc__master_t *m, int64_t n, int64_t bytes);
+void mc__gauge_space(mc__master_t *m, int64_t segments, int64_t capacity, int64_t used);
+/* A stale unfinished put gave up its key; the space of one came back. */
+void mc__gauge_put_discarded(mc__master_t *m);
+void mc__gauge_put_released(mc__master_t *m);
+/* One eviction run took objects values of bytes in all. */
+void mc__gauge_eviction(mc__master_t *m, uint64_t objects, uint64_t bytes);
+/* A client went: its heartbeats stopped (expired) or it unregistered. */
+void mc__gauge_client_gone(mc__master_t *m, int expired);
 /* Upper bounds of the latency (microseconds) and value-size (bytes) histogram buckets. */
 extern const uint64_t mc__lat_le_us[MC__LAT_BUCKETS];
 extern const uint64_t mc__size_le[MC__SIZE_BUCKETS];

@@ -154,7 +154,7 @@ void mc__free_replica(mc__master_t *m, const mc__replica_t *r) {
         pthread_mutex_lock(&seg->mu);
         uint64_t before = seg->alloc.used_bytes;
         mc__seg_free(&seg->alloc, r->block);
-        atomic_fetch_sub(&m->used_bytes, (int64_t)(before - seg->alloc.used_bytes));
+        mc__gauge_space(m, 0, 0, -(int64_t)(before - seg->alloc.used_bytes));
         mc__persist_free(m, seg, r->off);
         pthread_mutex_unlock(&seg->mu);
     }
@@ -168,8 +168,7 @@ void mc__object_destroy(mc__master_t *m, mc__object_t *o) {
     for (uint8_t i = 0; i < o->n_replicas; i++)
         mc__free_replica(m, &reps[i]);
     if (o->flags & MC__OBJ_COMPLETE) {
-        atomic_fetch_sub(&m->n_objects, 1);
-        atomic_fetch_sub(&m->object_bytes, (int64_t)o->size);
+        mc__gauge_objects(m, -1, -(int64_t)o->size);
     }
     mc__free(o);
 }
@@ -235,8 +234,7 @@ void mc__object_release(mc__master_t *m, mc__object_t *o, uint64_t now) {
         /* No longer an object readers can find: count it out now, free it after its lease. */
         mc__persist_obj_del(m, o);
         o->flags &= (uint8_t)~MC__OBJ_COMPLETE;
-        atomic_fetch_sub(&m->n_objects, 1);
-        atomic_fetch_sub(&m->object_bytes, (int64_t)o->size);
+        mc__gauge_objects(m, -1, -(int64_t)o->size);
         mc__grave_add(m, o, 0); /* finished: no writer, only its lease holds it */
         return;
     }
@@ -286,9 +284,9 @@ int mc__maybe_discard(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t
         return 0;
     mc__shard_unlink(s, o);
     o->flags |= MC__OBJ_DISCARDED; /* counted while it waits in the graveyard */
-    atomic_fetch_add(&m->discarded_puts, 1);
+    mc__gauge_put_discarded(m);
     if (release_at <= now) {
-        atomic_fetch_add(&m->released_puts, 1);
+        mc__gauge_put_released(m);
         mc__object_destroy(m, o);
     } else
         mc__grave_add(m, o, release_at);
@@ -316,7 +314,7 @@ void mc__grave_release(mc__master_t *m, uint64_t now, int all) {
     while (due) {
         mc__object_t *next = due->next;
         if (due->flags & MC__OBJ_DISCARDED) /* not a replaced value or a moved replica */
-            atomic_fetch_add(&m->released_puts, 1);
+            mc__gauge_put_released(m);
         mc__object_destroy(m, due);
         due = next;
     }

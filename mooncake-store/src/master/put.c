@@ -82,8 +82,7 @@ void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint6
         o->lease_until = now + (uint64_t)m->cfg.default_kv_lease_ttl_ms;
     if (o->flags & MC__OBJ_SOFT_PIN)
         o->soft_pin_until += now; /* put_start stored the TTL there */
-    atomic_fetch_add(&m->n_objects, 1);
-    atomic_fetch_add(&m->object_bytes, (int64_t)o->size);
+    mc__gauge_objects(m, 1, (int64_t)o->size);
     mc__value_size_record(m, o->size);
     mc__persist_obj_set(m, o);
     mc__disk_on_complete(m, o);

@@ -339,8 +339,7 @@ static int mc__build_object(mc__master_t *m, mc__replay_t *r, const mc__robj_t *
                 a->used_by = 0;
         }
         mc__shard_unlink(s, cur);
-        atomic_fetch_sub(&m->n_objects, 1);
-        atomic_fetch_sub(&m->object_bytes, (int64_t)cur->size);
+        mc__gauge_objects(m, -1, -(int64_t)cur->size);
         mc__free(cur);
     }
     o = mc__object_new(ro->key, ro->key_len, hash, n);
@@ -356,8 +355,7 @@ static int mc__build_object(mc__master_t *m, mc__replay_t *r, const mc__robj_t *
     for (uint8_t i = 0; i < n; i++)
         held[i]->used_by = 1;
     mc__shard_insert(s, o);
-    atomic_fetch_add(&m->n_objects, 1);
-    atomic_fetch_add(&m->object_bytes, (int64_t)o->size);
+    mc__gauge_objects(m, 1, (int64_t)o->size);
     return 0;
 }
 

@@ -78,9 +78,7 @@ int mc__segment_restore_add(mc__master_t *m, mc__segment_t *seg, uint32_t *slot)
     m->slots = slots;
     *slot = m->n_slots;
     m->slots[m->n_slots++] = seg;
-    atomic_fetch_add(&m->n_segments, 1);
-    atomic_fetch_add(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
-    atomic_fetch_add(&m->used_bytes, (int64_t)seg->alloc.used_bytes);
+    mc__gauge_space(m, 1, (int64_t)seg->alloc.total_bytes, (int64_t)seg->alloc.used_bytes);
     return 0;
 }
 
@@ -201,8 +199,7 @@ again:
     m->slots[slot] = seg;
     mc__supersede_name(m, seg);
     mc__persist_seg_mount(m, seg);
-    atomic_fetch_add(&m->n_segments, 1);
-    atomic_fetch_add(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
+    mc__gauge_space(m, 1, (int64_t)seg->alloc.total_bytes, 0);
     atomic_fetch_add(&m->view_version, 1);
     MC_INFO("mounted segment %.*s base=0x%llx size=%llu epoch=%llu", (int)name->len,
             (const char *)name->p, (unsigned long long)base, (unsigned long long)size,
@@ -246,9 +243,7 @@ static void mc__segment_drop(mc__master_t *m, uint32_t slot) {
     m->slots[slot] = NULL;
     mc__persist_seg_drop(m, seg);
     mc__segment_heard(m, seg); /* gone: no longer counted as unreachable or awaited */
-    atomic_fetch_sub(&m->n_segments, 1);
-    atomic_fetch_sub(&m->capacity_bytes, (int64_t)seg->alloc.total_bytes);
-    atomic_fetch_sub(&m->used_bytes, (int64_t)seg->alloc.used_bytes);
+    mc__gauge_space(m, -1, -(int64_t)seg->alloc.total_bytes, -(int64_t)seg->alloc.used_bytes);
     atomic_fetch_add(&m->view_version, 1);
     pthread_rwlock_unlock(&m->registry);
     MC_INFO("unmounted segment %s base=0x%llx", seg->name, (unsigned long long)seg->base);
@@ -361,7 +356,7 @@ void mc__clients_expire(mc__master_t *m, uint64_t now) {
         pthread_mutex_unlock(&m->clients_mu);
         if (!found)
             break;
-        atomic_fetch_add(&m->expired_clients, 1);
+        mc__gauge_client_gone(m, 1);
         if (expired < MC__EXPIRE_LOG_EACH)
             MC_WARN("client expired after %llds without heartbeat; unmounting its segments",
                     (long long)m->cfg.client_ttl_s);
@@ -389,7 +384,7 @@ int mc__client_unregister(mc__master_t *m, const uint8_t *id) {
      * leave): whatever the client still owns is unmounted now rather than left to nobody. */
     segments = mc__client_drop_segments(m, id);
     if (known || segments) {
-        atomic_fetch_add(&m->left_clients, 1);
+        mc__gauge_client_gone(m, 0);
         MC_INFO("client left (unregistered); %lu segments unmounted", segments);
     }
     return known;
@@ -504,7 +499,7 @@ static int mc__try_alloc(mc__master_t *m, uint32_t slot, uint64_t len, mc__repli
     pthread_mutex_unlock(&s->mu);
     if (h == MC_SEG_NIL)
         return 0;
-    atomic_fetch_add(&m->used_bytes, (int64_t)mc__seg_round(len));
+    mc__gauge_space(m, 0, 0, (int64_t)mc__seg_round(len));
     mc__persist_alloc(m, s, off, mc__seg_round(len));
     r->seg = slot;
     r->block = h;
