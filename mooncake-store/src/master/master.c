@@ -115,10 +115,6 @@ uint16_t mc__master_metrics_port(const mc__master_t *m) {
     return mc__http_server_port(m->admin);
 }
 
-int mc__meta_start(mc__master_t *m);
-void mc__meta_stop(mc__master_t *m);
-uint16_t mc__meta_port(const mc__master_t *m);
-
 uint16_t mc__master_http_metadata_port(const mc__master_t *m) {
     return mc__meta_port(m);
 }

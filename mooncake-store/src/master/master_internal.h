@@ -202,6 +202,11 @@ int mc__rpc_server_start(mc__master_t *m, const char *host, uint16_t port, mc__r
 uint16_t mc__rpc_server_port(const mc__rpc_server_t *s);
 void mc__rpc_server_stop(mc__rpc_server_t *s);
 
+/* meta_http.c: the TE's HTTP metadata store inside the master (--enable_http_metadata_server). */
+int mc__meta_start(mc__master_t *m);
+void mc__meta_stop(mc__master_t *m);
+uint16_t mc__meta_port(const mc__master_t *m);
+
 /* admin_http.c */
 int mc__admin_http_start(mc__master_t *m, uint16_t port);
 

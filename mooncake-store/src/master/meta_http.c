@@ -3,10 +3,6 @@
 #include "http_kv_store.h"
 #include "master/master_internal.h"
 
-int mc__meta_start(mc__master_t *m);
-void mc__meta_stop(mc__master_t *m);
-uint16_t mc__meta_port(const mc__master_t *m);
-
 int mc__meta_start(mc__master_t *m) {
     mc_http_kv_store_t *s = NULL;
     int rc = mc__http_kv_store_start_auth(m->cfg.http_metadata_server_host,
