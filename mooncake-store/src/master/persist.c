@@ -222,31 +222,24 @@ void mc__persist_disk_del(mc__master_t *m, const uint8_t *key, uint32_t len) {
     });
 }
 
-static int mc__write_all(int fd, const uint8_t *p, size_t n) {
+/* Writes all n bytes at off, or at the file position when off is negative (a new file). */
+static int mc__pwrite_all(int fd, const uint8_t *p, size_t n, int64_t off) {
     while (n > 0) {
-        ssize_t w = write(fd, p, n);
+        ssize_t w = off < 0 ? write(fd, p, n) : pwrite(fd, p, n, (off_t)off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
             return -1;
         p += w;
         n -= (size_t)w;
+        if (off >= 0)
+            off += (int64_t)w;
     }
     return 0;
 }
 
-static int mc__pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off) {
-    while (n > 0) {
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return 0;
+static int mc__write_all(int fd, const uint8_t *p, size_t n) {
+    return mc__pwrite_all(fd, p, n, -1);
 }
 
 /* Writes n bytes of records at the log's end (syncing is the caller's). */
@@ -257,13 +250,13 @@ static int mc__log_write(mc__persist_t *p, const uint8_t *data, size_t n) {
         while (end < p->off + n + 8)
             end += MC__LOG_AHEAD;
         for (uint64_t at = p->zeroed; at < end; at += sizeof(zeros))
-            if (mc__pwrite_all(p->fd, zeros, sizeof(zeros), at) != 0)
+            if (mc__pwrite_all(p->fd, zeros, sizeof(zeros), (int64_t)at) != 0)
                 return -1;
         if (fsync(p->fd) != 0) /* the new size, once per MC__LOG_AHEAD */
             return -1;
         p->zeroed = end;
     }
-    if (mc__pwrite_all(p->fd, data, n, p->off) != 0)
+    if (mc__pwrite_all(p->fd, data, n, (int64_t)p->off) != 0)
         return -1;
     p->off += n;
     return 0;
