@@ -17,18 +17,25 @@ void mc__shard_destroy(mc__master_t *m, mc__shard_t *s);
  * as far ahead, so that its look-ups overlap their cache misses instead of taking them one after
  * the other (a million objects fit in no cache). mc__shard_prefetch_keys does both for key i. */
 #define MC__PREFETCH_AHEAD 8
-void mc__shard_prefetch(mc__master_t *m, const uint8_t *key, uint32_t len);
-void mc__shard_prefetch_object(mc__master_t *m, const uint8_t *key, uint32_t len);
+void mc__shard_prefetch(const mc__shard_t *s, uint32_t hash);
+void mc__shard_prefetch_object(const mc__shard_t *s, uint32_t hash);
+/* The key's bucket (object: the first object in it) in the shard the master keeps it in. */
+static inline void mc__prefetch_key(mc__master_t *m, const mc__mp_str_t *k, int object) {
+    uint32_t hash = mc__key_hash(k->p, k->len);
+    if (object)
+        mc__shard_prefetch_object(mc__shard_of(m, hash), hash);
+    else
+        mc__shard_prefetch(mc__shard_of(m, hash), hash);
+}
 static inline void mc__shard_prefetch_keys(mc__master_t *m, const mc__mp_str_t *keys, uint32_t n,
                                            uint32_t i) {
     if (i == 0)
         for (uint32_t j = 0; j < n && j < MC__PREFETCH_AHEAD; j++)
-            mc__shard_prefetch(m, keys[j].p, keys[j].len);
+            mc__prefetch_key(m, &keys[j], 0);
     if (i + MC__PREFETCH_AHEAD < n)
-        mc__shard_prefetch(m, keys[i + MC__PREFETCH_AHEAD].p, keys[i + MC__PREFETCH_AHEAD].len);
+        mc__prefetch_key(m, &keys[i + MC__PREFETCH_AHEAD], 0);
     if (i + MC__PREFETCH_AHEAD / 2 < n)
-        mc__shard_prefetch_object(m, keys[i + MC__PREFETCH_AHEAD / 2].p,
-                                  keys[i + MC__PREFETCH_AHEAD / 2].len);
+        mc__prefetch_key(m, &keys[i + MC__PREFETCH_AHEAD / 2], 1);
 }
 /* With the shard locked: the object or NULL. */
 mc__object_t *mc__shard_find(mc__shard_t *s, uint32_t hash, const uint8_t *key, uint32_t len);

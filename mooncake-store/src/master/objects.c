@@ -65,22 +65,20 @@ static inline void mc__slot_set(mc__object_t **slot, mc__object_t *o) {
     __atomic_store_n(slot, o, __ATOMIC_RELAXED);
 }
 
-static mc__object_t **mc__bucket_hint(mc__master_t *m, const uint8_t *key, uint32_t len) {
-    uint32_t hash = mc__key_hash(key, len);
-    mc__shard_t *s = mc__shard_of(m, hash);
+static mc__object_t **mc__bucket_hint(const mc__shard_t *s, uint32_t hash) {
     mc__object_t **b = __atomic_load_n(&s->buckets, __ATOMIC_RELAXED);
     uint32_t mask = __atomic_load_n(&s->mask, __ATOMIC_RELAXED);
     return b ? &b[hash & mask] : NULL;
 }
 
-void mc__shard_prefetch(mc__master_t *m, const uint8_t *key, uint32_t len) {
-    mc__object_t **slot = mc__bucket_hint(m, key, len);
+void mc__shard_prefetch(const mc__shard_t *s, uint32_t hash) {
+    mc__object_t **slot = mc__bucket_hint(s, hash);
     if (slot)
         __builtin_prefetch(slot);
 }
 
-void mc__shard_prefetch_object(mc__master_t *m, const uint8_t *key, uint32_t len) {
-    mc__object_t **slot = mc__bucket_hint(m, key, len);
+void mc__shard_prefetch_object(const mc__shard_t *s, uint32_t hash) {
+    mc__object_t **slot = mc__bucket_hint(s, hash);
     mc__object_t *o = slot ? __atomic_load_n(slot, __ATOMIC_RELAXED) : NULL;
     if (o)
         __builtin_prefetch(&o->hash); /* the line a look-up compares first */
