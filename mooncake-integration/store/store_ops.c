@@ -324,24 +324,28 @@ static PyObject *invalid_for_each(Py_ssize_t n) {
     return l;
 }
 
-/* keys + flat pointer and size lists of equal length -> an iov per key. */
+/* Keys and the memory each one's bytes move from or to: one iov per key (flat_iovs), or items
+ * with several iovs each (multi_parse). */
 typedef struct {
-    PyObject *hold; /* keeps the keys alive */
+    PyObject *hold;
     const char **keys;
+    mc_store_item_t *items;
     mc_store_iov_t *iov;
     Py_ssize_t n;
-} flat_t;
+} multi_t;
 
-static void flat_free(flat_t *f) {
-    PyMem_Free(f->iov);
-    PyMem_Free(f->keys);
-    Py_XDECREF(f->hold);
-    memset(f, 0, sizeof(*f));
+static void multi_free(multi_t *m) {
+    Py_CLEAR(m->hold);
+    PyMem_Free(m->keys);
+    PyMem_Free(m->items);
+    PyMem_Free(m->iov);
+    memset(m, 0, sizeof(*m));
 }
 
-/* 0, or -1 with *answer what the method returns: NULL with an exception set, or for lists of
- * unequal length INVALID_PARAMS for every key. Nothing to free on failure. */
-static int flat_iovs(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, flat_t *f,
+/* keys + flat pointer and size lists of equal length -> an iov per key (no items). 0, or -1 with
+ * *answer what the method returns: NULL with an exception set, or for lists of unequal length
+ * INVALID_PARAMS for every key. Nothing to free on failure. */
+static int flat_iovs(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, multi_t *f,
                      PyObject **answer) {
     uint64_t *ptrs = NULL, *sizes = NULL;
     Py_ssize_t np, ns;
@@ -368,14 +372,14 @@ static int flat_iovs(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, flat
         return 0;
     if (mismatch)
         *answer = invalid_for_each(f->n);
-    flat_free(f);
+    multi_free(f);
     return -1;
 }
 
 static PyObject *batch_put_from(PyObject *self, PyObject *args, PyObject *kw, int upsert) {
     static char *kwl[] = {"keys", "buffer_ptrs", "sizes", "config", NULL};
     PyObject *keys_o, *ptrs_o, *sizes_o, *cfg = NULL, *ret;
-    flat_t f;
+    multi_t f;
     if (!PyArg_ParseTupleAndKeywords(args, kw,
                                      upsert ? "OOO|O:batch_upsert_from" : "OOO|O:batch_put_from",
                                      kwl, &keys_o, &ptrs_o, &sizes_o, &cfg))
@@ -383,7 +387,7 @@ static PyObject *batch_put_from(PyObject *self, PyObject *args, PyObject *kw, in
     if (flat_iovs(keys_o, ptrs_o, sizes_o, &f, &ret) < 0)
         return ret;
     ret = batch_put(self, f.keys, f.iov, (size_t)f.n, cfg, 1, upsert, 1);
-    flat_free(&f);
+    multi_free(&f);
     return ret;
 }
 
@@ -391,22 +395,6 @@ MCPY_PUT_AND_UPSERT(batch_put_from, batch_put_from, batch_upsert_from)
 
 /* keys + lists of pointer lists and size lists -> items with several iovs each. 1, 0 (an
  * exception is set), or 2 when lengths differ (m->n keys, nothing to free). */
-typedef struct {
-    PyObject *hold;
-    const char **keys;
-    mc_store_item_t *items;
-    mc_store_iov_t *iov;
-    Py_ssize_t n;
-} multi_t;
-
-static void multi_free(multi_t *m) {
-    Py_CLEAR(m->hold);
-    PyMem_Free(m->keys);
-    PyMem_Free(m->items);
-    PyMem_Free(m->iov);
-    memset(m, 0, sizeof(*m));
-}
-
 static int multi_parse(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, multi_t *m) {
     PyObject *pt = NULL, *st = NULL;
     uint64_t **ptrs = NULL, **sizes = NULL;
@@ -744,7 +732,7 @@ PyObject *mcpy_batch_get_into(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "buffer_ptrs", "sizes", NULL};
     PyObject *keys_o, *ptrs_o, *sizes_o, *ret = NULL;
     mc_store_item_t *items;
-    flat_t f;
+    multi_t f;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:batch_get_into", kwl, &keys_o, &ptrs_o,
                                      &sizes_o))
         return NULL;
@@ -758,7 +746,7 @@ PyObject *mcpy_batch_get_into(PyObject *self, PyObject *args, PyObject *kw) {
         ret = batch_get_items(self, items, f.n);
     }
     PyMem_Free(items);
-    flat_free(&f);
+    multi_free(&f);
     return ret;
 }
 
