@@ -13,84 +13,127 @@
  * INVALID_KEY, which tells the peer more than a framing error). */
 #define MC_MP_MIN_KEY_ENTRY 4u
 
+/* The map's rows by type value; "" in a reference column is no metric (NULL here). */
+#define MC__MP_REF(s) (sizeof(s) > 1 ? (s) : NULL)
+static const mc__mp_type_info_t mc__mp_types[MC_MP_TYPE_MAX_] = {
+#define MC__MP_ROW(T, name, value, body, op, single, batch)                                        \
+    [value] = {#name, (body), MC__MP_REF(single), MC__MP_REF(batch)},
+    MC_MP_TYPE_MAP(MC__MP_ROW)
+#undef MC__MP_ROW
+};
+
+const mc__mp_type_info_t *mc__mp_type_info(uint8_t type) {
+    return type < MC_MP_TYPE_MAX_ && mc__mp_types[type].name ? &mc__mp_types[type] : NULL;
+}
+
 const char *mc__mp_type_name(uint8_t type) {
+    const mc__mp_type_info_t *t = mc__mp_type_info(type);
+    return t ? t->name : "unknown";
+}
+
+int mc__mp_is_task(uint8_t type) {
     switch (type) {
-    case MC_MP_MOUNT_SEGMENT:
-        return "mount_segment";
-    case MC_MP_UNMOUNT_SEGMENT:
-        return "unmount_segment";
-    case MC_MP_PUT_START:
-        return "put_start";
-    case MC_MP_PUT_END:
-        return "put_end";
-    case MC_MP_PUT_REVOKE:
-        return "put_revoke";
-    case MC_MP_GET_REPLICA_LIST:
-        return "get_replica_list";
-    case MC_MP_EXIST:
-        return "exist";
-    case MC_MP_REMOVE:
-        return "remove";
-    case MC_MP_REMOVE_ALL:
-        return "remove_all";
-    case MC_MP_HEARTBEAT:
-        return "heartbeat";
-    case MC_MP_SEGMENT_UNREACHABLE:
-        return "segment_unreachable";
-    case MC_MP_UPSERT_START:
-        return "upsert_start";
-    case MC_MP_UPSERT_END:
-        return "upsert_end";
-    case MC_MP_UPSERT_REVOKE:
-        return "upsert_revoke";
-    case MC_MP_REPLICA_CLEAR:
-        return "replica_clear";
-    case MC_MP_UNREGISTER_CLIENT:
-        return "unregister_client";
-    case MC_MP_TASK_CREATE:
-        return "task_create";
-    case MC_MP_TASK_QUERY:
-        return "task_query";
-    case MC_MP_TASK_FETCH:
-        return "task_fetch";
-    case MC_MP_TASK_REPORT:
-        return "task_report";
-    case MC_MP_DISK_ANNOUNCE:
-        return "disk_announce";
-    case MC_MP_DISK_FETCH:
-        return "disk_fetch";
-    case MC_MP_DISK_DONE:
-        return "disk_done";
+#define MC__MP_CASE(T, name, value, body, op, single, batch) case MC_MP_##T:
+        MC_MP_TASK_MAP(MC__MP_CASE)
+#undef MC__MP_CASE
+        return 1;
     default:
-        return "unknown";
+        return 0;
     }
 }
 
-static int mc__mp_is_task(uint8_t type) {
-    return type >= MC_MP_TASK_CREATE && type <= MC_MP_TASK_REPORT;
-}
-
-static int mc__mp_has_keys(uint8_t type) {
-    return type != MC_MP_MOUNT_SEGMENT && type != MC_MP_UNMOUNT_SEGMENT &&
-           type != MC_MP_REMOVE_ALL && type != MC_MP_HEARTBEAT && type != MC_MP_UNREGISTER_CLIENT &&
-           type != MC_MP_DISK_FETCH && !mc__mp_is_task(type);
-}
-
-/* Types this build knows (the numbering has gaps). */
+/* Types this build knows (a removed type's number stays unused). */
 static int mc__mp_known(uint8_t type) {
-    return (type >= MC_MP_MOUNT_SEGMENT && type <= MC_MP_UNREGISTER_CLIENT) ||
-           mc__mp_is_task(type) || (type >= MC_MP_DISK_ANNOUNCE && type <= MC_MP_DISK_DONE);
+    return mc__mp_type_info(type) != NULL;
 }
 
-/* Types whose keys each carry a u64 (a length or a version), and those with a config. */
-static int mc__mp_has_key_u64(uint8_t type) {
-    return type == MC_MP_PUT_START || type == MC_MP_PUT_END || type == MC_MP_PUT_REVOKE ||
-           type == MC_MP_UPSERT_START || type == MC_MP_UPSERT_END || type == MC_MP_UPSERT_REVOKE ||
-           type == MC_MP_DISK_ANNOUNCE || type == MC_MP_DISK_DONE;
+/* 1 when the type's request body has all these MC_MP_B_* parts. */
+static int mc__mp_has(uint8_t type, unsigned bits) {
+    const mc__mp_type_info_t *t = mc__mp_type_info(type);
+    return t && (t->body & bits) == bits;
 }
 
-static int mc__mp_has_config(uint8_t type) {
-    return type == MC_MP_PUT_START || type == MC_MP_UPSERT_START;
+/* --- task bodies (layouts in task_proto.h) --- */
+
+/* The limits a task request must keep, checked by the encoder and after decoding. */
+static int mc__mp_task_check(const mc__mp_request_t *r) {
+    switch (r->type) {
+    case MC_MP_TASK_CREATE:
+        if (r->object_key.len == 0 || r->object_key.len > MC_MP_MAX_KEY)
+            return MC_ERR_INVALID_KEY;
+        if (r->task_type > MC_TASK_MOVE || r->segment_name.len > MC_MP_MAX_SEGMENT_NAME ||
+            r->n_targets == 0 || r->n_targets > MC_MP_MAX_REPLICA_NUM)
+            return MC_ERR_INVALID_PARAMS;
+        for (uint32_t i = 0; i < r->n_targets; i++)
+            if (r->targets[i].len == 0 || r->targets[i].len > MC_MP_MAX_SEGMENT_NAME)
+                return MC_ERR_INVALID_PARAMS;
+        return 0;
+    case MC_MP_TASK_FETCH:
+        return r->max_tasks >= 1 && r->max_tasks <= MC_TP_MAX_FETCH ? 0 : MC_ERR_INVALID_PARAMS;
+    case MC_MP_TASK_REPORT:
+        return r->message.len <= MC_TP_MAX_MESSAGE ? 0 : MC_ERR_INVALID_PARAMS;
+    default:
+        return 0;
+    }
+}
+
+static void mc__mp_task_encode(mc_buf_t *b, const mc__mp_request_t *r) {
+    switch (r->type) {
+    case MC_MP_TASK_CREATE:
+        mc__buf_u8(b, r->task_type);
+        mc__buf_bytes(b, r->object_key.p, r->object_key.len);
+        mc__buf_bytes(b, r->segment_name.p, r->segment_name.len);
+        mc__buf_u32(b, r->n_targets);
+        for (uint32_t i = 0; i < r->n_targets; i++)
+            mc__buf_bytes(b, r->targets[i].p, r->targets[i].len);
+        break;
+    case MC_MP_TASK_QUERY:
+        mc__buf_put(b, r->task_id, MC_MP_CLIENT_ID_LEN);
+        break;
+    case MC_MP_TASK_FETCH:
+        mc__buf_u32(b, r->max_tasks);
+        break;
+    default: /* MC_MP_TASK_REPORT */
+        mc__buf_put(b, r->task_id, MC_MP_CLIENT_ID_LEN);
+        mc__buf_i32(b, r->task_code);
+        mc__buf_bytes(b, r->message.p, r->message.len);
+        break;
+    }
+}
+
+int mc__mp_cur_id(mc_cursor_t *cur, uint8_t id[MC_MP_CLIENT_ID_LEN]) {
+    if (mc__cur_left(cur) < MC_MP_CLIENT_ID_LEN)
+        return -1;
+    memcpy(id, cur->pos, MC_MP_CLIENT_ID_LEN);
+    cur->pos += MC_MP_CLIENT_ID_LEN;
+    return 0;
+}
+
+static int mc__mp_task_decode(mc_cursor_t *cur, mc__mp_request_t *out) {
+    int bad = 0;
+    switch (out->type) {
+    case MC_MP_TASK_CREATE:
+        bad = mc__cur_u8(cur, &out->task_type) ||
+              mc__cur_bytes(cur, UINT32_MAX, &out->object_key.p, &out->object_key.len) ||
+              mc__cur_bytes(cur, MC_MP_MAX_SEGMENT_NAME, &out->segment_name.p,
+                            &out->segment_name.len) ||
+              mc__cur_count(cur, MC_MP_MAX_REPLICA_NUM, 4, &out->n_targets);
+        for (uint32_t i = 0; !bad && i < out->n_targets; i++)
+            bad = mc__cur_bytes(cur, MC_MP_MAX_SEGMENT_NAME, &out->targets[i].p,
+                                &out->targets[i].len);
+        break;
+    case MC_MP_TASK_QUERY:
+        bad = mc__mp_cur_id(cur, out->task_id);
+        break;
+    case MC_MP_TASK_FETCH:
+        bad = mc__cur_u32(cur, &out->max_tasks);
+        break;
+    default: /* MC_MP_TASK_REPORT */
+        bad = mc__mp_cur_id(cur, out->task_id) || mc__cur_i32(cur, &out->task_code) ||
+              mc__cur_bytes(cur, MC_TP_MAX_MESSAGE, &out->message.p, &out->message.len);
+        break;
+    }
+    return bad ? MC_ERR_INVALID_PARAMS : mc__mp_task_check(out);
 }
 
 /* --- requests --- */
@@ -101,9 +144,9 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
     int rc = 0;
     if (!mc__mp_known(r->type))
         return MC_ERR_INVALID_PARAMS;
-    if (mc__mp_is_task(r->type) && (rc = mc__tp_check_request(r)) != 0)
+    if (mc__mp_is_task(r->type) && (rc = mc__mp_task_check(r)) != 0)
         return rc;
-    if (mc__mp_has_keys(r->type)) {
+    if (mc__mp_has(r->type, MC_MP_B_KEYS)) {
         if (r->n_keys > MC_MP_MAX_BATCH || (r->n_keys && !r->keys))
             return MC_ERR_INVALID_PARAMS;
         for (uint32_t i = 0; i < r->n_keys; i++)
@@ -115,7 +158,7 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         return MC_ERR_INVALID_PARAMS;
     if (r->type == MC_MP_REPLICA_CLEAR && r->segment_name.len > MC_MP_MAX_SEGMENT_NAME)
         return MC_ERR_INVALID_PARAMS;
-    if (mc__mp_has_config(r->type) && r->config.n_preferred > MC_MP_MAX_PREFERRED)
+    if (mc__mp_has(r->type, MC_MP_B_CONFIG) && r->config.n_preferred > MC_MP_MAX_PREFERRED)
         return MC_ERR_INVALID_PARAMS;
     if (r->type == MC_MP_DISK_ANNOUNCE &&
         (r->segment_name.len > MC_MP_MAX_SEGMENT_NAME ||
@@ -158,7 +201,7 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
     case MC_MP_TASK_QUERY:
     case MC_MP_TASK_FETCH:
     case MC_MP_TASK_REPORT:
-        mc__tp_encode_request(b, r);
+        mc__mp_task_encode(b, r);
         break;
     default:
         if (r->type == MC_MP_REMOVE)
@@ -176,10 +219,10 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         mc__buf_u32(b, r->n_keys);
         for (uint32_t i = 0; i < r->n_keys; i++) {
             mc__buf_bytes(b, r->keys[i].p, r->keys[i].len);
-            if (mc__mp_has_key_u64(r->type))
+            if (mc__mp_has(r->type, MC_MP_B_KEY_U64))
                 mc__buf_u64(b, r->value_lens ? r->value_lens[i] : 0);
         }
-        if (mc__mp_has_config(r->type)) {
+        if (mc__mp_has(r->type, MC_MP_B_CONFIG)) {
             const mc__replicate_config_t *cfg = &r->config;
             mc__buf_u32(b, cfg->replica_num);
             mc__buf_u8(b, cfg->flags);
@@ -210,7 +253,7 @@ void mc__mp_request_free(mc__mp_request_t *r) {
 }
 
 static int mc__mp_decode_keys(mc_cursor_t *cur, mc__mp_request_t *out) {
-    int put = mc__mp_has_key_u64(out->type);
+    int put = mc__mp_has(out->type, MC_MP_B_KEY_U64);
     size_t min_entry = MC_MP_MIN_KEY_ENTRY + (put ? 8u : 0u);
     size_t item = sizeof(mc__mp_str_t) + (put ? sizeof(uint64_t) : 0u);
     uint8_t *mem = NULL;
@@ -255,8 +298,6 @@ static int mc__mp_decode_config(mc_cursor_t *cur, mc__replicate_config_t *cfg) {
 int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                           mc__mp_request_t *out) {
     mc_cursor_t cur = {body, body ? body + len : body}; /* NULL + 0 is undefined in C */
-    const uint8_t *id = NULL;
-    uint32_t id_len = 0;
     int rc = 0;
     memset(out, 0, sizeof(*out));
     out->type = h->type;
@@ -269,14 +310,10 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
-    if (mc__cur_left(&cur) < MC_MP_CLIENT_ID_LEN) {
+    if (mc__mp_cur_id(&cur, out->client_id)) {
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
-    id = cur.pos;
-    id_len = MC_MP_CLIENT_ID_LEN;
-    memcpy(out->client_id, id, id_len);
-    cur.pos += id_len;
     switch (h->type) {
     case MC_MP_MOUNT_SEGMENT:
     case MC_MP_UNMOUNT_SEGMENT:
@@ -313,7 +350,7 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
     case MC_MP_TASK_QUERY:
     case MC_MP_TASK_FETCH:
     case MC_MP_TASK_REPORT:
-        rc = mc__tp_decode_request(&cur, out);
+        rc = mc__mp_task_decode(&cur, out);
         break;
     default:
         if ((h->type == MC_MP_REMOVE && mc__cur_u8(&cur, &out->force)) ||
@@ -332,7 +369,7 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
             break;
         }
         rc = mc__mp_decode_keys(&cur, out);
-        if (rc == 0 && mc__mp_has_config(h->type))
+        if (rc == 0 && mc__mp_has(h->type, MC_MP_B_CONFIG))
             rc = mc__mp_decode_config(&cur, &out->config);
         break;
     }

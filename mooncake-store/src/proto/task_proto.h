@@ -46,12 +46,6 @@ typedef struct mc__task_work {
     mc__replica_desc_t targets[MC_MP_MAX_REPLICA_NUM];
 } mc__task_work_t;
 
-/* Request bodies (after the client id), called by master_proto.c's encoder and decoder. The
- * encoder returns MC_ERR_INVALID_PARAMS for limits broken; the decoder for a malformed body. */
-int mc__tp_encode_request(mc_buf_t *b, const mc__mp_request_t *r);
-int mc__tp_check_request(const mc__mp_request_t *r);
-int mc__tp_decode_request(mc_cursor_t *cur, mc__mp_request_t *out);
-
 /* Replies (complete frames). */
 int mc__tp_encode_create_reply(mc_buf_t *b, uint64_t request_id,
                                const uint8_t id[MC_MP_CLIENT_ID_LEN]);
