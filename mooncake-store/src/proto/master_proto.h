@@ -92,7 +92,7 @@
  *               but a removed type must leave its number unused)
  *   body        MC_MP_B_* bits: the request body is a key batch, each key with a u64, then a
  *               config; 0: a body of its own, coded by hand in master_proto.c
- *   op          the master operation that serves it (mc__op_<op> in master/ops.c)
+ *   op          the master's dispatch row that serves it (mc__row_<op> in master/ops.c)
  *   ref_single  the reference's metric family for a call with one key ("" for none)
  *   ref_batch   the same for its batch call ("" for none)
  *
