@@ -384,47 +384,48 @@ out:
 
 /* --- reply encoders --- */
 
-int mc__mp_encode_error_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, int32_t code,
-                              const char *msg) {
+size_t mc__mp_reply_begin(mc_buf_t *b, uint8_t type, uint16_t flags, uint64_t request_id) {
     size_t start = 0;
-    int rc = mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY | MC_FRAME_F_ERROR, request_id, &start);
-    if (rc)
-        return rc;
-    mc__buf_i32(b, code);
-    mc__buf_str(b, msg ? msg : "");
-    mc__buf_frame_end(b, start);
+    (void)mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY | flags, request_id, &start);
+    return start;
+}
+
+int mc__mp_reply_end(mc_buf_t *b, size_t frame_start) {
+    mc__buf_frame_end(b, frame_start);
     return b->failed ? MC_ERR_MEMORY : 0;
 }
 
+int mc__mp_encode_error_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, int32_t code,
+                              const char *msg) {
+    size_t start = mc__mp_reply_begin(b, type, MC_FRAME_F_ERROR, request_id);
+    mc__buf_i32(b, code);
+    mc__buf_str(b, msg ? msg : "");
+    return mc__mp_reply_end(b, start);
+}
+
 int mc__mp_encode_empty_reply(mc_buf_t *b, uint8_t type, uint64_t request_id) {
-    size_t start = 0;
-    int rc = mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY, request_id, &start);
-    if (rc)
-        return rc;
-    mc__buf_frame_end(b, start);
-    return 0;
+    return mc__mp_reply_end(b, mc__mp_reply_begin(b, type, 0, request_id));
 }
 
 int mc__mp_encode_codes_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
                               const int32_t *codes) {
-    size_t start = 0;
-    int rc = mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY, request_id, &start);
-    if (rc)
-        return rc;
+    size_t start = mc__mp_reply_begin(b, type, 0, request_id);
     mc__buf_reserve(b, 4 + (size_t)n * 4);
     mc__buf_u32(b, n);
     for (uint32_t i = 0; i < n; i++)
         mc__buf_i32(b, codes[i]);
-    mc__buf_frame_end(b, start);
-    return b->failed ? MC_ERR_MEMORY : 0;
+    return mc__mp_reply_end(b, start);
+}
+
+int mc__mp_list_reply_begin(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
+                            size_t *frame_start) {
+    *frame_start = mc__mp_reply_begin(b, type, 0, request_id);
+    return mc__buf_u32(b, n);
 }
 
 int mc__mp_replicas_reply_begin(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
                                 size_t *frame_start) {
-    int rc = mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY, request_id, frame_start);
-    if (rc)
-        return rc;
-    return mc__buf_u32(b, n);
+    return mc__mp_list_reply_begin(b, type, request_id, n, frame_start);
 }
 
 int mc__mp_replicas_reply_item(mc_buf_t *b, int32_t code, uint64_t size, uint64_t lease_ttl_ms,
@@ -447,7 +448,7 @@ int mc__mp_replicas_reply_replica(mc_buf_t *b, const char *segment_name, uint32_
 int mc__mp_encode_replicas_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
                                  const mc__key_replicas_t *items) {
     size_t start = 0;
-    int rc = mc__mp_replicas_reply_begin(b, type, request_id, n, &start);
+    int rc = mc__mp_list_reply_begin(b, type, request_id, n, &start);
     if (rc)
         return rc;
     for (uint32_t i = 0; i < n; i++) {
@@ -462,30 +463,21 @@ int mc__mp_encode_replicas_reply(mc_buf_t *b, uint8_t type, uint64_t request_id,
                 d->addr, d->size, d->epoch, d->status);
         }
     }
-    mc__buf_frame_end(b, start);
-    return b->failed ? MC_ERR_MEMORY : 0;
+    return mc__mp_reply_end(b, start);
 }
 
 int mc__mp_encode_remove_all_reply(mc_buf_t *b, uint64_t request_id, int64_t removed) {
-    size_t start = 0;
-    int rc = mc__buf_frame_begin(b, MC_MP_REMOVE_ALL, MC_FRAME_F_REPLY, request_id, &start);
-    if (rc)
-        return rc;
+    size_t start = mc__mp_reply_begin(b, MC_MP_REMOVE_ALL, 0, request_id);
     mc__buf_i64(b, removed);
-    mc__buf_frame_end(b, start);
-    return b->failed ? MC_ERR_MEMORY : 0;
+    return mc__mp_reply_end(b, start);
 }
 
 int mc__mp_encode_heartbeat_reply(mc_buf_t *b, uint64_t request_id, uint8_t status,
                                   uint64_t view_version) {
-    size_t start = 0;
-    int rc = mc__buf_frame_begin(b, MC_MP_HEARTBEAT, MC_FRAME_F_REPLY, request_id, &start);
-    if (rc)
-        return rc;
+    size_t start = mc__mp_reply_begin(b, MC_MP_HEARTBEAT, 0, request_id);
     mc__buf_u8(b, status);
     mc__buf_u64(b, view_version);
-    mc__buf_frame_end(b, start);
-    return b->failed ? MC_ERR_MEMORY : 0;
+    return mc__mp_reply_end(b, start);
 }
 
 /* --- reply decoders --- */
@@ -523,6 +515,33 @@ int mc__mp_reply_check(const mc_frame_header_t *h, const uint8_t *body, size_t l
     return 0;
 }
 
+int mc__mp_reply_open(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                      mc_cursor_t *cur) {
+    cur->pos = body;
+    cur->end = body ? body + len : body; /* NULL + 0 is undefined in C */
+    return mc__mp_reply_check(h, body, len);
+}
+
+int mc__mp_reply_list(const mc_frame_header_t *h, const uint8_t *body, size_t len, uint32_t limit,
+                      size_t min_entry, mc_cursor_t *cur, uint32_t *n) {
+    int rc = mc__mp_reply_open(h, body, len, cur);
+    if (rc)
+        return rc;
+    return mc__cur_count(cur, limit, min_entry, n) ? MC_ERR_RPC_FAIL : 0;
+}
+
+int mc__mp_cur_text(mc_cursor_t *cur, uint32_t max, char *out, uint32_t *len) {
+    const uint8_t *p = NULL;
+    uint32_t n = 0;
+    if (mc__cur_bytes(cur, max, &p, &n))
+        return -1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    if (len)
+        *len = n;
+    return 0;
+}
+
 int mc__mp_decode_empty_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len) {
     int rc = mc__mp_reply_check(h, body, len);
     if (rc)
@@ -532,13 +551,11 @@ int mc__mp_decode_empty_reply(const mc_frame_header_t *h, const uint8_t *body, s
 
 int mc__mp_decode_codes_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                               uint32_t n, int32_t *codes) {
-    mc_cursor_t cur = {body, body + len};
+    mc_cursor_t cur;
     uint32_t got = 0;
-    int rc = mc__mp_reply_check(h, body, len);
-    if (rc)
-        return rc;
-    if (mc__cur_count(&cur, MC_MP_MAX_BATCH, 4, &got) || got != n)
-        return MC_ERR_RPC_FAIL;
+    int rc = mc__mp_reply_list(h, body, len, MC_MP_MAX_BATCH, 4, &cur, &got);
+    if (rc || got != n)
+        return rc ? rc : MC_ERR_RPC_FAIL;
     for (uint32_t i = 0; i < n; i++)
         if (mc__cur_i32(&cur, &codes[i]))
             return MC_ERR_RPC_FAIL;
@@ -547,13 +564,11 @@ int mc__mp_decode_codes_reply(const mc_frame_header_t *h, const uint8_t *body, s
 
 int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                                  uint32_t n, mc__key_replicas_t *out) {
-    mc_cursor_t cur = {body, body + len};
+    mc_cursor_t cur;
     uint32_t got = 0;
-    int rc = mc__mp_reply_check(h, body, len);
-    if (rc)
-        return rc;
-    if (mc__cur_count(&cur, MC_MP_MAX_BATCH, 24, &got) || got != n)
-        return MC_ERR_RPC_FAIL;
+    int rc = mc__mp_reply_list(h, body, len, MC_MP_MAX_BATCH, 24, &cur, &got);
+    if (rc || got != n)
+        return rc ? rc : MC_ERR_RPC_FAIL;
     for (uint32_t i = 0; i < n; i++) {
         mc__key_replicas_t *it = &out[i];
         if (mc__cur_i32(&cur, &it->code) || mc__cur_u64(&cur, &it->size) ||
@@ -570,14 +585,10 @@ int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body
         }
         for (uint32_t j = 0; j < it->n_replicas; j++) {
             mc__replica_desc_t *d = &it->replicas[j];
-            const uint8_t *name = NULL;
-            uint32_t name_len = 0;
-            if (mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &name, &name_len) ||
+            if (mc__mp_cur_text(&cur, MC_MP_MAX_SEGMENT_NAME, d->segment_name, NULL) ||
                 mc__cur_u64(&cur, &d->addr) || mc__cur_u64(&cur, &d->size) ||
                 mc__cur_u64(&cur, &d->epoch) || mc__cur_u8(&cur, &d->status))
                 return MC_ERR_RPC_FAIL;
-            memcpy(d->segment_name, name, name_len);
-            d->segment_name[name_len] = '\0';
         }
     }
     return mc__cur_left(&cur) == 0 ? 0 : MC_ERR_RPC_FAIL;
@@ -585,8 +596,8 @@ int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body
 
 int mc__mp_decode_remove_all_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                                    int64_t *removed) {
-    mc_cursor_t cur = {body, body + len};
-    int rc = mc__mp_reply_check(h, body, len);
+    mc_cursor_t cur;
+    int rc = mc__mp_reply_open(h, body, len, &cur);
     if (rc)
         return rc;
     if (mc__cur_i64(&cur, removed) || mc__cur_left(&cur) != 0)
@@ -596,8 +607,8 @@ int mc__mp_decode_remove_all_reply(const mc_frame_header_t *h, const uint8_t *bo
 
 int mc__mp_decode_heartbeat_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                                   uint8_t *status, uint64_t *view_version) {
-    mc_cursor_t cur = {body, body + len};
-    int rc = mc__mp_reply_check(h, body, len);
+    mc_cursor_t cur;
+    int rc = mc__mp_reply_open(h, body, len, &cur);
     if (rc)
         return rc;
     if (mc__cur_u8(&cur, status) || mc__cur_u64(&cur, view_version) || mc__cur_left(&cur) != 0)

@@ -273,6 +273,15 @@ typedef struct mc__key_replicas {
     const char *key;
 } mc__key_replicas_t;
 
+/* Reply frames: begin appends the header (MC_FRAME_F_REPLY | flags) and returns where the frame
+ * starts; end closes it: 0, or MC_ERR_MEMORY when an append to b failed (a failed append leaves
+ * b failed, so the writes between them need no checks). */
+size_t mc__mp_reply_begin(mc_buf_t *b, uint8_t type, uint16_t flags, uint64_t request_id);
+int mc__mp_reply_end(mc_buf_t *b, size_t frame_start);
+/* A list reply starts with its count: begin, u32 n, then the caller's n entries, then end. */
+int mc__mp_list_reply_begin(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
+                            size_t *frame_start);
+
 /* Reply encoders append a complete reply frame (header included). */
 int mc__mp_encode_error_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, int32_t code,
                               const char *msg);
@@ -312,6 +321,16 @@ int mc__mp_cur_id(mc_cursor_t *cur, uint8_t id[MC_MP_CLIENT_ID_LEN]);
 /* The common start of every reply decoder: 0 for a success reply, the error reply's code, or
  * MC_ERR_RPC_FAIL (not a reply, or a body missing). */
 int mc__mp_reply_check(const mc_frame_header_t *h, const uint8_t *body, size_t len);
+/* mc__mp_reply_check, and a cursor over the body. */
+int mc__mp_reply_open(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                      mc_cursor_t *cur);
+/* mc__mp_reply_open, then a u32 count of at most limit entries of at least min_entry bytes each:
+ * 0 with *n, the error reply's code, or MC_ERR_RPC_FAIL. */
+int mc__mp_reply_list(const mc_frame_header_t *h, const uint8_t *body, size_t len, uint32_t limit,
+                      size_t min_entry, mc_cursor_t *cur, uint32_t *n);
+/* Reads a str of at most max bytes into out (max + 1 bytes), NUL-terminated, its length in *len
+ * (may be NULL): 0, or -1 for bytes that are no such str. */
+int mc__mp_cur_text(mc_cursor_t *cur, uint32_t max, char *out, uint32_t *len);
 /* For MOUNT / UNMOUNT / UNREGISTER_CLIENT: 0, or the error reply's code. */
 int mc__mp_decode_empty_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len);
 

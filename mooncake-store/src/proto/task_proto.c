@@ -9,35 +9,24 @@
 
 int mc__tp_encode_create_reply(mc_buf_t *b, uint64_t request_id,
                                const uint8_t id[MC_MP_CLIENT_ID_LEN]) {
-    size_t start = 0;
-    int rc = mc__buf_frame_begin(b, MC_MP_TASK_CREATE, MC_FRAME_F_REPLY, request_id, &start);
-    if (rc)
-        return rc;
+    size_t start = mc__mp_reply_begin(b, MC_MP_TASK_CREATE, 0, request_id);
     mc__buf_put(b, id, MC_MP_CLIENT_ID_LEN);
-    mc__buf_frame_end(b, start);
-    return b->failed ? MC_ERR_MEMORY : 0;
+    return mc__mp_reply_end(b, start);
 }
 
 int mc__tp_encode_query_reply(mc_buf_t *b, uint64_t request_id, const mc__task_info_t *info) {
-    size_t start = 0;
-    int rc = mc__buf_frame_begin(b, MC_MP_TASK_QUERY, MC_FRAME_F_REPLY, request_id, &start);
-    if (rc)
-        return rc;
+    size_t start = mc__mp_reply_begin(b, MC_MP_TASK_QUERY, 0, request_id);
     mc__buf_u8(b, info->type);
     mc__buf_u8(b, info->status);
     mc__buf_u64(b, info->created_ms);
     mc__buf_u64(b, info->updated_ms);
     mc__buf_put(b, info->assigned, MC_MP_CLIENT_ID_LEN);
     mc__buf_bytes(b, info->message, (uint32_t)strnlen(info->message, MC_TP_MAX_MESSAGE));
-    mc__buf_frame_end(b, start);
-    return b->failed ? MC_ERR_MEMORY : 0;
+    return mc__mp_reply_end(b, start);
 }
 
 int mc__tp_fetch_reply_begin(mc_buf_t *b, uint64_t request_id, uint32_t n, size_t *frame_start) {
-    int rc = mc__buf_frame_begin(b, MC_MP_TASK_FETCH, MC_FRAME_F_REPLY, request_id, frame_start);
-    if (rc)
-        return rc;
-    return mc__buf_u32(b, n);
+    return mc__mp_list_reply_begin(b, MC_MP_TASK_FETCH, request_id, n, frame_start);
 }
 
 static void mc__put_place(mc_buf_t *b, const mc__replica_desc_t *d) {
@@ -61,8 +50,8 @@ int mc__tp_fetch_reply_work(mc_buf_t *b, const mc__task_work_t *w) {
 
 int mc__tp_decode_create_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                                uint8_t id[MC_MP_CLIENT_ID_LEN]) {
-    mc_cursor_t cur = {body, body + len};
-    int rc = mc__mp_reply_check(h, body, len);
+    mc_cursor_t cur;
+    int rc = mc__mp_reply_open(h, body, len, &cur);
     if (rc)
         return rc;
     return mc__mp_cur_id(&cur, id) || mc__cur_left(&cur) ? MC_ERR_RPC_FAIL : 0;
@@ -70,57 +59,46 @@ int mc__tp_decode_create_reply(const mc_frame_header_t *h, const uint8_t *body, 
 
 int mc__tp_decode_query_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                               mc__task_info_t *out) {
-    mc_cursor_t cur = {body, body + len};
-    const uint8_t *msg = NULL;
-    uint32_t msg_len = 0;
-    int rc = mc__mp_reply_check(h, body, len);
+    mc_cursor_t cur;
+    int rc = mc__mp_reply_open(h, body, len, &cur);
     if (rc)
         return rc;
     if (mc__cur_u8(&cur, &out->type) || mc__cur_u8(&cur, &out->status) ||
         mc__cur_u64(&cur, &out->created_ms) || mc__cur_u64(&cur, &out->updated_ms) ||
         mc__mp_cur_id(&cur, out->assigned) ||
-        mc__cur_bytes(&cur, MC_TP_MAX_MESSAGE, &msg, &msg_len) || mc__cur_left(&cur) ||
+        mc__mp_cur_text(&cur, MC_TP_MAX_MESSAGE, out->message, NULL) || mc__cur_left(&cur) ||
         out->type > MC_TASK_MOVE || out->status > MC_TASK_SUCCESS)
         return MC_ERR_RPC_FAIL;
-    memcpy(out->message, msg, msg_len);
-    out->message[msg_len] = '\0';
     return 0;
 }
 
+/* A place the master reserved: a segment (never empty), an address and its epoch. */
 static int mc__cur_place(mc_cursor_t *cur, mc__replica_desc_t *d) {
-    const uint8_t *name = NULL;
     uint32_t name_len = 0;
-    if (mc__cur_bytes(cur, MC_MP_MAX_SEGMENT_NAME, &name, &name_len) || name_len == 0 ||
+    if (mc__mp_cur_text(cur, MC_MP_MAX_SEGMENT_NAME, d->segment_name, &name_len) || name_len == 0 ||
         mc__cur_u64(cur, &d->addr) || mc__cur_u64(cur, &d->epoch))
         return -1;
-    memcpy(d->segment_name, name, name_len);
-    d->segment_name[name_len] = '\0';
     d->status = MC_MP_REPLICA_COMPLETE;
     return 0;
 }
 
 int mc__tp_decode_fetch_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                               uint32_t max, mc__task_work_t *out, uint32_t *n) {
-    mc_cursor_t cur = {body, body + len};
+    mc_cursor_t cur;
     uint32_t got = 0;
-    int rc = mc__mp_reply_check(h, body, len);
-    *n = 0;
-    if (rc)
-        return rc;
     /* 16 id + 1 type + 4 key + 8 size + 20 source + 4 count: the least one work can take. */
-    if (mc__cur_count(&cur, MC_TP_MAX_FETCH, 53, &got) || got > max)
-        return MC_ERR_RPC_FAIL;
+    int rc = mc__mp_reply_list(h, body, len, MC_TP_MAX_FETCH, 53, &cur, &got);
+    *n = 0;
+    if (rc || got > max)
+        return rc ? rc : MC_ERR_RPC_FAIL;
     for (uint32_t i = 0; i < got; i++) {
         mc__task_work_t *w = &out[i];
-        const uint8_t *key = NULL;
         uint32_t key_len = 0;
         if (mc__mp_cur_id(&cur, w->id) || mc__cur_u8(&cur, &w->type) || w->type > MC_TASK_MOVE ||
-            mc__cur_bytes(&cur, MC_MP_MAX_KEY, &key, &key_len) || key_len == 0 ||
+            mc__mp_cur_text(&cur, MC_MP_MAX_KEY, w->key, &key_len) || key_len == 0 ||
             mc__cur_u64(&cur, &w->size) || mc__cur_place(&cur, &w->src) ||
             mc__cur_count(&cur, MC_MP_MAX_REPLICA_NUM, 20, &w->n_targets))
             return MC_ERR_RPC_FAIL;
-        memcpy(w->key, key, key_len);
-        w->key[key_len] = '\0';
         w->src.size = w->size;
         for (uint32_t t = 0; t < w->n_targets; t++) {
             if (mc__cur_place(&cur, &w->targets[t]))
