@@ -39,10 +39,11 @@ int mc__dp_decode_fetch_reply(const mc_frame_header_t *h, const uint8_t *body, s
     mc_cursor_t cur;
     uint32_t got = 0;
     /* 1 kind + 4 key + 8 size + 8 version + 4 segment + 8 addr + 8 epoch: the least a job takes */
-    int rc = mc__mp_reply_list(h, body, len, MC_DP_MAX_FETCH, 41, &cur, &got);
+    int rc = mc__mp_reply_list(h, body, len, max < MC_DP_MAX_FETCH ? max : MC_DP_MAX_FETCH, 41,
+                               &cur, &got);
     *n = 0;
-    if (rc || got > max)
-        return rc ? rc : MC_ERR_RPC_FAIL;
+    if (rc)
+        return rc;
     for (uint32_t i = 0; i < got; i++) {
         mc__disk_job_t *j = &out[i];
         uint32_t seg_len = 0;

@@ -530,6 +530,14 @@ int mc__mp_reply_list(const mc_frame_header_t *h, const uint8_t *body, size_t le
     return mc__cur_count(cur, limit, min_entry, n) ? MC_ERR_RPC_FAIL : 0;
 }
 
+/* The replies that answer a batch of n keys: a list of exactly n entries. */
+static int mc__mp_reply_batch(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                              uint32_t n, size_t min_entry, mc_cursor_t *cur) {
+    uint32_t got = 0;
+    int rc = mc__mp_reply_list(h, body, len, MC_MP_MAX_BATCH, min_entry, cur, &got);
+    return rc ? rc : got == n ? 0 : MC_ERR_RPC_FAIL;
+}
+
 int mc__mp_cur_text(mc_cursor_t *cur, uint32_t max, char *out, uint32_t *len) {
     const uint8_t *p = NULL;
     uint32_t n = 0;
@@ -552,10 +560,9 @@ int mc__mp_decode_empty_reply(const mc_frame_header_t *h, const uint8_t *body, s
 int mc__mp_decode_codes_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                               uint32_t n, int32_t *codes) {
     mc_cursor_t cur;
-    uint32_t got = 0;
-    int rc = mc__mp_reply_list(h, body, len, MC_MP_MAX_BATCH, 4, &cur, &got);
-    if (rc || got != n)
-        return rc ? rc : MC_ERR_RPC_FAIL;
+    int rc = mc__mp_reply_batch(h, body, len, n, 4, &cur);
+    if (rc)
+        return rc;
     for (uint32_t i = 0; i < n; i++)
         if (mc__cur_i32(&cur, &codes[i]))
             return MC_ERR_RPC_FAIL;
@@ -565,10 +572,9 @@ int mc__mp_decode_codes_reply(const mc_frame_header_t *h, const uint8_t *body, s
 int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                                  uint32_t n, mc__key_replicas_t *out) {
     mc_cursor_t cur;
-    uint32_t got = 0;
-    int rc = mc__mp_reply_list(h, body, len, MC_MP_MAX_BATCH, 24, &cur, &got);
-    if (rc || got != n)
-        return rc ? rc : MC_ERR_RPC_FAIL;
+    int rc = mc__mp_reply_batch(h, body, len, n, 24, &cur);
+    if (rc)
+        return rc;
     for (uint32_t i = 0; i < n; i++) {
         mc__key_replicas_t *it = &out[i];
         if (mc__cur_i32(&cur, &it->code) || mc__cur_u64(&cur, &it->size) ||

@@ -87,10 +87,11 @@ int mc__tp_decode_fetch_reply(const mc_frame_header_t *h, const uint8_t *body, s
     mc_cursor_t cur;
     uint32_t got = 0;
     /* 16 id + 1 type + 4 key + 8 size + 20 source + 4 count: the least one work can take. */
-    int rc = mc__mp_reply_list(h, body, len, MC_TP_MAX_FETCH, 53, &cur, &got);
+    int rc = mc__mp_reply_list(h, body, len, max < MC_TP_MAX_FETCH ? max : MC_TP_MAX_FETCH, 53,
+                               &cur, &got);
     *n = 0;
-    if (rc || got > max)
-        return rc ? rc : MC_ERR_RPC_FAIL;
+    if (rc)
+        return rc;
     for (uint32_t i = 0; i < got; i++) {
         mc__task_work_t *w = &out[i];
         uint32_t key_len = 0;
