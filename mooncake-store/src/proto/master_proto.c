@@ -53,6 +53,10 @@ static int mc__mp_has(uint8_t type, unsigned bits) {
     return t && (t->body & bits) == bits;
 }
 
+int mc__mp_is_put_start(uint8_t type) {
+    return mc__mp_has(type, MC_MP_B_CONFIG);
+}
+
 /* --- task bodies (layouts in task_proto.h) --- */
 
 /* The limits a task request must keep, checked by the encoder and after decoding. */
@@ -584,7 +588,7 @@ int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body
         if (it->code > 0)
             return MC_ERR_RPC_FAIL;
         it->version = 0;
-        if (h->type == MC_MP_PUT_START || h->type == MC_MP_UPSERT_START) {
+        if (mc__mp_is_put_start(h->type)) {
             /* that field is the writer's version there */
             it->version = it->lease_ttl_ms;
             it->lease_ttl_ms = 0;

@@ -346,6 +346,9 @@ const mc__mp_type_info_t *mc__mp_type_info(uint8_t type);
 
 /* The map's name of a type, or "unknown". */
 const char *mc__mp_type_name(uint8_t type);
+/* 1 for the starts of a write (PUT_START, UPSERT_START: the rows with MC_MP_B_CONFIG): their
+ * request carries a config and value lengths, their reply the version the end must name. */
+int mc__mp_is_put_start(uint8_t type);
 /* 1 for the rows of MC_MP_TASK_MAP. */
 int mc__mp_is_task(uint8_t type);
 #endif
