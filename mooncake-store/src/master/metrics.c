@@ -184,15 +184,14 @@ static void mc__ref_requests(mc__master_t *m, mc_buf_t *b) {
             mc__one(b, name, "counter", help, failed_items);
         }
     }
-    /* one message type, two reference calls: the task's type tells them apart */
-    mc__one(b, "master_create_copy_task_requests_total", "counter",
-            "copy tasks asked for (CreateCopyTask)", MC__U(m->task_creates[MC_TASK_COPY]));
-    mc__one(b, "master_create_copy_task_failures_total", "counter", "copy tasks refused",
-            MC__U(m->task_create_failures[MC_TASK_COPY]));
-    mc__one(b, "master_create_move_task_requests_total", "counter",
-            "move tasks asked for (CreateMoveTask)", MC__U(m->task_creates[MC_TASK_MOVE]));
-    mc__one(b, "master_create_move_task_failures_total", "counter", "move tasks refused",
-            MC__U(m->task_create_failures[MC_TASK_MOVE]));
+    /* one message type, a reference call per task type (MC_TASK_TYPE_MAP) */
+#define MC__TASK_METRICS(T, tname, value, ref)                                                     \
+    mc__one(b, "master_create_" #tname "_task_requests_total", "counter",                          \
+            #tname " tasks asked for (" ref ")", MC__U(m->task_creates[value]));                   \
+    mc__one(b, "master_create_" #tname "_task_failures_total", "counter", #tname " tasks refused", \
+            MC__U(m->task_create_failures[value]));
+    MC_TASK_TYPE_MAP(MC__TASK_METRICS)
+#undef MC__TASK_METRICS
     mc__one(b, "master_put_start_alloc_failures_total", "counter",
             "keys a put found no space for (NO_AVAILABLE_HANDLE)", MC__U(m->put_alloc_failures));
     mc__one(b, "master_put_start_partial_allocations_total", "counter",
