@@ -161,6 +161,11 @@ void mc__task_finish(mc__task_t *t, int status, int error) {
     pthread_mutex_unlock(&b->lock);
 }
 
+void mc__transport_account(mc_engine_t *e, int id, unsigned long long bytes) {
+    atomic_fetch_add_explicit(&e->stat_tasks[id], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->stat_bytes[id], bytes, memory_order_relaxed);
+}
+
 int mc__task_status(mc_engine_t *e, mc_batch_id_t id, size_t task, mc_task_state_t *out) {
     mc__batch_t *b;
     int rc = MC_ERR_INVALID_ARGUMENT;
@@ -237,35 +242,6 @@ void mc__batches_wake(mc_engine_t *e) {
     pthread_mutex_unlock(&e->batches_lock);
 }
 
-int mc__transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors,
-                           unsigned flags) {
-    mc_batch_id_t id = 0;
-    int rc = mc__batch_alloc(e, n, &id);
-    if (rc)
-        return rc;
-    rc = mc__batch_submit(e, id, reqs, n, flags | MC__SUBMIT_RUN_HERE);
-    if (!rc) {
-        /* user memory may not be touched after we return: wait for every task to end, also
-         * when a close begins meanwhile (it waits for us; each task ends by its deadline) */
-        do {
-            rc = mc__batch_wait(e, id, -1, 1);
-        } while (rc == MC_ERR_BATCH_BUSY);
-    }
-    /* all completed (the common case): no task needs asking */
-    for (size_t i = 0; errors && rc == 0 && i < n; i++)
-        errors[i] = 0;
-    for (size_t i = 0; errors && rc != 0 && i < n; i++) {
-        mc_task_state_t st;
-        /* a batch that never started: every request carries the submit's verdict */
-        if (mc__task_status(e, id, i, &st) != 0)
-            errors[i] = rc;
-        else
-            errors[i] = st.status == MC_STATUS_COMPLETED ? 0 : st.error ? st.error : MC_ERR_SOCKET;
-    }
-    (void)mc__batch_free(e, id);
-    return rc;
-}
-
 /* --- the public calls: the same, inside the gate --- */
 
 int mc_engine_batch_alloc(mc_engine_t *e, size_t batch_size, mc_batch_id_t *out) {
@@ -289,30 +265,5 @@ int mc_engine_task_status(mc_engine_t *e, mc_batch_id_t id, size_t task, mc_task
 int mc_engine_batch_wait(mc_engine_t *e, mc_batch_id_t id, int timeout_ms) {
     int rc;
     MC__GATED(e, rc, mc__batch_wait(e, id, timeout_ms, 0));
-    return rc;
-}
-
-int mc_engine_transfer_sync(mc_engine_t *e, const mc_request_t *reqs, size_t n) {
-    int rc;
-    MC__GATED(e, rc, mc__transfer_sync_each(e, reqs, n, NULL, 0));
-    return rc;
-}
-
-int mc_engine_transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors) {
-    return mc_engine_transfer_sync_each_ex(e, reqs, n, errors, 0);
-}
-
-int mc_engine_transfer_sync_each_ex(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors,
-                                    unsigned flags) {
-    int rc = flags & ~(unsigned)MC_SUBMIT_UNREGISTERED_LOCAL ? MC_ERR_INVALID_ARGUMENT
-                                                             : mc__engine_enter(e);
-    if (rc) {
-        /* refused at the gate: every request carries its verdict, as for a failed submit */
-        for (size_t i = 0; errors && i < n; i++)
-            errors[i] = rc;
-        return rc;
-    }
-    rc = mc__transfer_sync_each(e, reqs, n, errors, flags);
-    mc__engine_leave(e);
     return rc;
 }

@@ -49,6 +49,7 @@ int mc_engine_create(mc_engine_t **out) {
         mc__free(e);
         goto out;
     }
+    e->tps = mc__transport_list(&e->ntp);
     for (int i = 0; i < MC__TP_COUNT; i++) {
         atomic_init(&e->stat_tasks[i], 0);
         atomic_init(&e->stat_bytes[i], 0);
@@ -277,7 +278,7 @@ static void mc__engine_release(mc_engine_t *e) {
     e->server = NULL;
     mc__transports_close(e);
     for (size_t i = 0; i < e->npeers; i++)
-        mc__peer_destroy(e->peers[i]);
+        mc__peer_destroy(e, e->peers[i]);
     mc__free(e->peers);
     e->peers = NULL;
     e->npeers = e->peers_cap = 0;
@@ -388,7 +389,7 @@ const char *mc_engine_protocol(const mc_engine_t *e) {
 int mc_engine_get_stats(mc_engine_t *e, const char *transport, uint64_t *tasks, uint64_t *bytes) {
     /* the counters are atomics inside the engine struct, which only destroy frees: no gate */
     for (int i = 0; e && transport && i < MC__TP_COUNT; i++) {
-        if (strcmp(mc__transport_get(i)->name, transport))
+        if (strcmp(mc__transport_get(e, i)->name, transport))
             continue;
         if (tasks)
             *tasks = atomic_load(&e->stat_tasks[i]);
@@ -397,55 +398,4 @@ int mc_engine_get_stats(mc_engine_t *e, const char *transport, uint64_t *tasks, 
         return 0;
     }
     return MC_ERR_INVALID_ARGUMENT;
-}
-
-int mc__engine_desc_json(mc_engine_t *e, char **json) {
-    mc__desc_t d;
-    int rc = MC_ERR_MEMORY;
-    memset(&d, 0, sizeof(d));
-    snprintf(d.name, sizeof(d.name), "%s", e->name);
-    d.instance_id = e->instance_id;
-    snprintf(d.host_id, sizeof(d.host_id), "%s", e->host_id);
-    snprintf(d.rpc_host, sizeof(d.rpc_host), "%s", e->host);
-    d.rpc_port = e->port;
-    pthread_rwlock_rdlock(&e->reg.lock);
-    if (e->reg.n) {
-        d.bufs = mc__calloc(e->reg.n, sizeof(*d.bufs));
-        if (!d.bufs)
-            goto out;
-    }
-    for (size_t i = 0; i < e->reg.n; i++) {
-        d.bufs[i].addr = e->reg.regions[i].addr;
-        d.bufs[i].len = e->reg.regions[i].len;
-        d.bufs[i].shm_id = e->reg.regions[i].shm_id;
-        d.bufs[i].epoch = e->reg.regions[i].epoch;
-        snprintf(d.bufs[i].location, sizeof(d.bufs[i].location), "%s", e->reg.regions[i].location);
-    }
-    d.nbufs = e->reg.n;
-    rc = 0;
-out:
-    pthread_rwlock_unlock(&e->reg.lock);
-    if (!rc) {
-        mc__transports_describe(e, &d); /* after the buffers: a transport may tag them */
-        rc = mc__desc_encode(&d, json);
-    }
-    mc__desc_free_parts(&d);
-    mc__free(d.bufs);
-    return rc;
-}
-
-int mc__engine_connect(mc_engine_t *e, const char *host, uint16_t port, uint64_t deadline_ms) {
-    int fd = mc__tcp_connect(host, port, deadline_ms);
-    int rc;
-    if (fd < 0 || !e->auth.enabled)
-        return fd;
-    rc = mc__auth_client(&e->auth, fd, deadline_ms);
-    if (rc) {
-        MC_WARN("peer %s:%u: %s", host, (unsigned)port,
-                rc == MC_ERR_REJECT_HANDSHAKE ? "cluster secret handshake refused"
-                                              : "connection lost during the handshake");
-        close(fd);
-        return rc;
-    }
-    return fd;
 }

@@ -19,6 +19,42 @@
 
 #define MC__META_TIMEOUT_MS 5000
 
+/* Our descriptor as JSON: what publishing stores and what GET_DESC answers. */
+int mc__meta_desc_json(mc_engine_t *e, char **json) {
+    mc__desc_t d;
+    int rc = MC_ERR_MEMORY;
+    memset(&d, 0, sizeof(d));
+    snprintf(d.name, sizeof(d.name), "%s", e->name);
+    d.instance_id = e->instance_id;
+    snprintf(d.host_id, sizeof(d.host_id), "%s", e->host_id);
+    snprintf(d.rpc_host, sizeof(d.rpc_host), "%s", e->host);
+    d.rpc_port = e->port;
+    pthread_rwlock_rdlock(&e->reg.lock);
+    if (e->reg.n) {
+        d.bufs = mc__calloc(e->reg.n, sizeof(*d.bufs));
+        if (!d.bufs)
+            goto out;
+    }
+    for (size_t i = 0; i < e->reg.n; i++) {
+        d.bufs[i].addr = e->reg.regions[i].addr;
+        d.bufs[i].len = e->reg.regions[i].len;
+        d.bufs[i].shm_id = e->reg.regions[i].shm_id;
+        d.bufs[i].epoch = e->reg.regions[i].epoch;
+        snprintf(d.bufs[i].location, sizeof(d.bufs[i].location), "%s", e->reg.regions[i].location);
+    }
+    d.nbufs = e->reg.n;
+    rc = 0;
+out:
+    pthread_rwlock_unlock(&e->reg.lock);
+    if (!rc) {
+        mc__transports_describe(e, &d); /* after the buffers: a transport may tag them */
+        rc = mc__desc_encode(&d, json);
+    }
+    mc__desc_free_parts(&d);
+    mc__free(d.bufs);
+    return rc;
+}
+
 /* A descriptor fetch on a request's path waits no longer than a request may take. */
 static int mc__meta_timeout_ms(const mc_engine_t *e) {
     return e->timeout_ms > 0 && e->timeout_ms < MC__META_TIMEOUT_MS ? e->timeout_ms
@@ -63,14 +99,14 @@ int mc__meta_publish(mc_engine_t *e) {
     if (e->etcd) {
         rc = mc__meta_key(e->name, key, sizeof(key));
         if (!rc)
-            rc = mc__engine_desc_json(e, &json);
+            rc = mc__meta_desc_json(e, &json);
         if (!rc)
             rc = mc__meta_etcd_publish(e->etcd, key, json);
         goto out;
     }
     rc = mc__meta_url(e, e->name, &url);
     if (!rc)
-        rc = mc__engine_desc_json(e, &json);
+        rc = mc__meta_desc_json(e, &json);
     if (!rc)
         rc = mc__http_request_auth(&e->auth, "PUT", url, json, strlen(json), MC__META_TIMEOUT_MS,
                                    &status, NULL, NULL);
@@ -93,7 +129,7 @@ static int mc__meta_ask(mc_engine_t *e, const char *host, uint16_t port, uint8_t
     uint8_t req[MC_FRAME_HEADER_SIZE];
     mc_frame_header_t q = {
         .magic = MC_FRAME_MAGIC, .version = MC_FRAME_VERSION, .type = type, .request_id = 1};
-    *fd = mc__engine_connect(e, host, port, dl);
+    *fd = mc__peer_connect(e, host, port, dl);
     if (*fd < 0) {
         int rc = *fd == MC_ERR_DNS || *fd == MC_ERR_REJECT_HANDSHAKE ? *fd : MC_ERR_SOCKET;
         *fd = -1;
@@ -269,7 +305,7 @@ int mc__meta_fetch(mc_engine_t *e, const char *name, mc__desc_t **out) {
     *out = NULL;
     rc = e->metadata_url ? mc__meta_fetch_http(e, name, out) : mc__meta_fetch_p2p(e, name, out);
     if (!rc)
-        mc__transports_desc_parsed(*out); /* each transport reads its own part */
+        mc__transports_desc_parsed(e, *out); /* each transport reads its own part */
     return rc;
 }
 

@@ -14,6 +14,22 @@
 /* A new connection gets this long at most, whatever the caller's deadline. */
 #define MC__PEER_CONNECT_MS 5000
 
+int mc__peer_connect(mc_engine_t *e, const char *host, uint16_t port, uint64_t deadline_ms) {
+    int fd = mc__tcp_connect(host, port, deadline_ms);
+    int rc;
+    if (fd < 0 || !e->auth.enabled)
+        return fd;
+    rc = mc__auth_client(&e->auth, fd, deadline_ms);
+    if (rc) {
+        MC_WARN("peer %s:%u: %s", host, (unsigned)port,
+                rc == MC_ERR_REJECT_HANDSHAKE ? "cluster secret handshake refused"
+                                              : "connection lost during the handshake");
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
 void mc__peer_conn_drop_locked(mc__peer_t *p) {
     while (p->nidle > 0)
         close(p->idle[--p->nidle]);
@@ -41,7 +57,7 @@ int mc__peer_conn_get(mc_engine_t *e, mc__peer_t *p, uint64_t deadline_ms, int *
     }
     if (deadline_ms && deadline_ms < cdl)
         cdl = deadline_ms;
-    fd = mc__engine_connect(e, host, port, cdl);
+    fd = mc__peer_connect(e, host, port, cdl);
     if (fd < 0) {
         MC_DEBUG("connect to %s:%u failed: %s", host, (unsigned)port, strerror(errno));
         return fd;

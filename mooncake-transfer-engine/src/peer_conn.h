@@ -9,6 +9,9 @@
 #include "mooncake/common/frame.h"
 #include "te_internal.h"
 
+/* A new connection to a peer's RPC port, authenticated when a cluster secret is set: the fd,
+ * or MC_ERR_SOCKET / MC_ERR_DNS / MC_ERR_REJECT_HANDSHAKE. */
+int mc__peer_connect(mc_engine_t *e, const char *host, uint16_t port, uint64_t deadline_ms);
 /* A connection to the peer's RPC port: an idle pooled one (*reused = 1) or a new one (with the
  * engine's socket buffer size, when one is set). The fd, or a negative MC_ERR_ code. A pooled
  * one is not checked (that cost a syscall per request): one that fails its exchange with

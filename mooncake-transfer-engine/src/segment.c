@@ -12,12 +12,12 @@
 #include "peer_conn.h"
 #include "te_internal.h"
 
-static mc__peer_t *mc__peer_new(const char *name) {
+static mc__peer_t *mc__peer_new(const mc_engine_t *e, const char *name) {
     mc__peer_t *p = mc__calloc(1, sizeof(*p));
     if (!p)
         return NULL;
     snprintf(p->name, sizeof(p->name), "%s", name);
-    if (mc__transports_peer_init(p) != 0) {
+    if (mc__transports_peer_init(e, p) != 0) {
         mc__free(p);
         return NULL;
     }
@@ -25,11 +25,11 @@ static mc__peer_t *mc__peer_new(const char *name) {
     return p;
 }
 
-void mc__peer_destroy(mc__peer_t *p) {
+void mc__peer_destroy(mc_engine_t *e, mc__peer_t *p) {
     if (!p)
         return;
     mc__peer_conn_drop_locked(p);
-    mc__transports_peer_destroy(p);
+    mc__transports_peer_destroy(e, p);
     mc__desc_free(p->desc);
     pthread_mutex_destroy(&p->lock);
     mc__free(p);
@@ -66,7 +66,7 @@ int mc__peer_refresh(mc_engine_t *e, mc__peer_t *p) {
     uint64_t tok[MC__TP_COUNT];
     int restarted = 0;
     int rc;
-    mc__transports_peer_tokens(p, tok); /* before the fetch: see transport.h */
+    mc__transports_peer_tokens(e, p, tok); /* before the fetch: see transport.h */
     rc = mc__meta_fetch(e, p->name, &d);
     if (rc) {
         mc__peer_mark_broken(p);
@@ -77,13 +77,13 @@ int mc__peer_refresh(mc_engine_t *e, mc__peer_t *p) {
     restarted = old && old->instance_id != d->instance_id;
     p->desc = d;
     p->stale = 0;
-    mc__transports_peer_swapped(p, tok, restarted);
+    mc__transports_peer_swapped(e, p, tok, restarted);
     mc__peer_set_addr(e, p, d);
     if (restarted)
         mc__peer_conn_drop_locked(p);
     pthread_mutex_unlock(&p->lock);
     mc__desc_free(old);
-    mc__transports_peer_refreshed(p, restarted);
+    mc__transports_peer_refreshed(e, p, restarted);
     return 0;
 }
 
@@ -150,7 +150,7 @@ int mc__segment_open(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
     if (rc)
         goto out;
     rc = MC_ERR_MEMORY;
-    p = mc__peer_new(name);
+    p = mc__peer_new(e, name);
     if (!p)
         goto out;
     p->desc = d;
@@ -179,7 +179,7 @@ int mc__segment_open(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
     pthread_mutex_unlock(&e->peers_lock);
     rc = 0;
 out:
-    mc__peer_destroy(p);
+    mc__peer_destroy(e, p);
     mc__desc_free(d);
     return rc;
 }

@@ -227,7 +227,7 @@ static int mc__serve_notify(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_he
 static int mc__serve_desc(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_header_t *h,
                           uint64_t deadline) {
     char *json = NULL;
-    int rc = mc__engine_desc_json(e, &json);
+    int rc = mc__meta_desc_json(e, &json);
     if (rc)
         rc = mc__reply_error(c, h->type, h->request_id, rc, "descriptor unavailable", deadline);
     else

@@ -115,8 +115,8 @@ int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs,
      * another thread frees it meanwhile */
     for (size_t i = 0; i < n; i++) {
         mc__task_t *t = &b->tasks[first + i];
-        const mc__transport_t *tp = mc__transport_get(t->transport);
-        const mc__transport_t *fallback = mc__transport_fallback();
+        const mc__transport_t *tp = mc__transport_get(e, t->transport);
+        const mc__transport_t *fallback = mc__transport_fallback(e);
         /* counted before a transport may end it (mc__task_finish uncounts) */
         if (t->peer && atomic_fetch_add(&t->peer->inflight, 1) == 0)
             atomic_store(&t->peer->progress_ms, mc__now_ms());

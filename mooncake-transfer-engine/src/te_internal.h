@@ -91,9 +91,6 @@ typedef struct mc__batch_slot {
 } mc__batch_slot_t;
 
 typedef struct mc__server mc__server_t;
-typedef struct mc__shm_owner mc__shm_owner_t;
-typedef struct mc__tcp mc__tcp_t;
-typedef struct mc__fabric mc__fabric_t;
 
 struct mc_engine {
     int initialized;
@@ -125,10 +122,14 @@ struct mc_engine {
 
     mc__registry_t reg;
     mc__server_t *server;
-    mc__shm_owner_t *shm_owner;
-    mc__tcp_t *tcp;
-    mc__fabric_t *fabric; /* transports/fabric.c; NULL when it is not up */
-    int conn_sockbuf;     /* socket buffers of pooled peer connections (0: the kernel's) */
+    /* The transport table (transports/list.c), taken at create: the core reaches transports only
+     * through it (transports/table.c). */
+    const mc__transport_t *const *tps;
+    size_t ntp;
+    /* Each transport's engine-wide state, indexed by its id (enum mc__tp), opaque to the core:
+     * set by the transport's init, NULL when it is not up. */
+    void *tp_state[MC__TP_COUNT];
+    int conn_sockbuf; /* socket buffers of pooled peer connections (0: the kernel's) */
 
     pthread_mutex_t peers_lock;
     mc__peer_t **peers; /* segment id = index + 1 */
@@ -176,12 +177,6 @@ void mc__gate_mark_closed(mc_engine_t *e);
         }                                                                                          \
     } while (0)
 
-/* engine.c */
-int mc__engine_desc_json(mc_engine_t *e, char **json);
-/* A new connection to a peer's RPC port, authenticated when a cluster secret is set: the fd,
- * or MC_ERR_SOCKET / MC_ERR_DNS / MC_ERR_REJECT_HANDSHAKE. */
-int mc__engine_connect(mc_engine_t *e, const char *host, uint16_t port, uint64_t deadline_ms);
-
 /* metadata.c: publishing our descriptor and fetching peers'. */
 int mc__meta_publish(mc_engine_t *e);
 /* Before the first publish with a metadata service: MC_ERR_METADATA when another live engine
@@ -189,6 +184,8 @@ int mc__meta_publish(mc_engine_t *e);
  * descriptor, and every transfer would go to the wrong one). A dead one's entry is taken over. */
 int mc__meta_claim(mc_engine_t *e);
 void mc__meta_unpublish(mc_engine_t *e);
+/* Our descriptor (registered buffers, each transport's part) as JSON, mc__malloc'ed. */
+int mc__meta_desc_json(mc_engine_t *e, char **json);
 int mc__meta_fetch(mc_engine_t *e, const char *name, mc__desc_t **out);
 
 /* segment.c */
@@ -205,7 +202,7 @@ int mc__peer_check_range(mc_engine_t *e, mc__peer_t *p, uint64_t addr, uint64_t 
 void mc__peer_mark_broken(mc__peer_t *p);
 /* mc_engine_open_segment inside the gate. */
 int mc__segment_open(mc_engine_t *e, const char *name, mc_segment_id_t *out);
-void mc__peer_destroy(mc__peer_t *p);
+void mc__peer_destroy(mc_engine_t *e, mc__peer_t *p);
 
 /* batch.c */
 mc__batch_t *mc__batch_acquire(mc_engine_t *e, mc_batch_id_t id);
@@ -220,10 +217,11 @@ int mc__batch_alloc(mc_engine_t *e, size_t batch_size, mc_batch_id_t *out);
 int mc__batch_wait(mc_engine_t *e, mc_batch_id_t id, int timeout_ms, int until_done);
 int mc__batch_free(mc_engine_t *e, mc_batch_id_t id);
 int mc__task_status(mc_engine_t *e, mc_batch_id_t id, size_t task, mc_task_state_t *out);
-int mc__transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors,
-                           unsigned flags);
 /* Wakes every batch waiter (a close began). */
 void mc__batches_wake(mc_engine_t *e);
+/* sync.c: the synchronous calls (a batch from alloc to free), inside the gate. */
+int mc__transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors,
+                           unsigned flags);
 /* submit.c: mc_engine_batch_submit(_ex); flags are the public MC_SUBMIT_* and, for callers
  * that wait right after, MC__SUBMIT_RUN_HERE: a single tcp request that fits one slice runs on
  * the calling thread before this returns. */

@@ -15,6 +15,14 @@
 #include "proto.h"
 #include "te_internal.h"
 
+/* An engine holding only the transport table: what mc__transports_desc_parsed walks. */
+static const mc_engine_t *table_engine(void) {
+    static mc_engine_t e;
+    if (!e.tps)
+        e.tps = mc__transport_list(&e.ntp);
+    return &e;
+}
+
 static void test_rw_roundtrip(void **state) {
     uint8_t raw[MC__TE_RW_HEAD];
     mc_frame_header_t h;
@@ -180,7 +188,7 @@ static long reach_of(const char *parts) {
         assert_null(o);
         return -1;
     }
-    mc__transports_desc_parsed(o);
+    mc__transports_desc_parsed(table_engine(), o);
     reach = (long)o->reach;
     mc__desc_free(o);
     return reach;
@@ -248,7 +256,7 @@ static void test_desc_parts(void **state) {
     assert_string_equal(mc__desc_part(o, "shm")->json, "{\"socket\":\"@x\"}");
     assert_string_equal(mc__desc_part(o, "future")->json, "{\"v\":[1,2]}");
     assert_null(mc__desc_part(o, "fabric"));
-    mc__transports_desc_parsed(o);
+    mc__transports_desc_parsed(table_engine(), o);
     assert_true(o->reach == (uint32_t)shm_bit);
     assert_non_null(mc__desc_priv(o, "shm"));
     assert_null(mc__desc_priv(o, "future")); /* nobody's */

@@ -93,7 +93,7 @@ static int has_fabric_key(mc_engine_t *e, const void *addr) {
     mc__desc_t *d = NULL;
     const mc__desc_part_t *part;
     int found;
-    assert_int_equal(mc__engine_desc_json(e, &json), 0);
+    assert_int_equal(mc__meta_desc_json(e, &json), 0);
     assert_int_equal(mc__desc_decode(json, strlen(json), &d), 0);
     part = mc__desc_part(d, "fabric");
     assert_non_null(part);

@@ -68,63 +68,17 @@ static void mc__label(const char *s, char *out) {
 
 /* ---- the reference's master metrics ---- */
 
-/* The reference's family names for each message type: a single-key call and, where it has one,
- * its batch call. NULL: it has no such metric (our upserts, replica clears of one key, ...). */
+/* The reference's family names for each message type, from the map (MC_MP_TYPE_MAP): a
+ * single-key call and, where it has one, its batch call. NULL: it has no such metric (our
+ * upserts, replica clears of one key, ...). */
 typedef struct mc__op_names {
     const char *single;
     const char *batch;
 } mc__op_names_t;
 
 static mc__op_names_t mc__ref_names(int type) {
-    mc__op_names_t r = {NULL, NULL};
-    switch (type) {
-    case MC_MP_MOUNT_SEGMENT:
-        r.single = "mount_segment";
-        break;
-    case MC_MP_UNMOUNT_SEGMENT:
-        r.single = "unmount_segment";
-        break;
-    case MC_MP_PUT_START:
-        r.single = "put_start";
-        r.batch = "batch_put_start";
-        break;
-    case MC_MP_PUT_END:
-        r.single = "put_end";
-        r.batch = "batch_put_end";
-        break;
-    case MC_MP_PUT_REVOKE:
-        r.single = "put_revoke";
-        r.batch = "batch_put_revoke";
-        break;
-    case MC_MP_GET_REPLICA_LIST:
-        r.single = "get_replica_list";
-        r.batch = "batch_get_replica_list";
-        break;
-    case MC_MP_EXIST:
-        r.single = "exist_key";
-        r.batch = "batch_exist_key";
-        break;
-    case MC_MP_REMOVE:
-        r.single = "remove";
-        break;
-    case MC_MP_HEARTBEAT:
-        r.single = "ping";
-        break;
-    case MC_MP_REPLICA_CLEAR:
-        r.batch = "batch_replica_clear";
-        break;
-    case MC_MP_TASK_QUERY:
-        r.single = "query_task";
-        break;
-    case MC_MP_TASK_FETCH:
-        r.single = "fetch_tasks";
-        break;
-    case MC_MP_TASK_REPORT:
-        r.single = "update_task"; /* the reference's MarkTaskToComplete */
-        break;
-    default:
-        break;
-    }
+    const mc__mp_type_info_t *t = mc__mp_type_info((uint8_t)type);
+    mc__op_names_t r = {t ? t->ref_single : NULL, t ? t->ref_batch : NULL};
     return r;
 }
 
@@ -187,15 +141,14 @@ static void mc__ref_requests(mc__master_t *m, mc_buf_t *b) {
             mc__one(b, name, "counter", help, failed_items);
         }
     }
-    /* one message type, two reference calls: the task's type tells them apart */
-    mc__one(b, "master_create_copy_task_requests_total", "counter",
-            "copy tasks asked for (CreateCopyTask)", MC__U(m->task_creates[MC_TASK_COPY]));
-    mc__one(b, "master_create_copy_task_failures_total", "counter", "copy tasks refused",
-            MC__U(m->task_create_failures[MC_TASK_COPY]));
-    mc__one(b, "master_create_move_task_requests_total", "counter",
-            "move tasks asked for (CreateMoveTask)", MC__U(m->task_creates[MC_TASK_MOVE]));
-    mc__one(b, "master_create_move_task_failures_total", "counter", "move tasks refused",
-            MC__U(m->task_create_failures[MC_TASK_MOVE]));
+    /* one message type, a reference call per task type (MC_TASK_TYPE_MAP) */
+#define MC__TASK_METRICS(T, tname, value, ref)                                                     \
+    mc__one(b, "master_create_" #tname "_task_requests_total", "counter",                          \
+            #tname " tasks asked for (" ref ")", MC__U(m->task_creates[value]));                   \
+    mc__one(b, "master_create_" #tname "_task_failures_total", "counter", #tname " tasks refused", \
+            MC__U(m->task_create_failures[value]));
+    MC_TASK_TYPE_MAP(MC__TASK_METRICS)
+#undef MC__TASK_METRICS
     mc__one(b, "master_put_start_alloc_failures_total", "counter",
             "keys a put found no space for (NO_AVAILABLE_HANDLE)", MC__U(m->put_alloc_failures));
     mc__one(b, "master_put_start_partial_allocations_total", "counter",
@@ -333,7 +286,7 @@ static void mc__ref_metrics(mc__master_t *m, mc_buf_t *b) {
 
 /* A message type number in use (the enum has gaps): one series each, never two "unknown". */
 static int mc__named(int t) {
-    return strcmp(mc__mp_type_name((uint8_t)t), "unknown") != 0;
+    return mc__mp_type_info((uint8_t)t) != NULL;
 }
 
 static void mc__own_metrics(mc__master_t *m, mc_buf_t *b) {

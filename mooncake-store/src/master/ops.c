@@ -336,10 +336,105 @@ static void mc__reply_wait(uint64_t until) {
     }
 }
 
+/* --- dispatch: one row per message kind, generated from the op column of MC_MP_TYPE_MAP ---
+ *
+ * A row calls the operation and writes the reply (the request came decoded). *keys starts as the
+ * request's key count, what the per-op metrics count; a row that serves one thing sets it to 1.
+ * *errors gets the keys (or the one thing) that failed. */
+typedef int (*mc__row_fn)(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *keys,
+                          uint32_t *errors);
+
+static int mc__row_unregister(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                              uint32_t *keys, uint32_t *errors) {
+    *keys = 1;
+    mc__client_unregister(m, r->client_id);
+    return mc__mp_encode_empty_reply(out, r->type, r->request_id);
+}
+
+static int mc__row_mount(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *keys,
+                         uint32_t *errors) {
+    int rc = r->type == MC_MP_MOUNT_SEGMENT
+                 ? mc__segment_mount(m, r->client_id, &r->segment_name, r->base, r->size, r->epoch,
+                                     r->mount_flags)
+                 : mc__segment_unmount(m, r->client_id, &r->segment_name, r->base);
+    *keys = 1;
+    *errors = rc != 0;
+    return rc ? mc__mp_encode_error_reply(out, r->type, r->request_id, rc, mc_store_strerror(rc))
+              : mc__mp_encode_empty_reply(out, r->type, r->request_id);
+}
+
+static int mc__row_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                             uint32_t *keys, uint32_t *errors) {
+    mc__op_put_start(m, r, out, errors);
+    return 0;
+}
+
+static int mc__row_get(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *keys,
+                       uint32_t *errors) {
+    mc__op_get(m, r, out, errors);
+    return 0;
+}
+
+static int mc__row_codes(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *keys,
+                         uint32_t *errors) {
+    return mc__op_codes(m, r, out, errors);
+}
+
+static int mc__row_disk_fetch(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                              uint32_t *keys, uint32_t *errors) {
+    *keys = 1;
+    return mc__disk_fetch(m, r, out);
+}
+
+static int mc__row_remove_all(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                              uint32_t *keys, uint32_t *errors) {
+    int rc = mc__op_remove_all(m, r, out, errors);
+    *keys = 1;
+    if (r->pattern.len) { /* the reference's remove_by_regex (metrics.c) */
+        atomic_fetch_add_explicit(&m->remove_all_regex, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->remove_all_regex_failed, *errors, memory_order_relaxed);
+    }
+    return rc;
+}
+
+static int mc__row_task(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *keys,
+                        uint32_t *errors) {
+    *keys = 1;
+    mc__op_task(m, r, out, errors);
+    if (r->type == MC_MP_TASK_CREATE && r->task_type <= MC_TASK_MOVE) {
+        atomic_fetch_add_explicit(&m->task_creates[r->task_type], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->task_create_failures[r->task_type], *errors,
+                                  memory_order_relaxed);
+    }
+    return 0;
+}
+
+static int mc__row_heartbeat(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                             uint32_t *keys, uint32_t *errors) {
+    int unknown = mc__client_touch(m, r->client_id);
+    mc__segments_reachable(m, r->client_id);
+    /* Remounting is needed exactly when segments the client holds are missing here; a pure
+     * client (none) is simply alive. Without the count, unknown is all we know. */
+    int lost = r->n_mounted == MC_MP_MOUNTS_UNKNOWN
+                   ? unknown
+                   : mc__segments_of(m, r->client_id) < r->n_mounted;
+    *keys = 1;
+    return mc__mp_encode_heartbeat_reply(out, r->request_id,
+                                         lost ? MC_MP_CLIENT_NEED_REMOUNT : MC_MP_CLIENT_OK,
+                                         atomic_load(&m->view_version));
+}
+
+static const mc__row_fn mc__rows[MC_MP_TYPE_MAX_] = {
+#define MC__ROW(T, name, value, body, op, single, batch) [value] = mc__row_##op,
+    MC_MP_TYPE_MAP(MC__ROW)
+#undef MC__ROW
+};
+
 int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out) {
     uint64_t t0 = mc__now_ns();
     uint32_t errors = 0;
     uint32_t keys = r->n_keys;
+    mc__row_fn row = r->type < MC_MP_TYPE_MAX_ ? mc__rows[r->type] : NULL;
     int rc = 0;
     /* A master that is not (or no longer) the leader answers nothing: the connection closes,
      * and the client finds the leader in the master view and asks it. */
@@ -347,85 +442,10 @@ int mc__master_handle(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out)
         (m->cfg.ha_is_leader && !m->cfg.ha_is_leader(m->cfg.ha_ctx, m->cfg.ha_term)))
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     (void)mc__reply_hold_take();
-    switch (r->type) {
-    case MC_MP_UNREGISTER_CLIENT:
-        keys = 1;
-        mc__client_unregister(m, r->client_id);
-        rc = mc__mp_encode_empty_reply(out, r->type, r->request_id);
-        break;
-    case MC_MP_MOUNT_SEGMENT:
-    case MC_MP_UNMOUNT_SEGMENT:
-        keys = 1;
-        rc = r->type == MC_MP_MOUNT_SEGMENT
-                 ? mc__segment_mount(m, r->client_id, &r->segment_name, r->base, r->size, r->epoch,
-                                     r->mount_flags)
-                 : mc__segment_unmount(m, r->client_id, &r->segment_name, r->base);
-        errors = rc != 0;
-        rc = rc ? mc__mp_encode_error_reply(out, r->type, r->request_id, rc, mc_store_strerror(rc))
-                : mc__mp_encode_empty_reply(out, r->type, r->request_id);
-        break;
-    case MC_MP_PUT_START:
-    case MC_MP_UPSERT_START:
-        mc__op_put_start(m, r, out, &errors);
-        break;
-    case MC_MP_GET_REPLICA_LIST:
-        mc__op_get(m, r, out, &errors);
-        break;
-    case MC_MP_PUT_END:
-    case MC_MP_PUT_REVOKE:
-    case MC_MP_EXIST:
-    case MC_MP_REMOVE:
-    case MC_MP_SEGMENT_UNREACHABLE:
-    case MC_MP_UPSERT_END:
-    case MC_MP_UPSERT_REVOKE:
-    case MC_MP_REPLICA_CLEAR:
-    case MC_MP_DISK_ANNOUNCE:
-    case MC_MP_DISK_DONE:
-        rc = mc__op_codes(m, r, out, &errors);
-        break;
-    case MC_MP_DISK_FETCH:
-        keys = 1;
-        rc = mc__disk_fetch(m, r, out);
-        break;
-    case MC_MP_REMOVE_ALL:
-        keys = 1;
-        rc = mc__op_remove_all(m, r, out, &errors);
-        if (r->pattern.len) {
-            atomic_fetch_add_explicit(&m->remove_all_regex, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&m->remove_all_regex_failed, errors, memory_order_relaxed);
-        }
-        break;
-    case MC_MP_TASK_CREATE:
-    case MC_MP_TASK_QUERY:
-    case MC_MP_TASK_FETCH:
-    case MC_MP_TASK_REPORT:
-        keys = 1;
-        mc__op_task(m, r, out, &errors);
-        if (r->type == MC_MP_TASK_CREATE && r->task_type <= MC_TASK_MOVE) {
-            atomic_fetch_add_explicit(&m->task_creates[r->task_type], 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&m->task_create_failures[r->task_type], errors,
-                                      memory_order_relaxed);
-        }
-        break;
-    case MC_MP_HEARTBEAT: {
-        int unknown = mc__client_touch(m, r->client_id);
-        mc__segments_reachable(m, r->client_id);
-        /* Remounting is needed exactly when segments the client holds are missing here; a
-         * pure client (none) is simply alive. Without the count, unknown is all we know. */
-        int lost = r->n_mounted == MC_MP_MOUNTS_UNKNOWN
-                       ? unknown
-                       : mc__segments_of(m, r->client_id) < r->n_mounted;
-        keys = 1;
-        rc = mc__mp_encode_heartbeat_reply(out, r->request_id,
-                                           lost ? MC_MP_CLIENT_NEED_REMOUNT : MC_MP_CLIENT_OK,
-                                           atomic_load(&m->view_version));
-        break;
-    }
-    default:
-        rc = mc__mp_encode_error_reply(out, r->type, r->request_id, MC_ERR_NOT_IMPLEMENTED,
-                                       "unknown message type");
-        return rc;
-    }
+    if (!row)
+        return mc__mp_encode_error_reply(out, r->type, r->request_id, MC_ERR_NOT_IMPLEMENTED,
+                                         "unknown message type");
+    rc = row(m, r, out, &keys, &errors);
     if (out->failed)
         rc = MC_ERR_MEMORY;
     /* Nothing is acknowledged before what it changed is recorded (when a log is kept); what

@@ -81,7 +81,7 @@ static int mc__rpc_read_body(int fd, uint8_t **buf, size_t *cap, size_t len, uin
  * follows its start only after the client has moved the value to every replica. */
 static uint64_t mc__rpc_next_spin(const mc__mp_request_t *req) {
     uint64_t bytes = 0;
-    if (req->type == MC_MP_PUT_START || req->type == MC_MP_UPSERT_START) {
+    if (mc__mp_is_put_start(req->type)) {
         uint64_t copies = req->config.replica_num ? req->config.replica_num : 1;
         for (uint32_t i = 0; i < req->n_keys && bytes <= MC__SPIN_BYTES_MAX; i++)
             bytes += req->value_lens[i] > MC__SPIN_BYTES_MAX || copies > MC_MP_MAX_REPLICA_NUM

@@ -6,10 +6,7 @@
 #include "mooncake/error.h"
 
 int mc__dp_fetch_reply_begin(mc_buf_t *b, uint64_t request_id, uint32_t n, size_t *frame_start) {
-    int rc = mc__buf_frame_begin(b, MC_MP_DISK_FETCH, MC_FRAME_F_REPLY, request_id, frame_start);
-    if (rc)
-        return rc;
-    return mc__buf_u32(b, n);
+    return mc__mp_list_reply_begin(b, MC_MP_DISK_FETCH, request_id, n, frame_start);
 }
 
 int mc__dp_fetch_reply_job(mc_buf_t *b, const mc__disk_job_t *j) {
@@ -39,29 +36,25 @@ static int mc__dp_cur_key(mc_cursor_t *cur, char *out) {
 
 int mc__dp_decode_fetch_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                               uint32_t max, mc__disk_job_t *out, uint32_t *n) {
-    mc_cursor_t cur = {body, body + len};
+    mc_cursor_t cur;
     uint32_t got = 0;
-    int rc = mc__mp_reply_check(h, body, len);
+    /* 1 kind + 4 key + 8 size + 8 version + 4 segment + 8 addr + 8 epoch: the least a job takes */
+    int rc = mc__mp_reply_list(h, body, len, max < MC_DP_MAX_FETCH ? max : MC_DP_MAX_FETCH, 41,
+                               &cur, &got);
     *n = 0;
     if (rc)
         return rc;
-    /* 1 kind + 4 key + 8 size + 8 version + 4 segment + 8 addr + 8 epoch: the least a job takes */
-    if (mc__cur_count(&cur, MC_DP_MAX_FETCH, 41, &got) || got > max)
-        return MC_ERR_RPC_FAIL;
     for (uint32_t i = 0; i < got; i++) {
         mc__disk_job_t *j = &out[i];
-        const uint8_t *seg = NULL;
         uint32_t seg_len = 0;
         memset(&j->src, 0, sizeof(j->src));
         if (mc__cur_u8(&cur, &j->kind) || j->kind < MC_DP_JOB_OFFLOAD ||
             j->kind > MC_DP_JOB_PROMOTE || mc__dp_cur_key(&cur, j->key) ||
             mc__cur_u64(&cur, &j->size) || mc__cur_u64(&cur, &j->version) ||
-            mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &seg, &seg_len) ||
-            memchr(seg, 0, seg_len) || mc__cur_u64(&cur, &j->src.addr) ||
+            mc__mp_cur_text(&cur, MC_MP_MAX_SEGMENT_NAME, j->src.segment_name, &seg_len) ||
+            memchr(j->src.segment_name, 0, seg_len) || mc__cur_u64(&cur, &j->src.addr) ||
             mc__cur_u64(&cur, &j->src.epoch))
             return MC_ERR_RPC_FAIL;
-        memcpy(j->src.segment_name, seg, seg_len);
-        j->src.segment_name[seg_len] = '\0';
         j->src.size = j->size;
         j->src.status = MC_MP_REPLICA_COMPLETE;
     }
@@ -103,14 +96,10 @@ int mc__dp_decode_read(const uint8_t *body, size_t len, char *key, uint64_t *ver
 }
 
 int mc__dp_encode_read_reply(mc_buf_t *b, uint64_t request_id, int32_t code, uint64_t len) {
-    size_t start = 0;
-    int rc = mc__buf_frame_begin(b, MC_DP_READ, MC_FRAME_F_REPLY, request_id, &start);
-    if (rc)
-        return rc;
+    size_t start = mc__mp_reply_begin(b, MC_DP_READ, 0, request_id);
     mc__buf_i32(b, code);
     mc__buf_u64(b, len);
-    mc__buf_frame_end(b, start);
-    return b->failed ? MC_ERR_MEMORY : 0;
+    return mc__mp_reply_end(b, start);
 }
 
 int mc__dp_decode_read_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,

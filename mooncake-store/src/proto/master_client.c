@@ -562,7 +562,7 @@ static int mc__mc_batch(mc__master_client_t *c, uint8_t type, size_t n, const ch
         r.force = force ? 1 : 0;
         if (value_lens) /* lengths (PUT_START, UPSERT_START) or versions (UPSERT_END, REVOKE) */
             r.value_lens = (uint64_t *)(uintptr_t)(value_lens + done);
-        if (type == MC_MP_PUT_START || type == MC_MP_UPSERT_START) {
+        if (mc__mp_is_put_start(type)) {
             if (cfg)
                 r.config = *cfg;
             else

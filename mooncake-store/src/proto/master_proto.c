@@ -13,84 +13,131 @@
  * INVALID_KEY, which tells the peer more than a framing error). */
 #define MC_MP_MIN_KEY_ENTRY 4u
 
+/* The map's rows by type value; "" in a reference column is no metric (NULL here). */
+#define MC__MP_REF(s) (sizeof(s) > 1 ? (s) : NULL)
+static const mc__mp_type_info_t mc__mp_types[MC_MP_TYPE_MAX_] = {
+#define MC__MP_ROW(T, name, value, body, op, single, batch)                                        \
+    [value] = {#name, (body), MC__MP_REF(single), MC__MP_REF(batch)},
+    MC_MP_TYPE_MAP(MC__MP_ROW)
+#undef MC__MP_ROW
+};
+
+const mc__mp_type_info_t *mc__mp_type_info(uint8_t type) {
+    return type < MC_MP_TYPE_MAX_ && mc__mp_types[type].name ? &mc__mp_types[type] : NULL;
+}
+
 const char *mc__mp_type_name(uint8_t type) {
+    const mc__mp_type_info_t *t = mc__mp_type_info(type);
+    return t ? t->name : "unknown";
+}
+
+int mc__mp_is_task(uint8_t type) {
     switch (type) {
-    case MC_MP_MOUNT_SEGMENT:
-        return "mount_segment";
-    case MC_MP_UNMOUNT_SEGMENT:
-        return "unmount_segment";
-    case MC_MP_PUT_START:
-        return "put_start";
-    case MC_MP_PUT_END:
-        return "put_end";
-    case MC_MP_PUT_REVOKE:
-        return "put_revoke";
-    case MC_MP_GET_REPLICA_LIST:
-        return "get_replica_list";
-    case MC_MP_EXIST:
-        return "exist";
-    case MC_MP_REMOVE:
-        return "remove";
-    case MC_MP_REMOVE_ALL:
-        return "remove_all";
-    case MC_MP_HEARTBEAT:
-        return "heartbeat";
-    case MC_MP_SEGMENT_UNREACHABLE:
-        return "segment_unreachable";
-    case MC_MP_UPSERT_START:
-        return "upsert_start";
-    case MC_MP_UPSERT_END:
-        return "upsert_end";
-    case MC_MP_UPSERT_REVOKE:
-        return "upsert_revoke";
-    case MC_MP_REPLICA_CLEAR:
-        return "replica_clear";
-    case MC_MP_UNREGISTER_CLIENT:
-        return "unregister_client";
-    case MC_MP_TASK_CREATE:
-        return "task_create";
-    case MC_MP_TASK_QUERY:
-        return "task_query";
-    case MC_MP_TASK_FETCH:
-        return "task_fetch";
-    case MC_MP_TASK_REPORT:
-        return "task_report";
-    case MC_MP_DISK_ANNOUNCE:
-        return "disk_announce";
-    case MC_MP_DISK_FETCH:
-        return "disk_fetch";
-    case MC_MP_DISK_DONE:
-        return "disk_done";
+#define MC__MP_CASE(T, name, value, body, op, single, batch) case MC_MP_##T:
+        MC_MP_TASK_MAP(MC__MP_CASE)
+#undef MC__MP_CASE
+        return 1;
     default:
-        return "unknown";
+        return 0;
     }
 }
 
-static int mc__mp_is_task(uint8_t type) {
-    return type >= MC_MP_TASK_CREATE && type <= MC_MP_TASK_REPORT;
-}
-
-static int mc__mp_has_keys(uint8_t type) {
-    return type != MC_MP_MOUNT_SEGMENT && type != MC_MP_UNMOUNT_SEGMENT &&
-           type != MC_MP_REMOVE_ALL && type != MC_MP_HEARTBEAT && type != MC_MP_UNREGISTER_CLIENT &&
-           type != MC_MP_DISK_FETCH && !mc__mp_is_task(type);
-}
-
-/* Types this build knows (the numbering has gaps). */
+/* Types this build knows (a removed type's number stays unused). */
 static int mc__mp_known(uint8_t type) {
-    return (type >= MC_MP_MOUNT_SEGMENT && type <= MC_MP_UNREGISTER_CLIENT) ||
-           mc__mp_is_task(type) || (type >= MC_MP_DISK_ANNOUNCE && type <= MC_MP_DISK_DONE);
+    return mc__mp_type_info(type) != NULL;
 }
 
-/* Types whose keys each carry a u64 (a length or a version), and those with a config. */
-static int mc__mp_has_key_u64(uint8_t type) {
-    return type == MC_MP_PUT_START || type == MC_MP_PUT_END || type == MC_MP_PUT_REVOKE ||
-           type == MC_MP_UPSERT_START || type == MC_MP_UPSERT_END || type == MC_MP_UPSERT_REVOKE ||
-           type == MC_MP_DISK_ANNOUNCE || type == MC_MP_DISK_DONE;
+/* 1 when the type's request body has all these MC_MP_B_* parts. */
+static int mc__mp_has(uint8_t type, unsigned bits) {
+    const mc__mp_type_info_t *t = mc__mp_type_info(type);
+    return t && (t->body & bits) == bits;
 }
 
-static int mc__mp_has_config(uint8_t type) {
-    return type == MC_MP_PUT_START || type == MC_MP_UPSERT_START;
+int mc__mp_is_put_start(uint8_t type) {
+    return mc__mp_has(type, MC_MP_B_CONFIG);
+}
+
+/* --- task bodies (layouts in task_proto.h) --- */
+
+/* The limits a task request must keep, checked by the encoder and after decoding. */
+static int mc__mp_task_check(const mc__mp_request_t *r) {
+    switch (r->type) {
+    case MC_MP_TASK_CREATE:
+        if (r->object_key.len == 0 || r->object_key.len > MC_MP_MAX_KEY)
+            return MC_ERR_INVALID_KEY;
+        if (r->task_type > MC_TASK_MOVE || r->segment_name.len > MC_MP_MAX_SEGMENT_NAME ||
+            r->n_targets == 0 || r->n_targets > MC_MP_MAX_REPLICA_NUM)
+            return MC_ERR_INVALID_PARAMS;
+        for (uint32_t i = 0; i < r->n_targets; i++)
+            if (r->targets[i].len == 0 || r->targets[i].len > MC_MP_MAX_SEGMENT_NAME)
+                return MC_ERR_INVALID_PARAMS;
+        return 0;
+    case MC_MP_TASK_FETCH:
+        return r->max_tasks >= 1 && r->max_tasks <= MC_TP_MAX_FETCH ? 0 : MC_ERR_INVALID_PARAMS;
+    case MC_MP_TASK_REPORT:
+        return r->message.len <= MC_TP_MAX_MESSAGE ? 0 : MC_ERR_INVALID_PARAMS;
+    default:
+        return 0;
+    }
+}
+
+static void mc__mp_task_encode(mc_buf_t *b, const mc__mp_request_t *r) {
+    switch (r->type) {
+    case MC_MP_TASK_CREATE:
+        mc__buf_u8(b, r->task_type);
+        mc__buf_bytes(b, r->object_key.p, r->object_key.len);
+        mc__buf_bytes(b, r->segment_name.p, r->segment_name.len);
+        mc__buf_u32(b, r->n_targets);
+        for (uint32_t i = 0; i < r->n_targets; i++)
+            mc__buf_bytes(b, r->targets[i].p, r->targets[i].len);
+        break;
+    case MC_MP_TASK_QUERY:
+        mc__buf_put(b, r->task_id, MC_MP_CLIENT_ID_LEN);
+        break;
+    case MC_MP_TASK_FETCH:
+        mc__buf_u32(b, r->max_tasks);
+        break;
+    default: /* MC_MP_TASK_REPORT */
+        mc__buf_put(b, r->task_id, MC_MP_CLIENT_ID_LEN);
+        mc__buf_i32(b, r->task_code);
+        mc__buf_bytes(b, r->message.p, r->message.len);
+        break;
+    }
+}
+
+int mc__mp_cur_id(mc_cursor_t *cur, uint8_t id[MC_MP_CLIENT_ID_LEN]) {
+    if (mc__cur_left(cur) < MC_MP_CLIENT_ID_LEN)
+        return -1;
+    memcpy(id, cur->pos, MC_MP_CLIENT_ID_LEN);
+    cur->pos += MC_MP_CLIENT_ID_LEN;
+    return 0;
+}
+
+static int mc__mp_task_decode(mc_cursor_t *cur, mc__mp_request_t *out) {
+    int bad = 0;
+    switch (out->type) {
+    case MC_MP_TASK_CREATE:
+        bad = mc__cur_u8(cur, &out->task_type) ||
+              mc__cur_bytes(cur, UINT32_MAX, &out->object_key.p, &out->object_key.len) ||
+              mc__cur_bytes(cur, MC_MP_MAX_SEGMENT_NAME, &out->segment_name.p,
+                            &out->segment_name.len) ||
+              mc__cur_count(cur, MC_MP_MAX_REPLICA_NUM, 4, &out->n_targets);
+        for (uint32_t i = 0; !bad && i < out->n_targets; i++)
+            bad = mc__cur_bytes(cur, MC_MP_MAX_SEGMENT_NAME, &out->targets[i].p,
+                                &out->targets[i].len);
+        break;
+    case MC_MP_TASK_QUERY:
+        bad = mc__mp_cur_id(cur, out->task_id);
+        break;
+    case MC_MP_TASK_FETCH:
+        bad = mc__cur_u32(cur, &out->max_tasks);
+        break;
+    default: /* MC_MP_TASK_REPORT */
+        bad = mc__mp_cur_id(cur, out->task_id) || mc__cur_i32(cur, &out->task_code) ||
+              mc__cur_bytes(cur, MC_TP_MAX_MESSAGE, &out->message.p, &out->message.len);
+        break;
+    }
+    return bad ? MC_ERR_INVALID_PARAMS : mc__mp_task_check(out);
 }
 
 /* --- requests --- */
@@ -101,9 +148,9 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
     int rc = 0;
     if (!mc__mp_known(r->type))
         return MC_ERR_INVALID_PARAMS;
-    if (mc__mp_is_task(r->type) && (rc = mc__tp_check_request(r)) != 0)
+    if (mc__mp_is_task(r->type) && (rc = mc__mp_task_check(r)) != 0)
         return rc;
-    if (mc__mp_has_keys(r->type)) {
+    if (mc__mp_has(r->type, MC_MP_B_KEYS)) {
         if (r->n_keys > MC_MP_MAX_BATCH || (r->n_keys && !r->keys))
             return MC_ERR_INVALID_PARAMS;
         for (uint32_t i = 0; i < r->n_keys; i++)
@@ -115,7 +162,7 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         return MC_ERR_INVALID_PARAMS;
     if (r->type == MC_MP_REPLICA_CLEAR && r->segment_name.len > MC_MP_MAX_SEGMENT_NAME)
         return MC_ERR_INVALID_PARAMS;
-    if (mc__mp_has_config(r->type) && r->config.n_preferred > MC_MP_MAX_PREFERRED)
+    if (mc__mp_has(r->type, MC_MP_B_CONFIG) && r->config.n_preferred > MC_MP_MAX_PREFERRED)
         return MC_ERR_INVALID_PARAMS;
     if (r->type == MC_MP_DISK_ANNOUNCE &&
         (r->segment_name.len > MC_MP_MAX_SEGMENT_NAME ||
@@ -158,7 +205,7 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
     case MC_MP_TASK_QUERY:
     case MC_MP_TASK_FETCH:
     case MC_MP_TASK_REPORT:
-        mc__tp_encode_request(b, r);
+        mc__mp_task_encode(b, r);
         break;
     default:
         if (r->type == MC_MP_REMOVE)
@@ -176,10 +223,10 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         mc__buf_u32(b, r->n_keys);
         for (uint32_t i = 0; i < r->n_keys; i++) {
             mc__buf_bytes(b, r->keys[i].p, r->keys[i].len);
-            if (mc__mp_has_key_u64(r->type))
+            if (mc__mp_has(r->type, MC_MP_B_KEY_U64))
                 mc__buf_u64(b, r->value_lens ? r->value_lens[i] : 0);
         }
-        if (mc__mp_has_config(r->type)) {
+        if (mc__mp_has(r->type, MC_MP_B_CONFIG)) {
             const mc__replicate_config_t *cfg = &r->config;
             mc__buf_u32(b, cfg->replica_num);
             mc__buf_u8(b, cfg->flags);
@@ -210,7 +257,7 @@ void mc__mp_request_free(mc__mp_request_t *r) {
 }
 
 static int mc__mp_decode_keys(mc_cursor_t *cur, mc__mp_request_t *out) {
-    int put = mc__mp_has_key_u64(out->type);
+    int put = mc__mp_has(out->type, MC_MP_B_KEY_U64);
     size_t min_entry = MC_MP_MIN_KEY_ENTRY + (put ? 8u : 0u);
     size_t item = sizeof(mc__mp_str_t) + (put ? sizeof(uint64_t) : 0u);
     uint8_t *mem = NULL;
@@ -255,8 +302,6 @@ static int mc__mp_decode_config(mc_cursor_t *cur, mc__replicate_config_t *cfg) {
 int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                           mc__mp_request_t *out) {
     mc_cursor_t cur = {body, body ? body + len : body}; /* NULL + 0 is undefined in C */
-    const uint8_t *id = NULL;
-    uint32_t id_len = 0;
     int rc = 0;
     memset(out, 0, sizeof(*out));
     out->type = h->type;
@@ -269,14 +314,10 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
-    if (mc__cur_left(&cur) < MC_MP_CLIENT_ID_LEN) {
+    if (mc__mp_cur_id(&cur, out->client_id)) {
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
-    id = cur.pos;
-    id_len = MC_MP_CLIENT_ID_LEN;
-    memcpy(out->client_id, id, id_len);
-    cur.pos += id_len;
     switch (h->type) {
     case MC_MP_MOUNT_SEGMENT:
     case MC_MP_UNMOUNT_SEGMENT:
@@ -313,7 +354,7 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
     case MC_MP_TASK_QUERY:
     case MC_MP_TASK_FETCH:
     case MC_MP_TASK_REPORT:
-        rc = mc__tp_decode_request(&cur, out);
+        rc = mc__mp_task_decode(&cur, out);
         break;
     default:
         if ((h->type == MC_MP_REMOVE && mc__cur_u8(&cur, &out->force)) ||
@@ -332,7 +373,7 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
             break;
         }
         rc = mc__mp_decode_keys(&cur, out);
-        if (rc == 0 && mc__mp_has_config(h->type))
+        if (rc == 0 && mc__mp_has(h->type, MC_MP_B_CONFIG))
             rc = mc__mp_decode_config(&cur, &out->config);
         break;
     }
@@ -347,47 +388,48 @@ out:
 
 /* --- reply encoders --- */
 
-int mc__mp_encode_error_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, int32_t code,
-                              const char *msg) {
+size_t mc__mp_reply_begin(mc_buf_t *b, uint8_t type, uint16_t flags, uint64_t request_id) {
     size_t start = 0;
-    int rc = mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY | MC_FRAME_F_ERROR, request_id, &start);
-    if (rc)
-        return rc;
-    mc__buf_i32(b, code);
-    mc__buf_str(b, msg ? msg : "");
-    mc__buf_frame_end(b, start);
+    (void)mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY | flags, request_id, &start);
+    return start;
+}
+
+int mc__mp_reply_end(mc_buf_t *b, size_t frame_start) {
+    mc__buf_frame_end(b, frame_start);
     return b->failed ? MC_ERR_MEMORY : 0;
 }
 
+int mc__mp_encode_error_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, int32_t code,
+                              const char *msg) {
+    size_t start = mc__mp_reply_begin(b, type, MC_FRAME_F_ERROR, request_id);
+    mc__buf_i32(b, code);
+    mc__buf_str(b, msg ? msg : "");
+    return mc__mp_reply_end(b, start);
+}
+
 int mc__mp_encode_empty_reply(mc_buf_t *b, uint8_t type, uint64_t request_id) {
-    size_t start = 0;
-    int rc = mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY, request_id, &start);
-    if (rc)
-        return rc;
-    mc__buf_frame_end(b, start);
-    return 0;
+    return mc__mp_reply_end(b, mc__mp_reply_begin(b, type, 0, request_id));
 }
 
 int mc__mp_encode_codes_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
                               const int32_t *codes) {
-    size_t start = 0;
-    int rc = mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY, request_id, &start);
-    if (rc)
-        return rc;
+    size_t start = mc__mp_reply_begin(b, type, 0, request_id);
     mc__buf_reserve(b, 4 + (size_t)n * 4);
     mc__buf_u32(b, n);
     for (uint32_t i = 0; i < n; i++)
         mc__buf_i32(b, codes[i]);
-    mc__buf_frame_end(b, start);
-    return b->failed ? MC_ERR_MEMORY : 0;
+    return mc__mp_reply_end(b, start);
+}
+
+int mc__mp_list_reply_begin(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
+                            size_t *frame_start) {
+    *frame_start = mc__mp_reply_begin(b, type, 0, request_id);
+    return mc__buf_u32(b, n);
 }
 
 int mc__mp_replicas_reply_begin(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
                                 size_t *frame_start) {
-    int rc = mc__buf_frame_begin(b, type, MC_FRAME_F_REPLY, request_id, frame_start);
-    if (rc)
-        return rc;
-    return mc__buf_u32(b, n);
+    return mc__mp_list_reply_begin(b, type, request_id, n, frame_start);
 }
 
 int mc__mp_replicas_reply_item(mc_buf_t *b, int32_t code, uint64_t size, uint64_t lease_ttl_ms,
@@ -410,7 +452,7 @@ int mc__mp_replicas_reply_replica(mc_buf_t *b, const char *segment_name, uint32_
 int mc__mp_encode_replicas_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
                                  const mc__key_replicas_t *items) {
     size_t start = 0;
-    int rc = mc__mp_replicas_reply_begin(b, type, request_id, n, &start);
+    int rc = mc__mp_list_reply_begin(b, type, request_id, n, &start);
     if (rc)
         return rc;
     for (uint32_t i = 0; i < n; i++) {
@@ -425,30 +467,21 @@ int mc__mp_encode_replicas_reply(mc_buf_t *b, uint8_t type, uint64_t request_id,
                 d->addr, d->size, d->epoch, d->status);
         }
     }
-    mc__buf_frame_end(b, start);
-    return b->failed ? MC_ERR_MEMORY : 0;
+    return mc__mp_reply_end(b, start);
 }
 
 int mc__mp_encode_remove_all_reply(mc_buf_t *b, uint64_t request_id, int64_t removed) {
-    size_t start = 0;
-    int rc = mc__buf_frame_begin(b, MC_MP_REMOVE_ALL, MC_FRAME_F_REPLY, request_id, &start);
-    if (rc)
-        return rc;
+    size_t start = mc__mp_reply_begin(b, MC_MP_REMOVE_ALL, 0, request_id);
     mc__buf_i64(b, removed);
-    mc__buf_frame_end(b, start);
-    return b->failed ? MC_ERR_MEMORY : 0;
+    return mc__mp_reply_end(b, start);
 }
 
 int mc__mp_encode_heartbeat_reply(mc_buf_t *b, uint64_t request_id, uint8_t status,
                                   uint64_t view_version) {
-    size_t start = 0;
-    int rc = mc__buf_frame_begin(b, MC_MP_HEARTBEAT, MC_FRAME_F_REPLY, request_id, &start);
-    if (rc)
-        return rc;
+    size_t start = mc__mp_reply_begin(b, MC_MP_HEARTBEAT, 0, request_id);
     mc__buf_u8(b, status);
     mc__buf_u64(b, view_version);
-    mc__buf_frame_end(b, start);
-    return b->failed ? MC_ERR_MEMORY : 0;
+    return mc__mp_reply_end(b, start);
 }
 
 /* --- reply decoders --- */
@@ -486,6 +519,41 @@ int mc__mp_reply_check(const mc_frame_header_t *h, const uint8_t *body, size_t l
     return 0;
 }
 
+int mc__mp_reply_open(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                      mc_cursor_t *cur) {
+    cur->pos = body;
+    cur->end = body ? body + len : body; /* NULL + 0 is undefined in C */
+    return mc__mp_reply_check(h, body, len);
+}
+
+int mc__mp_reply_list(const mc_frame_header_t *h, const uint8_t *body, size_t len, uint32_t limit,
+                      size_t min_entry, mc_cursor_t *cur, uint32_t *n) {
+    int rc = mc__mp_reply_open(h, body, len, cur);
+    if (rc)
+        return rc;
+    return mc__cur_count(cur, limit, min_entry, n) ? MC_ERR_RPC_FAIL : 0;
+}
+
+/* The replies that answer a batch of n keys: a list of exactly n entries. */
+static int mc__mp_reply_batch(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                              uint32_t n, size_t min_entry, mc_cursor_t *cur) {
+    uint32_t got = 0;
+    int rc = mc__mp_reply_list(h, body, len, MC_MP_MAX_BATCH, min_entry, cur, &got);
+    return rc ? rc : got == n ? 0 : MC_ERR_RPC_FAIL;
+}
+
+int mc__mp_cur_text(mc_cursor_t *cur, uint32_t max, char *out, uint32_t *len) {
+    const uint8_t *p = NULL;
+    uint32_t n = 0;
+    if (mc__cur_bytes(cur, max, &p, &n))
+        return -1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    if (len)
+        *len = n;
+    return 0;
+}
+
 int mc__mp_decode_empty_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len) {
     int rc = mc__mp_reply_check(h, body, len);
     if (rc)
@@ -495,13 +563,10 @@ int mc__mp_decode_empty_reply(const mc_frame_header_t *h, const uint8_t *body, s
 
 int mc__mp_decode_codes_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                               uint32_t n, int32_t *codes) {
-    mc_cursor_t cur = {body, body + len};
-    uint32_t got = 0;
-    int rc = mc__mp_reply_check(h, body, len);
+    mc_cursor_t cur;
+    int rc = mc__mp_reply_batch(h, body, len, n, 4, &cur);
     if (rc)
         return rc;
-    if (mc__cur_count(&cur, MC_MP_MAX_BATCH, 4, &got) || got != n)
-        return MC_ERR_RPC_FAIL;
     for (uint32_t i = 0; i < n; i++)
         if (mc__cur_i32(&cur, &codes[i]))
             return MC_ERR_RPC_FAIL;
@@ -510,13 +575,10 @@ int mc__mp_decode_codes_reply(const mc_frame_header_t *h, const uint8_t *body, s
 
 int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                                  uint32_t n, mc__key_replicas_t *out) {
-    mc_cursor_t cur = {body, body + len};
-    uint32_t got = 0;
-    int rc = mc__mp_reply_check(h, body, len);
+    mc_cursor_t cur;
+    int rc = mc__mp_reply_batch(h, body, len, n, 24, &cur);
     if (rc)
         return rc;
-    if (mc__cur_count(&cur, MC_MP_MAX_BATCH, 24, &got) || got != n)
-        return MC_ERR_RPC_FAIL;
     for (uint32_t i = 0; i < n; i++) {
         mc__key_replicas_t *it = &out[i];
         if (mc__cur_i32(&cur, &it->code) || mc__cur_u64(&cur, &it->size) ||
@@ -526,21 +588,17 @@ int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body
         if (it->code > 0)
             return MC_ERR_RPC_FAIL;
         it->version = 0;
-        if (h->type == MC_MP_PUT_START || h->type == MC_MP_UPSERT_START) {
+        if (mc__mp_is_put_start(h->type)) {
             /* that field is the writer's version there */
             it->version = it->lease_ttl_ms;
             it->lease_ttl_ms = 0;
         }
         for (uint32_t j = 0; j < it->n_replicas; j++) {
             mc__replica_desc_t *d = &it->replicas[j];
-            const uint8_t *name = NULL;
-            uint32_t name_len = 0;
-            if (mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &name, &name_len) ||
+            if (mc__mp_cur_text(&cur, MC_MP_MAX_SEGMENT_NAME, d->segment_name, NULL) ||
                 mc__cur_u64(&cur, &d->addr) || mc__cur_u64(&cur, &d->size) ||
                 mc__cur_u64(&cur, &d->epoch) || mc__cur_u8(&cur, &d->status))
                 return MC_ERR_RPC_FAIL;
-            memcpy(d->segment_name, name, name_len);
-            d->segment_name[name_len] = '\0';
         }
     }
     return mc__cur_left(&cur) == 0 ? 0 : MC_ERR_RPC_FAIL;
@@ -548,8 +606,8 @@ int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body
 
 int mc__mp_decode_remove_all_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                                    int64_t *removed) {
-    mc_cursor_t cur = {body, body + len};
-    int rc = mc__mp_reply_check(h, body, len);
+    mc_cursor_t cur;
+    int rc = mc__mp_reply_open(h, body, len, &cur);
     if (rc)
         return rc;
     if (mc__cur_i64(&cur, removed) || mc__cur_left(&cur) != 0)
@@ -559,8 +617,8 @@ int mc__mp_decode_remove_all_reply(const mc_frame_header_t *h, const uint8_t *bo
 
 int mc__mp_decode_heartbeat_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                                   uint8_t *status, uint64_t *view_version) {
-    mc_cursor_t cur = {body, body + len};
-    int rc = mc__mp_reply_check(h, body, len);
+    mc_cursor_t cur;
+    int rc = mc__mp_reply_open(h, body, len, &cur);
     if (rc)
         return rc;
     if (mc__cur_u8(&cur, status) || mc__cur_u64(&cur, view_version) || mc__cur_left(&cur) != 0)

@@ -80,46 +80,92 @@
 #define MC_MP_CACHED_LEASE_MS 200u
 #define MC_MP_CACHED_LEASE_SLACK_MS 50u
 
+/* Every message type of the master RPC, in one table: the enum, the names, the body-shape
+ * predicates the codec uses, the reference's metric names and the master's dispatch rows are all
+ * generated from it, so adding a type is one row here (and its body in the codec). Columns:
+ *
+ *   X(TYPE, name, value, body, op, ref_single, ref_batch)
+ *
+ *   TYPE        MC_MP_<TYPE>
+ *   name        the op label of the mooncake_master_* metrics and of the logs ("put_start")
+ *   value       the type byte on the wire: never renumber a row (the numbering has no gaps now,
+ *               but a removed type must leave its number unused)
+ *   body        MC_MP_B_* bits: the request body is a key batch, each key with a u64, then a
+ *               config; 0: a body of its own, coded by hand in master_proto.c
+ *   op          the master's dispatch row that serves it (mc__row_<op> in master/ops.c)
+ *   ref_single  the reference's metric family for a call with one key ("" for none)
+ *   ref_batch   the same for its batch call ("" for none)
+ *
+ * The task and disk rows are kept as maps of their own (see task_proto.h and disk_proto.h for
+ * their bodies), so their families can be told apart (mc__mp_is_task). */
+#define MC_MP_B_KEYS 0x1u    /* u32 n, n x str key */
+#define MC_MP_B_KEY_U64 0x2u /* each key followed by a u64 (a value length or a version) */
+#define MC_MP_B_CONFIG 0x4u  /* the keys followed by a config */
+#define MC_MP_B_PUT (MC_MP_B_KEYS | MC_MP_B_KEY_U64 | MC_MP_B_CONFIG)
+#define MC_MP_B_VERSIONS (MC_MP_B_KEYS | MC_MP_B_KEY_U64)
+
+#define MC_MP_CORE_MAP(X)                                                                          \
+    X(MOUNT_SEGMENT, mount_segment, 1, 0, mount, "mount_segment", "")                              \
+    X(UNMOUNT_SEGMENT, unmount_segment, 2, 0, mount, "unmount_segment", "")                        \
+    X(PUT_START, put_start, 3, MC_MP_B_PUT, put_start, "put_start", "batch_put_start")             \
+    X(PUT_END, put_end, 4, MC_MP_B_VERSIONS, codes, "put_end", "batch_put_end")                    \
+    X(PUT_REVOKE, put_revoke, 5, MC_MP_B_VERSIONS, codes, "put_revoke", "batch_put_revoke")        \
+    X(GET_REPLICA_LIST, get_replica_list, 6, MC_MP_B_KEYS, get, "get_replica_list",                \
+      "batch_get_replica_list")                                                                    \
+    X(EXIST, exist, 7, MC_MP_B_KEYS, codes, "exist_key", "batch_exist_key")                        \
+    X(REMOVE, remove, 8, MC_MP_B_KEYS, codes, "remove", "")                                        \
+    /* the reference's remove_all and remove_by_regex: metrics.c tells them apart */               \
+    X(REMOVE_ALL, remove_all, 9, 0, remove_all, "", "")                                            \
+    X(HEARTBEAT, heartbeat, 10, 0, heartbeat, "ping", "")                                          \
+    /* A client could not move bytes to or from these segments: the master places nothing more     \
+     * on them until their owner heartbeats again (a dead node would otherwise take a share of     \
+     * every put until client_ttl expires it). */                                                  \
+    X(SEGMENT_UNREACHABLE, segment_unreachable, 11, MC_MP_B_KEYS, codes, "", "")                   \
+    /* Insert or replace: the new value is written to new space while readers keep the old one;    \
+     * its end swaps them (see ops.c). The version names this writer's placement, so an end        \
+     * never publishes another writer's unfinished bytes. */                                       \
+    X(UPSERT_START, upsert_start, 12, MC_MP_B_PUT, put_start, "", "")                              \
+    X(UPSERT_END, upsert_end, 13, MC_MP_B_VERSIONS, codes, "", "")                                 \
+    X(UPSERT_REVOKE, upsert_revoke, 14, MC_MP_B_VERSIONS, codes, "", "")                           \
+    /* Drops the replicas of unleased objects (all of them, or those on one segment). */           \
+    X(REPLICA_CLEAR, replica_clear, 15, MC_MP_B_KEYS, codes, "", "batch_replica_clear")            \
+    /* A client that closes cleanly says so: it is not counted or logged as expired. */            \
+    X(UNREGISTER_CLIENT, unregister_client, 16, 0, unregister, "", "")
+
+/* Master-driven replica tasks (task_proto.h): any client creates and queries them; the client
+ * that owns the source replica fetches its tasks with its heartbeats, moves the bytes and
+ * reports. CREATE is the reference's CreateCopyTask and CreateMoveTask: metrics.c counts those
+ * by the task's type. */
+#define MC_MP_TASK_MAP(X)                                                                          \
+    X(TASK_CREATE, task_create, 17, 0, task, "", "")                                               \
+    X(TASK_QUERY, task_query, 18, 0, task, "query_task", "")                                       \
+    X(TASK_FETCH, task_fetch, 19, 0, task, "fetch_tasks", "")                                      \
+    X(TASK_REPORT, task_report, 20, 0, task, "update_task", "") /* MarkTaskToComplete */
+
+/* The disk tier (disk_proto.h): a storage node with a disk directory announces what its disk
+ * holds, fetches the offload / delete / promote work the master has for it, and reports the
+ * offloads it finished. */
+#define MC_MP_DISK_MAP(X)                                                                          \
+    X(DISK_ANNOUNCE, disk_announce, 21, MC_MP_B_VERSIONS, codes, "", "")                           \
+    X(DISK_FETCH, disk_fetch, 22, 0, disk_fetch, "", "")                                           \
+    X(DISK_DONE, disk_done, 23, MC_MP_B_VERSIONS, codes, "", "")
+
+#define MC_MP_TYPE_MAP(X) MC_MP_CORE_MAP(X) MC_MP_TASK_MAP(X) MC_MP_DISK_MAP(X)
+
 enum mc__mp_type {
-    MC_MP_MOUNT_SEGMENT = 1,
-    MC_MP_UNMOUNT_SEGMENT = 2,
-    MC_MP_PUT_START = 3,
-    MC_MP_PUT_END = 4,
-    MC_MP_PUT_REVOKE = 5,
-    MC_MP_GET_REPLICA_LIST = 6,
-    MC_MP_EXIST = 7,
-    MC_MP_REMOVE = 8,
-    MC_MP_REMOVE_ALL = 9,
-    MC_MP_HEARTBEAT = 10,
-    /* A client could not move bytes to or from these segments: the master places nothing more
-     * on them until their owner heartbeats again (a dead node would otherwise take a share of
-     * every put until client_ttl expires it). */
-    MC_MP_SEGMENT_UNREACHABLE = 11,
-    /* Insert or replace: the new value is written to new space while readers keep the old one;
-     * its end swaps them (see ops.c). The version names this writer's placement, so an end
-     * never publishes another writer's unfinished bytes. */
-    MC_MP_UPSERT_START = 12,
-    MC_MP_UPSERT_END = 13,
-    MC_MP_UPSERT_REVOKE = 14,
-    /* Drops the replicas of unleased objects (all of them, or those on one segment). */
-    MC_MP_REPLICA_CLEAR = 15,
-    /* A client that closes cleanly says so: it is not counted or logged as expired. */
-    MC_MP_UNREGISTER_CLIENT = 16,
-    /* Master-driven replica tasks (task_proto.h): any client creates and queries them; the
-     * client that owns the source replica fetches its tasks with its heartbeats, moves the
-     * bytes and reports. */
-    MC_MP_TASK_CREATE = 17,
-    MC_MP_TASK_QUERY = 18,
-    MC_MP_TASK_FETCH = 19,
-    MC_MP_TASK_REPORT = 20,
-    /* The disk tier (disk_proto.h): a storage node with a disk directory announces what its disk
-     * holds, fetches the offload / delete / promote work the master has for it, and reports the
-     * offloads it finished. */
-    MC_MP_DISK_ANNOUNCE = 21,
-    MC_MP_DISK_FETCH = 22,
-    MC_MP_DISK_DONE = 23,
-    MC_MP_TYPE_MAX_ = 24
+#define MC__MP_ENUM(T, name, value, body, op, single, batch) MC_MP_##T = value,
+    MC_MP_TYPE_MAP(MC__MP_ENUM)
+#undef MC__MP_ENUM
 };
+
+/* One past the largest type value (sizes per-type arrays): the size of a union of one char
+ * array per row, value + 1 long, is the largest of them, whatever order the rows come in. */
+union mc__mp_type_span {
+#define MC__MP_SPAN(T, name, value, body, op, single, batch) char T[(value) + 1];
+    MC_MP_TYPE_MAP(MC__MP_SPAN)
+#undef MC__MP_SPAN
+};
+enum { MC_MP_TYPE_MAX_ = (int)sizeof(union mc__mp_type_span) };
 
 /* Heartbeat status. NEED_REMOUNT: the master holds fewer segments of this client than the client
  * has mounted (it restarted, or expired the client after client_ttl); the client must mount its
@@ -227,6 +273,15 @@ typedef struct mc__key_replicas {
     const char *key;
 } mc__key_replicas_t;
 
+/* Reply frames: begin appends the header (MC_FRAME_F_REPLY | flags) and returns where the frame
+ * starts; end closes it: 0, or MC_ERR_MEMORY when an append to b failed (a failed append leaves
+ * b failed, so the writes between them need no checks). */
+size_t mc__mp_reply_begin(mc_buf_t *b, uint8_t type, uint16_t flags, uint64_t request_id);
+int mc__mp_reply_end(mc_buf_t *b, size_t frame_start);
+/* A list reply starts with its count: begin, u32 n, then the caller's n entries, then end. */
+int mc__mp_list_reply_begin(mc_buf_t *b, uint8_t type, uint64_t request_id, uint32_t n,
+                            size_t *frame_start);
+
 /* Reply encoders append a complete reply frame (header included). */
 int mc__mp_encode_error_reply(mc_buf_t *b, uint8_t type, uint64_t request_id, int32_t code,
                               const char *msg);
@@ -261,11 +316,39 @@ int mc__mp_decode_remove_all_reply(const mc_frame_header_t *h, const uint8_t *bo
                                    int64_t *removed);
 int mc__mp_decode_heartbeat_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                                   uint8_t *status, uint64_t *view_version);
+/* Reads a 16-byte id (a client's or a task's): 0, or -1 when fewer bytes are left. */
+int mc__mp_cur_id(mc_cursor_t *cur, uint8_t id[MC_MP_CLIENT_ID_LEN]);
 /* The common start of every reply decoder: 0 for a success reply, the error reply's code, or
  * MC_ERR_RPC_FAIL (not a reply, or a body missing). */
 int mc__mp_reply_check(const mc_frame_header_t *h, const uint8_t *body, size_t len);
+/* mc__mp_reply_check, and a cursor over the body. */
+int mc__mp_reply_open(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                      mc_cursor_t *cur);
+/* mc__mp_reply_open, then a u32 count of at most limit entries of at least min_entry bytes each:
+ * 0 with *n, the error reply's code, or MC_ERR_RPC_FAIL. */
+int mc__mp_reply_list(const mc_frame_header_t *h, const uint8_t *body, size_t len, uint32_t limit,
+                      size_t min_entry, mc_cursor_t *cur, uint32_t *n);
+/* Reads a str of at most max bytes into out (max + 1 bytes), NUL-terminated, its length in *len
+ * (may be NULL): 0, or -1 for bytes that are no such str. */
+int mc__mp_cur_text(mc_cursor_t *cur, uint32_t max, char *out, uint32_t *len);
 /* For MOUNT / UNMOUNT / UNREGISTER_CLIENT: 0, or the error reply's code. */
 int mc__mp_decode_empty_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len);
 
+/* What the map says of one type; NULL for a type this build does not know. The reference names
+ * are NULL where it has no such metric. */
+typedef struct mc__mp_type_info {
+    const char *name;
+    uint8_t body; /* MC_MP_B_* */
+    const char *ref_single;
+    const char *ref_batch;
+} mc__mp_type_info_t;
+const mc__mp_type_info_t *mc__mp_type_info(uint8_t type);
+
+/* The map's name of a type, or "unknown". */
 const char *mc__mp_type_name(uint8_t type);
+/* 1 for the starts of a write (PUT_START, UPSERT_START: the rows with MC_MP_B_CONFIG): their
+ * request carries a config and value lengths, their reply the version the end must name. */
+int mc__mp_is_put_start(uint8_t type);
+/* 1 for the rows of MC_MP_TASK_MAP. */
+int mc__mp_is_task(uint8_t type);
 #endif

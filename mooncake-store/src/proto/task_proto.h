@@ -21,8 +21,18 @@
 #define MC_STORE_PROTO_TASK_PROTO_H
 #include "proto/master_proto.h"
 
-/* The reference's TaskType and TaskStatus numbers. */
-enum { MC_TASK_COPY = 0, MC_TASK_MOVE = 1 };
+/* The reference's TaskType numbers, in one table: X(TYPE, name, value, ref_call), ref_call the
+ * reference's RPC that creates one (its metrics are named after it: master_create_<name>_task_*;
+ * one message type, TASK_CREATE, serves them all). */
+#define MC_TASK_TYPE_MAP(X)                                                                        \
+    X(COPY, copy, 0, "CreateCopyTask")                                                             \
+    X(MOVE, move, 1, "CreateMoveTask")
+enum {
+#define MC__TASK_ENUM(T, name, value, ref) MC_TASK_##T = value,
+    MC_TASK_TYPE_MAP(MC__TASK_ENUM)
+#undef MC__TASK_ENUM
+};
+/* The reference's TaskStatus numbers. */
 enum { MC_TASK_PENDING = 0, MC_TASK_PROCESSING = 1, MC_TASK_FAILED = 2, MC_TASK_SUCCESS = 3 };
 #define MC_TP_MAX_FETCH 16u
 #define MC_TP_MAX_MESSAGE 255u
@@ -45,12 +55,6 @@ typedef struct mc__task_work {
     uint32_t n_targets;
     mc__replica_desc_t targets[MC_MP_MAX_REPLICA_NUM];
 } mc__task_work_t;
-
-/* Request bodies (after the client id), called by master_proto.c's encoder and decoder. The
- * encoder returns MC_ERR_INVALID_PARAMS for limits broken; the decoder for a malformed body. */
-int mc__tp_encode_request(mc_buf_t *b, const mc__mp_request_t *r);
-int mc__tp_check_request(const mc__mp_request_t *r);
-int mc__tp_decode_request(mc_cursor_t *cur, mc__mp_request_t *out);
 
 /* Replies (complete frames). */
 int mc__tp_encode_create_reply(mc_buf_t *b, uint64_t request_id,

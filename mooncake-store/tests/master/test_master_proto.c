@@ -327,6 +327,64 @@ static void test_decode_fails_cleanly_without_memory(void **state) {
     mc__buf_free(&b);
 }
 
+/* The type map is the wire format: the numbers peers send, and the op labels and reference
+ * metric names dashboards read. Spelled out here so that an edit of the map that changes
+ * any of them fails a test instead of an upgrade. */
+static void test_type_map(void **state) {
+    static const struct {
+        uint8_t type;
+        const char *name, *single, *batch;
+    } want[] = {
+        {1, "mount_segment", "mount_segment", NULL},
+        {2, "unmount_segment", "unmount_segment", NULL},
+        {3, "put_start", "put_start", "batch_put_start"},
+        {4, "put_end", "put_end", "batch_put_end"},
+        {5, "put_revoke", "put_revoke", "batch_put_revoke"},
+        {6, "get_replica_list", "get_replica_list", "batch_get_replica_list"},
+        {7, "exist", "exist_key", "batch_exist_key"},
+        {8, "remove", "remove", NULL},
+        {9, "remove_all", NULL, NULL},
+        {10, "heartbeat", "ping", NULL},
+        {11, "segment_unreachable", NULL, NULL},
+        {12, "upsert_start", NULL, NULL},
+        {13, "upsert_end", NULL, NULL},
+        {14, "upsert_revoke", NULL, NULL},
+        {15, "replica_clear", NULL, "batch_replica_clear"},
+        {16, "unregister_client", NULL, NULL},
+        {17, "task_create", NULL, NULL},
+        {18, "task_query", "query_task", NULL},
+        {19, "task_fetch", "fetch_tasks", NULL},
+        {20, "task_report", "update_task", NULL},
+        {21, "disk_announce", NULL, NULL},
+        {22, "disk_fetch", NULL, NULL},
+        {23, "disk_done", NULL, NULL},
+    };
+    (void)state;
+    assert_int_equal(MC_MP_TYPE_MAX_, 24);
+    assert_int_equal(MC_MP_PUT_START, 3);
+    assert_int_equal(MC_MP_TASK_CREATE, 17);
+    assert_int_equal(MC_MP_DISK_DONE, 23);
+    assert_null(mc__mp_type_info(0));
+    assert_null(mc__mp_type_info(MC_MP_TYPE_MAX_));
+    assert_string_equal(mc__mp_type_name(0), "unknown");
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const mc__mp_type_info_t *t = mc__mp_type_info(want[i].type);
+        assert_non_null(t);
+        assert_string_equal(t->name, want[i].name);
+        assert_string_equal(mc__mp_type_name(want[i].type), want[i].name);
+        if (want[i].single)
+            assert_string_equal(t->ref_single, want[i].single);
+        else
+            assert_null(t->ref_single);
+        if (want[i].batch)
+            assert_string_equal(t->ref_batch, want[i].batch);
+        else
+            assert_null(t->ref_batch);
+        assert_int_equal(mc__mp_is_task(want[i].type),
+                         want[i].type >= MC_MP_TASK_CREATE && want[i].type <= MC_MP_TASK_REPORT);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_start_roundtrip),
@@ -335,6 +393,7 @@ int main(void) {
         cmocka_unit_test(test_decoder_rejects),
         cmocka_unit_test(test_replies),
         cmocka_unit_test(test_decode_fails_cleanly_without_memory),
+        cmocka_unit_test(test_type_map),
     };
     return cmocka_run_group_tests_name("store_master_proto", tests, NULL, NULL);
 }

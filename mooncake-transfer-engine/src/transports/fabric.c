@@ -35,6 +35,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include "peer_conn.h"
 #include "registry.h"
 
 #define MC__FAB_VERSION FI_VERSION(1, 10)
@@ -125,6 +126,7 @@ typedef struct mc__fab_peer {
 
 enum { MC__FAB_PROBE_NONE = 0, MC__FAB_PROBE_PENDING, MC__FAB_PROBE_DONE };
 
+typedef struct mc__fabric mc__fabric_t;
 struct mc__fabric {
     mc_engine_t *e;
     const mc__fi_api_t *api;
@@ -286,12 +288,12 @@ static void mc__fab_mr_add(mc__fabric_t *f, const mc__region_t *r) {
 }
 
 static void mc__fab_mem_registered(mc_engine_t *e, const mc__region_t *regs, size_t n) {
-    for (size_t i = 0; e->fabric && i < n; i++)
-        mc__fab_mr_add(e->fabric, &regs[i]);
+    for (size_t i = 0; e->tp_state[MC__TP_FABRIC] && i < n; i++)
+        mc__fab_mr_add(e->tp_state[MC__TP_FABRIC], &regs[i]);
 }
 
 static void mc__fab_mem_unregistered(mc_engine_t *e, const uint64_t *addrs, size_t n) {
-    mc__fabric_t *f = e->fabric;
+    mc__fabric_t *f = e->tp_state[MC__TP_FABRIC];
     if (!f)
         return;
     pthread_rwlock_wrlock(&f->mr_lock);
@@ -310,7 +312,7 @@ static void mc__fab_mem_unregistered(mc_engine_t *e, const uint64_t *addrs, size
 /* Our part of the descriptor: {"provider", "addr" (hex), "virt_addr", "keys": [{"addr", "key"}]},
  * a key for each of its buffers that the provider registered. */
 static void mc__fab_describe(const mc_engine_t *e, mc__desc_t *d) {
-    mc__fabric_t *f = e->fabric;
+    mc__fabric_t *f = e->tp_state[MC__TP_FABRIC];
     char hex[2 * MC__FAB_ADDR_MAX + 1];
     cJSON *o, *keys;
     char *text = NULL;
@@ -574,8 +576,8 @@ static void *mc__fab_prober(void *arg) {
         p = ps->peer;
         pthread_mutex_unlock(&f->lock);
         fd = mc__peer_refresh(e, p) == 0
-                 ? mc__engine_connect(e, p->host, p->port,
-                                      mc__now_ms() + (e->timeout_ms < 2000 ? e->timeout_ms : 2000))
+                 ? mc__peer_connect(e, p->host, p->port,
+                                    mc__now_ms() + (e->timeout_ms < 2000 ? e->timeout_ms : 2000))
                  : -1;
         if (fd >= 0) {
             close(fd);
@@ -810,7 +812,7 @@ static void mc__fab_wake(mc__fabric_t *f) {
 }
 
 void mc__fab_barrier(mc_engine_t *e) {
-    mc__fabric_t *f = e ? e->fabric : NULL;
+    mc__fabric_t *f = e ? e->tp_state[MC__TP_FABRIC] : NULL;
     uint64_t mine;
     if (!f)
         return;
@@ -854,7 +856,7 @@ static int mc__fab_peer_addr(mc__fabric_t *f, mc__fab_peer_t *ps, const mc__desc
 }
 
 static int mc__fab_submit(mc_engine_t *e, mc__task_t *t) {
-    mc__fabric_t *f = e->fabric;
+    mc__fabric_t *f = e->tp_state[MC__TP_FABRIC];
     mc__peer_t *p = t->peer;
     mc__fab_peer_t *ps = p ? p->tp_peer[MC__TP_FABRIC] : NULL;
     mc__fab_task_t *ft;
@@ -1187,7 +1189,7 @@ static int mc__fab_init(mc_engine_t *e) {
         return MC_ERR_MEMORY;
     }
     f->thr_started = 1;
-    e->fabric = f;
+    e->tp_state[MC__TP_FABRIC] = f;
     MC_INFO("fabric transport up: provider %s, %llu-byte chunks, %u in flight, device memory "
             "(FI_HMEM) %s, writes complete %s",
             f->prov, (unsigned long long)f->chunk, f->max_inflight, f->hmem ? "yes" : "no",
@@ -1198,7 +1200,7 @@ static int mc__fab_init(mc_engine_t *e) {
 /* Stops the progress thread (tasks still in it fail) and the endpoint with it: from here on no
  * chunk of ours touches memory, and peers' accesses to ours are refused. */
 static void mc__fab_close(mc_engine_t *e) {
-    mc__fabric_t *f = e->fabric;
+    mc__fabric_t *f = e->tp_state[MC__TP_FABRIC];
     if (!f || !f->thr_started)
         return;
     pthread_mutex_lock(&f->lock);
@@ -1224,17 +1226,17 @@ static void mc__fab_close(mc_engine_t *e) {
 }
 
 static void mc__fab_release(mc_engine_t *e) {
-    if (!e->fabric)
+    if (!e->tp_state[MC__TP_FABRIC])
         return;
     mc__fab_close(e);
-    mc__fab_destroy(e->fabric);
-    e->fabric = NULL;
+    mc__fab_destroy(e->tp_state[MC__TP_FABRIC]);
+    e->tp_state[MC__TP_FABRIC] = NULL;
 }
 
 static int mc__fab_carries(const mc_engine_t *e, const mc__route_t *r) {
     /* a peer that published no fabric part is not asked; submit declines what the peer cannot
      * take (another provider, a buffer without a key): tcp carries those */
-    return e->fabric && r->peer && (r->reach & (1u << MC__TP_FABRIC)) &&
+    return e->tp_state[MC__TP_FABRIC] && r->peer && (r->reach & (1u << MC__TP_FABRIC)) &&
            (r->proto == MC__PROTO_RDMA || r->proto == MC__PROTO_FABRIC);
 }
 

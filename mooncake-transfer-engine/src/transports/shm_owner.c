@@ -16,6 +16,7 @@
 #include "transports/shm.h"
 #include "transports/shm_wire.h"
 
+typedef struct mc__shm_owner mc__shm_owner_t;
 struct mc__shm_owner {
     mc_engine_t *e;
     int ctrl_fd;
@@ -141,7 +142,7 @@ int mc__shm_owner_start(mc_engine_t *e) {
         pthread_rwlock_unlock(&e->reg.lock);
         goto out;
     }
-    e->shm_owner = o;
+    e->tp_state[MC__TP_SHM] = o;
     o = NULL;
     rc = 0;
 out:
@@ -158,7 +159,7 @@ out:
 }
 
 void mc__shm_owner_stop(mc_engine_t *e) {
-    mc__shm_owner_t *o = e->shm_owner;
+    mc__shm_owner_t *o = e->tp_state[MC__TP_SHM];
     if (!o)
         return;
     __atomic_store_n(&o->stopping, 1, __ATOMIC_RELEASE);
@@ -174,9 +175,10 @@ void mc__shm_owner_stop(mc_engine_t *e) {
     munmap(o->ctrl, sizeof(mc__shm_ctrl_t));
     close(o->ctrl_fd);
     mc__free(o);
-    e->shm_owner = NULL;
+    e->tp_state[MC__TP_SHM] = NULL;
 }
 
 const char *mc__shm_owner_socket(const mc_engine_t *e) {
-    return e->shm_owner ? e->shm_owner->name : "";
+    const mc__shm_owner_t *o = e->tp_state[MC__TP_SHM];
+    return o ? o->name : "";
 }

@@ -42,6 +42,8 @@
 /* A worker and the connection it is using, so that closing the engine, or aborting the peer
  * (mc_engine_abort_segment), can cut a transfer that waits on a stalled peer instead of sitting
  * out its deadline. A caller running a lone request is one too while it has a connection. */
+typedef struct mc__tcp mc__tcp_t;
+
 typedef struct mc__tcp_worker {
     struct mc__tcp *q;
     pthread_t thr;
@@ -416,7 +418,7 @@ static void *mc__tcp_worker(void *arg) {
  * A close's interrupt cannot cut it short once it runs (the task's deadline bounds it); an abort
  * of its peer can (the thread is on q->callers while it holds a connection). */
 static int mc__tcp_run_here(mc_engine_t *e, mc__task_t *t) {
-    mc__tcp_t *q = e->tcp;
+    mc__tcp_t *q = e->tp_state[MC__TP_TCP];
     mc__tcp_worker_t self = {.q = q, .busy_fd = -1, .caller = 1};
     uint8_t mem[MC__TCP_RBUF_INLINE];
     mc__tcp_op_t op = {0};
@@ -436,7 +438,7 @@ static int mc__tcp_run_here(mc_engine_t *e, mc__task_t *t) {
 }
 
 static int mc__tcp_submit(mc_engine_t *e, mc__task_t *t) {
-    mc__tcp_t *q = e->tcp;
+    mc__tcp_t *q = e->tp_state[MC__TP_TCP];
     uint64_t ns = (t->len + q->slice - 1) / q->slice;
     t->nslices = (uint32_t)ns;
     t->next_slice = 0;
@@ -458,7 +460,7 @@ static int mc__tcp_submit(mc_engine_t *e, mc__task_t *t) {
 }
 
 static void mc__tcp_interrupt(mc_engine_t *e) {
-    mc__tcp_t *q = e->tcp;
+    mc__tcp_t *q = e->tp_state[MC__TP_TCP];
     if (!q)
         return;
     pthread_mutex_lock(&q->lock);
@@ -478,7 +480,7 @@ static void mc__tcp_cut_peer_locked(mc__tcp_worker_t *w, const mc__peer_t *p) {
 /* Cuts the connections in use to p (their waits fail at once); the queued slices of tasks
  * submitted before the abort fail when a worker takes them (mc__tcp_worker). */
 static void mc__tcp_peer_abort(mc_engine_t *e, mc__peer_t *p) {
-    mc__tcp_t *q = e->tcp;
+    mc__tcp_t *q = e->tp_state[MC__TP_TCP];
     if (!q)
         return;
     pthread_mutex_lock(&q->lock);
@@ -490,7 +492,7 @@ static void mc__tcp_peer_abort(mc_engine_t *e, mc__peer_t *p) {
 }
 
 static void mc__tcp_close(mc_engine_t *e) {
-    mc__tcp_t *q = e->tcp;
+    mc__tcp_t *q = e->tp_state[MC__TP_TCP];
     if (!q)
         return;
     pthread_mutex_lock(&q->lock);
@@ -509,7 +511,7 @@ static void mc__tcp_close(mc_engine_t *e) {
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->cond);
     mc__free(q);
-    e->tcp = NULL;
+    e->tp_state[MC__TP_TCP] = NULL;
 }
 
 /* Four workers (four connections per peer), or one per core where there are fewer: each one
@@ -539,7 +541,7 @@ static int mc__tcp_init(mc_engine_t *e) {
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->cond, NULL);
     q->workers = mc__calloc((size_t)want, sizeof(*q->workers));
-    e->tcp = q;
+    e->tp_state[MC__TP_TCP] = q;
     if (!q->workers) {
         mc__tcp_close(e);
         return MC_ERR_MEMORY;

@@ -1,10 +1,10 @@
 /* The transport contract: each transport is one table of functions (its own file(s) and an entry
  * in transports/table.c), and the engine core never names one. A transport owns its engine-wide
- * state (init/close/release) and its per-peer state (the peer_* hooks, in p->tp_peer[id]); it is
- * chosen per request by carries(), in the table's order; it starts validated tasks and may finish
- * them inline (memcpy transports) or hand them to its own threads (tcp). The request/reply
- * connections to a peer's RPC port that several transports and the core share are the core's
- * (peer_conn.h), not a transport's. docs/transfer-engine.md lists the contract. */
+ * state (init/close/release, in e->tp_state[id]) and its per-peer state (the peer_* hooks, in
+ * p->tp_peer[id]); it is chosen per request by carries(), in the table's order; it starts validated
+ * tasks and may finish them inline (memcpy transports) or hand them to its own threads (tcp). The
+ * request/reply connections to a peer's RPC port that several transports and the core share are the
+ * core's (peer_conn.h), not a transport's. docs/transfer-engine.md lists the contract. */
 #ifndef MC_TE_TRANSPORT_H
 #define MC_TE_TRANSPORT_H
 
@@ -89,8 +89,12 @@ typedef struct mc__transport {
     void (*mem_unregistered)(struct mc_engine *e, const uint64_t *addrs, size_t n);
 } mc__transport_t;
 
-/* transports/table.c: the table and what the core does through it. */
-const mc__transport_t *mc__transport_get(int id);
+/* transports/list.c: every transport, in table order (*n of them). The engine's lifecycle takes
+ * it once into e->tps; nothing else reads it. */
+const mc__transport_t *const *mc__transport_list(size_t *n);
+
+/* transports/table.c: what the core does through the engine's table (e->tps). */
+const mc__transport_t *mc__transport_get(const struct mc_engine *e, int id);
 int mc__transports_init(struct mc_engine *e); /* stops what it started on failure */
 void mc__transports_interrupt(struct mc_engine *e);
 void mc__transports_close(struct mc_engine *e);   /* reverse order */
@@ -98,22 +102,23 @@ void mc__transports_release(struct mc_engine *e); /* reverse order */
 /* The transport for a request to a peer (never NULL: the fallback carries everything). */
 const mc__transport_t *mc__transport_route(const struct mc_engine *e, const mc__route_t *r);
 /* The fallback: the first transport that carries every request. */
-const mc__transport_t *mc__transport_fallback(void);
-int mc__transports_peer_init(struct mc__peer *p);
-void mc__transports_peer_destroy(struct mc__peer *p);
+const mc__transport_t *mc__transport_fallback(const struct mc_engine *e);
+int mc__transports_peer_init(const struct mc_engine *e, struct mc__peer *p);
+void mc__transports_peer_destroy(const struct mc_engine *e, struct mc__peer *p);
 /* A descriptor re-fetch, as the peer_* hooks see it (tok: one per transport id). */
-void mc__transports_peer_tokens(struct mc__peer *p, uint64_t tok[MC__TP_COUNT]);
-void mc__transports_peer_swapped(struct mc__peer *p, const uint64_t tok[MC__TP_COUNT],
-                                 int restarted);
-void mc__transports_peer_refreshed(struct mc__peer *p, int restarted);
+void mc__transports_peer_tokens(const struct mc_engine *e, struct mc__peer *p,
+                                uint64_t tok[MC__TP_COUNT]);
+void mc__transports_peer_swapped(const struct mc_engine *e, struct mc__peer *p,
+                                 const uint64_t tok[MC__TP_COUNT], int restarted);
+void mc__transports_peer_refreshed(const struct mc_engine *e, struct mc__peer *p, int restarted);
 void mc__transports_peer_abort(struct mc_engine *e, struct mc__peer *p);
 void mc__transports_describe(const struct mc_engine *e, struct mc__desc *d);
 /* After a peer's descriptor is decoded: each transport reads its part (desc_parse) and d->reach
  * says which can reach the peer. */
-void mc__transports_desc_parsed(struct mc__desc *d);
+void mc__transports_desc_parsed(const struct mc_engine *e, struct mc__desc *d);
 void mc__transports_mem_registered(struct mc_engine *e, const struct mc__region *regs, size_t n);
 void mc__transports_mem_unregistered(struct mc_engine *e, const uint64_t *addrs, size_t n);
-/* Counts a finished task's bytes for the transport's statistics. */
+/* batch.c, beside mc__task_finish: counts a finished task's bytes for its transport's stats. */
 void mc__transport_account(struct mc_engine *e, int id, unsigned long long bytes);
 
 extern const mc__transport_t mc__tp_local;

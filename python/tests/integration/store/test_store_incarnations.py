@@ -42,15 +42,18 @@ def lose_incarnation(fault, master, node):
         master.start()
     else:  # the node misses client_ttl: the master expires it; the node then remounts
         node.signal(signal.SIGSTOP)
-        assert wait_for(lambda: master.metric("mooncake_master_segments") == 0)
+        assert wait_for(lambda: master.metric("mooncake_master_segments") == 0, timeout=60)
         node.signal(signal.SIGCONT)
-    assert wait_for(lambda: master.metric("mooncake_master_segments") == 1)
+    assert wait_for(lambda: master.metric("mooncake_master_segments") == 1, timeout=60)
 
 
 def start(make_master, make_worker, protocol, failpoint):
     """A master, one storage node, a client and a client stopped at failpoint; the last two
     contribute no memory, so every object lives in the node's one segment."""
-    master = make_master("--client_ttl=2")
+    # A TTL of 6 heartbeats (1 s apart): short enough for the expiry fault, long enough that a
+    # loaded machine delaying one beat does not expire the node again in the middle of the test
+    # (with 2 s that was seen: a second incarnation dropped the objects the test then reads).
+    master = make_master("--client_ttl=6")
     node = make_worker()
     node.setup(master, segment=512 << 20, buffer=0, protocol=protocol)
     clients = [make_worker(), make_worker(env={"MC_FAILPOINTS": f"{failpoint}=stop"})]

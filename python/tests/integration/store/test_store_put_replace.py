@@ -11,7 +11,7 @@ SIZE = 1 << 20
 
 
 def test_put_whose_node_was_dropped_before_its_end_is_placed_again(make_master, make_worker):
-    master = make_master("--client_ttl=2")
+    master = make_master("--client_ttl=6")
     doomed, live = make_worker(), make_worker()
     doomed_name = doomed.setup(master, segment=32 << 20)
     live.setup(master, segment=32 << 20)
@@ -22,7 +22,7 @@ def test_put_whose_node_was_dropped_before_its_end_is_placed_again(make_master, 
                 f"result = store.put('moved', pattern({SIZE}, 'moved'), config=cfg)")
     assert wait_for(writer.stopped, timeout=30), "the writer did not reach its failpoint"
     doomed.kill()
-    # client_ttl (2 s) without a heartbeat: the master drops the node and the put's placement
+    # client_ttl (6 s) without a heartbeat: the master drops the node and the put's placement
     assert wait_for(lambda: master.metric("mooncake_master_segments") == 1, timeout=60)
     writer.signal(signal.SIGCONT)
     assert writer.reply() == 0

@@ -288,7 +288,8 @@ def test_cached_read_across_a_new_incarnation(make_master, make_worker, fault):
     the reader goes on, its read through the cached location must not return those bytes: the
     node refuses the old epoch, the read is too late for the entry anyway, and the get goes to
     the master, which no longer knows the key (a miss)."""
-    master = make_master("--client_ttl=2", "--default_kv_lease_ttl=30000")
+    # client_ttl 6 s: a loaded machine delaying a heartbeat must not expire the node a second time
+    master = make_master("--client_ttl=6", "--default_kv_lease_ttl=30000")
     node = make_worker()
     node.setup(master, segment=16 << 20, buffer=0)
     reader = make_worker(env={"MC_FAILPOINTS": "store_get_cached=stop"})
@@ -308,9 +309,9 @@ def test_cached_read_across_a_new_incarnation(make_master, make_worker, fault):
         master.start()
     else:
         node.signal(signal.SIGSTOP)
-        assert wait_for(lambda: master.metric("mooncake_master_segments") == 0)
+        assert wait_for(lambda: master.metric("mooncake_master_segments") == 0, timeout=60)
         node.signal(signal.SIGCONT)
-    assert wait_for(lambda: master.metric("mooncake_master_segments") == 1)
+    assert wait_for(lambda: master.metric("mooncake_master_segments") == 1, timeout=60)
     # New objects of other keys in the new incarnation, at the same offsets.
     assert node.run("result = [store.put(f'h{i}', ns['make_value'](f'h{i}', 1, 65536)) "
                     "for i in range(8)]") == [0] * 8
