@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mooncake/common/config.h"
 #include "mooncake/error.h"
 
 static int mc__yaml_fail(char *err, size_t cap, int line, const char *fmt, ...) {
@@ -18,16 +19,6 @@ static int mc__yaml_fail(char *err, size_t cap, int line, const char *fmt, ...) 
         va_end(ap);
     }
     return MC_ERR_INVALID_ARGUMENT;
-}
-
-static int mc__yaml_hex(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 /* Writes code point cp as UTF-8 at *w; 0, or -1 for a surrogate or a value beyond Unicode. */
@@ -117,7 +108,7 @@ static int mc__yaml_quoted(char **p, const char **why) {
             }
             r++;
             for (int i = 0; i < digits; i++) {
-                int h = mc__yaml_hex(r[i]);
+                int h = mc__parse_hex_digit(r[i]);
                 if (h < 0) {
                     *why = "bad hex digits in a \\x or \\u escape";
                     return -1;

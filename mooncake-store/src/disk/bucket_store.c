@@ -728,6 +728,67 @@ static int still_indexed(struct mc__bstore *s, const char *key, size_t klen,
     return *e && (*e)->b == b && (*e)->off == snap->e.off && (*e)->seq == snap->e.seq;
 }
 
+/* One read of the copy snap of key pinned in b, with s->mu not held: 0 or an error, and *no_retry
+ * set when a failure must not be retried on the entry's newer copy. */
+typedef int (*pinned_read_fn)(void *ctx, const struct mc__bucket *b, const struct mc__bentry *snap,
+                              int *no_retry);
+
+/* Reads key's indexed copy with fn, outside s->mu (the bucket pinned). A copy overwritten, moved
+ * or removed while it was read is looked up and read again (up to 16 times) unless fn sets
+ * no_retry; the indexed copy failing its checksum is on the disk and is deleted. */
+static int read_indexed(struct mc__bstore *s, const char *key, size_t klen, uint64_t cap,
+                        uint64_t *out_len, pinned_read_fn fn, void *ctx) {
+    union bentry_snap snap;
+    int rc;
+    pthread_mutex_lock(&s->mu);
+    for (int attempt = 0;; attempt++) {
+        struct mc__bucket *b;
+        struct mc__bentry *e;
+        int no_retry = 0;
+        rc = pin_entry(s, key, klen, cap, out_len, &snap, &b);
+        if (rc != 0)
+            break;
+        pthread_mutex_unlock(&s->mu);
+        rc = fn(ctx, b, &snap.e, &no_retry);
+        pthread_mutex_lock(&s->mu);
+        bucket_unpin(b);
+        int same = still_indexed(s, key, klen, b, &snap, &e);
+        if (rc == 0) {
+            if (e)
+                e->last_use = ++s->use;
+            break;
+        }
+        if (same && rc == MC_ERR_CHECKSUM_MISMATCH) {
+            /* The copy read is still the indexed one: what failed is on the disk. */
+            MC_WARN("bucket store: an object failed its checksum on read: deleted");
+            kill_entry(s, e);
+            break;
+        }
+        if (same || no_retry)
+            break;
+        /* It was overwritten, moved or removed while it was read: look again. */
+        if (attempt == 16) {
+            rc = MC_ERR_INVALID_READ;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+struct get_read {
+    void *buf, **own;
+    const uint8_t **val;
+};
+
+static int get_read(void *ctx, const struct mc__bucket *b, const struct mc__bentry *snap,
+                    int *no_retry) {
+    struct get_read *g = ctx;
+    uint8_t none;
+    (void)no_retry;
+    return read_verify(b, snap, snap->value_len ? g->buf : &none, g->own, g->val);
+}
+
 /* get and get_owned: into buf, or (own set) into a buffer of the store's. */
 static int get_impl(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
                     uint64_t *out_len, void **own, const uint8_t **val) {
@@ -739,41 +800,8 @@ static int get_impl(struct mc__bstore *s, const char *key, void *buf, uint64_t c
         return rc;
     if (!own && !buf && cap > 0)
         return MC_ERR_INVALID_PARAMS;
-    union bentry_snap snap;
-    pthread_mutex_lock(&s->mu);
-    for (int attempt = 0;; attempt++) {
-        struct mc__bucket *b;
-        struct mc__bentry *e;
-        rc = pin_entry(s, key, klen, cap, out_len, &snap, &b);
-        if (rc != 0)
-            break;
-        pthread_mutex_unlock(&s->mu);
-        uint8_t none;
-        rc = read_verify(b, &snap.e, snap.e.value_len ? buf : &none, own, val);
-        pthread_mutex_lock(&s->mu);
-        bucket_unpin(b);
-        int same = still_indexed(s, key, klen, b, &snap, &e);
-        if (rc == 0) {
-            if (e)
-                e->last_use = ++s->use;
-            break;
-        }
-        if (same) {
-            /* The copy read is still the indexed one: what failed is on the disk. */
-            if (rc == MC_ERR_CHECKSUM_MISMATCH) {
-                MC_WARN("bucket store: an object failed its checksum on read: deleted");
-                kill_entry(s, e);
-            }
-            break;
-        }
-        /* It was overwritten, moved or removed while it was read: look again. */
-        if (attempt == 16) {
-            rc = MC_ERR_INVALID_READ;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&s->mu);
-    return rc;
+    struct get_read g = {buf, own, val};
+    return read_indexed(s, key, klen, cap, out_len, get_read, &g);
 }
 
 int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
@@ -948,6 +976,24 @@ out:
     return rc;
 }
 
+struct stream_read {
+    struct mc__bstore_reader *r;
+    const struct mc__bstore_sink *sink;
+    int begun;
+};
+
+static int stream_read(void *ctx, const struct mc__bucket *b, const struct mc__bentry *snap,
+                       int *no_retry) {
+    struct stream_read *st = ctx;
+    int direct = b->dfd >= 0 && snap->value_len >= DIRECT_MIN;
+    int rc = stream_record(st->r, b, snap, direct, st->sink, &st->begun);
+    if (rc == 1)
+        rc = stream_record(st->r, b, snap, 0, st->sink, &st->begun);
+    /* Once handed over, or failing other than as a record that moved: nothing to retry. */
+    *no_retry = st->begun || rc != MC_ERR_CHECKSUM_MISMATCH;
+    return rc;
+}
+
 int mc__bstore_get_stream(struct mc__bstore *s, struct mc__bstore_reader *r, const char *key,
                           uint64_t cap, const struct mc__bstore_sink *sink, uint64_t *out_len) {
     size_t klen;
@@ -956,44 +1002,8 @@ int mc__bstore_get_stream(struct mc__bstore *s, struct mc__bstore_reader *r, con
     int rc = check_key(key, &klen);
     if (rc != 0)
         return rc;
-    union bentry_snap snap;
-    int begun = 0;
-    pthread_mutex_lock(&s->mu);
-    for (int attempt = 0;; attempt++) {
-        struct mc__bucket *b;
-        struct mc__bentry *e;
-        rc = pin_entry(s, key, klen, cap, out_len, &snap, &b);
-        if (rc != 0)
-            break;
-        pthread_mutex_unlock(&s->mu);
-        int direct = b->dfd >= 0 && snap.e.value_len >= DIRECT_MIN;
-        rc = stream_record(r, b, &snap.e, direct, sink, &begun);
-        if (rc == 1)
-            rc = stream_record(r, b, &snap.e, 0, sink, &begun);
-        pthread_mutex_lock(&s->mu);
-        bucket_unpin(b);
-        int same = still_indexed(s, key, klen, b, &snap, &e);
-        if (rc == 0) {
-            if (e)
-                e->last_use = ++s->use;
-            break;
-        }
-        if (same && rc == MC_ERR_CHECKSUM_MISMATCH) {
-            /* The copy read is still the indexed one: what failed is on the disk. */
-            MC_WARN("bucket store: an object failed its checksum on read: deleted");
-            kill_entry(s, e);
-            break;
-        }
-        if (begun || same || rc != MC_ERR_CHECKSUM_MISMATCH)
-            break; /* handed over already, or not a record that moved: nothing to retry */
-        /* Overwritten, moved or removed before its header was read: look again. */
-        if (attempt == 16) {
-            rc = MC_ERR_INVALID_READ;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&s->mu);
-    return rc;
+    struct stream_read st = {r, sink, 0};
+    return read_indexed(s, key, klen, cap, out_len, stream_read, &st);
 }
 
 int mc__bstore_size(struct mc__bstore *s, const char *key, uint64_t *out_len) {

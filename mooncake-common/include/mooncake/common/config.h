@@ -13,6 +13,8 @@ int mc__parse_size(const char *s, uint64_t *out);
 int mc__parse_i64(const char *s, int64_t *out);
 int mc__parse_double(const char *s, double *out);
 int mc__parse_bool(const char *s, int *out); /* 1/0, true/false, yes/no, on/off */
+/* The value of one hex digit (either case), or -1. */
+int mc__parse_hex_digit(char c);
 /* A duration as the reference's master takes one: a non-negative integer with an optional unit
  * ms, s, m or h (case-insensitive, spaces allowed around it; none = milliseconds), e.g. "10s",
  * "500ms", "10000". 0 or MC_ERR_INVALID_ARGUMENT (garbage, negative, fraction, overflow). */
