@@ -398,20 +398,29 @@ int mc__etcd_parse_lease_ttl(const char *body, size_t len, int64_t *ttl, int64_t
 
 /* --- building requests: keys and values are base64, so only numbers need formatting --- */
 
-static int mc__put_b64(mc_buf_t *b, const char *name, const void *p, size_t n) {
+/* A field's separator: none right after '{' or ',', else a comma. */
+static int mc__field_sep(mc_buf_t *b) {
+    if (b->len == 0 || b->data[b->len - 1] == '{' || b->data[b->len - 1] == ',')
+        return 0;
+    return mc__buf_put(b, ",", 1);
+}
+
+int mc__etcd_field_b64(mc_buf_t *b, const char *name, const void *p, size_t n) {
     size_t el = mc__etcd_b64_len(n);
     char pre[48];
     int m = snprintf(pre, sizeof(pre), "\"%s\":\"", name);
-    if (mc__buf_put(b, pre, (size_t)m) || mc__buf_reserve(b, el + 1))
+    if (mc__field_sep(b) || mc__buf_put(b, pre, (size_t)m) || mc__buf_reserve(b, el + 1))
         return MC_ERR_MEMORY;
     mc__etcd_b64_encode(p, n, (char *)b->data + b->len);
     b->len += el;
     return mc__buf_put(b, "\"", 1);
 }
 
-static int mc__put_i64(mc_buf_t *b, const char *name, int64_t v) {
+int mc__etcd_field_i64(mc_buf_t *b, const char *name, int64_t v) {
     char s[64];
-    int m = snprintf(s, sizeof(s), ",\"%s\":\"%" PRId64 "\"", name, v);
+    int m = snprintf(s, sizeof(s), "\"%s\":\"%" PRId64 "\"", name, v);
+    if (mc__field_sep(b))
+        return MC_ERR_MEMORY;
     return mc__buf_put(b, s, (size_t)m);
 }
 
@@ -426,15 +435,13 @@ static int mc__build_op(mc_buf_t *b, const mc_etcd_op_t *op) {
         (op->type == MC_ETCD_OP_PUT && !op->value && op->value_len))
         return MC_ERR_INVALID_ARGUMENT;
     mc__put_str(b, wrap[op->type]);
-    mc__put_b64(b, "key", op->key, op->key_len);
+    mc__etcd_field_b64(b, "key", op->key, op->key_len);
     if (op->type == MC_ETCD_OP_PUT) {
-        mc__put_str(b, ",");
-        mc__put_b64(b, "value", op->value, op->value_len);
+        mc__etcd_field_b64(b, "value", op->value, op->value_len);
         if (op->lease)
-            mc__put_i64(b, "lease", op->lease);
+            mc__etcd_field_i64(b, "lease", op->lease);
     } else if (op->range_end) {
-        mc__put_str(b, ",");
-        mc__put_b64(b, "range_end", op->range_end, op->range_end_len);
+        mc__etcd_field_b64(b, "range_end", op->range_end, op->range_end_len);
     }
     return mc__put_str(b, "}}");
 }
@@ -476,12 +483,11 @@ int mc__etcd_build_txn(const mc_etcd_cmp_t *cmps, size_t ncmp, const mc_etcd_op_
         snprintf(s, sizeof(s), "%s{\"target\":\"%s\",\"result\":\"%s\",", i ? "," : "",
                  targets[c->target], results[c->result]);
         mc__put_str(&b, s);
-        mc__put_b64(&b, "key", c->key, c->key_len);
+        mc__etcd_field_b64(&b, "key", c->key, c->key_len);
         if (c->target == MC_ETCD_CMP_VALUE) {
-            mc__put_str(&b, ",");
-            mc__put_b64(&b, "value", c->value, c->value_len);
+            mc__etcd_field_b64(&b, "value", c->value, c->value_len);
         } else {
-            mc__put_i64(&b, fields[c->target], c->number);
+            mc__etcd_field_i64(&b, fields[c->target], c->number);
         }
         mc__put_str(&b, "}");
     }

@@ -36,6 +36,20 @@ void mc__frame_header_encode(const mc_frame_header_t *h, uint8_t out[MC_FRAME_HE
 int mc__frame_header_decode(const uint8_t *in, size_t len, uint64_t max_body,
                             mc_frame_header_t *out);
 
+/* Little-endian integers of n bytes (1 to 8) at p: the byte order of every frame and of the disk
+ * tier's records. Inline so that a constant n unrolls. */
+static inline void mc__le_put(uint8_t *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t mc__le_get(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
 /* --- body decoding: a cursor that never passes end. Every getter returns 0 or -1 (short). --- */
 typedef struct mc_cursor {
     const uint8_t *pos;
