@@ -1214,15 +1214,12 @@ static int list_buckets(struct mc__bstore *s, uint32_t **out, size_t *n) {
         uint32_t id;
         if (!parse_bucket_name(de->d_name, &id))
             continue;
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            uint32_t *n2 = mc__realloc(ids, cap * sizeof *ids);
-            if (!n2) {
-                rc = MC_ERR_INTERNAL_ERROR;
-                break;
-            }
-            ids = n2;
+        uint32_t *n2 = mc__array_grow(ids, cnt, &cap, sizeof *ids, 16);
+        if (!n2) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            break;
         }
+        ids = n2;
         ids[cnt++] = id;
     }
     closedir(d);

@@ -36,6 +36,10 @@ typedef struct mc_flag {
     const char *help;
 } mc_flag_t;
 
+/* Sets one flag from its text (as after --name=), the same for a command line and a config file.
+ * A string flag keeps the pointer. 0 or MC_ERR_INVALID_ARGUMENT. */
+int mc__flag_set(const mc_flag_t *f, const char *text);
+
 /* Parses argv against flags[0..n). On --help prints usage to stdout and returns 1; on --version
  * prints "<prog> <version>" and returns 2; on an unknown flag or bad value prints a one-line
  * message naming it to stderr and returns MC_ERR_INVALID_ARGUMENT. Positional arguments are an
