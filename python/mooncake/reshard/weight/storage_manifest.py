@@ -11,7 +11,7 @@ from ..contracts import ResourceId, ResourceKind, RevisionId, StoredFragmentId, 
 from ..geometry import boxes_overlap
 from . import _checks as ck
 from .placement import axis_identity
-from .serde import _axis
+from .serde import _axis, _fields, _obj
 from .types import TensorDescriptor, _aliases, validate_fragment_geometry
 
 __all__ = ["StoredFragment", "StoredManifestIdentity", "WeightManifest",
@@ -19,9 +19,8 @@ __all__ = ["StoredFragment", "StoredManifestIdentity", "WeightManifest",
 
 
 @dataclass(frozen=True)
-class StoredManifestIdentity:
-    """Where a committed manifest lives (namespace, group, key) and what it holds (resource,
-    revision, generation, and the SHA-256 of its canonical JSON)."""
+class _ManifestPlace:
+    """The fields that name a stored manifest, first in both the manifest and its identity."""
 
     namespace: str
     resource_id: ResourceId
@@ -29,6 +28,13 @@ class StoredManifestIdentity:
     weight_generation: int
     group_id: str
     manifest_key: str
+
+
+@dataclass(frozen=True)
+class StoredManifestIdentity(_ManifestPlace):
+    """Where a committed manifest lives (namespace, group, key) and what it holds (resource,
+    revision, generation, and the SHA-256 of its canonical JSON)."""
+
     content_sha256: str
 
     def __post_init__(self):
@@ -80,7 +86,7 @@ _FRAGMENT_FIELDS = frozenset({"fragment_id", "tensor_id", "global_offset", "loca
 
 
 @dataclass(frozen=True)
-class WeightManifest:
+class WeightManifest(_ManifestPlace):
     """A committed weight generation in the Store: its tensors and the stored fragments that
     cover each exactly once, all under the group ``group_id`` (the manifest is
     ``<group_id>/manifest``, payload objects ``<group_id>/payload/...``).
@@ -89,12 +95,6 @@ class WeightManifest:
     member stored at the same box, with identical descriptors) and that no two fragments share
     bytes of one object; ``manifest_digest`` is the SHA-256 of :meth:`to_json`."""
 
-    namespace: str
-    resource_id: ResourceId
-    revision: RevisionId
-    weight_generation: int
-    group_id: str
-    manifest_key: str
     tensors: tuple
     fragments: tuple
     created_at: str
@@ -209,19 +209,6 @@ def validate_weight_manifest_snapshot(manifest: WeightManifest) -> WeightManifes
             created_at=manifest.created_at)
     except (AttributeError, TypeError) as exc:
         raise ValueError("weight manifest snapshot is invalid") from exc
-
-
-def _obj(value, label):
-    if not isinstance(value, Mapping) or any(type(k) is not str for k in value):
-        raise ValueError(f"{label} must be a JSON object")
-    return dict(value)
-
-
-def _fields(value, want, label):
-    value = _obj(value, label)
-    if frozenset(value) != want:
-        raise ValueError(f"{label} schema fields do not match contract")
-    return value
 
 
 def _opt(value, label):
