@@ -130,13 +130,7 @@ void mc__auth_nonce(uint8_t out[MC_AUTH_NONCE]) {
 static int mc__auth_send(int fd, uint16_t flags, uint64_t step, const uint8_t *body, size_t n,
                          uint64_t deadline) {
     uint8_t hdr[MC_FRAME_HEADER_SIZE];
-    mc_frame_header_t h = {.magic = MC_FRAME_MAGIC,
-                           .version = MC_FRAME_VERSION,
-                           .type = MC_AUTH_FRAME_TYPE,
-                           .flags = flags,
-                           .request_id = step,
-                           .body_len = n};
-    mc__frame_header_encode(&h, hdr);
+    mc__frame_header_put(hdr, MC_AUTH_FRAME_TYPE, flags, step, n);
     return mc__send2(fd, hdr, sizeof(hdr), body, n, deadline) ? MC_ERR_SOCKET : 0;
 }
 

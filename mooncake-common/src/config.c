@@ -41,10 +41,7 @@ int mc__parse_i64(const char *s, int64_t *out) {
     long long v;
     if (!s || !out)
         return MC_ERR_INVALID_ARGUMENT;
-    s = mc__skip_space(s);
-    if (!*s)
-        return MC_ERR_INVALID_ARGUMENT;
-    errno = 0;
+    errno = 0; /* strto* skip leading spaces; a blank string stops at s and is refused */
     v = strtoll(s, &end, 10);
     if (errno || end == s || !mc__only_space(end))
         return MC_ERR_INVALID_ARGUMENT;
@@ -56,9 +53,6 @@ int mc__parse_double(const char *s, double *out) {
     char *end = NULL;
     double v;
     if (!s || !out)
-        return MC_ERR_INVALID_ARGUMENT;
-    s = mc__skip_space(s);
-    if (!*s)
         return MC_ERR_INVALID_ARGUMENT;
     errno = 0;
     v = strtod(s, &end);
@@ -87,13 +81,9 @@ int mc__parse_bool(const char *s, int *out) {
 }
 
 int mc__parse_hex_digit(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    static const char digits[] = "0123456789abcdef";
+    const char *p = c ? strchr(digits, tolower((unsigned char)c)) : NULL;
+    return p ? (int)(p - digits) : -1;
 }
 
 int mc__parse_size(const char *s, uint64_t *out) {

@@ -252,24 +252,30 @@ out:
     return rc;
 }
 
+/* Room for the items of arr (absent: none), zeroed; NULL when there are none. *rc: 0,
+ * MC_ERR_MALFORMED_JSON (not an array) or MC_ERR_MEMORY. */
+static void *mc__j_array_alloc(const cJSON *arr, size_t size, int *rc) {
+    int n = arr ? cJSON_GetArraySize(arr) : 0;
+    void *items = NULL;
+    *rc = 0;
+    if (arr && !cJSON_IsArray(arr))
+        *rc = MC_ERR_MALFORMED_JSON;
+    else if (n > 0 && !(items = mc__calloc((size_t)n, size)))
+        *rc = MC_ERR_MEMORY;
+    return items;
+}
+
 static int mc__parse_range_obj(const cJSON *j, mc_etcd_kvs_t *out) {
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "kvs"), *it;
     int rc = MC_ERR_MALFORMED_JSON;
-    int n;
     memset(out, 0, sizeof(*out));
     if (mc__header_rev(j, &out->revision) || mc__j_i64(j, "count", &out->count))
         goto out;
     out->more = mc__j_bool(j, "more");
-    if (arr && !cJSON_IsArray(arr))
+    out->kvs = mc__j_array_alloc(arr, sizeof(*out->kvs), &rc);
+    if (rc)
         goto out;
-    n = arr ? cJSON_GetArraySize(arr) : 0;
-    if (n > 0) {
-        out->kvs = mc__calloc((size_t)n, sizeof(*out->kvs));
-        if (!out->kvs) {
-            rc = MC_ERR_MEMORY;
-            goto out;
-        }
-    }
+    rc = MC_ERR_MALFORMED_JSON;
     cJSON_ArrayForEach(it, arr) {
         if ((rc = mc__parse_kv(it, &out->kvs[out->n])) != 0)
             goto out;
@@ -323,7 +329,6 @@ int mc__etcd_parse_txn(const char *body, size_t len, mc_etcd_txn_result_t *out) 
     cJSON *j = mc__parse_obj(body, len);
     const cJSON *arr, *it;
     int rc = MC_ERR_MALFORMED_JSON;
-    int n;
     memset(out, 0, sizeof(*out));
     if (!j)
         return rc;
@@ -331,17 +336,12 @@ int mc__etcd_parse_txn(const char *body, size_t len, mc_etcd_txn_result_t *out) 
         goto out;
     out->succeeded = mc__j_bool(j, "succeeded");
     arr = cJSON_GetObjectItemCaseSensitive(j, "responses");
-    if (arr && !cJSON_IsArray(arr))
+    out->ranges = mc__j_array_alloc(arr, sizeof(*out->ranges), &rc);
+    if (!rc)
+        out->deleted = mc__j_array_alloc(arr, sizeof(*out->deleted), &rc);
+    if (rc)
         goto out;
-    n = arr ? cJSON_GetArraySize(arr) : 0;
-    if (n > 0) {
-        out->ranges = mc__calloc((size_t)n, sizeof(*out->ranges));
-        out->deleted = mc__calloc((size_t)n, sizeof(*out->deleted));
-        if (!out->ranges || !out->deleted) {
-            rc = MC_ERR_MEMORY;
-            goto out;
-        }
-    }
+    rc = MC_ERR_MALFORMED_JSON;
     cJSON_ArrayForEach(it, arr) {
         const cJSON *r;
         if (!cJSON_IsObject(it))
@@ -702,7 +702,6 @@ int mc__etcd_parse_watch_msg(const char *msg, size_t len, mc_etcd_watch_msg_t *o
     cJSON *j = mc__parse_obj(msg, len);
     const cJSON *r, *arr, *it, *reason;
     int rc = MC_ERR_MALFORMED_JSON;
-    int n;
     memset(out, 0, sizeof(*out));
     if (!j)
         return rc;
@@ -718,16 +717,10 @@ int mc__etcd_parse_watch_msg(const char *msg, size_t len, mc_etcd_watch_msg_t *o
     if (cJSON_IsString(reason))
         snprintf(out->cancel_reason, sizeof(out->cancel_reason), "%s", reason->valuestring);
     arr = cJSON_GetObjectItemCaseSensitive(r, "events");
-    if (arr && !cJSON_IsArray(arr))
+    out->events = mc__j_array_alloc(arr, sizeof(*out->events), &rc);
+    if (rc)
         goto out;
-    n = arr ? cJSON_GetArraySize(arr) : 0;
-    if (n > 0) {
-        out->events = mc__calloc((size_t)n, sizeof(*out->events));
-        if (!out->events) {
-            rc = MC_ERR_MEMORY;
-            goto out;
-        }
-    }
+    rc = MC_ERR_MALFORMED_JSON;
     cJSON_ArrayForEach(it, arr) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "type");
         mc_etcd_event_t *ev = &out->events[out->n];

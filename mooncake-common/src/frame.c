@@ -16,6 +16,12 @@ void mc__frame_header_encode(const mc_frame_header_t *h, uint8_t out[MC_FRAME_HE
     mc__le_put(out + 16, h->body_len, 8);
 }
 
+void mc__frame_header_put(uint8_t out[MC_FRAME_HEADER_SIZE], uint8_t type, uint16_t flags,
+                          uint64_t request_id, uint64_t body_len) {
+    mc_frame_header_t h = {MC_FRAME_MAGIC, MC_FRAME_VERSION, type, flags, request_id, body_len};
+    mc__frame_header_encode(&h, out);
+}
+
 int mc__frame_header_decode(const uint8_t *in, size_t len, uint64_t max_body,
                             mc_frame_header_t *out) {
     memset(out, 0, sizeof(*out));
@@ -188,12 +194,11 @@ int mc__buf_str(mc_buf_t *b, const char *s) {
 
 int mc__buf_frame_begin(mc_buf_t *b, uint8_t type, uint16_t flags, uint64_t request_id,
                         size_t *frame_start) {
-    mc_frame_header_t h = {MC_FRAME_MAGIC, MC_FRAME_VERSION, type, flags, request_id, 0};
     int rc = mc__buf_reserve(b, MC_FRAME_HEADER_SIZE);
     if (rc)
         return rc;
     *frame_start = b->len;
-    mc__frame_header_encode(&h, b->data + b->len);
+    mc__frame_header_put(b->data + b->len, type, flags, request_id, 0);
     b->len += MC_FRAME_HEADER_SIZE;
     return 0;
 }

@@ -1006,22 +1006,9 @@ int mc__bstore_get_stream(struct mc__bstore *s, struct mc__bstore_reader *r, con
     return read_indexed(s, key, klen, cap, out_len, stream_read, &st);
 }
 
-int mc__bstore_size(struct mc__bstore *s, const char *key, uint64_t *out_len) {
-    size_t klen;
-    if (!s || !out_len)
-        return MC_ERR_INVALID_PARAMS;
-    int rc = check_key(key, &klen);
-    if (rc != 0)
-        return rc;
-    pthread_mutex_lock(&s->mu);
-    struct mc__bentry *e = mc__bindex_find(&s->ix, key, klen);
-    if (e)
-        *out_len = e->value_len;
-    pthread_mutex_unlock(&s->mu);
-    return e ? 0 : MC_ERR_OBJECT_NOT_FOUND;
-}
-
-int mc__bstore_remove(struct mc__bstore *s, const char *key) {
+/* size and remove: key's entry looked up under s->mu, then its length read (out_len) or, without
+ * out_len, the entry removed. */
+static int entry_op(struct mc__bstore *s, const char *key, uint64_t *out_len) {
     size_t klen;
     if (!s)
         return MC_ERR_INVALID_PARAMS;
@@ -1030,10 +1017,20 @@ int mc__bstore_remove(struct mc__bstore *s, const char *key) {
         return rc;
     pthread_mutex_lock(&s->mu);
     struct mc__bentry *e = mc__bindex_find(&s->ix, key, klen);
-    if (e)
+    if (e && out_len)
+        *out_len = e->value_len;
+    else if (e)
         kill_entry(s, e);
     pthread_mutex_unlock(&s->mu);
     return e ? 0 : MC_ERR_OBJECT_NOT_FOUND;
+}
+
+int mc__bstore_size(struct mc__bstore *s, const char *key, uint64_t *out_len) {
+    return out_len ? entry_op(s, key, out_len) : MC_ERR_INVALID_PARAMS;
+}
+
+int mc__bstore_remove(struct mc__bstore *s, const char *key) {
+    return entry_op(s, key, NULL);
 }
 
 int mc__bstore_compact(struct mc__bstore *s) {

@@ -31,6 +31,9 @@ typedef struct mc_frame_header {
 
 /* Writes 24 bytes into out. */
 void mc__frame_header_encode(const mc_frame_header_t *h, uint8_t out[MC_FRAME_HEADER_SIZE]);
+/* Writes the 24-byte header of one of our frames (MC_FRAME_MAGIC, MC_FRAME_VERSION) into out. */
+void mc__frame_header_put(uint8_t out[MC_FRAME_HEADER_SIZE], uint8_t type, uint16_t flags,
+                          uint64_t request_id, uint64_t body_len);
 /* Decodes 24 bytes; returns 0, or MC_ERR_INVALID_ARGUMENT on bad magic, unknown version, or
  * body_len > max_body. The header is filled even on error where it could be read. */
 int mc__frame_header_decode(const uint8_t *in, size_t len, uint64_t max_body,
