@@ -123,24 +123,11 @@ static void sync_fd(const struct mc__bstore *s, int fd) {
         MC_WARN("bucket store: fdatasync: %s", strerror(errno));
 }
 
-static int pread_full(int fd, uint64_t off, void *buf, size_t len) {
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = pread(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        off += (uint64_t)n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int pwritev_full(int fd, uint64_t off, struct iovec *iov, int cnt) {
+/* All of iov[0..cnt) read (preadv) or written (pwritev) at off, across short transfers and
+ * EINTR: 0, or -1 on an error or a read that meets the end of the file. iov is consumed. */
+static int pio_full(int fd, uint64_t off, struct iovec *iov, int cnt, int is_write) {
     while (cnt > 0) {
-        ssize_t n = pwritev(fd, iov, cnt, (off_t)off);
+        ssize_t n = is_write ? pwritev(fd, iov, cnt, (off_t)off) : preadv(fd, iov, cnt, (off_t)off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -157,6 +144,15 @@ static int pwritev_full(int fd, uint64_t off, struct iovec *iov, int cnt) {
         }
     }
     return 0;
+}
+
+static int pread_full(int fd, uint64_t off, void *buf, size_t len) {
+    struct iovec iov = {buf, len};
+    return len ? pio_full(fd, off, &iov, 1, 0) : 0;
+}
+
+static int pwritev_full(int fd, uint64_t off, struct iovec *iov, int cnt) {
+    return pio_full(fd, off, iov, cnt, 1);
 }
 
 static struct mc__bucket *bucket_new(struct mc__bstore *s, uint32_t id, int fd, uint64_t size) {
