@@ -580,7 +580,10 @@ static int make_room(struct mc__bstore *s, uint64_t need) {
     return 0;
 }
 
-static int check_key(const char *key, size_t *klen) {
+/* The arguments every call on a key takes: a store, and a key of 1..MC_BREC_MAX_KEY bytes. */
+static int check_key(const struct mc__bstore *s, const char *key, size_t *klen) {
+    if (!s)
+        return MC_ERR_INVALID_PARAMS;
     if (!key)
         return MC_ERR_INVALID_KEY;
     *klen = strnlen(key, MC_BREC_MAX_KEY + 1);
@@ -625,9 +628,7 @@ int mc__bstore_flush(struct mc__bstore *s) {
 static int put_impl(struct mc__bstore *s, const char *key, const void *data, uint64_t len,
                     int sync) {
     size_t klen;
-    if (!s)
-        return MC_ERR_INVALID_PARAMS;
-    int rc = check_key(key, &klen);
+    int rc = check_key(s, key, &klen);
     if (rc != 0)
         return rc;
     if (!data && len > 0)
@@ -789,9 +790,7 @@ static int get_read(void *ctx, const struct mc__bucket *b, const struct mc__bent
 static int get_impl(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
                     uint64_t *out_len, void **own, const uint8_t **val) {
     size_t klen;
-    if (!s)
-        return MC_ERR_INVALID_PARAMS;
-    int rc = check_key(key, &klen);
+    int rc = check_key(s, key, &klen);
     if (rc != 0)
         return rc;
     if (!own && !buf && cap > 0)
@@ -995,7 +994,7 @@ int mc__bstore_get_stream(struct mc__bstore *s, struct mc__bstore_reader *r, con
     size_t klen;
     if (!s || !r || !sink || !sink->begin || !sink->chunk)
         return MC_ERR_INVALID_PARAMS;
-    int rc = check_key(key, &klen);
+    int rc = check_key(s, key, &klen);
     if (rc != 0)
         return rc;
     struct stream_read st = {r, sink, 0};
@@ -1006,9 +1005,7 @@ int mc__bstore_get_stream(struct mc__bstore *s, struct mc__bstore_reader *r, con
  * out_len, the entry removed. */
 static int entry_op(struct mc__bstore *s, const char *key, uint64_t *out_len) {
     size_t klen;
-    if (!s)
-        return MC_ERR_INVALID_PARAMS;
-    int rc = check_key(key, &klen);
+    int rc = check_key(s, key, &klen);
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&s->mu);
