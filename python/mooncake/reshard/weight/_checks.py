@@ -36,6 +36,12 @@ def text(value, name):
     return value
 
 
+def text_fields(obj, *names):
+    """text() of each named attribute of obj, in order (a dataclass's __post_init__)."""
+    for name in names:
+        text(getattr(obj, name), name)
+
+
 def integer(value, name, minimum=None):
     if type(value) is not int:  # bool is refused too
         raise ValueError(f"{name} must be an integer")

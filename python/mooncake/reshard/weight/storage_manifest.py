@@ -38,9 +38,8 @@ class StoredManifestIdentity(_ManifestPlace):
     content_sha256: str
 
     def __post_init__(self):
-        for name in ("namespace", "resource_id", "revision", "group_id", "manifest_key",
-                     "content_sha256"):
-            ck.text(getattr(self, name), name)
+        ck.text_fields(self, "namespace", "resource_id", "revision", "group_id", "manifest_key",
+                       "content_sha256")
         ck.u64(self.weight_generation, "weight_generation")
         if len(self.content_sha256) != 64 or self.content_sha256.strip("0123456789abcdef"):
             raise ValueError("content_sha256 must be a SHA-256 hex digest")
@@ -64,8 +63,7 @@ class StoredFragment:
         object.__setattr__(self, "global_offset",
                            ck.int_tuple(self.global_offset, "global_offset", 0))
         object.__setattr__(self, "local_shape", ck.int_tuple(self.local_shape, "local_shape", 1))
-        for name in ("fragment_id", "tensor_id", "object_key"):
-            ck.text(getattr(self, name), name)
+        ck.text_fields(self, "fragment_id", "tensor_id", "object_key")
         ck.integer(self.object_offset, "object_offset", 0)
         ck.integer(self.nbytes, "nbytes", 1)
         group = _aliases(self.aliases)
@@ -105,9 +103,8 @@ class WeightManifest(_ManifestPlace):
         return ResourceKind.MODEL_WEIGHT
 
     def __post_init__(self):
-        for name in ("namespace", "resource_id", "revision", "group_id", "manifest_key",
-                     "created_at"):
-            ck.text(getattr(self, name), name)
+        ck.text_fields(self, "namespace", "resource_id", "revision", "group_id", "manifest_key",
+                       "created_at")
         object.__setattr__(self, "tensors",
                            ck.items_of(self.tensors, "WeightManifest tensors", TensorDescriptor))
         object.__setattr__(self, "fragments", ck.items_of(self.fragments,
