@@ -20,12 +20,10 @@ uint64_t mc__wall_ms(void) {
 
 struct timespec mc__realtime_after_ms(uint64_t ms) {
     struct timespec ts;
+    uint64_t ns;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    ns = (uint64_t)ts.tv_nsec + ms % 1000 * 1000000u; /* below 2 s: one carry at most */
+    ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
     return ts;
 }
