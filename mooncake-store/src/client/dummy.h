@@ -8,7 +8,7 @@
 
 #include "mooncake/store.h"
 #include "mooncake/store_dummy.h"
-#include "node/node_proto.h"
+#include "proto/node_proto.h"
 
 typedef struct mc__dummy mc__dummy_t;
 

@@ -1,4 +1,4 @@
-/* The dummy side of the storage node's control channel (node/node_proto.h): a store handle whose
+/* The dummy side of the storage node's control channel (proto/node_proto.h): a store handle whose
  * calls its local mooncake_client daemon runs. Shared-memory blocks are mapped at the daemon once
  * (MAP with the memfd) and then named by handle; memory that is no pool block is copied through
  * the local buffer, or through a block taken for the call. One request at a time per handle: the
@@ -18,7 +18,7 @@
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
-#include "node/node_proto.h"
+#include "proto/node_proto.h"
 
 #define MC__DUMMY_DEFAULT_ADDR "127.0.0.1:50052"
 #define MC__DUMMY_TIMEOUT_MS 60000
