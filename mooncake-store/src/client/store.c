@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "client/backend.h"
+#include "client/direct.h"
 #include "client/dummy.h"
 #include "client/store_disk.h"
 #include "client/store_internal.h"
@@ -21,7 +23,7 @@
            */
 #define MC__STORE_PORT_HI 14300
 
-int mc_store_create(mc_store_t **out) {
+int mc__store_create(mc_store_t **out) {
     pthread_rwlockattr_t ra;
     mc_store_t *s;
     if (!out)
@@ -77,7 +79,7 @@ int mc__store_ready(mc_store_t *s) {
     return 0;
 }
 
-int mc__store_enter_dummy(mc_store_t *s) {
+int mc__store_enter_any(mc_store_t *s) {
     if (!s)
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     if (mc__store_inherited(s))
@@ -91,10 +93,10 @@ int mc__store_enter_dummy(mc_store_t *s) {
 }
 
 int mc__store_enter(mc_store_t *s) {
-    int rc = mc__store_enter_dummy(s);
-    /* A dummy has no master, engine or segment: a call it does not hand to its node (see
-     * dummy.h) is unavailable on it rather than run on state it does not have. */
-    if (rc == 0 && s->dummy) {
+    int rc = mc__store_enter_any(s);
+    /* A dummy has no master, engine or segment: a call outside its backend table is unavailable
+     * on it rather than run on state it does not have. */
+    if (rc == 0 && s->be->table_only) {
         mc__store_leave(s);
         MC_WARN("store: this call is not offered by a dummy client (it runs its calls at a "
                 "storage node)");
@@ -315,7 +317,8 @@ static void mc__teardown(mc_store_t *s) {
             MC_WARN("store: leaving the master failed: %s", mc_store_strerror(rc));
     }
     s->master_known = 0;
-    mc__dummy_disconnect(s);
+    if (s->be->disconnect)
+        s->be->disconnect(s);
     mc__master_client_close(s->master);
     s->master = NULL;
     mc__replica_cache_destroy(s->rcache);
@@ -345,7 +348,8 @@ static int mc__store_release(mc_store_t *s, int force) {
     s->staging_mem = NULL;
     mc__staging_fini(&s->staging);
     mc__staging_init(&s->staging, NULL, 0);
-    mc__dummy_release(s);
+    if (s->be->release)
+        s->be->release(s);
     /* A shared engine outlives us: leave none of our registrations behind in it. */
     for (size_t i = 0; !s->own_engine && s->engine && i < s->nregs; i++)
         mc_engine_unregister_memory(s->engine, s->regs[i].base);
@@ -370,7 +374,7 @@ static int mc__store_reset(mc_store_t *s) {
     return 0;
 }
 
-int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
+int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg, const mc__store_backend_t *be) {
     mc_auth_t auth;
     int rc = MC_ERR_INVALID_PARAMS;
     int timeout;
@@ -386,6 +390,7 @@ int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
         goto out;
     }
     atomic_store(&s->owner_pid, mc__pid());
+    s->be = be;
     s->cfg = *cfg;
     if (!s->cfg.master_server_addr[0]) {
         MC_ERROR("store: no master address");
@@ -467,7 +472,9 @@ out:
     return rc;
 }
 
-int mc_store_setup_dummy(mc_store_t *s, const mc_store_dummy_config_t *cfg) {
+int mc__store_setup_dummy(mc_store_t *s, const mc_store_dummy_config_t *cfg,
+                          const mc__store_backend_t *be) {
+    const mc__store_backend_t *was;
     int rc;
     if (!s || !cfg)
         return MC_ERR_INVALID_PARAMS;
@@ -477,10 +484,17 @@ int mc_store_setup_dummy(mc_store_t *s, const mc_store_dummy_config_t *cfg) {
     if (atomic_load(&s->state) == MC__STORE_CLOSED && (rc = mc__store_reset(s)) != 0)
         goto out;
     rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-    if (atomic_load(&s->state) == MC__STORE_NEW && (rc = mc__dummy_attach(s, cfg)) == 0) {
-        atomic_store(&s->owner_pid, mc__pid());
-        atomic_store(&s->state, MC__STORE_READY);
+    if (atomic_load(&s->state) != MC__STORE_NEW)
+        goto out;
+    was = s->be;
+    s->be = be;
+    rc = mc__dummy_attach(s, cfg);
+    if (rc != 0) {
+        s->be = was;
+        goto out;
     }
+    atomic_store(&s->owner_pid, mc__pid());
+    atomic_store(&s->state, MC__STORE_READY);
 out:
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -519,7 +533,8 @@ out:
  * nothing is said to the master, the node or the engine's peers. No lock is taken: a parent's
  * thread may have held one at the fork. The background threads are not in this process. */
 static void mc__store_forget(mc_store_t *s) {
-    mc__dummy_forget(s);
+    if (s->be->forget)
+        s->be->forget(s);
     mc__master_client_close(s->master);
     if (s->own_engine)
         mc_engine_destroy(s->engine); /* an inherited engine: it forgets its own copies */
@@ -554,15 +569,9 @@ void mc_store_destroy(mc_store_t *s) {
     mc__free(s);
 }
 
-int mc_store_health_check(mc_store_t *s) {
+int mc__direct_health_check(mc_store_t *s) {
     uint8_t status = 0;
     int rc;
-    if (s && mc__store_inherited(s)) {
-        (void)mc__store_refuse_inherited(s);
-        return 1; /* as for a store that is not set up */
-    }
-    if (s && s->dummy)
-        return mc__dummy_health(s);
     if (mc__store_enter(s) != 0)
         return 1;
     rc = mc__master_client_heartbeat(s->master, &status);

@@ -10,6 +10,7 @@
 #include "client/replica_cache.h"
 #include "client/staging.h"
 #include "mooncake/store.h"
+#include "mooncake/store_dummy.h"
 #include "proto/master_client.h"
 
 enum { MC__STORE_NEW = 0, MC__STORE_READY = 1, MC__STORE_CLOSED = 2 };
@@ -90,7 +91,10 @@ struct mc_store {
     mc__extra_seg_t *extras;
     size_t n_extras, cap_extras;
 
-    struct mc__dummy *dummy; /* set: a dummy client, its calls run by a local storage node */
+    /* The backend row chosen at setup (backend.h): direct, or dummy (its calls run by a local
+     * storage node). The dummy row's own state: only store_dummy.c looks into it. */
+    const struct mc__store_backend *be;
+    struct mc__dummy *dummy;
 
     struct mc__disk_tier *disk_tier; /* this client's own disk tier (enable_ssd_offload) */
     _Atomic uint64_t disk_reads;     /* LOCAL_DISK copies read (mc_store_disk_read_count) */
@@ -116,6 +120,15 @@ struct mc_store_buffer {
     int staged; /* data lives in the staging buffer (else mc__malloc) */
 };
 
+struct mc__store_backend;
+/* store.c's halves of mc_store_create, mc_store_setup and mc_store_setup_dummy (store_api.c
+ * passes the backend row each setup chooses; it becomes s->be once the state allows a setup). */
+int mc__store_create(mc_store_t **out);
+int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg,
+                    const struct mc__store_backend *be);
+int mc__store_setup_dummy(mc_store_t *s, const mc_store_dummy_config_t *cfg,
+                          const struct mc__store_backend *be);
+
 /* READY, or MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (also in a fork() child of the process that
  * set the store up). */
 int mc__store_ready(mc_store_t *s);
@@ -125,6 +138,9 @@ int mc__store_inherited(const mc_store_t *s);
 int mc__store_refuse_inherited(mc_store_t *s);
 /* Like ready, and holds op_lock shared until mc__store_leave. Public calls only: never nest. */
 int mc__store_enter(mc_store_t *s);
+/* mc__store_enter for the calls every backend row offers (the dummy row's entries, the memory
+ * check): it never refuses a row whose table_only is set. */
+int mc__store_enter_any(mc_store_t *s);
 void mc__store_leave(mc_store_t *s);
 /* Runs call while the store is held open (public entry points): rc gets enter's code when the
  * store cannot be entered, else call's result. One place for the enter/leave pairing. */

@@ -4,7 +4,7 @@
  * old one (readers see one or the other, whole). */
 #include <string.h>
 
-#include "client/dummy.h"
+#include "client/direct.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/failpoint.h"
@@ -144,12 +144,6 @@ out:
     return rc;
 }
 
-int mc_store_put(mc_store_t *s, const char *key, const void *data, size_t len,
-                 const mc_replicate_config_t *rc) {
-    mc_store_iov_t part = {(void *)(uintptr_t)data, len};
-    return mc_store_put_parts(s, key, &part, 1, rc);
-}
-
 /* Writes every started put, then ends the written ones and revokes the failed ones with one RPC
  * each, instead of one RPC per key. keys[] of started items are reused for both lists. */
 static int mc__batch_write_and_end(mc_store_t *s, int upsert, const mc_store_item_t *items,
@@ -275,46 +269,19 @@ out:
     return rc != 0 ? rc : first;
 }
 
-/* Public entry points: each holds the store open (close waits for it) while it runs. */
+/* The direct backend's entries (backend.h): each holds the store open while it runs. */
 
-int mc_store_put_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts, size_t nparts,
-                       const mc_replicate_config_t *rc_cfg) {
+int mc__direct_put_parts(mc_store_t *s, int upsert, const char *key, const mc_store_iov_t *parts,
+                         size_t nparts, const mc_replicate_config_t *rc_cfg) {
     int rc;
-    if (s && s->dummy)
-        return mc__dummy_put1(s, 0, key, parts, nparts, rc_cfg);
-    MC__STORE_HELD(s, rc, mc__put_parts_impl(s, 0, key, parts, nparts, rc_cfg));
+    MC__STORE_HELD(s, rc, mc__put_parts_impl(s, upsert, key, parts, nparts, rc_cfg));
     return rc;
 }
 
-int mc_store_upsert(mc_store_t *s, const char *key, const void *data, size_t len,
-                    const mc_replicate_config_t *rc) {
-    mc_store_iov_t part = {(void *)(uintptr_t)data, len};
-    return mc_store_upsert_parts(s, key, &part, 1, rc);
-}
-
-int mc_store_upsert_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
-                          size_t nparts, const mc_replicate_config_t *rc_cfg) {
+int mc__direct_batch_put(mc_store_t *s, int upsert, const mc_store_item_t *items, size_t n,
+                         const mc_replicate_config_t *rc_cfg, int *results) {
     int rc;
-    if (s && s->dummy)
-        return mc__dummy_put1(s, 1, key, parts, nparts, rc_cfg);
-    MC__STORE_HELD(s, rc, mc__put_parts_impl(s, 1, key, parts, nparts, rc_cfg));
-    return rc;
-}
-
-int mc_store_batch_upsert(mc_store_t *s, const mc_store_item_t *items, size_t n,
-                          const mc_replicate_config_t *rc_cfg, int *results) {
-    int rc;
-    if (s && s->dummy)
-        return mc__dummy_put(s, 1, items, n, rc_cfg, results);
-    MC__STORE_HELD_BATCH(s, rc, mc__batch_put_impl(s, 1, items, n, rc_cfg, results), results, n);
-    return rc;
-}
-
-int mc_store_batch_put(mc_store_t *s, const mc_store_item_t *items, size_t n,
-                       const mc_replicate_config_t *rc_cfg, int *results) {
-    int rc;
-    if (s && s->dummy)
-        return mc__dummy_put(s, 0, items, n, rc_cfg, results);
-    MC__STORE_HELD_BATCH(s, rc, mc__batch_put_impl(s, 0, items, n, rc_cfg, results), results, n);
+    MC__STORE_HELD_BATCH(s, rc, mc__batch_put_impl(s, upsert, items, n, rc_cfg, results), results,
+                         n);
     return rc;
 }

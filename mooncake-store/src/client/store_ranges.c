@@ -9,7 +9,7 @@
  * memory replicas all failed. */
 #include <string.h>
 
-#include "client/dummy.h"
+#include "client/direct.h"
 #include "client/store_disk.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
@@ -217,15 +217,8 @@ out:
     return rc;
 }
 
-int mc_store_batch_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n) {
+int mc__direct_batch_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n) {
     int rc;
-    if (s && s->dummy)
-        rc = mc__dummy_get_ranges(s, reads, n);
-    else
-        MC__STORE_HELD(s, rc, mc__batch_get_ranges_impl(s, reads, n, 1));
-    /* A call that failed as a whole failed every range (none was read). */
-    for (size_t i = 0; rc != 0 && reads && i < n; i++)
-        for (size_t j = 0; reads[i].ranges && j < reads[i].n; j++)
-            reads[i].ranges[j].result = rc;
+    MC__STORE_HELD(s, rc, mc__batch_get_ranges_impl(s, reads, n, 1));
     return rc;
 }

@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client/dummy.h"
+#include "client/backend.h"
+#include "client/direct.h"
 #include "client/store_disk.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
@@ -73,20 +74,15 @@ unsigned mc__store_submit_flags(const mc_store_t *s) {
 
 int mc__store_is_registered(mc_store_t *s, const void *p, size_t len) {
     uintptr_t a = (uintptr_t)p;
-    int found = 0;
     /* the staging buffer is the common case and needs no lookup */
     if (s->staging_mem && a >= (uintptr_t)s->staging_mem &&
         a + len <= (uintptr_t)s->staging_mem + s->cfg.local_buffer_size)
         return 1;
-    if (!s->dummy)
-        return s->engine && len > 0 && mc_engine_is_registered(s->engine, p, len) == 0;
-    pthread_rwlock_rdlock(&s->reg_lock);
-    for (size_t i = 0; i < s->nregs && !found; i++) {
-        uintptr_t b = (uintptr_t)s->regs[i].base;
-        found = a >= b && a + len <= b + s->regs[i].len;
-    }
-    pthread_rwlock_unlock(&s->reg_lock);
-    return found;
+    return s->be->is_registered(s, p, len);
+}
+
+int mc__direct_is_registered(mc_store_t *s, const void *p, size_t len) {
+    return s->engine && len > 0 && mc_engine_is_registered(s->engine, p, len) == 0;
 }
 
 int mc__store_registered_overrun(mc_store_t *s, const void *p, size_t len) {
@@ -121,7 +117,7 @@ static int mc__check_memory_impl(mc_store_t *s, const void *addr, size_t len, in
 
 int mc_store_check_memory(mc_store_t *s, const void *addr, size_t len, int writable) {
     /* a dummy client too: its registrations are the pool ranges it mapped */
-    int rc = mc__store_enter_dummy(s);
+    int rc = mc__store_enter_any(s);
     if (rc != 0)
         return rc;
     rc = mc__check_memory_impl(s, addr, len, writable);
@@ -591,20 +587,16 @@ out_code:
     return MC_ERR_OBJECT_NOT_FOUND;
 }
 
-/* Public entry points: each holds the store open (close waits for it) while it runs. */
+/* The direct backend's entries (backend.h): each holds the store open while it runs. */
 
-int mc_store_register_buffer(mc_store_t *s, void *addr, size_t len) {
+int mc__direct_register_buffer(mc_store_t *s, void *addr, size_t len) {
     int rc;
-    if (s && s->dummy)
-        return mc__dummy_register(s, addr, len);
     MC__STORE_HELD(s, rc, mc__register_buffer_impl(s, addr, len));
     return rc;
 }
 
-int mc_store_unregister_buffer(mc_store_t *s, void *addr) {
+int mc__direct_unregister_buffer(mc_store_t *s, void *addr) {
     int rc;
-    if (s && s->dummy)
-        return mc__dummy_unregister(s, addr);
     MC__STORE_HELD(s, rc, mc__unregister_buffer_impl(s, addr));
     return rc;
 }
