@@ -317,21 +317,33 @@ static int mc__store_reset(mc_store_t *s) {
     return 0;
 }
 
-int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg, const mc__store_backend_t *be) {
-    mc_auth_t auth;
-    int rc = MC_ERR_INVALID_PARAMS;
-    int timeout;
+/* The start both setups share: the arguments are checked, then s->mu is taken (the caller lets
+ * it go, also when this fails: *locked says) and a closed store goes back to a new handle's
+ * state. 0 when the store is NEW now and the setup may go on, else the code to return. */
+static int mc__setup_begin(mc_store_t *s, const void *cfg, int *locked) {
+    int rc;
+    *locked = 0;
     if (!s || !cfg)
         return MC_ERR_INVALID_PARAMS;
     if (mc__store_inherited(s))
         return mc__store_refuse_inherited(s);
     pthread_mutex_lock(&s->mu);
+    *locked = 1;
     if (atomic_load(&s->state) == MC__STORE_CLOSED && (rc = mc__store_reset(s)) != 0)
+        return rc;
+    return atomic_load(&s->state) == MC__STORE_NEW ? 0 : MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+}
+
+int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg, const mc__store_backend_t *be) {
+    mc_auth_t auth;
+    int locked;
+    int rc = mc__setup_begin(s, cfg, &locked);
+    int timeout;
+    if (!locked)
+        return rc;
+    if (rc != 0)
         goto out;
-    if (atomic_load(&s->state) != MC__STORE_NEW) {
-        rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-        goto out;
-    }
+    rc = MC_ERR_INVALID_PARAMS;
     atomic_store(&s->owner_pid, mc__pid());
     s->be = be;
     s->cfg = *cfg;
@@ -418,16 +430,11 @@ out:
 int mc__store_setup_dummy(mc_store_t *s, const mc_store_dummy_config_t *cfg,
                           const mc__store_backend_t *be) {
     const mc__store_backend_t *was;
-    int rc;
-    if (!s || !cfg)
-        return MC_ERR_INVALID_PARAMS;
-    if (mc__store_inherited(s))
-        return mc__store_refuse_inherited(s);
-    pthread_mutex_lock(&s->mu);
-    if (atomic_load(&s->state) == MC__STORE_CLOSED && (rc = mc__store_reset(s)) != 0)
-        goto out;
-    rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-    if (atomic_load(&s->state) != MC__STORE_NEW)
+    int locked;
+    int rc = mc__setup_begin(s, cfg, &locked);
+    if (!locked)
+        return rc;
+    if (rc != 0)
         goto out;
     was = s->be;
     s->be = be;

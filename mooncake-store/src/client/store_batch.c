@@ -374,3 +374,27 @@ void mc__store_batch_write(mc_store_t *s, const mc_store_item_t *items, const si
                                         kr[j].replicas, kr[j].n_replicas);
     mc__chunk_free(c);
 }
+
+int mc__put_batch_init(mc_store_t *s, size_t n, int have_arrays, const mc_replicate_config_t *rc,
+                       mc__put_batch_t *b) {
+    int code = mc__store_batch_check(s, n, have_arrays);
+    memset(b, 0, sizeof(*b));
+    if (code != 0)
+        return code;
+    if (mc__store_wire_config(rc, &b->wc) != 0)
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return 0;
+    b->keys = mc__calloc(n, sizeof(*b->keys));
+    b->lens = mc__calloc(n, sizeof(*b->lens));
+    b->idx = mc__calloc(n, sizeof(*b->idx));
+    b->kr = mc__calloc(n, sizeof(*b->kr));
+    return b->keys && b->lens && b->idx && b->kr ? 0 : MC_ERR_INTERNAL_ERROR;
+}
+
+void mc__put_batch_free(mc__put_batch_t *b) {
+    mc__free(b->kr);
+    mc__free(b->idx);
+    mc__free(b->lens);
+    mc__free(b->keys);
+}

@@ -219,6 +219,21 @@ int mc__store_segment_id(mc_store_t *s, const char *name, mc_segment_id_t *out);
  * Read: results[i] gets kr[i]'s size or a negative code, as mc__store_read_replicas returns it.
  * Write: results[j] gets 0 or a negative code for kr[j] (the put started for items[idx[j]]):
  * its start code, MC_ERR_NO_AVAILABLE_HANDLE without replicas, else what mc__store_move gives. */
+/* The arrays of a batch of puts that start together (store_put.c, put_session.c): the keys that
+ * passed the caller's checks, their sizes, their indices in the call, and the master's answer. */
+typedef struct mc__put_batch {
+    const char **keys;
+    uint64_t *lens;
+    size_t *idx;
+    mc__key_replicas_t *kr;
+    mc__replicate_config_t wc; /* the call's replicate config, converted */
+} mc__put_batch_t;
+/* What both begin with: the store is ready and the caller's arrays are there (have_arrays), the
+ * config converts, and there is room for n keys (none taken when n == 0). 0 or the code to
+ * return; mc__put_batch_free frees b either way. */
+int mc__put_batch_init(mc_store_t *s, size_t n, int have_arrays, const mc_replicate_config_t *rc,
+                       mc__put_batch_t *b);
+void mc__put_batch_free(mc__put_batch_t *b);
 void mc__store_batch_read(mc_store_t *s, const mc__key_replicas_t *kr, const mc_store_item_t *items,
                           size_t n, int64_t *results);
 void mc__store_batch_write(mc_store_t *s, const mc_store_item_t *items, const size_t *idx, size_t m,
