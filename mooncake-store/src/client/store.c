@@ -29,6 +29,10 @@ int mc__store_create(mc_store_t **out) {
     if (!out)
         return MC_ERR_INVALID_PARAMS;
     s = mc__calloc(1, sizeof(*s));
+    if (s && !(s->suspects = mc__suspects_create())) {
+        mc__free(s);
+        s = NULL;
+    }
     if (!s)
         return MC_ERR_INTERNAL_ERROR;
     pthread_mutex_init(&s->mu, NULL);
@@ -39,7 +43,6 @@ int mc__store_create(mc_store_t **out) {
     pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&s->hb_mu, NULL);
     pthread_cond_init(&s->hb_cv, NULL);
-    pthread_mutex_init(&s->sus_mu, NULL);
     pthread_rwlock_init(&s->reg_lock, NULL);
     pthread_rwlock_init(&s->seg_rw, NULL);
     mc__put_sessions_init(&s->sessions);
@@ -490,6 +493,7 @@ static void mc__store_forget(mc_store_t *s) {
         mc_engine_destroy(s->engine); /* an inherited engine: it forgets its own copies */
     mc__free(s->regs);
     mc__free(s->extras);
+    mc__suspects_destroy(s->suspects, 1);
     mc__free(s);
 }
 
@@ -512,7 +516,7 @@ void mc_store_destroy(mc_store_t *s) {
     pthread_rwlock_destroy(&s->reg_lock);
     pthread_rwlock_destroy(&s->seg_rw);
     pthread_rwlock_destroy(&s->op_lock);
-    pthread_mutex_destroy(&s->sus_mu);
+    mc__suspects_destroy(s->suspects, 0);
     pthread_cond_destroy(&s->hb_cv);
     pthread_mutex_destroy(&s->hb_mu);
     pthread_mutex_destroy(&s->mu);

@@ -15,17 +15,6 @@
 
 enum { MC__STORE_NEW = 0, MC__STORE_READY = 1, MC__STORE_CLOSED = 2 };
 
-/* A peer segment whose transfer failed lately: readers try it last until `until_ms`, and its
- * failures are logged once per MC__SUSPECT_WARN_MS (the master needs client_ttl to notice a dead
- * owner; until then every replica list still names it). */
-#define MC__SUSPECTS 32
-typedef struct mc__suspect {
-    char name[MC_MP_MAX_SEGMENT_NAME + 1];
-    uint64_t until_ms;  /* 0: free slot */
-    uint64_t warned_ms; /* last warning about it */
-    uint64_t quiet;     /* failures since that warning */
-} mc__suspect_t;
-
 /* An extra segment (store_segments.c): a file range mapped shared, or memory allocated for it. */
 typedef struct mc__extra_seg {
     char id[37]; /* the UUID text callers name it by */
@@ -79,11 +68,9 @@ struct mc_store {
     pthread_cond_t hb_cv;
     _Atomic int master_ok;
 
-    pthread_mutex_t sus_mu;
-    mc__suspect_t suspects[MC__SUSPECTS];
-    /* the master's view version when the heartbeat thread last looked for stalled transfers to
-     * segments the master dropped (mc__store_abort_dropped; that thread's alone) */
-    uint64_t stall_view;
+    /* peer segments whose transfers failed lately, and what the heartbeat thread last saw of
+     * the master's view (store_suspects.c's alone) */
+    struct mc__suspects *suspects;
 
     mc__put_sessions_t sessions; /* put sessions between start and end (put_session.c) */
 
@@ -272,6 +259,10 @@ int mc__store_iovs_overrun(mc_store_t *s, const mc_store_iov_t *iov, size_t n);
 /* After a failed transfer with segment name: the engine forgets what it cached about it
  * (mc_engine_close_segment), so the next transfer fetches its descriptor again. */
 void mc__store_forget_segment(mc_store_t *s, const char *name);
+/* The suspects' table of a new store (NULL: no memory), and its end (inherited: a fork() child's
+ * destroy, which takes no lock and destroys none). */
+struct mc__suspects *mc__suspects_create(void);
+void mc__suspects_destroy(struct mc__suspects *t, int inherited);
 /* 1 while a transfer with segment `name` failed within the last MC__SUSPECT_MS. */
 int mc__store_is_suspect(mc_store_t *s, const char *name);
 /* Records a failed transfer with segment name; logs it unless it was logged lately. */
