@@ -1,7 +1,8 @@
-/* The store's gate: every call passes it before it touches the store's state, and close shuts
- * it (op_lock held exclusively) so that nothing pulls the master connection or the segment away
- * from a call in flight. Kept apart from the lifecycle (store.c), which uses every other file of
- * the client: the gate is what they all use, and it uses none of them. */
+/* The store's gate (mooncake/common/gate.h, the engine's kind): every call passes it before it
+ * touches the store's state, and close shuts it and waits for the calls inside, so that nothing
+ * pulls the master connection or the segment away from a call in flight. Kept apart from the
+ * lifecycle (store.c), which uses every other file of the client: the gate is what they all use,
+ * and it uses none of them. */
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -11,8 +12,7 @@
 #include "mooncake/common/proc.h"
 
 int mc__store_inherited(const mc_store_t *s) {
-    int owner = atomic_load_explicit(&s->owner_pid, memory_order_relaxed);
-    return owner != 0 && owner != mc__pid();
+    return mc_gate_inherited(&s->gate);
 }
 
 /* After fork() the child's copy of the store names its parent's connections: on them the two
@@ -21,11 +21,11 @@ int mc__store_inherited(const mc_store_t *s) {
  * the parent. So nothing of it is used here: every call fails before it takes a lock (a parent's
  * thread may have held one at the fork). */
 int mc__store_refuse_inherited(mc_store_t *s) {
-    if (!atomic_exchange(&s->fork_warned, 1))
+    if (mc_gate_first_refusal(&s->gate))
         MC_ERROR("store: this store was set up by process %d; this is process %d (a fork() "
                  "child), where its calls fail with UNAVAILABLE_IN_CURRENT_STATUS (-1010): set up "
                  "a new store in this process",
-                 atomic_load(&s->owner_pid), mc__pid());
+                 mc_gate_owner(&s->gate), mc__pid());
     return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
 }
 
@@ -42,9 +42,10 @@ int mc__store_enter_any(mc_store_t *s) {
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     if (mc__store_inherited(s))
         return mc__store_refuse_inherited(s);
-    pthread_rwlock_rdlock(&s->op_lock);
+    if (mc_gate_enter(&s->gate) != 0)
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     if (atomic_load(&s->state) != MC__STORE_READY) {
-        pthread_rwlock_unlock(&s->op_lock);
+        mc_gate_leave(&s->gate);
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     }
     return 0;
@@ -64,5 +65,5 @@ int mc__store_enter(mc_store_t *s) {
 }
 
 void mc__store_leave(mc_store_t *s) {
-    pthread_rwlock_unlock(&s->op_lock);
+    mc_gate_leave(&s->gate);
 }

@@ -131,6 +131,14 @@ out:
     return rc;
 }
 
+int mc__store_lookup_arrays(size_t n, mc__key_replicas_t **kr, const char ***keys,
+                            uint64_t **read_by) {
+    *kr = mc__calloc(n, sizeof(**kr));
+    *keys = mc__calloc(n, sizeof(**keys));
+    *read_by = mc__calloc(n, sizeof(**read_by));
+    return *kr && *keys && *read_by ? 0 : MC_ERR_INTERNAL_ERROR;
+}
+
 int mc__store_batch_lookup(mc_store_t *s, const char *const *keys, size_t n, mc__key_replicas_t *kr,
                            uint64_t *read_by) {
     const char **miss = NULL;
@@ -184,13 +192,9 @@ static int mc__batch_get_into_impl(mc_store_t *s, const mc_store_item_t *items, 
     int rc = mc__store_batch_check(s, n, items && results);
     if (rc != 0 || n == 0)
         return rc;
-    kr = mc__calloc(n, sizeof(*kr));
-    keys = mc__calloc(n, sizeof(*keys));
-    read_by = mc__calloc(n, sizeof(*read_by));
-    if (!kr || !keys || !read_by) {
-        rc = MC_ERR_INTERNAL_ERROR;
+    rc = mc__store_lookup_arrays(n, &kr, &keys, &read_by);
+    if (rc != 0)
         goto out;
-    }
     for (size_t i = 0; i < n; i++)
         keys[i] = items[i].key;
     rc = mc__store_batch_lookup(s, keys, n, kr, read_by);

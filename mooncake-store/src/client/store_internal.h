@@ -9,6 +9,7 @@
 #include "client/put_session.h"
 #include "client/replica_cache.h"
 #include "client/staging.h"
+#include "mooncake/common/gate.h"
 #include "mooncake/store.h"
 #include "mooncake/store_dummy.h"
 #include "proto/master_client.h"
@@ -27,16 +28,14 @@ typedef struct mc__extra_seg {
 
 struct mc_store {
     pthread_mutex_t mu; /* state transitions */
-    /* Calls hold it shared while they run; close takes it exclusively, so it never pulls the
-     * master connection or the segment away from a call in flight. */
-    pthread_rwlock_t op_lock;
     _Atomic int state;
-    /* The process that set the store up (0: none holds it now). A fork() child's copy shares the
+    /* Calls are inside it while they run (store_gate.c); close shuts it and waits for them, so it
+     * never pulls the master connection or the segment away from a call in flight. Its owner is
+     * the process that set the store up (0: none holds it now): a fork() child's copy shares the
      * master connection, the node's channels and their request counters, the engine and the
-     * shared memory with it: there every call fails at once (mc__store_refuse_inherited) and
+     * shared memory with it, so there every call fails at once (mc__store_refuse_inherited) and
      * destroy lets go of the child's own copies only. */
-    _Atomic int owner_pid;
-    _Atomic int fork_warned; /* the child's refusal was logged */
+    mc_gate_t gate;
     mc_store_config_t cfg;
     mc_engine_t *engine;
     int own_engine;
@@ -123,7 +122,7 @@ int mc__store_ready(mc_store_t *s);
 int mc__store_inherited(const mc_store_t *s);
 /* MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS, logged once per handle: a call in a fork() child. */
 int mc__store_refuse_inherited(mc_store_t *s);
-/* Like ready, and holds op_lock shared until mc__store_leave. Public calls only: never nest. */
+/* Like ready, and keeps the call inside the gate until mc__store_leave. */
 int mc__store_enter(mc_store_t *s);
 /* mc__store_enter for the calls every backend row offers (the dummy row's entries, the memory
  * check): it never refuses a row whose table_only is set. */
@@ -237,6 +236,11 @@ int mc__store_batch_replicas(mc_store_t *s, const char *const *keys, size_t n,
  * (read_by[i] = 0). Returns what mc__store_batch_replicas returns for the keys it asked about. */
 int mc__store_batch_lookup(mc_store_t *s, const char *const *keys, size_t n, mc__key_replicas_t *kr,
                            uint64_t *read_by);
+/* The arrays of a batch lookup of n keys (reads of whole objects, store_get.c, and of ranges,
+ * store_ranges.c): the replica lists, the keys (the caller fills them) and their read_by. 0 or
+ * MC_ERR_INTERNAL_ERROR; the caller frees all three either way. */
+int mc__store_lookup_arrays(size_t n, mc__key_replicas_t **kr, const char ***keys,
+                            uint64_t **read_by);
 /* A read through a cached replica list counts only when it worked (rc >= 0) and finished before
  * read_by: 1. Otherwise 0, and key's entry goes; the caller reads again through the master. */
 int mc__store_cached_read_ok(mc_store_t *s, const char *key, int64_t rc, uint64_t read_by);

@@ -132,13 +132,9 @@ static int mc__batch_get_ranges_impl(mc_store_t *s, mc_store_range_read_t *reads
             return MC_ERR_INVALID_PARAMS;
         total += reads[i].n;
     }
-    kr = mc__calloc(n, sizeof(*kr));
-    keys = mc__calloc(n, sizeof(*keys));
-    read_by = mc__calloc(n, sizeof(*read_by));
-    if (!kr || !keys || !read_by) {
-        rc = MC_ERR_INTERNAL_ERROR;
+    rc = mc__store_lookup_arrays(n, &kr, &keys, &read_by);
+    if (rc != 0)
         goto out;
-    }
     for (size_t i = 0; i < n; i++)
         keys[i] = reads[i].key;
     rc = cached ? mc__store_batch_lookup(s, keys, n, kr, read_by)
