@@ -5,27 +5,21 @@
 #ifndef MC_ENGINE_PY_H
 #define MC_ENGINE_PY_H
 
-/* One binary serves CPython 3.11 and every newer version (abi3). The build passes
- * Py_LIMITED_API itself for abi3 builds; a 3.10 interpreter (no PyObject_GetBuffer in its limited
- * API) gets a version-specific build of the same code. */
-#include <patchlevel.h>
-#if !defined(Py_LIMITED_API) && PY_VERSION_HEX >= 0x030B0000
-#define Py_LIMITED_API 0x030B0000
-#endif
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include <stdint.h>
+#include "mcpy_common.h"
 
 #include "mooncake/transfer_engine.h"
 
-/* The name get_engine() gives its capsule; the store's setup(engine=...) checks it. */
-#define MCPY_ENGINE_CAPSULE "mooncake.engine_handle"
-
+/* The module state: its heap types, by name and as the array mcpy_visit_types walks. */
+#define MCPY_ENGINE_NTYPES 3
 typedef struct {
-    PyTypeObject *engine_type;
-    PyTypeObject *notify_type;
-    PyTypeObject *rpc_type;
+    union {
+        struct {
+            PyTypeObject *engine_type;
+            PyTypeObject *notify_type;
+            PyTypeObject *rpc_type;
+        };
+        PyTypeObject *types[MCPY_ENGINE_NTYPES];
+    };
 } mcpy_state_t;
 
 /* The C engine owns its calls in flight: close() stops it with mc_engine_close, which waits for
@@ -48,15 +42,8 @@ extern PyType_Spec mcpy_engine_spec;
 extern PyType_Spec mcpy_notify_spec;
 extern PyType_Spec mcpy_rpc_spec;
 
-/* "O&" converters. Addresses and lengths are non-negative integers (TypeError for anything
- * that is not an integer, ValueError when out of range). */
-int mcpy_conv_u64(PyObject *obj, void *out);
-int mcpy_conv_size(PyObject *obj, void *out);
+/* "O&" converter of a TransferOpcode (addresses and lengths: mcpy_common.h). */
 int mcpy_conv_opcode(PyObject *obj, void *out);
-
-/* Converts a sequence of integers into a PyMem_Malloc'ed array (free with PyMem_Free).
- * what names the argument in error messages. Returns the count, or -1 with an exception set. */
-Py_ssize_t mcpy_u64_array(PyObject *seq, const char *what, uint64_t **out);
 
 /* Encodes a TransferNotify-like object's name and msg (str or bytes-like) into new bytes objects.
  */
@@ -93,8 +80,17 @@ PyObject *mcpy_get_notifies(PyObject *self, PyTypeObject *defining_class, PyObje
 #define MCPY_NOGIL(self, stmt)                                                                     \
     do {                                                                                           \
         (void)(self);                                                                              \
-        Py_BEGIN_ALLOW_THREADS stmt;                                                               \
-        Py_END_ALLOW_THREADS                                                                       \
+        MCPY_NOGIL_RUN(stmt);                                                                      \
+    } while (0)
+
+/* rc = expr (an engine call naming the engine e) run without the GIL, or MC_ERR_INVALID_ARGUMENT
+ * when self has no engine (before initialize(), or after close()). */
+#define MCPY_ENGINE_CALL(self, rc, expr)                                                           \
+    do {                                                                                           \
+        mc_engine_t *e = mcpy_engine_get(self);                                                    \
+        (rc) = MC_ERR_INVALID_ARGUMENT;                                                            \
+        if (e)                                                                                     \
+            MCPY_NOGIL(self, (rc) = (expr));                                                       \
     } while (0)
 
 #endif

@@ -22,10 +22,8 @@ mc_engine_t *mcpy_engine_get(mcpy_engine_t *self) {
 }
 
 int mcpy_segment(mcpy_engine_t *self, const char *name, mc_segment_id_t *out) {
-    int rc = MC_ERR_INVALID_ARGUMENT;
-    mc_engine_t *e = mcpy_engine_get(self);
-    if (e)
-        MCPY_NOGIL(self, rc = mc_engine_open_segment(e, name, out));
+    int rc;
+    MCPY_ENGINE_CALL(self, rc, mc_engine_open_segment(e, name, out));
     return rc;
 }
 
@@ -307,17 +305,8 @@ static PyMethodDef engine_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyType_Slot engine_slots[] = {
-    {Py_tp_new, engine_new},
-    {Py_tp_dealloc, engine_dealloc},
-    {Py_tp_methods, engine_methods},
-    {Py_tp_doc, "TransferEngine(): moves bytes between registered memory of processes."},
-    {0, NULL},
-};
-
-PyType_Spec mcpy_engine_spec = {
-    .name = "mooncake._engine.TransferEngine",
-    .basicsize = sizeof(mcpy_engine_t),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .slots = engine_slots,
-};
+MCPY_TYPE_SPEC(mcpy_engine_spec, "mooncake._engine.TransferEngine", mcpy_engine_t,
+               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, {Py_tp_new, engine_new},
+               {Py_tp_dealloc, engine_dealloc}, {Py_tp_methods, engine_methods},
+               {Py_tp_doc,
+                "TransferEngine(): moves bytes between registered memory of processes."});

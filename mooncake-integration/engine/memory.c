@@ -47,13 +47,11 @@ PyObject *mcpy_allocate_managed_buffer(PyObject *obj, PyObject *args, PyObject *
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     size_t len;
     void *addr = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:allocate_managed_buffer", kwlist, mcpy_conv_size,
-                                     &len))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:allocate_managed_buffer", kwlist,
+                                     mcpy_conv_index_size, &len))
         return NULL;
-    mc_engine_t *e = mcpy_engine_get(self);
-    int rc = MC_ERR_INVALID_ARGUMENT;
-    if (e)
-        MCPY_NOGIL(self, rc = mc_engine_alloc_managed(e, len, &addr));
+    int rc;
+    MCPY_ENGINE_CALL(self, rc, mc_engine_alloc_managed(e, len, &addr));
     return PyLong_FromUnsignedLongLong(rc < 0 ? 0 : (uintptr_t)addr);
 }
 
@@ -62,13 +60,11 @@ PyObject *mcpy_free_managed_buffer(PyObject *obj, PyObject *args, PyObject *kw) 
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     uint64_t addr;
     size_t len = 0; /* the engine knows each buffer's length; kept for the reference signature */
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|O&:free_managed_buffer", kwlist, mcpy_conv_u64,
-                                     &addr, mcpy_conv_size, &len))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|O&:free_managed_buffer", kwlist,
+                                     mcpy_conv_index_u64, &addr, mcpy_conv_index_size, &len))
         return NULL;
-    mc_engine_t *e = mcpy_engine_get(self);
-    int rc = MC_ERR_INVALID_ARGUMENT;
-    if (e)
-        MCPY_NOGIL(self, rc = mc_engine_free_managed(e, (void *)(uintptr_t)addr));
+    int rc;
+    MCPY_ENGINE_CALL(self, rc, mc_engine_free_managed(e, (void *)(uintptr_t)addr));
     return PyLong_FromLong(rc);
 }
 
@@ -78,13 +74,11 @@ PyObject *mcpy_register_memory(PyObject *obj, PyObject *args, PyObject *kw) {
     uint64_t addr;
     size_t len;
     const char *loc = "*";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|s:register_memory", kwlist, mcpy_conv_u64,
-                                     &addr, mcpy_conv_size, &len, &loc))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|s:register_memory", kwlist,
+                                     mcpy_conv_index_u64, &addr, mcpy_conv_index_size, &len, &loc))
         return NULL;
-    mc_engine_t *e = mcpy_engine_get(self);
-    int rc = MC_ERR_INVALID_ARGUMENT;
-    if (e)
-        MCPY_NOGIL(self, rc = mc_engine_register_memory(e, (void *)(uintptr_t)addr, len, loc));
+    int rc;
+    MCPY_ENGINE_CALL(self, rc, mc_engine_register_memory(e, (void *)(uintptr_t)addr, len, loc));
     return PyLong_FromLong(rc);
 }
 
@@ -92,13 +86,11 @@ PyObject *mcpy_unregister_memory(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"buffer_addr", NULL};
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     uint64_t addr;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:unregister_memory", kwlist, mcpy_conv_u64,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:unregister_memory", kwlist, mcpy_conv_index_u64,
                                      &addr))
         return NULL;
-    mc_engine_t *e = mcpy_engine_get(self);
-    int rc = MC_ERR_INVALID_ARGUMENT;
-    if (e)
-        MCPY_NOGIL(self, rc = mc_engine_unregister_memory(e, (void *)(uintptr_t)addr));
+    int rc;
+    MCPY_ENGINE_CALL(self, rc, mc_engine_unregister_memory(e, (void *)(uintptr_t)addr));
     return PyLong_FromLong(rc);
 }
 
@@ -127,10 +119,10 @@ PyObject *mcpy_batch_register_memory(PyObject *obj, PyObject *args, PyObject *kw
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|s:batch_register_memory", kwlist, &addr_seq,
                                      &len_seq, &loc))
         return NULL;
-    Py_ssize_t n = mcpy_u64_array(addr_seq, "buffer_addresses", &addrs);
+    Py_ssize_t n = mcpy_index_u64_array(addr_seq, "buffer_addresses", &addrs);
     if (n < 0)
         goto out;
-    Py_ssize_t m = mcpy_u64_array(len_seq, "capacities", &lens);
+    Py_ssize_t m = mcpy_index_u64_array(len_seq, "capacities", &lens);
     if (m < 0)
         goto out;
     if (m != n) {
@@ -144,10 +136,8 @@ PyObject *mcpy_batch_register_memory(PyObject *obj, PyObject *args, PyObject *kw
         PyErr_NoMemory();
         goto out;
     }
-    mc_engine_t *e = mcpy_engine_get(self);
-    int rc = MC_ERR_INVALID_ARGUMENT;
-    if (e)
-        MCPY_NOGIL(self, rc = register_all(e, addrs, lens, (size_t)n, loc, ptrs, sizes));
+    int rc;
+    MCPY_ENGINE_CALL(self, rc, register_all(e, addrs, lens, (size_t)n, loc, ptrs, sizes));
     ret = PyLong_FromLong(rc);
 out:
     PyMem_Free(addrs);
@@ -173,7 +163,7 @@ PyObject *mcpy_batch_unregister_memory(PyObject *obj, PyObject *args, PyObject *
     uint64_t *addrs = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_unregister_memory", kwlist, &addr_seq))
         return NULL;
-    Py_ssize_t n = mcpy_u64_array(addr_seq, "buffer_addresses", &addrs);
+    Py_ssize_t n = mcpy_index_u64_array(addr_seq, "buffer_addresses", &addrs);
     if (n < 0)
         return NULL;
     void **ptrs = PyMem_Calloc((size_t)n + 1, sizeof(*ptrs));
@@ -181,10 +171,8 @@ PyObject *mcpy_batch_unregister_memory(PyObject *obj, PyObject *args, PyObject *
         PyMem_Free(addrs);
         return PyErr_NoMemory();
     }
-    mc_engine_t *e = mcpy_engine_get(self);
-    int rc = MC_ERR_INVALID_ARGUMENT;
-    if (e)
-        MCPY_NOGIL(self, rc = unregister_all(e, addrs, (size_t)n, ptrs));
+    int rc;
+    MCPY_ENGINE_CALL(self, rc, unregister_all(e, addrs, (size_t)n, ptrs));
     PyMem_Free(addrs);
     PyMem_Free(ptrs);
     return PyLong_FromLong(rc);
@@ -213,7 +201,7 @@ PyObject *mcpy_write_bytes_to_buffer(PyObject *obj, PyObject *args, PyObject *kw
     size_t len = SIZE_MAX;
     Py_buffer view = {0};
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O|O&:write_bytes_to_buffer", kwlist,
-                                     mcpy_conv_u64, &dest, &src, mcpy_conv_size, &len))
+                                     mcpy_conv_index_u64, &dest, &src, mcpy_conv_index_size, &len))
         return NULL;
     if (PyObject_GetBuffer(src, &view, PyBUF_SIMPLE) < 0)
         goto out;
@@ -246,8 +234,8 @@ PyObject *mcpy_read_bytes_from_buffer(PyObject *obj, PyObject *args, PyObject *k
     mcpy_engine_t *self = (mcpy_engine_t *)obj;
     uint64_t src;
     size_t len;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&:read_bytes_from_buffer", kwlist, mcpy_conv_u64,
-                                     &src, mcpy_conv_size, &len))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&:read_bytes_from_buffer", kwlist,
+                                     mcpy_conv_index_u64, &src, mcpy_conv_index_size, &len))
         return NULL;
     if (src == 0 && len > 0) {
         PyErr_SetString(PyExc_ValueError, "source_address is NULL");

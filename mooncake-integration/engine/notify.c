@@ -1,4 +1,5 @@
 /* TransferNotify (name + msg, as in the reference) and the TransferEngine notify methods. */
+#include <stddef.h>
 #include <string.h>
 
 #include "engine_py.h"
@@ -71,58 +72,51 @@ static PyObject *notify_repr(PyObject *obj) {
     return PyUnicode_FromFormat("TransferNotify(name=%R, msg=%R)", self->name, self->msg);
 }
 
-static PyObject *get_name(PyObject *obj, void *closure) {
-    return Py_NewRef(((mcpy_notify_t *)obj)->name);
+/* name and msg: one getter and setter, the closure saying which field and how to check it. */
+typedef struct {
+    size_t offset;
+    int (*check)(PyObject *);
+    const char *deleted; /* the message for del */
+} field_t;
+
+static const field_t name_field = {offsetof(mcpy_notify_t, name), check_name,
+                                   "cannot delete TransferNotify.name"};
+static const field_t msg_field = {offsetof(mcpy_notify_t, msg), check_msg,
+                                  "cannot delete TransferNotify.msg"};
+
+static PyObject **field_slot(PyObject *obj, const field_t *f) {
+    return (PyObject **)((char *)obj + f->offset);
 }
 
-static int set_name(PyObject *obj, PyObject *v, void *closure) {
+static PyObject *get_field(PyObject *obj, void *closure) {
+    return Py_NewRef(*field_slot(obj, closure));
+}
+
+static int set_field(PyObject *obj, PyObject *v, void *closure) {
+    const field_t *f = closure;
     if (!v) {
-        PyErr_SetString(PyExc_AttributeError, "cannot delete TransferNotify.name");
+        PyErr_SetString(PyExc_AttributeError, f->deleted);
         return -1;
     }
-    if (check_name(v) < 0)
+    if (f->check(v) < 0)
         return -1;
-    replace_ref(&((mcpy_notify_t *)obj)->name, Py_NewRef(v));
-    return 0;
-}
-
-static PyObject *get_msg(PyObject *obj, void *closure) {
-    return Py_NewRef(((mcpy_notify_t *)obj)->msg);
-}
-
-static int set_msg(PyObject *obj, PyObject *v, void *closure) {
-    if (!v) {
-        PyErr_SetString(PyExc_AttributeError, "cannot delete TransferNotify.msg");
-        return -1;
-    }
-    if (check_msg(v) < 0)
-        return -1;
-    replace_ref(&((mcpy_notify_t *)obj)->msg, Py_NewRef(v));
+    replace_ref(field_slot(obj, f), Py_NewRef(v));
     return 0;
 }
 
 static PyGetSetDef notify_getset[] = {
-    {"name", get_name, set_name, "notification name (str)", NULL},
-    {"msg", get_msg, set_msg, "payload: str, or bytes when it is not valid UTF-8", NULL},
+    {"name", get_field, set_field, "notification name (str)", (void *)&name_field},
+    {"msg", get_field, set_field, "payload: str, or bytes when it is not valid UTF-8",
+     (void *)&msg_field},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyType_Slot notify_slots[] = {
-    {Py_tp_new, notify_new},
-    {Py_tp_init, notify_init},
-    {Py_tp_dealloc, notify_dealloc},
-    {Py_tp_repr, notify_repr},
-    {Py_tp_getset, notify_getset},
-    {Py_tp_doc, "TransferNotify(name='', msg=''): a small message delivered to a peer engine."},
-    {0, NULL},
-};
-
-PyType_Spec mcpy_notify_spec = {
-    .name = "mooncake._engine.TransferNotify",
-    .basicsize = sizeof(mcpy_notify_t),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .slots = notify_slots,
-};
+MCPY_TYPE_SPEC(mcpy_notify_spec, "mooncake._engine.TransferNotify", mcpy_notify_t,
+               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, {Py_tp_new, notify_new},
+               {Py_tp_init, notify_init}, {Py_tp_dealloc, notify_dealloc},
+               {Py_tp_repr, notify_repr}, {Py_tp_getset, notify_getset},
+               {Py_tp_doc,
+                "TransferNotify(name='', msg=''): a small message delivered to a peer engine."});
 
 /* str -> UTF-8 bytes; bytes-like -> a bytes copy. */
 static PyObject *as_bytes(PyObject *v, const char *what) {

@@ -164,8 +164,8 @@ static PyObject *rpc_initialize(PyObject *obj, PyObject *args, PyObject *kw) {
     const char *listen = "";
     unsigned long long threads = 0, timeout = 30, pool = 100;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|sO&O&O&:initialize", kwlist, &listen,
-                                     mcpy_conv_u64, &threads, mcpy_conv_u64, &timeout,
-                                     mcpy_conv_u64, &pool))
+                                     mcpy_conv_index_u64, &threads, mcpy_conv_index_u64, &timeout,
+                                     mcpy_conv_index_u64, &pool))
         return NULL;
     return setup((mcpy_rpc_t *)obj, listen, timeout, pool);
 }
@@ -173,8 +173,8 @@ static PyObject *rpc_initialize(PyObject *obj, PyObject *args, PyObject *kw) {
 static PyObject *rpc_initialize_client(PyObject *obj, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"pool_size", "timeout_seconds", NULL};
     unsigned long long timeout = 30, pool = 100;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O&O&:initialize_client", kwlist, mcpy_conv_u64,
-                                     &pool, mcpy_conv_u64, &timeout))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O&O&:initialize_client", kwlist,
+                                     mcpy_conv_index_u64, &pool, mcpy_conv_index_u64, &timeout))
         return NULL;
     return setup((mcpy_rpc_t *)obj, "", timeout, pool);
 }
@@ -184,33 +184,34 @@ static PyObject *rpc_initialize_server(PyObject *obj, PyObject *args, PyObject *
     const char *listen;
     unsigned long long threads = 8, timeout = 30;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O&O&:initialize_server", kwlist, &listen,
-                                     mcpy_conv_u64, &threads, mcpy_conv_u64, &timeout))
+                                     mcpy_conv_index_u64, &threads, mcpy_conv_index_u64, &timeout))
         return NULL;
     return setup((mcpy_rpc_t *)obj, listen, timeout, 100);
 }
 
-static PyObject *rpc_start_server_async(PyObject *obj, PyObject *unused) {
-    mcpy_rpc_t *self = (mcpy_rpc_t *)obj;
-    int rc = MC_ERR_INVALID_ARGUMENT;
-    if (self->server)
-        RPC_NOGIL(self, rc = mc_rpc_server_start(self->server));
-    return PyBool_FromLong(rc == 0);
-}
-
-static int start_and_wait(mc_rpc_server_t *s) {
+/* Starts the server; wait: then serves on until stop_server() (from another thread), as the
+ * reference's start_server() does. True when it started. */
+static int start_server(mc_rpc_server_t *s, int wait) {
     int rc = mc_rpc_server_start(s);
-    if (rc == 0)
+    if (rc == 0 && wait)
         mc_rpc_server_wait(s);
     return rc;
 }
 
-/* The reference's start_server() serves on until stop_server() (from another thread). */
-static PyObject *rpc_start_server(PyObject *obj, PyObject *unused) {
+static PyObject *start(PyObject *obj, int wait) {
     mcpy_rpc_t *self = (mcpy_rpc_t *)obj;
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (self->server)
-        RPC_NOGIL(self, rc = start_and_wait(self->server));
+        RPC_NOGIL(self, rc = start_server(self->server, wait));
     return PyBool_FromLong(rc == 0);
+}
+
+static PyObject *rpc_start_server_async(PyObject *obj, PyObject *unused) {
+    return start(obj, 0);
+}
+
+static PyObject *rpc_start_server(PyObject *obj, PyObject *unused) {
+    return start(obj, 1);
 }
 
 static PyObject *rpc_stop_server(PyObject *obj, PyObject *unused) {
@@ -262,9 +263,10 @@ static PyObject *rpc_send_tensor_raw(PyObject *obj, PyObject *args, PyObject *kw
     uint64_t *shape = NULL;
     int rc = -1;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&O&sO:_send_tensor", kwlist, &target,
-                                     mcpy_conv_u64, &ptr, mcpy_conv_size, &len, &dtype, &shape_seq))
+                                     mcpy_conv_index_u64, &ptr, mcpy_conv_index_size, &len, &dtype,
+                                     &shape_seq))
         return NULL;
-    Py_ssize_t ndim = mcpy_u64_array(shape_seq, "shape", &shape);
+    Py_ssize_t ndim = mcpy_index_u64_array(shape_seq, "shape", &shape);
     if (ndim < 0)
         return NULL;
     if (ptr == 0 && len > 0) {
@@ -335,18 +337,8 @@ static PyMethodDef rpc_methods[] = {
 };
 #undef KW
 
-static PyType_Slot rpc_slots[] = {
-    {Py_tp_dealloc, rpc_dealloc},
-    {Py_tp_traverse, rpc_traverse},
-    {Py_tp_clear, rpc_clear},
-    {Py_tp_methods, rpc_methods},
-    {Py_tp_doc, "The native part of mooncake.engine.RpcInterface; use that class."},
-    {0, NULL},
-};
-
-PyType_Spec mcpy_rpc_spec = {
-    .name = "mooncake._engine.RpcInterface",
-    .basicsize = sizeof(mcpy_rpc_t),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = rpc_slots,
-};
+MCPY_TYPE_SPEC(mcpy_rpc_spec, "mooncake._engine.RpcInterface", mcpy_rpc_t,
+               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+               {Py_tp_dealloc, rpc_dealloc}, {Py_tp_traverse, rpc_traverse},
+               {Py_tp_clear, rpc_clear}, {Py_tp_methods, rpc_methods},
+               {Py_tp_doc, "The native part of mooncake.engine.RpcInterface; use that class."});

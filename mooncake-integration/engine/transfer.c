@@ -8,6 +8,20 @@
 
 #include <string.h>
 
+/* The engine behind self (*e) and reqs[0..n) aimed at the segment called target: 0, or a negative
+ * code (MC_ERR_INVALID_ARGUMENT without an engine). */
+static int aim(mcpy_engine_t *self, const char *target, mc_request_t *reqs, size_t n,
+               mc_engine_t **e) {
+    mc_segment_id_t seg;
+    *e = mcpy_engine_get(self);
+    if (!*e)
+        return MC_ERR_INVALID_ARGUMENT;
+    int rc = mcpy_segment(self, target, &seg);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        reqs[i].target_id = seg;
+    return rc < 0 ? rc : 0;
+}
+
 /* Runs reqs[0..n) (target_id filled in here) to completion, then sends notify if given (one
  * engine call: mc_engine_transfer_sync_notify). Returns the engine's code, or INT32_MIN with a
  * Python exception set. */
@@ -15,19 +29,14 @@ static int run_sync(mcpy_engine_t *self, const char *target, mc_request_t *reqs,
                     PyObject *notify) {
     int rc = MC_ERR_INVALID_ARGUMENT;
     PyObject *name = NULL, *msg = NULL;
-    mc_segment_id_t seg;
+    mc_engine_t *e;
     if (notify && notify != Py_None && mcpy_notify_parts(notify, &name, &msg) < 0) {
         rc = INT32_MIN;
         goto out;
     }
-    mc_engine_t *e = mcpy_engine_get(self);
-    if (!e)
-        goto out;
-    rc = mcpy_segment(self, target, &seg);
+    rc = aim(self, target, reqs, n, &e);
     if (rc < 0)
         goto out;
-    for (size_t i = 0; i < n; i++)
-        reqs[i].target_id = seg;
     if (name) {
         const char *nm = PyBytes_AsString(name);
         const char *m = PyBytes_AsString(msg);
@@ -58,16 +67,11 @@ out:
 static int run_async(mcpy_engine_t *self, const char *target, mc_request_t *reqs, size_t n,
                      mc_batch_id_t *out) {
     int rc = MC_ERR_INVALID_ARGUMENT;
-    mc_segment_id_t seg;
+    mc_engine_t *e;
     mc_batch_id_t b = 0;
-    mc_engine_t *e = mcpy_engine_get(self);
-    if (!e)
-        goto out;
-    rc = mcpy_segment(self, target, &seg);
+    rc = aim(self, target, reqs, n, &e);
     if (rc < 0)
         goto out;
-    for (size_t i = 0; i < n; i++)
-        reqs[i].target_id = seg;
     MCPY_NOGIL(self, rc = submit_new_batch(e, reqs, n, &b));
     if (rc == 0)
         *out = b;
@@ -96,13 +100,14 @@ static int parse_single(PyObject *args, PyObject *kw, const char *fmt, char **kw
     a->notify = NULL;
     memset(&a->req, 0, sizeof(a->req));
     a->req.opcode = MC_OPCODE_WRITE;
-    int ok =
-        with_opcode
-            ? PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &a->target, mcpy_conv_u64, &src,
-                                          mcpy_conv_u64, &peer, mcpy_conv_size, &len,
-                                          mcpy_conv_opcode, &a->req.opcode, &a->notify, &a->hint)
-            : PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &a->target, mcpy_conv_u64, &src,
-                                          mcpy_conv_u64, &peer, mcpy_conv_size, &len, &a->hint);
+    int ok = with_opcode
+                 ? PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &a->target,
+                                               mcpy_conv_index_u64, &src, mcpy_conv_index_u64,
+                                               &peer, mcpy_conv_index_size, &len, mcpy_conv_opcode,
+                                               &a->req.opcode, &a->notify, &a->hint)
+                 : PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &a->target,
+                                               mcpy_conv_index_u64, &src, mcpy_conv_index_u64,
+                                               &peer, mcpy_conv_index_size, &len, &a->hint);
     if (!ok)
         return -1;
     a->req.source = (void *)(uintptr_t)src;
@@ -158,8 +163,8 @@ PyObject *mcpy_transfer_check_status(PyObject *obj, PyObject *args, PyObject *kw
     uint64_t b;
     mc_task_state_t st = {0};
     int rc = MC_ERR_INVALID_ARGUMENT, ret = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:transfer_check_status", kwlist, mcpy_conv_u64,
-                                     &b))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:transfer_check_status", kwlist,
+                                     mcpy_conv_index_u64, &b))
         return NULL;
     mc_engine_t *e = mcpy_engine_get(self);
     if (!e)
@@ -202,9 +207,9 @@ static Py_ssize_t build_batch(PyObject *bufs, PyObject *peers, PyObject *lens, i
     uint64_t *b = NULL, *p = NULL, *l = NULL;
     mc_request_t *reqs = NULL;
     *out = NULL;
-    if ((n = mcpy_u64_array(bufs, "buffers", &b)) < 0 ||
-        (np = mcpy_u64_array(peers, "peer_buffer_addresses", &p)) < 0 ||
-        (nl = mcpy_u64_array(lens, "lengths", &l)) < 0)
+    if ((n = mcpy_index_u64_array(bufs, "buffers", &b)) < 0 ||
+        (np = mcpy_index_u64_array(peers, "peer_buffer_addresses", &p)) < 0 ||
+        (nl = mcpy_index_u64_array(lens, "lengths", &l)) < 0)
         goto out;
     if (np != n || nl != n) {
         PyErr_Format(PyExc_ValueError,
@@ -286,31 +291,22 @@ static PyObject *batch_fixed(PyObject *obj, PyObject *args, PyObject *kw, const 
     return run(obj, &a);
 }
 
-PyObject *mcpy_batch_transfer_sync_write(PyObject *obj, PyObject *args, PyObject *kw) {
-    return batch_fixed(obj, args, kw, "sOOO|s:batch_transfer_sync_write", MC_OPCODE_WRITE,
-                       batch_sync);
-}
-
-PyObject *mcpy_batch_transfer_sync_read(PyObject *obj, PyObject *args, PyObject *kw) {
-    return batch_fixed(obj, args, kw, "sOOO|s:batch_transfer_sync_read", MC_OPCODE_READ,
-                       batch_sync);
-}
+/* One method per fixed opcode and way of running: mcpy_<name>. */
+#define BATCH_FIXED(name, opcode, run)                                                             \
+    PyObject *mcpy_##name(PyObject *obj, PyObject *args, PyObject *kw) {                           \
+        return batch_fixed(obj, args, kw, "sOOO|s:" #name, opcode, run);                           \
+    }
+BATCH_FIXED(batch_transfer_sync_write, MC_OPCODE_WRITE, batch_sync)
+BATCH_FIXED(batch_transfer_sync_read, MC_OPCODE_READ, batch_sync)
+BATCH_FIXED(batch_transfer_async_write, MC_OPCODE_WRITE, batch_async)
+BATCH_FIXED(batch_transfer_async_read, MC_OPCODE_READ, batch_async)
+#undef BATCH_FIXED
 
 PyObject *mcpy_batch_transfer_sync(PyObject *obj, PyObject *args, PyObject *kw) {
     batch_args_t a;
     if (parse_batch(args, kw, "sOOOO&|Os:batch_transfer_sync", kw_batch_op, &a, 1) < 0)
         return NULL;
     return batch_sync(obj, &a);
-}
-
-PyObject *mcpy_batch_transfer_async_write(PyObject *obj, PyObject *args, PyObject *kw) {
-    return batch_fixed(obj, args, kw, "sOOO|s:batch_transfer_async_write", MC_OPCODE_WRITE,
-                       batch_async);
-}
-
-PyObject *mcpy_batch_transfer_async_read(PyObject *obj, PyObject *args, PyObject *kw) {
-    return batch_fixed(obj, args, kw, "sOOO|s:batch_transfer_async_read", MC_OPCODE_READ,
-                       batch_async);
 }
 
 PyObject *mcpy_batch_transfer_async(PyObject *obj, PyObject *args, PyObject *kw) {
@@ -351,7 +347,7 @@ PyObject *mcpy_get_batch_transfer_status(PyObject *obj, PyObject *args, PyObject
     int rc = -1;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O:get_batch_transfer_status", kwlist, &seq))
         return NULL;
-    Py_ssize_t n = mcpy_u64_array(seq, "batch_ids", &ids);
+    Py_ssize_t n = mcpy_index_u64_array(seq, "batch_ids", &ids);
     if (n < 0)
         return NULL;
     mc_engine_t *e = mcpy_engine_get(self);

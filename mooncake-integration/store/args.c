@@ -1,143 +1,10 @@
-/* Argument marshalling: keys, integers, lists, ReplicateConfig. Wrong types raise TypeError,
- * out-of-range numbers ValueError; everything else is the C client's call. */
+/* The store's own argument marshalling: ReplicateConfig and the flat lists of the ranged calls.
+ * Keys, integers and lists of them are the shared helpers' (mcpy_common.h). Wrong types raise
+ * TypeError, out-of-range numbers ValueError; everything else is the C client's call. */
+#include <stdio.h>
 #include <string.h>
 
 #include "store_py.h"
-
-int mcpy_key(PyObject *obj, const char **out) {
-    Py_ssize_t n = 0;
-    const char *s;
-    if (!PyUnicode_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "key must be str, not %R", (PyObject *)Py_TYPE(obj));
-        return 0;
-    }
-    s = PyUnicode_AsUTF8AndSize(obj, &n);
-    if (!s)
-        return 0;
-    if ((size_t)n != strlen(s)) {
-        PyErr_SetString(PyExc_ValueError, "key must not contain NUL characters");
-        return 0;
-    }
-    *out = s;
-    return 1;
-}
-
-/* The walk shared by mcpy_keys and mcpy_u64_array: a sequence (not str or bytes) of n items, each
- * converted by conv into a PyMem array of elements of size bytes. On success *hold is the tuple
- * copy the converted items may borrow from; on failure both outputs are NULL. */
-static Py_ssize_t seq_array(PyObject *seq, const char *what, const char *kind, size_t size,
-                            int (*conv)(PyObject *, void *), PyObject **hold, void **out) {
-    PyObject *t = NULL;
-    char *arr = NULL;
-    Py_ssize_t n = -1;
-    *hold = NULL;
-    *out = NULL;
-    if (PyUnicode_Check(seq) || PyBytes_Check(seq) || !PySequence_Check(seq)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a list of %s", what, kind);
-        return -1;
-    }
-    /* A tuple copy: the caller's list may change while the GIL is released. */
-    t = PySequence_Tuple(seq);
-    if (!t)
-        goto out;
-    n = PyTuple_Size(t);
-    arr = PyMem_Malloc((size_t)(n ? n : 1) * size);
-    if (!arr) {
-        PyErr_NoMemory();
-        n = -1;
-        goto out;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!conv(PyTuple_GetItem(t, i), arr + (size_t)i * size)) {
-            n = -1;
-            goto out;
-        }
-    }
-    *hold = t;
-    *out = arr;
-    t = NULL;
-    arr = NULL;
-out:
-    Py_XDECREF(t);
-    PyMem_Free(arr);
-    return n;
-}
-
-static int conv_key(PyObject *obj, void *out) {
-    return mcpy_key(obj, (const char **)out);
-}
-
-Py_ssize_t mcpy_keys(PyObject *seq, const char *what, PyObject **hold, const char ***keys) {
-    void *arr;
-    Py_ssize_t n = seq_array(seq, what, "str", sizeof(**keys), conv_key, hold, &arr);
-    *keys = arr;
-    return n;
-}
-
-int mcpy_conv_u64(PyObject *obj, void *out) {
-    unsigned long long v;
-    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "expected an int (address or size), got %R",
-                     (PyObject *)Py_TYPE(obj));
-        return 0;
-    }
-    v = PyLong_AsUnsignedLongLong(obj);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "%R is not a valid address or size", obj);
-        return 0;
-    }
-    *(uint64_t *)out = (uint64_t)v;
-    return 1;
-}
-
-int mcpy_conv_size(PyObject *obj, void *out) {
-    uint64_t v;
-    if (!mcpy_conv_u64(obj, &v))
-        return 0;
-    if (v > SIZE_MAX) {
-        PyErr_Format(PyExc_ValueError, "size %R does not fit in size_t", obj);
-        return 0;
-    }
-    *(size_t *)out = (size_t)v;
-    return 1;
-}
-
-Py_ssize_t mcpy_u64_array(PyObject *seq, const char *what, uint64_t **out) {
-    PyObject *hold;
-    void *arr;
-    Py_ssize_t n = seq_array(seq, what, "int", sizeof(**out), mcpy_conv_u64, &hold, &arr);
-    /* The integers are copies: nothing borrows from the tuple. */
-    Py_XDECREF(hold);
-    *out = arr;
-    return n;
-}
-
-PyObject *mcpy_int_list(const int *v, Py_ssize_t n) {
-    PyObject *l = PyList_New(n);
-    for (Py_ssize_t i = 0; l && i < n; i++) {
-        PyObject *x = PyLong_FromLong(v[i]);
-        if (!x) {
-            Py_DECREF(l);
-            return NULL;
-        }
-        PyList_SetItem(l, i, x);
-    }
-    return l;
-}
-
-PyObject *mcpy_i64_list(const int64_t *v, Py_ssize_t n) {
-    PyObject *l = PyList_New(n);
-    for (Py_ssize_t i = 0; l && i < n; i++) {
-        PyObject *x = PyLong_FromLongLong(v[i]);
-        if (!x) {
-            Py_DECREF(l);
-            return NULL;
-        }
-        PyList_SetItem(l, i, x);
-    }
-    return l;
-}
 
 /* Attribute as a C int; missing attributes keep the default (callers probe optional ones). */
 static int attr_int(PyObject *cfg, const char *name, long long *out) {
@@ -262,6 +129,9 @@ void mcpy_rconfig_release(mcpy_rconfig_t *c) {
 }
 
 void mcpy_flat_ranges_free(mcpy_flat_ranges_t *r) {
+    PyMem_Free(r->bad);
+    PyMem_Free(r->ranges);
+    PyMem_Free(r->recs);
     PyMem_Free(r->c);
     PyMem_Free(r->b);
     PyMem_Free(r->a);
@@ -271,20 +141,26 @@ void mcpy_flat_ranges_free(mcpy_flat_ranges_t *r) {
     memset(r, 0, sizeof(*r));
 }
 
-int mcpy_flat_ranges(PyObject *const objs[5], const char *const names[5], const char *fn,
-                     mcpy_flat_ranges_t *out) {
+int mcpy_flat_ranges(PyObject *args, PyObject *kw, const char *fn, char *kwl[6], size_t rec_size,
+                     size_t range_size, mcpy_flat_ranges_t *out) {
     Py_ssize_t nc, na, nb, nl;
     uint64_t total = 0;
+    PyObject *objs[5];
+    char fmt[64];
     memset(out, 0, sizeof(*out));
-    out->n = mcpy_keys(objs[0], names[0], &out->hold, &out->keys);
+    snprintf(fmt, sizeof(fmt), "OOOOO:%s", fn);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwl, &objs[0], &objs[1], &objs[2], &objs[3],
+                                     &objs[4]))
+        return -1;
+    out->n = mcpy_keys(objs[0], kwl[0], &out->hold, &out->keys);
     if (out->n < 0) {
         out->n = 0;
         return -1;
     }
-    nc = mcpy_u64_array(objs[1], names[1], &out->counts);
-    na = nc < 0 ? -1 : mcpy_u64_array(objs[2], names[2], &out->a);
-    nb = na < 0 ? -1 : mcpy_u64_array(objs[3], names[3], &out->b);
-    nl = nb < 0 ? -1 : mcpy_u64_array(objs[4], names[4], &out->c);
+    nc = mcpy_u64_array(objs[1], kwl[1], &out->counts);
+    na = nc < 0 ? -1 : mcpy_u64_array(objs[2], kwl[2], &out->a);
+    nb = na < 0 ? -1 : mcpy_u64_array(objs[3], kwl[3], &out->b);
+    nl = nb < 0 ? -1 : mcpy_u64_array(objs[4], kwl[4], &out->c);
     if (nl < 0)
         goto fail;
     for (Py_ssize_t i = 0; i < nc; i++)
@@ -294,8 +170,36 @@ int mcpy_flat_ranges(PyObject *const objs[5], const char *const names[5], const 
         goto fail;
     }
     out->total = na;
-    return 0;
+    out->recs = PyMem_Calloc((size_t)(out->n ? out->n : 1), rec_size);
+    out->ranges = PyMem_Calloc((size_t)(na ? na : 1), range_size);
+    out->bad = PyMem_Calloc((size_t)(na > out->n ? na : out->n ? out->n : 1), sizeof(int));
+    if (out->recs && out->ranges && out->bad)
+        return 0;
+    PyErr_NoMemory();
 fail:
     mcpy_flat_ranges_free(out);
     return -1;
+}
+
+int mcpy_keyed(PyObject *keys_o, mcpy_keyed_t *k) {
+    memset(k, 0, sizeof(*k));
+    k->n = mcpy_keys(keys_o, "keys", &k->hold, &k->keys);
+    if (k->n < 0) {
+        k->n = 0;
+        return -1;
+    }
+    k->codes = PyMem_Calloc((size_t)(k->n ? k->n : 1), sizeof(*k->codes));
+    if (!k->codes) {
+        PyErr_NoMemory();
+        mcpy_keyed_free(k);
+        return -1;
+    }
+    return 0;
+}
+
+void mcpy_keyed_free(mcpy_keyed_t *k) {
+    PyMem_Free(k->codes);
+    PyMem_Free(k->keys);
+    Py_XDECREF(k->hold);
+    memset(k, 0, sizeof(*k));
 }

@@ -55,20 +55,10 @@ static PyMethodDef buffer_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyType_Slot buffer_slots[] = {
-    {Py_tp_dealloc, buffer_dealloc},
-    {Py_tp_traverse, buffer_traverse},
-    {Py_tp_methods, buffer_methods},
-    {Py_bf_getbuffer, buffer_getbuffer},
-    {Py_mp_length, buffer_len},
-    {Py_tp_doc, "An object read from the store, in client memory (buffer protocol)."},
-    {0, NULL},
-};
-
-PyType_Spec mcpy_buffer_spec = {
-    .name = "mooncake._store.Buffer",
-    .basicsize = sizeof(mcpy_buffer_t),
-    /* Made only by get_buffer / batch_get_buffer. */
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .slots = buffer_slots,
-};
+/* Made only by get_buffer / batch_get_buffer. */
+MCPY_TYPE_SPEC(mcpy_buffer_spec, "mooncake._store.Buffer", mcpy_buffer_t,
+               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+               {Py_tp_dealloc, buffer_dealloc}, {Py_tp_traverse, buffer_traverse},
+               {Py_tp_methods, buffer_methods}, {Py_bf_getbuffer, buffer_getbuffer},
+               {Py_mp_length, buffer_len},
+               {Py_tp_doc, "An object read from the store, in client memory (buffer protocol)."});

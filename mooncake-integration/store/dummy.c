@@ -6,12 +6,6 @@
 #include "mooncake/store_dummy.h"
 #include "store_py.h"
 
-#define NOGIL(stmt)                                                                                \
-    do {                                                                                           \
-        Py_BEGIN_ALLOW_THREADS stmt;                                                               \
-        Py_END_ALLOW_THREADS                                                                       \
-    } while (0)
-
 /* Fast-call arguments as a tuple and a dict, for PyArg_ParseTupleAndKeywords. */
 static int fast_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **tup,
                      PyObject **kw) {
@@ -137,33 +131,19 @@ static PyMethodDef host_alloc_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyType_Slot host_alloc_slots[] = {
-    {Py_tp_new, host_alloc_new},
-    {Py_tp_dealloc, host_alloc_dealloc},
-    {Py_tp_methods, host_alloc_methods},
-    {Py_tp_doc, "Shared memory that dummy clients hand to their storage node without a copy "
-                "(mooncake/store_dummy.h)."},
-    {0, NULL},
-};
-
-static PyType_Spec host_alloc_spec = {
-    .name = "mooncake._store.MooncakeHostMemAllocator",
-    .basicsize = sizeof(mcpy_host_alloc_t),
-    .flags = Py_TPFLAGS_DEFAULT,
-    .slots = host_alloc_slots,
-};
+MCPY_TYPE_SPEC(mcpy_host_alloc_spec, "mooncake._store.MooncakeHostMemAllocator", mcpy_host_alloc_t,
+               Py_TPFLAGS_DEFAULT, {Py_tp_new, host_alloc_new}, {Py_tp_dealloc, host_alloc_dealloc},
+               {Py_tp_methods, host_alloc_methods},
+               {Py_tp_doc,
+                "Shared memory that dummy clients hand to their storage node without a copy "
+                "(mooncake/store_dummy.h)."});
 
 int mcpy_dummy_exec(PyObject *mod, mcpy_store_state_t *st) {
-    PyObject *t;
     if (mc_shm_pool_create(&st->shm_pool) != 0) {
         PyErr_NoMemory();
         return -1;
     }
-    t = PyType_FromModuleAndSpec(mod, &host_alloc_spec, NULL);
-    if (!t)
-        return -1;
-    st->host_alloc_type = (PyTypeObject *)t;
-    return PyModule_AddObjectRef(mod, "MooncakeHostMemAllocator", t);
+    return mcpy_add_type(mod, &mcpy_host_alloc_spec, &st->host_alloc_type);
 }
 
 void mcpy_dummy_free(mcpy_store_state_t *st) {

@@ -3,17 +3,11 @@
 #include "store_py.h"
 
 static PyObject *mod_strerror(PyObject *mod, PyObject *arg) {
-    long code = PyLong_AsLong(arg);
-    if (code == -1 && PyErr_Occurred())
-        return NULL;
-    return PyUnicode_FromString(mc_store_strerror((int)code));
+    return mcpy_code_str(arg, mc_store_strerror);
 }
 
 static PyObject *mod_err_name(PyObject *mod, PyObject *arg) {
-    long code = PyLong_AsLong(arg);
-    if (code == -1 && PyErr_Occurred())
-        return NULL;
-    return PyUnicode_FromString(mc_store_err_name((int)code));
+    return mcpy_code_str(arg, mc_store_err_name);
 }
 
 static PyMethodDef module_methods[] = {
@@ -22,74 +16,18 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static int add_type(PyObject *mod, PyType_Spec *spec, const char *attr, PyTypeObject **slot) {
-    PyObject *t = PyType_FromModuleAndSpec(mod, spec, NULL);
-    if (!t)
-        return -1;
-    *slot = (PyTypeObject *)t;
-    return PyModule_AddObjectRef(mod, attr, t);
-}
-
-/* STORE_ERRORS: ((name, code), ...) of every code a store call can return, straight from the one
- * error table, so that mooncake.store.StoreError knows each of them. */
-#define MCPY_DOMAIN_TE 0
-#define MCPY_DOMAIN_STORE 1
-#define MCPY_DOMAIN_BOTH 1
-static int add_store_errors(PyObject *mod) {
-    PyObject *list = PyList_New(0);
-    int ok = list != NULL;
-#define ADD_STORE(name, value, domain, msg)                                                        \
-    if (ok && MCPY_DOMAIN_##domain) {                                                              \
-        PyObject *pair = Py_BuildValue("(si)", #name, value);                                      \
-        ok = pair && PyList_Append(list, pair) == 0;                                               \
-        Py_XDECREF(pair);                                                                          \
-    }
-    MC_ERRNO_MAP(ADD_STORE)
-#undef ADD_STORE
-    if (ok) {
-        PyObject *t = PyList_AsTuple(list);
-        ok = t && PyModule_AddObjectRef(mod, "STORE_ERRORS", t) == 0;
-        Py_XDECREF(t);
-    }
-    Py_XDECREF(list);
-    return ok ? 0 : -1;
-}
-
 static int module_exec(PyObject *mod) {
     mcpy_store_state_t *st = PyModule_GetState(mod);
-    if (add_type(mod, &mcpy_store_spec, "MooncakeDistributedStore", &st->store_type) < 0 ||
-        add_type(mod, &mcpy_buffer_spec, "Buffer", &st->buffer_type) < 0 ||
-        mcpy_dummy_exec(mod, st) < 0)
+    if (mcpy_add_type(mod, &mcpy_store_spec, &st->store_type) < 0 ||
+        mcpy_add_type(mod, &mcpy_buffer_spec, &st->buffer_type) < 0 || mcpy_dummy_exec(mod, st) < 0)
         return -1;
     if (PyModule_AddIntConstant(mod, "MAX_KEY_LEN", MC_STORE_MAX_KEY_LEN) < 0)
         return -1;
-#define ADD_CODE(name, value, domain, msg)                                                         \
-    if (PyModule_AddIntConstant(mod, "ERR_" #name, value) < 0)                                     \
-        return -1;
-    MC_ERRNO_MAP(ADD_CODE)
-#undef ADD_CODE
-    return add_store_errors(mod);
+    /* ERR_<NAME> and STORE_ERRORS, from which mooncake.store.StoreError is built. */
+    return mcpy_add_error_table(mod, "STORE_ERRORS", 0);
 }
 
-static int module_traverse(PyObject *mod, visitproc visit, void *arg) {
-    mcpy_store_state_t *st = PyModule_GetState(mod);
-    if (st) {
-        Py_VISIT(st->store_type);
-        Py_VISIT(st->buffer_type);
-        Py_VISIT(st->host_alloc_type);
-    }
-    return 0;
-}
-
-static int module_clear(PyObject *mod) {
-    mcpy_store_state_t *st = PyModule_GetState(mod);
-    if (st) {
-        Py_CLEAR(st->store_type);
-        Py_CLEAR(st->buffer_type);
-        Py_CLEAR(st->host_alloc_type);
-    }
-    return 0;
-}
+MCPY_MODULE_TYPES_GC(mcpy_store_state_t, MCPY_STORE_NTYPES)
 
 static void module_free(void *mod) {
     mcpy_store_state_t *st = PyModule_GetState((PyObject *)mod);
@@ -98,22 +36,9 @@ static void module_free(void *mod) {
         mcpy_dummy_free(st);
 }
 
-static PyModuleDef_Slot module_slots[] = {
-    {Py_mod_exec, (void *)module_exec},
-    {0, NULL},
-};
-
-static struct PyModuleDef store_module = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "mooncake._store",
-    .m_doc = "Private CPython binding of the Mooncake Store client C API; use mooncake.store.",
-    .m_size = sizeof(mcpy_store_state_t),
-    .m_methods = module_methods,
-    .m_slots = module_slots,
-    .m_traverse = module_traverse,
-    .m_clear = module_clear,
-    .m_free = module_free,
-};
+MCPY_MODULE_DEF(store_module, "mooncake._store",
+                "Private CPython binding of the Mooncake Store client C API; use mooncake.store.",
+                mcpy_store_state_t);
 
 PyMODINIT_FUNC PyInit__store(void) {
     return PyModuleDef_Init(&store_module);

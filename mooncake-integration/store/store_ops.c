@@ -63,6 +63,16 @@ static void screen_free(screen_t *sc) {
 /* ---- puts ---- */
 
 /* put and upsert share their parsing; upsert replaces an existing value (mooncake/store.h). */
+/* Each put call has an upsert twin that differs only in the C call it ends in: one
+ * implementation, impl(self, args, kw, upsert), serves both methods. */
+#define MCPY_PUT_AND_UPSERT(impl, put_name, upsert_name)                                           \
+    PyObject *mcpy_##put_name(PyObject *self, PyObject *args, PyObject *kw) {                      \
+        return impl(self, args, kw, 0);                                                            \
+    }                                                                                              \
+    PyObject *mcpy_##upsert_name(PyObject *self, PyObject *args, PyObject *kw) {                   \
+        return impl(self, args, kw, 1);                                                            \
+    }
+
 static PyObject *put_one(PyObject *self, PyObject *args, PyObject *kw, int upsert) {
     static char *kwl[] = {"key", "value", "config", NULL};
     PyObject *key, *value, *cfg = NULL;
@@ -87,13 +97,7 @@ static PyObject *put_one(PyObject *self, PyObject *args, PyObject *kw, int upser
     return PyLong_FromLong(code);
 }
 
-PyObject *mcpy_put(PyObject *self, PyObject *args, PyObject *kw) {
-    return put_one(self, args, kw, 0);
-}
-
-PyObject *mcpy_upsert(PyObject *self, PyObject *args, PyObject *kw) {
-    return put_one(self, args, kw, 1);
-}
+MCPY_PUT_AND_UPSERT(put_one, put, upsert)
 
 /* Buffers of a sequence of bytes-like objects; *views is PyMem_Malloc'ed, *got views are held. */
 static int get_views(PyObject *seq, Py_ssize_t n, Py_buffer **views, Py_ssize_t *got) {
@@ -192,13 +196,7 @@ out:
     return ret;
 }
 
-PyObject *mcpy_put_parts(PyObject *self, PyObject *args, PyObject *kw) {
-    return put_parts(self, args, kw, 0);
-}
-
-PyObject *mcpy_upsert_parts(PyObject *self, PyObject *args, PyObject *kw) {
-    return put_parts(self, args, kw, 1);
-}
+MCPY_PUT_AND_UPSERT(put_parts, put_parts, upsert_parts)
 
 /* Runs a batch put of items; raw: their memory is at raw addresses, checked per item first (an
  * item that fails gets the check's code and stays out of the C call). INT32_MIN with
@@ -292,13 +290,7 @@ out:
     return ret;
 }
 
-PyObject *mcpy_put_batch(PyObject *self, PyObject *args, PyObject *kw) {
-    return put_batch(self, args, kw, 0);
-}
-
-PyObject *mcpy_upsert_batch(PyObject *self, PyObject *args, PyObject *kw) {
-    return put_batch(self, args, kw, 1);
-}
+MCPY_PUT_AND_UPSERT(put_batch, put_batch, upsert_batch)
 
 static PyObject *put_from(PyObject *self, PyObject *args, PyObject *kw, int upsert) {
     static char *kwl[] = {"key", "buffer_ptr", "size", "config", NULL};
@@ -322,16 +314,9 @@ static PyObject *put_from(PyObject *self, PyObject *args, PyObject *kw, int upse
     return PyLong_FromLong(code);
 }
 
-PyObject *mcpy_put_from(PyObject *self, PyObject *args, PyObject *kw) {
-    return put_from(self, args, kw, 0);
-}
-
-PyObject *mcpy_upsert_from(PyObject *self, PyObject *args, PyObject *kw) {
-    return put_from(self, args, kw, 1);
-}
+MCPY_PUT_AND_UPSERT(put_from, put_from, upsert_from)
 
 /* Lists of unequal length: the reference answers INVALID_PARAMS for every key, no exception. */
-#define MCPY_LEN_MISMATCH (-2)
 static PyObject *invalid_for_each(Py_ssize_t n) {
     PyObject *l = PyList_New(n);
     for (Py_ssize_t i = 0; l && i < n; i++)
@@ -339,71 +324,8 @@ static PyObject *invalid_for_each(Py_ssize_t n) {
     return l;
 }
 
-/* keys + flat pointer and size lists of equal length -> iov array (PyMem). Lists of unequal
- * length: MCPY_LEN_MISMATCH, with *nkeys the number of keys (nothing else to free). */
-static Py_ssize_t flat_iovs(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, PyObject **hold,
-                            const char ***keys, mc_store_iov_t **iov, Py_ssize_t *nkeys) {
-    uint64_t *ptrs = NULL, *sizes = NULL;
-    Py_ssize_t n, np, ns;
-    int mismatch = 0;
-    *iov = NULL;
-    n = mcpy_keys(keys_o, "keys", hold, keys);
-    if (n < 0)
-        return -1;
-    *nkeys = n;
-    np = mcpy_u64_array(ptrs_o, "buffer_ptrs", &ptrs);
-    ns = np < 0 ? -1 : mcpy_u64_array(sizes_o, "sizes", &sizes);
-    if (np >= 0 && ns >= 0 && (np != n || ns != n))
-        mismatch = 1;
-    else if (np >= 0 && ns >= 0 && !(*iov = PyMem_Calloc((size_t)(n ? n : 1), sizeof(**iov))))
-        PyErr_NoMemory();
-    for (Py_ssize_t i = 0; *iov && i < n; i++) {
-        (*iov)[i].base = (void *)(uintptr_t)ptrs[i];
-        (*iov)[i].len = (size_t)sizes[i];
-    }
-    PyMem_Free(ptrs);
-    PyMem_Free(sizes);
-    if (!*iov) {
-        Py_CLEAR(*hold);
-        PyMem_Free(*keys);
-        *keys = NULL;
-        return mismatch ? MCPY_LEN_MISMATCH : -1;
-    }
-    return n;
-}
-
-static PyObject *batch_put_from(PyObject *self, PyObject *args, PyObject *kw, int upsert) {
-    static char *kwl[] = {"keys", "buffer_ptrs", "sizes", "config", NULL};
-    PyObject *keys_o, *ptrs_o, *sizes_o, *cfg = NULL, *hold = NULL, *ret;
-    const char **keys = NULL;
-    mc_store_iov_t *iov = NULL;
-    Py_ssize_t n, nkeys = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw,
-                                     upsert ? "OOO|O:batch_upsert_from" : "OOO|O:batch_put_from",
-                                     kwl, &keys_o, &ptrs_o, &sizes_o, &cfg))
-        return NULL;
-    n = flat_iovs(keys_o, ptrs_o, sizes_o, &hold, &keys, &iov, &nkeys);
-    if (n == MCPY_LEN_MISMATCH)
-        return invalid_for_each(nkeys);
-    if (n < 0)
-        return NULL;
-    ret = batch_put(self, keys, iov, (size_t)n, cfg, 1, upsert, 1);
-    PyMem_Free(iov);
-    PyMem_Free(keys);
-    Py_XDECREF(hold);
-    return ret;
-}
-
-PyObject *mcpy_batch_put_from(PyObject *self, PyObject *args, PyObject *kw) {
-    return batch_put_from(self, args, kw, 0);
-}
-
-PyObject *mcpy_batch_upsert_from(PyObject *self, PyObject *args, PyObject *kw) {
-    return batch_put_from(self, args, kw, 1);
-}
-
-/* keys + lists of pointer lists and size lists -> items with several iovs each. 1, 0 (an
- * exception is set), or 2 when lengths differ (m->n keys, nothing to free). */
+/* Keys and the memory each one's bytes move from or to: one iov per key (flat_iovs), or items
+ * with several iovs each (multi_parse). */
 typedef struct {
     PyObject *hold;
     const char **keys;
@@ -420,6 +342,59 @@ static void multi_free(multi_t *m) {
     memset(m, 0, sizeof(*m));
 }
 
+/* keys + flat pointer and size lists of equal length -> an iov per key (no items). 0, or -1 with
+ * *answer what the method returns: NULL with an exception set, or for lists of unequal length
+ * INVALID_PARAMS for every key. Nothing to free on failure. */
+static int flat_iovs(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, multi_t *f,
+                     PyObject **answer) {
+    uint64_t *ptrs = NULL, *sizes = NULL;
+    Py_ssize_t np, ns;
+    int mismatch = 0;
+    memset(f, 0, sizeof(*f));
+    *answer = NULL;
+    f->n = mcpy_keys(keys_o, "keys", &f->hold, &f->keys);
+    if (f->n < 0)
+        return -1;
+    np = mcpy_u64_array(ptrs_o, "buffer_ptrs", &ptrs);
+    ns = np < 0 ? -1 : mcpy_u64_array(sizes_o, "sizes", &sizes);
+    if (np >= 0 && ns >= 0 && (np != f->n || ns != f->n))
+        mismatch = 1;
+    else if (np >= 0 && ns >= 0 &&
+             !(f->iov = PyMem_Calloc((size_t)(f->n ? f->n : 1), sizeof(*f->iov))))
+        PyErr_NoMemory();
+    for (Py_ssize_t i = 0; f->iov && i < f->n; i++) {
+        f->iov[i].base = (void *)(uintptr_t)ptrs[i];
+        f->iov[i].len = (size_t)sizes[i];
+    }
+    PyMem_Free(ptrs);
+    PyMem_Free(sizes);
+    if (f->iov)
+        return 0;
+    if (mismatch)
+        *answer = invalid_for_each(f->n);
+    multi_free(f);
+    return -1;
+}
+
+static PyObject *batch_put_from(PyObject *self, PyObject *args, PyObject *kw, int upsert) {
+    static char *kwl[] = {"keys", "buffer_ptrs", "sizes", "config", NULL};
+    PyObject *keys_o, *ptrs_o, *sizes_o, *cfg = NULL, *ret;
+    multi_t f;
+    if (!PyArg_ParseTupleAndKeywords(args, kw,
+                                     upsert ? "OOO|O:batch_upsert_from" : "OOO|O:batch_put_from",
+                                     kwl, &keys_o, &ptrs_o, &sizes_o, &cfg))
+        return NULL;
+    if (flat_iovs(keys_o, ptrs_o, sizes_o, &f, &ret) < 0)
+        return ret;
+    ret = batch_put(self, f.keys, f.iov, (size_t)f.n, cfg, 1, upsert, 1);
+    multi_free(&f);
+    return ret;
+}
+
+MCPY_PUT_AND_UPSERT(batch_put_from, batch_put_from, batch_upsert_from)
+
+/* keys + lists of pointer lists and size lists -> items with several iovs each. 1, 0 (an
+ * exception is set), or 2 when lengths differ (m->n keys, nothing to free). */
 static int multi_parse(PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o, multi_t *m) {
     PyObject *pt = NULL, *st = NULL;
     uint64_t **ptrs = NULL, **sizes = NULL;
@@ -529,13 +504,7 @@ out:
     return ret;
 }
 
-PyObject *mcpy_batch_put_from_multi_buffers(PyObject *self, PyObject *args, PyObject *kw) {
-    return put_multi(self, args, kw, 0);
-}
-
-PyObject *mcpy_batch_upsert_from_multi_buffers(PyObject *self, PyObject *args, PyObject *kw) {
-    return put_multi(self, args, kw, 1);
-}
+MCPY_PUT_AND_UPSERT(put_multi, batch_put_from_multi_buffers, batch_upsert_from_multi_buffers)
 
 /* ---- gets ---- */
 
@@ -594,11 +563,8 @@ static PyObject *batch_get_list(PyObject *self, PyObject *keys_o, wrap_buffer_fn
     for (Py_ssize_t i = 0; ret && i < n; i++) {
         PyObject *item = wrap(self, buffer_type, bufs[i]);
         bufs[i] = NULL;
-        if (!item) {
-            Py_CLEAR(ret);
+        if (!mcpy_list_set(&ret, i, item))
             break;
-        }
-        PyList_SetItem(ret, i, item);
     }
 out:
     for (Py_ssize_t j = 0; bufs && j < n; j++)
@@ -764,31 +730,23 @@ out:
 
 PyObject *mcpy_batch_get_into(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "buffer_ptrs", "sizes", NULL};
-    PyObject *keys_o, *ptrs_o, *sizes_o, *hold = NULL, *ret = NULL;
-    const char **keys = NULL;
-    mc_store_iov_t *iov = NULL;
-    mc_store_item_t *items = NULL;
-    Py_ssize_t n, nkeys = 0;
+    PyObject *keys_o, *ptrs_o, *sizes_o, *ret = NULL;
+    mc_store_item_t *items;
+    multi_t f;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:batch_get_into", kwl, &keys_o, &ptrs_o,
                                      &sizes_o))
         return NULL;
-    n = flat_iovs(keys_o, ptrs_o, sizes_o, &hold, &keys, &iov, &nkeys);
-    if (n == MCPY_LEN_MISMATCH)
-        return invalid_for_each(nkeys);
-    if (n < 0)
-        return NULL;
-    items = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*items));
+    if (flat_iovs(keys_o, ptrs_o, sizes_o, &f, &ret) < 0)
+        return ret;
+    items = PyMem_Calloc((size_t)(f.n ? f.n : 1), sizeof(*items));
     if (!items) {
         PyErr_NoMemory();
-        goto out;
+    } else {
+        single_items(items, f.keys, f.iov, (size_t)f.n);
+        ret = batch_get_items(self, items, f.n);
     }
-    single_items(items, keys, iov, (size_t)n);
-    ret = batch_get_items(self, items, n);
-out:
     PyMem_Free(items);
-    PyMem_Free(iov);
-    PyMem_Free(keys);
-    Py_XDECREF(hold);
+    multi_free(&f);
     return ret;
 }
 
@@ -878,23 +836,13 @@ typedef void (*keys_op_fn)(mc_store_t *s, const char *const *keys, size_t n, int
 
 /* batch_is_exist and batch_remove: keys in, one int per key out as a list. */
 static PyObject *keys_int_list(PyObject *self, PyObject *keys_o, keys_op_fn op, int force) {
-    PyObject *hold = NULL, *ret = NULL;
-    const char **keys = NULL;
-    int *res;
-    Py_ssize_t n;
-    n = mcpy_keys(keys_o, "keys", &hold, &keys);
-    if (n < 0)
+    mcpy_keyed_t k;
+    PyObject *ret;
+    if (mcpy_keyed(keys_o, &k) < 0)
         return NULL;
-    res = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*res));
-    if (res) {
-        NOGIL(op(MCPY_STORE(self), keys, (size_t)n, force, res));
-        ret = mcpy_int_list(res, n);
-    } else {
-        PyErr_NoMemory();
-    }
-    PyMem_Free(res);
-    PyMem_Free(keys);
-    Py_XDECREF(hold);
+    NOGIL(op(MCPY_STORE(self), k.keys, (size_t)k.n, force, k.codes));
+    ret = mcpy_int_list(k.codes, k.n);
+    mcpy_keyed_free(&k);
     return ret;
 }
 
@@ -1156,11 +1104,8 @@ PyObject *mcpy_batch_replica_desc_raw(PyObject *self, PyObject *args, PyObject *
             PyList_SetItem(reps, (Py_ssize_t)r, t);
         }
         item = reps ? Py_BuildValue("(iN)", out[i].code, reps) : NULL;
-        if (!item) {
-            Py_CLEAR(ret);
+        if (!mcpy_list_set(&ret, i, item))
             break;
-        }
-        PyList_SetItem(ret, i, item);
     }
 done:
     PyMem_Free(out);
@@ -1173,31 +1118,19 @@ done:
  * reference returns them); leased or missing keys are left out. */
 PyObject *mcpy_batch_replica_clear(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "segment_name", NULL};
-    PyObject *keys_o, *hold = NULL, *ret = NULL;
-    const char **keys = NULL;
+    PyObject *keys_o, *ret;
     const char *segment = "";
-    int *codes = NULL;
-    Py_ssize_t n;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|s:batch_replica_clear", kwl, &keys_o, &segment))
+    mcpy_keyed_t k;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|s:batch_replica_clear", kwl, &keys_o, &segment) ||
+        mcpy_keyed(keys_o, &k) < 0)
         return NULL;
-    n = mcpy_keys(keys_o, "keys", &hold, &keys);
-    if (n < 0)
-        return NULL;
-    codes = PyMem_Calloc((size_t)(n ? n : 1), sizeof(*codes));
-    if (!codes) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    NOGIL(mc_store_batch_replica_clear(MCPY_STORE(self), keys, (size_t)n, segment, codes));
+    NOGIL(mc_store_batch_replica_clear(MCPY_STORE(self), k.keys, (size_t)k.n, segment, k.codes));
     ret = PyList_New(0);
-    for (Py_ssize_t i = 0; ret && i < n; i++) {
-        if (codes[i] == 0 && PyList_Append(ret, PyTuple_GetItem(hold, i)) < 0)
+    for (Py_ssize_t i = 0; ret && i < k.n; i++) {
+        if (k.codes[i] == 0 && PyList_Append(ret, PyTuple_GetItem(k.hold, i)) < 0)
             Py_CLEAR(ret);
     }
-out:
-    PyMem_Free(codes);
-    PyMem_Free(keys);
-    Py_XDECREF(hold);
+    mcpy_keyed_free(&k);
     return ret;
 }
 
@@ -1217,47 +1150,28 @@ static void screen_ranges(mc_store_t *s, mc_store_range_t *ranges, size_t n, int
  * batch_get_into_multi_buffer_ranges give it their nested shapes. */
 PyObject *mcpy_get_ranges_raw(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"keys", "counts", "dsts", "src_offsets", "sizes", NULL};
-    static const char *const names[5] = {"keys", "counts", "dsts", "src_offsets", "sizes"};
-    PyObject *objs[5], *ret = NULL;
+    PyObject *ret;
     mcpy_flat_ranges_t f;
-    mc_store_range_read_t *reads = NULL;
-    mc_store_range_t *ranges = NULL;
-    int *bad = NULL;
     int rc;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO:_get_ranges_raw", kwl, &objs[0], &objs[1],
-                                     &objs[2], &objs[3], &objs[4]) ||
-        mcpy_flat_ranges(objs, names, "_get_ranges_raw", &f) != 0)
+    if (mcpy_flat_ranges(args, kw, "_get_ranges_raw", kwl, sizeof(mc_store_range_read_t),
+                         sizeof(mc_store_range_t), &f) != 0)
         return NULL;
-    reads = PyMem_Calloc((size_t)(f.n ? f.n : 1), sizeof(*reads));
-    ranges = PyMem_Calloc((size_t)(f.total ? f.total : 1), sizeof(*ranges));
-    bad = PyMem_Calloc((size_t)(f.total ? f.total : 1), sizeof(*bad));
-    if (!reads || !ranges || !bad) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    for (Py_ssize_t i = 0, at = 0; i < f.n; i++) {
-        reads[i].key = f.keys[i];
-        reads[i].ranges = &ranges[at];
-        reads[i].n = (size_t)f.counts[i];
-        at += (Py_ssize_t)f.counts[i];
-    }
+    mc_store_range_read_t *reads = f.recs;
+    mc_store_range_t *ranges = f.ranges;
+    MCPY_FLAT_RANGES_LINK(f, reads, ranges);
     for (Py_ssize_t j = 0; j < f.total; j++) {
         ranges[j].dst = (void *)(uintptr_t)f.a[j];
         ranges[j].src_off = f.b[j];
         ranges[j].len = f.c[j];
     }
-    NOGIL(screen_ranges(MCPY_STORE(self), ranges, (size_t)f.total, bad);
+    NOGIL(screen_ranges(MCPY_STORE(self), ranges, (size_t)f.total, f.bad);
           rc = mc_store_batch_get_ranges(MCPY_STORE(self), reads, (size_t)f.n));
     ret = PyList_New(f.total);
     for (Py_ssize_t j = 0; ret && j < f.total; j++)
         PyList_SetItem(ret, j,
-                       PyLong_FromLongLong(rc != 0  ? rc
-                                           : bad[j] ? bad[j]
-                                                    : ranges[j].result));
-out:
-    PyMem_Free(bad);
-    PyMem_Free(ranges);
-    PyMem_Free(reads);
+                       PyLong_FromLongLong(rc != 0    ? rc
+                                           : f.bad[j] ? f.bad[j]
+                                                      : ranges[j].result));
     mcpy_flat_ranges_free(&f);
     return ret;
 }

@@ -5,34 +5,26 @@
 #ifndef MC_STORE_PY_H
 #define MC_STORE_PY_H
 
-/* One binary serves CPython 3.11 and every newer version (abi3); a 3.10 interpreter (no
- * PyObject_GetBuffer in its limited API) gets a version-specific build of the same code. */
-#include <patchlevel.h>
-#if !defined(Py_LIMITED_API) && PY_VERSION_HEX >= 0x030B0000
-#define Py_LIMITED_API 0x030B0000
-#endif
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include <stdint.h>
+#include "mcpy_common.h"
 
 #include "mooncake/store.h"
 
-#define MCPY_ENGINE_CAPSULE "mooncake.engine_handle"
-
 /* Runs stmt (a C client call that may block on the master or the network) without the GIL. */
-#define NOGIL(stmt)                                                                                \
-    do {                                                                                           \
-        Py_BEGIN_ALLOW_THREADS stmt;                                                               \
-        Py_END_ALLOW_THREADS                                                                       \
-    } while (0)
+#define NOGIL(stmt) MCPY_NOGIL_RUN(stmt)
 
 struct mc_shm_pool;
+/* The module state: its heap types first (by name, and as the array mcpy_visit_types walks). */
+#define MCPY_STORE_NTYPES 3
 typedef struct {
-    PyTypeObject *store_type;
-    PyTypeObject *buffer_type;
-    PyTypeObject *host_alloc_type; /* MooncakeHostMemAllocator (dummy.c) */
-    struct mc_shm_pool *shm_pool;  /* the process's shared memory for dummy clients */
+    union {
+        struct {
+            PyTypeObject *store_type;
+            PyTypeObject *buffer_type;
+            PyTypeObject *host_alloc_type; /* MooncakeHostMemAllocator (dummy.c) */
+        };
+        PyTypeObject *types[MCPY_STORE_NTYPES];
+    };
+    struct mc_shm_pool *shm_pool; /* the process's shared memory for dummy clients */
 } mcpy_store_state_t;
 
 typedef struct {
@@ -52,33 +44,46 @@ typedef struct {
 
 extern PyType_Spec mcpy_store_spec;
 extern PyType_Spec mcpy_buffer_spec;
+extern PyType_Spec mcpy_host_alloc_spec; /* dummy.c */
 
-/* Keys: str only (TypeError otherwise, ValueError on an embedded NUL). The pointer lives as long
- * as the str object. */
-int mcpy_key(PyObject *obj, const char **out);
-/* A list/tuple of keys. *hold keeps them alive (a tuple; DECREF it), *keys is PyMem_Malloc'ed. */
-Py_ssize_t mcpy_keys(PyObject *seq, const char *what, PyObject **hold, const char ***keys);
-/* Non-negative integers (addresses, sizes); "O&" converters. */
-int mcpy_conv_u64(PyObject *obj, void *out);
-int mcpy_conv_size(PyObject *obj, void *out);
-/* A sequence of integers as a PyMem_Malloc'ed array; returns the count or -1. */
-Py_ssize_t mcpy_u64_array(PyObject *seq, const char *what, uint64_t **out);
-/* A Python list of ints from C ints / int64s. */
-PyObject *mcpy_int_list(const int *v, Py_ssize_t n);
-PyObject *mcpy_i64_list(const int64_t *v, Py_ssize_t n);
+/* Keys, addresses, sizes and lists of them: mcpy_common.h. */
+
+/* The shape of most batch calls: a list of keys in, a code per key out. */
+typedef struct {
+    PyObject *hold; /* keeps the keys alive (the tuple they were read from) */
+    const char **keys;
+    int *codes; /* zeroed, one per key */
+    Py_ssize_t n;
+} mcpy_keyed_t;
+/* Parses keys_o (the argument "keys") and allocates the codes: 0, or -1 with an exception set and
+ * nothing to free. */
+int mcpy_keyed(PyObject *keys_o, mcpy_keyed_t *k);
+void mcpy_keyed_free(mcpy_keyed_t *k);
 
 /* The flat shape of the ranged calls: keys, counts (key i owns the next counts[i] entries) and
- * three u64 lists as long as the counts' sum. */
+ * three u64 lists as long as the counts' sum; and the zeroed arrays the C call takes: recs (one
+ * record of rec_size bytes per key), ranges (one of range_size per range) and bad (an int per key
+ * or range, whichever is more). */
 typedef struct {
     PyObject *hold; /* keeps the keys alive */
     const char **keys;
     uint64_t *counts, *a, *b, *c;
     Py_ssize_t n, total;
+    void *recs, *ranges;
+    int *bad;
 } mcpy_flat_ranges_t;
-/* Parses objs[0..4] (names[] for the messages, fn for the ValueError on lengths that disagree):
- * 0, or -1 with an exception set and nothing to free. */
-int mcpy_flat_ranges(PyObject *const objs[5], const char *const names[5], const char *fn,
-                     mcpy_flat_ranges_t *out);
+/* Parses the five arguments of the ranged method fn (kwl: their keyword names, NULL-ended; the
+ * messages name them too) and allocates the arrays: 0, or -1 with an exception set and nothing to
+ * free. */
+int mcpy_flat_ranges(PyObject *args, PyObject *kw, const char *fn, char *kwl[6], size_t rec_size,
+                     size_t range_size, mcpy_flat_ranges_t *out);
+/* Points each record of recs (a C type with key, ranges and n) at its key and its ranges. */
+#define MCPY_FLAT_RANGES_LINK(f, recs, ranges)                                                     \
+    for (Py_ssize_t i_ = 0, at_ = 0; i_ < (f).n; at_ += (Py_ssize_t)(f).counts[i_], i_++) {        \
+        (recs)[i_].key = (f).keys[i_];                                                             \
+        (recs)[i_].ranges = &(ranges)[at_];                                                        \
+        (recs)[i_].n = (size_t)(f).counts[i_];                                                     \
+    }
 void mcpy_flat_ranges_free(mcpy_flat_ranges_t *r);
 
 /* A ReplicateConfig (or None) read into the C struct; strings borrowed from held objects. */

@@ -381,18 +381,8 @@ static int store_traverse(PyObject *obj, visitproc visit, void *arg) {
     return 0;
 }
 
-static PyType_Slot store_slots[] = {
-    {Py_tp_new, store_new},
-    {Py_tp_dealloc, store_dealloc},
-    {Py_tp_traverse, store_traverse},
-    {Py_tp_methods, store_methods},
-    {Py_tp_doc, "A client of the Mooncake distributed KV cache (mooncake/store.h)."},
-    {0, NULL},
-};
-
-PyType_Spec mcpy_store_spec = {
-    .name = "mooncake._store.MooncakeDistributedStore",
-    .basicsize = sizeof(mcpy_store_t),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = store_slots,
-};
+MCPY_TYPE_SPEC(mcpy_store_spec, "mooncake._store.MooncakeDistributedStore", mcpy_store_t,
+               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+               {Py_tp_new, store_new}, {Py_tp_dealloc, store_dealloc},
+               {Py_tp_traverse, store_traverse}, {Py_tp_methods, store_methods},
+               {Py_tp_doc, "A client of the Mooncake distributed KV cache (mooncake/store.h)."});

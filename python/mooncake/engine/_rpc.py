@@ -44,15 +44,24 @@ def _stop_all() -> None:
         _pool.shutdown(wait=False)
 
 
-class ReceivedData:
-    """A received message, as the reference names it: ``source_address``, ``data_size``,
-    ``get_bytes()``, ``get_memory_view()`` (read-only)."""
+class _Received:
+    """What both kinds of received message have: the sender's address and the bytes."""
 
     __slots__ = ("source_address", "_data")
 
     def __init__(self, source_address: str, data: bytes):
         self.source_address = source_address
         self._data = data
+
+    def get_memory_view(self) -> memoryview:
+        return memoryview(self._data)
+
+
+class ReceivedData(_Received):
+    """A received message, as the reference names it: ``source_address``, ``data_size``,
+    ``get_bytes()``, ``get_memory_view()`` (read-only)."""
+
+    __slots__ = ()
 
     @property
     def data_size(self) -> int:
@@ -61,20 +70,16 @@ class ReceivedData:
     def get_bytes(self) -> bytes:
         return self._data
 
-    def get_memory_view(self) -> memoryview:
-        return memoryview(self._data)
 
-
-class ReceivedTensor:
+class ReceivedTensor(_Received):
     """A received tensor: ``source_address``, ``shape`` (list of int), ``dtype`` (the sender's
     ``str(tensor.dtype)``, e.g. ``"torch.float32"``), ``total_bytes``, and its bytes through
     ``get_data_size()``, ``get_data_as_bytes()``, ``get_memory_view()``."""
 
-    __slots__ = ("source_address", "shape", "dtype", "_data")
+    __slots__ = ("shape", "dtype")
 
     def __init__(self, source_address: str, data: bytes, shape, dtype: str):
-        self.source_address = source_address
-        self._data = data
+        super().__init__(source_address, data)
         self.shape = list(shape)
         self.dtype = dtype
 
@@ -87,9 +92,6 @@ class ReceivedTensor:
 
     def get_data_as_bytes(self) -> bytes:
         return self._data
-
-    def get_memory_view(self) -> memoryview:
-        return memoryview(self._data)
 
     def __repr__(self) -> str:
         return (f"ReceivedTensor(source_address={self.source_address!r}, shape={self.shape}, "

@@ -17,9 +17,21 @@ explains one). Only wrong argument types (``TypeError``, naming an unknown keywo
 
 import enum as _enum
 
-from mooncake.store import _extras, _ranges, _tasks
-from mooncake.store._extras import Descriptor, ObjectDataType, bind_to_numa_node  # noqa: F401
+from mooncake.store import _methods, _tensor
+from mooncake.store._extras import (  # noqa: F401  (re-exported)
+    Descriptor,
+    LocalDiskDescriptor,
+    MemoryDescriptor,
+    ObjectDataType,
+    ReplicaDescriptor,
+    ReplicaStatus,
+    ReplicaType,
+    bind_to_numa_node,
+)
+from mooncake.store._extras import checked_property as _checked
 from mooncake.store._tasks import QueryTaskResponse, TaskStatus, TaskType  # noqa: F401
+# The tensor types; torch is imported only when a tensor method is called.
+from mooncake.store._tensor import ParallelAxis, ReadTarget, TensorParallelism  # noqa: F401
 
 from mooncake._store import STORE_ERRORS as _STORE_ERRORS
 from mooncake._store import (  # noqa: F401  (re-exported)
@@ -73,128 +85,11 @@ StoreError = _enum.IntEnum("StoreError", _STORE_ERRORS, module=__name__, qualnam
 StoreError.__doc__ = "The Store's error codes (the reference's numbers), from the C error table."
 
 
-class ReplicaStatus(_enum.IntEnum):
-    """A replica's state, numbered as the reference's ``ReplicaStatus``."""
-
-    UNDEFINED = 0
-    INITIALIZED = 1
-    PROCESSING = 2
-    COMPLETE = 3
-    REMOVED = 4
-    FAILED = 5
-
-
 # A memory replica's buffer_descriptor is the reference's Descriptor, under its older name too.
 BufferDescriptor = Descriptor
 
-
-class MemoryDescriptor:
-    """A memory replica: its ``buffer_descriptor``."""
-
-    __slots__ = ("buffer_descriptor",)
-
-    def __init__(self, buffer_descriptor):
-        self.buffer_descriptor = buffer_descriptor
-
-
-class LocalDiskDescriptor:
-    """A LOCAL_DISK replica: the storage node's disk tier that serves it (``transport_endpoint``,
-    "host:port" of its read server) and the object's size."""
-
-    __slots__ = ("transport_endpoint", "object_size")
-
-    def __init__(self, transport_endpoint, object_size):
-        self.transport_endpoint = transport_endpoint
-        self.object_size = object_size
-
-    def __repr__(self):
-        return f"<LocalDiskDescriptor {self.transport_endpoint} {self.object_size}>"
-
-
-class ReplicaType(_enum.IntEnum):
-    """The reference's replica types."""
-
-    MEMORY = 0
-    DISK = 1
-    LOCAL_DISK = 2
-
-    def __str__(self):
-        return f"ReplicaType.{self.name}"  # as the reference's enum prints
-
-
-class ReplicaDescriptor:
-    """One replica of an object, as ``get_replica_desc`` returns it: in memory, or on a storage
-    node's disk tier (LOCAL_DISK; the master lists those last)."""
-
-    __slots__ = ("status", "type", "_memory", "_disk")
-
-    def __init__(self, status, memory, disk=None):
-        self.status = ReplicaStatus(status)
-        self.type = ReplicaType.LOCAL_DISK if disk is not None else ReplicaType.MEMORY
-        self._memory = memory
-        self._disk = disk
-
-    def is_memory_replica(self):
-        return self._disk is None
-
-    def is_disk_replica(self):
-        return False  # the shared-filesystem tier (DISK) is not built; LOCAL_DISK is below
-
-    def is_local_disk_replica(self):
-        return self._disk is not None
-
-    def get_memory_descriptor(self):
-        if self._disk is not None:
-            raise RuntimeError("not a memory replica")
-        return self._memory
-
-    def get_disk_descriptor(self):
-        raise RuntimeError("not a disk replica")
-
-    def get_local_disk_descriptor(self):
-        if self._disk is None:
-            raise RuntimeError("not a local disk replica")
-        return self._disk
-
-    def __repr__(self):
-        if self._disk is not None:
-            return f"<ReplicaDescriptor {self.status.name} LOCAL_DISK {self._disk!r}>"
-        return f"<ReplicaDescriptor {self.status.name} {self._memory.buffer_descriptor!r}>"
-
-
-def _descriptor(endpoint, addr, size, status, is_disk):
-    if is_disk:
-        return ReplicaDescriptor(status, None, LocalDiskDescriptor(endpoint, size))
-    return ReplicaDescriptor(status, MemoryDescriptor(Descriptor(size, addr, endpoint)))
-
-
-def _descriptors(raw):
-    code, reps = raw
-    return [_descriptor(*r) for r in reps] if code == 0 else []
-
-
-def _get_replica_desc(self, key):
-    """The replicas of ``key`` (a list of ReplicaDescriptor; empty when it is missing). Asking
-    grants a lease, as a get does."""
-    return _descriptors(self.batch_replica_desc_raw([key])[0])
-
-
-def _batch_get_replica_desc(self, keys):
-    """``{key: [ReplicaDescriptor, ...]}`` for every key, in one master round trip (an empty
-    list for a missing key)."""
-    keys = list(keys)
-    return {k: _descriptors(r) for k, r in zip(keys, self.batch_replica_desc_raw(keys))}
-
-
-MooncakeDistributedStore.get_replica_desc = _get_replica_desc
-_ranges.attach(MooncakeDistributedStore)
-_extras.attach(MooncakeDistributedStore)
-_tasks.attach(MooncakeDistributedStore)
-MooncakeDistributedStore.batch_get_replica_desc = _batch_get_replica_desc
-
-# The tensor methods (put_tensor, get_tensor, ...); torch is imported only when one is called.
-from mooncake.store._tensor import ParallelAxis, ReadTarget, TensorParallelism  # noqa: E402
-from mooncake.store import _tensor  # noqa: E402
+# Every Python-side method of the store type, attached here, once (the list is _methods.METHODS).
+_methods.attach(MooncakeDistributedStore)
 
 # The reference's module-level tensor helpers, under its (private) names.
 _serialize_tensor = _tensor.serialize_tensor
@@ -216,6 +111,28 @@ class SoftPinAction(_enum.IntEnum):
 
 
 _U64_MAX = (1 << 64) - 1
+
+
+# ReplicateConfig's checked attributes: the value to keep, or TypeError as the reference's binding.
+def _soft_pin_action(value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"soft_pin_action must be a SoftPinAction, not {type(value).__name__}")
+    return SoftPinAction(value)
+
+
+def _soft_pin_ttl_ms(value):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or not 0 <= value <= _U64_MAX):
+        raise TypeError("soft_pin_ttl_ms must be None or an int in [0, 2**64)")
+    return value
+
+
+def _group_ids(value):
+    if value is not None:
+        value = list(value)
+        if not all(isinstance(g, str) for g in value):
+            raise TypeError("group_ids must be None or a list of str")
+    return value
 
 
 class ReplicateConfig:
@@ -244,15 +161,9 @@ class ReplicateConfig:
         self.preferred_segments = list(preferred_segments) if preferred_segments else []
         self.group_ids = group_ids
 
-    @property
-    def soft_pin_action(self):
-        return self._soft_pin_action
-
-    @soft_pin_action.setter
-    def soft_pin_action(self, value):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"soft_pin_action must be a SoftPinAction, not {type(value).__name__}")
-        self._soft_pin_action = SoftPinAction(value)
+    soft_pin_action = _checked("_soft_pin_action", _soft_pin_action)
+    soft_pin_ttl_ms = _checked("_soft_pin_ttl_ms", _soft_pin_ttl_ms)
+    group_ids = _checked("_group_ids", _group_ids)
 
     @property
     def with_soft_pin(self):
@@ -264,30 +175,6 @@ class ReplicateConfig:
             self._soft_pin_action = SoftPinAction.ENABLE
         elif self._soft_pin_action == SoftPinAction.ENABLE:
             self._soft_pin_action = SoftPinAction.PRESERVE
-
-    @property
-    def soft_pin_ttl_ms(self):
-        return self._soft_pin_ttl_ms
-
-    @soft_pin_ttl_ms.setter
-    def soft_pin_ttl_ms(self, value):
-        # As the reference's binding: None or an unsigned 64-bit int, else TypeError.
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or not 0 <= value <= _U64_MAX):
-            raise TypeError("soft_pin_ttl_ms must be None or an int in [0, 2**64)")
-        self._soft_pin_ttl_ms = value
-
-    @property
-    def group_ids(self):
-        return self._group_ids
-
-    @group_ids.setter
-    def group_ids(self, value):
-        if value is not None:
-            value = list(value)
-            if not all(isinstance(g, str) for g in value):
-                raise TypeError("group_ids must be None or a list of str")
-        self._group_ids = value
 
     def __repr__(self):
         return ("ReplicateConfig(replica_num={0.replica_num}, "

@@ -1,7 +1,16 @@
-"""Smaller parts of the reference's ``mooncake.store`` surface, over calls the store has."""
+"""Value types of the reference's ``mooncake.store`` surface (Descriptor, ObjectDataType, the
+replica descriptors) and ``bind_to_numa_node``. The store's Python-side methods are in
+``_methods.py``."""
 
 import enum
 import os
+
+
+def checked_property(attr, check):
+    """An attribute kept in the slot ``attr`` whose setter stores ``check(value)``: check raises
+    for a value of the wrong type or range, and may normalize a good one."""
+    return property(lambda self: getattr(self, attr),
+                    lambda self, value: setattr(self, attr, check(value)))
 
 
 class ObjectDataType(enum.IntEnum):
@@ -41,26 +50,6 @@ class Descriptor:
                 f"transport_endpoint={self.transport_endpoint}>")
 
 
-def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size, metadata_size,
-                           config=None):
-    """Stores ``metadata_size`` bytes at ``metadata_buffer_ptr`` followed by ``size`` bytes at
-    ``buffer_ptr`` as one object, moved from both places without a copy when they are
-    registered: 0 or a negative code. A zero ``size`` stores nothing and answers 0, as the
-    reference's does."""
-    if size == 0:
-        return 0
-    ptrs, sizes = [metadata_buffer_ptr, buffer_ptr], [metadata_size, size]
-    if metadata_size == 0:
-        ptrs, sizes = ptrs[1:], sizes[1:]
-    return self.batch_put_from_multi_buffers([key], [ptrs], [sizes], config)[0]
-
-
-def get_offload_rpc_read_count(self):
-    """Objects this client read from a storage node's disk tier (LOCAL_DISK copies, served by
-    the node that owns them) since setup."""
-    return self.disk_read_count()
-
-
 def _cpulist(text):
     cpus = set()
     for part in text.strip().split(","):
@@ -91,17 +80,95 @@ def bind_to_numa_node(node):
         warnings.warn(f"binding to NUMA node {node} failed: {e}", stacklevel=2)
 
 
-def init_all(self, protocol, device_name, mount_segment_size=16 << 20):
-    """The reference's one-call setup with its fixed choices: segment name ``localhost:12345``,
-    Transfer Engine metadata on the etcd at ``127.0.0.1:2379``, a ``mount_segment_size``-byte
-    global segment, a 1 GiB local buffer, the master at ``127.0.0.1:50051``. 0, or setup's code;
-    -600 (INVALID_PARAMS) when this store is set up already, as the reference answers."""
-    rc = self.setup("localhost:12345", "127.0.0.1:2379", mount_segment_size, 1 << 30, protocol,
-                    device_name)
-    return -600 if rc == -1010 else rc
+# ---- replicas, as get_replica_desc describes them ----
 
 
-def attach(cls):
-    cls.put_from_with_metadata = put_from_with_metadata
-    cls.get_offload_rpc_read_count = get_offload_rpc_read_count
-    cls.init_all = init_all
+class ReplicaStatus(enum.IntEnum):
+    """A replica's state, numbered as the reference's ``ReplicaStatus``."""
+
+    UNDEFINED = 0
+    INITIALIZED = 1
+    PROCESSING = 2
+    COMPLETE = 3
+    REMOVED = 4
+    FAILED = 5
+
+
+class MemoryDescriptor:
+    """A memory replica: its ``buffer_descriptor``."""
+
+    __slots__ = ("buffer_descriptor",)
+
+    def __init__(self, buffer_descriptor):
+        self.buffer_descriptor = buffer_descriptor
+
+
+class LocalDiskDescriptor:
+    """A LOCAL_DISK replica: the storage node's disk tier that serves it (``transport_endpoint``,
+    "host:port" of its read server) and the object's size."""
+
+    __slots__ = ("transport_endpoint", "object_size")
+
+    def __init__(self, transport_endpoint, object_size):
+        self.transport_endpoint = transport_endpoint
+        self.object_size = object_size
+
+    def __repr__(self):
+        return f"<LocalDiskDescriptor {self.transport_endpoint} {self.object_size}>"
+
+
+class ReplicaType(enum.IntEnum):
+    """The reference's replica types."""
+
+    MEMORY = 0
+    DISK = 1
+    LOCAL_DISK = 2
+
+    def __str__(self):
+        return f"ReplicaType.{self.name}"  # as the reference's enum prints
+
+
+class ReplicaDescriptor:
+    """One replica of an object, as ``get_replica_desc`` returns it: in memory, or on a storage
+    node's disk tier (LOCAL_DISK; the master lists those last)."""
+
+    __slots__ = ("status", "type", "_memory", "_disk")
+
+    def __init__(self, status, memory, disk=None):
+        self.status = ReplicaStatus(status)
+        self.type = ReplicaType.LOCAL_DISK if disk is not None else ReplicaType.MEMORY
+        self._memory = memory
+        self._disk = disk
+
+    def is_memory_replica(self):
+        return self._disk is None
+
+    def is_disk_replica(self):
+        return False  # the shared-filesystem tier (DISK) is not built; LOCAL_DISK is below
+
+    def is_local_disk_replica(self):
+        return self._disk is not None
+
+    def get_memory_descriptor(self):
+        if self._disk is not None:
+            raise RuntimeError("not a memory replica")
+        return self._memory
+
+    def get_disk_descriptor(self):
+        raise RuntimeError("not a disk replica")
+
+    def get_local_disk_descriptor(self):
+        if self._disk is None:
+            raise RuntimeError("not a local disk replica")
+        return self._disk
+
+    def __repr__(self):
+        if self._disk is not None:
+            return f"<ReplicaDescriptor {self.status.name} LOCAL_DISK {self._disk!r}>"
+        return f"<ReplicaDescriptor {self.status.name} {self._memory.buffer_descriptor!r}>"
+
+
+# Defined here, named where users import them from (repr, help, pickling).
+for _cls in (ReplicaStatus, MemoryDescriptor, LocalDiskDescriptor, ReplicaType, ReplicaDescriptor):
+    _cls.__module__ = "mooncake.store"
+del _cls

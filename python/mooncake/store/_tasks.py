@@ -1,9 +1,5 @@
-"""Replica copy and move tasks with the reference's shapes, over the C calls
-(``mc_store_create_copy_task`` / ``mc_store_create_move_task`` / ``mc_store_query_task``).
-
-Task ids are the reference's UUID tuples ``(hi, lo)``; a failed create answers ``((0, 0), code)``
-and a failed query ``(None, code)``.
-"""
+"""The types of the replica copy and move tasks (the reference's numbers and shapes); the task
+methods (create_copy_task, create_move_task, query_task) are in ``_methods.py``."""
 
 import enum
 
@@ -46,42 +42,3 @@ class QueryTaskResponse:
                 f"status={int(self.status)}, created_at={self.created_at_ms_epoch}, "
                 f"last_updated_at={self.last_updated_at_ms_epoch}, "
                 f"assigned_client={self.assigned_client}, message={self.message!r})")
-
-
-def _targets(targets):
-    if isinstance(targets, (str, bytes)):
-        raise TypeError("targets must be a list of segment names, not a single string")
-    return list(targets)
-
-
-def create_copy_task(self, key, targets):
-    """Copies the object to the target segments (names as ``get_hostname()`` gives them).
-    Returns ``(task_id, 0)``, or ``((0, 0), code)``: OBJECT_NOT_FOUND (-704), INVALID_PARAMS
-    (-600: an unknown segment, no targets, more than 8 replicas), OBJECT_HAS_REPLICATION_TASK
-    (-708). The copy runs on the client that owns a replica; poll ``query_task``."""
-    hi, lo, code = self._create_task_raw(int(TaskType.REPLICA_COPY), key, None, _targets(targets))
-    return (hi, lo), code
-
-
-def create_move_task(self, key, source, target):
-    """Moves the object's replica on segment ``source`` to segment ``target``. Returns as
-    ``create_copy_task``; INVALID_PARAMS also when source holds no replica or equals target."""
-    hi, lo, code = self._create_task_raw(int(TaskType.REPLICA_MOVE), key, source, [target])
-    return (hi, lo), code
-
-
-def query_task(self, task_id):
-    """``(QueryTaskResponse, 0)``, or ``(None, code)``: TASK_NOT_FOUND (-1400)."""
-    try:
-        hi, lo = task_id
-    except (TypeError, ValueError):
-        raise TypeError(f"task_id must be a (hi, lo) tuple, not {task_id!r}") from None
-    code, ttype, status, created, updated, chi, clo, msg = self._query_task_raw(hi, lo)
-    if code != 0:
-        return None, code
-    return QueryTaskResponse((hi, lo), ttype, status, created, updated, (chi, clo), msg), 0
-
-
-def attach(cls):
-    for fn in (create_copy_task, create_move_task, query_task):
-        setattr(cls, fn.__name__, fn)

@@ -1,5 +1,6 @@
 """The tensor methods of MooncakeDistributedStore (put_tensor, get_tensor, their batch, TP,
-parallelism, ``*_from`` / ``*_into`` forms, pub_tensor and the safetensors pair).
+parallelism, ``*_from`` / ``*_into`` forms, pub_tensor and the safetensors pair); ``_methods.py``
+lists them and adds them to the type, with their upsert forms (``upsert_form``).
 
 A tensor object is the reference Mooncake's byte layout: a 304-byte little-endian header
 (``TensorMetadata``: magic, version, dtype code, ndim, layout kind, data offset and length, the
@@ -20,13 +21,15 @@ per key. A key that is not a str raises TypeError, as the other store methods do
 import ctypes
 import os
 
-from mooncake._store import MooncakeDistributedStore
+from mooncake import _store
+from mooncake.store._extras import checked_property
 
 __all__ = ["ParallelAxis", "TensorParallelism", "ReadTarget"]
 
-INVALID_PARAMS = -600
-FILE_NOT_FOUND = -1100
-OBJECT_ALREADY_EXISTS = -705
+# The codes these methods answer themselves, from the C error table.
+INVALID_PARAMS = _store.ERR_INVALID_PARAMS
+FILE_NOT_FOUND = _store.ERR_FILE_NOT_FOUND
+OBJECT_ALREADY_EXISTS = _store.ERR_OBJECT_ALREADY_EXISTS
 
 # ---- the stored layout (the reference's integration_utils.h, same field order and sizes) ----
 
@@ -690,6 +693,12 @@ class ReadTargetModeError(ValueError, RuntimeError):
 _MODES = ("as_stored", "shard", "full")
 
 
+def _read_mode(value):
+    if not isinstance(value, str) or value.lower() not in _MODES:
+        raise ReadTargetModeError(f"Unsupported ReadTarget mode: {value!r}")
+    return value.lower()
+
+
 class ReadTarget:
     """What a read wants: "as_stored" (the object under the key itself), "shard" (the shard
     named by parallelism, resharded from the stored shards when needed) or "full" (the whole
@@ -701,15 +710,7 @@ class ReadTarget:
         self.mode = mode
         self.parallelism = parallelism
 
-    @property
-    def mode(self):
-        return self._mode
-
-    @mode.setter
-    def mode(self, value):
-        if not isinstance(value, str) or value.lower() not in _MODES:
-            raise ReadTargetModeError(f"Unsupported ReadTarget mode: {value!r}")
-        self._mode = value.lower()
+    mode = checked_property("_mode", _read_mode)
 
     def __repr__(self):
         return f"ReadTarget(mode={self._mode!r}, parallelism={self.parallelism!r})"
@@ -1258,24 +1259,6 @@ def batch_get_tensor_with_parallelism_into(self, keys, buffer_ptrs, sizes, targe
     return [_into(self, k, p, n, t) for k, p, n, t in zip(keys, buffer_ptrs, sizes, targets)]
 
 
-_METHODS = (
-    put_tensor, batch_put_tensor, get_tensor, batch_get_tensor, get_tensor_into,
-    batch_get_tensor_into, put_tensor_from, batch_put_tensor_from, put_tensor_with_tp,
-    batch_put_tensor_with_tp, get_tensor_with_tp, batch_get_tensor_with_tp,
-    get_tensor_with_tp_into, batch_get_tensor_with_tp_into, put_tensor_with_tp_from,
-    batch_put_tensor_with_tp_from, pub_tensor, batch_pub_tensor, pub_tensor_with_tp,
-    batch_pub_tensor_with_tp, save_tensor_to_safetensor, load_tensor_from_safetensor,
-    put_tensor_with_parallelism, batch_put_tensor_with_parallelism,
-    put_tensor_with_parallelism_from, batch_put_tensor_with_parallelism_from,
-    get_tensor_with_parallelism, batch_get_tensor_with_parallelism,
-    get_tensor_with_parallelism_into, batch_get_tensor_with_parallelism_into,
-)
-
-for _f in _METHODS:
-    setattr(MooncakeDistributedStore, _f.__name__, _f)
-del _f
-
-
 # ---- upserts: the put forms above with every store write replacing an existing value ----
 
 
@@ -1305,7 +1288,13 @@ class _Upserting:
                                                            config)
 
 
-def _upsert_form(put_fn, name):
+def upsert_form(put_fn):
+    """The upsert method of a tensor put method, under the reference's name (upsert for put,
+    upsert_pub for pub): the same arguments and return values."""
+    name = put_fn.__name__
+    name = name.replace("pub_", "upsert_pub_", 1) if "pub_" in name else \
+        name.replace("put", "upsert", 1)
+
     def upsert_fn(self, *args, **kwargs):
         return put_fn(_Upserting(self), *args, **kwargs)
 
@@ -1313,17 +1302,8 @@ def _upsert_form(put_fn, name):
     upsert_fn.__qualname__ = upsert_fn.__name__
     upsert_fn.__doc__ = (f"{put_fn.__name__}, replacing a value the key already has (insert or "
                          "update): the same arguments and return values.")
+    upsert_fn.__wrapped__ = put_fn  # its signature is the put form's (inspect, the stub)
     return upsert_fn
-
-
-# The reference's names: upsert for put, upsert_pub for pub.
-for _f in (put_tensor, put_tensor_from, batch_put_tensor, batch_put_tensor_from, pub_tensor,
-           batch_pub_tensor, put_tensor_with_parallelism, put_tensor_with_parallelism_from,
-           batch_put_tensor_with_parallelism, batch_put_tensor_with_parallelism_from):
-    _n = _f.__name__
-    _n = _n.replace("pub_", "upsert_pub_", 1) if "pub_" in _n else _n.replace("put", "upsert", 1)
-    setattr(MooncakeDistributedStore, _n, _upsert_form(_f, _n))
-del _f, _n
 
 
 # ---- the reference's module-level helpers (mooncake.store._serialize_tensor, ...) ----
