@@ -283,9 +283,7 @@ static void mc__teardown(mc_store_t *s) {
  * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS when it had to leave everything for later. */
 static int mc__store_release(mc_store_t *s, int force) {
     size_t busy;
-    pthread_mutex_lock(&s->staging.mu);
-    busy = s->staging.in_use;
-    pthread_mutex_unlock(&s->staging.mu);
+    busy = mc__staging_in_use(&s->staging);
     if (busy && !force)
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     if (s->engine && s->staging_mem)

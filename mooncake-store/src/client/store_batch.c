@@ -134,7 +134,7 @@ static void mc__chunk_flush(mc__chunk_t *c, int64_t *rres, int *wres) {
  * exhausted even so, every later staged key of this call too). */
 static uint8_t *mc__chunk_stage(mc__chunk_t *c, size_t len, int64_t *rres, int *wres) {
     uint8_t *blk;
-    if (c->staging_out || !c->s->staging.base || len > MC__BATCH_STAGE_MAX)
+    if (c->staging_out || !mc__staging_present(&c->s->staging) || len > MC__BATCH_STAGE_MAX)
         return NULL; /* a large object alone takes the per-key path; the rest stay batched */
     blk = mc__staging_try_alloc(&c->s->staging, len);
     if (!blk && c->nstaged > 0) {

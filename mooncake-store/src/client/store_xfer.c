@@ -199,7 +199,7 @@ int mc__store_move_each(mc_store_t *s, int opcode, const mc_store_iov_t *iov, si
         }
         if (all_local || s->direct_mem || mc__store_is_registered(s, p, len))
             rc = mc__add(m, p, off, len);
-        else if (s->staging.base)
+        else if (mc__staging_present(&s->staging))
             rc = mc__move_staged(m, p, off, len);
         else
             rc = mc__move_registered_once(m, p, off, len);
