@@ -891,7 +891,7 @@ def config_dict():
     return [("w%d" % i, w.encode()) for i, w in enumerate(words)]
 
 
-# --- storage node control channel (mooncake-store/src/node/node_proto.h) -------------------------
+# --- storage node control channel (mooncake-store/src/proto/node_proto.h) -------------------------
 NP = dict(HELLO=1, MAP=2, UNMAP=3, PUT=4, UPSERT=5, GET=6, EXIST=7, REMOVE=8, SIZE=9,
           REMOVE_ALL=10, REMOVE_REGEX=11, HEALTH=12)
 

@@ -1,11 +1,11 @@
-/* The storage node's control channel (mooncake-store/src/node/node_proto.h): the request decoder
+/* The storage node's control channel (mooncake-store/src/proto/node_proto.h): the request decoder
  * the daemon runs on every frame from a dummy client, and the reply decoder the dummy runs.
  * Input: a 24-byte frame header followed by the body. */
 #include <stddef.h>
 #include <stdint.h>
 
 #include "mooncake/common/frame.h"
-#include "node/node_proto.h"
+#include "proto/node_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

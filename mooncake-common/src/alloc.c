@@ -96,3 +96,17 @@ char *mc__strndup(const char *s, size_t n) {
 char *mc__strdup(const char *s) {
     return mc__strndup(s, SIZE_MAX);
 }
+
+void *mc__array_grow(void *arr, size_t n, size_t *cap, size_t elem, size_t first) {
+    size_t want;
+    void *p;
+    if (n < *cap)
+        return arr;
+    want = *cap ? *cap * 2 : first;
+    if (want <= *cap || !elem || want > SIZE_MAX / elem)
+        return NULL;
+    p = mc__realloc(arr, want * elem);
+    if (p)
+        *cap = want;
+    return p;
+}

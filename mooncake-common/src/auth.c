@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/config.h"
 #include "mooncake/common/frame.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/random.h"
@@ -129,13 +130,7 @@ void mc__auth_nonce(uint8_t out[MC_AUTH_NONCE]) {
 static int mc__auth_send(int fd, uint16_t flags, uint64_t step, const uint8_t *body, size_t n,
                          uint64_t deadline) {
     uint8_t hdr[MC_FRAME_HEADER_SIZE];
-    mc_frame_header_t h = {.magic = MC_FRAME_MAGIC,
-                           .version = MC_FRAME_VERSION,
-                           .type = MC_AUTH_FRAME_TYPE,
-                           .flags = flags,
-                           .request_id = step,
-                           .body_len = n};
-    mc__frame_header_encode(&h, hdr);
+    mc__frame_header_put(hdr, MC_AUTH_FRAME_TYPE, flags, step, n);
     return mc__send2(fd, hdr, sizeof(hdr), body, n, deadline) ? MC_ERR_SOCKET : 0;
 }
 
@@ -285,19 +280,9 @@ void mc__auth_hex(const uint8_t *p, size_t n, char *out) {
     out[2 * n] = '\0';
 }
 
-static int mc__hexdigit(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int mc__auth_unhex(const char *s, size_t n, uint8_t *out) {
     for (size_t i = 0; i < n; i++) {
-        int h = mc__hexdigit(s[2 * i]), l = h < 0 ? -1 : mc__hexdigit(s[2 * i + 1]);
+        int h = mc__parse_hex_digit(s[2 * i]), l = h < 0 ? -1 : mc__parse_hex_digit(s[2 * i + 1]);
         if (h < 0 || l < 0)
             return -1;
         out[i] = (uint8_t)(h * 16 + l);

@@ -22,15 +22,26 @@ static int mc__only_space(const char *s) {
     return *mc__skip_space(s) == '\0';
 }
 
+/* The unit after a number: the word after p's spaces, lowercased into out ("" when none), which
+ * must end the string but for spaces and fit in cap. 0 or MC_ERR_INVALID_ARGUMENT. */
+static int mc__unit_word(const char *p, char *out, size_t cap) {
+    size_t n = 0;
+    p = mc__skip_space(p);
+    for (; p[n] && !isspace((unsigned char)p[n]); n++) {
+        if (n + 1 >= cap)
+            return MC_ERR_INVALID_ARGUMENT;
+        out[n] = (char)tolower((unsigned char)p[n]);
+    }
+    out[n] = '\0';
+    return mc__only_space(p + n) ? 0 : MC_ERR_INVALID_ARGUMENT;
+}
+
 int mc__parse_i64(const char *s, int64_t *out) {
     char *end = NULL;
     long long v;
     if (!s || !out)
         return MC_ERR_INVALID_ARGUMENT;
-    s = mc__skip_space(s);
-    if (!*s)
-        return MC_ERR_INVALID_ARGUMENT;
-    errno = 0;
+    errno = 0; /* strto* skip leading spaces; a blank string stops at s and is refused */
     v = strtoll(s, &end, 10);
     if (errno || end == s || !mc__only_space(end))
         return MC_ERR_INVALID_ARGUMENT;
@@ -42,9 +53,6 @@ int mc__parse_double(const char *s, double *out) {
     char *end = NULL;
     double v;
     if (!s || !out)
-        return MC_ERR_INVALID_ARGUMENT;
-    s = mc__skip_space(s);
-    if (!*s)
         return MC_ERR_INVALID_ARGUMENT;
     errno = 0;
     v = strtod(s, &end);
@@ -72,12 +80,17 @@ int mc__parse_bool(const char *s, int *out) {
     return MC_ERR_INVALID_ARGUMENT;
 }
 
+int mc__parse_hex_digit(char c) {
+    static const char digits[] = "0123456789abcdef";
+    const char *p = c ? strchr(digits, tolower((unsigned char)c)) : NULL;
+    return p ? (int)(p - digits) : -1;
+}
+
 int mc__parse_size(const char *s, uint64_t *out) {
     static const char *const units[] = {"k", "m", "g", "t"};
     char *end = NULL;
     uint64_t mult = 1;
     char suffix[8];
-    size_t sl = 0;
     const char *p;
     if (!s || !out)
         return MC_ERR_INVALID_ARGUMENT;
@@ -94,17 +107,9 @@ int mc__parse_size(const char *s, uint64_t *out) {
     if (end == p || (end == p + 1 && *p == '.'))
         return MC_ERR_INVALID_ARGUMENT;
     int fractional = memchr(p, '.', (size_t)(end - p)) != NULL;
-    end = (char *)mc__skip_space(end);
-    while (end[sl] && !isspace((unsigned char)end[sl])) {
-        if (sl + 1 >= sizeof(suffix))
-            return MC_ERR_INVALID_ARGUMENT;
-        suffix[sl] = (char)tolower((unsigned char)end[sl]);
-        sl++;
-    }
-    suffix[sl] = '\0';
-    if (!mc__only_space(end + sl))
+    if (mc__unit_word(end, suffix, sizeof(suffix)) != 0)
         return MC_ERR_INVALID_ARGUMENT;
-    if (sl > 0 && strcmp(suffix, "b") != 0) {
+    if (suffix[0] && strcmp(suffix, "b") != 0) {
         int found = 0;
         for (size_t i = 0; i < 4 && !found; i++) {
             mult *= 1024;
@@ -144,7 +149,6 @@ int mc__parse_duration_ms(const char *s, uint64_t *out) {
     const char *p = NULL;
     uint64_t v = 0;
     char suffix[4];
-    size_t sl = 0;
     if (!s || !out)
         return MC_ERR_INVALID_ARGUMENT;
     p = mc__skip_space(s);
@@ -156,15 +160,7 @@ int mc__parse_duration_ms(const char *s, uint64_t *out) {
             return MC_ERR_INVALID_ARGUMENT;
         v = v * 10 + d;
     }
-    p = mc__skip_space(p);
-    while (isalpha((unsigned char)p[sl])) {
-        if (sl + 1 >= sizeof(suffix))
-            return MC_ERR_INVALID_ARGUMENT;
-        suffix[sl] = (char)tolower((unsigned char)p[sl]);
-        sl++;
-    }
-    suffix[sl] = '\0';
-    if (!mc__only_space(p + sl))
+    if (mc__unit_word(p, suffix, sizeof(suffix)) != 0)
         return MC_ERR_INVALID_ARGUMENT;
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
         if (strcmp(suffix, units[i].unit) == 0) {

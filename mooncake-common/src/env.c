@@ -10,41 +10,21 @@ const char *mc__env_str(const char *name, const char *def) {
     return v && *v ? v : def;
 }
 
-int mc__env_size(const char *name, uint64_t def, uint64_t *out) {
-    const char *v = mc__env_str(name, NULL);
-    *out = def;
-    if (!v)
-        return 0;
-    if (mc__parse_size(v, out) == 0)
-        return 0;
-    *out = def;
-    MC_WARN("environment variable %s='%s' is not a size (like 4gb or 512MB)", name, v);
-    return MC_ERR_INVALID_ARGUMENT;
-}
-
-int mc__env_i64(const char *name, int64_t def, int64_t *out) {
-    const char *v = mc__env_str(name, NULL);
-    *out = def;
-    if (!v)
-        return 0;
-    if (mc__parse_i64(v, out) == 0)
-        return 0;
-    *out = def;
-    MC_WARN("environment variable %s='%s' is not an integer", name, v);
-    return MC_ERR_INVALID_ARGUMENT;
-}
-
-int mc__env_bool(const char *name, int def, int *out) {
-    const char *v = mc__env_str(name, NULL);
-    *out = def;
-    if (!v)
-        return 0;
-    if (mc__parse_bool(v, out) == 0)
-        return 0;
-    *out = def;
-    MC_WARN("environment variable %s='%s' is not a boolean (true/false)", name, v);
-    return MC_ERR_INVALID_ARGUMENT;
-}
+/* The typed look-ups differ only in their parser and in what the warning says a value must be. */
+#define MC__ENV_PARSED(fn, type, parse, what)                                                      \
+    int fn(const char *name, type def, type *out) {                                                \
+        const char *v = mc__env_str(name, NULL);                                                   \
+        *out = def;                                                                                \
+        if (!v || parse(v, out) == 0)                                                              \
+            return 0;                                                                              \
+        *out = def;                                                                                \
+        MC_WARN("environment variable %s='%s' is not " what, name, v);                             \
+        return MC_ERR_INVALID_ARGUMENT;                                                            \
+    }
+MC__ENV_PARSED(mc__env_size, uint64_t, mc__parse_size, "a size (like 4gb or 512MB)")
+MC__ENV_PARSED(mc__env_i64, int64_t, mc__parse_i64, "an integer")
+MC__ENV_PARSED(mc__env_bool, int, mc__parse_bool, "a boolean (true/false)")
+#undef MC__ENV_PARSED
 
 int64_t mc__env_size_in(const char *name, int64_t def, int64_t lo, int64_t hi) {
     const char *v = mc__env_str(name, NULL);

@@ -32,22 +32,26 @@ static const mc__err_entry_t *mc__err_find(int code, int prefer) {
     return fallback;
 }
 
+/* A code in neither table reads as this. */
+static const mc__err_entry_t mc__err_unknown = {0, 0, "UNKNOWN", "unknown error"};
+
+static const mc__err_entry_t *mc__err_get(int code, int prefer) {
+    const mc__err_entry_t *e = mc__err_find(code, prefer);
+    return e ? e : &mc__err_unknown;
+}
+
 const char *mc_strerror(int code) {
-    const mc__err_entry_t *e = mc__err_find(code, MC__DOM_TE);
-    return e ? e->msg : "unknown error";
+    return mc__err_get(code, MC__DOM_TE)->msg;
 }
 
 const char *mc_store_strerror(int code) {
-    const mc__err_entry_t *e = mc__err_find(code, MC__DOM_STORE);
-    return e ? e->msg : "unknown error";
+    return mc__err_get(code, MC__DOM_STORE)->msg;
 }
 
 const char *mc_err_name(int code) {
-    const mc__err_entry_t *e = mc__err_find(code, MC__DOM_TE);
-    return e ? e->name : "UNKNOWN";
+    return mc__err_get(code, MC__DOM_TE)->name;
 }
 
 const char *mc_store_err_name(int code) {
-    const mc__err_entry_t *e = mc__err_find(code, MC__DOM_STORE);
-    return e ? e->name : "UNKNOWN";
+    return mc__err_get(code, MC__DOM_STORE)->name;
 }

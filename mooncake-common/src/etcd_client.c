@@ -222,23 +222,6 @@ expired:
 }
 
 /* --- request bodies --- */
-static int mc__b64_field(mc_buf_t *b, const char *name, const void *p, size_t n) {
-    size_t el = mc__etcd_b64_len(n);
-    char pre[48];
-    int m = snprintf(pre, sizeof(pre), "%s\"%s\":\"", b->len > 1 ? "," : "", name);
-    if (mc__buf_put(b, pre, (size_t)m) || mc__buf_reserve(b, el + 2))
-        return MC_ERR_MEMORY;
-    mc__etcd_b64_encode(p, n, (char *)b->data + b->len);
-    b->len += el;
-    return mc__buf_put(b, "\"", 1);
-}
-
-static int mc__i64_field(mc_buf_t *b, const char *name, int64_t v) {
-    char s[64];
-    int m = snprintf(s, sizeof(s), "%s\"%s\":\"%" PRId64 "\"", b->len > 1 ? "," : "", name, v);
-    return mc__buf_put(b, s, (size_t)m);
-}
-
 static int mc__body_end(mc_buf_t *b) {
     if (mc__buf_put(b, "}", 2) || b->failed) /* with the NUL */
         return MC_ERR_MEMORY;
@@ -255,25 +238,38 @@ static int mc__etcd_do(mc_etcd_t *c, const char *path, mc_buf_t *b, int idempote
     return rc;
 }
 
+/* Starts in b the body of a call on a key, or with range_end on the keys [key, range_end). */
+static void mc__key_body(mc_buf_t *b, const void *key, size_t key_len, const void *range_end,
+                         size_t range_end_len) {
+    mc__buf_init(b);
+    mc__buf_put(b, "{", 1);
+    mc__etcd_field_b64(b, "key", key, key_len);
+    if (range_end)
+        mc__etcd_field_b64(b, "range_end", range_end, range_end_len);
+}
+
+/* A put or a delete with its body in b (freed): the revision it made, the keys it deleted. */
+static int mc__etcd_write(mc_etcd_t *c, const char *path, mc_buf_t *b, int64_t *revision,
+                          int64_t *deleted) {
+    char *r = NULL;
+    size_t rl = 0;
+    int rc = mc__etcd_do(c, path, b, 1, &r, &rl);
+    if (!rc)
+        rc = mc__etcd_parse_write(r, rl, revision, deleted);
+    mc__free(r);
+    return rc;
+}
+
 int mc__etcd_put(mc_etcd_t *c, const void *key, size_t key_len, const void *val, size_t val_len,
                  int64_t lease, int64_t *revision) {
     mc_buf_t b;
-    char *r = NULL;
-    size_t rl = 0;
-    int rc;
     if (!c || !key || !key_len || (!val && val_len))
         return MC_ERR_INVALID_ARGUMENT;
-    mc__buf_init(&b);
-    mc__buf_put(&b, "{", 1);
-    mc__b64_field(&b, "key", key, key_len);
-    mc__b64_field(&b, "value", val ? val : "", val_len);
+    mc__key_body(&b, key, key_len, NULL, 0);
+    mc__etcd_field_b64(&b, "value", val ? val : "", val_len);
     if (lease)
-        mc__i64_field(&b, "lease", lease);
-    rc = mc__etcd_do(c, "/v3/kv/put", &b, 1, &r, &rl);
-    if (!rc)
-        rc = mc__etcd_parse_write(r, rl, revision, NULL);
-    mc__free(r);
-    return rc;
+        mc__etcd_field_i64(&b, "lease", lease);
+    return mc__etcd_write(c, "/v3/kv/put", &b, revision, NULL);
 }
 
 int mc__etcd_range(mc_etcd_t *c, const void *key, size_t key_len, const void *range_end,
@@ -287,15 +283,11 @@ int mc__etcd_range(mc_etcd_t *c, const void *key, size_t key_len, const void *ra
     if (!c || !out || !key || !key_len || (range_end && !range_end_len) || limit < 0 ||
         revision < 0)
         return MC_ERR_INVALID_ARGUMENT;
-    mc__buf_init(&b);
-    mc__buf_put(&b, "{", 1);
-    mc__b64_field(&b, "key", key, key_len);
-    if (range_end)
-        mc__b64_field(&b, "range_end", range_end, range_end_len);
+    mc__key_body(&b, key, key_len, range_end, range_end_len);
     if (limit)
-        mc__i64_field(&b, "limit", limit);
+        mc__etcd_field_i64(&b, "limit", limit);
     if (revision)
-        mc__i64_field(&b, "revision", revision);
+        mc__etcd_field_i64(&b, "revision", revision);
     rc = mc__etcd_do(c, "/v3/kv/range", &b, 1, &r, &rl);
     if (!rc)
         rc = mc__etcd_parse_range(r, rl, out);
@@ -407,23 +399,12 @@ out:
 int mc__etcd_delete(mc_etcd_t *c, const void *key, size_t key_len, const void *range_end,
                     size_t range_end_len, int64_t *deleted) {
     mc_buf_t b;
-    char *r = NULL;
-    size_t rl = 0;
-    int rc;
     if (deleted)
         *deleted = 0;
     if (!c || !key || !key_len || (range_end && !range_end_len))
         return MC_ERR_INVALID_ARGUMENT;
-    mc__buf_init(&b);
-    mc__buf_put(&b, "{", 1);
-    mc__b64_field(&b, "key", key, key_len);
-    if (range_end)
-        mc__b64_field(&b, "range_end", range_end, range_end_len);
-    rc = mc__etcd_do(c, "/v3/kv/deleterange", &b, 1, &r, &rl);
-    if (!rc)
-        rc = mc__etcd_parse_write(r, rl, NULL, deleted);
-    mc__free(r);
-    return rc;
+    mc__key_body(&b, key, key_len, range_end, range_end_len);
+    return mc__etcd_write(c, "/v3/kv/deleterange", &b, NULL, deleted);
 }
 
 int mc__etcd_txn(mc_etcd_t *c, const mc_etcd_cmp_t *cmps, size_t ncmp, const mc_etcd_op_t *success,

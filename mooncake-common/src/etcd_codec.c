@@ -252,24 +252,30 @@ out:
     return rc;
 }
 
+/* Room for the items of arr (absent: none), zeroed; NULL when there are none. *rc: 0,
+ * MC_ERR_MALFORMED_JSON (not an array) or MC_ERR_MEMORY. */
+static void *mc__j_array_alloc(const cJSON *arr, size_t size, int *rc) {
+    int n = arr ? cJSON_GetArraySize(arr) : 0;
+    void *items = NULL;
+    *rc = 0;
+    if (arr && !cJSON_IsArray(arr))
+        *rc = MC_ERR_MALFORMED_JSON;
+    else if (n > 0 && !(items = mc__calloc((size_t)n, size)))
+        *rc = MC_ERR_MEMORY;
+    return items;
+}
+
 static int mc__parse_range_obj(const cJSON *j, mc_etcd_kvs_t *out) {
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "kvs"), *it;
     int rc = MC_ERR_MALFORMED_JSON;
-    int n;
     memset(out, 0, sizeof(*out));
     if (mc__header_rev(j, &out->revision) || mc__j_i64(j, "count", &out->count))
         goto out;
     out->more = mc__j_bool(j, "more");
-    if (arr && !cJSON_IsArray(arr))
+    out->kvs = mc__j_array_alloc(arr, sizeof(*out->kvs), &rc);
+    if (rc)
         goto out;
-    n = arr ? cJSON_GetArraySize(arr) : 0;
-    if (n > 0) {
-        out->kvs = mc__calloc((size_t)n, sizeof(*out->kvs));
-        if (!out->kvs) {
-            rc = MC_ERR_MEMORY;
-            goto out;
-        }
-    }
+    rc = MC_ERR_MALFORMED_JSON;
     cJSON_ArrayForEach(it, arr) {
         if ((rc = mc__parse_kv(it, &out->kvs[out->n])) != 0)
             goto out;
@@ -323,7 +329,6 @@ int mc__etcd_parse_txn(const char *body, size_t len, mc_etcd_txn_result_t *out) 
     cJSON *j = mc__parse_obj(body, len);
     const cJSON *arr, *it;
     int rc = MC_ERR_MALFORMED_JSON;
-    int n;
     memset(out, 0, sizeof(*out));
     if (!j)
         return rc;
@@ -331,17 +336,12 @@ int mc__etcd_parse_txn(const char *body, size_t len, mc_etcd_txn_result_t *out) 
         goto out;
     out->succeeded = mc__j_bool(j, "succeeded");
     arr = cJSON_GetObjectItemCaseSensitive(j, "responses");
-    if (arr && !cJSON_IsArray(arr))
+    out->ranges = mc__j_array_alloc(arr, sizeof(*out->ranges), &rc);
+    if (!rc)
+        out->deleted = mc__j_array_alloc(arr, sizeof(*out->deleted), &rc);
+    if (rc)
         goto out;
-    n = arr ? cJSON_GetArraySize(arr) : 0;
-    if (n > 0) {
-        out->ranges = mc__calloc((size_t)n, sizeof(*out->ranges));
-        out->deleted = mc__calloc((size_t)n, sizeof(*out->deleted));
-        if (!out->ranges || !out->deleted) {
-            rc = MC_ERR_MEMORY;
-            goto out;
-        }
-    }
+    rc = MC_ERR_MALFORMED_JSON;
     cJSON_ArrayForEach(it, arr) {
         const cJSON *r;
         if (!cJSON_IsObject(it))
@@ -398,20 +398,29 @@ int mc__etcd_parse_lease_ttl(const char *body, size_t len, int64_t *ttl, int64_t
 
 /* --- building requests: keys and values are base64, so only numbers need formatting --- */
 
-static int mc__put_b64(mc_buf_t *b, const char *name, const void *p, size_t n) {
+/* A field's separator: none right after '{' or ',', else a comma. */
+static int mc__field_sep(mc_buf_t *b) {
+    if (b->len == 0 || b->data[b->len - 1] == '{' || b->data[b->len - 1] == ',')
+        return 0;
+    return mc__buf_put(b, ",", 1);
+}
+
+int mc__etcd_field_b64(mc_buf_t *b, const char *name, const void *p, size_t n) {
     size_t el = mc__etcd_b64_len(n);
     char pre[48];
     int m = snprintf(pre, sizeof(pre), "\"%s\":\"", name);
-    if (mc__buf_put(b, pre, (size_t)m) || mc__buf_reserve(b, el + 1))
+    if (mc__field_sep(b) || mc__buf_put(b, pre, (size_t)m) || mc__buf_reserve(b, el + 1))
         return MC_ERR_MEMORY;
     mc__etcd_b64_encode(p, n, (char *)b->data + b->len);
     b->len += el;
     return mc__buf_put(b, "\"", 1);
 }
 
-static int mc__put_i64(mc_buf_t *b, const char *name, int64_t v) {
+int mc__etcd_field_i64(mc_buf_t *b, const char *name, int64_t v) {
     char s[64];
-    int m = snprintf(s, sizeof(s), ",\"%s\":\"%" PRId64 "\"", name, v);
+    int m = snprintf(s, sizeof(s), "\"%s\":\"%" PRId64 "\"", name, v);
+    if (mc__field_sep(b))
+        return MC_ERR_MEMORY;
     return mc__buf_put(b, s, (size_t)m);
 }
 
@@ -426,15 +435,13 @@ static int mc__build_op(mc_buf_t *b, const mc_etcd_op_t *op) {
         (op->type == MC_ETCD_OP_PUT && !op->value && op->value_len))
         return MC_ERR_INVALID_ARGUMENT;
     mc__put_str(b, wrap[op->type]);
-    mc__put_b64(b, "key", op->key, op->key_len);
+    mc__etcd_field_b64(b, "key", op->key, op->key_len);
     if (op->type == MC_ETCD_OP_PUT) {
-        mc__put_str(b, ",");
-        mc__put_b64(b, "value", op->value, op->value_len);
+        mc__etcd_field_b64(b, "value", op->value, op->value_len);
         if (op->lease)
-            mc__put_i64(b, "lease", op->lease);
+            mc__etcd_field_i64(b, "lease", op->lease);
     } else if (op->range_end) {
-        mc__put_str(b, ",");
-        mc__put_b64(b, "range_end", op->range_end, op->range_end_len);
+        mc__etcd_field_b64(b, "range_end", op->range_end, op->range_end_len);
     }
     return mc__put_str(b, "}}");
 }
@@ -476,12 +483,11 @@ int mc__etcd_build_txn(const mc_etcd_cmp_t *cmps, size_t ncmp, const mc_etcd_op_
         snprintf(s, sizeof(s), "%s{\"target\":\"%s\",\"result\":\"%s\",", i ? "," : "",
                  targets[c->target], results[c->result]);
         mc__put_str(&b, s);
-        mc__put_b64(&b, "key", c->key, c->key_len);
+        mc__etcd_field_b64(&b, "key", c->key, c->key_len);
         if (c->target == MC_ETCD_CMP_VALUE) {
-            mc__put_str(&b, ",");
-            mc__put_b64(&b, "value", c->value, c->value_len);
+            mc__etcd_field_b64(&b, "value", c->value, c->value_len);
         } else {
-            mc__put_i64(&b, fields[c->target], c->number);
+            mc__etcd_field_i64(&b, fields[c->target], c->number);
         }
         mc__put_str(&b, "}");
     }
@@ -696,7 +702,6 @@ int mc__etcd_parse_watch_msg(const char *msg, size_t len, mc_etcd_watch_msg_t *o
     cJSON *j = mc__parse_obj(msg, len);
     const cJSON *r, *arr, *it, *reason;
     int rc = MC_ERR_MALFORMED_JSON;
-    int n;
     memset(out, 0, sizeof(*out));
     if (!j)
         return rc;
@@ -712,16 +717,10 @@ int mc__etcd_parse_watch_msg(const char *msg, size_t len, mc_etcd_watch_msg_t *o
     if (cJSON_IsString(reason))
         snprintf(out->cancel_reason, sizeof(out->cancel_reason), "%s", reason->valuestring);
     arr = cJSON_GetObjectItemCaseSensitive(r, "events");
-    if (arr && !cJSON_IsArray(arr))
+    out->events = mc__j_array_alloc(arr, sizeof(*out->events), &rc);
+    if (rc)
         goto out;
-    n = arr ? cJSON_GetArraySize(arr) : 0;
-    if (n > 0) {
-        out->events = mc__calloc((size_t)n, sizeof(*out->events));
-        if (!out->events) {
-            rc = MC_ERR_MEMORY;
-            goto out;
-        }
-    }
+    rc = MC_ERR_MALFORMED_JSON;
     cJSON_ArrayForEach(it, arr) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "type");
         mc_etcd_event_t *ev = &out->events[out->n];

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "mooncake/common/etcd.h"
+#include "mooncake/common/frame.h"
 
 typedef struct mc__etcd_ep {
     char host[256];
@@ -30,4 +31,8 @@ int mc__etcd_lease_keepalive_dl(mc_etcd_t *c, int64_t id, int timeout_ms, int64_
 /* A lease time-to-live answer: TTL (-1: expired) and grantedTTL. */
 int mc__etcd_parse_lease_ttl(const char *body, size_t len, int64_t *ttl, int64_t *granted);
 void mc__etcd_sleep_ms(int ms);
+/* Appends "name":"<base64 of p>" or "name":"<v>" to a JSON object being built in b, after a
+ * comma unless b ends in '{' or ','. 0 or MC_ERR_MEMORY. */
+int mc__etcd_field_b64(mc_buf_t *b, const char *name, const void *p, size_t n);
+int mc__etcd_field_i64(mc_buf_t *b, const char *name, int64_t v);
 #endif

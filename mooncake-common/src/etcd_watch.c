@@ -50,15 +50,7 @@ static void *mc__keeper_main(void *arg) {
         int rc;
         uint64_t left;
         while (!k->stop && (now = mc__now_ms()) < next) {
-            struct timespec ts;
-            uint64_t wait = next - now;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += (time_t)(wait / 1000);
-            ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            struct timespec ts = mc__realtime_after_ms(next - now);
             pthread_cond_timedwait(&k->cond, &k->lock, &ts);
         }
         if (k->stop)

@@ -45,7 +45,7 @@ static void mc__flags_usage(const mc_flag_t *flags, size_t n, const char *prog,
     fflush(stdout);
 }
 
-static int mc__flag_set(const mc_flag_t *f, const char *v) {
+int mc__flag_set(const mc_flag_t *f, const char *v) {
     switch (f->type) {
     case MC_FLAG_BOOL:
         return mc__parse_bool(v, (int *)f->value);

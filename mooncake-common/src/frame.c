@@ -7,46 +7,19 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/error.h"
 
-static void mc__put_le16(uint8_t *p, uint16_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void mc__put_le32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void mc__put_le64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t mc__get_le16(const uint8_t *p) {
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t mc__get_le32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static uint64_t mc__get_le64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 void mc__frame_header_encode(const mc_frame_header_t *h, uint8_t out[MC_FRAME_HEADER_SIZE]) {
-    mc__put_le32(out, h->magic);
+    mc__le_put(out, h->magic, 4);
     out[4] = h->version;
     out[5] = h->type;
-    mc__put_le16(out + 6, h->flags);
-    mc__put_le64(out + 8, h->request_id);
-    mc__put_le64(out + 16, h->body_len);
+    mc__le_put(out + 6, h->flags, 2);
+    mc__le_put(out + 8, h->request_id, 8);
+    mc__le_put(out + 16, h->body_len, 8);
+}
+
+void mc__frame_header_put(uint8_t out[MC_FRAME_HEADER_SIZE], uint8_t type, uint16_t flags,
+                          uint64_t request_id, uint64_t body_len) {
+    mc_frame_header_t h = {MC_FRAME_MAGIC, MC_FRAME_VERSION, type, flags, request_id, body_len};
+    mc__frame_header_encode(&h, out);
 }
 
 int mc__frame_header_decode(const uint8_t *in, size_t len, uint64_t max_body,
@@ -54,12 +27,12 @@ int mc__frame_header_decode(const uint8_t *in, size_t len, uint64_t max_body,
     memset(out, 0, sizeof(*out));
     if (!in || len < MC_FRAME_HEADER_SIZE)
         return MC_ERR_INVALID_ARGUMENT;
-    out->magic = mc__get_le32(in);
+    out->magic = (uint32_t)mc__le_get(in, 4);
     out->version = in[4];
     out->type = in[5];
-    out->flags = mc__get_le16(in + 6);
-    out->request_id = mc__get_le64(in + 8);
-    out->body_len = mc__get_le64(in + 16);
+    out->flags = (uint16_t)mc__le_get(in + 6, 2);
+    out->request_id = mc__le_get(in + 8, 8);
+    out->body_len = mc__le_get(in + 16, 8);
     if (out->magic != MC_FRAME_MAGIC || out->version != MC_FRAME_VERSION ||
         out->body_len > max_body)
         return MC_ERR_INVALID_ARGUMENT;
@@ -68,52 +41,33 @@ int mc__frame_header_decode(const uint8_t *in, size_t len, uint64_t max_body,
 
 /* --- cursor --- */
 
-int mc__cur_u8(mc_cursor_t *c, uint8_t *v) {
-    if (mc__cur_left(c) < 1)
-        return -1;
-    *v = *c->pos++;
-    return 0;
-}
+/* The unsigned getters, one definition for every width. */
+#define MC__CUR_UINT(bits)                                                                         \
+    int mc__cur_u##bits(mc_cursor_t *c, uint##bits##_t *v) {                                       \
+        if (mc__cur_left(c) < (bits) / 8)                                                          \
+            return -1;                                                                             \
+        *v = (uint##bits##_t)mc__le_get(c->pos, (bits) / 8);                                       \
+        c->pos += (bits) / 8;                                                                      \
+        return 0;                                                                                  \
+    }
+MC__CUR_UINT(8)
+MC__CUR_UINT(16)
+MC__CUR_UINT(32)
+MC__CUR_UINT(64)
+#undef MC__CUR_UINT
 
-int mc__cur_u16(mc_cursor_t *c, uint16_t *v) {
-    if (mc__cur_left(c) < 2)
-        return -1;
-    *v = mc__get_le16(c->pos);
-    c->pos += 2;
-    return 0;
-}
-
-int mc__cur_u32(mc_cursor_t *c, uint32_t *v) {
-    if (mc__cur_left(c) < 4)
-        return -1;
-    *v = mc__get_le32(c->pos);
-    c->pos += 4;
-    return 0;
-}
-
-int mc__cur_u64(mc_cursor_t *c, uint64_t *v) {
-    if (mc__cur_left(c) < 8)
-        return -1;
-    *v = mc__get_le64(c->pos);
-    c->pos += 8;
-    return 0;
-}
-
-int mc__cur_i32(mc_cursor_t *c, int32_t *v) {
-    uint32_t u = 0;
-    if (mc__cur_u32(c, &u))
-        return -1;
-    memcpy(v, &u, sizeof(*v));
-    return 0;
-}
-
-int mc__cur_i64(mc_cursor_t *c, int64_t *v) {
-    uint64_t u = 0;
-    if (mc__cur_u64(c, &u))
-        return -1;
-    memcpy(v, &u, sizeof(*v));
-    return 0;
-}
+/* The signed ones read the unsigned value and keep its bits. */
+#define MC__CUR_INT(bits)                                                                          \
+    int mc__cur_i##bits(mc_cursor_t *c, int##bits##_t *v) {                                        \
+        uint##bits##_t u = 0;                                                                      \
+        if (mc__cur_u##bits(c, &u))                                                                \
+            return -1;                                                                             \
+        memcpy(v, &u, sizeof(*v));                                                                 \
+        return 0;                                                                                  \
+    }
+MC__CUR_INT(32)
+MC__CUR_INT(64)
+#undef MC__CUR_INT
 
 int mc__cur_bytes(mc_cursor_t *c, uint32_t max, const uint8_t **p, uint32_t *len) {
     const uint8_t *save = c->pos;
@@ -199,35 +153,27 @@ int mc__buf_u8(mc_buf_t *b, uint8_t v) {
     return mc__buf_put(b, &v, 1);
 }
 
-int mc__buf_u16(mc_buf_t *b, uint16_t v) {
-    uint8_t t[2];
-    mc__put_le16(t, v);
-    return mc__buf_put(b, t, sizeof(t));
-}
+/* The appenders of every width, likewise. */
+#define MC__BUF_UINT(bits)                                                                         \
+    int mc__buf_u##bits(mc_buf_t *b, uint##bits##_t v) {                                           \
+        uint8_t t[(bits) / 8];                                                                     \
+        mc__le_put(t, v, (bits) / 8);                                                              \
+        return mc__buf_put(b, t, sizeof(t));                                                       \
+    }
+MC__BUF_UINT(16)
+MC__BUF_UINT(32)
+MC__BUF_UINT(64)
+#undef MC__BUF_UINT
 
-int mc__buf_u32(mc_buf_t *b, uint32_t v) {
-    uint8_t t[4];
-    mc__put_le32(t, v);
-    return mc__buf_put(b, t, sizeof(t));
-}
-
-int mc__buf_u64(mc_buf_t *b, uint64_t v) {
-    uint8_t t[8];
-    mc__put_le64(t, v);
-    return mc__buf_put(b, t, sizeof(t));
-}
-
-int mc__buf_i32(mc_buf_t *b, int32_t v) {
-    uint32_t u;
-    memcpy(&u, &v, sizeof(u));
-    return mc__buf_u32(b, u);
-}
-
-int mc__buf_i64(mc_buf_t *b, int64_t v) {
-    uint64_t u;
-    memcpy(&u, &v, sizeof(u));
-    return mc__buf_u64(b, u);
-}
+#define MC__BUF_INT(bits)                                                                          \
+    int mc__buf_i##bits(mc_buf_t *b, int##bits##_t v) {                                            \
+        uint##bits##_t u;                                                                          \
+        memcpy(&u, &v, sizeof(u));                                                                 \
+        return mc__buf_u##bits(b, u);                                                              \
+    }
+MC__BUF_INT(32)
+MC__BUF_INT(64)
+#undef MC__BUF_INT
 
 int mc__buf_bytes(mc_buf_t *b, const void *p, uint32_t n) {
     int rc = mc__buf_reserve(b, (size_t)n + 4);
@@ -248,12 +194,11 @@ int mc__buf_str(mc_buf_t *b, const char *s) {
 
 int mc__buf_frame_begin(mc_buf_t *b, uint8_t type, uint16_t flags, uint64_t request_id,
                         size_t *frame_start) {
-    mc_frame_header_t h = {MC_FRAME_MAGIC, MC_FRAME_VERSION, type, flags, request_id, 0};
     int rc = mc__buf_reserve(b, MC_FRAME_HEADER_SIZE);
     if (rc)
         return rc;
     *frame_start = b->len;
-    mc__frame_header_encode(&h, b->data + b->len);
+    mc__frame_header_put(b->data + b->len, type, flags, request_id, 0);
     b->len += MC_FRAME_HEADER_SIZE;
     return 0;
 }
@@ -261,5 +206,5 @@ int mc__buf_frame_begin(mc_buf_t *b, uint8_t type, uint16_t flags, uint64_t requ
 void mc__buf_frame_end(mc_buf_t *b, size_t frame_start) {
     if (b->failed || frame_start + MC_FRAME_HEADER_SIZE > b->len)
         return;
-    mc__put_le64(b->data + frame_start + 16, b->len - frame_start - MC_FRAME_HEADER_SIZE);
+    mc__le_put(b->data + frame_start + 16, b->len - frame_start - MC_FRAME_HEADER_SIZE, 8);
 }

@@ -72,17 +72,7 @@ static int mc__http_fill(int fd, mc_buf_t *b, uint64_t deadline) {
     if (mc__buf_reserve(b, 16384) != 0)
         return MC_ERR_MEMORY;
     for (;;) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int timeout = -1;
-        if (deadline) {
-            uint64_t now = mc__now_ms();
-            if (now >= deadline) {
-                errno = ETIMEDOUT;
-                return MC_ERR_SOCKET;
-            }
-            timeout = (int)(deadline - now);
-        }
-        if (poll(&pfd, 1, timeout) < 0 && errno != EINTR)
+        if (mc__wait_fd(fd, POLLIN, deadline) != 0)
             return MC_ERR_SOCKET;
         r = recv(fd, b->data + b->len, b->cap - b->len, MSG_DONTWAIT);
         if (r > 0) {

@@ -285,6 +285,20 @@ static void mc__http_reject(void *ctx, int fd) {
     mc__http_send_error(fd, 503);
 }
 
+/* The one teardown, also of a server whose start failed part way (conns NULL). */
+void mc__http_server_stop(mc_http_server_t *s) {
+    if (!s)
+        return;
+    mc__conn_server_stop(s->conns); /* no connection thread is left to use s */
+    pthread_mutex_destroy(&s->nonce_mu);
+    mc__free(s->nonces);
+    mc__free(s);
+}
+
+uint16_t mc__http_server_port(const mc_http_server_t *s) {
+    return s ? mc__conn_server_port(s->conns) : 0;
+}
+
 int mc__http_server_start(const char *host, uint16_t port, size_t max_body, mc_http_handler_fn fn,
                           void *ctx, mc_http_server_t **out) {
     return mc__http_server_start_auth(host, port, max_body, fn, ctx, NULL, out);
@@ -320,28 +334,10 @@ int mc__http_server_start_auth(const char *host, uint16_t port, size_t max_body,
                                .reject = mc__http_reject,
                                .ctx = s};
     rc = mc__conn_server_start(&o, &s->conns);
-    if (rc < 0)
-        goto out;
-    *out = s;
-    s = NULL;
 out:
-    if (s) {
-        pthread_mutex_destroy(&s->nonce_mu);
-        mc__free(s->nonces);
-        mc__free(s);
-    }
+    if (rc < 0)
+        mc__http_server_stop(s); /* what was taken before the failure */
+    else
+        *out = s;
     return rc;
-}
-
-uint16_t mc__http_server_port(const mc_http_server_t *s) {
-    return s ? mc__conn_server_port(s->conns) : 0;
-}
-
-void mc__http_server_stop(mc_http_server_t *s) {
-    if (!s)
-        return;
-    mc__conn_server_stop(s->conns);
-    pthread_mutex_destroy(&s->nonce_mu);
-    mc__free(s->nonces);
-    mc__free(s);
 }

@@ -23,8 +23,8 @@
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
-/* Waits until fd is ready for events or the deadline passes (errno ETIMEDOUT). */
-static int mc__wait_fd(int fd, short events, uint64_t deadline_ms) {
+/* Polls in slices of at most 1000 s, so that a far deadline fits poll's int. */
+int mc__wait_fd(int fd, short events, uint64_t deadline_ms) {
     for (;;) {
         struct pollfd pfd = {.fd = fd, .events = events};
         int timeout = -1;

@@ -145,21 +145,8 @@ int mc__recv_fds(int sock, void *p, size_t n, int *fds, int max_fds, int *nfds,
         return MC_ERR_INVALID_ARGUMENT;
     *nfds = 0;
     for (;;) {
-        struct pollfd pfd = {.fd = sock, .events = POLLIN};
-        int timeout = -1;
-        if (deadline_ms) {
-            uint64_t now = mc__now_ms();
-            if (now >= deadline_ms) {
-                errno = ETIMEDOUT;
-                return MC_ERR_SOCKET;
-            }
-            timeout = (int)(deadline_ms - now);
-        }
-        if (poll(&pfd, 1, timeout) < 0) {
-            if (errno == EINTR)
-                continue;
+        if (mc__wait_fd(sock, POLLIN, deadline_ms) != 0)
             return MC_ERR_SOCKET;
-        }
         r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
         if (r >= 0)
             break;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mooncake/common/config.h"
 #include "mooncake/error.h"
 
 static int mc__yaml_fail(char *err, size_t cap, int line, const char *fmt, ...) {
@@ -18,16 +19,6 @@ static int mc__yaml_fail(char *err, size_t cap, int line, const char *fmt, ...) 
         va_end(ap);
     }
     return MC_ERR_INVALID_ARGUMENT;
-}
-
-static int mc__yaml_hex(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 /* Writes code point cp as UTF-8 at *w; 0, or -1 for a surrogate or a value beyond Unicode. */
@@ -117,7 +108,7 @@ static int mc__yaml_quoted(char **p, const char **why) {
             }
             r++;
             for (int i = 0; i < digits; i++) {
-                int h = mc__yaml_hex(r[i]);
+                int h = mc__parse_hex_digit(r[i]);
                 if (h < 0) {
                     *why = "bad hex digits in a \\x or \\u escape";
                     return -1;
@@ -168,6 +159,22 @@ static const char *mc__yaml_unsupported(const char *s) {
     }
 }
 
+/* The start of a key or a value at *p: a form this reader refuses, or a quoted scalar read whole
+ * (*quoted set, *p past it and the blanks after it); a plain one is left to the caller. 0, or -1
+ * with a reason in *why. */
+static int mc__yaml_scalar(char **p, int *quoted, const char **why) {
+    if ((*why = mc__yaml_unsupported(*p)) != NULL)
+        return -1;
+    *quoted = **p == '"' || **p == '\'';
+    if (!*quoted)
+        return 0;
+    if (mc__yaml_quoted(p, why) != 0)
+        return -1;
+    while (**p == ' ' || **p == '\t')
+        (*p)++;
+    return 0;
+}
+
 static char *mc__yaml_rtrim(char *b, char *e) {
     while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
         e--;
@@ -181,6 +188,7 @@ static int mc__yaml_line(char *s, mc__yaml_pair_t *pair, const char **why) {
     char *p = s;
     char *key = NULL;
     char *v = NULL;
+    int quoted = 0;
     while (*p == ' ')
         p++;
     if (*p == '\t') {
@@ -193,20 +201,15 @@ static int mc__yaml_line(char *s, mc__yaml_pair_t *pair, const char **why) {
         *why = "indented line: nested mappings are not supported (one key: value per line)";
         return -1;
     }
-    if ((*why = mc__yaml_unsupported(p)) != NULL)
+    key = p;
+    if (mc__yaml_scalar(&p, &quoted, why) != 0)
         return -1;
-    if (*p == '"' || *p == '\'') {
-        key = p;
-        if (mc__yaml_quoted(&p, why) != 0)
-            return -1;
-        while (*p == ' ' || *p == '\t')
-            p++;
+    if (quoted) {
         if (*p != ':') {
             *why = "expected ':' after the quoted key";
             return -1;
         }
     } else {
-        key = p;
         /* A plain key ends at the first ':' followed by a space or the end of the line. */
         while (*p && !(*p == ':' && (p[1] == ' ' || p[1] == '\t' || p[1] == '\0'))) {
             if (*p == '#' && p > key && (p[-1] == ' ' || p[-1] == '\t')) {
@@ -235,14 +238,10 @@ static int mc__yaml_line(char *s, mc__yaml_pair_t *pair, const char **why) {
         *p = '\0';
         return 1;
     }
-    if ((*why = mc__yaml_unsupported(p)) != NULL)
+    v = p;
+    if (mc__yaml_scalar(&p, &quoted, why) != 0)
         return -1;
-    if (*p == '"' || *p == '\'') {
-        v = p;
-        if (mc__yaml_quoted(&p, why) != 0)
-            return -1;
-        while (*p == ' ' || *p == '\t')
-            p++;
+    if (quoted) {
         if (*p != '\0' && *p != '#') {
             *why = "text after the closing quote";
             return -1;
@@ -251,7 +250,6 @@ static int mc__yaml_line(char *s, mc__yaml_pair_t *pair, const char **why) {
         pair->quoted = 1;
         return 1;
     }
-    v = p;
     /* A plain value ends at " #" (a comment) or the end of the line. */
     while (*p && !(*p == '#' && (p[-1] == ' ' || p[-1] == '\t'))) {
         if (*p == ':' && (p[1] == ' ' || p[1] == '\t' || p[1] == '\0')) {

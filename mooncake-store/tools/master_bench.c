@@ -42,19 +42,19 @@ typedef struct worker {
     int rc;
 } worker_t;
 
+/* The resident set of pid in KiB: statm's second field, in pages. */
 static long rss_kib(pid_t pid) {
-    char path[64], line[256];
-    long v = -1;
+    char path[64];
+    long pages = -1;
     FILE *fp;
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
     fp = fopen(path, "r");
     if (!fp)
         return -1;
-    while (fgets(line, sizeof(line), fp))
-        if (sscanf(line, "VmRSS: %ld", &v) == 1)
-            break;
+    if (fscanf(fp, "%*s %ld", &pages) != 1)
+        pages = -1;
     fclose(fp);
-    return v;
+    return pages < 0 ? -1 : pages * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
 static void key_name(char *out, int64_t i) {
@@ -120,14 +120,10 @@ static void *worker_main(void *arg) {
                     : mc__master_client_batch_get_replica_list(c, (size_t)b->batch, keys, reps);
         if (w->rc)
             goto out;
-        if (w->n_lat == w->cap_lat) {
-            size_t cap = w->cap_lat ? w->cap_lat * 2 : 1024;
-            uint64_t *p = mc__realloc(w->lat_us, cap * sizeof(*p));
-            if (!p)
-                goto out;
-            w->lat_us = p;
-            w->cap_lat = cap;
-        }
+        uint64_t *p = mc__array_grow(w->lat_us, w->n_lat, &w->cap_lat, sizeof(*p), 1024);
+        if (!p)
+            goto out;
+        w->lat_us = p;
         w->lat_us[w->n_lat++] = (mc__now_ns() - t0) / 1000u;
         w->keys += (uint64_t)b->batch;
     }

@@ -17,8 +17,8 @@
 #include "mooncake/common/version.h"
 #include "mooncake/error.h"
 #include "mooncake/store.h"
-#include "node/node_proto.h"
 #include "node/node_server.h"
+#include "proto/node_proto.h"
 
 #define PROG "mooncake_client"
 #define EXIT_USAGE 2

@@ -9,11 +9,11 @@
 #include <xxhash.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/hlink.h"
 #include "mooncake/error.h"
 
 typedef struct mc__kv_entry {
-    struct mc__kv_entry *next;
-    uint64_t hash;
+    mc_hlink_t link; /* first: the table's chain and the key's hash */
     char *key;
     uint8_t *val;
     size_t len;
@@ -21,8 +21,8 @@ typedef struct mc__kv_entry {
 
 struct mc_http_kv_store {
     pthread_rwlock_t lock;
-    mc__kv_entry_t **buckets;
-    size_t nbuckets; /* power of two */
+    mc_hlink_t **buckets; /* each begins an mc__kv_entry_t */
+    size_t nbuckets;      /* power of two */
     size_t count;
     uint64_t bytes; /* keys and values held, against MC_HTTP_KV_MAX_TOTAL */
     mc_http_server_t *server;
@@ -89,13 +89,13 @@ void mc__http_kv_store_stop(mc_http_kv_store_t *s) {
     if (s->server)
         mc__http_server_stop(s->server);
     for (size_t i = 0; i < s->nbuckets; i++) {
-        mc__kv_entry_t *e = s->buckets[i];
-        while (e) {
-            mc__kv_entry_t *next = e->next;
+        mc_hlink_t *l = s->buckets[i];
+        while (l) {
+            mc__kv_entry_t *e = (mc__kv_entry_t *)l;
+            l = l->next;
             mc__free(e->key);
             mc__free(e->val);
             mc__free(e);
-            e = next;
         }
     }
     pthread_rwlock_destroy(&s->lock);
@@ -103,9 +103,10 @@ void mc__http_kv_store_stop(mc_http_kv_store_t *s) {
     mc__free(s);
 }
 
-static mc__kv_entry_t **mc__kv_slot(mc_http_kv_store_t *s, const char *key, uint64_t h) {
-    mc__kv_entry_t **pp = &s->buckets[h & (s->nbuckets - 1)];
-    while (*pp && ((*pp)->hash != h || strcmp((*pp)->key, key) != 0))
+/* Where key's entry is linked (*slot its link), or the end of its chain when it has none. */
+static mc_hlink_t **mc__kv_slot(mc_http_kv_store_t *s, const char *key, uint64_t h) {
+    mc_hlink_t **pp = &s->buckets[h & (s->nbuckets - 1)];
+    while (*pp && ((*pp)->hash != h || strcmp(((mc__kv_entry_t *)*pp)->key, key) != 0))
         pp = &(*pp)->next;
     return pp;
 }
@@ -113,21 +114,13 @@ static mc__kv_entry_t **mc__kv_slot(mc_http_kv_store_t *s, const char *key, uint
 /* Doubles the table when it gets crowded; on allocation failure keeps the old one (only slower). */
 static void mc__kv_grow(mc_http_kv_store_t *s) {
     size_t n = s->nbuckets * 2;
-    mc__kv_entry_t **nb = NULL;
+    mc_hlink_t **nb = NULL;
     if (s->count < s->nbuckets * 2 || n > ((size_t)1 << 26))
         return;
     nb = mc__calloc(n, sizeof(*nb));
     if (!nb)
         return;
-    for (size_t i = 0; i < s->nbuckets; i++) {
-        mc__kv_entry_t *e = s->buckets[i];
-        while (e) {
-            mc__kv_entry_t *next = e->next;
-            e->next = nb[e->hash & (n - 1)];
-            nb[e->hash & (n - 1)] = e;
-            e = next;
-        }
-    }
+    mc__hlink_rehash(s->buckets, s->nbuckets, nb, n);
     mc__free(s->buckets);
     s->buckets = nb;
     s->nbuckets = n;
@@ -138,8 +131,8 @@ int mc__http_kv_store_put(mc_http_kv_store_t *s, const char *key, const void *va
     uint64_t h;
     uint8_t *copy = NULL;
     char *kcopy = NULL;
-    mc__kv_entry_t *e = NULL;
-    mc__kv_entry_t **pp;
+    mc__kv_entry_t *e = NULL, *old;
+    mc_hlink_t **pp;
     int rc = MC_ERR_INVALID_ARGUMENT;
     if (!s || klen == 0 || klen > MC_HTTP_KV_MAX_KEY || len > MC_HTTP_KV_MAX_VALUE || (len && !val))
         goto out;
@@ -152,22 +145,23 @@ int mc__http_kv_store_put(mc_http_kv_store_t *s, const char *key, const void *va
     h = XXH3_64bits(key, klen);
     pthread_rwlock_wrlock(&s->lock);
     pp = mc__kv_slot(s, key, h);
-    if (s->bytes - (*pp ? (*pp)->len : 0) + len + (*pp ? 0 : klen) > MC_HTTP_KV_MAX_TOTAL) {
+    old = (mc__kv_entry_t *)*pp;
+    if (s->bytes - (old ? old->len : 0) + len + (old ? 0 : klen) > MC_HTTP_KV_MAX_TOTAL) {
         /* over the total: refused, the old value (if any) stays */
-    } else if (*pp) {
-        s->bytes = s->bytes - (*pp)->len + len;
-        mc__free((*pp)->val);
-        (*pp)->val = copy;
-        (*pp)->len = len;
+    } else if (old) {
+        s->bytes = s->bytes - old->len + len;
+        mc__free(old->val);
+        old->val = copy;
+        old->len = len;
         copy = NULL;
         rc = 0;
     } else if ((e = mc__calloc(1, sizeof(*e))) && (kcopy = mc__strdup(key))) {
-        e->hash = h;
+        e->link.hash = h;
         e->key = kcopy;
         e->val = copy;
         e->len = len;
-        e->next = NULL;
-        *pp = e;
+        e->link.next = NULL;
+        *pp = &e->link;
         s->count++;
         s->bytes += klen + len;
         mc__kv_grow(s);
@@ -190,7 +184,7 @@ int mc__http_kv_store_get(mc_http_kv_store_t *s, const char *key, uint8_t **val,
     if (!s || !key || !val || !len)
         return rc;
     pthread_rwlock_rdlock(&s->lock);
-    e = *mc__kv_slot(s, key, XXH3_64bits(key, strlen(key)));
+    e = (mc__kv_entry_t *)*mc__kv_slot(s, key, XXH3_64bits(key, strlen(key)));
     rc = MC_ERR_METADATA;
     if (e) {
         rc = MC_ERR_MEMORY;
@@ -207,15 +201,15 @@ int mc__http_kv_store_get(mc_http_kv_store_t *s, const char *key, uint8_t **val,
 }
 
 int mc__http_kv_store_del(mc_http_kv_store_t *s, const char *key) {
-    mc__kv_entry_t **pp;
+    mc_hlink_t **pp;
     mc__kv_entry_t *e = NULL;
     if (!s || !key)
         return MC_ERR_INVALID_ARGUMENT;
     pthread_rwlock_wrlock(&s->lock);
     pp = mc__kv_slot(s, key, XXH3_64bits(key, strlen(key)));
     if (*pp) {
-        e = *pp;
-        *pp = e->next;
+        e = (mc__kv_entry_t *)*pp;
+        *pp = e->link.next;
         s->count--;
         s->bytes -= strlen(e->key) + e->len;
     }

@@ -187,7 +187,7 @@ static int mc__engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
     if (!e || e->initialized)
         goto out;
     /* From here the engine's threads, sockets and memory are this process's (gate.c). */
-    atomic_store_explicit(&e->owner_pid, mc__pid(), memory_order_relaxed);
+    mc_gate_own(&e->gate);
     meta =
         opts && opts->metadata_conn && *opts->metadata_conn ? opts->metadata_conn : "P2PHANDSHAKE";
     p2p = !strcmp(meta, "P2PHANDSHAKE");

@@ -13,6 +13,7 @@
 
 #include "desc.h"
 #include "mooncake/common/auth.h"
+#include "mooncake/common/gate.h"
 #include "mooncake/transfer_engine.h"
 #include "registry.h"
 #include "transports/transport.h"
@@ -94,19 +95,13 @@ typedef struct mc__server mc__server_t;
 
 struct mc_engine {
     int initialized;
-    /* The process that initialized the engine (0: not yet). Its threads, sockets and memory are
-     * that process's: a fork() child's copy refuses every call (gate.c) and, destroyed, lets go
-     * of its own copies only (mc_engine_destroy). */
-    _Atomic int owner_pid;
-    _Atomic int fork_warned; /* the child's refusal was logged */
-    /* Calls in flight and the close (gate.c): every public call but destroy enters the gate
-     * and leaves it when it returns; close shuts the gate, wakes waiters and waits for the
-     * calls inside before it releases anything they could touch. */
-    pthread_mutex_t gate_lock;
-    pthread_cond_t gate_cond;
-    _Atomic long gate_calls;
-    _Atomic int closing;
-    int closed; /* resources released (under gate_lock) */
+    /* Calls in flight and the close (gate.c, on mooncake/common/gate.h): every public call but
+     * destroy enters the gate and leaves it when it returns; close shuts the gate, wakes waiters
+     * and waits for the calls inside before it releases anything they could touch. Its owner is
+     * the process that initialized the engine (0: not yet): its threads, sockets and memory are
+     * that process's, so a fork() child's copy refuses every call and, destroyed, lets go of its
+     * own copies only (mc_engine_destroy). */
+    mc_gate_t gate;
     char name[MC__TE_NAME_MAX];
     char host[MC__TE_NAME_MAX];
     uint16_t port;

@@ -174,14 +174,19 @@ async def _body_object(request):
     return data, None
 
 
-def _guarded(name):
-    """A handler's wrapper: its time logged at debug, anything it raises a 500 with the text."""
+def _guarded(name, path_key=False):
+    """A handler's wrapper: its time logged at debug, anything it raises a 500 with the text.
+    With path_key, the {key} of the path is checked (a bad one answers 400) and passed on as the
+    handler's third argument."""
 
     def wrap(handler):
         async def run(self, request):
             start = time.perf_counter()
             try:
-                return await handler(self, request)
+                if not path_key:
+                    return await handler(self, request)
+                key = request.match_info["key"]
+                return self._key_error(key) or await handler(self, request, key)
             except Exception as exc:
                 logger.error("%s error: %s", name, exc)
                 return _error(500, str(exc))
@@ -445,6 +450,15 @@ class MooncakeStoreService:
             return _error(400, f"Invalid key, longer than {_MAX_KEY_BYTES} bytes")
         return None
 
+    async def _absent(self, key):
+        """The reply when key is not there (404) or is_exist fails (500); None when it is there."""
+        exists = await _call(self.store.is_exist, key)
+        if exists == 0:
+            return _error(404, "Key not found")
+        if exists < 0:
+            return _error(500, "Exist check failed")
+        return None
+
     @_guarded("PUT")
     async def handle_put(self, request):
         """PUT /api/put {"key", "value"}: the value's UTF-8 bytes under key."""
@@ -468,49 +482,33 @@ class MooncakeStoreService:
             return _store_error("PUT operation failed", ret)
         return _ok()
 
-    @_guarded("GET")
-    async def handle_get(self, request):
+    @_guarded("GET", path_key=True)
+    async def handle_get(self, request, key):
         """GET /api/get/{key}: the value's bytes."""
-        key = request.match_info["key"]
-        bad = self._key_error(key)
+        bad = await self._absent(key)
         if bad:
             return bad
-        exists = await _call(self.store.is_exist, key)
-        if exists == 0:
-            return _error(404, "Key not found")
-        if exists < 0:
-            return _error(500, "Exist check failed")
         value = await _call(self.store.get, key)
         if value is None:
             return _error(500, "GET operation failed")
         if value == b"":
             # get answers b"" both for an empty value and for a key removed since is_exist.
-            exists = await _call(self.store.is_exist, key)
-            if exists == 0:
-                return _error(404, "Key not found")
-            if exists < 0:
-                return _error(500, "Exist check failed")
+            bad = await self._absent(key)
+            if bad:
+                return bad
         return Reply(200, bytes(value), "application/octet-stream")
 
-    @_guarded("EXIST")
-    async def handle_exist(self, request):
+    @_guarded("EXIST", path_key=True)
+    async def handle_exist(self, request, key):
         """GET /api/exist/{key}: {"exists": bool}."""
-        key = request.match_info["key"]
-        bad = self._key_error(key)
-        if bad:
-            return bad
         exists = await _call(self.store.is_exist, key)
         if exists < 0:
             return _error(500, "Exist check failed")
         return json_reply(200, {"exists": exists > 0})
 
-    @_guarded("REMOVE")
-    async def handle_remove(self, request):
+    @_guarded("REMOVE", path_key=True)
+    async def handle_remove(self, request, key):
         """DELETE /api/remove/{key}."""
-        key = request.match_info["key"]
-        bad = self._key_error(key)
-        if bad:
-            return bad
         ret = await _call(self.store.remove, key)
         if ret != 0:
             return _store_error("Remove operation failed", ret)

@@ -12,12 +12,12 @@ version=, kind= and prerelease= for later workflow steps. Exit 0 when everything
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from relcommon import ReleaseError, check_tag, classify, parse_canonical, pyproject_version  # noqa: E402
+from relcommon import (ReleaseError, check_tag, classify, github_output,  # noqa: E402
+                       parse_canonical, pyproject_version)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,10 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     prerelease = "true" if kind != "stable" else "false"
     where = f"tag {args.tag!r} matches " if args.tag is not None else ""
     print(f"check_version: PASS: {where}version {version} ({kind})")
-    out = os.environ.get("GITHUB_OUTPUT")
-    if out:
-        with open(out, "a") as f:
-            f.write(f"version={version}\nkind={kind}\nprerelease={prerelease}\n")
+    github_output(version=version, kind=kind, prerelease=prerelease)
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -171,3 +172,12 @@ def load_manifest(path: Path) -> dict:
     if problems:
         raise ReleaseError(f"manifest {path}: " + "; ".join(problems))
     return m
+
+
+def github_output(**values) -> None:
+    """Appends name=value lines for the workflow's later steps to $GITHUB_OUTPUT, when it is set
+    (outside GitHub Actions nothing is written)."""
+    out = os.environ.get("GITHUB_OUTPUT")
+    if out:
+        with open(out, "a") as f:
+            f.write("".join(f"{k}={v}\n" for k, v in values.items()))

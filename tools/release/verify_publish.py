@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from relcommon import (ReleaseError, check_tag, dist_files, load_manifest,  # noqa: E402
-                       pyproject_version, sha256_file)
+from relcommon import (ReleaseError, check_tag, dist_files, github_output,  # noqa: E402
+                       load_manifest, pyproject_version, sha256_file)
 
 
 def load_published(src: Path) -> dict[str, str]:
@@ -127,10 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  upload  {name}")
     for name in already:
         print(f"  present {name}")
-    out = os.environ.get("GITHUB_OUTPUT")
-    if out:
-        with open(out, "a") as f:
-            f.write(f"upload_count={len(to_upload)}\n")
+    github_output(upload_count=len(to_upload))
     return 0
 
 

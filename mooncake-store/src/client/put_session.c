@@ -112,25 +112,16 @@ static void mc__session_erase(mc__put_sessions_t *t, mc__put_session_t *e) {
 static int mc__session_start_impl(mc_store_t *s, const char *const *keys, const uint64_t *sizes,
                                   size_t n, const mc_replicate_config_t *rc_cfg, int *codes) {
     mc__put_sessions_t *t = &s->sessions;
-    mc__replicate_config_t wc;
-    mc__key_replicas_t *kr = NULL;
-    const char **start = NULL;
-    uint64_t *lens = NULL;
-    size_t *idx = NULL, m = 0;
-    int rc = mc__store_batch_check(s, n, keys && sizes && codes);
-    if (rc != 0)
+    mc__put_batch_t b;
+    size_t m = 0;
+    int rc = mc__put_batch_init(s, n, keys && sizes && codes, rc_cfg, &b);
+    const char **start = b.keys;
+    uint64_t *lens = b.lens;
+    size_t *idx = b.idx;
+    mc__key_replicas_t *kr = b.kr;
+    if (rc != 0 || n == 0) {
+        mc__put_batch_free(&b);
         return rc;
-    if (mc__store_wire_config(rc_cfg, &wc) != 0)
-        return MC_ERR_INVALID_PARAMS;
-    if (n == 0)
-        return 0;
-    start = mc__calloc(n, sizeof(*start));
-    lens = mc__calloc(n, sizeof(*lens));
-    idx = mc__calloc(n, sizeof(*idx));
-    kr = mc__calloc(n, sizeof(*kr));
-    if (!start || !lens || !idx || !kr) {
-        rc = MC_ERR_INTERNAL_ERROR;
-        goto out;
     }
     /* A key named twice in one call, or already in a session, is refused (its first session is
      * left alone); the others start together in one master round trip. */
@@ -152,7 +143,7 @@ static int mc__session_start_impl(mc_store_t *s, const char *const *keys, const 
     pthread_mutex_unlock(&t->mu);
     if (m == 0)
         goto out;
-    rc = mc__master_client_batch_start(s->master, 0, m, start, lens, &wc, kr);
+    rc = mc__master_client_batch_start(s->master, 0, m, start, lens, &b.wc, kr);
     if (rc != 0) {
         for (size_t j = 0; j < m; j++)
             codes[idx[j]] = rc;
@@ -175,10 +166,7 @@ static int mc__session_start_impl(mc_store_t *s, const char *const *keys, const 
     }
     pthread_mutex_unlock(&t->mu);
 out:
-    mc__free(kr);
-    mc__free(idx);
-    mc__free(lens);
-    mc__free(start);
+    mc__put_batch_free(&b);
     return rc;
 }
 

@@ -154,3 +154,15 @@ void mc__staging_free(mc__staging_t *st, void *p, size_t len) {
     pthread_cond_broadcast(&st->freed);
     pthread_mutex_unlock(&st->mu);
 }
+
+int mc__staging_present(const mc__staging_t *st) {
+    return st->base != NULL;
+}
+
+size_t mc__staging_in_use(mc__staging_t *st) {
+    size_t n;
+    pthread_mutex_lock(&st->mu);
+    n = st->in_use;
+    pthread_mutex_unlock(&st->mu);
+    return n;
+}

@@ -11,6 +11,7 @@ typedef struct mc__extent {
     size_t len;
 } mc__extent_t;
 
+/* Its fields are staging.c's: the other files go through the calls below. */
 typedef struct mc__staging {
     uint8_t *base; /* NULL when the client has no staging buffer */
     size_t size;
@@ -31,4 +32,8 @@ void *mc__staging_try_alloc(mc__staging_t *st, size_t len);
 void *mc__staging_alloc_range(mc__staging_t *st, size_t min_len, size_t want, int timeout_ms,
                               size_t *got);
 void mc__staging_free(mc__staging_t *st, void *p, size_t len);
+/* 1 when there is a staging buffer at all. */
+int mc__staging_present(const mc__staging_t *st);
+/* The bytes in blocks handed out now (a release waits while buffers from get_buffer hold some). */
+size_t mc__staging_in_use(mc__staging_t *st);
 #endif

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "client/backend.h"
+#include "client/direct.h"
 #include "client/dummy.h"
 #include "client/store_disk.h"
 #include "client/store_internal.h"
@@ -21,23 +23,25 @@
            */
 #define MC__STORE_PORT_HI 14300
 
-int mc_store_create(mc_store_t **out) {
-    pthread_rwlockattr_t ra;
+int mc__store_create(mc_store_t **out) {
     mc_store_t *s;
     if (!out)
         return MC_ERR_INVALID_PARAMS;
     s = mc__calloc(1, sizeof(*s));
+    if (s && !(s->suspects = mc__suspects_create())) {
+        mc__free(s);
+        s = NULL;
+    }
+    if (s && mc_gate_init(&s->gate) != 0) {
+        mc__suspects_destroy(s->suspects, 0);
+        mc__free(s);
+        s = NULL;
+    }
     if (!s)
         return MC_ERR_INTERNAL_ERROR;
     pthread_mutex_init(&s->mu, NULL);
-    pthread_rwlockattr_init(&ra);
-    /* Writer preference: a close under steady load must not wait forever. */
-    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&s->op_lock, &ra);
-    pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&s->hb_mu, NULL);
     pthread_cond_init(&s->hb_cv, NULL);
-    pthread_mutex_init(&s->sus_mu, NULL);
     pthread_rwlock_init(&s->reg_lock, NULL);
     pthread_rwlock_init(&s->seg_rw, NULL);
     mc__put_sessions_init(&s->sessions);
@@ -48,63 +52,6 @@ int mc_store_create(mc_store_t **out) {
     mc__staging_init(&s->staging, NULL, 0);
     *out = s;
     return 0;
-}
-
-int mc__store_inherited(const mc_store_t *s) {
-    int owner = atomic_load_explicit(&s->owner_pid, memory_order_relaxed);
-    return owner != 0 && owner != mc__pid();
-}
-
-/* After fork() the child's copy of the store names its parent's connections: on them the two
- * processes' requests and replies interleave (a dummy's request ids count up alike in both, so
- * one takes the other's reply as its own), and its staging and pool memory is mapped shared with
- * the parent. So nothing of it is used here: every call fails before it takes a lock (a parent's
- * thread may have held one at the fork). */
-int mc__store_refuse_inherited(mc_store_t *s) {
-    if (!atomic_exchange(&s->fork_warned, 1))
-        MC_ERROR("store: this store was set up by process %d; this is process %d (a fork() "
-                 "child), where its calls fail with UNAVAILABLE_IN_CURRENT_STATUS (-1010): set up "
-                 "a new store in this process",
-                 atomic_load(&s->owner_pid), mc__pid());
-    return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-}
-
-int mc__store_ready(mc_store_t *s) {
-    if (s && mc__store_inherited(s))
-        return mc__store_refuse_inherited(s);
-    if (!s || atomic_load(&s->state) != MC__STORE_READY)
-        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-    return 0;
-}
-
-int mc__store_enter_dummy(mc_store_t *s) {
-    if (!s)
-        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-    if (mc__store_inherited(s))
-        return mc__store_refuse_inherited(s);
-    pthread_rwlock_rdlock(&s->op_lock);
-    if (atomic_load(&s->state) != MC__STORE_READY) {
-        pthread_rwlock_unlock(&s->op_lock);
-        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-    }
-    return 0;
-}
-
-int mc__store_enter(mc_store_t *s) {
-    int rc = mc__store_enter_dummy(s);
-    /* A dummy has no master, engine or segment: a call it does not hand to its node (see
-     * dummy.h) is unavailable on it rather than run on state it does not have. */
-    if (rc == 0 && s->dummy) {
-        mc__store_leave(s);
-        MC_WARN("store: this call is not offered by a dummy client (it runs its calls at a "
-                "storage node)");
-        rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-    }
-    return rc;
-}
-
-void mc__store_leave(mc_store_t *s) {
-    pthread_rwlock_unlock(&s->op_lock);
 }
 
 static void mc__deadline_in(struct timespec *ts, int ms) {
@@ -315,7 +262,8 @@ static void mc__teardown(mc_store_t *s) {
             MC_WARN("store: leaving the master failed: %s", mc_store_strerror(rc));
     }
     s->master_known = 0;
-    mc__dummy_disconnect(s);
+    if (s->be->disconnect)
+        s->be->disconnect(s);
     mc__master_client_close(s->master);
     s->master = NULL;
     mc__replica_cache_destroy(s->rcache);
@@ -335,9 +283,7 @@ static void mc__teardown(mc_store_t *s) {
  * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS when it had to leave everything for later. */
 static int mc__store_release(mc_store_t *s, int force) {
     size_t busy;
-    pthread_mutex_lock(&s->staging.mu);
-    busy = s->staging.in_use;
-    pthread_mutex_unlock(&s->staging.mu);
+    busy = mc__staging_in_use(&s->staging);
     if (busy && !force)
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     if (s->engine && s->staging_mem)
@@ -345,7 +291,8 @@ static int mc__store_release(mc_store_t *s, int force) {
     s->staging_mem = NULL;
     mc__staging_fini(&s->staging);
     mc__staging_init(&s->staging, NULL, 0);
-    mc__dummy_release(s);
+    if (s->be->release)
+        s->be->release(s);
     /* A shared engine outlives us: leave none of our registrations behind in it. */
     for (size_t i = 0; !s->own_engine && s->engine && i < s->nregs; i++)
         mc_engine_unregister_memory(s->engine, s->regs[i].base);
@@ -370,22 +317,35 @@ static int mc__store_reset(mc_store_t *s) {
     return 0;
 }
 
-int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg) {
-    mc_auth_t auth;
-    int rc = MC_ERR_INVALID_PARAMS;
-    int timeout;
+/* The start both setups share: the arguments are checked, then s->mu is taken (the caller lets
+ * it go, also when this fails: *locked says) and a closed store goes back to a new handle's
+ * state. 0 when the store is NEW now and the setup may go on, else the code to return. */
+static int mc__setup_begin(mc_store_t *s, const void *cfg, int *locked) {
+    int rc;
+    *locked = 0;
     if (!s || !cfg)
         return MC_ERR_INVALID_PARAMS;
     if (mc__store_inherited(s))
         return mc__store_refuse_inherited(s);
     pthread_mutex_lock(&s->mu);
+    *locked = 1;
     if (atomic_load(&s->state) == MC__STORE_CLOSED && (rc = mc__store_reset(s)) != 0)
+        return rc;
+    return atomic_load(&s->state) == MC__STORE_NEW ? 0 : MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+}
+
+int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg, const mc__store_backend_t *be) {
+    mc_auth_t auth;
+    int locked;
+    int rc = mc__setup_begin(s, cfg, &locked);
+    int timeout;
+    if (!locked)
+        return rc;
+    if (rc != 0)
         goto out;
-    if (atomic_load(&s->state) != MC__STORE_NEW) {
-        rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-        goto out;
-    }
-    atomic_store(&s->owner_pid, mc__pid());
+    rc = MC_ERR_INVALID_PARAMS;
+    mc_gate_own(&s->gate);
+    s->be = be;
     s->cfg = *cfg;
     if (!s->cfg.master_server_addr[0]) {
         MC_ERROR("store: no master address");
@@ -461,26 +421,30 @@ out:
         /* nothing of a failed setup stays behind: a retry starts from a new handle's state */
         mc__teardown(s);
         if (mc__store_reset(s) == 0)
-            atomic_store(&s->owner_pid, 0);
+            mc_gate_disown(&s->gate);
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
 
-int mc_store_setup_dummy(mc_store_t *s, const mc_store_dummy_config_t *cfg) {
-    int rc;
-    if (!s || !cfg)
-        return MC_ERR_INVALID_PARAMS;
-    if (mc__store_inherited(s))
-        return mc__store_refuse_inherited(s);
-    pthread_mutex_lock(&s->mu);
-    if (atomic_load(&s->state) == MC__STORE_CLOSED && (rc = mc__store_reset(s)) != 0)
+int mc__store_setup_dummy(mc_store_t *s, const mc_store_dummy_config_t *cfg,
+                          const mc__store_backend_t *be) {
+    const mc__store_backend_t *was;
+    int locked;
+    int rc = mc__setup_begin(s, cfg, &locked);
+    if (!locked)
+        return rc;
+    if (rc != 0)
         goto out;
-    rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-    if (atomic_load(&s->state) == MC__STORE_NEW && (rc = mc__dummy_attach(s, cfg)) == 0) {
-        atomic_store(&s->owner_pid, mc__pid());
-        atomic_store(&s->state, MC__STORE_READY);
+    was = s->be;
+    s->be = be;
+    rc = mc__dummy_attach(s, cfg);
+    if (rc != 0) {
+        s->be = was;
+        goto out;
     }
+    mc_gate_own(&s->gate);
+    atomic_store(&s->state, MC__STORE_READY);
 out:
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -500,14 +464,17 @@ int mc_store_close(mc_store_t *s) {
         goto out;
     }
     atomic_store(&s->state, MC__STORE_CLOSED);
-    pthread_rwlock_wrlock(&s->op_lock);
+    /* s->mu makes this the only closer: shut returns 1 */
+    (void)mc_gate_shut(&s->gate);
+    mc_gate_wait_calls(&s->gate);
     mc__teardown(s);
     /* The port, the memory and the engine go now (as the reference's close frees them), so a
      * new store may take the same name at once; with get_buffer buffers still out, at the next
      * setup or at destroy. With nothing left, no process holds the handle any more. */
     if (mc__store_release(s, 0) == 0)
-        atomic_store(&s->owner_pid, 0);
-    pthread_rwlock_unlock(&s->op_lock);
+        mc_gate_disown(&s->gate);
+    /* open again for a later setup; until then the state turns every call away */
+    mc_gate_reopen(&s->gate);
 out:
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -519,12 +486,14 @@ out:
  * nothing is said to the master, the node or the engine's peers. No lock is taken: a parent's
  * thread may have held one at the fork. The background threads are not in this process. */
 static void mc__store_forget(mc_store_t *s) {
-    mc__dummy_forget(s);
+    if (s->be->forget)
+        s->be->forget(s);
     mc__master_client_close(s->master);
     if (s->own_engine)
         mc_engine_destroy(s->engine); /* an inherited engine: it forgets its own copies */
     mc__free(s->regs);
     mc__free(s->extras);
+    mc__suspects_destroy(s->suspects, 1);
     mc__free(s);
 }
 
@@ -546,23 +515,17 @@ void mc_store_destroy(mc_store_t *s) {
     pthread_mutex_destroy(&s->disk_mu);
     pthread_rwlock_destroy(&s->reg_lock);
     pthread_rwlock_destroy(&s->seg_rw);
-    pthread_rwlock_destroy(&s->op_lock);
-    pthread_mutex_destroy(&s->sus_mu);
+    mc_gate_destroy(&s->gate);
+    mc__suspects_destroy(s->suspects, 0);
     pthread_cond_destroy(&s->hb_cv);
     pthread_mutex_destroy(&s->hb_mu);
     pthread_mutex_destroy(&s->mu);
     mc__free(s);
 }
 
-int mc_store_health_check(mc_store_t *s) {
+int mc__direct_health_check(mc_store_t *s) {
     uint8_t status = 0;
     int rc;
-    if (s && mc__store_inherited(s)) {
-        (void)mc__store_refuse_inherited(s);
-        return 1; /* as for a store that is not set up */
-    }
-    if (s && s->dummy)
-        return mc__dummy_health(s);
     if (mc__store_enter(s) != 0)
         return 1;
     rc = mc__master_client_heartbeat(s->master, &status);

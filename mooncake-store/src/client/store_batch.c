@@ -134,7 +134,7 @@ static void mc__chunk_flush(mc__chunk_t *c, int64_t *rres, int *wres) {
  * exhausted even so, every later staged key of this call too). */
 static uint8_t *mc__chunk_stage(mc__chunk_t *c, size_t len, int64_t *rres, int *wres) {
     uint8_t *blk;
-    if (c->staging_out || !c->s->staging.base || len > MC__BATCH_STAGE_MAX)
+    if (c->staging_out || !mc__staging_present(&c->s->staging) || len > MC__BATCH_STAGE_MAX)
         return NULL; /* a large object alone takes the per-key path; the rest stay batched */
     blk = mc__staging_try_alloc(&c->s->staging, len);
     if (!blk && c->nstaged > 0) {
@@ -373,4 +373,28 @@ void mc__store_batch_write(mc_store_t *s, const mc_store_item_t *items, const si
             results[j] = mc__store_move(s, MC_OPCODE_WRITE, items[idx[j]].iov, items[idx[j]].iovcnt,
                                         kr[j].replicas, kr[j].n_replicas);
     mc__chunk_free(c);
+}
+
+int mc__put_batch_init(mc_store_t *s, size_t n, int have_arrays, const mc_replicate_config_t *rc,
+                       mc__put_batch_t *b) {
+    int code = mc__store_batch_check(s, n, have_arrays);
+    memset(b, 0, sizeof(*b));
+    if (code != 0)
+        return code;
+    if (mc__store_wire_config(rc, &b->wc) != 0)
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return 0;
+    b->keys = mc__calloc(n, sizeof(*b->keys));
+    b->lens = mc__calloc(n, sizeof(*b->lens));
+    b->idx = mc__calloc(n, sizeof(*b->idx));
+    b->kr = mc__calloc(n, sizeof(*b->kr));
+    return b->keys && b->lens && b->idx && b->kr ? 0 : MC_ERR_INTERNAL_ERROR;
+}
+
+void mc__put_batch_free(mc__put_batch_t *b) {
+    mc__free(b->kr);
+    mc__free(b->idx);
+    mc__free(b->lens);
+    mc__free(b->keys);
 }

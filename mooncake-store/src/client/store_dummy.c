@@ -1,4 +1,4 @@
-/* The dummy side of the storage node's control channel (node/node_proto.h): a store handle whose
+/* The dummy side of the storage node's control channel (proto/node_proto.h): a store handle whose
  * calls its local mooncake_client daemon runs. Shared-memory blocks are mapped at the daemon once
  * (MAP with the memfd) and then named by handle; memory that is no pool block is copied through
  * the local buffer, or through a block taken for the call. One request at a time per handle: the
@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client/backend.h"
 #include "client/dummy.h"
 #include "client/shm_pool.h"
 #include "client/store_internal.h"
@@ -18,7 +19,7 @@
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
-#include "node/node_proto.h"
+#include "proto/node_proto.h"
 
 #define MC__DUMMY_DEFAULT_ADDR "127.0.0.1:50052"
 #define MC__DUMMY_TIMEOUT_MS 60000
@@ -45,6 +46,7 @@ typedef struct mc__chan {
     mc_buf_t out;
 } mc__chan_t;
 
+typedef struct mc__dummy mc__dummy_t;
 struct mc__dummy {
     char path[108];
     int timeout_ms;
@@ -75,11 +77,17 @@ void *mc_store_dummy_alloc(mc_store_t *s, size_t len) {
     return s && s->dummy ? mc_shm_pool_alloc(s->dummy->pool, len) : NULL;
 }
 
-int mc__dummy_unsupported(const char *what) {
+static int mc__dummy_unsupported(const char *what) {
     MC_WARN("store: %s is not offered by a dummy client (it runs its calls at a storage node)",
             what);
     return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
 }
+
+/* Metadata calls (below), which the data calls use too: one round trip with keys, and one with
+ * a scalar answer. */
+static int mc__dummy_keys(mc_store_t *s, int type, const char *const *keys, size_t n, int force,
+                          int *results);
+static int64_t mc__dummy_scalar(mc_store_t *s, int type, const char *text, int force);
 
 /* ---- one round trip ------------------------------------------------------------------------- */
 
@@ -354,7 +362,7 @@ fail:
     return rc;
 }
 
-void mc__dummy_disconnect(mc_store_t *s) {
+static void mc__dummy_disconnect(mc_store_t *s) {
     mc__dummy_t *d = s ? s->dummy : NULL;
     if (!d)
         return;
@@ -365,7 +373,7 @@ void mc__dummy_disconnect(mc_store_t *s) {
     }
 }
 
-void mc__dummy_release(mc_store_t *s) {
+static void mc__dummy_release(mc_store_t *s) {
     mc__dummy_t *d = s ? s->dummy : NULL;
     if (!d)
         return;
@@ -379,7 +387,7 @@ void mc__dummy_release(mc_store_t *s) {
     mc__free(d);
 }
 
-void mc__dummy_forget(mc_store_t *s) {
+static void mc__dummy_forget(mc_store_t *s) {
     mc__dummy_t *d = s ? s->dummy : NULL;
     if (!d)
         return;
@@ -595,40 +603,57 @@ out:
     return first;
 }
 
-int mc__dummy_put(mc_store_t *s, int upsert, const mc_store_item_t *items, size_t n,
-                  const mc_replicate_config_t *rc, int *results) {
-    int code = mc__store_enter_dummy(s);
+/* A batch data call held open (reads fill r64, writes r32): a store that cannot be entered
+ * gives its code to every item. */
+static int mc__dummy_data_held(mc_store_t *s, int type, const mc_store_item_t *items, size_t n,
+                               const mc_replicate_config_t *rc, int64_t *r64, int *r32) {
+    int code = mc__store_enter_any(s);
     if (code != 0) {
-        for (size_t i = 0; results && i < n; i++)
-            results[i] = code;
+        for (size_t i = 0; i < n; i++) {
+            if (r64)
+                r64[i] = code;
+            if (r32)
+                r32[i] = code;
+        }
         return code;
     }
     if (n > 0 && !items)
         code = MC_ERR_INVALID_PARAMS;
     else if (n > 0)
-        code = mc__dummy_data(s, upsert ? MC_NP_UPSERT : MC_NP_PUT, items, n, rc, NULL, results);
+        code = mc__dummy_data(s, type, items, n, rc, r64, r32);
     mc__store_leave(s);
     return code;
 }
 
-int mc__dummy_get(mc_store_t *s, const mc_store_item_t *items, size_t n, int64_t *results) {
-    int code = mc__store_enter_dummy(s);
-    if (code != 0) {
-        for (size_t i = 0; results && i < n; i++)
-            results[i] = code;
-        return code;
-    }
-    if (n > 0 && !items)
-        code = MC_ERR_INVALID_PARAMS;
-    else if (n > 0)
-        code = mc__dummy_data(s, MC_NP_GET, items, n, NULL, results, NULL);
-    mc__store_leave(s);
-    return code;
+static int mc__dummy_put(mc_store_t *s, int upsert, const mc_store_item_t *items, size_t n,
+                         const mc_replicate_config_t *rc, int *results) {
+    return mc__dummy_data_held(s, upsert ? MC_NP_UPSERT : MC_NP_PUT, items, n, rc, NULL, results);
+}
+
+static int mc__dummy_get(mc_store_t *s, const mc_store_item_t *items, size_t n, int64_t *results) {
+    return mc__dummy_data_held(s, MC_NP_GET, items, n, NULL, results, NULL);
+}
+
+/* The single-key forms, on top of the batch ones. */
+static int mc__dummy_put1(mc_store_t *s, int upsert, const char *key, const mc_store_iov_t *parts,
+                          size_t nparts, const mc_replicate_config_t *rc) {
+    mc_store_item_t it = {key, parts, nparts};
+    int r = 0;
+    int rc2 = mc__dummy_put(s, upsert, &it, 1, rc, &r);
+    return rc2 != 0 ? rc2 : r;
+}
+
+static int64_t mc__dummy_get1(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
+                              size_t iovcnt) {
+    mc_store_item_t it = {key, iov, iovcnt};
+    int64_t r = 0;
+    int rc = mc__dummy_get(s, &it, 1, &r);
+    return rc != 0 && r >= 0 ? rc : r;
 }
 
 /* A whole object into memory of our own: the local buffer when it fits (the bytes move once),
  * else the heap. The size is asked first; an object that changed size meanwhile is read again. */
-int mc__dummy_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
+static int mc__dummy_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
     mc_store_buffer_t *b = NULL;
     int rc = MC_ERR_INTERNAL_ERROR;
     *out = NULL;
@@ -667,8 +692,8 @@ int mc__dummy_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out
     return rc;
 }
 
-int mc__dummy_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
-                               mc_store_buffer_t **outs, int *results) {
+static int mc__dummy_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
+                                      mc_store_buffer_t **outs, int *results) {
     int first = 0;
     if (n > 0 && (!keys || !outs || !results))
         return MC_ERR_INVALID_PARAMS;
@@ -683,7 +708,7 @@ int mc__dummy_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
 
 /* Byte ranges: each object is read whole into memory of ours (the node has no ranged read to
  * offer), then its ranges are copied out. */
-int mc__dummy_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n) {
+static int mc__dummy_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n) {
     if (n > 0 && !reads)
         return MC_ERR_INVALID_PARAMS;
     for (size_t i = 0; i < n; i++) {
@@ -714,14 +739,14 @@ int mc__dummy_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n) 
 
 /* ---- metadata calls ------------------------------------------------------------------------- */
 
-int mc__dummy_keys(mc_store_t *s, int type, const char *const *keys, size_t n, int force,
-                   int *results) {
+static int mc__dummy_keys(mc_store_t *s, int type, const char *const *keys, size_t n, int force,
+                          int *results) {
     mc__dummy_t *d;
     mc__np_reply_t reply;
     const char **sub = NULL;
     size_t m = 0;
     int first = 0;
-    int code = mc__store_enter_dummy(s);
+    int code = mc__store_enter_any(s);
     if (code != 0) {
         for (size_t i = 0; results && i < n; i++)
             results[i] = code;
@@ -783,11 +808,11 @@ out:
     return code;
 }
 
-int64_t mc__dummy_scalar(mc_store_t *s, int type, const char *text, int force) {
+static int64_t mc__dummy_scalar(mc_store_t *s, int type, const char *text, int force) {
     mc__dummy_t *d;
     mc__np_request_t r;
     mc__np_reply_t reply;
-    int64_t code = mc__store_enter_dummy(s);
+    int64_t code = mc__store_enter_any(s);
     if (code != 0)
         return code;
     d = s->dummy;
@@ -818,7 +843,7 @@ out:
     return code;
 }
 
-int mc__dummy_health(mc_store_t *s) {
+static int mc__dummy_health(mc_store_t *s) {
     int64_t rc = mc__dummy_scalar(s, MC_NP_HEALTH, NULL, 0);
     if (rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS)
         return 1;
@@ -856,11 +881,11 @@ static int mc__dummy_remember(mc_store_t *s, void *addr, size_t len) {
 
 /* Registering is mapping at the daemon now rather than at the first call; only pool memory can
  * be shared with it. */
-int mc__dummy_register(mc_store_t *s, void *addr, size_t len) {
+static int mc__dummy_register(mc_store_t *s, void *addr, size_t len) {
     mc__dummy_t *d;
     uint32_t handle = 0;
     uint64_t off = 0;
-    int rc = mc__store_enter_dummy(s);
+    int rc = mc__store_enter_any(s);
     if (rc != 0)
         return rc;
     d = s->dummy;
@@ -881,8 +906,8 @@ int mc__dummy_register(mc_store_t *s, void *addr, size_t len) {
     return rc;
 }
 
-int mc__dummy_unregister(mc_store_t *s, void *addr) {
-    int rc = mc__store_enter_dummy(s);
+static int mc__dummy_unregister(mc_store_t *s, void *addr) {
+    int rc = mc__store_enter_any(s);
     if (rc != 0)
         return rc;
     /* The mapping stays until the block is freed: a later call reuses it. */
@@ -898,3 +923,122 @@ int mc__dummy_unregister(mc_store_t *s, void *addr) {
     mc__store_leave(s);
     return rc;
 }
+
+/* 1 when [p, p+len) lies inside one range this dummy registered (mc__dummy_remember). */
+static int mc__dummy_is_registered(mc_store_t *s, const void *p, size_t len) {
+    uintptr_t a = (uintptr_t)p;
+    int found = 0;
+    pthread_rwlock_rdlock(&s->reg_lock);
+    for (size_t i = 0; i < s->nregs && !found; i++) {
+        uintptr_t b = (uintptr_t)s->regs[i].base;
+        found = a >= b && a + len <= b + s->regs[i].len;
+    }
+    pthread_rwlock_unlock(&s->reg_lock);
+    return found;
+}
+
+/* ---- the backend row ------------------------------------------------------------------------ */
+
+/* The entries whose public form differs from the node's calls: single keys on top of the batch
+ * round trips, and what a dummy does not offer. */
+
+static int mc__dummy_get_buffer_entry(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
+    return out ? mc__dummy_get_buffer(s, key, out) : MC_ERR_INVALID_PARAMS;
+}
+
+static int mc__dummy_batch_get_size(mc_store_t *s, const char *const *keys, size_t n,
+                                    int64_t *sizes) {
+    (void)s, (void)keys, (void)n, (void)sizes;
+    /* quietly: the bindings try it first and then read the other way */
+    return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+}
+
+static int mc__dummy_replica_desc(mc_store_t *s, const char *const *keys, size_t n,
+                                  mc_store_replica_list_t *out) {
+    (void)s, (void)keys, (void)n, (void)out;
+    return mc__dummy_unsupported("batch_get_replica_desc");
+}
+
+/* No replica cache and no engine of its own: the quiet answers of a store without them. */
+static size_t mc__dummy_no_cache(mc_store_t *s) {
+    (void)s;
+    return 0;
+}
+
+static int mc__dummy_no_direct_memory(mc_store_t *s) {
+    (void)s;
+    return 0;
+}
+
+static int mc__dummy_key1(mc_store_t *s, int type, const char *key, int force) {
+    int r = 0;
+    (void)mc__dummy_keys(s, type, &key, 1, force, &r);
+    return r;
+}
+
+static int mc__dummy_is_exist(mc_store_t *s, const char *key) {
+    return mc__dummy_key1(s, MC_NP_EXIST, key, 0);
+}
+
+static int mc__dummy_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n,
+                                    int *results) {
+    return mc__dummy_keys(s, MC_NP_EXIST, keys, n, 0, results);
+}
+
+static int64_t mc__dummy_get_size(mc_store_t *s, const char *key) {
+    return mc__dummy_scalar(s, MC_NP_SIZE, key, 0);
+}
+
+static int mc__dummy_remove(mc_store_t *s, const char *key, int force) {
+    return mc__dummy_key1(s, MC_NP_REMOVE, key, force);
+}
+
+static int mc__dummy_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force,
+                                  int *results) {
+    return mc__dummy_keys(s, MC_NP_REMOVE, keys, n, force, results);
+}
+
+static int mc__dummy_replica_clear(mc_store_t *s, const char *const *keys, size_t n,
+                                   const char *segment, int *codes) {
+    (void)s, (void)keys, (void)n, (void)segment, (void)codes;
+    return mc__dummy_unsupported("batch_replica_clear");
+}
+
+static int64_t mc__dummy_remove_all(mc_store_t *s, int force) {
+    return mc__dummy_scalar(s, MC_NP_REMOVE_ALL, NULL, force);
+}
+
+static int64_t mc__dummy_remove_by_regex(mc_store_t *s, const char *regex, int force) {
+    return mc__dummy_scalar(s, MC_NP_REMOVE_REGEX, regex, force);
+}
+
+const mc__store_backend_t mc__store_dummy = {
+    .name = "dummy",
+    .table_only = 1,
+    .put_parts = mc__dummy_put1,
+    .batch_put = mc__dummy_put,
+    .get_into_parts = mc__dummy_get1,
+    .batch_get_into = mc__dummy_get,
+    .get_buffer = mc__dummy_get_buffer_entry,
+    .batch_get_buffer = mc__dummy_batch_get_buffer,
+    .batch_get_size = mc__dummy_batch_get_size,
+    .batch_get_ranges = mc__dummy_get_ranges,
+    .batch_get_replica_desc = mc__dummy_replica_desc,
+    .replica_cache_capacity = mc__dummy_no_cache,
+    .moves_any_memory = mc__dummy_no_direct_memory,
+    .is_exist = mc__dummy_is_exist,
+    .batch_is_exist = mc__dummy_batch_is_exist,
+    .get_size = mc__dummy_get_size,
+    .remove = mc__dummy_remove,
+    .batch_remove = mc__dummy_batch_remove,
+    .batch_replica_clear = mc__dummy_replica_clear,
+    .remove_all = mc__dummy_remove_all,
+    .remove_by_regex = mc__dummy_remove_by_regex,
+    .register_buffer = mc__dummy_register,
+    .unregister_buffer = mc__dummy_unregister,
+    .is_registered = mc__dummy_is_registered,
+    .health_check = mc__dummy_health,
+    .disconnect = mc__dummy_disconnect,
+    .release = mc__dummy_release,
+    .forget = mc__dummy_forget,
+};

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client/dummy.h"
+#include "client/direct.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/failpoint.h"
@@ -89,16 +89,6 @@ static int64_t mc__get_one(mc_store_t *s, const char *key, const mc_store_iov_t 
     return mc__read_key(s, key, iov, iovcnt);
 }
 
-static int64_t mc__get_into_impl(mc_store_t *s, const char *key, void *buf, size_t cap) {
-    mc_store_iov_t v = {buf, cap};
-    return mc__get_one(s, key, &v, 1);
-}
-
-static int64_t mc__get_into_parts_impl(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
-                                       size_t iovcnt) {
-    return mc__get_one(s, key, iov, iovcnt);
-}
-
 int mc__store_batch_replicas(mc_store_t *s, const char *const *keys, size_t n,
                              mc__key_replicas_t *kr) {
     const char **ok = NULL;
@@ -139,6 +129,14 @@ out:
     mc__free(idx);
     mc__free(ok);
     return rc;
+}
+
+int mc__store_lookup_arrays(size_t n, mc__key_replicas_t **kr, const char ***keys,
+                            uint64_t **read_by) {
+    *kr = mc__calloc(n, sizeof(**kr));
+    *keys = mc__calloc(n, sizeof(**keys));
+    *read_by = mc__calloc(n, sizeof(**read_by));
+    return *kr && *keys && *read_by ? 0 : MC_ERR_INTERNAL_ERROR;
 }
 
 int mc__store_batch_lookup(mc_store_t *s, const char *const *keys, size_t n, mc__key_replicas_t *kr,
@@ -194,13 +192,9 @@ static int mc__batch_get_into_impl(mc_store_t *s, const mc_store_item_t *items, 
     int rc = mc__store_batch_check(s, n, items && results);
     if (rc != 0 || n == 0)
         return rc;
-    kr = mc__calloc(n, sizeof(*kr));
-    keys = mc__calloc(n, sizeof(*keys));
-    read_by = mc__calloc(n, sizeof(*read_by));
-    if (!kr || !keys || !read_by) {
-        rc = MC_ERR_INTERNAL_ERROR;
+    rc = mc__store_lookup_arrays(n, &kr, &keys, &read_by);
+    if (rc != 0)
         goto out;
-    }
     for (size_t i = 0; i < n; i++)
         keys[i] = items[i].key;
     rc = mc__store_batch_lookup(s, keys, n, kr, read_by);
@@ -395,50 +389,31 @@ void mc_store_buffer_free(mc_store_buffer_t *b) {
     mc__free(b);
 }
 
-/* Public entry points: each holds the store open (close waits for it) while it runs. */
+/* The direct backend's entries (backend.h): each holds the store open while it runs. */
 
-int64_t mc_store_get_into(mc_store_t *s, const char *key, void *buf, size_t cap) {
+int64_t mc__direct_get_into_parts(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
+                                  size_t iovcnt) {
     int64_t rc;
-    mc_store_iov_t one = {buf, cap};
-    if (s && s->dummy)
-        return mc__dummy_get1(s, key, &one, 1);
-    MC__STORE_HELD(s, rc, mc__get_into_impl(s, key, buf, cap));
+    MC__STORE_HELD(s, rc, mc__get_one(s, key, iov, iovcnt));
     return rc;
 }
 
-int64_t mc_store_get_into_parts(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
-                                size_t iovcnt) {
-    int64_t rc;
-    if (s && s->dummy)
-        return mc__dummy_get1(s, key, iov, iovcnt);
-    MC__STORE_HELD(s, rc, mc__get_into_parts_impl(s, key, iov, iovcnt));
-    return rc;
-}
-
-int mc_store_batch_get_into(mc_store_t *s, const mc_store_item_t *items, size_t n,
-                            int64_t *results) {
+int mc__direct_batch_get_into(mc_store_t *s, const mc_store_item_t *items, size_t n,
+                              int64_t *results) {
     int rc;
-    if (s && s->dummy)
-        return mc__dummy_get(s, items, n, results);
     MC__STORE_HELD_BATCH(s, rc, mc__batch_get_into_impl(s, items, n, results), results, n);
     return rc;
 }
 
-int mc_store_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
+int mc__direct_get_buffer(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
     int rc;
-    if (out)
-        *out = NULL;
-    if (s && s->dummy)
-        return out ? mc__dummy_get_buffer(s, key, out) : MC_ERR_INVALID_PARAMS;
     MC__STORE_HELD(s, rc, mc__get_buffer_impl(s, key, out));
     return rc;
 }
 
-int mc_store_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
-                              mc_store_buffer_t **outs, int *results) {
+int mc__direct_batch_get_buffer(mc_store_t *s, const char *const *keys, size_t n,
+                                mc_store_buffer_t **outs, int *results) {
     int rc;
-    if (s && s->dummy)
-        return mc__dummy_batch_get_buffer(s, keys, n, outs, results);
     MC__STORE_HELD_BATCH(s, rc, mc__batch_get_buffer_impl(s, keys, n, outs, results), results, n);
     return rc;
 }
@@ -469,26 +444,24 @@ out:
     return rc != 0 ? rc : first;
 }
 
-int mc_store_batch_get_size(mc_store_t *s, const char *const *keys, size_t n, int64_t *sizes) {
+int mc__direct_batch_get_size(mc_store_t *s, const char *const *keys, size_t n, int64_t *sizes) {
     int rc;
-    if (s && s->dummy) /* quietly: the bindings try it first and then read the other way */
-        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     MC__STORE_HELD_BATCH(s, rc, mc__batch_get_size_impl(s, keys, n, sizes), sizes, n);
     return rc;
 }
 
-size_t mc_store_replica_cache_capacity(mc_store_t *s) {
+size_t mc__direct_replica_cache_capacity(mc_store_t *s) {
     size_t n = 0;
-    if (s && !s->dummy && mc__store_enter(s) == 0) {
+    if (s && mc__store_enter(s) == 0) {
         n = s->rcache ? (size_t)s->cfg.replica_cache_entries : 0;
         mc__store_leave(s);
     }
     return n;
 }
 
-int mc_store_moves_any_memory(mc_store_t *s) {
+int mc__direct_moves_any_memory(mc_store_t *s) {
     int yes = 0;
-    if (s && !s->dummy && mc__store_enter(s) == 0) {
+    if (s && mc__store_enter(s) == 0) {
         yes = s->direct_mem;
         mc__store_leave(s);
     }
@@ -525,11 +498,9 @@ static int mc__batch_replica_desc_impl(mc_store_t *s, const char *const *keys, s
     return rc;
 }
 
-int mc_store_batch_get_replica_desc(mc_store_t *s, const char *const *keys, size_t n,
-                                    mc_store_replica_list_t *out) {
+int mc__direct_batch_get_replica_desc(mc_store_t *s, const char *const *keys, size_t n,
+                                      mc_store_replica_list_t *out) {
     int rc;
-    if (s && s->dummy)
-        return mc__dummy_unsupported("batch_get_replica_desc");
     MC__STORE_HELD(s, rc, mc__batch_replica_desc_impl(s, keys, n, out));
     return rc;
 }

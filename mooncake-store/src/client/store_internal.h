@@ -9,21 +9,12 @@
 #include "client/put_session.h"
 #include "client/replica_cache.h"
 #include "client/staging.h"
+#include "mooncake/common/gate.h"
 #include "mooncake/store.h"
+#include "mooncake/store_dummy.h"
 #include "proto/master_client.h"
 
 enum { MC__STORE_NEW = 0, MC__STORE_READY = 1, MC__STORE_CLOSED = 2 };
-
-/* A peer segment whose transfer failed lately: readers try it last until `until_ms`, and its
- * failures are logged once per MC__SUSPECT_WARN_MS (the master needs client_ttl to notice a dead
- * owner; until then every replica list still names it). */
-#define MC__SUSPECTS 32
-typedef struct mc__suspect {
-    char name[MC_MP_MAX_SEGMENT_NAME + 1];
-    uint64_t until_ms;  /* 0: free slot */
-    uint64_t warned_ms; /* last warning about it */
-    uint64_t quiet;     /* failures since that warning */
-} mc__suspect_t;
 
 /* An extra segment (store_segments.c): a file range mapped shared, or memory allocated for it. */
 typedef struct mc__extra_seg {
@@ -37,16 +28,14 @@ typedef struct mc__extra_seg {
 
 struct mc_store {
     pthread_mutex_t mu; /* state transitions */
-    /* Calls hold it shared while they run; close takes it exclusively, so it never pulls the
-     * master connection or the segment away from a call in flight. */
-    pthread_rwlock_t op_lock;
     _Atomic int state;
-    /* The process that set the store up (0: none holds it now). A fork() child's copy shares the
+    /* Calls are inside it while they run (store_gate.c); close shuts it and waits for them, so it
+     * never pulls the master connection or the segment away from a call in flight. Its owner is
+     * the process that set the store up (0: none holds it now): a fork() child's copy shares the
      * master connection, the node's channels and their request counters, the engine and the
-     * shared memory with it: there every call fails at once (mc__store_refuse_inherited) and
+     * shared memory with it, so there every call fails at once (mc__store_refuse_inherited) and
      * destroy lets go of the child's own copies only. */
-    _Atomic int owner_pid;
-    _Atomic int fork_warned; /* the child's refusal was logged */
+    mc_gate_t gate;
     mc_store_config_t cfg;
     mc_engine_t *engine;
     int own_engine;
@@ -78,11 +67,9 @@ struct mc_store {
     pthread_cond_t hb_cv;
     _Atomic int master_ok;
 
-    pthread_mutex_t sus_mu;
-    mc__suspect_t suspects[MC__SUSPECTS];
-    /* the master's view version when the heartbeat thread last looked for stalled transfers to
-     * segments the master dropped (mc__store_abort_dropped; that thread's alone) */
-    uint64_t stall_view;
+    /* peer segments whose transfers failed lately, and what the heartbeat thread last saw of
+     * the master's view (store_suspects.c's alone) */
+    struct mc__suspects *suspects;
 
     mc__put_sessions_t sessions; /* put sessions between start and end (put_session.c) */
 
@@ -90,7 +77,10 @@ struct mc_store {
     mc__extra_seg_t *extras;
     size_t n_extras, cap_extras;
 
-    struct mc__dummy *dummy; /* set: a dummy client, its calls run by a local storage node */
+    /* The backend row chosen at setup (backend.h): direct, or dummy (its calls run by a local
+     * storage node). The dummy row's own state: only store_dummy.c looks into it. */
+    const struct mc__store_backend *be;
+    struct mc__dummy *dummy;
 
     struct mc__disk_tier *disk_tier; /* this client's own disk tier (enable_ssd_offload) */
     _Atomic uint64_t disk_reads;     /* LOCAL_DISK copies read (mc_store_disk_read_count) */
@@ -116,6 +106,15 @@ struct mc_store_buffer {
     int staged; /* data lives in the staging buffer (else mc__malloc) */
 };
 
+struct mc__store_backend;
+/* store.c's halves of mc_store_create, mc_store_setup and mc_store_setup_dummy (store_api.c
+ * passes the backend row each setup chooses; it becomes s->be once the state allows a setup). */
+int mc__store_create(mc_store_t **out);
+int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg,
+                    const struct mc__store_backend *be);
+int mc__store_setup_dummy(mc_store_t *s, const mc_store_dummy_config_t *cfg,
+                          const struct mc__store_backend *be);
+
 /* READY, or MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (also in a fork() child of the process that
  * set the store up). */
 int mc__store_ready(mc_store_t *s);
@@ -123,8 +122,11 @@ int mc__store_ready(mc_store_t *s);
 int mc__store_inherited(const mc_store_t *s);
 /* MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS, logged once per handle: a call in a fork() child. */
 int mc__store_refuse_inherited(mc_store_t *s);
-/* Like ready, and holds op_lock shared until mc__store_leave. Public calls only: never nest. */
+/* Like ready, and keeps the call inside the gate until mc__store_leave. */
 int mc__store_enter(mc_store_t *s);
+/* mc__store_enter for the calls every backend row offers (the dummy row's entries, the memory
+ * check): it never refuses a row whose table_only is set. */
+int mc__store_enter_any(mc_store_t *s);
 void mc__store_leave(mc_store_t *s);
 /* Runs call while the store is held open (public entry points): rc gets enter's code when the
  * store cannot be entered, else call's result. One place for the enter/leave pairing. */
@@ -203,6 +205,21 @@ int mc__store_segment_id(mc_store_t *s, const char *name, mc_segment_id_t *out);
  * Read: results[i] gets kr[i]'s size or a negative code, as mc__store_read_replicas returns it.
  * Write: results[j] gets 0 or a negative code for kr[j] (the put started for items[idx[j]]):
  * its start code, MC_ERR_NO_AVAILABLE_HANDLE without replicas, else what mc__store_move gives. */
+/* The arrays of a batch of puts that start together (store_put.c, put_session.c): the keys that
+ * passed the caller's checks, their sizes, their indices in the call, and the master's answer. */
+typedef struct mc__put_batch {
+    const char **keys;
+    uint64_t *lens;
+    size_t *idx;
+    mc__key_replicas_t *kr;
+    mc__replicate_config_t wc; /* the call's replicate config, converted */
+} mc__put_batch_t;
+/* What both begin with: the store is ready and the caller's arrays are there (have_arrays), the
+ * config converts, and there is room for n keys (none taken when n == 0). 0 or the code to
+ * return; mc__put_batch_free frees b either way. */
+int mc__put_batch_init(mc_store_t *s, size_t n, int have_arrays, const mc_replicate_config_t *rc,
+                       mc__put_batch_t *b);
+void mc__put_batch_free(mc__put_batch_t *b);
 void mc__store_batch_read(mc_store_t *s, const mc__key_replicas_t *kr, const mc_store_item_t *items,
                           size_t n, int64_t *results);
 void mc__store_batch_write(mc_store_t *s, const mc_store_item_t *items, const size_t *idx, size_t m,
@@ -219,6 +236,11 @@ int mc__store_batch_replicas(mc_store_t *s, const char *const *keys, size_t n,
  * (read_by[i] = 0). Returns what mc__store_batch_replicas returns for the keys it asked about. */
 int mc__store_batch_lookup(mc_store_t *s, const char *const *keys, size_t n, mc__key_replicas_t *kr,
                            uint64_t *read_by);
+/* The arrays of a batch lookup of n keys (reads of whole objects, store_get.c, and of ranges,
+ * store_ranges.c): the replica lists, the keys (the caller fills them) and their read_by. 0 or
+ * MC_ERR_INTERNAL_ERROR; the caller frees all three either way. */
+int mc__store_lookup_arrays(size_t n, mc__key_replicas_t **kr, const char ***keys,
+                            uint64_t **read_by);
 /* A read through a cached replica list counts only when it worked (rc >= 0) and finished before
  * read_by: 1. Otherwise 0, and key's entry goes; the caller reads again through the master. */
 int mc__store_cached_read_ok(mc_store_t *s, const char *key, int64_t rc, uint64_t read_by);
@@ -241,6 +263,10 @@ int mc__store_iovs_overrun(mc_store_t *s, const mc_store_iov_t *iov, size_t n);
 /* After a failed transfer with segment name: the engine forgets what it cached about it
  * (mc_engine_close_segment), so the next transfer fetches its descriptor again. */
 void mc__store_forget_segment(mc_store_t *s, const char *name);
+/* The suspects' table of a new store (NULL: no memory), and its end (inherited: a fork() child's
+ * destroy, which takes no lock and destroys none). */
+struct mc__suspects *mc__suspects_create(void);
+void mc__suspects_destroy(struct mc__suspects *t, int inherited);
 /* 1 while a transfer with segment `name` failed within the last MC__SUSPECT_MS. */
 int mc__store_is_suspect(mc_store_t *s, const char *name);
 /* Records a failed transfer with segment name; logs it unless it was logged lately. */

@@ -1,7 +1,7 @@
 /* Metadata-only calls: existence, size, removal, replica clearing. */
 #include <string.h>
 
-#include "client/dummy.h"
+#include "client/direct.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 
@@ -122,76 +122,54 @@ static int64_t mc__remove_by_regex_impl(mc_store_t *s, const char *regex, int fo
     return n;
 }
 
-/* Public entry points: each holds the store open (close waits for it) while it runs. */
+/* The direct backend's entries (backend.h): each holds the store open while it runs. */
 
-int mc_store_is_exist(mc_store_t *s, const char *key) {
+int mc__direct_is_exist(mc_store_t *s, const char *key) {
     int rc;
-    if (s && s->dummy) {
-        int r = 0;
-        rc = mc__dummy_keys(s, MC_NP_EXIST, &key, 1, 0, &r);
-        return r;
-    }
     MC__STORE_HELD(s, rc, mc__is_exist_impl(s, key));
     return rc;
 }
 
-int mc_store_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n, int *results) {
+int mc__direct_batch_is_exist(mc_store_t *s, const char *const *keys, size_t n, int *results) {
     int rc;
-    if (s && s->dummy)
-        return mc__dummy_keys(s, MC_NP_EXIST, keys, n, 0, results);
     MC__STORE_HELD_BATCH(s, rc, mc__batch_is_exist_impl(s, keys, n, results), results, n);
     return rc;
 }
 
-int64_t mc_store_get_size(mc_store_t *s, const char *key) {
+int64_t mc__direct_get_size(mc_store_t *s, const char *key) {
     int64_t rc;
-    if (s && s->dummy)
-        return mc__dummy_scalar(s, MC_NP_SIZE, key, 0);
     MC__STORE_HELD(s, rc, mc__get_size_impl(s, key));
     return rc;
 }
 
-int mc_store_remove(mc_store_t *s, const char *key, int force) {
+int mc__direct_remove(mc_store_t *s, const char *key, int force) {
     int rc;
-    if (s && s->dummy) {
-        int r = 0;
-        rc = mc__dummy_keys(s, MC_NP_REMOVE, &key, 1, force, &r);
-        return r;
-    }
     MC__STORE_HELD(s, rc, mc__remove_impl(s, key, force));
     return rc;
 }
 
-int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force,
-                          int *results) {
+int mc__direct_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force,
+                            int *results) {
     int rc;
-    if (s && s->dummy)
-        return mc__dummy_keys(s, MC_NP_REMOVE, keys, n, force, results);
     MC__STORE_HELD_BATCH(s, rc, mc__batch_remove_impl(s, keys, n, force, results), results, n);
     return rc;
 }
 
-int mc_store_batch_replica_clear(mc_store_t *s, const char *const *keys, size_t n,
-                                 const char *segment, int *codes) {
+int mc__direct_batch_replica_clear(mc_store_t *s, const char *const *keys, size_t n,
+                                   const char *segment, int *codes) {
     int rc;
-    if (s && s->dummy)
-        return mc__dummy_unsupported("batch_replica_clear");
     MC__STORE_HELD_BATCH(s, rc, mc__batch_replica_clear_impl(s, keys, n, segment, codes), codes, n);
     return rc;
 }
 
-int64_t mc_store_remove_all(mc_store_t *s, int force) {
+int64_t mc__direct_remove_all(mc_store_t *s, int force) {
     int64_t rc;
-    if (s && s->dummy)
-        return mc__dummy_scalar(s, MC_NP_REMOVE_ALL, NULL, force);
     MC__STORE_HELD(s, rc, mc__remove_all_impl(s, force));
     return rc;
 }
 
-int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, int force) {
+int64_t mc__direct_remove_by_regex(mc_store_t *s, const char *regex, int force) {
     int64_t rc;
-    if (s && s->dummy)
-        return mc__dummy_scalar(s, MC_NP_REMOVE_REGEX, regex, force);
     MC__STORE_HELD(s, rc, mc__remove_by_regex_impl(s, regex, force));
     return rc;
 }

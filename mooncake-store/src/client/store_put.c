@@ -4,7 +4,7 @@
  * old one (readers see one or the other, whole). */
 #include <string.h>
 
-#include "client/dummy.h"
+#include "client/direct.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/failpoint.h"
@@ -144,12 +144,6 @@ out:
     return rc;
 }
 
-int mc_store_put(mc_store_t *s, const char *key, const void *data, size_t len,
-                 const mc_replicate_config_t *rc) {
-    mc_store_iov_t part = {(void *)(uintptr_t)data, len};
-    return mc_store_put_parts(s, key, &part, 1, rc);
-}
-
 /* Writes every started put, then ends the written ones and revokes the failed ones with one RPC
  * each, instead of one RPC per key. keys[] of started items are reused for both lists. */
 static int mc__batch_write_and_end(mc_store_t *s, int upsert, const mc_store_item_t *items,
@@ -211,28 +205,17 @@ out:
 
 static int mc__batch_put_impl(mc_store_t *s, int upsert, const mc_store_item_t *items, size_t n,
                               const mc_replicate_config_t *rc_cfg, int *results) {
-    mc__replicate_config_t wc;
-    mc__key_replicas_t *kr = NULL;
-    const char **keys = NULL;
-    uint64_t *lens = NULL;
-    size_t *idx = NULL; /* items that passed local checks, in order */
+    mc__put_batch_t b;
     size_t m = 0;
     int first = 0;
-    int rc = mc__store_batch_check(s, n, items && results);
-
-    if (rc != 0)
+    int rc = mc__put_batch_init(s, n, items && results, rc_cfg, &b);
+    const char **keys = b.keys;
+    uint64_t *lens = b.lens;
+    size_t *idx = b.idx; /* items that passed local checks, in order */
+    mc__key_replicas_t *kr = b.kr;
+    if (rc != 0 || n == 0) {
+        mc__put_batch_free(&b);
         return rc;
-    if (mc__store_wire_config(rc_cfg, &wc) != 0)
-        return MC_ERR_INVALID_PARAMS;
-    if (n == 0)
-        return 0;
-    keys = mc__calloc(n, sizeof(*keys));
-    lens = mc__calloc(n, sizeof(*lens));
-    idx = mc__calloc(n, sizeof(*idx));
-    kr = mc__calloc(n, sizeof(*kr));
-    if (!keys || !lens || !idx || !kr) {
-        rc = MC_ERR_INTERNAL_ERROR;
-        goto out;
     }
     for (size_t i = 0; i < n; i++) {
         int r = mc__store_check_key(items[i].key);
@@ -245,7 +228,7 @@ static int mc__batch_put_impl(mc_store_t *s, int upsert, const mc_store_item_t *
         idx[m++] = i;
     }
     if (m > 0) {
-        rc = mc__master_client_batch_start(s->master, upsert, m, keys, lens, &wc, kr);
+        rc = mc__master_client_batch_start(s->master, upsert, m, keys, lens, &b.wc, kr);
         if (rc != 0) {
             for (size_t j = 0; j < m; j++)
                 results[idx[j]] = rc;
@@ -268,53 +251,23 @@ out:
         mc__replica_cache_drop(s->rcache, keys[j]);
     for (size_t i = 0; i < n && rc == 0 && first == 0; i++)
         first = results[i];
-    mc__free(kr);
-    mc__free(idx);
-    mc__free(lens);
-    mc__free(keys);
+    mc__put_batch_free(&b);
     return rc != 0 ? rc : first;
 }
 
-/* Public entry points: each holds the store open (close waits for it) while it runs. */
+/* The direct backend's entries (backend.h): each holds the store open while it runs. */
 
-int mc_store_put_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts, size_t nparts,
-                       const mc_replicate_config_t *rc_cfg) {
+int mc__direct_put_parts(mc_store_t *s, int upsert, const char *key, const mc_store_iov_t *parts,
+                         size_t nparts, const mc_replicate_config_t *rc_cfg) {
     int rc;
-    if (s && s->dummy)
-        return mc__dummy_put1(s, 0, key, parts, nparts, rc_cfg);
-    MC__STORE_HELD(s, rc, mc__put_parts_impl(s, 0, key, parts, nparts, rc_cfg));
+    MC__STORE_HELD(s, rc, mc__put_parts_impl(s, upsert, key, parts, nparts, rc_cfg));
     return rc;
 }
 
-int mc_store_upsert(mc_store_t *s, const char *key, const void *data, size_t len,
-                    const mc_replicate_config_t *rc) {
-    mc_store_iov_t part = {(void *)(uintptr_t)data, len};
-    return mc_store_upsert_parts(s, key, &part, 1, rc);
-}
-
-int mc_store_upsert_parts(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
-                          size_t nparts, const mc_replicate_config_t *rc_cfg) {
+int mc__direct_batch_put(mc_store_t *s, int upsert, const mc_store_item_t *items, size_t n,
+                         const mc_replicate_config_t *rc_cfg, int *results) {
     int rc;
-    if (s && s->dummy)
-        return mc__dummy_put1(s, 1, key, parts, nparts, rc_cfg);
-    MC__STORE_HELD(s, rc, mc__put_parts_impl(s, 1, key, parts, nparts, rc_cfg));
-    return rc;
-}
-
-int mc_store_batch_upsert(mc_store_t *s, const mc_store_item_t *items, size_t n,
-                          const mc_replicate_config_t *rc_cfg, int *results) {
-    int rc;
-    if (s && s->dummy)
-        return mc__dummy_put(s, 1, items, n, rc_cfg, results);
-    MC__STORE_HELD_BATCH(s, rc, mc__batch_put_impl(s, 1, items, n, rc_cfg, results), results, n);
-    return rc;
-}
-
-int mc_store_batch_put(mc_store_t *s, const mc_store_item_t *items, size_t n,
-                       const mc_replicate_config_t *rc_cfg, int *results) {
-    int rc;
-    if (s && s->dummy)
-        return mc__dummy_put(s, 0, items, n, rc_cfg, results);
-    MC__STORE_HELD_BATCH(s, rc, mc__batch_put_impl(s, 0, items, n, rc_cfg, results), results, n);
+    MC__STORE_HELD_BATCH(s, rc, mc__batch_put_impl(s, upsert, items, n, rc_cfg, results), results,
+                         n);
     return rc;
 }

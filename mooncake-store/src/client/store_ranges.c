@@ -9,7 +9,7 @@
  * memory replicas all failed. */
 #include <string.h>
 
-#include "client/dummy.h"
+#include "client/direct.h"
 #include "client/store_disk.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
@@ -132,13 +132,9 @@ static int mc__batch_get_ranges_impl(mc_store_t *s, mc_store_range_read_t *reads
             return MC_ERR_INVALID_PARAMS;
         total += reads[i].n;
     }
-    kr = mc__calloc(n, sizeof(*kr));
-    keys = mc__calloc(n, sizeof(*keys));
-    read_by = mc__calloc(n, sizeof(*read_by));
-    if (!kr || !keys || !read_by) {
-        rc = MC_ERR_INTERNAL_ERROR;
+    rc = mc__store_lookup_arrays(n, &kr, &keys, &read_by);
+    if (rc != 0)
         goto out;
-    }
     for (size_t i = 0; i < n; i++)
         keys[i] = reads[i].key;
     rc = cached ? mc__store_batch_lookup(s, keys, n, kr, read_by)
@@ -217,15 +213,8 @@ out:
     return rc;
 }
 
-int mc_store_batch_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n) {
+int mc__direct_batch_get_ranges(mc_store_t *s, mc_store_range_read_t *reads, size_t n) {
     int rc;
-    if (s && s->dummy)
-        rc = mc__dummy_get_ranges(s, reads, n);
-    else
-        MC__STORE_HELD(s, rc, mc__batch_get_ranges_impl(s, reads, n, 1));
-    /* A call that failed as a whole failed every range (none was read). */
-    for (size_t i = 0; rc != 0 && reads && i < n; i++)
-        for (size_t j = 0; reads[i].ranges && j < reads[i].n; j++)
-            reads[i].ranges[j].result = rc;
+    MC__STORE_HELD(s, rc, mc__batch_get_ranges_impl(s, reads, n, 1));
     return rc;
 }

@@ -23,11 +23,11 @@ int mc__bindex_init(struct mc__bindex *ix) {
 
 void mc__bindex_free(struct mc__bindex *ix) {
     for (size_t i = 0; ix->slots && i < ix->nslots; i++) {
-        struct mc__bentry *e = ix->slots[i];
-        while (e) {
-            struct mc__bentry *n = e->next;
-            mc__free(e);
-            e = n;
+        mc_hlink_t *l = ix->slots[i];
+        while (l) {
+            mc_hlink_t *n = l->next;
+            mc__free(l); /* the entry it begins */
+            l = n;
         }
     }
     mc__free(ix->slots);
@@ -37,27 +37,21 @@ void mc__bindex_free(struct mc__bindex *ix) {
 
 struct mc__bentry *mc__bindex_find(const struct mc__bindex *ix, const char *key, size_t key_len) {
     uint64_t h = hash_key(key, key_len);
-    for (struct mc__bentry *e = ix->slots[h & (ix->nslots - 1)]; e; e = e->next)
-        if (e->hash == h && e->key_len == key_len && memcmp(e->key, key, key_len) == 0)
+    for (mc_hlink_t *l = ix->slots[h & (ix->nslots - 1)]; l; l = l->next) {
+        struct mc__bentry *e = (struct mc__bentry *)l;
+        if (l->hash == h && e->key_len == key_len && memcmp(e->key, key, key_len) == 0)
             return e;
+    }
     return NULL;
 }
 
 /* Doubling is best effort: a failed allocation leaves the table as it was, only slower. */
 static void grow(struct mc__bindex *ix) {
     size_t n = ix->nslots * 2;
-    struct mc__bentry **slots = mc__calloc(n, sizeof *slots);
+    mc_hlink_t **slots = mc__calloc(n, sizeof *slots);
     if (!slots)
         return;
-    for (size_t i = 0; i < ix->nslots; i++) {
-        struct mc__bentry *e = ix->slots[i];
-        while (e) {
-            struct mc__bentry *next = e->next;
-            e->next = slots[e->hash & (n - 1)];
-            slots[e->hash & (n - 1)] = e;
-            e = next;
-        }
-    }
+    mc__hlink_rehash(ix->slots, ix->nslots, slots, n);
     mc__free(ix->slots);
     ix->slots = slots;
     ix->nslots = n;
@@ -69,22 +63,20 @@ struct mc__bentry *mc__bindex_add(struct mc__bindex *ix, const char *key, size_t
         return NULL;
     if (ix->count >= ix->nslots)
         grow(ix);
-    e->hash = hash_key(key, key_len);
+    e->link.hash = hash_key(key, key_len);
     e->key_len = (uint32_t)key_len;
     memcpy(e->key, key, key_len);
-    size_t i = e->hash & (ix->nslots - 1);
-    e->next = ix->slots[i];
-    ix->slots[i] = e;
+    mc__hlink_push(ix->slots, ix->nslots, &e->link);
     ix->count++;
     return e;
 }
 
 void mc__bindex_del(struct mc__bindex *ix, struct mc__bentry *e) {
-    struct mc__bentry **pp = &ix->slots[e->hash & (ix->nslots - 1)];
-    while (*pp && *pp != e)
+    mc_hlink_t **pp = &ix->slots[e->link.hash & (ix->nslots - 1)];
+    while (*pp && *pp != &e->link)
         pp = &(*pp)->next;
     if (*pp) {
-        *pp = e->next;
+        *pp = e->link.next;
         ix->count--;
     }
     mc__free(e);
@@ -93,8 +85,8 @@ void mc__bindex_del(struct mc__bindex *ix, struct mc__bentry *e) {
 struct mc__bentry *mc__bindex_next(const struct mc__bindex *ix, struct mc__bindex_iter *it) {
     while (!it->next && it->slot < ix->nslots)
         it->next = ix->slots[it->slot++];
-    struct mc__bentry *e = it->next;
-    if (e)
-        it->next = e->next;
-    return e;
+    mc_hlink_t *l = it->next;
+    if (l)
+        it->next = l->next;
+    return (struct mc__bentry *)l;
 }

@@ -5,11 +5,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mooncake/common/hlink.h"
+
 struct mc__bucket; /* bucket_store.c */
 
 struct mc__bentry {
-    struct mc__bentry *next;
-    uint64_t hash;
+    mc_hlink_t link; /* first: the table's chain and the key's hash */
     struct mc__bucket *b;
     uint64_t off; /* record offset in b's file */
     uint64_t value_len;
@@ -22,7 +23,7 @@ struct mc__bentry {
 };
 
 struct mc__bindex {
-    struct mc__bentry **slots;
+    mc_hlink_t **slots;
     size_t nslots; /* a power of two */
     size_t count;
 };
@@ -39,7 +40,7 @@ void mc__bindex_del(struct mc__bindex *ix, struct mc__bentry *e);
  * may be deleted before the next call; nothing may be added during a walk. */
 struct mc__bindex_iter {
     size_t slot;
-    struct mc__bentry *next;
+    mc_hlink_t *next;
 };
 struct mc__bentry *mc__bindex_next(const struct mc__bindex *ix, struct mc__bindex_iter *it);
 #endif

@@ -4,51 +4,28 @@
 #include <string.h>
 
 #include "mooncake/common/crc32.h"
-
-static void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static uint64_t get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
+#include "mooncake/common/frame.h"
 
 void mc__brec_encode(const struct mc__brec *r, uint8_t out[MC_BREC_HDR]) {
-    put32(out, r->magic);
-    put32(out + 4, r->key_len);
-    put64(out + 8, r->value_len);
-    put64(out + 16, r->seq);
-    put32(out + 24, r->data_crc);
-    put32(out + 28, mc__crc32(0, out + 4, 24));
+    mc__le_put(out, r->magic, 4);
+    mc__le_put(out + 4, r->key_len, 4);
+    mc__le_put(out + 8, r->value_len, 8);
+    mc__le_put(out + 16, r->seq, 8);
+    mc__le_put(out + 24, r->data_crc, 4);
+    mc__le_put(out + 28, mc__crc32(0, out + 4, 24), 4);
 }
 
 int mc__brec_decode(const uint8_t in[MC_BREC_HDR], struct mc__brec *r) {
-    r->magic = get32(in);
-    r->key_len = get32(in + 4);
-    r->value_len = get64(in + 8);
-    r->seq = get64(in + 16);
-    r->data_crc = get32(in + 24);
+    r->magic = (uint32_t)mc__le_get(in, 4);
+    r->key_len = (uint32_t)mc__le_get(in + 4, 4);
+    r->value_len = mc__le_get(in + 8, 8);
+    r->seq = mc__le_get(in + 16, 8);
+    r->data_crc = (uint32_t)mc__le_get(in + 24, 4);
     r->pad = 0;
     r->span = 0;
     if (r->magic != MC_BREC_LIVE && r->magic != MC_BREC_DEAD)
         return -1;
-    if (get32(in + 28) != mc__crc32(0, in + 4, 24))
+    if ((uint32_t)mc__le_get(in + 28, 4) != mc__crc32(0, in + 4, 24))
         return -1;
     if (r->key_len == 0 || r->key_len > MC_BREC_MAX_KEY)
         return -1;
@@ -160,9 +137,10 @@ static int repair(struct scan *sc, uint64_t off, const uint8_t hdr[MC_BREC_HDR],
     int found = 0;
     struct mc__brec got = {0};
     memcpy(h, hdr, sizeof h);
-    uint32_t magic = get32(h);
+    uint32_t magic = (uint32_t)mc__le_get(h, 4);
     if (magic != MC_BREC_LIVE && magic != MC_BREC_DEAD) {
-        put32(h, MC_BREC_DEAD); /* decode wants a known magic; the rest is checked as it is */
+        mc__le_put(h, MC_BREC_DEAD,
+                   4); /* decode wants a known magic; the rest is checked as it is */
         if (try_candidate(sc, off, h, &found, &got) != 0)
             return -1;
     } else {
@@ -171,7 +149,8 @@ static int repair(struct scan *sc, uint64_t off, const uint8_t hdr[MC_BREC_HDR],
          * checksums find every one-byte repair that passes, instead of one per repair tried. */
         static const uint8_t zero[24];
         uint32_t c0 = mc__crc32(0, zero, sizeof zero);
-        uint32_t have = mc__crc32(0, h + 4, 24) ^ get32(h + 28); /* what a repair must undo */
+        uint32_t have =
+            mc__crc32(0, h + 4, 24) ^ (uint32_t)mc__le_get(h + 28, 4); /* what a repair must undo */
         for (int i = 0; i < 28 && found < 2; i++) {
             uint32_t d[256];
             d[0] = 0;
@@ -218,7 +197,7 @@ static int resync(struct scan *sc, uint64_t off, uint64_t *next) {
             if (!m)
                 break;
             i = (size_t)(m - win);
-            uint32_t magic = get32(m);
+            uint32_t magic = (uint32_t)mc__le_get(m, 4);
             struct mc__brec r;
             if ((magic != MC_BREC_LIVE && magic != MC_BREC_DEAD) || mc__brec_decode(m, &r) != 0)
                 continue;

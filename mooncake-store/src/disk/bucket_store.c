@@ -123,24 +123,11 @@ static void sync_fd(const struct mc__bstore *s, int fd) {
         MC_WARN("bucket store: fdatasync: %s", strerror(errno));
 }
 
-static int pread_full(int fd, uint64_t off, void *buf, size_t len) {
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = pread(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        off += (uint64_t)n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int pwritev_full(int fd, uint64_t off, struct iovec *iov, int cnt) {
+/* All of iov[0..cnt) read (preadv) or written (pwritev) at off, across short transfers and
+ * EINTR: 0, or -1 on an error or a read that meets the end of the file. iov is consumed. */
+static int pio_full(int fd, uint64_t off, struct iovec *iov, int cnt, int is_write) {
     while (cnt > 0) {
-        ssize_t n = pwritev(fd, iov, cnt, (off_t)off);
+        ssize_t n = is_write ? pwritev(fd, iov, cnt, (off_t)off) : preadv(fd, iov, cnt, (off_t)off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -157,6 +144,15 @@ static int pwritev_full(int fd, uint64_t off, struct iovec *iov, int cnt) {
         }
     }
     return 0;
+}
+
+static int pread_full(int fd, uint64_t off, void *buf, size_t len) {
+    struct iovec iov = {buf, len};
+    return len ? pio_full(fd, off, &iov, 1, 0) : 0;
+}
+
+static int pwritev_full(int fd, uint64_t off, struct iovec *iov, int cnt) {
+    return pio_full(fd, off, iov, cnt, 1);
 }
 
 static struct mc__bucket *bucket_new(struct mc__bstore *s, uint32_t id, int fd, uint64_t size) {
@@ -584,7 +580,10 @@ static int make_room(struct mc__bstore *s, uint64_t need) {
     return 0;
 }
 
-static int check_key(const char *key, size_t *klen) {
+/* The arguments every call on a key takes: a store, and a key of 1..MC_BREC_MAX_KEY bytes. */
+static int check_key(const struct mc__bstore *s, const char *key, size_t *klen) {
+    if (!s)
+        return MC_ERR_INVALID_PARAMS;
     if (!key)
         return MC_ERR_INVALID_KEY;
     *klen = strnlen(key, MC_BREC_MAX_KEY + 1);
@@ -629,9 +628,7 @@ int mc__bstore_flush(struct mc__bstore *s) {
 static int put_impl(struct mc__bstore *s, const char *key, const void *data, uint64_t len,
                     int sync) {
     size_t klen;
-    if (!s)
-        return MC_ERR_INVALID_PARAMS;
-    int rc = check_key(key, &klen);
+    int rc = check_key(s, key, &klen);
     if (rc != 0)
         return rc;
     if (!data && len > 0)
@@ -728,28 +725,28 @@ static int still_indexed(struct mc__bstore *s, const char *key, size_t klen,
     return *e && (*e)->b == b && (*e)->off == snap->e.off && (*e)->seq == snap->e.seq;
 }
 
-/* get and get_owned: into buf, or (own set) into a buffer of the store's. */
-static int get_impl(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
-                    uint64_t *out_len, void **own, const uint8_t **val) {
-    size_t klen;
-    if (!s)
-        return MC_ERR_INVALID_PARAMS;
-    int rc = check_key(key, &klen);
-    if (rc != 0)
-        return rc;
-    if (!own && !buf && cap > 0)
-        return MC_ERR_INVALID_PARAMS;
+/* One read of the copy snap of key pinned in b, with s->mu not held: 0 or an error, and *no_retry
+ * set when a failure must not be retried on the entry's newer copy. */
+typedef int (*pinned_read_fn)(void *ctx, const struct mc__bucket *b, const struct mc__bentry *snap,
+                              int *no_retry);
+
+/* Reads key's indexed copy with fn, outside s->mu (the bucket pinned). A copy overwritten, moved
+ * or removed while it was read is looked up and read again (up to 16 times) unless fn sets
+ * no_retry; the indexed copy failing its checksum is on the disk and is deleted. */
+static int read_indexed(struct mc__bstore *s, const char *key, size_t klen, uint64_t cap,
+                        uint64_t *out_len, pinned_read_fn fn, void *ctx) {
     union bentry_snap snap;
+    int rc;
     pthread_mutex_lock(&s->mu);
     for (int attempt = 0;; attempt++) {
         struct mc__bucket *b;
         struct mc__bentry *e;
+        int no_retry = 0;
         rc = pin_entry(s, key, klen, cap, out_len, &snap, &b);
         if (rc != 0)
             break;
         pthread_mutex_unlock(&s->mu);
-        uint8_t none;
-        rc = read_verify(b, &snap.e, snap.e.value_len ? buf : &none, own, val);
+        rc = fn(ctx, b, &snap.e, &no_retry);
         pthread_mutex_lock(&s->mu);
         bucket_unpin(b);
         int same = still_indexed(s, key, klen, b, &snap, &e);
@@ -758,14 +755,14 @@ static int get_impl(struct mc__bstore *s, const char *key, void *buf, uint64_t c
                 e->last_use = ++s->use;
             break;
         }
-        if (same) {
+        if (same && rc == MC_ERR_CHECKSUM_MISMATCH) {
             /* The copy read is still the indexed one: what failed is on the disk. */
-            if (rc == MC_ERR_CHECKSUM_MISMATCH) {
-                MC_WARN("bucket store: an object failed its checksum on read: deleted");
-                kill_entry(s, e);
-            }
+            MC_WARN("bucket store: an object failed its checksum on read: deleted");
+            kill_entry(s, e);
             break;
         }
+        if (same || no_retry)
+            break;
         /* It was overwritten, moved or removed while it was read: look again. */
         if (attempt == 16) {
             rc = MC_ERR_INVALID_READ;
@@ -774,6 +771,32 @@ static int get_impl(struct mc__bstore *s, const char *key, void *buf, uint64_t c
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
+}
+
+struct get_read {
+    void *buf, **own;
+    const uint8_t **val;
+};
+
+static int get_read(void *ctx, const struct mc__bucket *b, const struct mc__bentry *snap,
+                    int *no_retry) {
+    struct get_read *g = ctx;
+    uint8_t none;
+    (void)no_retry;
+    return read_verify(b, snap, snap->value_len ? g->buf : &none, g->own, g->val);
+}
+
+/* get and get_owned: into buf, or (own set) into a buffer of the store's. */
+static int get_impl(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
+                    uint64_t *out_len, void **own, const uint8_t **val) {
+    size_t klen;
+    int rc = check_key(s, key, &klen);
+    if (rc != 0)
+        return rc;
+    if (!own && !buf && cap > 0)
+        return MC_ERR_INVALID_PARAMS;
+    struct get_read g = {buf, own, val};
+    return read_indexed(s, key, klen, cap, out_len, get_read, &g);
 }
 
 int mc__bstore_get(struct mc__bstore *s, const char *key, void *buf, uint64_t cap,
@@ -948,82 +971,59 @@ out:
     return rc;
 }
 
+struct stream_read {
+    struct mc__bstore_reader *r;
+    const struct mc__bstore_sink *sink;
+    int begun;
+};
+
+static int stream_read(void *ctx, const struct mc__bucket *b, const struct mc__bentry *snap,
+                       int *no_retry) {
+    struct stream_read *st = ctx;
+    int direct = b->dfd >= 0 && snap->value_len >= DIRECT_MIN;
+    int rc = stream_record(st->r, b, snap, direct, st->sink, &st->begun);
+    if (rc == 1)
+        rc = stream_record(st->r, b, snap, 0, st->sink, &st->begun);
+    /* Once handed over, or failing other than as a record that moved: nothing to retry. */
+    *no_retry = st->begun || rc != MC_ERR_CHECKSUM_MISMATCH;
+    return rc;
+}
+
 int mc__bstore_get_stream(struct mc__bstore *s, struct mc__bstore_reader *r, const char *key,
                           uint64_t cap, const struct mc__bstore_sink *sink, uint64_t *out_len) {
     size_t klen;
     if (!s || !r || !sink || !sink->begin || !sink->chunk)
         return MC_ERR_INVALID_PARAMS;
-    int rc = check_key(key, &klen);
+    int rc = check_key(s, key, &klen);
     if (rc != 0)
         return rc;
-    union bentry_snap snap;
-    int begun = 0;
-    pthread_mutex_lock(&s->mu);
-    for (int attempt = 0;; attempt++) {
-        struct mc__bucket *b;
-        struct mc__bentry *e;
-        rc = pin_entry(s, key, klen, cap, out_len, &snap, &b);
-        if (rc != 0)
-            break;
-        pthread_mutex_unlock(&s->mu);
-        int direct = b->dfd >= 0 && snap.e.value_len >= DIRECT_MIN;
-        rc = stream_record(r, b, &snap.e, direct, sink, &begun);
-        if (rc == 1)
-            rc = stream_record(r, b, &snap.e, 0, sink, &begun);
-        pthread_mutex_lock(&s->mu);
-        bucket_unpin(b);
-        int same = still_indexed(s, key, klen, b, &snap, &e);
-        if (rc == 0) {
-            if (e)
-                e->last_use = ++s->use;
-            break;
-        }
-        if (same && rc == MC_ERR_CHECKSUM_MISMATCH) {
-            /* The copy read is still the indexed one: what failed is on the disk. */
-            MC_WARN("bucket store: an object failed its checksum on read: deleted");
-            kill_entry(s, e);
-            break;
-        }
-        if (begun || same || rc != MC_ERR_CHECKSUM_MISMATCH)
-            break; /* handed over already, or not a record that moved: nothing to retry */
-        /* Overwritten, moved or removed before its header was read: look again. */
-        if (attempt == 16) {
-            rc = MC_ERR_INVALID_READ;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&s->mu);
-    return rc;
+    struct stream_read st = {r, sink, 0};
+    return read_indexed(s, key, klen, cap, out_len, stream_read, &st);
 }
 
-int mc__bstore_size(struct mc__bstore *s, const char *key, uint64_t *out_len) {
+/* size and remove: key's entry looked up under s->mu, then its length read (out_len) or, without
+ * out_len, the entry removed. */
+static int entry_op(struct mc__bstore *s, const char *key, uint64_t *out_len) {
     size_t klen;
-    if (!s || !out_len)
-        return MC_ERR_INVALID_PARAMS;
-    int rc = check_key(key, &klen);
+    int rc = check_key(s, key, &klen);
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&s->mu);
     struct mc__bentry *e = mc__bindex_find(&s->ix, key, klen);
-    if (e)
+    if (e && out_len)
         *out_len = e->value_len;
-    pthread_mutex_unlock(&s->mu);
-    return e ? 0 : MC_ERR_OBJECT_NOT_FOUND;
-}
-
-int mc__bstore_remove(struct mc__bstore *s, const char *key) {
-    size_t klen;
-    if (!s)
-        return MC_ERR_INVALID_PARAMS;
-    int rc = check_key(key, &klen);
-    if (rc != 0)
-        return rc;
-    pthread_mutex_lock(&s->mu);
-    struct mc__bentry *e = mc__bindex_find(&s->ix, key, klen);
-    if (e)
+    else if (e)
         kill_entry(s, e);
     pthread_mutex_unlock(&s->mu);
     return e ? 0 : MC_ERR_OBJECT_NOT_FOUND;
+}
+
+int mc__bstore_size(struct mc__bstore *s, const char *key, uint64_t *out_len) {
+    return out_len ? entry_op(s, key, out_len) : MC_ERR_INVALID_PARAMS;
+}
+
+int mc__bstore_remove(struct mc__bstore *s, const char *key) {
+    return entry_op(s, key, NULL);
 }
 
 int mc__bstore_compact(struct mc__bstore *s) {
@@ -1204,15 +1204,12 @@ static int list_buckets(struct mc__bstore *s, uint32_t **out, size_t *n) {
         uint32_t id;
         if (!parse_bucket_name(de->d_name, &id))
             continue;
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            uint32_t *n2 = mc__realloc(ids, cap * sizeof *ids);
-            if (!n2) {
-                rc = MC_ERR_INTERNAL_ERROR;
-                break;
-            }
-            ids = n2;
+        uint32_t *n2 = mc__array_grow(ids, cnt, &cap, sizeof *ids, 16);
+        if (!n2) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            break;
         }
+        ids = n2;
         ids[cnt++] = id;
     }
     closedir(d);

@@ -113,21 +113,23 @@ static const mc__compat_flag_t mc__compat[] = {
 #undef SNAP
 #define MC__N_COMPAT (sizeof(mc__compat) / sizeof(mc__compat[0]))
 
+static void *mc__compat_ptr(mc__master_compat_val_t *v, enum mc_flag_type t) {
+    switch (t) {
+    case MC_FLAG_BOOL:
+        return &v->b;
+    case MC_FLAG_INT:
+        return &v->i;
+    case MC_FLAG_DOUBLE:
+        return &v->d;
+    default:
+        return &v->s;
+    }
+}
+
 static int mc__compat_parse(const mc__compat_flag_t *c, const char *text,
                             mc__master_compat_val_t *v) {
-    switch (c->type) {
-    case MC_FLAG_BOOL:
-        return mc__parse_bool(text, &v->b);
-    case MC_FLAG_INT:
-        return mc__parse_i64(text, &v->i);
-    case MC_FLAG_DOUBLE:
-        return mc__parse_double(text, &v->d);
-    case MC_FLAG_STRING:
-        v->s = text;
-        return 0;
-    default:
-        return MC_ERR_INVALID_ARGUMENT;
-    }
+    mc_flag_t f = {c->name, c->type, mc__compat_ptr(v, c->type), NULL};
+    return mc__flag_set(&f, text);
 }
 
 static int mc__compat_is_default(const mc__compat_flag_t *c, const mc__master_compat_val_t *v) {
@@ -145,19 +147,6 @@ static int mc__compat_is_default(const mc__compat_flag_t *c, const mc__master_co
         return !strcmp(v->s ? v->s : "", d.s);
     default:
         return 1;
-    }
-}
-
-static void *mc__compat_ptr(mc__master_compat_val_t *v, enum mc_flag_type t) {
-    switch (t) {
-    case MC_FLAG_BOOL:
-        return &v->b;
-    case MC_FLAG_INT:
-        return &v->i;
-    case MC_FLAG_DOUBLE:
-        return &v->d;
-    default:
-        return &v->s;
     }
 }
 
@@ -326,53 +315,28 @@ static void mc__note_unknown(const mc__master_opts_t *o, const char *path, const
         fprintf(o->warn, "%s: warning: %s: unknown key '%s' ignored\n", PROG, path, key);
 }
 
-/* Applies one JSON value to a flag; 0 or -1 with a message in err. */
+/* Applies one JSON value to a flag; 0 or -1 with a message in err. A string is read as the
+ * command line reads the flag's value (docs/master.md: "10s", "yes", "50051"). */
 static int mc__apply_json(const mc_flag_t *fl, const cJSON *v, const char *key, char *err,
                           size_t cap) {
-    switch (fl->type) {
-    case MC_FLAG_BOOL:
-        if (cJSON_IsBool(v)) {
-            *(int *)fl->value = cJSON_IsTrue(v);
+    double d = v->valuedouble;
+    int whole = cJSON_IsNumber(v) && d == floor(d) && fabs(d) < 9e15;
+    if (cJSON_IsString(v)) {
+        if (mc__flag_set(fl, v->valuestring) == 0)
             return 0;
-        }
-        if (cJSON_IsString(v) && mc__parse_bool(v->valuestring, (int *)fl->value) == 0)
-            return 0;
-        break;
-    case MC_FLAG_INT:
-        if (cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
-            fabs(v->valuedouble) < 9e15) {
-            *(int64_t *)fl->value = (int64_t)v->valuedouble;
-            return 0;
-        }
-        if (cJSON_IsString(v) && mc__parse_i64(v->valuestring, (int64_t *)fl->value) == 0)
-            return 0;
-        break;
-    case MC_FLAG_DOUBLE:
-        if (cJSON_IsNumber(v)) {
-            *(double *)fl->value = v->valuedouble;
-            return 0;
-        }
-        if (cJSON_IsString(v) && mc__parse_double(v->valuestring, (double *)fl->value) == 0)
-            return 0;
-        break;
-    case MC_FLAG_STRING:
-        if (cJSON_IsString(v)) {
-            *(const char **)fl->value = v->valuestring;
-            return 0;
-        }
-        break;
-    case MC_FLAG_DURATION_MS:
+    } else if (fl->type == MC_FLAG_BOOL && cJSON_IsBool(v)) {
+        *(int *)fl->value = cJSON_IsTrue(v);
+        return 0;
+    } else if (fl->type == MC_FLAG_INT && whole) {
+        *(int64_t *)fl->value = (int64_t)d;
+        return 0;
+    } else if (fl->type == MC_FLAG_DOUBLE && cJSON_IsNumber(v)) {
+        *(double *)fl->value = d;
+        return 0;
+    } else if (fl->type == MC_FLAG_DURATION_MS && whole && d >= 0) {
         /* A number is milliseconds, a string may carry a unit (as the reference reads them). */
-        if (cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= 0 &&
-            v->valuedouble < 9e15) {
-            *(uint64_t *)fl->value = (uint64_t)v->valuedouble;
-            return 0;
-        }
-        if (cJSON_IsString(v) && mc__parse_duration_ms(v->valuestring, (uint64_t *)fl->value) == 0)
-            return 0;
-        break;
-    case MC_FLAG_SIZE:
-        break;
+        *(uint64_t *)fl->value = (uint64_t)d;
+        return 0;
     }
     snprintf(err, cap, "invalid value for '%s' in the config file (expected %s)", key,
              fl->type == MC_FLAG_BOOL     ? "true or false"
@@ -420,7 +384,6 @@ typedef struct mc__yaml_ctx {
 static int mc__yaml_pair(void *arg, const mc__yaml_pair_t *p) {
     mc__yaml_ctx_t *y = arg;
     const mc_flag_t *fl = mc__find(y->o, p->key);
-    int rc = 0;
     if (!fl || !strcmp(p->key, "config_path")) {
         mc__note_unknown(y->o, y->path, p->key, p->line);
         return 0;
@@ -429,27 +392,7 @@ static int mc__yaml_pair(void *arg, const mc__yaml_pair_t *p) {
         snprintf(y->err, y->cap, "%s:%d: '%s' has no value", y->path, p->line, p->key);
         return MC_ERR_INVALID_ARGUMENT;
     }
-    switch (fl->type) {
-    case MC_FLAG_BOOL:
-        rc = mc__parse_bool(p->value, (int *)fl->value);
-        break;
-    case MC_FLAG_INT:
-        rc = mc__parse_i64(p->value, (int64_t *)fl->value);
-        break;
-    case MC_FLAG_DOUBLE:
-        rc = mc__parse_double(p->value, (double *)fl->value);
-        break;
-    case MC_FLAG_STRING:
-        *(const char **)fl->value = p->value;
-        break;
-    case MC_FLAG_DURATION_MS:
-        rc = mc__parse_duration_ms(p->value, (uint64_t *)fl->value);
-        break;
-    case MC_FLAG_SIZE:
-        rc = mc__parse_size(p->value, (uint64_t *)fl->value);
-        break;
-    }
-    if (rc) {
+    if (mc__flag_set(fl, p->value) != 0) {
         snprintf(y->err, y->cap, "%s:%d: invalid value '%s' for '%s'", y->path, p->line, p->value,
                  p->key);
         return MC_ERR_INVALID_ARGUMENT;

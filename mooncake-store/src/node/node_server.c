@@ -20,8 +20,8 @@
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
-#include "node/node_proto.h"
 #include "node/node_server.h"
+#include "proto/node_proto.h"
 
 #define MC__LAT_BUCKETS 12
 static const uint64_t mc__lat_le_us[MC__LAT_BUCKETS] = {

@@ -30,7 +30,7 @@
 #include "mooncake/common/time.h"
 #include "mooncake/store.h"
 #include "mooncake/store_dummy.h"
-#include "node/node_proto.h"
+#include "proto/node_proto.h"
 
 static const char *g_master_bin;
 static const char *g_node_bin;

@@ -8,6 +8,7 @@ names a missing payload. ``merge`` publishes a new manifest over payloads that a
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,8 +99,7 @@ class BundleStore:
         meta_view = as_view(meta, "meta")
         for name in buffers:
             keys.buffer(name)  # validates every name before anything is written
-        written = []
-        try:
+        with self._all_or_nothing() as written:
             specs = {}
             meta_spec = self._write_payload(keys.meta, meta_view, chunk, policy.for_control(),
                                             config, written)
@@ -111,13 +111,7 @@ class BundleStore:
                 specs[name] = spec
             manifest = {"version": mf.MANIFEST_VERSION, "layout": "bundle",
                         "object_id": keys.object_id, "meta": meta_spec, "buffers": specs}
-            written.append(keys.manifest)
-            self.transport.put_blob(keys.manifest, mf.encode_json(manifest, "bundle manifest"),
-                                    config)
-        except BaseException:
-            self._discard(written)
-            raise
-        return RemoteBundleRef(manifest_key=keys.manifest, manifest=manifest)
+            return self._commit(keys, manifest, config, written)
 
     def merge(self, meta, buffer_specs, partition, cleanup_keys, config=None):
         """A new manifest naming existing payloads (``buffer_specs``) and a new meta payload;
@@ -128,8 +122,7 @@ class BundleStore:
         owners = {object_id_of(self.prefix, spec["key"]) for spec in buffer_specs.values()}
         owners.update(object_id_of(self.prefix, k) for k in cleanup)
         owners.add(keys.object_id)
-        written = []
-        try:
+        with self._all_or_nothing() as written:
             meta_spec = self._write_payload(keys.meta, meta_view, max(meta_view.nbytes, 1),
                                             BundleTransferPolicy(copy_mode="copy"), config,
                                             written)
@@ -140,12 +133,23 @@ class BundleStore:
             if cleanup:
                 manifest["cleanup_keys"] = cleanup
             mf.validate(manifest, self.prefix)
-            written.append(keys.manifest)
-            self.transport.put_blob(keys.manifest, mf.encode_json(manifest, "bundle manifest"),
-                                    config)
+            return self._commit(keys, manifest, config, written)
+
+    @contextlib.contextmanager
+    def _all_or_nothing(self):
+        """Yields the list of keys a write makes; any failure removes them and is raised."""
+        written = []
+        try:
+            yield written
         except BaseException:
             self._discard(written)
             raise
+
+    def _commit(self, keys, manifest, config, written):
+        """Writes the manifest, last: the bundle is readable only once all it names is."""
+        written.append(keys.manifest)
+        self.transport.put_blob(keys.manifest, mf.encode_json(manifest, "bundle manifest"),
+                                config)
         return RemoteBundleRef(manifest_key=keys.manifest, manifest=manifest)
 
     def _discard(self, keys):

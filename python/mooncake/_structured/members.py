@@ -192,24 +192,35 @@ def _raw_bytes(destination, nbytes):
     return (ctypes.c_uint8 * nbytes).from_address(destination.ptr) if nbytes else None
 
 
+def _from_raw(lib, destination, dtype, shape, nbytes):
+    """A raw destination's first nbytes as a ``lib`` (numpy or torch) array of dtype and shape."""
+    buf = _raw_bytes(destination, nbytes)
+    if buf is None:
+        return lib.empty(shape, dtype=dtype)
+    return lib.frombuffer(buf, dtype=dtype).reshape(shape)
+
+
+def _check_dtype_shape(kind, name, destination, dtype, shape, spell):
+    """A caller's destination must have the field's dtype (written as ``spell`` writes it) and
+    shape."""
+    if destination.dtype != dtype:
+        raise ValueError(f"structured {kind} field {name} destination dtype mismatch: "
+                         f"expected {spell(dtype)}, got {spell(destination.dtype)}")
+    if tuple(destination.shape) != tuple(shape):
+        raise ValueError(f"structured {kind} field {name} destination shape mismatch: "
+                         f"expected {tuple(shape)}, got {tuple(destination.shape)}")
+
+
 def ndarray_destination(name, destination, dtype, shape):
     if destination is None:
         return np.empty(shape, dtype=dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if isinstance(destination, RawDestination):
-        buf = _raw_bytes(destination, nbytes)
-        if buf is None:
-            return np.empty(shape, dtype=dtype)
-        return np.frombuffer(buf, dtype=dtype).reshape(shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return _from_raw(np, destination, dtype, shape, nbytes)
     if not isinstance(destination, np.ndarray):
         raise TypeError(f"structured ndarray field {name} destination must be a numpy.ndarray "
                         "or raw_destination")
-    if destination.dtype != dtype:
-        raise ValueError(f"structured ndarray field {name} destination dtype mismatch: "
-                         f"expected {dtype.str}, got {destination.dtype.str}")
-    if tuple(destination.shape) != tuple(shape):
-        raise ValueError(f"structured ndarray field {name} destination shape mismatch: "
-                         f"expected {tuple(shape)}, got {tuple(destination.shape)}")
+    _check_dtype_shape("ndarray", name, destination, dtype, shape, lambda d: d.str)
     if not destination.flags["C_CONTIGUOUS"]:
         raise ValueError(f"structured ndarray field {name} destination must be C-contiguous")
     if not destination.flags["WRITEABLE"]:
@@ -225,19 +236,11 @@ def tensor_destination(name, destination, dtype, shape):
         nbytes = dtype.itemsize
         for d in shape:
             nbytes *= d
-        buf = _raw_bytes(destination, nbytes)
-        if buf is None:
-            return torch.empty(shape, dtype=dtype)
-        return torch.frombuffer(buf, dtype=dtype).reshape(shape)
+        return _from_raw(torch, destination, dtype, shape, nbytes)
     if not isinstance(destination, torch.Tensor):
         raise TypeError(f"structured tensor field {name} destination must be a torch.Tensor, "
                         "a tensor_object_buffer or a raw_destination")
-    if destination.dtype != dtype:
-        raise ValueError(f"structured tensor field {name} destination dtype mismatch: "
-                         f"expected {dtype}, got {destination.dtype}")
-    if tuple(destination.shape) != tuple(shape):
-        raise ValueError(f"structured tensor field {name} destination shape mismatch: "
-                         f"expected {tuple(shape)}, got {tuple(destination.shape)}")
+    _check_dtype_shape("tensor", name, destination, dtype, shape, str)
     if destination.device.type != "cpu" or not destination.is_contiguous():
         raise ValueError(f"structured tensor field {name} destination must be a contiguous "
                          "CPU tensor")

@@ -12,6 +12,11 @@ void mc__free(void *p);
 char *mc__strdup(const char *s);
 char *mc__strndup(const char *s, size_t n);
 
+/* Room for one more element in a growable array: arr itself while n < *cap, else arr grown to
+ * twice *cap elements of elem bytes (first when *cap is 0) and *cap updated. NULL when memory or
+ * the size runs out; arr and *cap are then unchanged (the caller still owns arr). */
+void *mc__array_grow(void *arr, size_t n, size_t *cap, size_t elem, size_t first);
+
 /* Test hooks. fail_after(k): the k-th allocation from now (1-based) and all later ones return
  * NULL; fail_after(0) disables injection. live_bytes: bytes currently allocated through us. */
 void mc__alloc_fail_after(uint64_t k);

@@ -13,6 +13,8 @@ int mc__parse_size(const char *s, uint64_t *out);
 int mc__parse_i64(const char *s, int64_t *out);
 int mc__parse_double(const char *s, double *out);
 int mc__parse_bool(const char *s, int *out); /* 1/0, true/false, yes/no, on/off */
+/* The value of one hex digit (either case), or -1. */
+int mc__parse_hex_digit(char c);
 /* A duration as the reference's master takes one: a non-negative integer with an optional unit
  * ms, s, m or h (case-insensitive, spaces allowed around it; none = milliseconds), e.g. "10s",
  * "500ms", "10000". 0 or MC_ERR_INVALID_ARGUMENT (garbage, negative, fraction, overflow). */
@@ -33,6 +35,10 @@ typedef struct mc_flag {
     void *value; /* int*, int64_t*, double*, const char**, uint64_t* (size, duration) */
     const char *help;
 } mc_flag_t;
+
+/* Sets one flag from its text (as after --name=), the same for a command line and a config file.
+ * A string flag keeps the pointer. 0 or MC_ERR_INVALID_ARGUMENT. */
+int mc__flag_set(const mc_flag_t *f, const char *text);
 
 /* Parses argv against flags[0..n). On --help prints usage to stdout and returns 1; on --version
  * prints "<prog> <version>" and returns 2; on an unknown flag or bad value prints a one-line

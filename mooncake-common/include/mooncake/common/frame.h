@@ -31,10 +31,27 @@ typedef struct mc_frame_header {
 
 /* Writes 24 bytes into out. */
 void mc__frame_header_encode(const mc_frame_header_t *h, uint8_t out[MC_FRAME_HEADER_SIZE]);
+/* Writes the 24-byte header of one of our frames (MC_FRAME_MAGIC, MC_FRAME_VERSION) into out. */
+void mc__frame_header_put(uint8_t out[MC_FRAME_HEADER_SIZE], uint8_t type, uint16_t flags,
+                          uint64_t request_id, uint64_t body_len);
 /* Decodes 24 bytes; returns 0, or MC_ERR_INVALID_ARGUMENT on bad magic, unknown version, or
  * body_len > max_body. The header is filled even on error where it could be read. */
 int mc__frame_header_decode(const uint8_t *in, size_t len, uint64_t max_body,
                             mc_frame_header_t *out);
+
+/* Little-endian integers of n bytes (1 to 8) at p: the byte order of every frame and of the disk
+ * tier's records. Inline so that a constant n unrolls. */
+static inline void mc__le_put(uint8_t *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t mc__le_get(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
 
 /* --- body decoding: a cursor that never passes end. Every getter returns 0 or -1 (short). --- */
 typedef struct mc_cursor {

@@ -20,6 +20,9 @@ int mc__tcp_connect(const char *host, uint16_t port, uint64_t deadline_ms);
 int mc__split_host_port(const char *s, char *host, size_t host_cap, uint16_t *port);
 int mc__accept(int lfd); /* accept4(CLOEXEC), TCP_NODELAY when TCP; negative on error */
 
+/* Waits until fd is ready for events (poll's POLLIN, POLLOUT, ...; an error or hang-up counts as
+ * ready) or the deadline passes (MC_ERR_SOCKET with errno ETIMEDOUT). EINTR waits on. */
+int mc__wait_fd(int fd, short events, uint64_t deadline_ms);
 int mc__send_all(int fd, const void *p, size_t n, uint64_t deadline_ms);
 int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms); /* MC_ERR_SOCKET on EOF */
 /* How long the receive that follows a send may spin before it sleeps, when `bytes` of payload

@@ -21,11 +21,16 @@ def _int(value, name, minimum=0):
     return value
 
 
-def _u64(value, name, minimum=0):
-    _int(value, name, minimum)
+def fits_u64(value, name):
+    """An integer already checked must also fit in 64 unsigned bits (shared with the weight
+    contracts' checks)."""
     if value > _U64_MAX:
         raise ValueError(f"{name} must fit in an unsigned 64-bit integer")
     return value
+
+
+def _u64(value, name, minimum=0):
+    return fits_u64(_int(value, name, minimum), name)
 
 
 def _int_tuple(values, name, minimum):

@@ -7,6 +7,7 @@ manifest (``WeightManifest``) and the logical planner (``plan_placement_transfer
 relatives, :mod:`.planner`), all with the reference's fields, canonical IDs and refusals.
 """
 
+from . import manifest, planner
 from .manifest import (OwnershipAxis, ParallelRank, ParallelTopology, PlacementFragment,
                        ReplicatedAxis, RuntimeBindingFragment, SplitAxis, TensorDescriptor,
                        TopologyParticipant, WeightPlacementManifest, WeightPlacementPart,
@@ -19,32 +20,12 @@ from .planner import (LogicalTransferOperation, LogicalTransferPlan, PipelineRou
                       plan_stored_transfer_to_target_placement)
 from .storage_manifest import StoredFragment, WeightManifest
 
+# The manifest's and the planner's names are listed in their modules; this adds the rest.
 __all__ = [
-    "ParallelRank",
-    "ParallelTopology",
-    "PlacementFragment",
-    "WeightPlacementManifest",
-    "WeightPlacementPart",
-    "RuntimeBindingFragment",
-    "WeightRuntimeBindingManifest",
-    "SplitAxis",
-    "ReplicatedAxis",
-    "OwnershipAxis",
-    "TensorDescriptor",
-    "TopologyParticipant",
-    "validate_runtime_binding",
-    "validate_runtime_bindings",
+    *manifest.__all__,
     "weight_placement_from_json",
     "weight_placement_to_json",
     "StoredFragment",
     "WeightManifest",
-    "LogicalTransferPlan",
-    "LogicalTransferOperation",
-    "PipelineRouteGroup",
-    "PlacementExecutorPlan",
-    "PlanningLimits",
-    "TransferRegion",
-    "plan_placement_transfer",
-    "plan_placement_transfer_to_local_target",
-    "plan_stored_transfer_to_target_placement",
+    *planner.__all__,
 ]

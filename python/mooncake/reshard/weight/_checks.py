@@ -5,6 +5,8 @@ import hashlib
 import json
 from collections.abc import Sequence
 
+from ..contracts.fragments import fits_u64
+
 _U64_MAX = (1 << 64) - 1
 
 
@@ -34,6 +36,12 @@ def text(value, name):
     return value
 
 
+def text_fields(obj, *names):
+    """text() of each named attribute of obj, in order (a dataclass's __post_init__)."""
+    for name in names:
+        text(getattr(obj, name), name)
+
+
 def integer(value, name, minimum=None):
     if type(value) is not int:  # bool is refused too
         raise ValueError(f"{name} must be an integer")
@@ -43,10 +51,7 @@ def integer(value, name, minimum=None):
 
 
 def u64(value, name, minimum=0):
-    integer(value, name, minimum)
-    if value > _U64_MAX:
-        raise ValueError(f"{name} must fit in an unsigned 64-bit integer")
-    return value
+    return fits_u64(integer(value, name, minimum), name)
 
 
 def sequence(value, name):

@@ -30,9 +30,8 @@ class WeightPlacementPart:
     fragments: tuple
 
     def __post_init__(self):
-        for name in ("resource_id", "revision", "placement_set_id", "topology_id",
-                     "participant_id"):
-            ck.text(getattr(self, name), name)
+        ck.text_fields(self, "resource_id", "revision", "placement_set_id", "topology_id",
+                       "participant_id")
         ck.u64(self.weight_generation, "weight_generation")
         if not isinstance(self.rank, ParallelRank):
             raise ValueError("placement part rank must be a ParallelRank")

@@ -32,9 +32,8 @@ class WeightRuntimeBindingManifest:
         return ResourceKind.MODEL_WEIGHT
 
     def __post_init__(self):
-        for name in ("resource_id", "placement_id", "instance_id", "lease_id", "revision",
-                     "participant_id"):
-            ck.text(getattr(self, name), name)
+        ck.text_fields(self, "resource_id", "placement_id", "instance_id", "lease_id", "revision",
+                       "participant_id")
         ck.sha256_digest(self.placement_digest, "placement_digest")
         ck.u64(self.generation, "generation")
         frags = ck.items_of(self.fragments, "WeightRuntimeBindingManifest fragments",

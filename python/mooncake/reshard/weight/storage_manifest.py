@@ -11,7 +11,7 @@ from ..contracts import ResourceId, ResourceKind, RevisionId, StoredFragmentId, 
 from ..geometry import boxes_overlap
 from . import _checks as ck
 from .placement import axis_identity
-from .serde import _axis
+from .serde import _axis, _fields, _obj
 from .types import TensorDescriptor, _aliases, validate_fragment_geometry
 
 __all__ = ["StoredFragment", "StoredManifestIdentity", "WeightManifest",
@@ -19,9 +19,8 @@ __all__ = ["StoredFragment", "StoredManifestIdentity", "WeightManifest",
 
 
 @dataclass(frozen=True)
-class StoredManifestIdentity:
-    """Where a committed manifest lives (namespace, group, key) and what it holds (resource,
-    revision, generation, and the SHA-256 of its canonical JSON)."""
+class _ManifestPlace:
+    """The fields that name a stored manifest, first in both the manifest and its identity."""
 
     namespace: str
     resource_id: ResourceId
@@ -29,12 +28,18 @@ class StoredManifestIdentity:
     weight_generation: int
     group_id: str
     manifest_key: str
+
+
+@dataclass(frozen=True)
+class StoredManifestIdentity(_ManifestPlace):
+    """Where a committed manifest lives (namespace, group, key) and what it holds (resource,
+    revision, generation, and the SHA-256 of its canonical JSON)."""
+
     content_sha256: str
 
     def __post_init__(self):
-        for name in ("namespace", "resource_id", "revision", "group_id", "manifest_key",
-                     "content_sha256"):
-            ck.text(getattr(self, name), name)
+        ck.text_fields(self, "namespace", "resource_id", "revision", "group_id", "manifest_key",
+                       "content_sha256")
         ck.u64(self.weight_generation, "weight_generation")
         if len(self.content_sha256) != 64 or self.content_sha256.strip("0123456789abcdef"):
             raise ValueError("content_sha256 must be a SHA-256 hex digest")
@@ -58,8 +63,7 @@ class StoredFragment:
         object.__setattr__(self, "global_offset",
                            ck.int_tuple(self.global_offset, "global_offset", 0))
         object.__setattr__(self, "local_shape", ck.int_tuple(self.local_shape, "local_shape", 1))
-        for name in ("fragment_id", "tensor_id", "object_key"):
-            ck.text(getattr(self, name), name)
+        ck.text_fields(self, "fragment_id", "tensor_id", "object_key")
         ck.integer(self.object_offset, "object_offset", 0)
         ck.integer(self.nbytes, "nbytes", 1)
         group = _aliases(self.aliases)
@@ -80,7 +84,7 @@ _FRAGMENT_FIELDS = frozenset({"fragment_id", "tensor_id", "global_offset", "loca
 
 
 @dataclass(frozen=True)
-class WeightManifest:
+class WeightManifest(_ManifestPlace):
     """A committed weight generation in the Store: its tensors and the stored fragments that
     cover each exactly once, all under the group ``group_id`` (the manifest is
     ``<group_id>/manifest``, payload objects ``<group_id>/payload/...``).
@@ -89,12 +93,6 @@ class WeightManifest:
     member stored at the same box, with identical descriptors) and that no two fragments share
     bytes of one object; ``manifest_digest`` is the SHA-256 of :meth:`to_json`."""
 
-    namespace: str
-    resource_id: ResourceId
-    revision: RevisionId
-    weight_generation: int
-    group_id: str
-    manifest_key: str
     tensors: tuple
     fragments: tuple
     created_at: str
@@ -105,9 +103,8 @@ class WeightManifest:
         return ResourceKind.MODEL_WEIGHT
 
     def __post_init__(self):
-        for name in ("namespace", "resource_id", "revision", "group_id", "manifest_key",
-                     "created_at"):
-            ck.text(getattr(self, name), name)
+        ck.text_fields(self, "namespace", "resource_id", "revision", "group_id", "manifest_key",
+                       "created_at")
         object.__setattr__(self, "tensors",
                            ck.items_of(self.tensors, "WeightManifest tensors", TensorDescriptor))
         object.__setattr__(self, "fragments", ck.items_of(self.fragments,
@@ -209,19 +206,6 @@ def validate_weight_manifest_snapshot(manifest: WeightManifest) -> WeightManifes
             created_at=manifest.created_at)
     except (AttributeError, TypeError) as exc:
         raise ValueError("weight manifest snapshot is invalid") from exc
-
-
-def _obj(value, label):
-    if not isinstance(value, Mapping) or any(type(k) is not str for k in value):
-        raise ValueError(f"{label} must be a JSON object")
-    return dict(value)
-
-
-def _fields(value, want, label):
-    value = _obj(value, label)
-    if frozenset(value) != want:
-        raise ValueError(f"{label} schema fields do not match contract")
-    return value
 
 
 def _opt(value, label):

@@ -61,19 +61,25 @@ def _check_executors(plan, executors, placement, side, parts, used):
         raise ValueError(f"logical {word} executors differ from planned operations")
 
 
+def _placed_owner(fragment, word, parts, who):
+    """The participant whose part holds an operation's source or target (``word``) fragment,
+    which must be a fragment of that placement as the placement has it."""
+    if not isinstance(fragment, PlacementFragment):
+        raise ValueError(f"logical transfer operation {word} must be a placement")
+    owner = who.get(fragment.placement_fragment_id)
+    if owner is None or fragment not in parts[owner].fragments:
+        raise ValueError(f"logical plan and {word} placement fragment snapshots differ")
+    return owner
+
+
 def _validate_logical_target_coverage(plan):
     """Every operation writes a fragment of the target placement as it is; the target
     executors match the placement; every selected fragment is covered exactly once."""
     parts, who = _owner_index(plan.target_placement)
     used, per_fragment = set(), {}
     for op in plan.operations:
-        t = op.target
-        if not isinstance(t, PlacementFragment):
-            raise ValueError("logical transfer operation target must be a placement")
-        owner = who.get(t.placement_fragment_id)
-        if owner is None or t not in parts[owner].fragments:
-            raise ValueError("logical plan and target placement fragment snapshots differ")
-        per_fragment.setdefault(t.placement_fragment_id, []).append(op)
+        owner = _placed_owner(op.target, "target", parts, who)
+        per_fragment.setdefault(op.target.placement_fragment_id, []).append(op)
         used.add(owner)
     if not plan.target_executors:
         raise ValueError("logical plan has no target executor metadata")
@@ -105,11 +111,5 @@ def _validate_logical_source_placement(plan):
     parts, who = _owner_index(placement)
     used = set()
     for op in plan.operations:
-        s = op.source
-        if not isinstance(s, PlacementFragment):
-            raise ValueError("logical transfer operation source must be a placement")
-        owner = who.get(s.placement_fragment_id)
-        if owner is None or s not in parts[owner].fragments:
-            raise ValueError("logical plan and source placement fragment snapshots differ")
-        used.add(owner)
+        used.add(_placed_owner(op.source, "source", parts, who))
     _check_executors(plan, plan.source_executors, placement, "source", parts, used)

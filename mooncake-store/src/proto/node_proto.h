@@ -32,8 +32,8 @@
  * MC_FRAME_F_ERROR and (i32 code, str message), the message saying what was wrong; the
  * connection stays up unless the framing itself was lost (bad magic or version, a body over
  * MC_NP_MAX_BODY), which is answered and then closed. */
-#ifndef MC_STORE_NODE_NODE_PROTO_H
-#define MC_STORE_NODE_NODE_PROTO_H
+#ifndef MC_STORE_PROTO_NODE_PROTO_H
+#define MC_STORE_PROTO_NODE_PROTO_H
 #include <stddef.h>
 #include <stdint.h>
 

@@ -5,7 +5,7 @@
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/error.h"
-#include "node/node_proto.h"
+#include "proto/node_proto.h"
 
 static const char *const mc__np_names[MC_NP_TYPE_MAX_] = {
     "unknown", "hello",  "map",  "unmap",      "put",          "upsert", "get",
