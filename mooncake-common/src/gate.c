@@ -4,7 +4,7 @@
 #include "mooncake/common/gate.h"
 #include "mooncake/common/proc.h"
 
-int mc_gate_init(mc_gate_t *g) {
+int mc__gate_init(mc__gate_t *g) {
     pthread_condattr_t ca;
     int rc = -1;
     atomic_init(&g->calls, 0);
@@ -25,42 +25,42 @@ int mc_gate_init(mc_gate_t *g) {
     return rc;
 }
 
-void mc_gate_destroy(mc_gate_t *g) {
+void mc__gate_destroy(mc__gate_t *g) {
     pthread_cond_destroy(&g->cond);
     pthread_mutex_destroy(&g->lock);
 }
 
-void mc_gate_own(mc_gate_t *g) {
+void mc__gate_own(mc__gate_t *g) {
     atomic_store_explicit(&g->owner_pid, mc__pid(), memory_order_relaxed);
 }
 
-void mc_gate_disown(mc_gate_t *g) {
+void mc__gate_disown(mc__gate_t *g) {
     atomic_store(&g->owner_pid, 0);
 }
 
-int mc_gate_owner(const mc_gate_t *g) {
+int mc__gate_owner(const mc__gate_t *g) {
     return atomic_load(&g->owner_pid);
 }
 
-int mc_gate_inherited(const mc_gate_t *g) {
+int mc__gate_inherited(const mc__gate_t *g) {
     int owner = atomic_load_explicit(&g->owner_pid, memory_order_relaxed);
     return owner != 0 && owner != mc__pid();
 }
 
-int mc_gate_first_refusal(mc_gate_t *g) {
+int mc__gate_first_refusal(mc__gate_t *g) {
     return !atomic_exchange(&g->fork_warned, 1);
 }
 
-int mc_gate_enter(mc_gate_t *g) {
+int mc__gate_enter(mc__gate_t *g) {
     atomic_fetch_add(&g->calls, 1);
     if (atomic_load(&g->closing)) {
-        mc_gate_leave(g);
+        mc__gate_leave(g);
         return 1;
     }
     return 0;
 }
 
-void mc_gate_leave(mc_gate_t *g) {
+void mc__gate_leave(mc__gate_t *g) {
     /* the last call out while a close waits wakes it; the lock orders the wake-up after the
      * closer's check of the count (it holds the lock from the check until it sleeps) */
     if (atomic_fetch_sub(&g->calls, 1) == 1 && atomic_load(&g->closing)) {
@@ -70,11 +70,11 @@ void mc_gate_leave(mc_gate_t *g) {
     }
 }
 
-int mc_gate_closing(const mc_gate_t *g) {
+int mc__gate_closing(const mc__gate_t *g) {
     return atomic_load(&g->closing);
 }
 
-int mc_gate_shut(mc_gate_t *g) {
+int mc__gate_shut(mc__gate_t *g) {
     int first;
     pthread_mutex_lock(&g->lock);
     first = !atomic_load(&g->closing);
@@ -86,21 +86,21 @@ int mc_gate_shut(mc_gate_t *g) {
     return first;
 }
 
-void mc_gate_wait_calls(mc_gate_t *g) {
+void mc__gate_wait_calls(mc__gate_t *g) {
     pthread_mutex_lock(&g->lock);
     while (atomic_load(&g->calls) > 0)
         pthread_cond_wait(&g->cond, &g->lock);
     pthread_mutex_unlock(&g->lock);
 }
 
-void mc_gate_mark_closed(mc_gate_t *g) {
+void mc__gate_mark_closed(mc__gate_t *g) {
     pthread_mutex_lock(&g->lock);
     g->closed = 1;
     pthread_cond_broadcast(&g->cond);
     pthread_mutex_unlock(&g->lock);
 }
 
-void mc_gate_reopen(mc_gate_t *g) {
+void mc__gate_reopen(mc__gate_t *g) {
     pthread_mutex_lock(&g->lock);
     g->closed = 0;
     atomic_store(&g->closing, 0);

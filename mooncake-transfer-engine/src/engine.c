@@ -38,14 +38,14 @@ int mc_engine_create(mc_engine_t **out) {
     e = mc__calloc(1, sizeof(*e));
     if (!e)
         goto out;
-    rc = mc__gate_init(e);
+    rc = mc__te_gate_init(e);
     if (rc) {
         mc__free(e);
         goto out;
     }
     rc = mc__mutex_init_all(e);
     if (rc) {
-        mc__gate_destroy(e);
+        mc__te_gate_destroy(e);
         mc__free(e);
         goto out;
     }
@@ -187,7 +187,7 @@ static int mc__engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
     if (!e || e->initialized)
         goto out;
     /* From here the engine's threads, sockets and memory are this process's (gate.c). */
-    mc_gate_own(&e->gate);
+    mc__gate_own(&e->gate);
     meta =
         opts && opts->metadata_conn && *opts->metadata_conn ? opts->metadata_conn : "P2PHANDSHAKE";
     p2p = !strcmp(meta, "P2PHANDSHAKE");
@@ -312,16 +312,16 @@ void mc_engine_close(mc_engine_t *e) {
     /* A fork() child closes nothing of its parent's engine: unpublishing would take the parent's
      * segment away from its peers, waking the server would stop the parent's, and the threads to
      * wait for are not in this process. Its destroy lets go of the child's copies only. */
-    if (!e || mc__engine_inherited(e) || !mc__gate_shut(e))
+    if (!e || mc__engine_inherited(e) || !mc__te_gate_shut(e))
         return;
     /* waiters on batches give up now, transfers waiting on peers end now (a stalled peer would
      * hold a synchronous transfer, and so the close, until its deadline); every other call
      * inside ends by its own deadline */
     mc__batches_wake(e);
     mc__transports_interrupt(e);
-    mc__gate_wait_calls(e);
+    mc__te_gate_wait_calls(e);
     mc__engine_release(e);
-    mc__gate_mark_closed(e);
+    mc__te_gate_mark_closed(e);
 }
 
 /* The managed memory this process maps (its pages stay while another process maps them). */
@@ -357,7 +357,7 @@ void mc_engine_destroy(mc_engine_t *e) {
     mc_engine_close(e);
     mc__engine_unmap_managed(e);
     mc__reg_destroy(&e->reg);
-    mc__gate_destroy(e);
+    mc__te_gate_destroy(e);
     mc__free(e);
 }
 

@@ -238,38 +238,30 @@ int mc_engine_segment_name(mc_engine_t *e, mc_segment_id_t id, char *buf, size_t
  * cached descriptor is marked stale, idle pooled connections are closed) and leaves the tasks in
  * flight alone: they end on the connections they hold, as if no close had happened. The next
  * request to the id re-fetches the descriptor, which is what a caller that suspects a restarted
- * peer wants. */
-static int mc__segment_close(mc_engine_t *e, mc_segment_id_t id) {
+ * peer wants. An abort (aborting) is a close whose tasks to the segment that are queued or
+ * waiting end now too: the raised count marks every task submitted before it (task.aborts) so
+ * that none starts or retries later. */
+static int mc__segment_close_as(mc_engine_t *e, mc_segment_id_t id, int aborting) {
     mc__peer_t *p;
     if (id == MC_LOCAL_SEGMENT_ID)
         return 0;
     p = mc__peer_get(e, id);
     if (!p)
         return MC_ERR_INVALID_ARGUMENT;
+    if (aborting)
+        atomic_fetch_add(&p->aborts, 1);
     mc__peer_mark_broken(p);
+    if (aborting) {
+        mc__transports_peer_abort(e, p);
+        MC_INFO("segment %s aborted: its transfers in flight fail now", p->name);
+    }
     return 0;
 }
 
 int mc_engine_close_segment(mc_engine_t *e, mc_segment_id_t id) {
     int rc;
-    MC__GATED(e, rc, mc__segment_close(e, id));
+    MC__GATED(e, rc, mc__segment_close_as(e, id, 0));
     return rc;
-}
-
-/* A close, and the tasks to the segment that are queued or waiting end now: the raised count
- * marks every task submitted before it (task.aborts) so that none starts or retries later. */
-static int mc__segment_abort(mc_engine_t *e, mc_segment_id_t id) {
-    mc__peer_t *p;
-    if (id == MC_LOCAL_SEGMENT_ID)
-        return 0;
-    p = mc__peer_get(e, id);
-    if (!p)
-        return MC_ERR_INVALID_ARGUMENT;
-    atomic_fetch_add(&p->aborts, 1);
-    mc__peer_mark_broken(p);
-    mc__transports_peer_abort(e, p);
-    MC_INFO("segment %s aborted: its transfers in flight fail now", p->name);
-    return 0;
 }
 
 static int mc__segment_stalled(mc_engine_t *e, mc_segment_id_t id, uint64_t *ms) {
@@ -299,7 +291,7 @@ int mc_engine_segment_stalled_ms(mc_engine_t *e, mc_segment_id_t id, uint64_t *m
 
 int mc_engine_abort_segment(mc_engine_t *e, mc_segment_id_t id) {
     int rc;
-    MC__GATED(e, rc, mc__segment_abort(e, id));
+    MC__GATED(e, rc, mc__segment_close_as(e, id, 1));
     return rc;
 }
 

@@ -101,7 +101,7 @@ struct mc_engine {
      * the process that initialized the engine (0: not yet): its threads, sockets and memory are
      * that process's, so a fork() child's copy refuses every call and, destroyed, lets go of its
      * own copies only (mc_engine_destroy). */
-    mc_gate_t gate;
+    mc__gate_t gate;
     char name[MC__TE_NAME_MAX];
     char host[MC__TE_NAME_MAX];
     uint16_t port;
@@ -149,19 +149,19 @@ struct mc_engine {
 /* gate.c. enter: 0, MC_ERR_INVALID_ARGUMENT for a NULL engine, MC_ERR_CONTEXT once a close
  * began or in a fork() child of the process that initialized it (nothing entered then; do not
  * leave). */
-int mc__gate_init(mc_engine_t *e);
-void mc__gate_destroy(mc_engine_t *e);
+int mc__te_gate_init(mc_engine_t *e);
+void mc__te_gate_destroy(mc_engine_t *e);
 int mc__engine_enter(mc_engine_t *e);
 void mc__engine_leave(mc_engine_t *e);
 /* 1 once a close began: waits that callers could repeat give up (batch_wait). */
 int mc__engine_closing(const mc_engine_t *e);
 /* 1 in a process other than the one that initialized e (a fork() child's inherited copy). */
 int mc__engine_inherited(const mc_engine_t *e);
-/* Shuts the gate: 1 for the one caller that must now wait and release (mc__gate_wait_calls,
- * then mc__gate_mark_closed), 0 for the others, which return once it is released. */
-int mc__gate_shut(mc_engine_t *e);
-void mc__gate_wait_calls(mc_engine_t *e);
-void mc__gate_mark_closed(mc_engine_t *e);
+/* Shuts the gate: 1 for the one caller that must now wait and release (mc__te_gate_wait_calls,
+ * then mc__te_gate_mark_closed), 0 for the others, which return once it is released. */
+int mc__te_gate_shut(mc_engine_t *e);
+void mc__te_gate_wait_calls(mc_engine_t *e);
+void mc__te_gate_mark_closed(mc_engine_t *e);
 /* rc = call, inside the gate (rc = the gate's code when it is shut). */
 #define MC__GATED(e, rc, call)                                                                     \
     do {                                                                                           \

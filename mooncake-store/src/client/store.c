@@ -32,7 +32,7 @@ int mc__store_create(mc_store_t **out) {
         mc__free(s);
         s = NULL;
     }
-    if (s && mc_gate_init(&s->gate) != 0) {
+    if (s && mc__gate_init(&s->gate) != 0) {
         mc__suspects_destroy(s->suspects, 0);
         mc__free(s);
         s = NULL;
@@ -344,7 +344,7 @@ int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg, const mc__store
     if (rc != 0)
         goto out;
     rc = MC_ERR_INVALID_PARAMS;
-    mc_gate_own(&s->gate);
+    mc__gate_own(&s->gate);
     s->be = be;
     s->cfg = *cfg;
     if (!s->cfg.master_server_addr[0]) {
@@ -421,7 +421,7 @@ out:
         /* nothing of a failed setup stays behind: a retry starts from a new handle's state */
         mc__teardown(s);
         if (mc__store_reset(s) == 0)
-            mc_gate_disown(&s->gate);
+            mc__gate_disown(&s->gate);
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -443,7 +443,7 @@ int mc__store_setup_dummy(mc_store_t *s, const mc_store_dummy_config_t *cfg,
         s->be = was;
         goto out;
     }
-    mc_gate_own(&s->gate);
+    mc__gate_own(&s->gate);
     atomic_store(&s->state, MC__STORE_READY);
 out:
     pthread_mutex_unlock(&s->mu);
@@ -465,16 +465,16 @@ int mc_store_close(mc_store_t *s) {
     }
     atomic_store(&s->state, MC__STORE_CLOSED);
     /* s->mu makes this the only closer: shut returns 1 */
-    (void)mc_gate_shut(&s->gate);
-    mc_gate_wait_calls(&s->gate);
+    (void)mc__gate_shut(&s->gate);
+    mc__gate_wait_calls(&s->gate);
     mc__teardown(s);
     /* The port, the memory and the engine go now (as the reference's close frees them), so a
      * new store may take the same name at once; with get_buffer buffers still out, at the next
      * setup or at destroy. With nothing left, no process holds the handle any more. */
     if (mc__store_release(s, 0) == 0)
-        mc_gate_disown(&s->gate);
+        mc__gate_disown(&s->gate);
     /* open again for a later setup; until then the state turns every call away */
-    mc_gate_reopen(&s->gate);
+    mc__gate_reopen(&s->gate);
 out:
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -515,7 +515,7 @@ void mc_store_destroy(mc_store_t *s) {
     pthread_mutex_destroy(&s->disk_mu);
     pthread_rwlock_destroy(&s->reg_lock);
     pthread_rwlock_destroy(&s->seg_rw);
-    mc_gate_destroy(&s->gate);
+    mc__gate_destroy(&s->gate);
     mc__suspects_destroy(s->suspects, 0);
     pthread_cond_destroy(&s->hb_cv);
     pthread_mutex_destroy(&s->hb_mu);

@@ -12,7 +12,7 @@
 #include "mooncake/common/proc.h"
 
 int mc__store_inherited(const mc_store_t *s) {
-    return mc_gate_inherited(&s->gate);
+    return mc__gate_inherited(&s->gate);
 }
 
 /* After fork() the child's copy of the store names its parent's connections: on them the two
@@ -21,11 +21,11 @@ int mc__store_inherited(const mc_store_t *s) {
  * the parent. So nothing of it is used here: every call fails before it takes a lock (a parent's
  * thread may have held one at the fork). */
 int mc__store_refuse_inherited(mc_store_t *s) {
-    if (mc_gate_first_refusal(&s->gate))
+    if (mc__gate_first_refusal(&s->gate))
         MC_ERROR("store: this store was set up by process %d; this is process %d (a fork() "
                  "child), where its calls fail with UNAVAILABLE_IN_CURRENT_STATUS (-1010): set up "
                  "a new store in this process",
-                 mc_gate_owner(&s->gate), mc__pid());
+                 mc__gate_owner(&s->gate), mc__pid());
     return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
 }
 
@@ -42,10 +42,10 @@ int mc__store_enter_any(mc_store_t *s) {
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     if (mc__store_inherited(s))
         return mc__store_refuse_inherited(s);
-    if (mc_gate_enter(&s->gate) != 0)
+    if (mc__gate_enter(&s->gate) != 0)
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     if (atomic_load(&s->state) != MC__STORE_READY) {
-        mc_gate_leave(&s->gate);
+        mc__gate_leave(&s->gate);
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     }
     return 0;
@@ -65,5 +65,5 @@ int mc__store_enter(mc_store_t *s) {
 }
 
 void mc__store_leave(mc_store_t *s) {
-    mc_gate_leave(&s->gate);
+    mc__gate_leave(&s->gate);
 }

@@ -35,7 +35,7 @@ struct mc_store {
      * master connection, the node's channels and their request counters, the engine and the
      * shared memory with it, so there every call fails at once (mc__store_refuse_inherited) and
      * destroy lets go of the child's own copies only. */
-    mc_gate_t gate;
+    mc__gate_t gate;
     mc_store_config_t cfg;
     mc_engine_t *engine;
     int own_engine;

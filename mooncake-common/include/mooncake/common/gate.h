@@ -17,7 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-typedef struct mc_gate {
+typedef struct mc__gate {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     _Atomic long calls;
@@ -27,33 +27,33 @@ typedef struct mc_gate {
      * refusal was logged already. */
     _Atomic int owner_pid;
     _Atomic int fork_warned;
-} mc_gate_t;
+} mc__gate_t;
 
 /* 0, or MC_ERR_MEMORY-like -1 when the lock or condition cannot be made. */
-int mc_gate_init(mc_gate_t *g);
-void mc_gate_destroy(mc_gate_t *g);
+int mc__gate_init(mc__gate_t *g);
+void mc__gate_destroy(mc__gate_t *g);
 
 /* The handle now belongs to this process (own), or to none (disown: a closed handle that any
  * process may set up again). */
-void mc_gate_own(mc_gate_t *g);
-void mc_gate_disown(mc_gate_t *g);
-int mc_gate_owner(const mc_gate_t *g);
+void mc__gate_own(mc__gate_t *g);
+void mc__gate_disown(mc__gate_t *g);
+int mc__gate_owner(const mc__gate_t *g);
 /* 1 in a process other than the one that owns the gate (a fork() child's inherited copy). */
-int mc_gate_inherited(const mc_gate_t *g);
+int mc__gate_inherited(const mc__gate_t *g);
 /* 1 for the first refusal in a fork() child (the caller logs it), 0 after. */
-int mc_gate_first_refusal(mc_gate_t *g);
+int mc__gate_first_refusal(mc__gate_t *g);
 
-/* 0: the call is inside (it must mc_gate_leave); 1: a close began, nothing entered. The caller
- * checks mc_gate_inherited first. */
-int mc_gate_enter(mc_gate_t *g);
-void mc_gate_leave(mc_gate_t *g);
+/* 0: the call is inside (it must mc__gate_leave); 1: a close began, nothing entered. The caller
+ * checks mc__gate_inherited first. */
+int mc__gate_enter(mc__gate_t *g);
+void mc__gate_leave(mc__gate_t *g);
 /* 1 once a close began. */
-int mc_gate_closing(const mc_gate_t *g);
-/* Shuts the gate: 1 for the one caller that must now wait and release (mc_gate_wait_calls, then
- * mc_gate_mark_closed), 0 for the others, which return once it is released. */
-int mc_gate_shut(mc_gate_t *g);
-void mc_gate_wait_calls(mc_gate_t *g);
-void mc_gate_mark_closed(mc_gate_t *g);
+int mc__gate_closing(const mc__gate_t *g);
+/* Shuts the gate: 1 for the one caller that must now wait and release (mc__gate_wait_calls, then
+ * mc__gate_mark_closed), 0 for the others, which return once it is released. */
+int mc__gate_shut(mc__gate_t *g);
+void mc__gate_wait_calls(mc__gate_t *g);
+void mc__gate_mark_closed(mc__gate_t *g);
 /* Opens a closed gate again (a handle that can be set up again after a close). */
-void mc_gate_reopen(mc_gate_t *g);
+void mc__gate_reopen(mc__gate_t *g);
 #endif
