@@ -56,8 +56,15 @@ def product_file(rel: str) -> bool:
 
 
 def tracked_files(root: str) -> list[str]:
-    out = subprocess.run(["git", "-C", root, "ls-files"], check=True, capture_output=True, text=True)
-    return [f for f in out.stdout.split("\n") if f and product_file(f)]
+    """The product files git tracks; outside a checkout (an unpacked sdist), every file below
+    the product trees."""
+    out = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True)
+    if out.returncode == 0 and out.stdout:
+        names = out.stdout.split("\n")
+    else:
+        names = [os.path.relpath(os.path.join(d, f), root)
+                 for t in PRODUCT_TREES for d, _, fs in os.walk(os.path.join(root, t)) for f in fs]
+    return sorted(f for f in names if f and product_file(f))
 
 
 def include_edges(root: str, files: list[str], include_dirs: set[str]) -> dict[str, set[str]]:
