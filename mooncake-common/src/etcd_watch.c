@@ -15,6 +15,7 @@
 
 #include "etcd_internal.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/cond.h"
 #include "mooncake/common/etcd.h"
 #include "mooncake/common/frame.h"
 #include "mooncake/common/log.h"
@@ -117,10 +118,7 @@ int mc__etcd_keeper_alive(const mc_etcd_keeper_t *k) {
 void mc__etcd_keeper_stop(mc_etcd_keeper_t *k) {
     if (!k)
         return;
-    pthread_mutex_lock(&k->lock);
-    k->stop = 1;
-    pthread_cond_signal(&k->cond);
-    pthread_mutex_unlock(&k->lock);
+    mc__cond_raise(&k->lock, &k->cond, &k->stop);
     pthread_join(k->thread, NULL);
     pthread_mutex_destroy(&k->lock);
     pthread_cond_destroy(&k->cond);

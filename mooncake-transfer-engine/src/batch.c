@@ -199,13 +199,7 @@ int mc__batch_wait(mc_engine_t *e, mc_batch_id_t id, int timeout_ms, int until_d
         return MC_ERR_INVALID_ARGUMENT;
     /* every task ends by its own deadline; the default wait leaves room for that */
     wait_ms = timeout_ms >= 0 ? (uint64_t)timeout_ms : (uint64_t)e->timeout_ms * 2 + 5000;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(wait_ms / 1000);
-    ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    ts = mc__clock_after_ms(CLOCK_MONOTONIC, wait_ms);
     pthread_mutex_lock(&b->lock);
     /* closing is looked at under the batch lock, and the close broadcasts under it after
      * setting the flag (mc__batches_wake): a waiter either sees it or is woken */

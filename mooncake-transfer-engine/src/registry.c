@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
 #define MC__REG_GRACE_MS 1000
@@ -142,13 +143,7 @@ int mc__reg_add(mc__registry_t *r, const mc__region_t *reg) {
 }
 
 static void mc__deadline_ts(struct timespec *ts, int ms) {
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
+    *ts = mc__clock_after_ms(CLOCK_MONOTONIC, ms > 0 ? (uint64_t)ms : 0);
 }
 
 static int mc__pinned(const mc__registry_t *r, uint64_t uid) {

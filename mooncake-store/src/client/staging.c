@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
 #define MC__STAGING_ALIGN 64
@@ -98,13 +99,7 @@ void *mc__staging_alloc_range(mc__staging_t *st, size_t min_len, size_t want, in
 
     if (!st->base || mc__round_up(min_len) > st->size)
         return NULL;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    deadline = mc__realtime_after_ms(timeout_ms);
     pthread_mutex_lock(&st->mu);
     for (;;) {
         size_t largest = mc__largest_locked(st);

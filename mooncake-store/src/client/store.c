@@ -15,6 +15,7 @@
 #include "mooncake/common/log.h"
 #include "mooncake/common/proc.h"
 #include "mooncake/common/random.h"
+#include "mooncake/common/time.h"
 
 #define MC__DEFAULT_HEARTBEAT_MS 1000
 #define MC__DEFAULT_RPC_TIMEOUT_MS 5000
@@ -55,13 +56,7 @@ int mc__store_create(mc_store_t **out) {
 }
 
 static void mc__deadline_in(struct timespec *ts, int ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
+    *ts = mc__realtime_after_ms(ms > 0 ? (uint64_t)ms : 0);
 }
 
 /* The loop both background threads run: step, then wait one heartbeat interval or until

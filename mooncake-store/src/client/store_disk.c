@@ -27,6 +27,7 @@
 #include "disk/bucket_store.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
+#include "mooncake/common/cond.h"
 #include "mooncake/common/conn_server.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/random.h"
@@ -430,12 +431,7 @@ static void mc__dt_run(mc__disk_tier_t *t, const mc__disk_job_t *j, mc__dt_batch
 static int mc__dt_sleep(mc__disk_tier_t *t, uint64_t ms) {
     struct timespec ts;
     int stop;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)ms * 1000000L;
-    while (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    ts = mc__realtime_after_ms(ms);
     pthread_mutex_lock(&t->mu);
     if (!t->stop)
         pthread_cond_timedwait(&t->cv, &t->mu, &ts);
@@ -817,10 +813,7 @@ int mc__store_disk_start(mc_store_t *s) {
 void mc__disk_tier_stop(mc__disk_tier_t *t) {
     if (!t)
         return;
-    pthread_mutex_lock(&t->mu);
-    t->stop = 1;
-    pthread_cond_broadcast(&t->cv);
-    pthread_mutex_unlock(&t->mu);
+    mc__cond_raise(&t->mu, &t->cv, &t->stop);
     if (t->worker_started)
         pthread_join(t->worker, NULL);
     if (t->promoter_started)

@@ -519,13 +519,7 @@ void mc__disk_wait(mc__master_t *m, uint64_t timeout_ms) {
     struct timespec ts;
     if (!d)
         return;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(timeout_ms / 1000);
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    ts = mc__realtime_after_ms(timeout_ms);
     pthread_mutex_lock(&d->mu);
     if (d->pending)
         pthread_cond_timedwait(&d->cv, &d->mu, &ts);

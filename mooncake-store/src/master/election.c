@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/cond.h"
 #include "mooncake/common/etcd.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
@@ -61,13 +62,7 @@ struct mc_election {
 static void wait_until(mc_election_t *e, uint64_t deadline_ms) {
     struct timespec ts;
     uint64_t now = mc__now_ms(), wait = deadline_ms > now ? deadline_ms - now : 0;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(wait / 1000);
-    ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    ts = mc__clock_after_ms(CLOCK_MONOTONIC, wait);
     pthread_cond_timedwait(&e->cv, &e->mu, &ts);
 }
 
@@ -531,10 +526,7 @@ void mc__election_test_pause_refresh(mc_election_t *e, int paused) {
 void mc__election_stop(mc_election_t *e) {
     if (!e)
         return;
-    pthread_mutex_lock(&e->mu);
-    e->stopping = 1;
-    pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->mu);
+    mc__cond_raise(&e->mu, &e->cv, &e->stopping);
     pthread_join(e->thread, NULL);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->mu);

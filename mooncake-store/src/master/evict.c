@@ -339,12 +339,7 @@ void *mc__monitor_main(void *arg) {
         struct timespec ts;
         int evict = 0;
         uint64_t now;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        ts = mc__realtime_after_ms(100);
         if (!m->evict_wanted)
             pthread_cond_timedwait(&m->mon_cv, &m->mon_mu, &ts);
         if (m->stopping)

@@ -8,6 +8,7 @@
 
 #include "master/election.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/cond.h"
 #include "mooncake/common/log.h"
 #include "mooncake/error.h"
 
@@ -131,10 +132,7 @@ int mc__ha_start(const mc__master_config_t *cfg, mc__ha_change_fn on_change, voi
                             &cbs, &h->election);
     pthread_mutex_unlock(&h->mu);
     if (rc) {
-        pthread_mutex_lock(&h->mu);
-        h->stopping = 1;
-        pthread_cond_broadcast(&h->cv);
-        pthread_mutex_unlock(&h->mu);
+        mc__cond_raise(&h->mu, &h->cv, &h->stopping);
         pthread_join(h->thread, NULL);
         goto fail;
     }
@@ -150,10 +148,7 @@ fail:
 void mc__ha_stop(mc__ha_t *h) {
     if (!h)
         return;
-    pthread_mutex_lock(&h->mu);
-    h->stopping = 1;
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->mu);
+    mc__cond_raise(&h->mu, &h->cv, &h->stopping);
     pthread_join(h->thread, NULL); /* stops the master it ran */
     mc__election_stop(h->election);
     pthread_cond_destroy(&h->cv);

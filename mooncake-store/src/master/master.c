@@ -7,6 +7,7 @@
 #include "master/persist.h"
 #include "master/restore.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/cond.h"
 #include "mooncake/common/http.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
@@ -212,10 +213,7 @@ void mc__master_stop(mc__master_t *m) {
     mc__http_server_stop(m->admin);
     mc__meta_stop(m);
     if (m->monitor_started) {
-        pthread_mutex_lock(&m->mon_mu);
-        m->stopping = 1;
-        pthread_cond_signal(&m->mon_cv);
-        pthread_mutex_unlock(&m->mon_mu);
+        mc__cond_raise(&m->mon_mu, &m->mon_cv, &m->stopping);
         pthread_join(m->monitor, NULL);
     }
     /* The log is closed before the state is torn down: a stop is not a removal of everything. */

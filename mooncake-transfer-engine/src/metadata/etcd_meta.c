@@ -95,13 +95,7 @@ static int mc__etcd_meta_put_locked(mc__meta_etcd_t *m) {
 
 static void mc__wait_ms(mc__meta_etcd_t *m, uint64_t ms) {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    ts = mc__realtime_after_ms(ms);
     pthread_cond_timedwait(&m->cond, &m->lock, &ts);
 }
 

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/cond.h"
 #include "mooncake/common/config.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
@@ -1180,10 +1181,7 @@ static int mc__fab_init(mc_engine_t *e) {
     }
     f->prober_started = 1;
     if (pthread_create(&f->thr, NULL, mc__fab_thread, f)) {
-        pthread_mutex_lock(&f->lock);
-        f->stop = 1;
-        pthread_cond_broadcast(&f->probe_cond);
-        pthread_mutex_unlock(&f->lock);
+        mc__cond_raise(&f->lock, &f->probe_cond, &f->stop);
         pthread_join(f->prober, NULL);
         mc__fab_destroy(f);
         return MC_ERR_MEMORY;
