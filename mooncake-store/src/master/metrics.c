@@ -82,8 +82,25 @@ static mc__op_names_t mc__ref_names(int type) {
     return r;
 }
 
-static void mc__ref_requests(mc__master_t *m, mc_buf_t *b) {
+/* One counter of a reference family: master_<op>_<suffix>, its help the op between pre and
+ * post. The single and batch families differ only in these rows, so they share the writer. */
+typedef struct mc__op_counter {
+    const char *suffix;
+    const char *pre;
+    const char *post;
+    double value;
+} mc__op_counter_t;
+
+static void mc__op_counters(mc_buf_t *b, const char *op, const mc__op_counter_t *c, size_t n) {
     char name[128], help[192];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "master_%s_%s", op, c[i].suffix);
+        snprintf(help, sizeof(help), "%s%s%s", c[i].pre, op, c[i].post);
+        mc__one(b, name, "counter", help, c[i].value);
+    }
+}
+
+static void mc__ref_requests(mc__master_t *m, mc_buf_t *b) {
     for (int t = 1; t < MC_MP_TYPE_MAX_; t++) {
         mc__op_names_t r = mc__ref_names(t);
         mc__op_stats_t *st = &m->op[t];
@@ -107,12 +124,11 @@ static void mc__ref_requests(mc__master_t *m, mc_buf_t *b) {
             single_failed += MC__U(st->batch_failed) + MC__U(st->batch_partial);
         }
         if (r.single) {
-            snprintf(name, sizeof(name), "master_%s_requests_total", r.single);
-            snprintf(help, sizeof(help), "%s requests received (one key each)", r.single);
-            mc__one(b, name, "counter", help, single);
-            snprintf(name, sizeof(name), "master_%s_failures_total", r.single);
-            snprintf(help, sizeof(help), "%s requests that failed", r.single);
-            mc__one(b, name, "counter", help, single_failed);
+            const mc__op_counter_t c[] = {
+                {"requests_total", "", " requests received (one key each)", single},
+                {"failures_total", "", " requests that failed", single_failed},
+            };
+            mc__op_counters(b, r.single, c, sizeof(c) / sizeof(c[0]));
         }
         if (r.batch) {
             double reqs = MC__U(st->batch), items = MC__U(st->batch_items);
@@ -124,21 +140,14 @@ static void mc__ref_requests(mc__master_t *m, mc_buf_t *b) {
                 failed_items = MC__U(st->errors);
                 failed += single_failed;
             }
-            snprintf(name, sizeof(name), "master_%s_requests_total", r.batch);
-            snprintf(help, sizeof(help), "%s requests received (more than one key)", r.batch);
-            mc__one(b, name, "counter", help, reqs);
-            snprintf(name, sizeof(name), "master_%s_failures_total", r.batch);
-            snprintf(help, sizeof(help), "%s requests where every key failed", r.batch);
-            mc__one(b, name, "counter", help, failed);
-            snprintf(name, sizeof(name), "master_%s_partial_successes_total", r.batch);
-            snprintf(help, sizeof(help), "%s requests where some keys failed", r.batch);
-            mc__one(b, name, "counter", help, partial);
-            snprintf(name, sizeof(name), "master_%s_items_total", r.batch);
-            snprintf(help, sizeof(help), "keys named in %s requests", r.batch);
-            mc__one(b, name, "counter", help, items);
-            snprintf(name, sizeof(name), "master_%s_failed_items_total", r.batch);
-            snprintf(help, sizeof(help), "keys that failed in %s requests", r.batch);
-            mc__one(b, name, "counter", help, failed_items);
+            const mc__op_counter_t c[] = {
+                {"requests_total", "", " requests received (more than one key)", reqs},
+                {"failures_total", "", " requests where every key failed", failed},
+                {"partial_successes_total", "", " requests where some keys failed", partial},
+                {"items_total", "keys named in ", " requests", items},
+                {"failed_items_total", "keys that failed in ", " requests", failed_items},
+            };
+            mc__op_counters(b, r.batch, c, sizeof(c) / sizeof(c[0]));
         }
     }
     /* one message type, a reference call per task type (MC_TASK_TYPE_MAP) */

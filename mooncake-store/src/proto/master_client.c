@@ -816,12 +816,40 @@ static int mc__mc_str(const char *s, uint32_t max, mc__mp_str_t *out) {
     return 0;
 }
 
+/* Reply readers for mc__master_client_call: the task calls differ only in the request they
+ * fill and the decoder they read the reply with. */
+static int mc__mc_create_reply(void *ctx, const mc_frame_header_t *h, const uint8_t *body,
+                               size_t len) {
+    return mc__tp_decode_create_reply(h, body, len, ctx);
+}
+
+static int mc__mc_empty_reply(void *ctx, const mc_frame_header_t *h, const uint8_t *body,
+                              size_t len) {
+    (void)ctx;
+    return mc__mp_decode_empty_reply(h, body, len);
+}
+
+static int mc__mc_query_reply(void *ctx, const mc_frame_header_t *h, const uint8_t *body,
+                              size_t len) {
+    return mc__tp_decode_query_reply(h, body, len, ctx);
+}
+
+typedef struct mc__mc_fetch {
+    uint32_t max;
+    mc__task_work_t *out;
+    uint32_t *n;
+} mc__mc_fetch_t;
+
+static int mc__mc_fetch_reply(void *ctx, const mc_frame_header_t *h, const uint8_t *body,
+                              size_t len) {
+    const mc__mc_fetch_t *f = ctx;
+    return mc__tp_decode_fetch_reply(h, body, len, f->max, f->out, f->n);
+}
+
 int mc__master_client_task_create(mc__master_client_t *c, uint8_t type, const char *key,
                                   const char *source, size_t n, const char *const *targets,
                                   uint8_t id[MC_MP_CLIENT_ID_LEN]) {
     mc__mp_request_t r;
-    mc_frame_header_t h;
-    int rc;
     memset(&r, 0, sizeof(r));
     r.type = MC_MP_TASK_CREATE;
     r.task_type = type;
@@ -836,64 +864,39 @@ int mc__master_client_task_create(mc__master_client_t *c, uint8_t type, const ch
         if (mc__mc_str(targets[i], MC_MP_MAX_SEGMENT_NAME, &r.targets[i]) != 0 ||
             r.targets[i].len == 0)
             return MC_ERR_INVALID_PARAMS;
-    pthread_mutex_lock(&c->mu);
-    rc = mc__mc_call(c, &r, &h);
-    if (rc == 0)
-        rc = mc__tp_decode_create_reply(&h, c->in, (size_t)h.body_len, id);
-    pthread_mutex_unlock(&c->mu);
-    return rc;
+    return mc__master_client_call(c, &r, mc__mc_create_reply, id);
 }
 
 int mc__master_client_task_query(mc__master_client_t *c, const uint8_t id[MC_MP_CLIENT_ID_LEN],
                                  mc__task_info_t *out) {
     mc__mp_request_t r;
-    mc_frame_header_t h;
-    int rc;
     memset(&r, 0, sizeof(r));
     r.type = MC_MP_TASK_QUERY;
     memcpy(r.task_id, id, MC_MP_CLIENT_ID_LEN);
-    pthread_mutex_lock(&c->mu);
-    rc = mc__mc_call(c, &r, &h);
-    if (rc == 0)
-        rc = mc__tp_decode_query_reply(&h, c->in, (size_t)h.body_len, out);
-    pthread_mutex_unlock(&c->mu);
-    return rc;
+    return mc__master_client_call(c, &r, mc__mc_query_reply, out);
 }
 
 int mc__master_client_task_fetch(mc__master_client_t *c, uint32_t max, mc__task_work_t *out,
                                  uint32_t *n) {
     mc__mp_request_t r;
-    mc_frame_header_t h;
-    int rc;
+    mc__mc_fetch_t f = {max, out, n};
     *n = 0;
     memset(&r, 0, sizeof(r));
     r.type = MC_MP_TASK_FETCH;
     r.max_tasks = max;
-    pthread_mutex_lock(&c->mu);
-    rc = mc__mc_call(c, &r, &h);
-    if (rc == 0)
-        rc = mc__tp_decode_fetch_reply(&h, c->in, (size_t)h.body_len, max, out, n);
-    pthread_mutex_unlock(&c->mu);
-    return rc;
+    return mc__master_client_call(c, &r, mc__mc_fetch_reply, &f);
 }
 
 int mc__master_client_task_report(mc__master_client_t *c, const uint8_t id[MC_MP_CLIENT_ID_LEN],
                                   int32_t code, const char *message) {
     mc__mp_request_t r;
-    mc_frame_header_t h;
-    int rc;
     memset(&r, 0, sizeof(r));
     r.type = MC_MP_TASK_REPORT;
     memcpy(r.task_id, id, MC_MP_CLIENT_ID_LEN);
     r.task_code = code;
     r.message.p = (const uint8_t *)(message ? message : "");
     r.message.len = (uint32_t)strnlen((const char *)r.message.p, MC_TP_MAX_MESSAGE);
-    pthread_mutex_lock(&c->mu);
-    rc = mc__mc_call(c, &r, &h);
-    if (rc == 0)
-        rc = mc__mp_decode_empty_reply(&h, c->in, (size_t)h.body_len);
-    pthread_mutex_unlock(&c->mu);
-    return rc;
+    return mc__master_client_call(c, &r, mc__mc_empty_reply, NULL);
 }
 
 int mc__master_client_call(mc__master_client_t *c, mc__mp_request_t *r, mc__reply_fn fn,
