@@ -34,34 +34,27 @@ static int mc__dp_cur_key(mc_cursor_t *cur, char *out) {
     return 0;
 }
 
+static int mc__dp_cur_job(mc_cursor_t *cur, void *entry) {
+    mc__disk_job_t *j = entry;
+    uint32_t seg_len = 0;
+    memset(&j->src, 0, sizeof(j->src));
+    if (mc__cur_u8(cur, &j->kind) || j->kind < MC_DP_JOB_OFFLOAD || j->kind > MC_DP_JOB_PROMOTE ||
+        mc__dp_cur_key(cur, j->key) || mc__cur_u64(cur, &j->size) ||
+        mc__cur_u64(cur, &j->version) ||
+        mc__mp_cur_text(cur, MC_MP_MAX_SEGMENT_NAME, j->src.segment_name, &seg_len) ||
+        memchr(j->src.segment_name, 0, seg_len) || mc__cur_u64(cur, &j->src.addr) ||
+        mc__cur_u64(cur, &j->src.epoch))
+        return -1;
+    j->src.size = j->size;
+    j->src.status = MC_MP_REPLICA_COMPLETE;
+    return 0;
+}
+
 int mc__dp_decode_fetch_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                               uint32_t max, mc__disk_job_t *out, uint32_t *n) {
-    mc_cursor_t cur;
-    uint32_t got = 0;
     /* 1 kind + 4 key + 8 size + 8 version + 4 segment + 8 addr + 8 epoch: the least a job takes */
-    int rc = mc__mp_reply_list(h, body, len, max < MC_DP_MAX_FETCH ? max : MC_DP_MAX_FETCH, 41,
-                               &cur, &got);
-    *n = 0;
-    if (rc)
-        return rc;
-    for (uint32_t i = 0; i < got; i++) {
-        mc__disk_job_t *j = &out[i];
-        uint32_t seg_len = 0;
-        memset(&j->src, 0, sizeof(j->src));
-        if (mc__cur_u8(&cur, &j->kind) || j->kind < MC_DP_JOB_OFFLOAD ||
-            j->kind > MC_DP_JOB_PROMOTE || mc__dp_cur_key(&cur, j->key) ||
-            mc__cur_u64(&cur, &j->size) || mc__cur_u64(&cur, &j->version) ||
-            mc__mp_cur_text(&cur, MC_MP_MAX_SEGMENT_NAME, j->src.segment_name, &seg_len) ||
-            memchr(j->src.segment_name, 0, seg_len) || mc__cur_u64(&cur, &j->src.addr) ||
-            mc__cur_u64(&cur, &j->src.epoch))
-            return MC_ERR_RPC_FAIL;
-        j->src.size = j->size;
-        j->src.status = MC_MP_REPLICA_COMPLETE;
-    }
-    if (mc__cur_left(&cur))
-        return MC_ERR_RPC_FAIL;
-    *n = got;
-    return 0;
+    return mc__mp_decode_list(h, body, len, max < MC_DP_MAX_FETCH ? max : MC_DP_MAX_FETCH, 41,
+                              mc__dp_cur_job, out, sizeof(*out), n);
 }
 
 int mc__dp_encode_read(mc_buf_t *b, uint64_t request_id, const char *key, uint64_t version,

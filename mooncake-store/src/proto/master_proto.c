@@ -561,47 +561,76 @@ int mc__mp_decode_empty_reply(const mc_frame_header_t *h, const uint8_t *body, s
     return len == 0 ? 0 : MC_ERR_RPC_FAIL;
 }
 
+/* Reads the entries of a list reply one by one with fn, into out (entries of size bytes),
+ * then wants nothing left: 0 or MC_ERR_RPC_FAIL. The list decoders differ only in fn. */
+static int mc__mp_cur_each(mc_cursor_t *cur, uint32_t n, mc__mp_entry_fn fn, void *out,
+                           size_t size) {
+    for (uint32_t i = 0; i < n; i++)
+        if (fn(cur, (uint8_t *)out + (size_t)i * size))
+            return MC_ERR_RPC_FAIL;
+    return mc__cur_left(cur) == 0 ? 0 : MC_ERR_RPC_FAIL;
+}
+
+int mc__mp_decode_list(const mc_frame_header_t *h, const uint8_t *body, size_t len, uint32_t limit,
+                       size_t min_entry, mc__mp_entry_fn fn, void *out, size_t size, uint32_t *n) {
+    mc_cursor_t cur;
+    uint32_t got = 0;
+    int rc = mc__mp_reply_list(h, body, len, limit, min_entry, &cur, &got);
+    *n = 0;
+    if (rc == 0)
+        rc = mc__mp_cur_each(&cur, got, fn, out, size);
+    if (rc == 0)
+        *n = got;
+    return rc;
+}
+
+/* A batch reply: exactly n entries, each read by fn. */
+static int mc__mp_decode_batch(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                               uint32_t n, size_t min_entry, mc__mp_entry_fn fn, void *out,
+                               size_t size) {
+    mc_cursor_t cur;
+    int rc = mc__mp_reply_batch(h, body, len, n, min_entry, &cur);
+    return rc ? rc : mc__mp_cur_each(&cur, n, fn, out, size);
+}
+
+static int mc__mp_cur_code(mc_cursor_t *cur, void *entry) {
+    return mc__cur_i32(cur, entry);
+}
+
 int mc__mp_decode_codes_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                               uint32_t n, int32_t *codes) {
-    mc_cursor_t cur;
-    int rc = mc__mp_reply_batch(h, body, len, n, 4, &cur);
-    if (rc)
-        return rc;
-    for (uint32_t i = 0; i < n; i++)
-        if (mc__cur_i32(&cur, &codes[i]))
-            return MC_ERR_RPC_FAIL;
-    return mc__cur_left(&cur) == 0 ? 0 : MC_ERR_RPC_FAIL;
+    return mc__mp_decode_batch(h, body, len, n, 4, mc__mp_cur_code, codes, sizeof(*codes));
+}
+
+static int mc__mp_cur_key_replicas(mc_cursor_t *cur, void *entry) {
+    mc__key_replicas_t *it = entry;
+    if (mc__cur_i32(cur, &it->code) || mc__cur_u64(cur, &it->size) ||
+        mc__cur_u64(cur, &it->lease_ttl_ms) ||
+        mc__cur_count(cur, MC_MP_MAX_REPLICA_NUM, 29, &it->n_replicas) || it->code > 0)
+        return -1;
+    for (uint32_t j = 0; j < it->n_replicas; j++) {
+        mc__replica_desc_t *d = &it->replicas[j];
+        if (mc__mp_cur_text(cur, MC_MP_MAX_SEGMENT_NAME, d->segment_name, NULL) ||
+            mc__cur_u64(cur, &d->addr) || mc__cur_u64(cur, &d->size) ||
+            mc__cur_u64(cur, &d->epoch) || mc__cur_u8(cur, &d->status))
+            return -1;
+    }
+    return 0;
 }
 
 int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                                  uint32_t n, mc__key_replicas_t *out) {
-    mc_cursor_t cur;
-    int rc = mc__mp_reply_batch(h, body, len, n, 24, &cur);
-    if (rc)
-        return rc;
-    for (uint32_t i = 0; i < n; i++) {
+    int rc = mc__mp_decode_batch(h, body, len, n, 24, mc__mp_cur_key_replicas, out, sizeof(*out));
+    for (uint32_t i = 0; rc == 0 && i < n; i++) {
         mc__key_replicas_t *it = &out[i];
-        if (mc__cur_i32(&cur, &it->code) || mc__cur_u64(&cur, &it->size) ||
-            mc__cur_u64(&cur, &it->lease_ttl_ms) ||
-            mc__cur_count(&cur, MC_MP_MAX_REPLICA_NUM, 29, &it->n_replicas))
-            return MC_ERR_RPC_FAIL;
-        if (it->code > 0)
-            return MC_ERR_RPC_FAIL;
         it->version = 0;
         if (mc__mp_is_put_start(h->type)) {
             /* that field is the writer's version there */
             it->version = it->lease_ttl_ms;
             it->lease_ttl_ms = 0;
         }
-        for (uint32_t j = 0; j < it->n_replicas; j++) {
-            mc__replica_desc_t *d = &it->replicas[j];
-            if (mc__mp_cur_text(&cur, MC_MP_MAX_SEGMENT_NAME, d->segment_name, NULL) ||
-                mc__cur_u64(&cur, &d->addr) || mc__cur_u64(&cur, &d->size) ||
-                mc__cur_u64(&cur, &d->epoch) || mc__cur_u8(&cur, &d->status))
-                return MC_ERR_RPC_FAIL;
-        }
     }
-    return mc__cur_left(&cur) == 0 ? 0 : MC_ERR_RPC_FAIL;
+    return rc;
 }
 
 int mc__mp_decode_remove_all_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,

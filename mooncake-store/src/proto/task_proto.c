@@ -82,33 +82,26 @@ static int mc__cur_place(mc_cursor_t *cur, mc__replica_desc_t *d) {
     return 0;
 }
 
+static int mc__tp_cur_work(mc_cursor_t *cur, void *entry) {
+    mc__task_work_t *w = entry;
+    uint32_t key_len = 0;
+    if (mc__mp_cur_id(cur, w->id) || mc__cur_u8(cur, &w->type) || w->type > MC_TASK_MOVE ||
+        mc__mp_cur_text(cur, MC_MP_MAX_KEY, w->key, &key_len) || key_len == 0 ||
+        mc__cur_u64(cur, &w->size) || mc__cur_place(cur, &w->src) ||
+        mc__cur_count(cur, MC_MP_MAX_REPLICA_NUM, 20, &w->n_targets))
+        return -1;
+    w->src.size = w->size;
+    for (uint32_t t = 0; t < w->n_targets; t++) {
+        if (mc__cur_place(cur, &w->targets[t]))
+            return -1;
+        w->targets[t].size = w->size;
+    }
+    return 0;
+}
+
 int mc__tp_decode_fetch_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                               uint32_t max, mc__task_work_t *out, uint32_t *n) {
-    mc_cursor_t cur;
-    uint32_t got = 0;
     /* 16 id + 1 type + 4 key + 8 size + 20 source + 4 count: the least one work can take. */
-    int rc = mc__mp_reply_list(h, body, len, max < MC_TP_MAX_FETCH ? max : MC_TP_MAX_FETCH, 53,
-                               &cur, &got);
-    *n = 0;
-    if (rc)
-        return rc;
-    for (uint32_t i = 0; i < got; i++) {
-        mc__task_work_t *w = &out[i];
-        uint32_t key_len = 0;
-        if (mc__mp_cur_id(&cur, w->id) || mc__cur_u8(&cur, &w->type) || w->type > MC_TASK_MOVE ||
-            mc__mp_cur_text(&cur, MC_MP_MAX_KEY, w->key, &key_len) || key_len == 0 ||
-            mc__cur_u64(&cur, &w->size) || mc__cur_place(&cur, &w->src) ||
-            mc__cur_count(&cur, MC_MP_MAX_REPLICA_NUM, 20, &w->n_targets))
-            return MC_ERR_RPC_FAIL;
-        w->src.size = w->size;
-        for (uint32_t t = 0; t < w->n_targets; t++) {
-            if (mc__cur_place(&cur, &w->targets[t]))
-                return MC_ERR_RPC_FAIL;
-            w->targets[t].size = w->size;
-        }
-    }
-    if (mc__cur_left(&cur))
-        return MC_ERR_RPC_FAIL;
-    *n = got;
-    return 0;
+    return mc__mp_decode_list(h, body, len, max < MC_TP_MAX_FETCH ? max : MC_TP_MAX_FETCH, 53,
+                              mc__tp_cur_work, out, sizeof(*out), n);
 }
