@@ -860,15 +860,12 @@ static int mc__dummy_remember(mc_store_t *s, void *addr, size_t len) {
     pthread_rwlock_wrlock(&s->reg_lock);
     for (i = 0; i < s->nregs && s->regs[i].base != addr; i++)
         ;
-    if (i == s->nregs && s->nregs == s->regs_cap) {
-        size_t cap = s->regs_cap ? s->regs_cap * 2 : 8;
-        mc_store_iov_t *v = mc__realloc(s->regs, cap * sizeof(*v));
+    if (i == s->nregs) {
+        mc_store_iov_t *v = mc__array_grow(s->regs, s->nregs, &s->regs_cap, sizeof(*v), 8);
         if (!v)
             rc = MC_ERR_INTERNAL_ERROR;
-        else {
+        else
             s->regs = v;
-            s->regs_cap = cap;
-        }
     }
     if (rc == 0) {
         s->regs[i] = (mc_store_iov_t){addr, len};

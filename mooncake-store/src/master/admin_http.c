@@ -90,6 +90,16 @@ static cJSON *mc__key_json(mc__master_t *m, const char *key) {
     return j;
 }
 
+/* The answer for a key with no object: the key itself (when given), error and code. */
+static cJSON *mc__missing_json(const char *key) {
+    cJSON *j = cJSON_CreateObject();
+    if (key)
+        mc__key_json_field(j, "key", key);
+    cJSON_AddStringToObject(j, "error", "OBJECT_NOT_FOUND");
+    cJSON_AddNumberToObject(j, "code", MC_ERR_OBJECT_NOT_FOUND);
+    return j;
+}
+
 static int mc__all_keys_visit(mc__master_t *m, mc__object_t *o, void *arg) {
     char key[4 * MC_MP_MAX_KEY + 1];
     (void)m;
@@ -135,6 +145,16 @@ static void mc__respond_json(mc_http_response_t *resp, int status, cJSON *j) {
     cJSON_Delete(j);
 }
 
+/* Reads the query argument name into arg (nonempty: an empty one counts as missing): 0, or -1
+ * after answering 400 with the missing text. */
+static int mc__query_arg(const mc_http_request_t *req, mc_http_response_t *resp, const char *name,
+                         int nonempty, const char *missing, char *arg, size_t cap) {
+    if (mc__http_query_get(req->query, name, arg, cap) == 0 && (!nonempty || arg[0]))
+        return 0;
+    mc__http_respond(resp, 400, "text/plain", missing, strlen(missing));
+    return -1;
+}
+
 static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_response_t *resp) {
     mc__master_t *m = ctx;
     static const char bad_method[] = "only GET is served here\n";
@@ -160,35 +180,20 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
         /* answered in the reference's shape */
     } else if (!strcmp(req->path, "/json/query_key")) {
         cJSON *j = NULL;
-        if (mc__http_query_get(req->query, "key", arg, arg_cap) || !arg[0]) {
-            mc__http_respond(resp, 400, "text/plain", "missing ?key=\n", 14);
+        if (mc__query_arg(req, resp, "key", 1, "missing ?key=\n", arg, arg_cap))
             goto out;
-        }
         j = mc__key_json(m, arg);
-        if (!j) {
-            j = cJSON_CreateObject();
-            mc__key_json_field(j, "key", arg);
-            cJSON_AddStringToObject(j, "error", "OBJECT_NOT_FOUND");
-            cJSON_AddNumberToObject(j, "code", MC_ERR_OBJECT_NOT_FOUND);
-            mc__respond_json(resp, 404, j);
-        } else {
-            mc__respond_json(resp, 200, j);
-        }
+        mc__respond_json(resp, j ? 200 : 404, j ? j : mc__missing_json(arg));
     } else if (!strcmp(req->path, "/json/batch_query_keys")) {
         cJSON *all = NULL;
         char *save = NULL;
-        if (mc__http_query_get(req->query, "keys", arg, arg_cap)) {
-            mc__http_respond(resp, 400, "text/plain", "missing ?keys=a,b\n", 18);
+        if (mc__query_arg(req, resp, "keys", 0, "missing ?keys=a,b\n", arg, arg_cap))
             goto out;
-        }
         all = cJSON_CreateObject();
         for (char *k = strtok_r(arg, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
             cJSON *j = mc__key_json(m, k);
-            if (!j) {
-                j = cJSON_CreateObject();
-                cJSON_AddStringToObject(j, "error", "OBJECT_NOT_FOUND");
-                cJSON_AddNumberToObject(j, "code", MC_ERR_OBJECT_NOT_FOUND);
-            }
+            if (!j)
+                j = mc__missing_json(NULL);
             char *name = mc__malloc(4 * strlen(k) + 1);
             if (name)
                 mc__key_text((const uint8_t *)k, strlen(k), name, 0);
@@ -204,10 +209,8 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
         mc__respond_json(resp, 200, mc__segments_json(m, NULL));
     } else if (!strcmp(req->path, "/json/query_segment")) {
         cJSON *arr = NULL;
-        if (mc__http_query_get(req->query, "segment", arg, arg_cap) || !arg[0]) {
-            mc__http_respond(resp, 400, "text/plain", "missing ?segment=\n", 18);
+        if (mc__query_arg(req, resp, "segment", 1, "missing ?segment=\n", arg, arg_cap))
             goto out;
-        }
         arr = mc__segments_json(m, arg);
         mc__respond_json(resp, cJSON_GetArraySize(arr) ? 200 : 404, arr);
     } else {

@@ -633,15 +633,22 @@ int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body
     return rc;
 }
 
-int mc__mp_decode_remove_all_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
-                                   int64_t *removed) {
+int mc__mp_decode_fields(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                         mc__mp_entry_fn fn, void *out) {
     mc_cursor_t cur;
     int rc = mc__mp_reply_open(h, body, len, &cur);
     if (rc)
         return rc;
-    if (mc__cur_i64(&cur, removed) || mc__cur_left(&cur) != 0)
-        return MC_ERR_RPC_FAIL;
-    return 0;
+    return fn(&cur, out) || mc__cur_left(&cur) != 0 ? MC_ERR_RPC_FAIL : 0;
+}
+
+static int mc__mp_cur_removed(mc_cursor_t *cur, void *out) {
+    return mc__cur_i64(cur, out);
+}
+
+int mc__mp_decode_remove_all_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                                   int64_t *removed) {
+    return mc__mp_decode_fields(h, body, len, mc__mp_cur_removed, removed);
 }
 
 int mc__mp_decode_heartbeat_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,

@@ -334,6 +334,10 @@ typedef int (*mc__mp_entry_fn)(mc_cursor_t *cur, void *entry);
  * left over: 0 with *n, the error reply's code, or MC_ERR_RPC_FAIL (*n 0). */
 int mc__mp_decode_list(const mc_frame_header_t *h, const uint8_t *body, size_t len, uint32_t limit,
                        size_t min_entry, mc__mp_entry_fn fn, void *out, size_t size, uint32_t *n);
+/* A reply of one fixed record: mc__mp_reply_open, fn reads the record into out, and nothing is
+ * left over: 0, the error reply's code, or MC_ERR_RPC_FAIL. */
+int mc__mp_decode_fields(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                         mc__mp_entry_fn fn, void *out);
 /* Reads a str of at most max bytes into out (max + 1 bytes), NUL-terminated, its length in *len
  * (may be NULL): 0, or -1 for bytes that are no such str. */
 int mc__mp_cur_text(mc_cursor_t *cur, uint32_t max, char *out, uint32_t *len);

@@ -48,28 +48,27 @@ int mc__tp_fetch_reply_work(mc_buf_t *b, const mc__task_work_t *w) {
     return b->failed ? MC_ERR_MEMORY : 0;
 }
 
+static int mc__tp_cur_id(mc_cursor_t *cur, void *id) {
+    return mc__mp_cur_id(cur, id);
+}
+
 int mc__tp_decode_create_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                                uint8_t id[MC_MP_CLIENT_ID_LEN]) {
-    mc_cursor_t cur;
-    int rc = mc__mp_reply_open(h, body, len, &cur);
-    if (rc)
-        return rc;
-    return mc__mp_cur_id(&cur, id) || mc__cur_left(&cur) ? MC_ERR_RPC_FAIL : 0;
+    return mc__mp_decode_fields(h, body, len, mc__tp_cur_id, id);
+}
+
+static int mc__tp_cur_info(mc_cursor_t *cur, void *entry) {
+    mc__task_info_t *out = entry;
+    return mc__cur_u8(cur, &out->type) || mc__cur_u8(cur, &out->status) ||
+           mc__cur_u64(cur, &out->created_ms) || mc__cur_u64(cur, &out->updated_ms) ||
+           mc__mp_cur_id(cur, out->assigned) ||
+           mc__mp_cur_text(cur, MC_TP_MAX_MESSAGE, out->message, NULL) ||
+           out->type > MC_TASK_MOVE || out->status > MC_TASK_SUCCESS;
 }
 
 int mc__tp_decode_query_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                               mc__task_info_t *out) {
-    mc_cursor_t cur;
-    int rc = mc__mp_reply_open(h, body, len, &cur);
-    if (rc)
-        return rc;
-    if (mc__cur_u8(&cur, &out->type) || mc__cur_u8(&cur, &out->status) ||
-        mc__cur_u64(&cur, &out->created_ms) || mc__cur_u64(&cur, &out->updated_ms) ||
-        mc__mp_cur_id(&cur, out->assigned) ||
-        mc__mp_cur_text(&cur, MC_TP_MAX_MESSAGE, out->message, NULL) || mc__cur_left(&cur) ||
-        out->type > MC_TASK_MOVE || out->status > MC_TASK_SUCCESS)
-        return MC_ERR_RPC_FAIL;
-    return 0;
+    return mc__mp_decode_fields(h, body, len, mc__tp_cur_info, out);
 }
 
 /* A place the master reserved: a segment (never empty), an address and its epoch. */

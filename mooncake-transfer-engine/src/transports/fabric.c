@@ -16,6 +16,7 @@
 #include "te_internal.h"
 #include "transports/fabric_dl.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,17 +186,26 @@ static const char *mc__fab_err(const mc__fabric_t *f, int rc) {
 
 /* ---- memory registrations ---- */
 
-/* index of the first registration with addr >= a (mr_lock held) */
-static size_t mc__fab_mr_lower(const mc__fabric_t *f, uint64_t a) {
-    size_t lo = 0, hi = f->nmrs;
+/* The index of the first of n records (stride bytes apart, sorted by the uint64_t at offset off
+ * of each) whose field is >= a: the one binary search behind the registration and remote-key
+ * lookups. */
+static size_t mc__fab_lower(const void *base, size_t n, size_t stride, size_t off, uint64_t a) {
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (f->mrs[mid].addr < a)
+        uint64_t v;
+        memcpy(&v, (const char *)base + mid * stride + off, sizeof(v));
+        if (v < a)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+/* index of the first registration with addr >= a (mr_lock held) */
+static size_t mc__fab_mr_lower(const mc__fabric_t *f, uint64_t a) {
+    return mc__fab_lower(f->mrs, f->nmrs, sizeof(*f->mrs), offsetof(mc__fab_mr_t, addr), a);
 }
 
 /* the registration holding [a, a+len), or NULL (mr_lock held) */
@@ -428,14 +438,8 @@ static int mc__fab_desc_parse(const char *json, void **priv, void (**priv_free)(
 
 /* The remote key of the peer's buffer starting at buf_addr: 1, or 0 when it has none. */
 static int mc__fab_desc_key(const mc__fab_desc_t *fd, uint64_t buf_addr, uint64_t *key) {
-    size_t lo = 0, hi = fd->nkeys;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (fd->keys[mid].buf_addr < buf_addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = mc__fab_lower(fd->keys, fd->nkeys, sizeof(*fd->keys),
+                              offsetof(mc__fab_key_t, buf_addr), buf_addr);
     if (lo == fd->nkeys || fd->keys[lo].buf_addr != buf_addr)
         return 0;
     *key = fd->keys[lo].key;

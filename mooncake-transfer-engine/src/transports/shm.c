@@ -218,15 +218,12 @@ static int mc__shm_map_buffer(mc__peer_t *p, const mc__shm_target_t *tg) {
     pthread_rwlock_wrlock(&sp->rw);
     if (sp->instance_id != tg->instance || !sp->gen) {
         rc = MC_ERR_CONTEXT;
-    } else if (sp->nmaps == sp->cap) {
-        size_t ncap = sp->cap ? sp->cap * 2 : 8;
-        mc__shm_map_t *nm = mc__realloc(sp->maps, ncap * sizeof(*nm));
+    } else {
+        mc__shm_map_t *nm = mc__array_grow(sp->maps, sp->nmaps, &sp->cap, sizeof(*nm), 8);
         if (!nm)
             rc = MC_ERR_MEMORY;
-        else {
+        else
             sp->maps = nm;
-            sp->cap = ncap;
-        }
     }
     if (!rc) {
         mc__shm_map_t *m = &sp->maps[sp->nmaps++];

@@ -459,17 +459,22 @@ static int mc__tcp_submit(mc_engine_t *e, mc__task_t *t) {
     return 0;
 }
 
-static void mc__tcp_interrupt(mc_engine_t *e) {
-    mc__tcp_t *q = e->tp_state[MC__TP_TCP];
-    if (!q)
-        return;
+/* Raises flag (q->cut or q->stop) and wakes every worker: the idle ones from the condition, the
+ * busy ones by cutting the connection they wait on. Interrupt and close differ only in flag. */
+static void mc__tcp_raise(mc__tcp_t *q, int *flag) {
     pthread_mutex_lock(&q->lock);
-    q->cut = 1;
+    *flag = 1;
     pthread_cond_broadcast(&q->cond);
     for (int i = 0; i < q->nworkers; i++)
         if (q->workers[i].busy_fd >= 0)
             shutdown(q->workers[i].busy_fd, SHUT_RDWR);
     pthread_mutex_unlock(&q->lock);
+}
+
+static void mc__tcp_interrupt(mc_engine_t *e) {
+    mc__tcp_t *q = e->tp_state[MC__TP_TCP];
+    if (q)
+        mc__tcp_raise(q, &q->cut);
 }
 
 static void mc__tcp_cut_peer_locked(mc__tcp_worker_t *w, const mc__peer_t *p) {
@@ -495,13 +500,7 @@ static void mc__tcp_close(mc_engine_t *e) {
     mc__tcp_t *q = e->tp_state[MC__TP_TCP];
     if (!q)
         return;
-    pthread_mutex_lock(&q->lock);
-    q->stop = 1;
-    pthread_cond_broadcast(&q->cond);
-    for (int i = 0; i < q->nworkers; i++)
-        if (q->workers[i].busy_fd >= 0)
-            shutdown(q->workers[i].busy_fd, SHUT_RDWR);
-    pthread_mutex_unlock(&q->lock);
+    mc__tcp_raise(q, &q->stop);
     /* workers fail whatever is still queued, then exit */
     for (int i = 0; i < q->nworkers; i++)
         pthread_join(q->workers[i].thr, NULL);
