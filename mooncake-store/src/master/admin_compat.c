@@ -14,17 +14,13 @@
 
 #define MC__TEXT "text/plain; charset=utf-8"
 
-typedef struct mc__key_view {
-    uint64_t size;
-    uint8_t n;
-    mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
-} mc__key_view_t;
-
 /* The replicas of a finished object, read without a lease (looking is not reading): 0,
- * OBJECT_NOT_FOUND, REPLICA_IS_NOT_READY for a put still being written, INVALID_PARAMS for a
- * key no client could have stored. */
-static int mc__key_view(mc__master_t *m, const char *key, mc__key_view_t *v) {
+ * OBJECT_NOT_FOUND, REPLICA_IS_NOT_READY for a put still being written (when complete_only),
+ * INVALID_PARAMS for a key no client could have stored. The /json/ views (admin_http.c) read
+ * unfinished objects too. */
+int mc__key_view(mc__master_t *m, const char *key, int complete_only, mc__key_view_t *v) {
     size_t len = strlen(key);
+    uint64_t now = mc__now_ms();
     uint32_t hash;
     mc__shard_t *s;
     mc__object_t *o;
@@ -37,10 +33,12 @@ static int mc__key_view(mc__master_t *m, const char *key, mc__key_view_t *v) {
     o = mc__shard_find(s, hash, (const uint8_t *)key, (uint32_t)len);
     if (!o) {
         rc = MC_ERR_OBJECT_NOT_FOUND;
-    } else if (!(o->flags & MC__OBJ_COMPLETE)) {
+    } else if (complete_only && !(o->flags & MC__OBJ_COMPLETE)) {
         rc = MC_ERR_REPLICA_IS_NOT_READY;
     } else {
         v->size = o->size;
+        v->flags = o->flags;
+        v->lease_left_ms = o->lease_until > now ? o->lease_until - now : 0;
         v->n = o->n_replicas;
         memcpy(v->reps, mc__obj_reps(o), (size_t)v->n * sizeof(v->reps[0]));
     }
@@ -48,9 +46,6 @@ static int mc__key_view(mc__master_t *m, const char *key, mc__key_view_t *v) {
     return rc;
 }
 
-/* The reference's buffer descriptors: size_, buffer_address_, protocol_, transport_endpoint_.
- * The master is not told a segment's transport, so protocol_ is empty; the endpoint is the
- * segment's name (the TE's host:port). */
 static cJSON *mc__descriptors(mc__master_t *m, const mc__key_view_t *v) {
     cJSON *arr = cJSON_CreateArray();
     for (uint8_t i = 0; arr && i < v->n; i++) {
@@ -100,7 +95,7 @@ static void mc__query_key(mc__master_t *m, const mc_http_request_t *req, mc_http
         mc__send_error(resp, MC_ERR_INVALID_PARAMS, "missing ?key=");
         return;
     }
-    rc = mc__key_view(m, arg, &v);
+    rc = mc__key_view(m, arg, 1, &v);
     if (rc) {
         mc__send_error(resp, rc, NULL);
         return;
@@ -143,7 +138,7 @@ static void mc__batch_query_keys(mc__master_t *m, const mc_http_request_t *req,
         mc__key_text((const uint8_t *)p, strlen(p), name, 0);
         if (!cJSON_GetObjectItemCaseSensitive(data, name)) {
             item = cJSON_CreateObject();
-            rc = mc__key_view(m, p, &v);
+            rc = mc__key_view(m, p, 1, &v);
             cJSON_AddBoolToObject(item, "ok", rc == 0);
             if (rc)
                 cJSON_AddStringToObject(item, "error", mc_store_err_name(rc));

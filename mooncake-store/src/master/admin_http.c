@@ -41,50 +41,30 @@ static void mc__key_json_field(cJSON *j, const char *field, const char *key) {
 }
 
 static cJSON *mc__key_json(mc__master_t *m, const char *key) {
-    size_t len = strlen(key);
-    uint32_t hash;
-    mc__shard_t *s;
-    mc__object_t *o;
-    mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
-    uint8_t n = 0, flags = 0;
-    uint64_t size = 0, lease = 0, now = mc__now_ms();
+    mc__key_view_t v;
     cJSON *j = NULL, *arr = NULL;
-    if (len == 0 || len > MC_MP_MAX_KEY)
-        return NULL;
-    hash = mc__key_hash((const uint8_t *)key, (uint32_t)len);
-    s = mc__shard_of(m, hash);
-    pthread_mutex_lock(&s->mu);
-    o = mc__shard_find(s, hash, (const uint8_t *)key, (uint32_t)len);
-    if (o) {
-        n = o->n_replicas;
-        flags = o->flags;
-        size = o->size;
-        lease = o->lease_until > now ? o->lease_until - now : 0;
-        memcpy(reps, mc__obj_reps(o), (size_t)n * sizeof(*reps));
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (!o)
+    if (mc__key_view(m, key, 0, &v) != 0)
         return NULL;
     j = cJSON_CreateObject();
     mc__key_json_field(j, "key", key);
-    cJSON_AddNumberToObject(j, "size", (double)size);
-    cJSON_AddBoolToObject(j, "complete", (flags & MC__OBJ_COMPLETE) != 0);
-    cJSON_AddNumberToObject(j, "lease_ttl_ms_left", (double)lease);
-    cJSON_AddBoolToObject(j, "hard_pinned", (flags & MC__OBJ_HARD_PIN) != 0);
-    cJSON_AddBoolToObject(j, "soft_pinned", (flags & MC__OBJ_SOFT_PIN) != 0);
+    cJSON_AddNumberToObject(j, "size", (double)v.size);
+    cJSON_AddBoolToObject(j, "complete", (v.flags & MC__OBJ_COMPLETE) != 0);
+    cJSON_AddNumberToObject(j, "lease_ttl_ms_left", (double)v.lease_left_ms);
+    cJSON_AddBoolToObject(j, "hard_pinned", (v.flags & MC__OBJ_HARD_PIN) != 0);
+    cJSON_AddBoolToObject(j, "soft_pinned", (v.flags & MC__OBJ_SOFT_PIN) != 0);
     arr = cJSON_AddArrayToObject(j, "replicas");
-    for (uint8_t i = 0; i < n; i++) {
+    for (uint8_t i = 0; i < v.n; i++) {
         char name[MC_MP_MAX_SEGMENT_NAME + 1];
         uint64_t base = 0;
         cJSON *r = NULL;
-        if (!mc__segment_name(m, reps[i].seg, name, &base, NULL))
+        if (!mc__segment_name(m, v.reps[i].seg, name, &base, NULL))
             continue;
         r = cJSON_CreateObject();
         cJSON_AddStringToObject(r, "segment", name);
-        cJSON_AddNumberToObject(r, "addr", (double)(base + reps[i].off));
-        cJSON_AddNumberToObject(r, "size", (double)size);
+        cJSON_AddNumberToObject(r, "addr", (double)(base + v.reps[i].off));
+        cJSON_AddNumberToObject(r, "size", (double)v.size);
         cJSON_AddStringToObject(r, "status",
-                                (flags & MC__OBJ_COMPLETE) ? "COMPLETE" : "PROCESSING");
+                                (v.flags & MC__OBJ_COMPLETE) ? "COMPLETE" : "PROCESSING");
         cJSON_AddItemToArray(arr, r);
     }
     return j;

@@ -608,17 +608,29 @@ static void mc__ddrop_unannounced(mc__master_t *m, uint64_t disk_id) {
     }
 }
 
-static void mc__unmark_pending(mc__master_t *m, const mc__dkeys_t *keys) {
+/* Calls fn for each of the keys gathered under d->mu, now with that lock dropped and the key's
+ * shard locked instead (the lock order is shard, then disk), with its object in memory or NULL. */
+typedef void (*mc__dkey_fn)(mc__master_t *m, const mc__dkey_t *k, mc__object_t *o, void *arg);
+
+static void mc__dkeys_each(mc__master_t *m, const mc__dkeys_t *keys, mc__dkey_fn fn, void *arg) {
     for (size_t i = 0; i < keys->n; i++) {
         const mc__dkey_t *k = &keys->v[i];
         mc__shard_t *s = mc__shard_of(m, k->hash);
-        mc__object_t *o = NULL;
         pthread_mutex_lock(&s->mu);
-        o = mc__shard_find(s, k->hash, k->key, k->len);
-        if (o && o->version == k->version)
-            o->flags &= (uint8_t)~MC__OBJ_OFFLOAD_PENDING;
+        fn(m, k, mc__shard_find(s, k->hash, k->key, k->len), arg);
         pthread_mutex_unlock(&s->mu);
     }
+}
+
+static void mc__unmark_one(mc__master_t *m, const mc__dkey_t *k, mc__object_t *o, void *arg) {
+    (void)m;
+    (void)arg;
+    if (o && o->version == k->version)
+        o->flags &= (uint8_t)~MC__OBJ_OFFLOAD_PENDING;
+}
+
+static void mc__unmark_pending(mc__master_t *m, const mc__dkeys_t *keys) {
+    mc__dkeys_each(m, keys, mc__unmark_one, NULL);
 }
 
 void mc__disk_client_gone(mc__master_t *m, const uint8_t *id) {
@@ -642,6 +654,12 @@ void mc__disk_client_gone(mc__master_t *m, const uint8_t *id) {
     mc__dkeys_free(&keys);
 }
 
+static void mc__remove_one(mc__master_t *m, const mc__dkey_t *k, mc__object_t *o, void *arg) {
+    /* Counted here only when the disk holds the object's last copy. */
+    if (mc__disk_forget(m, k->key, k->len, k->hash) && !(o && (o->flags & MC__OBJ_COMPLETE)))
+        ++*(int64_t *)arg;
+}
+
 int64_t mc__disk_remove_all(mc__master_t *m, const void *re) {
     struct mc__disk *d = m->disk;
     mc__dkeys_t keys = {NULL, 0, 0};
@@ -662,17 +680,7 @@ int64_t mc__disk_remove_all(mc__master_t *m, const void *re) {
         }
     }
     pthread_mutex_unlock(&d->mu);
-    for (size_t i = 0; i < keys.n; i++) {
-        const mc__dkey_t *k = &keys.v[i];
-        mc__shard_t *s = mc__shard_of(m, k->hash);
-        mc__object_t *o = NULL;
-        pthread_mutex_lock(&s->mu);
-        o = mc__shard_find(s, k->hash, k->key, k->len);
-        /* Counted here only when the disk holds the object's last copy. */
-        if (mc__disk_forget(m, k->key, k->len, k->hash) && !(o && (o->flags & MC__OBJ_COMPLETE)))
-            removed++;
-        pthread_mutex_unlock(&s->mu);
-    }
+    mc__dkeys_each(m, &keys, mc__remove_one, &removed);
     mc__dkeys_free(&keys);
     mc__free(text);
     return removed;
@@ -1018,6 +1026,20 @@ void mc__disk_dump(mc__master_t *m, mc_buf_t *b) {
 /* At most this many candidates looked at per monitor pass. */
 #define MC__DISK_RETRY_BATCH 64u
 
+static void mc__promote_one(mc__master_t *m, const mc__dkey_t *k, mc__object_t *o, void *arg) {
+    struct mc__disk *d = m->disk;
+    mc__dentry_t *e = NULL;
+    pthread_mutex_lock(&d->mu);
+    e = *mc__dlink(d, k->key, k->len, k->hash);
+    if (e && e->candidate) {
+        if (o || e->node == MC__DNODE_NONE || e->promoting)
+            mc__dcandidate_end(d, e); /* in memory again, or not promotable now */
+        else
+            mc__dpromote(m, e, *(const uint64_t *)arg, 1);
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
 void mc__disk_promote_retry(mc__master_t *m) {
     struct mc__disk *d = m->disk;
     mc__dkeys_t keys = {NULL, 0, 0};
@@ -1032,23 +1054,6 @@ void mc__disk_promote_retry(mc__master_t *m) {
             if (e->candidate)
                 mc__dkeys_add(&keys, e->key, e->key_len, e->hash, e->version);
     pthread_mutex_unlock(&d->mu);
-    for (size_t i = 0; i < keys.n; i++) {
-        const mc__dkey_t *k = &keys.v[i];
-        mc__shard_t *s = mc__shard_of(m, k->hash);
-        mc__dentry_t *e = NULL;
-        int in_memory;
-        pthread_mutex_lock(&s->mu);
-        in_memory = mc__shard_find(s, k->hash, k->key, k->len) != NULL;
-        pthread_mutex_lock(&d->mu);
-        e = *mc__dlink(d, k->key, k->len, k->hash);
-        if (e && e->candidate) {
-            if (in_memory || e->node == MC__DNODE_NONE || e->promoting)
-                mc__dcandidate_end(d, e); /* in memory again, or not promotable now */
-            else
-                mc__dpromote(m, e, now, 1);
-        }
-        pthread_mutex_unlock(&d->mu);
-        pthread_mutex_unlock(&s->mu);
-    }
+    mc__dkeys_each(m, &keys, mc__promote_one, &now);
     mc__dkeys_free(&keys);
 }

@@ -222,6 +222,16 @@ int mc__admin_http_start(mc__master_t *m, uint16_t port);
  * ctl is 0), any other byte becomes the four characters \xNN. out holds 4 * n + 1 bytes. */
 void mc__key_text(const uint8_t *p, size_t n, char *out, int ctl);
 
+/* admin_compat.c: one object as the admin endpoints show it, copied under its shard's lock. */
+typedef struct mc__key_view {
+    uint64_t size;
+    uint64_t lease_left_ms;
+    uint8_t flags; /* MC__OBJ_* */
+    uint8_t n;
+    mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
+} mc__key_view_t;
+int mc__key_view(mc__master_t *m, const char *key, int complete_only, mc__key_view_t *v);
+
 /* admin_compat.c: answers the endpoints in the reference's shapes; 0 when path is not one.
  * arg (cap bytes) and b are the caller's scratch. */
 struct mc_http_request;
