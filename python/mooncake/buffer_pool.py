@@ -48,6 +48,27 @@ def _size_arg(name, value, *, allow_none=False):
     return value
 
 
+class _Scoped:
+    """What a lease and a pool share: a ``with`` block ends the object (``_end``: release or
+    close), and the finalizer frees what the caller forgot (``_finalize``), silently, as a
+    finalizer has nobody to report to."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._end()
+        return False
+
+    def __del__(self):
+        try:
+            self._finalize()
+        except Exception:  # noqa: BLE001 - nothing to report to from a finalizer
+            pass
+
+
 class _Memory:
     """Anonymous mmap memory with an aligned start address; freed by close()."""
 
@@ -96,7 +117,7 @@ class _Arena:
         self.free.insert(i, (start, size))
 
 
-class BufferLease:
+class BufferLease(_Scoped):
     """``size`` bytes of registered memory at ``ptr``, until release() (or the end of a with-block,
     or the lease's garbage collection). ``buffer`` is a writable memoryview of exactly those bytes;
     while any view of it lives the lease stays valid and release() refuses."""
@@ -154,25 +175,18 @@ class BufferLease:
             self._pool = None
         pool._give_back(self)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
+    def _end(self):
         self.release()
-        return False
 
-    def __del__(self):
-        try:
-            self._release(check_views=False)
-        except Exception:  # noqa: BLE001 - nothing to report to from a finalizer
-            pass
+    def _finalize(self):
+        self._release(check_views=False)
 
     def __repr__(self):
         state = "released" if self._pool is None else f"ptr=0x{self._ptr:x}"
         return f"<BufferLease size={self._size} {state}>"
 
 
-class BufferPool:
+class BufferPool(_Scoped):
     """Leases of registered memory for ``store`` (a set-up MooncakeDistributedStore).
 
     Arguments are the reference's (``max_bytes=0``: twice the local region; ``min_size_class`` and
@@ -309,19 +323,12 @@ class BufferPool:
             finally:
                 arena.mem.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
+    def _end(self):
         self.close()
-        return False
 
-    def __del__(self):
-        try:
-            if not self._closed and not self._active:
-                self.close()
-        except Exception:  # noqa: BLE001 - nothing to report to from a finalizer
-            pass
+    def _finalize(self):
+        if not self._closed and not self._active:
+            self.close()
 
     # ---- internals ------------------------------------------------------------------------
 
