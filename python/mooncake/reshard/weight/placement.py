@@ -4,18 +4,19 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
-from ..contracts import PlacementId, PlacementSetId, ResourceId, ResourceKind, RevisionId
+from ..contracts import PlacementId, PlacementSetId, ResourceId, RevisionId
 from . import _checks as ck
 from .part import WeightPlacementPart
 from .topology import ParallelTopology
-from .types import OwnershipAxis, PlacementFragment, ReplicatedAxis, SplitAxis, TensorDescriptor
+from .types import (ModelWeightResource, OwnershipAxis, PlacementFragment, ReplicatedAxis,
+                    SplitAxis, TensorDescriptor)
 from .validation import _validate_complete_weight_placement, _validate_fragments
 
 __all__ = ["WeightPlacementManifest"]
 
 
 @dataclass(frozen=True, init=False)
-class WeightPlacementManifest:
+class WeightPlacementManifest(ModelWeightResource):
     """Every participant's part of one address-free placement, assembled and checked.
 
     Construction refuses a missing, duplicate or unknown participant, a part of another
@@ -83,10 +84,6 @@ class WeightPlacementManifest:
                             ("parts", parts), ("tensors", tensors), ("fragments", frags),
                             ("_digest_cache", None)):
             object.__setattr__(self, name, value)
-
-    @property
-    def resource_kind(self) -> ResourceKind:
-        return ResourceKind.MODEL_WEIGHT
 
     @property
     def digest(self) -> str:

@@ -3,15 +3,16 @@ fragments, and the fences (instance, generation, lease) on that memory."""
 
 from dataclasses import dataclass
 
-from ..contracts import (LeaseId, ParticipantId, PlacementId, ResourceId, ResourceKind,
-                         RevisionId, RuntimeBindingFragment, RuntimeInstanceId)
+from ..contracts import (LeaseId, ParticipantId, PlacementId, ResourceId, RevisionId,
+                         RuntimeBindingFragment, RuntimeInstanceId)
 from . import _checks as ck
+from .types import ModelWeightResource
 
 __all__ = ["WeightRuntimeBindingManifest"]
 
 
 @dataclass(frozen=True)
-class WeightRuntimeBindingManifest:
+class WeightRuntimeBindingManifest(ModelWeightResource):
     """One participant's physical fragments for the placement ``placement_id`` (whose digest
     it repeats), owned by runtime ``instance_id`` at ``generation`` under lease ``lease_id``.
     Fragments are stored sorted by placement fragment ID; each logical fragment and each runtime
@@ -26,10 +27,6 @@ class WeightRuntimeBindingManifest:
     revision: RevisionId
     participant_id: ParticipantId
     fragments: tuple
-
-    @property
-    def resource_kind(self) -> ResourceKind:
-        return ResourceKind.MODEL_WEIGHT
 
     def __post_init__(self):
         ck.text_fields(self, "resource_id", "placement_id", "instance_id", "lease_id", "revision",

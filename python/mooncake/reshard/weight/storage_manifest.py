@@ -12,7 +12,7 @@ from ..geometry import boxes_overlap
 from . import _checks as ck
 from .placement import axis_identity
 from .serde import _axis, _fields, _obj
-from .types import TensorDescriptor, _aliases, validate_fragment_geometry
+from .types import ModelWeightResource, TensorDescriptor, _aliases, validate_fragment_geometry
 
 __all__ = ["StoredFragment", "StoredManifestIdentity", "WeightManifest",
            "validate_weight_manifest_snapshot"]
@@ -84,7 +84,7 @@ _FRAGMENT_FIELDS = frozenset({"fragment_id", "tensor_id", "global_offset", "loca
 
 
 @dataclass(frozen=True)
-class WeightManifest(_ManifestPlace):
+class WeightManifest(_ManifestPlace, ModelWeightResource):
     """A committed weight generation in the Store: its tensors and the stored fragments that
     cover each exactly once, all under the group ``group_id`` (the manifest is
     ``<group_id>/manifest``, payload objects ``<group_id>/payload/...``).
@@ -97,10 +97,6 @@ class WeightManifest(_ManifestPlace):
     fragments: tuple
     created_at: str
     manifest_digest: str = field(init=False)
-
-    @property
-    def resource_kind(self) -> ResourceKind:
-        return ResourceKind.MODEL_WEIGHT
 
     def __post_init__(self):
         ck.text_fields(self, "namespace", "resource_id", "revision", "group_id", "manifest_key",

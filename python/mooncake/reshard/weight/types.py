@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass
 from math import prod
 from typing import Literal, Optional, Union
 
-from ..contracts import PlacementFragmentId, RuntimeBindingFragment, TensorId
+from ..contracts import PlacementFragmentId, ResourceKind, RuntimeBindingFragment, TensorId
 from . import _checks as ck
 
 __all__ = [
@@ -32,6 +32,17 @@ def _axis_kind(kind):
     if kind not in _AXIS_ORDER:
         raise ValueError(f"unsupported parallel axis kind: {kind}")
     return kind
+
+
+class ModelWeightResource:
+    """What every model-weight manifest (placement, stored manifest, runtime binding) says of
+    its kind: one definition of ``resource_kind`` for the ResourceManifest protocol."""
+
+    __slots__ = ()
+
+    @property
+    def resource_kind(self) -> ResourceKind:
+        return ResourceKind.MODEL_WEIGHT
 
 
 @dataclass(frozen=True)
