@@ -75,16 +75,12 @@ void *mc_shm_pool_alloc(mc_shm_pool_t *p, size_t len) {
         goto fail;
     }
     pthread_mutex_lock(&p->mu);
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 16;
-        mc__shm_entry_t *v = mc__realloc(p->v, cap * sizeof(*v));
-        if (!v) {
-            pthread_mutex_unlock(&p->mu);
-            goto fail;
-        }
-        p->v = v;
-        p->cap = cap;
+    mc__shm_entry_t *v = mc__array_grow(p->v, p->n, &p->cap, sizeof(*v), 16);
+    if (!v) {
+        pthread_mutex_unlock(&p->mu);
+        goto fail;
     }
+    p->v = v;
     p->v[p->n++] = (mc__shm_entry_t){p->next_id++, base, len, fd};
     pthread_mutex_unlock(&p->mu);
     return base;

@@ -74,16 +74,12 @@ static int mc__register_buffer_impl(mc_store_t *s, void *addr, size_t len) {
     if (!addr || len == 0)
         return MC_ERR_INVALID_PARAMS;
     pthread_rwlock_wrlock(&s->reg_lock);
-    if (s->nregs == s->regs_cap) {
-        size_t cap = s->regs_cap ? s->regs_cap * 2 : 8;
-        mc_store_iov_t *n = mc__realloc(s->regs, cap * sizeof(*n));
-        if (!n) {
-            rc = MC_ERR_INTERNAL_ERROR;
-            goto out;
-        }
-        s->regs = n;
-        s->regs_cap = cap;
+    mc_store_iov_t *grown = mc__array_grow(s->regs, s->nregs, &s->regs_cap, sizeof(*grown), 8);
+    if (!grown) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
     }
+    s->regs = grown;
     rc = mc_engine_register_memory(s->engine, addr, len, "*");
     if (rc != 0) {
         MC_ERROR("store: registering %zu bytes at %p failed: %s", len, addr, mc_strerror(rc));

@@ -467,16 +467,12 @@ int mc__master_client_mount_segment_epoch(mc__master_client_t *c, const char *se
                !(c->mounts[i].base == base && !strcmp(c->mounts[i].name, m.name)))
             i++;
         if (i == c->n_mounts) {
-            if (c->n_mounts == c->cap_mounts) {
-                size_t cap = c->cap_mounts ? c->cap_mounts * 2 : 4;
-                mc__mount_t *p = mc__realloc(c->mounts, cap * sizeof(*p));
-                if (!p) {
-                    rc = MC_ERR_MEMORY;
-                    goto out;
-                }
-                c->mounts = p;
-                c->cap_mounts = cap;
+            mc__mount_t *p = mc__array_grow(c->mounts, c->n_mounts, &c->cap_mounts, sizeof(*p), 4);
+            if (!p) {
+                rc = MC_ERR_MEMORY;
+                goto out;
             }
+            c->mounts = p;
             c->mounts[c->n_mounts++] = m;
         }
     }
