@@ -248,7 +248,8 @@ static int mc__read_key(mc__chunk_t *c, size_t i, int64_t *res) {
     return mc__chunk_key(c, i, kr->size, r, &id, &d, 1, res, NULL);
 }
 
-static mc__chunk_t *mc__chunk_new(mc_store_t *s, int opcode, size_t n) {
+static mc__chunk_t *mc__chunk_new(mc_store_t *s, int opcode, size_t n, const mc__key_replicas_t *kr,
+                                  const mc_store_item_t *items, const size_t *idx) {
     mc__chunk_t *c = mc__calloc(1, sizeof(*c));
     if (!c)
         return NULL;
@@ -259,23 +260,41 @@ static mc__chunk_t *mc__chunk_new(mc_store_t *s, int opcode, size_t n) {
     }
     c->s = s;
     c->opcode = opcode;
+    c->kr = kr;
+    c->items = items;
+    c->idx = idx;
     return c;
 }
 
-static void mc__chunk_free(mc__chunk_t *c) {
-    if (!c)
-        return;
+/* One key on its own path (no batch): a read's size or code, a write's code. */
+static int64_t mc__key_alone(mc_store_t *s, int opcode, const mc__key_replicas_t *kr,
+                             const mc_store_item_t *it) {
+    if (opcode == MC_OPCODE_READ)
+        return mc__store_read_replicas(s, kr, it->iov, it->iovcnt);
+    return mc__store_move(s, opcode, it->iov, it->iovcnt, kr->replicas, kr->n_replicas);
+}
+
+/* Runs what is still queued, then the deferred keys one by one (after the batch, so these never
+ * wait for staging blocks the batch still holds), and frees c. Results go to rres (reads) or
+ * wres (writes), indexed like c->kr. */
+static void mc__chunk_finish(mc__chunk_t *c, size_t n, int64_t *rres, int *wres) {
+    mc__chunk_flush(c, rres, wres);
+    for (size_t i = 0; i < n; i++) {
+        if (!c->defer[i])
+            continue;
+        int64_t r = mc__key_alone(c->s, c->opcode, &c->kr[i], mc__item_of(c, i));
+        if (rres)
+            rres[i] = r;
+        else
+            wres[i] = (int)r;
+    }
     mc__free(c->defer);
     mc__free(c);
 }
 
 void mc__store_batch_read(mc_store_t *s, const mc__key_replicas_t *kr, const mc_store_item_t *items,
                           size_t n, int64_t *results) {
-    mc__chunk_t *c = mc__chunk_new(s, MC_OPCODE_READ, n);
-    if (c) {
-        c->kr = kr;
-        c->items = items;
-    }
+    mc__chunk_t *c = mc__chunk_new(s, MC_OPCODE_READ, n, kr, items, NULL);
     for (size_t i = 0; i < n; i++) {
         results[i] = 0;
         if ((items[i].iovcnt && !items[i].iov) ||
@@ -286,14 +305,8 @@ void mc__store_batch_read(mc_store_t *s, const mc__key_replicas_t *kr, const mc_
         else if (mc__read_key(c, i, results) != 0)
             c->defer[i] = 1;
     }
-    if (!c)
-        return;
-    mc__chunk_flush(c, results, NULL);
-    /* After the batch, so these never wait for staging blocks the batch still holds. */
-    for (size_t i = 0; i < n; i++)
-        if (c->defer[i])
-            results[i] = mc__store_read_replicas(s, &kr[i], items[i].iov, items[i].iovcnt);
-    mc__chunk_free(c);
+    if (c)
+        mc__chunk_finish(c, n, results, NULL);
 }
 
 /* Copies the parts straight into a replica in our own segment, as mc__store_move does. */
@@ -348,12 +361,7 @@ static int mc__write_key(mc__chunk_t *c, size_t j, int *res) {
 
 void mc__store_batch_write(mc_store_t *s, const mc_store_item_t *items, const size_t *idx, size_t m,
                            const mc__key_replicas_t *kr, int *results) {
-    mc__chunk_t *c = mc__chunk_new(s, MC_OPCODE_WRITE, m);
-    if (c) {
-        c->kr = kr;
-        c->items = items;
-        c->idx = idx;
-    }
+    mc__chunk_t *c = mc__chunk_new(s, MC_OPCODE_WRITE, m, kr, items, idx);
     for (size_t j = 0; j < m; j++) {
         const mc_store_item_t *it = &items[idx[j]];
         results[j] = kr[j].code;
@@ -365,14 +373,8 @@ void mc__store_batch_write(mc_store_t *s, const mc_store_item_t *items, const si
         else if (results[j] == 0 && mc__write_key(c, j, results) != 0)
             c->defer[j] = 1;
     }
-    if (!c)
-        return;
-    mc__chunk_flush(c, NULL, results);
-    for (size_t j = 0; j < m; j++)
-        if (c->defer[j])
-            results[j] = mc__store_move(s, MC_OPCODE_WRITE, items[idx[j]].iov, items[idx[j]].iovcnt,
-                                        kr[j].replicas, kr[j].n_replicas);
-    mc__chunk_free(c);
+    if (c)
+        mc__chunk_finish(c, m, NULL, results);
 }
 
 int mc__put_batch_init(mc_store_t *s, size_t n, int have_arrays, const mc_replicate_config_t *rc,
