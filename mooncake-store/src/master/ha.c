@@ -21,8 +21,8 @@ struct mc__ha {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int stopping;         /* guarded by mu */
-    int64_t elected_term; /* the term the election says we hold; 0 when none */
+    int stopping;                /* guarded by mu */
+    int64_t elected_term;        /* the term the election says we hold; 0 when none */
     mc__standby_http_t *standby; /* the admin port between terms; owned by ha_main */
 };
 

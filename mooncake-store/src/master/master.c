@@ -209,8 +209,7 @@ int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
         rc = mc__meta_start(m);
         if (rc) {
             mc__log_bind_failure("HTTP metadata (--http_metadata_server_port)",
-                                 cfg->http_metadata_server_host,
-                                 cfg->http_metadata_server_port);
+                                 cfg->http_metadata_server_host, cfg->http_metadata_server_port);
             goto out;
         }
     }

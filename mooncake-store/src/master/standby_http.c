@@ -51,8 +51,7 @@ static void mc__standby_handle(void *ctx, const mc_http_request_t *req, mc_http_
         mc__http_respond(resp, 200, MC__STANDBY_TEXT, "standby", 7);
     } else if (!strcmp(req->path, "/leader")) {
         mc__leader_field(s, "leader_address", field, sizeof(field));
-        n = snprintf(body, sizeof(body), "{\"present\":%s%s}", field[0] ? "true" : "false",
-                     field);
+        n = snprintf(body, sizeof(body), "{\"present\":%s%s}", field[0] ? "true" : "false", field);
         mc__http_respond(resp, 200, MC__STANDBY_JSON, body, (size_t)n);
     } else {
         mc__leader_field(s, "leader", field, sizeof(field));
@@ -64,8 +63,8 @@ static void mc__standby_handle(void *ctx, const mc_http_request_t *req, mc_http_
 
 int mc__standby_http_start(const mc__master_config_t *cfg, mc_election_t *election,
                            mc__standby_http_t **out) {
-    const char *host = cfg->metrics_address && *cfg->metrics_address ? cfg->metrics_address
-                                                                     : cfg->rpc_address;
+    const char *host =
+        cfg->metrics_address && *cfg->metrics_address ? cfg->metrics_address : cfg->rpc_address;
     mc__standby_http_t *s;
     int rc;
     *out = NULL;
