@@ -39,11 +39,12 @@ def free_port():
 def driver(a):
     from mooncake.store import MooncakeDistributedStore
     s = MooncakeDistributedStore()
-    if s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", a.master) != 0:
+    if s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 64 << 20, "tcp", "", a.master) != 0:
         raise SystemExit("setup failed")
     value = os.urandom(a.size)
     tag = f"p{os.getpid()}"
-    keys = [f"{tag}-{i}" for i in range(256)]
+    # 256 keys, fewer for large values (about 96 MiB per process at most)
+    keys = [f"{tag}-{i}" for i in range(max(4, min(256, (96 << 20) // a.size)))]
     if a.op == "get":
         for k in keys:
             if s.put(k, value) != 0:
@@ -62,7 +63,7 @@ def driver(a):
                     raise SystemExit("get failed")
             n += len(keys)
         else:
-            ks = [f"{tag}-r{rnd}-{i}" for i in range(64)]
+            ks = [f"{tag}-r{rnd}-{i}" for i in range(max(2, min(64, (32 << 20) // a.size)))]
             for k in ks:
                 if s.put(k, value) != 0:
                     raise SystemExit("put failed")
@@ -138,8 +139,9 @@ def main():
         for procs in [int(x) for x in a.procs.split(",")]:
             load = os.getloadavg()
             rate = run_count(a, procs)
-            print(f"{a.op} {a.size} B, {procs} process(es): {rate:,.0f} op/s aggregate "
-                  f"({rate / procs:,.0f} each; loadavg before {load[0]:.2f})", flush=True)
+            print(f"{a.op} {a.size} B, {procs} process(es): {rate:,.0f} op/s aggregate, "
+                  f"{rate * a.size / 1e9:.3f} GB/s ({rate / procs:,.0f} op/s each; "
+                  f"loadavg before {load[0]:.2f})", flush=True)
     finally:
         for pr in (holder, master):
             if pr and pr.poll() is None:
