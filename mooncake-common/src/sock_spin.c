@@ -4,9 +4,9 @@
  * every spinning thread holds a core that the peer needs, and the spins that were to save
  * microseconds cost whole scheduler slices (4 KiB gets fell from 30k op/s with one client to
  * 8.6k with eight, against 22.6k with the spin off; docs/perf/issue26-speed.md). Two signals
- * decide, both cheap: the host's runnable threads against the cores this process may use (read
- * at most every MC__SPIN_SAMPLE_NS), and each thread's record of whether its own spins ended
- * with the answer. */
+ * decide, both cheap: the host's runnable threads against its cores (read at most every
+ * MC__SPIN_SAMPLE_NS; only where this process may run on every core), and each thread's record
+ * of whether its own spins ended with the answer. */
 #include "mooncake/common/sock_spin.h"
 
 #include <fcntl.h>
@@ -68,19 +68,19 @@ void mc__spin_note(mc__spin_gov_t *g, int answered) {
         g->score = (uint16_t)(g->score - (g->score >> 3));
 }
 
-/* The cores this process may run on (its affinity mask; the online count if that fails). */
+/* The cores the host's runnable count is to be compared with: the host's, when this process may
+ * run on all of them (its affinity mask); 0 (no comparison: the spins' record alone decides) when
+ * it is pinned to fewer, since the count is the whole host's and says nothing of our cores. */
 static int mc__spin_ncpu(void) {
-    static _Atomic int cached = 0;
+    static _Atomic int cached = -1;
     int n = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (n == 0) {
+    if (n < 0) {
         cpu_set_t set;
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
         CPU_ZERO(&set);
-        if (sched_getaffinity(0, sizeof(set), &set) == 0)
-            n = CPU_COUNT(&set);
-        if (n <= 0)
-            n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-        if (n <= 0)
-            n = 1;
+        n = 0;
+        if (online > 0 && sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) >= online)
+            n = (int)online;
         atomic_store_explicit(&cached, n, memory_order_relaxed);
     }
     return n;

@@ -14,8 +14,9 @@ typedef struct mc__spin_gov {
 
 /* The policy, on its inputs alone: how long to spin for a wait the caller would spin want_ns
  * for, with `runnable` threads runnable on the host now (this one included; <= 0: unknown) and
- * ncpu cores ours to use. 0 when every core is taken and someone waits for one; while fewer than
- * half of g's recent spins ended with the answer, want_ns every 16th wait (a probe), else 0. */
+ * the host's ncpu cores (<= 0: no comparison). 0 when every core is taken and someone waits for
+ * one; while fewer than half of g's recent spins ended with the answer, want_ns every 16th wait (a
+ * probe), else 0. */
 uint64_t mc__spin_budget(mc__spin_gov_t *g, uint64_t want_ns, int runnable, int ncpu);
 /* Records how a spin ended: with the answer (answered != 0), or with nothing come. */
 void mc__spin_note(mc__spin_gov_t *g, int answered);
@@ -23,7 +24,7 @@ void mc__spin_note(mc__spin_gov_t *g, int answered);
 int mc__spin_parse_loadavg(const char *text);
 
 /* The policy for the calling thread on this host now (its own record, the host's runnable
- * threads read at most every 5 ms, the cores of its affinity mask). */
+ * threads read at most every 5 ms against the host's cores when its affinity mask has them all). */
 uint64_t mc__spin_allow(uint64_t want_ns);
 void mc__spin_result(int answered);
 
