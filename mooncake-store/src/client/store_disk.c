@@ -524,6 +524,10 @@ typedef struct mc__rd_stream {
     mc_buf_t head; /* the reply frame, until it is sent */
     uint64_t id, len, sent;
     int begun, done;
+    /* the tier's checksum failures: counted before a failed verdict leaves, so that a reader who
+     * has it sees the count (the metrics page) already include it */
+    _Atomic uint64_t *bad;
+    int counted;
 } mc__rd_stream_t;
 
 static int mc__rd_begin(void *ctx, uint64_t len) {
@@ -539,6 +543,10 @@ static int mc__rd_chunk(void *ctx, uint8_t *p, size_t n, int last, int verdict) 
     if (last) {
         mc__dp_encode_read_trailer(p + n, verdict); /* the slack after the chunk */
         out += MC_DP_TRAILER_SIZE;
+        if (verdict == MC_ERR_CHECKSUM_MISMATCH && !c->counted) {
+            atomic_fetch_add(c->bad, 1);
+            c->counted = 1;
+        }
     }
     if (mc__send2(c->fd, c->head.data, c->head.len, p, out, c->deadline) != 0)
         return MC_ERR_TRANSFER_FAIL;
@@ -589,7 +597,10 @@ static void mc__rd_give(mc__disk_tier_t *t, struct mc__bstore_reader *r) {
 }
 
 static int mc__rd_answer(mc__disk_tier_t *t, int fd, uint64_t id, const char *key, uint64_t cap) {
-    mc__rd_stream_t c = {.fd = fd, .deadline = mc__now_ms() + MC__DT_IO_TIMEOUT_MS, .id = id};
+    mc__rd_stream_t c = {.fd = fd,
+                         .deadline = mc__now_ms() + MC__DT_IO_TIMEOUT_MS,
+                         .id = id,
+                         .bad = &t->checksum_failures};
     struct mc__bstore_sink sink = {mc__rd_begin, mc__rd_chunk, &c};
     uint64_t len = 0;
     int sent = 0;
@@ -599,7 +610,8 @@ static int mc__rd_answer(mc__disk_tier_t *t, int fd, uint64_t id, const char *ke
     if (rd)
         mc__rd_give(t, rd);
     if (rc == MC_ERR_CHECKSUM_MISMATCH) {
-        atomic_fetch_add(&t->checksum_failures, 1);
+        if (!c.counted)
+            atomic_fetch_add(&t->checksum_failures, 1);
         MC_WARN("disk tier: a copy failed its checksum and was deleted; dropping it at the master");
         (void)mc__dt_drop(t, key);
     }
