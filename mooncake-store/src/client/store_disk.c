@@ -392,7 +392,7 @@ static int mc__dt_put(mc__disk_tier_t *t, const char *key, const void *data, uin
 }
 
 static void mc__dt_offload(mc__disk_tier_t *t, const mc__disk_job_t *j, mc__dt_batch_t *b) {
-    int rc = j->size > t->capacity ? MC_ERR_INVALID_PARAMS : mc__dt_buf(t, j->size);
+    int rc = t->bs && j->size > t->capacity ? MC_ERR_INVALID_PARAMS : mc__dt_buf(t, j->size);
     /* Our own segment, in the incarnation the placement names: anything else is refused. */
     if (rc == 0)
         rc = mc__store_local_copy(t->s, MC_OPCODE_READ, &j->src, 0, t->buf, (size_t)j->size);

@@ -58,6 +58,9 @@ int mc__disk_find(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t ha
 /* With the shard of key locked: forgets key's disk copy, attached or detached (a connected node
  * is told to delete it; a detached one learns when it announces). 1 when there was one. */
 int mc__disk_forget(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t hash);
+/* Whether objects go to disk at all: the reference's --enable_offload for node disks, and every
+ * object when there is a shared directory (the reference gives each put a DISK replica). */
+int mc__disk_offloading(const mc__master_t *m);
 /* With o's shard locked, as o's put (or upsert, or promotion) is published: an older disk copy
  * of the key goes (unless o is a promotion of it), and with enable_offload (and not
  * offload_on_evict) o is queued for offload when a replica lies on a node with a disk. */

@@ -568,10 +568,8 @@ static int mc__queue_offload(mc__master_t *m, mc__object_t *o) {
     return 0;
 }
 
-/* Whether objects go to disk at all: the reference's --enable_offload for node disks, and every
- * object when there is a shared directory (the reference gives each put a DISK replica). */
-static int mc__offload_on(const mc__master_t *m) {
-    return m->cfg.enable_offload || m->disk->fsdir[0];
+int mc__disk_offloading(const mc__master_t *m) {
+    return m->disk && (m->cfg.enable_offload || m->disk->fsdir[0]);
 }
 
 void mc__disk_on_complete(mc__master_t *m, mc__object_t *o) {
@@ -589,12 +587,12 @@ void mc__disk_on_complete(mc__master_t *m, mc__object_t *o) {
         }
         pthread_mutex_unlock(&d->mu);
     }
-    if (mc__offload_on(m) && !m->cfg.offload_on_evict && !(o->flags & MC__OBJ_PROMOTED))
+    if (mc__disk_offloading(m) && !m->cfg.offload_on_evict && !(o->flags & MC__OBJ_PROMOTED))
         mc__queue_offload(m, o);
 }
 
 int mc__disk_evict_offload(mc__master_t *m, mc__object_t *o) {
-    if (!m->disk || !mc__offload_on(m) || !m->cfg.offload_on_evict ||
+    if (!m->disk || !mc__disk_offloading(m) || !m->cfg.offload_on_evict ||
         (o->flags & MC__OBJ_PROMOTED) || mc__disk_find(m, o->data, o->key_len, o->hash, 0, 1, NULL))
         return 0;
     return mc__queue_offload(m, o);
