@@ -64,7 +64,7 @@ struct mc__disk_tier {
     size_t pq_n;
     uint8_t *pbuf;
     size_t pbuf_cap;
-    struct mc__bstore *bs; /* a node's own disk; NULL for the shared directory */
+    struct mc__bstore *bs;                  /* a node's own disk; NULL for the shared directory */
     char fsdir[MC_MP_MAX_SEGMENT_NAME + 1]; /* the shared directory (file_store.h), or "" */
     int no_sync;
     mc_conn_server_t *srv;

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "master/disk.h"
 #include "disk/file_store.h"
+#include "master/disk.h"
 #include "master/persist.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
@@ -98,7 +98,8 @@ int mc__disk_root_check(const char *root_fs_dir, const char *cluster_id, char *e
         return MC_ERR_INVALID_PARAMS;
     }
     if (stat(root_fs_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, cap, "--root_fs_dir=%s: %s (it must be an existing directory every node "
+        snprintf(err, cap,
+                 "--root_fs_dir=%s: %s (it must be an existing directory every node "
                  "mounts: the shared filesystem)",
                  root_fs_dir, stat(root_fs_dir, &st) != 0 ? strerror(errno) : "not a directory");
         return MC_ERR_INVALID_PARAMS;
@@ -106,8 +107,8 @@ int mc__disk_root_check(const char *root_fs_dir, const char *cluster_id, char *e
     /* Replica lists name the directory with its prefix in a segment name of 255 bytes. */
     if (strlen(MC_DP_SHARED_PREFIX) + strlen(root_fs_dir) + 1 + strlen(cluster_id) >
         MC_MP_MAX_SEGMENT_NAME) {
-        snprintf(err, cap, "--root_fs_dir: %s/%s is longer than %u bytes", root_fs_dir,
-                 cluster_id, MC_MP_MAX_SEGMENT_NAME - (unsigned)strlen(MC_DP_SHARED_PREFIX));
+        snprintf(err, cap, "--root_fs_dir: %s/%s is longer than %u bytes", root_fs_dir, cluster_id,
+                 MC_MP_MAX_SEGMENT_NAME - (unsigned)strlen(MC_DP_SHARED_PREFIX));
         return MC_ERR_INVALID_PARAMS;
     }
     snprintf(fsdir, sizeof(fsdir), "%s/%s", root_fs_dir, cluster_id);
@@ -251,9 +252,9 @@ static mc__dentry_t *mc__dinsert(mc__master_t *m, const uint8_t *key, uint32_t l
                                  uint32_t node, uint64_t size, uint64_t version) {
     struct mc__disk *d = m->disk;
     int shared = d->nodes[node].shared;
-    mc__dentry_t *e = mc__dinsert_raw(d, key, len, hash, shared ? MC__DNODE_SHARED : node,
-                                      shared ? MC__DISK_ID_SHARED : d->nodes[node].disk_id, size,
-                                      version);
+    mc__dentry_t *e =
+        mc__dinsert_raw(d, key, len, hash, shared ? MC__DNODE_SHARED : node,
+                        shared ? MC__DISK_ID_SHARED : d->nodes[node].disk_id, size, version);
     if (e)
         mc__persist_disk_set(m, key, len, version, size, e->disk_id);
     return e;

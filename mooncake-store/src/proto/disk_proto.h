@@ -89,8 +89,7 @@ int mc__dp_decode_fetch_reply(const mc_frame_header_t *h, const uint8_t *body, s
 int mc__dp_encode_storage_config(mc_buf_t *b, uint64_t request_id, const char *fsdir,
                                  uint8_t enable_disk_eviction, uint64_t quota_bytes);
 int mc__dp_decode_storage_config(const mc_frame_header_t *h, const uint8_t *body, size_t len,
-                                 char *fsdir, uint8_t *enable_disk_eviction,
-                                 uint64_t *quota_bytes);
+                                 char *fsdir, uint8_t *enable_disk_eviction, uint64_t *quota_bytes);
 
 /* The read server's messages. */
 #define MC_DP_READ 1u

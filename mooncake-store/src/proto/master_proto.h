@@ -148,7 +148,7 @@
 #define MC_MP_DISK_MAP(X)                                                                          \
     X(DISK_ANNOUNCE, disk_announce, 21, MC_MP_B_VERSIONS, codes, "", "")                           \
     X(DISK_FETCH, disk_fetch, 22, 0, disk_fetch, "", "")                                           \
-    X(DISK_DONE, disk_done, 23, MC_MP_B_VERSIONS, codes, "", "")                               \
+    X(DISK_DONE, disk_done, 23, MC_MP_B_VERSIONS, codes, "", "")                                   \
     /* The reference's GetStorageConfig: where the shared-filesystem tier lives (--root_fs_dir) */ \
     X(STORAGE_CONFIG, storage_config, 24, 0, storage_config, "", "")
 

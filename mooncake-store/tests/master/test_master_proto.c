@@ -48,9 +48,9 @@ static void test_storage_config(void **state) {
     /* A byte more than the client id is refused. */
     assert_int_equal(mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h), 0);
     mc__buf_put(&b, "x", 1);
-    assert_int_equal(mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE,
-                                           MC_MP_CLIENT_ID_LEN + 1, &out),
-                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(
+        mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE, MC_MP_CLIENT_ID_LEN + 1, &out),
+        MC_ERR_INVALID_PARAMS);
     mc__buf_free(&b);
 
     mc__buf_init(&b);
