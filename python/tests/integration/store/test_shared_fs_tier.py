@@ -15,7 +15,8 @@ import zlib
 
 import pytest
 from node_helpers import Node, run_client
-from store_helpers import Master, wait_for
+from store_helpers import wait_for
+from test_disk_tier import put_many, read_all
 
 from mooncake.cli import binary_path
 
@@ -42,23 +43,6 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
-
-
-def put_many(worker, prefix, n, size=MIB):
-    return worker.run(
-        f"out = []\n"
-        f"for i in range({n}):\n"
-        f"    v = pattern({size}, '{prefix}' + str(i))\n"
-        f"    rc = store.put('{prefix}' + str(i), v)\n"
-        f"    assert rc == 0, (i, rc)\n"
-        f"    out.append(sha(v))\n"
-        f"result = out")
-
-
-def read_all(worker, prefix, n):
-    return worker.run(
-        f"result = [[len(b), sha(b)] for b in "
-        f"(store.get('{prefix}' + str(i)) for i in range({n}))]")
 
 
 def places(worker, keys):
