@@ -60,7 +60,8 @@ struct mc__disk_tier {
     mc__master_client_t *pmc;
     pthread_t promoter;
     int promoter_started;
-    char **pq; /* keys to promote, FIFO, at most MC__DT_PROMOTE_QUEUE */
+    char **pq;                          /* keys to promote, FIFO, at most MC__DT_PROMOTE_QUEUE */
+    uint64_t pqv[MC__DT_PROMOTE_QUEUE]; /* the version of each copy (the shared files check it) */
     size_t pq_n;
     uint8_t *pbuf;
     size_t pbuf_cap;
@@ -155,19 +156,21 @@ static int mc__dt_done_rpc(mc__disk_tier_t *t, int ok, uint32_t n, mc__mp_str_t 
 
 /* --- the store: the node's bucket store, or the shared directory's files --- */
 
-static int mc__dt_remove(mc__disk_tier_t *t, const char *key) {
-    return t->bs ? mc__bstore_remove(t->bs, key) : mc__fstore_remove(t->fsdir, key);
+/* version: the copy's (a shared file holding another value stays; 0: any). */
+static int mc__dt_remove(mc__disk_tier_t *t, const char *key, uint64_t version) {
+    return t->bs ? mc__bstore_remove(t->bs, key) : mc__fstore_remove(t->fsdir, key, version);
 }
 
 static int mc__dt_size(mc__disk_tier_t *t, const char *key, uint64_t *len) {
     return t->bs ? mc__bstore_size(t->bs, key, len) : mc__fstore_size(t->fsdir, key, len);
 }
 
-static int mc__dt_get(mc__disk_tier_t *t, const char *key, uint8_t *buf, uint64_t *len) {
+static int mc__dt_get(mc__disk_tier_t *t, const char *key, uint64_t version, uint8_t *buf,
+                      uint64_t *len) {
     struct iovec v = {buf, (size_t)*len};
     if (t->bs)
         return mc__bstore_get(t->bs, key, buf, *len, len);
-    return mc__fstore_read(t->fsdir, key, &v, 1, *len);
+    return mc__fstore_read(t->fsdir, key, &v, 1, *len, version);
 }
 
 /* --- announce --- */
@@ -261,7 +264,7 @@ static int mc__dt_announce_all(mc__disk_tier_t *t) {
             if (codes[i] == 0) {
                 kept++;
             } else if (!a.young[off + i]) {
-                (void)mc__dt_remove(t, a.keys[off + i]);
+                (void)mc__dt_remove(t, a.keys[off + i], 0);
                 dropped++;
             }
         }
@@ -355,7 +358,7 @@ static void mc__dt_report(mc__disk_tier_t *t, mc__dt_batch_t *b) {
                          mc_store_strerror(b->rc[idx[k]]));
             } else if (codes[k] != 0) {
                 /* Removed or replaced while we copied it: this copy must not stay. */
-                (void)mc__dt_remove(t, j->key);
+                (void)mc__dt_remove(t, j->key, j->version);
                 atomic_fetch_add(&t->stale_copies, 1);
             } else {
                 atomic_fetch_add(&t->offloads, 1);
@@ -370,10 +373,10 @@ static void mc__dt_report(mc__disk_tier_t *t, mc__dt_batch_t *b) {
  * recently used copies while it does not fit. A victim of the unreported batch is reported
  * first, so that its drop at the master comes after the master learned of it. */
 static int mc__dt_put(mc__disk_tier_t *t, const char *key, const void *data, uint64_t len,
-                      mc__dt_batch_t *b) {
+                      uint64_t version, mc__dt_batch_t *b) {
     char victim[MC_MP_MAX_KEY + 1];
     if (!t->bs) /* the shared directory has no capacity of ours to keep */
-        return mc__fstore_put(t->fsdir, key, data, len, !t->no_sync);
+        return mc__fstore_put(t->fsdir, key, data, len, version, !t->no_sync);
     for (;;) {
         uint64_t vlen = 0;
         int rc = mc__bstore_put_nosync(t->bs, key, data, len);
@@ -397,13 +400,13 @@ static void mc__dt_offload(mc__disk_tier_t *t, const mc__disk_job_t *j, mc__dt_b
     if (rc == 0)
         rc = mc__store_local_copy(t->s, MC_OPCODE_READ, &j->src, 0, t->buf, (size_t)j->size);
     if (rc == 0)
-        rc = mc__dt_put(t, j->key, t->buf, j->size, b);
+        rc = mc__dt_put(t, j->key, t->buf, j->size, j->version, b);
     b->job[b->n] = j;
     b->rc[b->n++] = rc;
 }
 
 /* On the promoter thread. */
-static void mc__dt_promote(mc__disk_tier_t *t, const char *key) {
+static void mc__dt_promote(mc__disk_tier_t *t, const char *key, uint64_t version) {
     mc__replicate_config_t wc;
     mc__key_replicas_t *kr = NULL;
     uint64_t len = 0;
@@ -412,7 +415,7 @@ static void mc__dt_promote(mc__disk_tier_t *t, const char *key) {
     if (rc == 0)
         rc = mc__grow(&t->pbuf, &t->pbuf_cap, len ? len : 1);
     if (rc == 0)
-        rc = mc__dt_get(t, key, t->pbuf, &len);
+        rc = mc__dt_get(t, key, version, t->pbuf, &len);
     if (rc == 0 && len == 0)
         rc = MC_ERR_INVALID_PARAMS;
     if (rc == 0 && !(kr = mc__calloc(1, sizeof(*kr))))
@@ -454,13 +457,14 @@ static void mc__dt_run(mc__disk_tier_t *t, const mc__disk_job_t *j, mc__dt_batch
         mc__dt_offload(t, j, b);
         break;
     case MC_DP_JOB_DELETE:
-        if (mc__dt_remove(t, j->key) == 0)
+        if (mc__dt_remove(t, j->key, j->version) == 0)
             atomic_fetch_add(&t->deletes, 1);
         break;
     case MC_DP_JOB_PROMOTE: {
         char *k = mc__strndup(j->key, strlen(j->key));
         pthread_mutex_lock(&t->mu);
         if (k && t->pq_n < MC__DT_PROMOTE_QUEUE) {
+            t->pqv[t->pq_n] = j->version;
             t->pq[t->pq_n++] = k;
             k = NULL;
             pthread_cond_broadcast(&t->cv);
@@ -502,18 +506,21 @@ static void *mc__dt_promoter(void *arg) {
     mc__disk_tier_t *t = arg;
     for (;;) {
         char *key = NULL;
+        uint64_t version = 0;
         pthread_mutex_lock(&t->mu);
         while (!t->stop && t->pq_n == 0)
             pthread_cond_wait(&t->cv, &t->mu);
         if (!t->stop) {
             key = t->pq[0];
+            version = t->pqv[0];
             memmove(t->pq, t->pq + 1, (t->pq_n - 1) * sizeof(*t->pq));
+            memmove(t->pqv, t->pqv + 1, (t->pq_n - 1) * sizeof(*t->pqv));
             t->pq_n--;
         }
         pthread_mutex_unlock(&t->mu);
         if (!key)
             break;
-        mc__dt_promote(t, key);
+        mc__dt_promote(t, key, version);
         mc__free(key);
     }
     return NULL;

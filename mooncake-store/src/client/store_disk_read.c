@@ -151,7 +151,9 @@ int mc__store_disk_read(mc_store_t *s, const char *key, const mc__replica_desc_t
             return MC_ERR_INTERNAL_ERROR;
         for (size_t i = 0; i < iovcnt; i++)
             v[i] = (struct iovec){iov[i].base, iov[i].len};
-        rc = mc__fstore_read(d->segment_name + strlen(MC_DP_SHARED_PREFIX), key, v, iovcnt, size);
+        /* epoch: the copy's version, which the file must hold (0: an adopted copy, any). */
+        rc = mc__fstore_read(d->segment_name + strlen(MC_DP_SHARED_PREFIX), key, v, iovcnt, size,
+                             d->epoch);
         if (v != one)
             mc__free(v);
         if (rc == 0)

@@ -130,7 +130,8 @@ static int mc__fs_sync_dir(const char *sub) {
     return rc;
 }
 
-int mc__fstore_put(const char *dir, const char *key, const void *data, uint64_t len, int sync) {
+int mc__fstore_put(const char *dir, const char *key, const void *data, uint64_t len,
+                   uint64_t version, int sync) {
     static _Atomic uint64_t seq;
     char sub[MC__FS_PATH], name[MC__FS_NAME + 24], tmp[MC__FS_PATH], path[MC__FS_PATH];
     uint8_t hdr[MC_BREC_HDR];
@@ -153,6 +154,7 @@ int mc__fstore_put(const char *dir, const char *key, const void *data, uint64_t 
     r.magic = MC_BREC_LIVE;
     r.key_len = (uint32_t)klen;
     r.value_len = len;
+    r.seq = version;
     r.data_crc = mc__crc32(mc__crc32(0, key, klen), data, (size_t)len);
     mc__brec_encode(&r, hdr);
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -201,14 +203,6 @@ out:
     return rc;
 }
 
-int mc__fstore_remove(const char *dir, const char *key) {
-    char path[MC__FS_PATH];
-    int rc = mc__fstore_path(dir, key, path, sizeof(path));
-    if (rc)
-        return rc;
-    return unlink(path) == 0 ? 0 : MC_ERR_OBJECT_NOT_FOUND;
-}
-
 /* Opens key's file and checks its header and key: the fd (and *r), or a negative code. */
 static int mc__fs_open(const char *dir, const char *key, struct mc__brec *r, char *path,
                        size_t cap) {
@@ -239,6 +233,39 @@ fail:
     return rc;
 }
 
+int mc__fstore_remove(const char *dir, const char *key, uint64_t version) {
+    static _Atomic uint64_t seq;
+    char path[MC__FS_PATH], tmp[MC__FS_PATH + 64];
+    struct mc__brec r;
+    int fd, rc = mc__fstore_path(dir, key, path, sizeof(path));
+    if (rc)
+        return rc;
+    if (version == 0)
+        return unlink(path) == 0 ? 0 : MC_ERR_OBJECT_NOT_FOUND;
+    /* Taken out of place first (atomically), so that a value written meanwhile is never the one
+     * deleted: it is checked where nobody else writes. */
+    snprintf(tmp, sizeof(tmp), "%.*s.del-%ld-%llu", (int)(strrchr(path, '/') - path + 1), path,
+             (long)getpid(), (unsigned long long)atomic_fetch_add(&seq, 1));
+    if (rename(path, tmp) != 0)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    fd = open(tmp, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        uint8_t hdr[MC_BREC_HDR];
+        if (pread(fd, hdr, sizeof(hdr), 0) == (ssize_t)sizeof(hdr) &&
+            mc__brec_decode(hdr, &r) == 0 && r.seq != version) {
+            /* Another value: back in place, unless a newer write took the name meanwhile. */
+            close(fd);
+            if (link(tmp, path) != 0 && errno != EEXIST)
+                MC_WARN("shared fs tier: cannot put %s back in place: %s", path, strerror(errno));
+            unlink(tmp);
+            return MC_ERR_OBJECT_NOT_FOUND;
+        }
+        close(fd);
+    }
+    unlink(tmp);
+    return 0;
+}
+
 int mc__fstore_size(const char *dir, const char *key, uint64_t *len) {
     char path[MC__FS_PATH];
     struct mc__brec r;
@@ -251,7 +278,7 @@ int mc__fstore_size(const char *dir, const char *key, uint64_t *len) {
 }
 
 int mc__fstore_read(const char *dir, const char *key, const struct iovec *iov, size_t iovcnt,
-                    uint64_t size) {
+                    uint64_t size, uint64_t version) {
     char path[MC__FS_PATH];
     struct mc__brec r;
     struct stat st;
@@ -263,7 +290,8 @@ int mc__fstore_read(const char *dir, const char *key, const struct iovec *iov, s
         goto out;
     off = MC_BREC_HDR + r.key_len;
     /* The whole record and nothing after it: a file cut short or grown is not this object. */
-    if (r.value_len != size || fstat(fd, &st) != 0 || (uint64_t)st.st_size != off + size)
+    if (r.value_len != size || (version != 0 && r.seq != version) || fstat(fd, &st) != 0 ||
+        (uint64_t)st.st_size != off + size)
         goto out;
     crc = mc__crc32(0, key, r.key_len);
     for (size_t i = 0; i < iovcnt && left > 0; i++) {
@@ -295,8 +323,8 @@ out:
         rc = fd;
     if (rc == MC_ERR_CHECKSUM_MISMATCH)
         MC_WARN("shared fs tier: %s is damaged or not the object the master describes (key %.64s, "
-                "%llu bytes): not served",
-                path, key, (unsigned long long)size);
+                "%llu bytes, version %llu): not served",
+                path, key, (unsigned long long)size, (unsigned long long)version);
     return rc;
 }
 

@@ -4,9 +4,12 @@
  * hash, so no directory holds more than a sixteenth of a sixteenth of the objects.
  *
  * A file holds exactly one bucket record (bucket_record.h: header, key, value, the CRC-32 of key
- * and value), so a reader checks that the file names the key it asked for, has the size the
- * master said and passes its checksum before a byte counts; a file cut short, a flipped byte or
- * another key's file (a name collision of two long keys) is refused, never delivered.
+ * and value), its seq the version of the object the master gave the copy. A reader checks that
+ * the file names the key it asked for, holds the version and the size the master said and passes
+ * its checksum before a byte counts; a file cut short, a flipped byte, another key's file (a name
+ * collision of two long keys) or another value of the key (two nodes writing it at once) is
+ * refused, never delivered. Version 0 stands for "whatever the file holds": the copies a master
+ * without a log adopts from the directory, whose versions it cannot know.
  *
  * Writes go to a hidden temporary file in the same directory and are renamed into place once
  * complete (and synced, unless the caller says not to), so a reader or a rescan never sees half
@@ -25,18 +28,21 @@ int mc__fstore_check(const char *dir, char *err, size_t cap);
 /* The path of key's file: 0, or INVALID_PARAMS (too long for out, bad key). */
 int mc__fstore_path(const char *dir, const char *key, char *out, size_t cap);
 
-/* Stores len bytes as key's file, replacing any (sync: fdatasync the file and its directory
- * before returning). 0, INVALID_KEY, or WRITE_FAIL. */
-int mc__fstore_put(const char *dir, const char *key, const void *data, uint64_t len, int sync);
-/* 0, or OBJECT_NOT_FOUND. */
-int mc__fstore_remove(const char *dir, const char *key);
+/* Stores len bytes of the object's version as key's file, replacing any (sync: fdatasync the file
+ * and its directory before returning). 0, INVALID_KEY, or WRITE_FAIL. */
+int mc__fstore_put(const char *dir, const char *key, const void *data, uint64_t len,
+                   uint64_t version, int sync);
+/* Deletes key's file if it holds version (0: any): another value written meanwhile stays. 0, or
+ * OBJECT_NOT_FOUND. */
+int mc__fstore_remove(const char *dir, const char *key, uint64_t version);
 /* The value's size from key's file header (checked): 0, OBJECT_NOT_FOUND, CHECKSUM_MISMATCH. */
 int mc__fstore_size(const char *dir, const char *key, uint64_t *len);
-/* Reads key's value, which must be exactly size bytes, into iov (parts holding size bytes in
- * all), verified: 0, OBJECT_NOT_FOUND, CHECKSUM_MISMATCH (the file is damaged, another key's, or
- * of another size: the bytes in iov are not the object), INVALID_READ (an I/O error). */
+/* Reads key's value of version (0: any), which must be exactly size bytes, into iov (parts
+ * holding size bytes in all), verified: 0, OBJECT_NOT_FOUND, CHECKSUM_MISMATCH (the file is
+ * damaged, another key's, another version or of another size: the bytes in iov are not the
+ * object), INVALID_READ (an I/O error). */
 int mc__fstore_read(const char *dir, const char *key, const struct iovec *iov, size_t iovcnt,
-                    uint64_t size);
+                    uint64_t size, uint64_t version);
 
 /* Calls fn for every object file whose header and key are intact (the value is not read:
  * readers check it), with the file's age in seconds. Temporary files are skipped. Returns 0 or

@@ -909,7 +909,8 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
              * offloaded there). */
             codes[i] = MC_ERR_OBJECT_ALREADY_EXISTS;
         } else if (n->adopt) {
-            uint64_t v = atomic_fetch_add(&m->next_version, 1) + 1;
+            /* A shared file's version is not known here: 0 lets readers take what it holds. */
+            uint64_t v = n->shared ? 0 : atomic_fetch_add(&m->next_version, 1) + 1;
             codes[i] = mc__dinsert(m, k->p, k->len, hash, (uint32_t)node, r->value_lens[i], v)
                            ? 0
                            : MC_ERR_MEMORY;

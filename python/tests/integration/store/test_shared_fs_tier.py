@@ -9,6 +9,7 @@ at start, by the master and by a client."""
 import os
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import zlib
@@ -35,6 +36,15 @@ def file_of(root, key, cluster="mooncake_cluster"):
     h = zlib.crc32(key.encode())
     name = "".join(c if c.isalnum() or c in "_-" else "%%%02X" % ord(c) for c in key)
     return os.path.join(root, cluster, "%x" % (h & 15), "%x" % ((h >> 4) & 15), name)
+
+
+def write_record(path, key, value, version):
+    """A file as the file store writes it: a bucket record (header, key, value), seq = version."""
+    k = key.encode()
+    body = struct.pack("<IQQI", len(k), len(value), version, zlib.crc32(k + value))
+    header = struct.pack("<I", 0x424F434D) + body + struct.pack("<I", zlib.crc32(body))
+    with open(path, "wb") as f:
+        f.write(header + k + value)
 
 
 def free_port():
@@ -144,7 +154,7 @@ def test_damaged_file_is_refused_not_served(make_master, make_worker, root):
     assert wait_for(lambda: master.metric("mooncake_disk_offloads_total") >= n, 60)
     where = places(b, [f"cf{i}" for i in range(n)])
     disk_only = sorted(k for k, v in where.items() if v == ["LOCAL_DISK"])
-    flip, cut = disk_only[0], disk_only[1]
+    flip, cut, stale = disk_only[0], disk_only[1], disk_only[2]
     with open(file_of(root, flip), "r+b") as f:
         f.seek(32 + len(flip) + MIB // 2)
         byte = f.read(1)
@@ -152,7 +162,10 @@ def test_damaged_file_is_refused_not_served(make_master, make_worker, root):
         f.write(bytes([byte[0] ^ 0x40]))
     with open(file_of(root, cut), "r+b") as f:
         f.truncate(32 + len(cut) + 1000)
-    for key in (flip, cut):
+    # Another value of the key, of the same size and intact (what two nodes writing one key at
+    # once could leave): its version is not the copy's the master recorded.
+    write_record(file_of(root, stale), stale, b"x" * MIB, version=999999)
+    for key in (flip, cut, stale):
         assert b.run(f"result = len(store.get({key!r}))") == 0
         assert b.run(
             f"buf = ctypes.create_string_buffer({MIB}); a = ctypes.addressof(buf)\n"
@@ -165,7 +178,7 @@ def test_damaged_file_is_refused_not_served(make_master, make_worker, root):
     # The rest is intact and the clients keep serving.
     got = read_all(b, "cf", n)
     for i in range(n):
-        if f"cf{i}" not in (flip, cut):
+        if f"cf{i}" not in (flip, cut, stale):
             assert got[i] == [MIB, digests[i]], i
 
 
