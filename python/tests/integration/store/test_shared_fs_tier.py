@@ -15,7 +15,7 @@ import tempfile
 import zlib
 
 import pytest
-from node_helpers import Node, run_client
+from node_helpers import Node, dummy_setup, run_client
 from store_helpers import wait_for
 from test_disk_tier import put_many, read_all
 
@@ -210,6 +210,21 @@ def test_directories_that_cannot_be_used_are_refused(make_master, make_worker, r
     # Without a segment there is nothing to copy: such a client sets up (and only reads).
     assert w.run(f"result = store.setup('127.0.0.1', 'P2PHANDSHAKE', 0, {16 * MIB}, 'tcp', '', "
                  f"{master.addr!r})") == 0
+
+
+def test_storage_node_copies_its_segment_for_dummy_clients(make_master, make_worker, root):
+    master = make_master(f"--root_fs_dir={root}", "--default_kv_lease_ttl=200")
+    node = Node(master, segment="16mb")
+    try:
+        dummy = make_worker()
+        dummy_setup(dummy, node)
+        n = 24  # 1.5 times the node's memory: most are read back from their files by the node
+        digests = put_many(dummy, "dn", n)
+        assert wait_for(lambda: master.metric("mooncake_disk_offloads_total") >= n, 60)
+        assert all(os.path.exists(file_of(root, f"dn{i}")) for i in range(n))
+        assert read_all(dummy, "dn", n) == [[MIB, d] for d in digests]
+    finally:
+        node.stop()
 
 
 def test_node_takes_offload_dir_from_the_environment(make_master, root):
