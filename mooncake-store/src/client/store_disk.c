@@ -875,8 +875,8 @@ static int mc__scfg_reply(void *ctx, const mc_frame_header_t *h, const uint8_t *
     return mc__dp_decode_storage_config(h, body, len, ctx, &eviction, &quota);
 }
 
-int mc__store_shared_start(mc_store_t *s) {
-    char fsdir[MC_MP_MAX_SEGMENT_NAME + 1] = "", why[512];
+int mc__store_shared_start(mc_store_t *s, char *why, size_t cap) {
+    char fsdir[MC_MP_MAX_SEGMENT_NAME + 1] = "", bad[512];
     mc__disk_tier_opts_t o;
     mc__mp_request_t r;
     int rc;
@@ -888,19 +888,24 @@ int mc__store_shared_start(mc_store_t *s) {
     if (rc == MC_ERR_NOT_IMPLEMENTED || rc == MC_ERR_INVALID_PARAMS)
         return 0; /* a master from before the shared tier: it has none */
     if (rc != 0) {
-        MC_ERROR("store: cannot ask the master for its storage config: %s", mc_store_strerror(rc));
+        snprintf(why, cap, "cannot ask the master for its storage config: %s",
+                 mc_store_strerror(rc));
         return rc;
     }
     if (!fsdir[0])
         return 0;
-    if (mc__fstore_check(fsdir, why, sizeof(why)) != 0) {
-        MC_ERROR("store: the master's shared directory (--root_fs_dir) is not usable here: %s",
-                 why);
+    if (mc__fstore_check(fsdir, bad, sizeof(bad)) != 0) {
+        snprintf(why, cap, "the master's shared directory (--root_fs_dir) is not usable here: %s",
+                 bad);
         return MC_ERR_INVALID_PARAMS;
     }
     memset(&o, 0, sizeof(o));
     o.shared_dir = fsdir;
-    return mc__disk_tier_start(s, &o, &s->disk_tier);
+    rc = mc__disk_tier_start(s, &o, &s->disk_tier);
+    if (rc != 0)
+        snprintf(why, cap, "the shared fs tier in %s cannot start: %s", fsdir,
+                 mc_store_strerror(rc));
+    return rc;
 }
 
 int mc__store_disk_start(mc_store_t *s) {

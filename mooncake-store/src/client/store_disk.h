@@ -46,8 +46,8 @@ int mc__disk_tier_metrics(mc__disk_tier_t *t, mc_buf_t *out);
 int mc__store_disk_start(mc_store_t *s);
 /* The shared-filesystem tier, when the master has one (STORAGE_CONFIG) and the store a segment:
  * 0 (also when there is none to start), or the code of a directory this host cannot use or a
- * master that cannot be asked, said in the log. */
-int mc__store_shared_start(mc_store_t *s);
+ * master that cannot be asked, with the reason in why (cap bytes). */
+int mc__store_shared_start(mc_store_t *s, char *why, size_t cap);
 
 /* Reader side: reads key's LOCAL_DISK copy d (d->segment_name is the node's endpoint, or
  * MC_DP_SHARED_PREFIX and the shared directory, whose file is read here) into
