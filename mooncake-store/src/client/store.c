@@ -427,8 +427,15 @@ int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg, const mc__store
         goto out;
     }
     s->maint_started = 1;
-    if (s->cfg.enable_ssd_offload && (rc = mc__store_disk_start(s)) != 0)
-        goto out;
+    {
+        char why[200] = "";
+        rc = s->cfg.enable_ssd_offload ? mc__store_disk_start(s)
+                                       : mc__store_shared_start(s, why, sizeof(why));
+        if (rc != 0) {
+            mc__setup_failed(s, "%s", why[0] ? why : "the disk tier cannot start (see the log)");
+            goto out;
+        }
+    }
     atomic_store(&s->state, MC__STORE_READY);
     rc = 0;
 out:
