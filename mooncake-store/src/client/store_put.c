@@ -88,6 +88,43 @@ static void mc__store_report_unreachable(mc_store_t *s, const mc__key_replicas_t
         MC_DEBUG("store: reporting %zu unreachable segments to the master failed", n);
 }
 
+/* The put through a reserved slot (put_slots.h): the bytes into the slot, then one commit.
+ * Returns 1 when the put should take the start / write / end path instead (no slot, its bytes
+ * did not land, or the master lost the slot: nothing of it is visible), else the put's code. */
+static int mc__put_by_slot(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
+                           size_t nparts, uint64_t total, const mc__replicate_config_t *wc) {
+    mc__put_slot_t slot;
+    uint8_t failed[MC_MP_MAX_REPLICA_NUM] = {0};
+    uint64_t back = 0;
+    int32_t code = 0;
+    int rc;
+    if (mc__put_slot_take(s, total, wc, &slot) != 0)
+        return 1;
+    /* the same stops as the start path's: a writer between its placement and its bytes ... */
+    mc__failpoint("store_put_after_start");
+    rc = mc__store_move_each(s, MC_OPCODE_WRITE, parts, nparts, slot.kr.replicas,
+                             slot.kr.n_replicas, failed);
+    if (rc != 0) {
+        /* Give the slot back, tell the master what we could not reach, and place the put the
+         * old way, which retries and avoids those segments. */
+        (void)mc__put_slots_commit(s, 1, &key, &back, &slot, &code);
+        mc__store_report_unreachable(s, &slot.kr, failed);
+        return 1;
+    }
+    /* ... and between its bytes and its end */
+    mc__failpoint("store_put_before_end");
+    rc = mc__put_slots_commit(s, 1, &key, &total, &slot, &code);
+    if (rc != 0) {
+        MC_WARN("store: put commit of %s failed: %s", key, mc_store_strerror(rc));
+        return rc;
+    }
+    if (code == MC_ERR_OBJECT_ALREADY_EXISTS) {
+        mc__put_slot_keep(s, &slot); /* the first value stays; the slot is still ours */
+        return 0;
+    }
+    return code == MC_ERR_OBJECT_NOT_FOUND ? 1 : code;
+}
+
 static int mc__put_parts_impl(mc_store_t *s, int upsert, const char *key,
                               const mc_store_iov_t *parts, size_t nparts,
                               const mc_replicate_config_t *rc_cfg) {
@@ -102,9 +139,13 @@ static int mc__put_parts_impl(mc_store_t *s, int upsert, const char *key,
         (rc = mc__check_parts(s, parts, nparts, &total)) != 0 ||
         (rc = mc__store_wire_config(rc_cfg, &wc)) != 0)
         return rc;
+    if (!upsert && (rc = mc__put_by_slot(s, key, parts, nparts, total, &wc)) != 1)
+        goto out;
     kr = mc__calloc(1, sizeof(*kr));
-    if (!kr)
-        return MC_ERR_INTERNAL_ERROR;
+    if (!kr) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
     began = mc__now_ms();
     for (int attempt = 1;; attempt++) {
         uint8_t failed[MC_MP_MAX_REPLICA_NUM] = {0};

@@ -112,6 +112,13 @@ int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len
                           const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
                           uint8_t *n_out, uint64_t *version);
 
+/* put_slots.c: PUT_RESERVE (a replicas reply, one item per slot) and PUT_COMMIT (a codes reply:
+ * 0, OBJECT_ALREADY_EXISTS with the slot still reserved, OBJECT_NOT_FOUND for a slot that is
+ * gone, INVALID_PARAMS for a value longer than its slot). Each takes placement (read) per slot. */
+void mc__op_put_reserve(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                        uint32_t *errors);
+int mc__op_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *errors);
+
 /* upsert.c, one key each (ops.c runs the batches and writes the replies). */
 /* UPSERT_START: places the new value (under the shadow key when the key exists); the caller
  * holds placement (read). 0 with the replicas and the version its end must name, or a code. */

@@ -369,6 +369,18 @@ static int mc__row_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
     return 0;
 }
 
+static int mc__row_put_reserve(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                               uint32_t *keys, uint32_t *errors) {
+    *keys = r->n_slots;
+    mc__op_put_reserve(m, r, out, errors);
+    return 0;
+}
+
+static int mc__row_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                              uint32_t *keys, uint32_t *errors) {
+    return mc__op_put_commit(m, r, out, errors);
+}
+
 static int mc__row_get(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *keys,
                        uint32_t *errors) {
     mc__op_get(m, r, out, errors);

@@ -1,0 +1,229 @@
+/* Put slots: the client's pools of placements reserved ahead (put_slots.h). A pool holds slots
+ * of one size class and one config; a put takes the newest slot, the pool asks the master for
+ * more when it is empty (one round trip for several puts: 2, then 4, ... up to a byte budget),
+ * and slots left unused for MC__SLOT_MAX_AGE_MS are given back, well before the master would
+ * discard them as stale puts (put_start_discard_timeout, 30 s by default) and hold their space
+ * until its release timeout. */
+#include "client/put_slots.h"
+
+#include <string.h>
+
+#include "client/store_internal.h"
+#include "mooncake/common/alloc.h"
+#include "mooncake/common/config.h"
+#include "mooncake/common/log.h"
+#include "mooncake/common/time.h"
+
+/* Values up to this size take slots; larger ones move enough bytes that two extra round trips
+ * cost little, and their slots would hold much of a small pool idle. */
+#define MC__SLOT_MAX_LEN (256u << 10)
+/* Bytes one pool reserves at most in one go, and slots it holds at most. */
+#define MC__SLOT_POOL_BYTES (1u << 20)
+#define MC__SLOT_MAX_WANT 32u
+#define MC__SLOT_CAP (2u * MC__SLOT_MAX_WANT)
+#define MC__SLOT_MAX_AGE_MS 5000u
+
+void mc__put_slots_init(mc__put_slots_t *t) {
+    memset(t, 0, sizeof(*t));
+    pthread_mutex_init(&t->mu, NULL);
+    t->enabled = (int)mc__env_i64_in("MC_STORE_PUT_SLOTS", 1, 0, 1);
+}
+
+void mc__put_slots_fini(mc__put_slots_t *t) {
+    for (int i = 0; i < MC__SLOT_POOLS; i++)
+        mc__free(t->pools[i].slots);
+    pthread_mutex_destroy(&t->mu);
+}
+
+/* The size class of len: rounded up to an eighth of its highest power of two (64 bytes at
+ * least), so values of nearly one size share a pool and a slot wastes under 1/8. */
+static uint64_t mc__slot_class(uint64_t len) {
+    uint64_t step = 64;
+    while (step * 16 <= len)
+        step *= 2;
+    return (len + step - 1) / step * step;
+}
+
+/* With t->mu held: the pool of (len, wc), made when there is room; NULL when none. */
+static mc__slot_pool_t *mc__pool_of(mc__put_slots_t *t, uint64_t len,
+                                    const mc__replicate_config_t *wc, uint32_t *index) {
+    mc__slot_pool_t *spare = NULL;
+    for (uint32_t i = 0; i < MC__SLOT_POOLS; i++) {
+        mc__slot_pool_t *p = &t->pools[i];
+        if (p->len == len && p->replica_num == wc->replica_num && p->flags == wc->flags &&
+            p->soft_pin_ttl_ms == wc->soft_pin_ttl_ms) {
+            *index = i;
+            return p;
+        }
+        if (!p->len && !spare) {
+            spare = p;
+            *index = i;
+        }
+    }
+    if (!spare || !(spare->slots = mc__calloc(MC__SLOT_CAP, sizeof(*spare->slots))))
+        return NULL;
+    spare->len = len;
+    spare->replica_num = wc->replica_num;
+    spare->flags = wc->flags;
+    spare->soft_pin_ttl_ms = wc->soft_pin_ttl_ms;
+    spare->want = 2;
+    return spare;
+}
+
+/* With t->mu held: pops p's newest slot that is young enough into out (1), or 0. */
+static int mc__pool_pop(mc__slot_pool_t *p, uint64_t now, mc__put_slot_t *out) {
+    if (p->n == 0 || now - p->slots[p->n - 1].got_ms >= MC__SLOT_MAX_AGE_MS)
+        return 0; /* the older ones below are older still: release gives them back */
+    *out = p->slots[--p->n];
+    return 1;
+}
+
+static void mc__slot_narrow(mc__put_slot_t *slot, uint64_t len) {
+    slot->kr.size = len;
+    for (uint32_t r = 0; r < slot->kr.n_replicas; r++)
+        slot->kr.replicas[r].size = len;
+}
+
+int mc__put_slot_take(mc_store_t *s, uint64_t len, const mc__replicate_config_t *wc,
+                      mc__put_slot_t *out) {
+    mc__put_slots_t *t = &s->slots;
+    mc__key_replicas_t *kr = NULL;
+    mc__slot_pool_t *p;
+    uint64_t cls = mc__slot_class(len), now = mc__now_ms();
+    uint32_t want, idx = 0;
+    int rc, got = 0;
+    if (len > MC__SLOT_MAX_LEN || wc->n_preferred || (wc->flags & MC_MP_CFG_PROMOTE))
+        return 1;
+    pthread_mutex_lock(&t->mu);
+    p = t->enabled ? mc__pool_of(t, cls, wc, &idx) : NULL;
+    if (p && mc__pool_pop(p, now, out))
+        got = 1;
+    want = p ? p->want : 0;
+    if (p && !got && want < MC__SLOT_MAX_WANT && (uint64_t)want * 2 * cls <= MC__SLOT_POOL_BYTES)
+        p->want = want * 2; /* puts keep coming: ask for more next time */
+    pthread_mutex_unlock(&t->mu);
+    if (!p)
+        return 1;
+    if (got)
+        goto out;
+    kr = mc__calloc(want, sizeof(*kr));
+    if (!kr)
+        return 1;
+    rc = mc__master_client_put_reserve(s->master, want, cls, wc, kr);
+    if (rc == MC_ERR_NOT_IMPLEMENTED) { /* a master that predates slots: the old path only */
+        MC_INFO("store: the master has no put slots; puts take start, write and end");
+        pthread_mutex_lock(&t->mu);
+        t->enabled = 0;
+        pthread_mutex_unlock(&t->mu);
+    }
+    pthread_mutex_lock(&t->mu);
+    for (uint32_t i = 0; rc == 0 && i < want; i++) {
+        mc__put_slot_t sl = {.kr = kr[i], .got_ms = now, .pool = idx};
+        if (kr[i].code != 0 || kr[i].n_replicas == 0)
+            continue; /* no room for this one: the start path evicts or waits as it must */
+        if (!got) {
+            *out = sl;
+            got = 1;
+        } else if (p->n < MC__SLOT_CAP) {
+            p->slots[p->n++] = sl;
+        }
+        /* A pool full of others' refills: the extra one stays reserved until the master
+         * discards it. Cannot happen with one refill in flight per pool and put. */
+    }
+    pthread_mutex_unlock(&t->mu);
+    mc__free(kr);
+    if (!got)
+        return 1;
+out:
+    mc__slot_narrow(out, len);
+    return 0;
+}
+
+void mc__put_slot_keep(mc_store_t *s, const mc__put_slot_t *slot) {
+    mc__put_slots_t *t = &s->slots;
+    mc__slot_pool_t *p = &t->pools[slot->pool % MC__SLOT_POOLS];
+    pthread_mutex_lock(&t->mu);
+    if (p->len && p->n < MC__SLOT_CAP) {
+        mc__put_slot_t *k = &p->slots[p->n++];
+        *k = *slot;
+        mc__slot_narrow(k, p->len);
+        if (p->n > 1) { /* keep the stack ordered by age: the older slot goes below */
+            mc__put_slot_t tmp = p->slots[p->n - 1];
+            size_t at = p->n - 1;
+            while (at > 0 && p->slots[at - 1].got_ms > tmp.got_ms) {
+                p->slots[at] = p->slots[at - 1];
+                at--;
+            }
+            p->slots[at] = tmp;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* The commit of n slots (their versions sent as the slots). */
+static int mc__commit_all(mc_store_t *s, size_t n, const char *const *keys, const uint64_t *lens,
+                          const mc__put_slot_t *slots, int32_t *codes) {
+    uint64_t small[32] = {0};
+    uint64_t *ver = n <= 32 ? small : mc__calloc(n, sizeof(*ver));
+    int rc;
+    if (!ver)
+        return MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < n; i++)
+        ver[i] = slots[i].kr.version;
+    rc = mc__master_client_put_commit(s->master, n, keys, lens, ver, codes);
+    if (ver != small)
+        mc__free(ver);
+    return rc;
+}
+
+int mc__put_slots_commit(mc_store_t *s, size_t n, const char *const *keys, const uint64_t *lens,
+                         const mc__put_slot_t *slots, int32_t *codes) {
+    int lost = 0;
+    int rc = mc__commit_all(s, n, keys, lens, slots, codes);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        lost |= codes[i] == MC_ERR_OBJECT_NOT_FOUND;
+    /* The master restarted, or a segment went: the pooled slots may be gone too, and those
+     * that are not would be handed to puts that then find theirs gone. Give them all back. */
+    if (lost)
+        mc__put_slots_release(s, 1);
+    return rc;
+}
+
+void mc__put_slots_release(mc_store_t *s, int all) {
+    mc__put_slots_t *t = &s->slots;
+    mc__put_slot_t *back = NULL;
+    const char **keys = NULL;
+    uint64_t *lens = NULL;
+    int32_t *codes = NULL;
+    size_t n = 0, cap = (size_t)MC__SLOT_POOLS * MC__SLOT_CAP;
+    uint64_t now = mc__now_ms();
+    if (!s->master)
+        return;
+    back = mc__calloc(cap, sizeof(*back));
+    keys = mc__calloc(cap, sizeof(*keys));
+    lens = mc__calloc(cap, sizeof(*lens));
+    codes = mc__calloc(cap, sizeof(*codes));
+    if (!back || !keys || !lens || !codes)
+        goto out;
+    pthread_mutex_lock(&t->mu);
+    for (int i = 0; i < MC__SLOT_POOLS; i++) {
+        mc__slot_pool_t *p = &t->pools[i];
+        size_t old = 0; /* the stack is ordered by age: the old ones are at the bottom */
+        while (old < p->n && (all || now - p->slots[old].got_ms >= MC__SLOT_MAX_AGE_MS))
+            back[n++] = p->slots[old++];
+        memmove(p->slots, p->slots + old, (p->n - old) * sizeof(*p->slots));
+        p->n -= (uint32_t)old;
+        if (old && !all)
+            p->want = 2; /* they went unused: ask for fewer next time */
+    }
+    pthread_mutex_unlock(&t->mu);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = "-"; /* a give-back names no key (lens[i] is 0) */
+    if (n && mc__commit_all(s, n, keys, lens, back, codes) != 0)
+        MC_DEBUG("store: giving back %zu put slots failed; the master discards them later", n);
+out:
+    mc__free(codes);
+    mc__free(lens);
+    mc__free(keys);
+    mc__free(back);
+}
