@@ -84,59 +84,104 @@ static void mc__slot_narrow(mc__put_slot_t *slot, uint64_t len) {
         slot->kr.replicas[r].size = len;
 }
 
-int mc__put_slot_take(mc_store_t *s, uint64_t len, const mc__replicate_config_t *wc,
-                      mc__put_slot_t *out) {
+/* With t->mu held: the pool index of a value of len bytes (-1: it takes no slot). */
+static int mc__pool_for(mc__put_slots_t *t, uint64_t len, const mc__replicate_config_t *wc) {
+    uint32_t idx = 0;
+    if (!t->enabled || len == 0 || len > MC__SLOT_MAX_LEN || wc->n_preferred ||
+        (wc->flags & MC_MP_CFG_PROMOTE) || !mc__pool_of(t, mc__slot_class(len), wc, &idx))
+        return -1;
+    return (int)idx;
+}
+
+/* Asks the master for the slots pool pi lacks (need) and its next share, and hands them to the
+ * values of that pool still without one (pool[i] == pi + 1). */
+static void mc__refill(mc_store_t *s, uint32_t pi, uint32_t need, size_t n, uint8_t *pool,
+                       mc__put_slot_t *slots, uint8_t *has) {
     mc__put_slots_t *t = &s->slots;
-    mc__key_replicas_t *kr = NULL;
-    mc__slot_pool_t *p;
-    uint64_t cls = mc__slot_class(len), now = mc__now_ms();
-    uint32_t want, idx = 0;
-    int rc, got = 0;
-    if (len > MC__SLOT_MAX_LEN || wc->n_preferred || (wc->flags & MC_MP_CFG_PROMOTE))
-        return 1;
+    mc__slot_pool_t *p = &t->pools[pi];
+    mc__replicate_config_t wc;
+    mc__key_replicas_t *kr;
+    uint64_t now = mc__now_ms(), cls;
+    uint32_t want;
+    size_t next = 0;
+    int rc;
     pthread_mutex_lock(&t->mu);
-    p = t->enabled ? mc__pool_of(t, cls, wc, &idx) : NULL;
-    if (p && mc__pool_pop(p, now, out))
-        got = 1;
-    want = p ? p->want : 0;
-    if (p && !got && want < MC__SLOT_MAX_WANT && (uint64_t)want * 2 * cls <= MC__SLOT_POOL_BYTES)
-        p->want = want * 2; /* puts keep coming: ask for more next time */
+    want = need + p->want;
+    want = want < MC_MP_MAX_SLOTS ? want : MC_MP_MAX_SLOTS;
+    cls = p->len;
+    memset(&wc, 0, sizeof(wc));
+    wc.replica_num = p->replica_num;
+    wc.flags = p->flags;
+    wc.soft_pin_ttl_ms = p->soft_pin_ttl_ms;
+    if (p->want < MC__SLOT_MAX_WANT && (uint64_t)p->want * 2 * cls <= MC__SLOT_POOL_BYTES)
+        p->want *= 2; /* puts keep coming: ask for more next time */
     pthread_mutex_unlock(&t->mu);
-    if (!p)
-        return 1;
-    if (got)
-        goto out;
     kr = mc__calloc(want, sizeof(*kr));
     if (!kr)
-        return 1;
-    rc = mc__master_client_put_reserve(s->master, want, cls, wc, kr);
-    if (rc == MC_ERR_NOT_IMPLEMENTED) { /* a master that predates slots: the old path only */
-        MC_INFO("store: the master has no put slots; puts take start, write and end");
-        pthread_mutex_lock(&t->mu);
-        t->enabled = 0;
-        pthread_mutex_unlock(&t->mu);
-    }
+        return;
+    rc = mc__master_client_put_reserve(s->master, want, cls, &wc, kr);
     pthread_mutex_lock(&t->mu);
+    if (rc == MC_ERR_NOT_IMPLEMENTED && t->enabled) {
+        MC_INFO("store: the master has no put slots; puts take start, write and end");
+        t->enabled = 0; /* a master that predates them */
+    }
     for (uint32_t i = 0; rc == 0 && i < want; i++) {
-        mc__put_slot_t sl = {.kr = kr[i], .got_ms = now, .pool = idx};
+        mc__put_slot_t sl = {.kr = kr[i], .got_ms = now, .pool = pi};
         if (kr[i].code != 0 || kr[i].n_replicas == 0)
             continue; /* no room for this one: the start path evicts or waits as it must */
-        if (!got) {
-            *out = sl;
-            got = 1;
+        while (next < n && pool[next] != pi + 1)
+            next++;
+        if (next < n) {
+            slots[next] = sl;
+            has[next] = 1;
+            pool[next++] = 0;
         } else if (p->n < MC__SLOT_CAP) {
             p->slots[p->n++] = sl;
         }
-        /* A pool full of others' refills: the extra one stays reserved until the master
-         * discards it. Cannot happen with one refill in flight per pool and put. */
+        /* else: a pool full after concurrent refills; that slot waits for the master's
+         * discard timeout */
     }
     pthread_mutex_unlock(&t->mu);
     mc__free(kr);
-    if (!got)
-        return 1;
-out:
-    mc__slot_narrow(out, len);
-    return 0;
+}
+
+void mc__put_slots_take_many(mc_store_t *s, size_t n, const uint64_t *lens,
+                             const mc__replicate_config_t *wc, mc__put_slot_t *slots,
+                             uint8_t *has) {
+    mc__put_slots_t *t = &s->slots;
+    uint32_t need[MC__SLOT_POOLS] = {0};
+    uint8_t *pool = mc__calloc(n ? n : 1, 1); /* pool index + 1 of a value still without one */
+    uint64_t now = mc__now_ms();
+    memset(has, 0, n);
+    if (!pool)
+        return;
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < n; i++) {
+        int pi = mc__pool_for(t, lens[i], wc);
+        if (pi < 0)
+            continue;
+        if (mc__pool_pop(&t->pools[pi], now, &slots[i])) {
+            has[i] = 1;
+        } else {
+            pool[i] = (uint8_t)(pi + 1);
+            need[pi]++;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    for (uint32_t pi = 0; pi < MC__SLOT_POOLS; pi++)
+        if (need[pi])
+            mc__refill(s, pi, need[pi], n, pool, slots, has);
+    for (size_t i = 0; i < n; i++)
+        if (has[i])
+            mc__slot_narrow(&slots[i], lens[i]);
+    mc__free(pool);
+}
+
+int mc__put_slot_take(mc_store_t *s, uint64_t len, const mc__replicate_config_t *wc,
+                      mc__put_slot_t *out) {
+    uint8_t has = 0;
+    mc__put_slots_take_many(s, 1, &len, wc, out, &has);
+    return has ? 0 : 1;
 }
 
 void mc__put_slot_keep(mc_store_t *s, const mc__put_slot_t *slot) {

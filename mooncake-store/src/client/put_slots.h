@@ -44,6 +44,10 @@ void mc__put_slots_fini(mc__put_slots_t *t);
  * off, a value too large or a config with preferred segments, or the master placed nothing). */
 int mc__put_slot_take(struct mc_store *s, uint64_t len, const mc__replicate_config_t *wc,
                       mc__put_slot_t *out);
+/* mc__put_slot_take for n values at once (has[i] 1 where slots[i] holds one): a pool that
+ * lacks slots asks the master for all it lacks in one round trip. */
+void mc__put_slots_take_many(struct mc_store *s, size_t n, const uint64_t *lens,
+                             const mc__replicate_config_t *wc, mc__put_slot_t *slots, uint8_t *has);
 /* A slot that is still reserved (its commit found the key taken) goes back to its pool. */
 void mc__put_slot_keep(struct mc_store *s, const mc__put_slot_t *slot);
 /* Commits n slots: keys[i] with lens[i] bytes into slots[i] (lens[i] 0: gives it back). Codes

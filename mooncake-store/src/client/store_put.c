@@ -244,6 +244,73 @@ out:
     return rc;
 }
 
+/* The batch's puts through reserved slots: their bytes in as few engine batches as possible,
+ * then one commit for all of them (with the give-backs of slots whose bytes did not land).
+ * Sets results[] of the puts it finished and leaves in keys / lens / idx (m of them on return)
+ * the puts that take the start path: no slot, bytes that did not land, a slot the master lost. */
+static size_t mc__batch_put_by_slots(mc_store_t *s, const mc_store_item_t *items,
+                                     mc__put_batch_t *b, size_t m, int *results) {
+    mc__put_slot_t *sl = mc__calloc(m, sizeof(*sl));
+    uint8_t *has = mc__calloc(m, 1);
+    size_t *sidx = mc__calloc(m, sizeof(*sidx)), *owner = mc__calloc(m, sizeof(*owner));
+    uint64_t *clen = mc__calloc(m, sizeof(*clen));
+    const char **ckeys = mc__calloc(m, sizeof(*ckeys));
+    int32_t *codes = mc__calloc(m, sizeof(*codes));
+    int *wres = mc__calloc(m, sizeof(*wres));
+    size_t ns = 0, left = 0;
+    int rc;
+    if (!sl || !has || !sidx || !owner || !clen || !ckeys || !codes || !wres)
+        goto out; /* every put takes the start path */
+    mc__put_slots_take_many(s, m, b->lens, &b->wc, sl, has);
+    for (size_t j = 0; j < m; j++)
+        if (has[j]) {
+            b->kr[ns] = sl[j].kr;
+            sl[ns] = sl[j]; /* compacted: sl[k] belongs to b->idx[owner[k]] */
+            sidx[ns] = b->idx[j];
+            owner[ns++] = j;
+        }
+    if (ns == 0)
+        goto out;
+    mc__failpoint("store_put_after_start");
+    mc__store_batch_write(s, items, sidx, ns, b->kr, wres);
+    for (size_t k = 0; k < ns; k++) {
+        ckeys[k] = b->keys[owner[k]];
+        /* 0: given back; the start path places it again, and reports the segments it cannot
+         * reach when that fails too */
+        clen[k] = wres[k] == 0 ? b->lens[owner[k]] : 0;
+    }
+    mc__failpoint("store_put_before_end");
+    rc = mc__put_slots_commit(s, ns, ckeys, clen, sl, codes);
+    for (size_t k = 0; k < ns; k++) {
+        size_t j = owner[k];
+        if (wres[k] != 0 || (rc == 0 && codes[k] == MC_ERR_OBJECT_NOT_FOUND)) {
+            has[j] = 0; /* the start path places it again */
+            continue;
+        }
+        if (rc == 0 && codes[k] == MC_ERR_OBJECT_ALREADY_EXISTS)
+            mc__put_slot_keep(s, &sl[k]); /* the first value stays; the slot is still ours */
+        results[sidx[k]] = rc != 0 ? rc : codes[k] == MC_ERR_OBJECT_ALREADY_EXISTS ? 0 : codes[k];
+    }
+out:
+    /* What is left takes the start path: compact the batch's arrays to it. */
+    for (size_t j = 0; j < m; j++) {
+        if (has && has[j])
+            continue;
+        b->keys[left] = b->keys[j];
+        b->lens[left] = b->lens[j];
+        b->idx[left++] = b->idx[j];
+    }
+    mc__free(wres);
+    mc__free(codes);
+    mc__free(ckeys);
+    mc__free(clen);
+    mc__free(owner);
+    mc__free(sidx);
+    mc__free(has);
+    mc__free(sl);
+    return left;
+}
+
 static int mc__batch_put_impl(mc_store_t *s, int upsert, const mc_store_item_t *items, size_t n,
                               const mc_replicate_config_t *rc_cfg, int *results) {
     mc__put_batch_t b;
@@ -267,6 +334,12 @@ static int mc__batch_put_impl(mc_store_t *s, int upsert, const mc_store_item_t *
             continue;
         keys[m] = items[i].key;
         idx[m++] = i;
+    }
+    if (!upsert && m > 0) {
+        /* our own writes, whichever path they take: see mc__put_parts_impl */
+        for (size_t j = 0; j < m; j++)
+            mc__replica_cache_drop(s->rcache, keys[j]);
+        m = mc__batch_put_by_slots(s, items, &b, m, results);
     }
     if (m > 0) {
         rc = mc__master_client_batch_start(s->master, upsert, m, keys, lens, &b.wc, kr);
