@@ -29,67 +29,23 @@ static void mc__slot_key(const uint8_t *client, uint64_t v, uint8_t out[MC__SLOT
         out[MC__SLOT_PREFIX_LEN + MC_MP_CLIENT_ID_LEN + i] = (uint8_t)(v >> (56 - 8 * i));
 }
 
-/* One slot of len bytes for client: 0 with its replicas and version, or a code. The caller
- * holds placement (read). */
-static int32_t mc__reserve_one(mc__master_t *m, const uint8_t *client, uint64_t len,
-                               const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
-                               uint8_t *n_out, uint64_t *version) {
+int32_t mc__put_reserve_one(mc__master_t *m, const uint8_t *client, uint64_t len,
+                            const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
+                            uint8_t *n_out, uint64_t *version) {
     uint8_t key[MC__SLOT_KEY_LEN] = {0};
     mc__object_t *o = NULL;
-    mc__shard_t *s = NULL;
     int32_t code;
     *n_out = 0;
     if (len == 0 || len > MC_MP_MAX_SEGMENT_SIZE)
         return MC_ERR_INVALID_PARAMS;
-    /* The key names the version, which placing assigns: placed under a blank key, named after. */
+    /* The key names the version, which placing assigns: placed under a blank key, named after.
+     * Versions are unique, so no other slot has that key. */
     code = mc__place_object(m, key, MC__SLOT_KEY_LEN, 0, len, cfg, now, &o);
     if (code)
         return code;
     mc__slot_key(client, o->version, o->data);
     o->hash = mc__key_hash(o->data, MC__SLOT_KEY_LEN);
-    s = mc__shard_of(m, o->hash);
-    pthread_mutex_lock(&s->mu);
-    if (mc__shard_find(s, o->hash, o->data, MC__SLOT_KEY_LEN)) {
-        code = MC_ERR_OBJECT_ALREADY_EXISTS; /* versions are unique: cannot be, but never two */
-    } else {
-        *n_out = o->n_replicas;
-        *version = o->version;
-        memcpy(reps, mc__obj_reps(o), (size_t)o->n_replicas * sizeof(*reps));
-        mc__shard_insert(s, o);
-        o = NULL;
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (o)
-        mc__object_destroy(m, o);
-    return code;
-}
-
-void mc__op_put_reserve(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
-                        uint32_t *errors) {
-    const mc__replicate_config_t *cfg = &r->config;
-    /* The checks of a put start's config; a promotion is a storage node's put start only. */
-    int bad_cfg = cfg->replica_num == 0 || cfg->replica_num > MC_MP_MAX_REPLICA_NUM ||
-                  (cfg->flags & MC_MP_CFG_PROMOTE) ||
-                  ((cfg->flags & MC_MP_CFG_SOFT_PIN) &&
-                   cfg->soft_pin_ttl_ms > (uint64_t)m->cfg.max_kv_soft_pin_ttl_ms);
-    uint64_t now = mc__now_ms();
-    size_t start = 0;
-    mc__mp_replicas_reply_begin(out, r->type, r->request_id, r->n_slots, &start);
-    for (uint32_t i = 0; i < r->n_slots; i++) {
-        mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
-        uint8_t n = 0;
-        uint64_t version = 0;
-        int32_t code = MC_ERR_INVALID_PARAMS;
-        pthread_rwlock_rdlock(&m->placement);
-        if (!bad_cfg)
-            code = mc__reserve_one(m, r->client_id, r->size, cfg, now, reps, &n, &version);
-        *errors += code != 0;
-        if (code == MC_ERR_NO_AVAILABLE_HANDLE)
-            atomic_fetch_add_explicit(&m->put_alloc_failures, 1, memory_order_relaxed);
-        mc__put_replicas(m, out, code, r->size, version, reps, n, MC_MP_REPLICA_PROCESSING);
-        pthread_rwlock_unlock(&m->placement);
-    }
-    mc__buf_frame_end(out, start);
+    return mc__insert_placed(m, mc__shard_of(m, o->hash), o, reps, n_out, version);
 }
 
 /* With sk locked: the live object of key (a stale unfinished put is discarded first), or 1 when

@@ -147,7 +147,7 @@
     /* A client that closes cleanly says so: it is not counted or logged as expired. */            \
     X(UNREGISTER_CLIENT, unregister_client, 16, 0, unregister, "", "")                             \
     /* Put slots (see the top): placements reserved ahead, then one commit per put or batch. */    \
-    X(PUT_RESERVE, put_reserve, 24, 0, put_reserve, "", "")                                        \
+    X(PUT_RESERVE, put_reserve, 24, 0, put_start, "", "")                                          \
     X(PUT_COMMIT, put_commit, 25, MC_MP_B_KEYS | MC_MP_B_KEY_U64 | MC_MP_B_KEY_SLOT, put_commit,   \
       "", "")
 
