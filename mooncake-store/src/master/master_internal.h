@@ -121,11 +121,13 @@ int32_t mc__insert_placed(mc__master_t *m, mc__shard_t *s, mc__object_t *o, mc__
  * starts): 0 with its replicas and version, or a code; the caller holds placement (read).
  * PUT_COMMIT answers a codes reply: 0, OBJECT_ALREADY_EXISTS with the slot still reserved,
  * OBJECT_NOT_FOUND for a slot that is gone, INVALID_PARAMS for a value longer than its slot;
- * it takes placement (read) per slot. */
+ * it takes placement (read) per slot. *puts gets the entries that were puts (not give-backs),
+ * *ended those it finished. */
 int32_t mc__put_reserve_one(mc__master_t *m, const uint8_t *client, uint64_t len,
                             const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
                             uint8_t *n_out, uint64_t *version);
-int mc__op_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *errors);
+int mc__op_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *errors,
+                      uint32_t *puts, uint32_t *ended);
 
 /* upsert.c, one key each (ops.c runs the batches and writes the replies). */
 /* UPSERT_START: places the new value (under the shadow key when the key exists); the caller

@@ -112,7 +112,8 @@ static int32_t mc__commit_one(mc__master_t *m, const uint8_t *client, const mc__
     return code;
 }
 
-int mc__op_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *errors) {
+int mc__op_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *errors,
+                      uint32_t *puts, uint32_t *ended) {
     int32_t small[64];
     int32_t *codes = r->n_keys <= 64 ? small : mc__malloc((size_t)r->n_keys * sizeof(int32_t));
     uint64_t now = mc__now_ms();
@@ -124,6 +125,8 @@ int mc__op_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
         codes[i] = mc__commit_one(m, r->client_id, &r->keys[i], r->value_lens[i], r->slots[i], now);
         pthread_rwlock_unlock(&m->placement);
         *errors += codes[i] != 0; /* as a put start counts an existing key */
+        *puts += r->value_lens[i] != 0;
+        *ended += r->value_lens[i] != 0 && codes[i] == 0;
     }
     rc = mc__mp_encode_codes_reply(out, r->type, r->request_id, r->n_keys, codes);
     if (codes != small)
