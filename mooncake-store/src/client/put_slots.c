@@ -6,6 +6,7 @@
  * until its release timeout. */
 #include "client/put_slots.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "client/store_internal.h"
@@ -19,7 +20,7 @@
 #define MC__SLOT_MAX_LEN (256u << 10)
 /* Bytes one pool reserves at most in one go, and slots it holds at most. */
 #define MC__SLOT_POOL_BYTES (1u << 20)
-#define MC__SLOT_MAX_WANT 32u
+#define MC__SLOT_MAX_WANT 64u
 #define MC__SLOT_CAP (2u * MC__SLOT_MAX_WANT)
 #define MC__SLOT_MAX_AGE_MS 5000u
 
@@ -70,11 +71,23 @@ static mc__slot_pool_t *mc__pool_of(mc__put_slots_t *t, uint64_t len,
     return spare;
 }
 
+void mc__kr_copy(mc__key_replicas_t *dst, const mc__key_replicas_t *src) {
+    uint32_t n = src->n_replicas < MC_MP_MAX_REPLICA_NUM ? src->n_replicas : MC_MP_MAX_REPLICA_NUM;
+    memcpy(dst, src, offsetof(mc__key_replicas_t, replicas) + n * sizeof(src->replicas[0]));
+    dst->key = NULL;
+}
+
+static void mc__slot_copy(mc__put_slot_t *dst, const mc__put_slot_t *src) {
+    dst->got_ms = src->got_ms;
+    dst->pool = src->pool;
+    mc__kr_copy(&dst->kr, &src->kr);
+}
+
 /* With t->mu held: pops p's newest slot that is young enough into out (1), or 0. */
 static int mc__pool_pop(mc__slot_pool_t *p, uint64_t now, mc__put_slot_t *out) {
     if (p->n == 0 || now - p->slots[p->n - 1].got_ms >= MC__SLOT_MAX_AGE_MS)
         return 0; /* the older ones below are older still: release gives them back */
-    *out = p->slots[--p->n];
+    mc__slot_copy(out, &p->slots[--p->n]);
     return 1;
 }
 
@@ -113,10 +126,13 @@ static void mc__refill(mc_store_t *s, uint32_t pi, uint32_t need, size_t n, uint
     wc.replica_num = p->replica_num;
     wc.flags = p->flags;
     wc.soft_pin_ttl_ms = p->soft_pin_ttl_ms;
-    if (p->want < MC__SLOT_MAX_WANT && (uint64_t)p->want * 2 * cls <= MC__SLOT_POOL_BYTES)
-        p->want *= 2; /* puts keep coming: ask for more next time */
+    /* Puts keep coming: ask for more next time, at least a batch's worth more. */
+    p->want = p->want * 2 > need ? p->want * 2 : need;
+    while (p->want > 2 &&
+           (p->want > MC__SLOT_MAX_WANT || (uint64_t)p->want * cls > MC__SLOT_POOL_BYTES))
+        p->want /= 2;
     pthread_mutex_unlock(&t->mu);
-    kr = mc__calloc(want, sizeof(*kr));
+    kr = mc__malloc(want * sizeof(*kr)); /* the reply fills what is read */
     if (!kr)
         return;
     rc = mc__master_client_put_reserve(s->master, want, cls, &wc, kr);
@@ -126,17 +142,22 @@ static void mc__refill(mc_store_t *s, uint32_t pi, uint32_t need, size_t n, uint
         t->enabled = 0; /* a master that predates them */
     }
     for (uint32_t i = 0; rc == 0 && i < want; i++) {
-        mc__put_slot_t sl = {.kr = kr[i], .got_ms = now, .pool = pi};
+        mc__put_slot_t *to = NULL;
         if (kr[i].code != 0 || kr[i].n_replicas == 0)
             continue; /* no room for this one: the start path evicts or waits as it must */
         while (next < n && pool[next] != pi + 1)
             next++;
         if (next < n) {
-            slots[next] = sl;
+            to = &slots[next];
             has[next] = 1;
             pool[next++] = 0;
         } else if (p->n < MC__SLOT_CAP) {
-            p->slots[p->n++] = sl;
+            to = &p->slots[p->n++];
+        }
+        if (to) {
+            to->got_ms = now;
+            to->pool = pi;
+            mc__kr_copy(&to->kr, &kr[i]);
         }
         /* else: a pool full after concurrent refills; that slot waits for the master's
          * discard timeout */
@@ -189,42 +210,22 @@ void mc__put_slot_keep(mc_store_t *s, const mc__put_slot_t *slot) {
     mc__slot_pool_t *p = &t->pools[slot->pool % MC__SLOT_POOLS];
     pthread_mutex_lock(&t->mu);
     if (p->len && p->n < MC__SLOT_CAP) {
-        mc__put_slot_t *k = &p->slots[p->n++];
-        *k = *slot;
-        mc__slot_narrow(k, p->len);
-        if (p->n > 1) { /* keep the stack ordered by age: the older slot goes below */
-            mc__put_slot_t tmp = p->slots[p->n - 1];
-            size_t at = p->n - 1;
-            while (at > 0 && p->slots[at - 1].got_ms > tmp.got_ms) {
-                p->slots[at] = p->slots[at - 1];
-                at--;
-            }
-            p->slots[at] = tmp;
-        }
+        /* the stack stays ordered by age: the kept slot goes below the younger ones */
+        size_t at = p->n;
+        while (at > 0 && p->slots[at - 1].got_ms > slot->got_ms)
+            at--;
+        memmove(&p->slots[at + 1], &p->slots[at], (p->n - at) * sizeof(*p->slots));
+        p->n++;
+        mc__slot_copy(&p->slots[at], slot);
+        mc__slot_narrow(&p->slots[at], p->len);
     }
     pthread_mutex_unlock(&t->mu);
 }
 
-/* The commit of n slots (their versions sent as the slots). */
-static int mc__commit_all(mc_store_t *s, size_t n, const char *const *keys, const uint64_t *lens,
-                          const mc__put_slot_t *slots, int32_t *codes) {
-    uint64_t small[32] = {0};
-    uint64_t *ver = n <= 32 ? small : mc__calloc(n, sizeof(*ver));
-    int rc;
-    if (!ver)
-        return MC_ERR_INTERNAL_ERROR;
-    for (size_t i = 0; i < n; i++)
-        ver[i] = slots[i].kr.version;
-    rc = mc__master_client_put_commit(s->master, n, keys, lens, ver, codes);
-    if (ver != small)
-        mc__free(ver);
-    return rc;
-}
-
 int mc__put_slots_commit(mc_store_t *s, size_t n, const char *const *keys, const uint64_t *lens,
-                         const mc__put_slot_t *slots, int32_t *codes) {
+                         const uint64_t *slots, int32_t *codes) {
     int lost = 0;
-    int rc = mc__commit_all(s, n, keys, lens, slots, codes);
+    int rc = mc__master_client_put_commit(s->master, n, keys, lens, slots, codes);
     for (size_t i = 0; rc == 0 && i < n; i++)
         lost |= codes[i] == MC_ERR_OBJECT_NOT_FOUND;
     /* The master restarted, or a segment went: the pooled slots may be gone too, and those
@@ -236,7 +237,7 @@ int mc__put_slots_commit(mc_store_t *s, size_t n, const char *const *keys, const
 
 void mc__put_slots_release(mc_store_t *s, int all) {
     mc__put_slots_t *t = &s->slots;
-    mc__put_slot_t *back = NULL;
+    uint64_t *back = NULL;
     const char **keys = NULL;
     uint64_t *lens = NULL;
     int32_t *codes = NULL;
@@ -255,7 +256,7 @@ void mc__put_slots_release(mc_store_t *s, int all) {
         mc__slot_pool_t *p = &t->pools[i];
         size_t old = 0; /* the stack is ordered by age: the old ones are at the bottom */
         while (old < p->n && (all || now - p->slots[old].got_ms >= MC__SLOT_MAX_AGE_MS))
-            back[n++] = p->slots[old++];
+            back[n++] = p->slots[old++].kr.version;
         memmove(p->slots, p->slots + old, (p->n - old) * sizeof(*p->slots));
         p->n -= (uint32_t)old;
         if (old && !all)
@@ -264,7 +265,7 @@ void mc__put_slots_release(mc_store_t *s, int all) {
     pthread_mutex_unlock(&t->mu);
     for (size_t i = 0; i < n; i++)
         keys[i] = "-"; /* a give-back names no key (lens[i] is 0) */
-    if (n && mc__commit_all(s, n, keys, lens, back, codes) != 0)
+    if (n && mc__master_client_put_commit(s->master, n, keys, lens, back, codes) != 0)
         MC_DEBUG("store: giving back %zu put slots failed; the master discards them later", n);
 out:
     mc__free(codes);

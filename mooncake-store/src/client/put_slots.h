@@ -12,10 +12,14 @@
 /* One reserved slot: kr.version names it, kr.size and each replica's size are its length until
  * mc__put_slot_take narrows them to the value's. */
 typedef struct mc__put_slot {
-    mc__key_replicas_t kr;
-    uint64_t got_ms; /* when its reserve was sent */
-    uint32_t pool;   /* the pool it came from */
+    uint64_t got_ms;       /* when its reserve was sent */
+    uint32_t pool;         /* the pool it came from */
+    mc__key_replicas_t kr; /* last: copies take what its replicas use (mc__put_slot_copy) */
 } mc__put_slot_t;
+
+/* Copies the header and the used replicas of src (a full mc__key_replicas_t is kilobytes,
+ * almost all of it unused replica slots); dst->key is NULL. */
+void mc__kr_copy(mc__key_replicas_t *dst, const mc__key_replicas_t *src);
 
 #define MC__SLOT_POOLS 8
 
@@ -50,11 +54,12 @@ void mc__put_slots_take_many(struct mc_store *s, size_t n, const uint64_t *lens,
                              const mc__replicate_config_t *wc, mc__put_slot_t *slots, uint8_t *has);
 /* A slot that is still reserved (its commit found the key taken) goes back to its pool. */
 void mc__put_slot_keep(struct mc_store *s, const mc__put_slot_t *slot);
-/* Commits n slots: keys[i] with lens[i] bytes into slots[i] (lens[i] 0: gives it back). Codes
+/* Commits n slots: keys[i] with lens[i] bytes into the slot of version slots[i] (lens[i] 0: gives
+ * it back). Codes
  * per key in codes; returns 0 or the code of a failed call. A code of OBJECT_NOT_FOUND means the
  * master lost its slots (restart, expiry, a dropped segment): the pools are emptied too. */
 int mc__put_slots_commit(struct mc_store *s, size_t n, const char *const *keys,
-                         const uint64_t *lens, const mc__put_slot_t *slots, int32_t *codes);
+                         const uint64_t *lens, const uint64_t *slots, int32_t *codes);
 /* Gives back every pooled slot older than the age a slot is used for (all = 1: every one); the
  * maintenance thread calls it, and close with all = 1. */
 void mc__put_slots_release(struct mc_store *s, int all);

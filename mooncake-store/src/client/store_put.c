@@ -107,13 +107,13 @@ static int mc__put_by_slot(mc_store_t *s, const char *key, const mc_store_iov_t 
     if (rc != 0) {
         /* Give the slot back, tell the master what we could not reach, and place the put the
          * old way, which retries and avoids those segments. */
-        (void)mc__put_slots_commit(s, 1, &key, &back, &slot, &code);
+        (void)mc__put_slots_commit(s, 1, &key, &back, &slot.kr.version, &code);
         mc__store_report_unreachable(s, &slot.kr, failed);
         return 1;
     }
     /* ... and between its bytes and its end */
     mc__failpoint("store_put_before_end");
-    rc = mc__put_slots_commit(s, 1, &key, &total, &slot, &code);
+    rc = mc__put_slots_commit(s, 1, &key, &total, &slot.kr.version, &code);
     if (rc != 0) {
         MC_WARN("store: put commit of %s failed: %s", key, mc_store_strerror(rc));
         return rc;
@@ -250,22 +250,22 @@ out:
  * the puts that take the start path: no slot, bytes that did not land, a slot the master lost. */
 static size_t mc__batch_put_by_slots(mc_store_t *s, const mc_store_item_t *items,
                                      mc__put_batch_t *b, size_t m, int *results) {
-    mc__put_slot_t *sl = mc__calloc(m, sizeof(*sl));
+    mc__put_slot_t *sl = mc__malloc(m * sizeof(*sl)); /* filled where has[] says */
     uint8_t *has = mc__calloc(m, 1);
     size_t *sidx = mc__calloc(m, sizeof(*sidx)), *owner = mc__calloc(m, sizeof(*owner));
-    uint64_t *clen = mc__calloc(m, sizeof(*clen));
+    uint64_t *clen = mc__calloc(m, sizeof(*clen)), *ver = mc__calloc(m, sizeof(*ver));
     const char **ckeys = mc__calloc(m, sizeof(*ckeys));
     int32_t *codes = mc__calloc(m, sizeof(*codes));
     int *wres = mc__calloc(m, sizeof(*wres));
     size_t ns = 0, left = 0;
     int rc;
-    if (!sl || !has || !sidx || !owner || !clen || !ckeys || !codes || !wres)
+    if (!sl || !has || !sidx || !owner || !clen || !ver || !ckeys || !codes || !wres)
         goto out; /* every put takes the start path */
     mc__put_slots_take_many(s, m, b->lens, &b->wc, sl, has);
     for (size_t j = 0; j < m; j++)
         if (has[j]) {
-            b->kr[ns] = sl[j].kr;
-            sl[ns] = sl[j]; /* compacted: sl[k] belongs to b->idx[owner[k]] */
+            mc__kr_copy(&b->kr[ns], &sl[j].kr);
+            ver[ns] = sl[j].kr.version;
             sidx[ns] = b->idx[j];
             owner[ns++] = j;
         }
@@ -280,7 +280,7 @@ static size_t mc__batch_put_by_slots(mc_store_t *s, const mc_store_item_t *items
         clen[k] = wres[k] == 0 ? b->lens[owner[k]] : 0;
     }
     mc__failpoint("store_put_before_end");
-    rc = mc__put_slots_commit(s, ns, ckeys, clen, sl, codes);
+    rc = mc__put_slots_commit(s, ns, ckeys, clen, ver, codes);
     for (size_t k = 0; k < ns; k++) {
         size_t j = owner[k];
         if (wres[k] != 0 || (rc == 0 && codes[k] == MC_ERR_OBJECT_NOT_FOUND)) {
@@ -288,7 +288,7 @@ static size_t mc__batch_put_by_slots(mc_store_t *s, const mc_store_item_t *items
             continue;
         }
         if (rc == 0 && codes[k] == MC_ERR_OBJECT_ALREADY_EXISTS)
-            mc__put_slot_keep(s, &sl[k]); /* the first value stays; the slot is still ours */
+            mc__put_slot_keep(s, &sl[j]); /* the first value stays; the slot is still ours */
         results[sidx[k]] = rc != 0 ? rc : codes[k] == MC_ERR_OBJECT_ALREADY_EXISTS ? 0 : codes[k];
     }
 out:
@@ -303,6 +303,7 @@ out:
     mc__free(wres);
     mc__free(codes);
     mc__free(ckeys);
+    mc__free(ver);
     mc__free(clen);
     mc__free(owner);
     mc__free(sidx);
