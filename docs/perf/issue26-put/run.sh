@@ -27,7 +27,7 @@ run_ours() { # label build clients size batch ops
 run_redis() { # clients size pipeline
     local n=$((${4:-3000} * $1))
     redis-benchmark -p "$redis_port" -c "$1" -P "$3" -d "$2" -n "$n" -t set,get -q 2>/dev/null |
-        tr '\r' '\n' | grep -E '^(SET|GET):' | sed "s/^/redis clients=$1 size=$2 pipeline=$3 /"
+        tr '\r' '\n' | grep -E '^(SET|GET): [0-9.]+ requests per second' | sed "s/^/redis clients=$1 size=$2 pipeline=$3 /"
 }
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$rounds"); do
