@@ -4,7 +4,8 @@
 #   docs/perf/issue26-put/run.sh BEFORE_BUILD AFTER_BUILD ROUNDS > out.txt
 # BEFORE_BUILD / AFTER_BUILD: build trees with mooncake-store/tools/{mooncake_master,mc_store_loop}
 # (configure with -DMOONCAKE_BUILD_BENCH=ON). Each round runs, for every shape, before then after
-# then redis, each on a fresh master (no metadata log: the default).
+# then redis, each on a fresh master (no metadata log: the default). WITH_OFF=1 adds a third
+# run of the after build with MC_STORE_PUT_SLOTS=0 (label "off": the start path, same binary).
 set -u
 before=$1 after=$2 rounds=${3:-3}
 ops1=${OPS1:-3000} ops8=${OPS8:-800}
@@ -37,6 +38,7 @@ for r in $(seq "$rounds"); do
         set -- $shape
         run_ours before "$before" "$@"
         run_ours after "$after" "$@"
+        [ -n "${WITH_OFF:-}" ] && MC_STORE_PUT_SLOTS=0 run_ours off "$after" "$@"
         run_redis "$1" "$2" "$3" "$4"
     done
 done
