@@ -198,6 +198,38 @@ static void test_garbage_on_rpc_port(void **state) {
     mc__buf_frame_end(&b, start);
     assert_true(send_and_expect_close(m.rpc_port, b.data, b.len, &code));
     assert_int_equal(code, MC_ERR_INVALID_KEY);
+    /* Put slots: a reserve asking for more slots than allowed, a reserve without its config, a
+     * commit whose count promises entries that are not there (each entry a key and two u64). */
+    mc__buf_reset(&b);
+    mc__buf_frame_begin(&b, MC_MP_PUT_RESERVE, 0, 7, &start);
+    mc__buf_put(&b, "0123456789abcdef", 16);
+    mc__buf_u32(&b, MC_MP_MAX_SLOTS + 1);
+    mc__buf_u64(&b, 4096);
+    mc__buf_u32(&b, 1);
+    mc__buf_u8(&b, 0);
+    mc__buf_u64(&b, 0);
+    mc__buf_u32(&b, 0);
+    mc__buf_frame_end(&b, start);
+    assert_true(send_and_expect_close(m.rpc_port, b.data, b.len, &code));
+    assert_int_equal(code, MC_ERR_INVALID_PARAMS);
+    mc__buf_reset(&b);
+    mc__buf_frame_begin(&b, MC_MP_PUT_RESERVE, 0, 8, &start);
+    mc__buf_put(&b, "0123456789abcdef", 16);
+    mc__buf_u32(&b, 4);
+    mc__buf_u64(&b, 4096);
+    mc__buf_frame_end(&b, start);
+    assert_true(send_and_expect_close(m.rpc_port, b.data, b.len, &code));
+    assert_int_equal(code, MC_ERR_INVALID_PARAMS);
+    mc__buf_reset(&b);
+    mc__buf_frame_begin(&b, MC_MP_PUT_COMMIT, 0, 9, &start);
+    mc__buf_put(&b, "0123456789abcdef", 16);
+    mc__buf_u32(&b, 3);
+    mc__buf_bytes(&b, "k", 1);
+    mc__buf_u64(&b, 100);
+    mc__buf_u64(&b, 1);
+    mc__buf_frame_end(&b, start);
+    assert_true(send_and_expect_close(m.rpc_port, b.data, b.len, &code));
+    assert_int_equal(code, MC_ERR_INVALID_PARAMS);
     /* A truncated frame followed by a hang-up. */
     {
         int fd = mc__tcp_connect("127.0.0.1", m.rpc_port, mc__now_ms() + 2000);
