@@ -30,9 +30,15 @@ void mc__put_slots_init(mc__put_slots_t *t) {
     t->enabled = (int)mc__env_i64_in("MC_STORE_PUT_SLOTS", 1, 0, 1);
 }
 
-void mc__put_slots_fini(mc__put_slots_t *t) {
-    for (int i = 0; i < MC__SLOT_POOLS; i++)
+void mc__put_slots_forget(mc__put_slots_t *t) {
+    for (int i = 0; i < MC__SLOT_POOLS; i++) {
         mc__free(t->pools[i].slots);
+        t->pools[i].slots = NULL;
+    }
+}
+
+void mc__put_slots_fini(mc__put_slots_t *t) {
+    mc__put_slots_forget(t);
     pthread_mutex_destroy(&t->mu);
 }
 

@@ -41,8 +41,11 @@ typedef struct mc__put_slots {
 
 struct mc_store;
 void mc__put_slots_init(mc__put_slots_t *t);
-/* Frees the pools (nothing is told to the master: mc__put_slots_release_all first). */
+/* Frees the pools (nothing is told to the master: mc__put_slots_release first). */
 void mc__put_slots_fini(mc__put_slots_t *t);
+/* mc__put_slots_fini without the lock, for a fork() child's copy (a parent's thread may have
+ * held it at the fork); the slots stay the parent's. */
+void mc__put_slots_forget(mc__put_slots_t *t);
 /* A slot for a value of len bytes with config wc, reserving more at the master when the pool
  * is empty: 0 with *out, or nonzero when this put should take the start / write / end path (slots
  * off, a value too large or a config with preferred segments, or the master placed nothing). */

@@ -492,6 +492,7 @@ static void mc__store_forget(mc_store_t *s) {
         mc_engine_destroy(s->engine); /* an inherited engine: it forgets its own copies */
     mc__free(s->regs);
     mc__free(s->extras);
+    mc__put_slots_forget(&s->slots);
     mc__suspects_destroy(s->suspects, 1);
     mc__free(s);
 }
