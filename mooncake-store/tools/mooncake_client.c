@@ -267,8 +267,10 @@ int main(int argc, char **argv) {
 
     d.segment_size = cfg.global_segment_size;
     if (mc_store_create(&d.store) != 0 || (rc = mc_store_setup(d.store, &cfg)) != 0) {
+        const char *why = d.store ? mc_store_setup_error(d.store) : "";
+        /* the cause when the store knows it; the code alone is often just INVALID_PARAMS */
         fprintf(stderr, "%s: cannot join the pool at master %s: %s (%s)\n", PROG,
-                cfg.master_server_addr, mc_store_strerror(rc), mc_store_err_name(rc));
+                cfg.master_server_addr, *why ? why : mc_store_strerror(rc), mc_store_err_name(rc));
         code = 1;
         goto out;
     }
