@@ -109,6 +109,9 @@ static int mc__put_by_slot(mc_store_t *s, const char *key, const mc_store_iov_t 
          * old way, which retries and avoids those segments. */
         (void)mc__put_slots_commit(s, 1, &key, &back, &slot.kr.version, &code);
         mc__store_report_unreachable(s, &slot.kr, failed);
+        /* The pools may hold more slots on that segment; each would fail the same way (after
+         * a transfer timeout, for a silent node). */
+        mc__put_slots_release(s, 1);
         return 1;
     }
     /* ... and between its bytes and its end */
@@ -281,6 +284,11 @@ static size_t mc__batch_put_by_slots(mc_store_t *s, const mc_store_item_t *items
     }
     mc__failpoint("store_put_before_end");
     rc = mc__put_slots_commit(s, ns, ckeys, clen, ver, codes);
+    for (size_t k = 0; k < ns; k++)
+        if (wres[k] != 0) { /* see mc__put_by_slot */
+            mc__put_slots_release(s, 1);
+            break;
+        }
     for (size_t k = 0; k < ns; k++) {
         size_t j = owner[k];
         if (wres[k] != 0 || (rc == 0 && codes[k] == MC_ERR_OBJECT_NOT_FOUND)) {
