@@ -47,6 +47,7 @@ int mc__store_create(mc_store_t **out) {
     pthread_rwlock_init(&s->reg_lock, NULL);
     pthread_rwlock_init(&s->seg_rw, NULL);
     mc__put_sessions_init(&s->sessions);
+    mc__put_slots_init(&s->slots);
     pthread_mutex_init(&s->extras_mu, NULL);
     pthread_mutex_init(&s->disk_mu, NULL);
     atomic_init(&s->state, MC__STORE_NEW);
@@ -100,6 +101,8 @@ static void mc__maint_step(mc_store_t *s) {
     if (atomic_load(&s->master_ok))
         mc__store_run_tasks(s);
     mc__store_extras_tick(s);
+    if (atomic_load(&s->master_ok))
+        mc__put_slots_release(s, 0); /* slots left unused give their space back */
 }
 
 static void *mc__heartbeat_main(void *arg) {
@@ -263,6 +266,7 @@ static void mc__teardown(mc_store_t *s) {
         s->maint_started = 0;
     }
     mc__put_sessions_revoke_all(s);
+    mc__put_slots_release(s, 1);
     mc__store_extras_teardown(s);
     if (s->master && s->master_known) {
         /* A clean leave: the master unmounts our segments and forgets us now, rather than count
@@ -515,6 +519,7 @@ static void mc__store_forget(mc_store_t *s) {
         mc_engine_destroy(s->engine); /* an inherited engine: it forgets its own copies */
     mc__free(s->regs);
     mc__free(s->extras);
+    mc__put_slots_forget(&s->slots);
     mc__suspects_destroy(s->suspects, 1);
     mc__free(s);
 }
@@ -531,6 +536,7 @@ void mc_store_destroy(mc_store_t *s) {
     mc__staging_fini(&s->staging);
     mc__free(s->regs);
     mc__put_sessions_fini(&s->sessions);
+    mc__put_slots_fini(&s->slots);
     mc__free(s->extras);
     pthread_mutex_destroy(&s->extras_mu);
     mc__store_disk_conns_close(s);
