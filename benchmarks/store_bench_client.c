@@ -21,6 +21,9 @@
 
 #define SB_KEY_MAX 64
 #define SB_CACHED_POOL_MAX 256
+/* A cached pool small enough that a pass over it takes well under the 200 ms window even for
+ * 16 MiB values on a slow link (4 keys x ~10 ms). */
+#define SB_CACHED_POOL_BYTES (64ull << 20)
 #define SB_POOL_MAX 4096
 
 typedef struct sb_client {
@@ -139,6 +142,8 @@ static void sb_remove_pool(sb_client_t *c, size_t wi, const char *pool, unsigned
 
 static size_t sb_pool_keys(const sb_opts_t *o, const sb_workload_t *w) {
     uint64_t budget = o->pool_bytes / (uint64_t)o->procs;
+    if (w->op == SB_GET_CACHED && budget > SB_CACHED_POOL_BYTES)
+        budget = SB_CACHED_POOL_BYTES;
     size_t cap = w->op == SB_GET_CACHED ? SB_CACHED_POOL_MAX : SB_POOL_MAX;
     size_t n = (size_t)(budget / w->size);
     if (n > cap)
