@@ -30,20 +30,6 @@ typedef struct sb_child {
     int cmd, res; /* parent's ends */
 } sb_child_t;
 
-static int sb_read_all(int fd, void *p, size_t n) {
-    char *c = p;
-    while (n > 0) {
-        ssize_t k = read(fd, c, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        c += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 /* "op:size[:batch[:kind]]", op put, get_cached (alias get) or get_first, kind heap or zc. */
 static int sb_parse_one(char *spec, sb_workload_t *w) {
     char *parts[4] = {0};

@@ -49,6 +49,9 @@ typedef struct sb_report {
 } sb_report_t;
 
 const char *sb_op_name(sb_op_t op);
+/* Whole writes and reads over a pipe; 0, or -1 when the other end is gone. */
+int sb_write_all(int fd, const void *p, size_t n);
+int sb_read_all(int fd, void *p, size_t n);
 /* One client process: set up a store, then per workload: prepare, write 'R' on res_fd, wait
  * for a byte on cmd_fd, run, write an sb_report_t and its samples on res_fd. Returns the exit
  * status. */

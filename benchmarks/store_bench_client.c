@@ -46,10 +46,12 @@ const char *sb_op_name(sb_op_t op) {
     return op == SB_PUT ? "put" : op == SB_GET_CACHED ? "get_cached" : "get_first";
 }
 
-static int sb_write_all(int fd, const void *p, size_t n) {
-    const char *c = p;
+/* Whole transfers over the pipes between the parent and a client process (-1: the other end is
+ * gone). */
+static int sb_pipe_io(int fd, void *p, size_t n, int out) {
+    char *c = p;
     while (n > 0) {
-        ssize_t k = write(fd, c, n);
+        ssize_t k = out ? write(fd, c, n) : read(fd, c, n);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
@@ -58,6 +60,14 @@ static int sb_write_all(int fd, const void *p, size_t n) {
         n -= (size_t)k;
     }
     return 0;
+}
+
+int sb_write_all(int fd, const void *p, size_t n) {
+    return sb_pipe_io(fd, (void *)p, n, 1);
+}
+
+int sb_read_all(int fd, void *p, size_t n) {
+    return sb_pipe_io(fd, p, n, 0);
 }
 
 static int sb_wait_byte(int fd) {

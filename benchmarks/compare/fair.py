@@ -327,7 +327,7 @@ class Fair:
         if not shutil.which("iperf3"):
             return self.miss("iperf3", "not installed (tools/dev/install-deps.sh)")
         try:
-            gbps, ver, cmd = iperf3_stream(max(1, round(self.a.limit_duration)))
+            gbps, ver, cmd = limits.iperf3_stream(max(1, round(self.a.limit_duration)))
             self.add(rep, system="iperf3", kind="limit", gbps=gbps, source=ver, command=cmd)
         except Exception as exc:  # noqa: BLE001 - reported as the baseline's failure
             self.add(rep, system="iperf3", kind="limit", error=str(exc))
@@ -431,30 +431,3 @@ def parse_disk_round(text):
     """The first round line of disk_tier_bench: our get MB/s and dd's."""
     m = re.search(r"round \d+: get\s+([0-9.]+) MB/s \| dd iflag=direct \S+ x\d+:\s+([0-9.]+) MB/s", text)
     return {"get": float(m.group(1)), "dd": float(m.group(2))} if m else None
-
-
-def iperf3_stream(seconds):
-    """One iperf3 stream over loopback, its default block: (GB/s, version, command)."""
-    exe = shutil.which("iperf3")
-    port = procs.free_port()
-    srv = subprocess.Popen([exe, "-s", "-1", "-B", "127.0.0.1", "-p", str(port)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    cmd = [exe, "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"]
-    try:
-        r = None
-        for _ in range(50):  # until the server listens
-            time.sleep(0.1)
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60 + 2 * seconds)
-            if r.returncode == 0:
-                break
-        if r is None or r.returncode != 0:
-            raise RuntimeError(f"iperf3 client failed: {(r.stdout if r else '')[-200:]}")
-        data = json.loads(r.stdout)
-        bps = data["end"]["sum_received"]["bits_per_second"]
-        return bps / 8 / 1e9, data.get("start", {}).get("version", "iperf3"), "iperf3 " + " ".join(cmd[1:])
-    finally:
-        try:
-            srv.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait()

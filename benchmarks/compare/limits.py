@@ -181,33 +181,39 @@ def own_tcp_pump(duration):
         child.wait(timeout=30)
 
 
-def iperf3_pump(duration):
+def iperf3_stream(seconds, client_args=()):
+    """One iperf3 client run against a server of its own on loopback: (GB/s received, iperf3's
+    version, the client's command line)."""
     exe = shutil.which("iperf3")
     if not exe:
         raise FileNotFoundError("iperf3 not installed")
     port = free_port()
     srv = subprocess.Popen([exe, "-s", "-1", "-B", "127.0.0.1", "-p", str(port)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = [exe, "-c", "127.0.0.1", "-p", str(port), *client_args, "-t", str(seconds), "-J"]
     try:
         r = None
         for _ in range(50):  # the server needs a moment to listen
             time.sleep(0.1)
-            r = subprocess.run([exe, "-c", "127.0.0.1", "-p", str(port), "-l", "1M", "-P", "1",
-                                "-t", str(max(1, round(duration))), "-J"],
-                               capture_output=True, text=True, timeout=60 + 2 * duration)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60 + 2 * seconds)
             if r.returncode == 0:
                 break
         if r is None or r.returncode != 0:
             raise RuntimeError(f"iperf3 client failed: {(r.stdout if r else '')[-200:]}")
         data = json.loads(r.stdout)
         bps = data["end"]["sum_received"]["bits_per_second"]
-        return bps / 8 / 1e9, data.get("start", {}).get("version", "iperf3")
+        return bps / 8 / 1e9, data.get("start", {}).get("version", "iperf3"), "iperf3 " + " ".join(cmd[1:])
     finally:
         try:
             srv.wait(timeout=10)
         except subprocess.TimeoutExpired:
             srv.kill()
             srv.wait()
+
+
+def iperf3_pump(duration):
+    gbps, version, _ = iperf3_stream(max(1, round(duration)), ("-l", "1M", "-P", "1"))
+    return gbps, version
 
 
 def measure(duration, bundled, repo, log=print):

@@ -1,14 +1,6 @@
 # mc_store_bench's command line: --version, --help, and refusals of bad flags and workloads
 # (a live run against a master is python/tests/e2e/test_bench_harness.py's).
-function(run expect_rc)
-  execute_process(COMMAND ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc
-                  TIMEOUT 40)
-  if(NOT rc EQUAL expect_rc)
-    message(FATAL_ERROR "${ARGN}: exit ${rc}, wanted ${expect_rc}\nstdout: ${out}\nstderr: ${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-  set(err "${err}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_run.cmake)
 
 run(0 ${BENCH} --version)
 if(NOT out STREQUAL "mc_store_bench ${VERSION}\n")
