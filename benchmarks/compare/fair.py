@@ -60,6 +60,7 @@ class Fair:
         self.large = [1 * MiB] if q else [1 * MiB, 16 * MiB]
         self.te_blocks = ([16 * MiB] if q else [16 * MiB, 64 * MiB]) if "te" in self.a.benches else []
         self.dur = self.a.duration
+        self.redis_rate = {}  # (op, size, batch): the last measured op/s
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -219,10 +220,15 @@ class Fair:
                     self._redis_run(exe, port, "set", size, 32, 1, keys * 4, keys)
                     for batch in (1, BATCH[size]):
                         for op in ("set", "get"):
-                            rate = 20000 * (8 if batch > 1 else 1) * (1 if size <= 4 * KiB else 0.4)
-                            n_req = int(max(2000, rate * self.dur * max(1, n / 2)))
-                            n_req -= n_req % (batch * n) or 0
-                            res = self._redis_run(exe, port, op, size, batch, n, n_req, keys)
+                            # redis-benchmark runs a number of requests, not a time: size it from
+                            # the rate of the last run of the same shape (a first guess before)
+                            rate = self.redis_rate.get((op, size, batch),
+                                                       (20000 if batch == 1 else 100000) * 4 * KiB / max(size, 4 * KiB) ** 0.5 / 64)
+                            n_req = int(max(1000, rate * self.dur))
+                            n_req -= n_req % (batch * n)
+                            res = self._redis_run(exe, port, op, size, batch, n, max(n_req, batch * n), keys)
+                            if "ops_per_s" in res:
+                                self.redis_rate[(op, size, batch)] = res["ops_per_s"]
                             base = {"system": "redis-c", "kind": "store", "op": "put" if op == "set" else "get",
                                     "size": size, "batch": batch, "procs": n, "zc": False}
                             if "error" in res:

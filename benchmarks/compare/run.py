@@ -43,6 +43,7 @@ class Run:
         self.args = args
         self.repo = REPO
         self.fair = None
+        self.commit = repo_commit()  # at the start: the tree may change while a long run goes on
         self.t0 = time.monotonic()
         self.out = Path(args.out)
         self.logs = self.out / "logs"
@@ -381,14 +382,8 @@ class Run:
 
     def versions(self):
         v = {"harness_python": sys.version.split()[0]}
-        try:
-            r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                               capture_output=True, text=True)
-            dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True).stdout.strip()
-            v["repo_commit"] = r.stdout.strip() + ("+dirty" if dirty else "")
-        except OSError:
-            pass
+        if self.commit:
+            v["repo_commit"] = self.commit
         for name, info in self.systems.items():
             if info.get("status") == "ok":
                 v[name] = info.get("version")
@@ -544,6 +539,17 @@ def parse_args(argv):
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     a.out = a.out or str(REPO / "bench-results" / stamp)
     return a
+
+
+def repo_commit():
+    try:
+        r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return r.stdout.strip() + ("+dirty" if dirty else "") if r.returncode == 0 else None
+    except OSError:
+        return None
 
 
 def have_libfabric():
