@@ -124,7 +124,7 @@ class Fair:
         try:
             if master.error:
                 return self.miss("ours (mc_store_bench)", f"mooncake_master {master.error}")
-            seg = (256 if self.a.quick else 1024) * MiB
+            seg = (128 if self.a.quick else 1024) * MiB  # quick: small pools, quick to prepare
             holder = procs.Worker([bench, "--role=holder", f"--master=127.0.0.1:{port}",
                                    f"--segment_size={seg}"], self.run.logs / f"{tag}-holder.log", env)
             try:
@@ -180,7 +180,8 @@ class Fair:
         for op in ("write", "read"):
             for block in self.te_blocks:
                 cmd = [bench, "--protocol=tcp", f"--operation={op}", f"--block_size={block}",
-                       "--batch_size=1", "--threads=1", f"--buffer_size={max(4 * block, 256 * MiB)}",
+                       "--batch_size=1", "--threads=1",
+                       f"--buffer_size={4 * block if self.a.quick else max(4 * block, 256 * MiB)}",
                        f"--duration={max(self.dur, 0.3)}", "--report_limits=false", "--json"]
                 try:
                     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
