@@ -3,12 +3,12 @@
 Ratios compare like with like: ours over the reference on the same protocol (tcp), ours over Redis
 for the same op, value size and batch (Redis has no zero-copy API, so zero-copy rows compare against
 Redis's plain numbers and say so), and ours over the machine's limit for the transport used
-(tcp and fabric -> the single-stream TCP pump, shm -> single-thread memcpy). All ratios are of GB/s, which for
+(tcp and fabric -> one TCP stream (iperf3 where installed), shm -> single-thread memcpy). All ratios are of GB/s, which for
 equal sizes equals the ratio of ops/s.
 """
 
 KiB, MiB = 1 << 10, 1 << 20
-# fabric: on hosts without RDMA its provider is libfabric's tcp one, whose limit is the TCP pump;
+# fabric: on hosts without RDMA its provider is libfabric's tcp one, whose limit is the TCP stream;
 # on an RDMA host that ratio says how far past a TCP stream it goes
 LIMIT_FOR = {"tcp": "tcp", "shm": "memcpy", "fabric": "tcp"}
 
@@ -116,7 +116,7 @@ def markdown(doc):
     L.append("|---|---|---|")
     for k, v in doc.get("limits", {}).items():
         name = {"memcpy": "single-thread memcpy, 1 MiB blocks",
-                "tcp": "single-stream TCP pump over loopback, 1 MiB writes"}.get(k, k)
+                "tcp": "one TCP stream over loopback"}.get(k, k)
         L.append(f"| {name} | {v['gbps']:.2f} | {v['source']} |")
     L.append("")
     L.append("## Systems\n")
@@ -158,11 +158,11 @@ def markdown(doc):
                 if ("ours", "tcp") in te_vars and ("reference", "tcp") in te_vars:
                     rcols.append(("ours/ref (tcp)", "tcp", "reference"))
                 if ("ours", "tcp") in te_vars:
-                    rcols.append(("ours tcp/TCP pump", "tcp", "limit:tcp"))
+                    rcols.append(("ours tcp/TCP stream", "tcp", "limit:tcp"))
                 if ("ours", "shm") in te_vars:
                     rcols.append(("ours shm/memcpy", "shm", "limit:memcpy"))
                 if ("ours", "fabric") in te_vars:
-                    rcols.append(("ours fabric/TCP pump", "fabric", "limit:tcp"))
+                    rcols.append(("ours fabric/TCP stream", "fabric", "limit:tcp"))
                 hdr += [c[0] for c in rcols]
                 L.append("| " + " | ".join(hdr) + " |")
                 L.append("|" + "---|" * len(hdr))
@@ -207,7 +207,7 @@ def markdown(doc):
                             if s == "ours":
                                 rcols.append((f"ours {p}/Redis", p, "redis"))
                     if ("ours", "tcp") in st_vars:
-                        rcols.append(("ours tcp/TCP pump", "tcp", "limit:tcp"))
+                        rcols.append(("ours tcp/TCP stream", "tcp", "limit:tcp"))
                     if ("ours", "shm") in st_vars:
                         rcols.append(("ours shm/memcpy", "shm", "limit:memcpy"))
                     hdr += [c[0] for c in rcols]

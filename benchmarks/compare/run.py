@@ -309,7 +309,7 @@ class Run:
 
     def measure(self):
         a = self.args
-        self.log("limits: memcpy and single-stream TCP pump (1 MiB blocks)")
+        self.log("limits: memcpy (1 MiB blocks) and one TCP stream (iperf3 where installed)")
         bundled = self.systems.get("ours", {}).get("mc_limits")
         self.limits = limits.measure(a.limit_duration, bundled, REPO, log=self.log)
         for k, v in self.limits.items():
