@@ -161,7 +161,7 @@ def frame_header_dict():
  HEARTBEAT, SEGMENT_UNREACHABLE, UPSERT_START, UPSERT_END, UPSERT_REVOKE,
  REPLICA_CLEAR, UNREGISTER_CLIENT) = range(1, 17)
 TASK_CREATE, TASK_QUERY, TASK_FETCH, TASK_REPORT = range(17, 21)
-DISK_ANNOUNCE, DISK_FETCH, DISK_DONE = range(21, 24)
+DISK_ANNOUNCE, DISK_FETCH, DISK_DONE, STORAGE_CONFIG = range(21, 25)
 DISK_READ = 1  # the node's disk read server
 CLIENT_ID = bytes(range(0x10, 0x20))
 TASK_ID = bytes(range(0xA0, 0xB0))
@@ -241,8 +241,14 @@ def master_rpc_seeds():
                                   versioned(("key-a", 0))),
         "disk_announce_end": req(DISK_ANNOUNCE, u8(5) + s("127.0.0.1:16001") + u64(1 << 30) +
                                  u64(0x1234) + versioned(("key-a", 4096))),
-        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(8) + s("h:1") + u64(1) + u64(1) +
+        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(16) + s("h:1") + u64(1) + u64(1) +
                                        u32(0)),
+        "disk_announce_shared": req(DISK_ANNOUNCE, u8(9) + s("") + u64(0) + u64(0) +
+                                    versioned(("key-a", 4096))),
+        "storage_config": req(STORAGE_CONFIG, b""),
+        "storage_config_trailing": req(STORAGE_CONFIG, u8(0)),
+        "reply_storage_config": rep(STORAGE_CONFIG, s("/mnt/fs/mooncake_cluster") + u8(1) +
+                                    u64(0)),
         "disk_fetch": req(DISK_FETCH, u32(64)),
         "disk_fetch_too_many": req(DISK_FETCH, u32(65)),
         "disk_done": req(DISK_DONE, u8(1) + versioned(("key-a", 7))),

@@ -28,6 +28,8 @@ typedef struct mc__extra_seg {
 
 struct mc_store {
     pthread_mutex_t mu; /* state transitions */
+    /* Why the last setup failed, in words (mc_store_setup_error); written by store.c's setup. */
+    char setup_error[256];
     _Atomic int state;
     /* Calls are inside it while they run (store_gate.c); close shuts it and waits for them, so it
      * never pulls the master connection or the segment away from a call in flight. Its owner is

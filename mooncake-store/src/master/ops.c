@@ -386,6 +386,13 @@ static int mc__row_disk_fetch(mc__master_t *m, const mc__mp_request_t *r, mc_buf
     return mc__disk_fetch(m, r, out);
 }
 
+static int mc__row_storage_config(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                                  uint32_t *keys, uint32_t *errors) {
+    (void)errors;
+    *keys = 1;
+    return mc__disk_storage_config(m, r, out);
+}
+
 static int mc__row_remove_all(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
                               uint32_t *keys, uint32_t *errors) {
     int rc = mc__op_remove_all(m, r, out, errors);

@@ -36,7 +36,7 @@ int32_t mc__place_object(mc__master_t *m, const uint8_t *key, uint32_t key_len, 
      * copied there) leaves memory once its copy is durable: wait for that (bounded) and evict
      * again rather than fail the put. Bounded well inside a client's RPC timeout (5 s). */
     for (uint64_t until = mc__now_ms() + MC__OFFLOAD_WAIT_MS;
-         placed < 0 && m->cfg.enable_offload && mc__now_ms() < until;) {
+         placed < 0 && mc__disk_offloading(m) && mc__now_ms() < until;) {
         int waiting = mc__disk_pending(m) > 0;
         if (waiting)
             mc__disk_wait(m, 100);

@@ -166,8 +166,8 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         return MC_ERR_INVALID_PARAMS;
     if (r->type == MC_MP_DISK_ANNOUNCE &&
         (r->segment_name.len > MC_MP_MAX_SEGMENT_NAME ||
-         (r->mount_flags & ~(MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP | MC_DP_ANNOUNCE_END)) !=
-             0))
+         (r->mount_flags & ~(MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP | MC_DP_ANNOUNCE_END |
+                             MC_DP_ANNOUNCE_SHARED)) != 0))
         return MC_ERR_INVALID_PARAMS;
     if (r->type == MC_MP_DISK_FETCH && (r->max_tasks == 0 || r->max_tasks > MC_DP_MAX_FETCH))
         return MC_ERR_INVALID_PARAMS;
@@ -197,6 +197,7 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         mc__buf_u32(b, r->n_mounted);
         break;
     case MC_MP_UNREGISTER_CLIENT:
+    case MC_MP_STORAGE_CONFIG:
         break; /* the client id says it all */
     case MC_MP_DISK_FETCH:
         mc__buf_u32(b, r->max_tasks);
@@ -344,6 +345,7 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
             rc = MC_ERR_INVALID_PARAMS;
         break;
     case MC_MP_UNREGISTER_CLIENT:
+    case MC_MP_STORAGE_CONFIG:
         break; /* trailing bytes are refused below */
     case MC_MP_DISK_FETCH:
         if (mc__cur_u32(&cur, &out->max_tasks) || out->max_tasks == 0 ||
@@ -363,8 +365,8 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
                            &out->segment_name.len)) ||
             (h->type == MC_MP_DISK_ANNOUNCE &&
              (mc__cur_u8(&cur, &out->mount_flags) ||
-              (out->mount_flags &
-               ~(MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP | MC_DP_ANNOUNCE_END)) != 0 ||
+              (out->mount_flags & ~(MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP |
+                                    MC_DP_ANNOUNCE_END | MC_DP_ANNOUNCE_SHARED)) != 0 ||
               mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &out->segment_name.p,
                             &out->segment_name.len) ||
               mc__cur_u64(&cur, &out->size) || mc__cur_u64(&cur, &out->base))) ||

@@ -20,7 +20,7 @@
  *                      clients: then an unknown client is told to remount, as before)
  *   UNREGISTER_CLIENT  (nothing more): a clean leave; the master unmounts every segment of the
  *                      client and forgets it now, as an expiry would, but counts it as a leave
- *   DISK_ANNOUNCE / DISK_FETCH / DISK_DONE and their replies: disk_proto.h
+ *   DISK_ANNOUNCE / DISK_FETCH / DISK_DONE / STORAGE_CONFIG and their replies: disk_proto.h
  *   config:            u32 replica_num, u8 flags (1 soft pin, 2 hard pin, 4 soft unpin),
  *                      u64 soft_pin_ttl_ms,
  *                      u32 n_preferred, n_preferred x str segment_name
@@ -148,7 +148,9 @@
 #define MC_MP_DISK_MAP(X)                                                                          \
     X(DISK_ANNOUNCE, disk_announce, 21, MC_MP_B_VERSIONS, codes, "", "")                           \
     X(DISK_FETCH, disk_fetch, 22, 0, disk_fetch, "", "")                                           \
-    X(DISK_DONE, disk_done, 23, MC_MP_B_VERSIONS, codes, "", "")
+    X(DISK_DONE, disk_done, 23, MC_MP_B_VERSIONS, codes, "", "")                                   \
+    /* The reference's GetStorageConfig: where the shared-filesystem tier lives (--root_fs_dir) */ \
+    X(STORAGE_CONFIG, storage_config, 24, 0, storage_config, "", "")
 
 #define MC_MP_TYPE_MAP(X) MC_MP_CORE_MAP(X) MC_MP_TASK_MAP(X) MC_MP_DISK_MAP(X)
 

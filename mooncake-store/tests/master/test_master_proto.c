@@ -10,6 +10,7 @@
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/error.h"
+#include "proto/disk_proto.h"
 #include "proto/master_proto.h"
 
 static mc__mp_str_t S(const char *s) {
@@ -26,6 +27,50 @@ static int roundtrip(const mc__mp_request_t *r, mc_buf_t *b, mc__mp_request_t *o
     assert_int_equal(mc__frame_header_decode(b->data, b->len, MC_MP_MAX_BODY, &h), 0);
     assert_int_equal(h.body_len, b->len - MC_FRAME_HEADER_SIZE);
     return mc__mp_decode_request(&h, b->data + MC_FRAME_HEADER_SIZE, (size_t)h.body_len, out);
+}
+
+/* STORAGE_CONFIG: a request of the client id alone, a reply of the shared directory. */
+static void test_storage_config(void **state) {
+    mc__mp_request_t r, out;
+    mc_buf_t b;
+    mc_frame_header_t h;
+    char dir[MC_MP_MAX_SEGMENT_NAME + 1];
+    uint8_t ev = 9;
+    uint64_t quota = 9;
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_STORAGE_CONFIG;
+    r.request_id = 7;
+    mc__buf_init(&b);
+    assert_int_equal(roundtrip(&r, &b, &out), 0);
+    assert_int_equal(out.type, MC_MP_STORAGE_CONFIG);
+    mc__mp_request_free(&out);
+    /* A byte more than the client id is refused. */
+    assert_int_equal(mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h), 0);
+    mc__buf_put(&b, "x", 1);
+    assert_int_equal(
+        mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE, MC_MP_CLIENT_ID_LEN + 1, &out),
+        MC_ERR_INVALID_PARAMS);
+    mc__buf_free(&b);
+
+    /* The reply, with a directory and without one (the master has no --root_fs_dir). */
+    for (int i = 0; i < 2; i++) {
+        const char *want = i == 0 ? "/mnt/fs/mooncake_cluster" : "";
+        mc__buf_init(&b);
+        assert_int_equal(mc__dp_encode_storage_config(&b, 7, want, (uint8_t)(1 - i), 42u * !i), 0);
+        assert_int_equal(mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h), 0);
+        assert_int_equal(mc__dp_decode_storage_config(&h, b.data + MC_FRAME_HEADER_SIZE,
+                                                      (size_t)h.body_len, dir, &ev, &quota),
+                         0);
+        assert_string_equal(dir, want);
+        assert_int_equal(ev, 1 - i);
+        assert_int_equal(quota, 42u * !i);
+        /* Short: not a reply. */
+        assert_int_equal(mc__dp_decode_storage_config(&h, b.data + MC_FRAME_HEADER_SIZE,
+                                                      (size_t)h.body_len - 1, dir, &ev, &quota),
+                         MC_ERR_RPC_FAIL);
+        mc__buf_free(&b);
+    }
 }
 
 static void test_put_start_roundtrip(void **state) {
@@ -358,9 +403,10 @@ static void test_type_map(void **state) {
         {21, "disk_announce", NULL, NULL},
         {22, "disk_fetch", NULL, NULL},
         {23, "disk_done", NULL, NULL},
+        {24, "storage_config", NULL, NULL},
     };
     (void)state;
-    assert_int_equal(MC_MP_TYPE_MAX_, 24);
+    assert_int_equal(MC_MP_TYPE_MAX_, 25);
     assert_int_equal(MC_MP_PUT_START, 3);
     assert_int_equal(MC_MP_TASK_CREATE, 17);
     assert_int_equal(MC_MP_DISK_DONE, 23);
@@ -394,6 +440,7 @@ int main(void) {
         cmocka_unit_test(test_replies),
         cmocka_unit_test(test_decode_fails_cleanly_without_memory),
         cmocka_unit_test(test_type_map),
+        cmocka_unit_test(test_storage_config),
     };
     return cmocka_run_group_tests_name("store_master_proto", tests, NULL, NULL);
 }
