@@ -37,6 +37,7 @@ def _start_master(client_ttl: int) -> tuple[subprocess.Popen, str, int]:
            "--metrics_port=0", f"--client_ttl={client_ttl}",
            "--enable_metric_reporting=false"]  # its output pipe is read only at start
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None  # a pipe: stdout=PIPE
     rpc = metrics = None
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and (rpc is None or metrics is None):
@@ -59,6 +60,7 @@ def _start_storage(master: str, segment: int) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "mooncake.cli.demo", "--role=storage", f"--master={master}",
            f"--segment={segment}"]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None  # a pipe: stdout=PIPE
     line = proc.stdout.readline()
     if not line.startswith("ready"):
         proc.kill()
