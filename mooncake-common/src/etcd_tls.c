@@ -139,13 +139,18 @@ int mc__etcd_tls_config(mc_etcd_t *c) {
     return mc__etcd_tls_available() ? 0 : MC_ERR_INVALID_ARGUMENT;
 }
 
-/* A handle for one POST of body to https://ep/path with the client's certificates. */
-static void *mc__tls_handle(const mc_etcd_t *c, const mc__etcd_ep_t *ep, const char *path,
-                            const char *body, size_t blen, void **headers) {
+/* A handle for one POST of body to https://ep/path with the client's certificates: 0, or
+ * MC_ERR_ETCD_OPERATION_ERROR without libcurl, MC_ERR_MEMORY. */
+static int mc__tls_handle(const mc_etcd_t *c, const mc__etcd_ep_t *ep, const char *path,
+                          const char *body, size_t blen, void **headers, void **out) {
     char url[400];
-    void *h = mc__curl.easy_init();
+    void *h;
+    *out = NULL;
+    if (!mc__etcd_tls_available())
+        return MC_ERR_ETCD_OPERATION_ERROR;
+    h = mc__curl.easy_init();
     if (!h)
-        return NULL;
+        return MC_ERR_MEMORY;
     snprintf(url, sizeof(url), "https://%s%s", ep->name, path);
     *headers = mc__curl.slist_append(NULL, "Content-Type: application/json");
     /* a member cut off from the quorum ends a watch instead of going quiet (see etcd_watch.c) */
@@ -162,7 +167,8 @@ static void *mc__tls_handle(const mc_etcd_t *c, const mc__etcd_ep_t *ep, const c
         mc__curl.easy_setopt(h, MC__CURLOPT_SSLCERT, c->tls_cert);
         mc__curl.easy_setopt(h, MC__CURLOPT_SSLKEY, c->tls_key);
     }
-    return h;
+    *out = h;
+    return 0;
 }
 
 typedef struct mc__tls_body {
@@ -207,11 +213,9 @@ int mc__etcd_tls_request(const mc_etcd_t *c, const mc__etcd_ep_t *ep, const char
     *sent = 0;
     *resp = NULL;
     *resp_len = 0;
-    if (!mc__etcd_tls_available())
-        return MC_ERR_ETCD_OPERATION_ERROR;
-    h = mc__tls_handle(c, ep, path, body, blen, &headers);
-    if (!h)
-        return MC_ERR_MEMORY;
+    rc = mc__tls_handle(c, ep, path, body, blen, &headers, &h);
+    if (rc)
+        return rc;
     mc__curl.easy_setopt(h, MC__CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     mc__curl.easy_setopt(h, MC__CURLOPT_WRITEFUNCTION, (mc__curl_data_fn)mc__tls_collect);
     mc__curl.easy_setopt(h, MC__CURLOPT_WRITEDATA, &b);
@@ -281,11 +285,9 @@ int mc__etcd_tls_stream(const mc_etcd_t *c, const mc__etcd_ep_t *ep, const char 
     void *headers = NULL;
     int rc;
     void *h;
-    if (!mc__etcd_tls_available())
-        return MC_ERR_ETCD_OPERATION_ERROR;
-    h = mc__tls_handle(c, ep, path, body, blen, &headers);
-    if (!h)
-        return MC_ERR_MEMORY;
+    rc = mc__tls_handle(c, ep, path, body, blen, &headers, &h);
+    if (rc)
+        return rc;
     mc__curl.easy_setopt(h, MC__CURLOPT_CONNECTTIMEOUT_MS, (long)connect_ms);
     /* as the plain stream: a member whose host vanished is noticed by keep-alive in ~11 s */
     mc__curl.easy_setopt(h, MC__CURLOPT_TCP_KEEPALIVE, 1L);
