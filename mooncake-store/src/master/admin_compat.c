@@ -11,7 +11,6 @@
 #include "mooncake/common/http.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
-#include "proto/master_client.h"
 
 #define MC__TEXT "text/plain; charset=utf-8"
 
@@ -261,7 +260,10 @@ static void mc__segments_detail(mc__master_t *m, mc_http_response_t *resp) {
         snprintf(buf, sizeof(buf), "00000000-0000-0000-0000-%012llx",
                  (unsigned long long)(s->serial & 0xffffffffffffull));
         cJSON_AddStringToObject(d, "segment_id", buf);
-        mc__uuid_format(s->owner, buf);
+        /* A client id is what authorizes unmounting a segment: only a digest of it is shown,
+         * which tells clients apart without handing anyone their id. */
+        snprintf(buf, sizeof(buf), "00000000-0000-0000-0000-0000%08x",
+                 (unsigned)mc__key_hash(s->owner, MC_MP_CLIENT_ID_LEN));
         cJSON_AddStringToObject(d, "client_id", buf);
         snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)s->base);
         cJSON_AddStringToObject(d, "base_address", buf);
