@@ -36,32 +36,33 @@ static const char *mc__seg_status_name(int st) {
     }
 }
 
+static int mc__hex_digit(char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
 /* The 8-4-4-4-12 hex form mc__uuid_format writes: 0, or -1. */
 static int mc__uuid_parse(const char *s, uint8_t id[16]) {
     int n = 0;
     if (strlen(s) != 36)
         return -1;
-    for (int i = 0; i < 36; i++) {
+    for (int i = 0; i < 36; i += 2) {
         int hi, lo;
         if (i == 8 || i == 13 || i == 18 || i == 23) {
             if (s[i] != '-')
                 return -1;
+            i--; /* the next pair starts right after the dash */
             continue;
         }
-        hi = s[i] >= '0' && s[i] <= '9'   ? s[i] - '0'
-             : s[i] >= 'a' && s[i] <= 'f' ? s[i] - 'a' + 10
-             : s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 10
-                                          : -1;
-        i++;
-        lo = s[i] >= '0' && s[i] <= '9'   ? s[i] - '0'
-             : s[i] >= 'a' && s[i] <= 'f' ? s[i] - 'a' + 10
-             : s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 10
-                                          : -1;
+        hi = mc__hex_digit(s[i]);
+        lo = mc__hex_digit(s[i + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         id[n++] = (uint8_t)(hi << 4 | lo);
     }
-    return 0;
+    return n == 16 ? 0 : -1;
 }
 
 static int mc__job_id_arg(const mc_http_request_t *req, mc_http_response_t *resp, char *arg,
