@@ -165,8 +165,9 @@ static void mc__unit_failed(mc__job_t *j, const mc__unit_t *u, uint64_t now) {
 
 /* --- one tick of one job --- */
 
-/* What the job's move tasks ended as. */
-static void mc__job_refresh(mc__master_t *m, mc__job_t *j, uint64_t now) {
+/* What the job's move tasks ended as: how many ended. */
+static uint32_t mc__job_refresh(mc__master_t *m, mc__job_t *j, uint64_t now) {
+    uint32_t ended = 0;
     for (uint32_t i = 0; i < j->n_active;) {
         mc__active_t *a = &j->active[i];
         int st = mc__task_status(m, a->task);
@@ -182,7 +183,9 @@ static void mc__job_refresh(mc__master_t *m, mc__job_t *j, uint64_t now) {
         }
         mc__free(a->unit.key);
         j->active[i] = j->active[--j->n_active];
+        ended++;
     }
+    return ended;
 }
 
 typedef struct mc__plan {
@@ -319,9 +322,13 @@ static void mc__job_restore_segments(mc__master_t *m, const mc__job_t *j) {
 static void mc__job_tick(mc__master_t *m, mc__job_t *j, uint64_t now) {
     mc__sweep_t w;
     uint32_t slots;
+    uint32_t ended;
     memset(&w, 0, sizeof(w));
-    mc__job_refresh(m, j, now);
+    ended = mc__job_refresh(m, j, now);
     slots = j->max_concurrency < MC__DRAIN_MAX_ACTIVE ? j->max_concurrency : MC__DRAIN_MAX_ACTIVE;
+    /* Every task slot busy and none ended: the sweep (every object) would change nothing. */
+    if (j->n_active >= slots && ended == 0 && j->status == MC_DRAIN_JOB_RUNNING)
+        return;
     w.j = j;
     w.now = now;
     w.max_plans = slots > j->n_active ? slots - j->n_active : 0;
@@ -332,8 +339,8 @@ static void mc__job_tick(mc__master_t *m, mc__job_t *j, uint64_t now) {
         goto out; /* out of memory: try again next tick */
     mc__objects_sweep(m, mc__sweep_visit, &w);
     j->blocked = w.blocked;
-    for (uint32_t i = 0; i < j->n_segments; i++)
-        if (w.remaining[i] == 0)
+    for (uint32_t i = 0; i < j->n_segments; i++) /* (the status read spares the write locks) */
+        if (w.remaining[i] == 0 && mc__segment_status(m, j->segments[i]) == MC__SEG_DRAINING)
             mc__segment_set_drain(m, j->segments[i], MC__SEG_DRAINING, MC__SEG_DRAINED);
     if (j->n_active == 0 && w.remaining_all == 0) {
         mc__job_set(j, MC_DRAIN_JOB_SUCCEEDED, "Drain job finished successfully");
