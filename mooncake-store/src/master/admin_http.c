@@ -1,6 +1,6 @@
-/* Admin HTTP endpoints on --metrics_port: the dispatcher, /metrics (metrics.c), the endpoints in
- * the reference's shapes (admin_compat.c), and our read-only JSON views of keys and segments
- * under /json/ (here). */
+/* Admin HTTP endpoints on --metrics_port: the dispatcher, /metrics (metrics.c), the /api/v1/
+ * routes (admin_api.c), the endpoints in the reference's shapes (admin_compat.c), and our
+ * read-only JSON views of keys and segments under /json/ (here). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>

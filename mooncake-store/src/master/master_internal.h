@@ -1,6 +1,6 @@
 /* The contracts between the master's files, one section per file, in layers (uses point down):
  * lifecycle (master.c, rpc_server.c, admin_http.c, ...) -> dispatch and replies (ops.c) ->
- * operations (put.c, upsert.c, tasks.c, evict.c, restore.c) -> the model (objects.c,
+ * operations (put.c, upsert.c, tasks.c, drain.c, evict.c, restore.c) -> the model (objects.c,
  * segments.c, disk_replicas.c) -> sinks (the metadata log, persist.h; the gauges, gauges.c).
  * The state itself is in master_state.h. */
 #ifndef MC_STORE_MASTER_INTERNAL_H
