@@ -180,8 +180,8 @@ class KVBootstrapServer:
         if not isinstance(host, str) or not host:
             raise TypeError(f"host must be a non-empty str, not {host!r}")
         self.host = host
-        self.proc = None
-        self.thread = None  # the thread that drains the server's output
+        self.proc: "subprocess.Popen[str] | None" = None
+        self.thread: "threading.Thread | None" = None  # drains the server's output
         self.store = _Store(self)
 
     async def _handle_metadata(self, request):
@@ -216,19 +216,21 @@ class KVBootstrapServer:
         the reference returns its serving thread."""
         if self.proc is not None and self.proc.poll() is None:
             raise RuntimeError("server is already running")
-        self.proc = subprocess.Popen(_command(self.host, self.port), stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+        proc = self.proc = subprocess.Popen(_command(self.host, self.port),
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                            text=True)
+        assert proc.stdout is not None  # a pipe: stdout=PIPE
         lines = []
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
+            line = proc.stdout.readline()
             if not line:
                 break
             lines.append(line)
             m = re.search(r"listening on .*:(\d+)\s*$", line)
             if m:
                 self.port = int(m.group(1))
-                self.thread = threading.Thread(target=self.proc.stdout.read, daemon=True)
+                self.thread = threading.Thread(target=proc.stdout.read, daemon=True)
                 self.thread.start()
                 self.store._load()
                 return self.thread
