@@ -81,7 +81,9 @@ def __getattr__(name):
 
 
 # Every code a store call can return, generated from the C side's one error table.
-StoreError = _enum.IntEnum("StoreError", _STORE_ERRORS, module=__name__, qualname="StoreError")
+# (mypy cannot see members made from a table at import time)
+StoreError = _enum.IntEnum(  # type: ignore[misc]
+    "StoreError", _STORE_ERRORS, module=__name__, qualname="StoreError")
 StoreError.__doc__ = "The Store's error codes (the reference's numbers), from the C error table."
 
 
