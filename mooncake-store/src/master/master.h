@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "master/kv_events.h"
 #include "mooncake/common/frame.h"
 #include "proto/master_proto.h"
 
@@ -54,6 +55,7 @@ typedef struct mc__master_config {
      * promotion_on_hit puts a disk object back into memory on its threshold-th read. */
     int enable_offload, offload_on_evict, promotion_on_hit;
     int64_t promotion_admission_threshold;
+    mc__kv_events_config_t kv_events; /* the KV-event publisher (kv_events.h) */
 } mc__master_config_t;
 
 void mc__master_config_defaults(mc__master_config_t *c);
