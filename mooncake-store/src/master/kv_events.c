@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "master/master_state.h"
 #include "mooncake/common/alloc.h"
@@ -19,7 +20,8 @@
 #include "mooncake/common/zmtp_socket.h"
 #include "mooncake/error.h"
 
-#define MAX_BATCH 64 /* events per message, as the reference batches them */
+#define MAX_BATCH 64  /* events per message, as the reference batches them */
+#define MAX_TAKE 4096 /* events taken off the queue per lock: fewer turns against the emitters */
 #define REPLAY_MAX_BYTES (64u << 20)
 #define PUB_HWM_BYTES (64u << 20)
 
@@ -162,8 +164,9 @@ void mc__kv_event(mc__master_t *m, int kind, const uint8_t *key, uint32_t len, c
         k->q_head = 0;
     }
     k->q[(k->q_head + k->q_len) % k->q_cap] = p;
-    k->q_len++;
-    pthread_cond_signal(&k->cv);
+    /* the publisher sleeps only on an empty queue: one wake-up per burst, not per event */
+    if (k->q_len++ == 0)
+        pthread_cond_signal(&k->cv);
     pthread_mutex_unlock(&k->mu);
     mc__free(old);
 }
@@ -303,7 +306,7 @@ static void publish_batch(struct mc__kv_events *k, pending_t **batch, size_t n, 
 
 static void *publisher_main(void *arg) {
     struct mc__kv_events *k = arg;
-    pending_t *batch[MAX_BATCH];
+    pending_t **batch = mc__malloc(MAX_TAKE * sizeof(*batch));
     mc_buf_t b;
     mc__buf_init(&b);
     for (;;) {
@@ -312,20 +315,26 @@ static void *publisher_main(void *arg) {
         pthread_mutex_lock(&k->mu);
         while (!k->stop && k->q_len == 0)
             pthread_cond_wait(&k->cv, &k->mu);
-        while (k->q_len && n < MAX_BATCH) {
+        while (k->q_len && n < (batch ? MAX_TAKE : 0)) {
             batch[n++] = k->q[k->q_head];
             k->q_head = (k->q_head + 1) % k->q_cap;
             k->q_len--;
         }
-        stop = k->stop && k->q_len == 0;
+        stop = k->stop && (k->q_len == 0 || !batch); /* what is left, kv_free frees */
         pthread_mutex_unlock(&k->mu);
-        if (n)
-            publish_batch(k, batch, n, &b);
+        for (size_t i = 0; i < n; i += MAX_BATCH)
+            publish_batch(k, batch + i, n - i < MAX_BATCH ? n - i : MAX_BATCH, &b);
         for (size_t i = 0; i < n; i++)
             mc__free(batch[i]);
         if (stop && n == 0)
             break;
+        if (!batch) {
+            /* no memory for the take list: wait for some instead of spinning */
+            usleep(10000);
+            batch = mc__malloc(MAX_TAKE * sizeof(*batch));
+        }
     }
+    mc__free(batch);
     mc__buf_free(&b);
     return NULL;
 }

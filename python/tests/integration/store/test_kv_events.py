@@ -225,3 +225,49 @@ def test_a_taken_port_is_refused(pool):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert "kv_events" in r.stdout + r.stderr
+
+
+def test_a_full_queue_drops_the_oldest_and_says_so():
+    """Capacity 1 against a batch of 2000 puts: events are dropped, counted, and their sequence
+    numbers skipped, so the subscriber sees the gap; nothing is lost uncounted."""
+    master = Master("--enable_kv_events", "--kv_events_bind_endpoint=tcp://127.0.0.1:0",
+                    "--kv_events_backend_id=tiny", "--kv_events_queue_capacity=1")
+    worker = Worker()
+    ctx = zmq.Context()
+    try:
+        worker.setup(master, segment=SEGMENT)
+        sub = Sub(ctx, master.kv_events_port)
+        puts = 0
+
+        def probe():
+            nonlocal puts
+            puts += 1
+            assert worker.run(f"result = store.put('{puts}', b'x')") == 0
+            sub.drain(100)
+            return bool(sub.msgs)
+
+        assert wait_for(probe, timeout=20)
+        n = 2000
+        keys = [str(10**6 + i) for i in range(n)]
+        rcs = worker.run(f"result = store.put_batch({keys!r}, [b'd'] * {n})")
+        assert rcs == 0 or all(rc == 0 for rc in rcs)
+        puts += n
+
+        def settled():
+            published = master.metric("mooncake_master_kv_events_published_events_total")
+            dropped = master.metric("mooncake_master_kv_events_dropped_events_total")
+            return published + dropped == puts
+
+        assert wait_for(settled, timeout=30)
+        assert master.metric("mooncake_master_kv_events_dropped_events_total") > 0
+        assert master.metric("mooncake_master_kv_events_queued_events") == 0
+        sub.drain(500)
+        seqs = [s for s, _, _ in sub.msgs]
+        assert seqs == sorted(seqs)
+        assert seqs[-1] - seqs[0] + 1 > len(seqs)  # the dropped events left holes
+        # every event that came is one of ours, whole
+        assert all(e["object_key"] in keys or e["object_key"].isdigit() for e in sub.events())
+    finally:
+        worker.close()
+        master.stop()
+        ctx.destroy(linger=0)
