@@ -1098,12 +1098,37 @@ def zmtp_dict():
             ("long", b"\x02\x00\x00\x00\x00\x00\x00\x01\x00")]
 
 
+
+# --- KV-event batches (mooncake-conductor/src/kv_event_decode.h): the golden payloads, made by the
+# engines' own encoders (mooncake-conductor/tests/golden/make_event_golden.py), and edge cases
+GOLDEN = os.path.join(HERE, "..", "mooncake-conductor", "tests", "golden")
+
+
+def kv_event_decode_seeds():
+    seeds = {}
+    for name in ("vllm_batch.msgpack", "sglang_array.msgpack", "master.msgpack"):
+        with open(os.path.join(GOLDEN, name), "rb") as f:
+            seeds[name.split(".")[0]] = f.read()
+    seeds["master_live"] = kv_event_batch()
+    seeds["array_cleared"] = b"\x93\xcb" + b"\x00" * 8 + b"\x91\x91\xb0AllBlocksCleared\xc0"
+    seeds["deep_event"] = b"\x92\x00\x91" + b"\x91" * 30 + b"\x00"
+    return seeds
+
+
+def kv_event_decode_dict():
+    return [(k, mp_str(k)) for k in ("BlockStored", "BlockRemoved", "AllBlocksCleared", "type",
+                                     "event_type", "seq_hashes", "block_hashes", "medium",
+                                     "events", "ts", "data_parallel_rank", "CPU_PINNED")] + \
+        [("bin32", b"\xc4\x20"), ("nil", b"\xc0"), ("neg", b"\xd3")]
+
+
 HARNESSES = {
     "bucket_scan_fuzz": (bucket_scan_seeds, bucket_scan_dict),
     "config_fuzz": (config_seeds, config_dict),
     "etcd_fuzz": (etcd_seeds, etcd_dict),
     "frame_header_fuzz": (frame_header_seeds, frame_header_dict),
     "host_port_fuzz": (host_port_seeds, host_port_dict),
+    "kv_event_decode_fuzz": (kv_event_decode_seeds, kv_event_decode_dict),
     "http_kv_fuzz": (http_kv_seeds, http_kv_dict),
     "http_request_fuzz": (http_request_seeds, http_request_dict),
     "http_response_fuzz": (http_response_seeds, http_response_dict),
