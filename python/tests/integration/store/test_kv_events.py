@@ -66,6 +66,22 @@ class Sub:
         return found
 
 
+def subscribed(worker, sub):
+    """Puts probes until the subscriber sees one (a subscription reaches a PUB some time after
+    the connection, as with libzmq); how many were put (keys "1", "2", ...)."""
+    puts = 0
+
+    def probe():
+        nonlocal puts
+        puts += 1
+        assert worker.run(f"result = store.put('{puts}', b'x')") == 0
+        sub.drain(100)
+        return bool(sub.msgs)
+
+    assert wait_for(probe, timeout=20)
+    return puts
+
+
 @pytest.fixture(scope="module")
 def pool():
     master = Master("--enable_kv_events", "--kv_events_bind_endpoint=tcp://127.0.0.1:0",
@@ -76,18 +92,7 @@ def pool():
     try:
         worker.setup(master, segment=SEGMENT)
         sub = Sub(ctx, master.kv_events_port)
-        # A subscription reaches the publisher some time after the connection (as with any
-        # libzmq PUB): put probes until one is seen.
-        i = 0
-
-        def probe():
-            nonlocal i
-            i += 1
-            assert worker.run(f"result = store.put('probe-{i}', b'x')") == 0
-            sub.drain(100)
-            return bool(sub.msgs)
-
-        assert wait_for(probe, timeout=20)
+        subscribed(worker, sub)
         yield master, worker, sub, ctx
     finally:
         worker.close()
@@ -237,16 +242,7 @@ def test_a_full_queue_drops_the_oldest_and_says_so():
     try:
         worker.setup(master, segment=SEGMENT)
         sub = Sub(ctx, master.kv_events_port)
-        puts = 0
-
-        def probe():
-            nonlocal puts
-            puts += 1
-            assert worker.run(f"result = store.put('{puts}', b'x')") == 0
-            sub.drain(100)
-            return bool(sub.msgs)
-
-        assert wait_for(probe, timeout=20)
+        puts = subscribed(worker, sub)
         n = 2000
         keys = [str(10**6 + i) for i in range(n)]
         rcs = worker.run(f"result = store.put_batch({keys!r}, [b'd'] * {n})")
