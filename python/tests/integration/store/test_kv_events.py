@@ -267,3 +267,38 @@ def test_a_full_queue_drops_the_oldest_and_says_so():
         worker.close()
         master.stop()
         ctx.destroy(linger=0)
+
+
+def test_offload_to_the_disk_tier_is_announced(tmp_path):
+    """--enable_offload with a storage node that has a disk: each object put is announced on
+    "cpu", then again on "disk" once its copy is durable there; a remove takes both away."""
+    from node_helpers import Node
+
+    master = Master("--enable_kv_events", "--kv_events_bind_endpoint=tcp://127.0.0.1:0",
+                    "--kv_events_backend_id=tiered", "--enable_offload")
+    node = pure = None
+    ctx = zmq.Context()
+    try:
+        node = Node(master, segment="32mb", http=True,
+                    extra=[f"--root_fs_dir={tmp_path / 'tier'}", "--disk_capacity=64mb"])
+        pure = Worker()
+        pure.setup(master, segment=0)
+        sub = Sub(ctx, master.kv_events_port)
+        subscribed(pure, sub)
+        assert pure.run("result = store.put('4242', b'd' * 4096)") == 0
+        on_disk = sub.wait_event(lambda e: e["object_key"] == "4242" and
+                                 e["event_type"] == "stored" and e["medium"] == "disk")
+        assert on_disk[0]["seq_hashes"] == [4242]
+        assert sub.wait_event(lambda e: e["object_key"] == "4242" and e["medium"] == "cpu")
+        assert pure.run("result = store.remove('4242')") == 0
+        sub.wait_event(lambda e: e["object_key"] == "4242" and e["event_type"] == "removed" and
+                       e["medium"] == "cpu")
+        sub.wait_event(lambda e: e["object_key"] == "4242" and e["event_type"] == "removed" and
+                       e["medium"] == "disk")
+    finally:
+        if pure:
+            pure.close()
+        if node:
+            node.stop()
+        master.stop()
+        ctx.destroy(linger=0)
