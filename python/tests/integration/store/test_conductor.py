@@ -163,3 +163,70 @@ def test_wrong_requests(conductor, path, body, reason):
         client._request("POST", path, body)
     assert e.value.status == 400 and e.value.reason == reason
     assert client.health() and proc.poll() is None
+
+
+def test_a_gap_is_filled_from_a_libzmq_replay_router(conductor):
+    """An engine publisher as vLLM's: PUB plus a ROUTER answering [id, "", start] with
+    [id, "", seq, payload] ... [id, "", -1, ""]. A batch the conductor never received live is
+    fetched from it, and its blocks are indexed."""
+    client, _ = conductor
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.PUB)
+    router = ctx.socket(zmq.ROUTER)
+    for s in (pub, router):
+        s.setsockopt(zmq.LINGER, 0)
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    rport = router.bind_to_random_port("tcp://127.0.0.1")
+    kept = {}
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            if not router.poll(50):
+                continue
+            frames = router.recv_multipart()
+            if len(frames) != 3:
+                continue
+            ident, _, start = frames
+            for seq in sorted(kept):
+                if seq >= int.from_bytes(start, "big"):
+                    router.send_multipart([ident, b"", seq.to_bytes(8, "big"), kept[seq]])
+            router.send_multipart([ident, b"", (-1).to_bytes(8, "big", signed=True), b""])
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        client.register(f"tcp://127.0.0.1:{port}", "vLLM", "m", "engine-r", BS,
+                        replay_endpoint=f"tcp://127.0.0.1:{rport}")
+        seq = 0
+
+        def send(hashes, live=True):
+            nonlocal seq
+            seq += 1
+            payload = vllm_batch([stored(hashes)])
+            kept[seq] = payload
+            if live:
+                pub.send_multipart([b"", seq.to_bytes(8, "big"), payload])
+
+        def indexed(h):
+            row = client.query_by_hash("m", BS, [h])["instances"].get("engine-r|0")
+            return bool(row and row["gpu"])
+
+        def first():
+            send([1])
+            return indexed(1)
+
+        assert wait_for(first, timeout=30)
+        send([2], live=False)  # missed
+        send([3])
+        assert wait_for(lambda: indexed(2) and indexed(3), timeout=30)
+        m = client.metrics()
+        assert m["mooncake_conductor_sequence_gaps_total"] == 1
+        assert m["mooncake_conductor_replayed_batches_total"] == 1
+        assert m["mooncake_conductor_lost_batches_total"] == 0
+    finally:
+        stop.set()
+        server.join(timeout=5)
+        pub.close()
+        router.close()
+        ctx.destroy(linger=0)
