@@ -30,9 +30,11 @@ static int next_event(mc_zmtp_client_t *c, int *ev, mc_zmtp_msg_t *m, const uint
                       size_t *cmd_len, const uint8_t **data, size_t *data_len,
                       uint64_t deadline_ms) {
     for (;;) {
-        int64_t used =
-            mc__zmtp_stream_next(&c->st, c->in.data + c->consumed, c->in.len - c->consumed, ev, m,
-                                 cmd, cmd_len, data, data_len);
+        int64_t used = 0;
+        *ev = MC_ZMTP_EV_NONE;
+        if (c->in.data) /* nothing read yet: no buffer to parse */
+            used = mc__zmtp_stream_next(&c->st, c->in.data + c->consumed, c->in.len - c->consumed,
+                                        ev, m, cmd, cmd_len, data, data_len);
         if (used < 0)
             return MC_ERR_INVALID_ARGUMENT;
         if (used > 0) {
