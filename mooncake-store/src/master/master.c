@@ -143,6 +143,8 @@ int mc__master_new_offline(const mc__master_config_t *cfg, mc__master_t **out) {
         rc = mc__shard_init(&m->shards[i]);
     if (rc == 0)
         rc = mc__disk_init(m);
+    if (rc == 0)
+        rc = mc__drain_init(m);
     atomic_store(&m->next_serial, 1);      /* 0 names no segment in the log */
     m->slot_dropped = mc__tasks_drop_slot; /* segments.c drops a slot; tasks forget it */
     if (rc) {
@@ -238,6 +240,7 @@ void mc__master_stop(mc__master_t *m) {
         mc__cond_raise(&m->mon_mu, &m->mon_cv, &m->stopping);
         pthread_join(m->monitor, NULL);
     }
+    mc__drain_destroy(m); /* its thread makes tasks: joined before they go */
     /* The log is closed before the state is torn down: a stop is not a removal of everything. */
     mc__persist_close(m);
     /* nor is it for the routers */
