@@ -480,6 +480,14 @@ void mc__kv_events_status_json(mc__master_t *m, mc_buf_t *b) {
     mc__kv_events_stats_t s;
     char text[640];
     mc__kv_events_stats(m, &s);
+    if (!s.enabled) {
+        /* the reference's answer, field for field */
+        static const char off[] = "{\"enabled\":false,\"published_batches\":0,"
+                                  "\"published_events\":0,\"dropped_events\":0,"
+                                  "\"skipped_unparsed_keys\":0}";
+        mc__buf_put(b, off, sizeof(off) - 1);
+        return;
+    }
     int n = snprintf(text, sizeof(text),
                      "{\"enabled\":%s,\"published_batches\":%" PRIu64
                      ",\"published_events\":%" PRIu64 ",\"dropped_events\":%" PRIu64

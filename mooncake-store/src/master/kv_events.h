@@ -67,7 +67,7 @@ void mc__kv_event(mc__master_t *m, int kind, const uint8_t *key, uint32_t len, c
 void mc__kv_events_stats(mc__master_t *m, mc__kv_events_stats_t *out);
 /* GET /kv_events/status's body, the reference's fields first: {"enabled":..,
  * "published_batches":.., "published_events":.., "dropped_events":..,
- * "skipped_unparsed_keys":.., then ours}. */
+ * "skipped_unparsed_keys":.., then, when the publisher runs, ours}. */
 void mc__kv_events_status_json(mc__master_t *m, mc_buf_t *b);
 /* The PUB and replay ports bound (0 when off): for tests that bind port 0. */
 uint16_t mc__kv_events_port(mc__master_t *m, int replay);

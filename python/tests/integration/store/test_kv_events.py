@@ -134,6 +134,11 @@ def test_stored_and_removed_carry_the_reference_fields(pool):
         assert isinstance(batch[0], int) and batch[2] == 0
     assert master.metric("mooncake_master_kv_events_skipped_unparsed_keys_total") >= 1
     assert master.metric("mooncake_master_kv_events_subscribers") == 1
+    import json
+    status = json.loads(master.http("/kv_events/status"))
+    assert status["enabled"] is True and status["subscribers"] == 1
+    assert status["published_events"] >= 4 and status["skipped_unparsed_keys"] >= 1
+    assert status["last_sequence"] == seqs[-1]
 
 
 def test_eviction_is_announced_as_removal(pool):
