@@ -328,14 +328,11 @@ int mc__admin_compat(mc__master_t *m, const mc_http_request_t *req, mc_http_resp
         mc__leader_fields(m, j, 1);
         mc__admin_send_json(resp, 200, j);
     } else if (!strcmp(path, "/kv_events/status")) {
-        /* no KV event publisher runs here: the reference's answer with events disabled */
-        cJSON *j = cJSON_CreateObject();
-        cJSON_AddBoolToObject(j, "enabled", 0);
-        cJSON_AddNumberToObject(j, "published_batches", 0);
-        cJSON_AddNumberToObject(j, "published_events", 0);
-        cJSON_AddNumberToObject(j, "dropped_events", 0);
-        cJSON_AddNumberToObject(j, "skipped_unparsed_keys", 0);
-        mc__admin_send_json(resp, 200, j);
+        /* the reference's fields (enabled false and zeros when the publisher is off), then ours */
+        mc__buf_reset(b);
+        mc__kv_events_status_json(m, b);
+        mc__http_respond(resp, b->failed ? 500 : 200, "application/json; charset=utf-8", b->data,
+                         b->len);
     } else if (!strcmp(path, "/get_segments_detail")) {
         mc__segments_detail(m, resp);
     } else if (!strcmp(path, "/role")) {

@@ -255,8 +255,10 @@ static mc__dentry_t *mc__dinsert(mc__master_t *m, const uint8_t *key, uint32_t l
     mc__dentry_t *e =
         mc__dinsert_raw(d, key, len, hash, shared ? MC__DNODE_SHARED : node,
                         shared ? MC__DISK_ID_SHARED : d->nodes[node].disk_id, size, version);
-    if (e)
+    if (e) {
         mc__persist_disk_set(m, key, len, version, size, e->disk_id);
+        mc__kv_event(m, MC__KV_STORED, key, len, "disk");
+    }
     return e;
 }
 
@@ -292,6 +294,7 @@ static void mc__dunlink_raw(struct mc__disk *d, mc__dentry_t **pp) {
 /* Forgets a copy for good: the log says no disk holds key any more. */
 static void mc__dunlink(mc__master_t *m, mc__dentry_t **pp) {
     mc__persist_disk_del(m, (*pp)->key, (*pp)->key_len);
+    mc__kv_event(m, MC__KV_REMOVED, (*pp)->key, (*pp)->key_len, "disk");
     mc__dunlink_raw(m->disk, pp);
 }
 

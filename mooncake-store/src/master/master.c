@@ -42,6 +42,7 @@ void mc__master_config_defaults(mc__master_config_t *c) {
     c->cluster_id = "mooncake_cluster";
     c->ha_lease_ttl_s = 5;
     c->promotion_admission_threshold = 2;
+    mc__kv_events_config_defaults(&c->kv_events);
 }
 
 static int mc__bad(char *err, size_t cap, const char *what) {
@@ -106,7 +107,7 @@ int mc__master_config_validate(const mc__master_config_t *c, char *err, size_t c
         if (!c->cluster_id || !*c->cluster_id || strlen(c->cluster_id) > 256)
             return mc__bad(err, cap, "--enable_ha needs a --cluster_id of 1..256 bytes");
     }
-    return 0;
+    return mc__kv_events_config_validate(&c->kv_events, err, cap);
 }
 
 uint16_t mc__master_rpc_port(const mc__master_t *m) {
@@ -190,6 +191,10 @@ int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
         goto out;
     }
     m->monitor_started = 1;
+    /* after the log's replay: restored objects were announced by the master that stored them */
+    rc = mc__kv_events_start(m, &cfg->kv_events);
+    if (rc)
+        goto out;
     rc = mc__auth_init(&m->auth, NULL, cfg->cluster_secret_file);
     if (rc)
         goto out;
@@ -238,6 +243,8 @@ void mc__master_stop(mc__master_t *m) {
     mc__drain_destroy(m); /* its thread makes tasks: joined before they go */
     /* The log is closed before the state is torn down: a stop is not a removal of everything. */
     mc__persist_close(m);
+    /* nor is it for the routers */
+    mc__kv_events_stop(m);
     mc__tasks_destroy(m);
     mc__disk_destroy(m);
     for (int i = 0; i < MC__SHARDS; i++)

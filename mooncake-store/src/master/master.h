@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "master/kv_events.h"
 #include "mooncake/common/frame.h"
 #include "proto/master_proto.h"
 
@@ -57,6 +58,7 @@ typedef struct mc__master_config {
     /* The shared-filesystem tier (disk.h): objects are copied to files under
      * root_fs_dir/cluster_id, which every node reads itself; NULL or "": none. */
     const char *root_fs_dir;
+    mc__kv_events_config_t kv_events; /* the KV-event publisher (kv_events.h) */
 } mc__master_config_t;
 
 void mc__master_config_defaults(mc__master_config_t *c);

@@ -190,6 +190,8 @@ struct mc__master {
     mc__persist_t *persist;       /* the metadata log (local or in etcd), or NULL (persist.h) */
     _Atomic int fenced;           /* the log could not record a change: serve nothing more */
     _Atomic uint64_t next_serial; /* segments' log serials */
+    struct mc__kv_events *kv;     /* the KV-event publisher or NULL (kv_events.c, started and
+                                   * stopped by master.c) */
     mc__rpc_server_t *rpc;
     mc_http_server_t *admin;
     void *meta_store;

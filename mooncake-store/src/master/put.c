@@ -85,6 +85,7 @@ void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint6
     mc__gauge_objects(m, 1, (int64_t)o->size);
     mc__value_size_record(m, o->size);
     mc__persist_obj_set(m, o);
+    mc__kv_event(m, MC__KV_STORED, o->data, o->key_len, "cpu");
     mc__disk_on_complete(m, o);
 }
 

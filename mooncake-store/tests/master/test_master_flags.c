@@ -196,7 +196,6 @@ static void test_root_fs_dir_must_exist(void **state) {
 static void test_missing_features_refused(void **state) {
     (void)state;
     expect_refused("--enable_cxl", "CXL memory");
-    expect_refused("--enable_kv_events", "KV cache event");
     expect_refused("--enable_multi_tenants", "multi-tenant");
     expect_refused("--enable_metadata_cleanup_on_timeout", "metadata cleanup");
     expect_refused("--memory_allocator=cachelib", "cachelib");
@@ -405,6 +404,7 @@ static void test_json_file(void **state) {
     assert_int_equal(c->default_kv_soft_pin_ttl_ms, 60000);
     assert_int_equal(c->client_ttl_s, 7);
     assert_string_equal(c->cluster_id, "json-cluster");
+    assert_string_equal(c->kv_events.bind_endpoint, "tcp://0.0.0.0:5557");
     assert_null(g_o.config_path);
     write_file("json", "{\"default_kv_lease_ttl\": -1}");
     assert_int_equal(load_file(g_path, err, sizeof(err)), MC_ERR_INVALID_ARGUMENT);

@@ -60,6 +60,7 @@ class Master:
         deadline = time.monotonic() + 10
         want_meta = "--enable_http_metadata_server" in self.flags
         self.http_metadata_port = None
+        self.kv_events_port = self.kv_replay_port = None
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
@@ -70,6 +71,9 @@ class Master:
             m = re.search(r"metrics on [\d.]+:(\d+)", line)
             if m:
                 self.metrics_port = int(m.group(1))
+            m = re.search(r"kv events on port (\d+), replay on port (\d+)", line)
+            if m:
+                self.kv_events_port, self.kv_replay_port = int(m.group(1)), int(m.group(2))
             m = re.search(r"http metadata on [\d.]+:(\d+)", line)
             if m:
                 self.http_metadata_port = int(m.group(1))
