@@ -42,6 +42,8 @@ static const char *const mc__hist_names[MC__H_N] = {
 struct mc__node {
     mc_store_t *store;
     mc_conn_server_t *srv;
+    mc_conn_server_t *tcp_srv; /* the service port, or NULL */
+    mc_auth_t auth;
     size_t max_regions;
     int request_timeout_ms;
     _Atomic int64_t conns;
@@ -447,6 +449,33 @@ static void mc__node_serve(void *ctx, int fd) {
     MC_INFO("node: dummy client pid %u detached; its mappings are dropped", (unsigned)c.pid);
 }
 
+/* A TCP connection: the cluster secret's handshake first, when one is set (the unix socket is
+ * this host's only; the port is the network's), then the same loop as a dummy's. */
+static void mc__node_serve_tcp(void *ctx, int fd) {
+    mc__node_t *n = ctx;
+    if (n->auth.enabled &&
+        mc__auth_server(&n->auth, fd, mc__now_ms() + (uint64_t)n->request_timeout_ms) != 0) {
+        MC_WARN("node: a TCP peer failed the cluster-secret handshake");
+        return;
+    }
+    mc__node_serve(ctx, fd);
+}
+
+static int mc__node_listen_tcp(mc__node_t *n, const mc__node_opts_t *opts) {
+    mc_conn_server_opts_t so;
+    const char *host = opts->tcp_host && strcmp(opts->tcp_host, "0.0.0.0") ? opts->tcp_host : NULL;
+    int lfd = mc__tcp_listen(host, opts->tcp_port, 128, NULL);
+    if (lfd < 0)
+        return lfd;
+    memset(&so, 0, sizeof(so));
+    so.name = "node-tcp";
+    so.listen_fd = lfd;
+    so.max_conns = opts->max_dummies > 0 ? opts->max_dummies : 1024;
+    so.serve = mc__node_serve_tcp;
+    so.ctx = n;
+    return mc__conn_server_start(&so, &n->tcp_srv);
+}
+
 int mc__node_start(mc_store_t *store, const mc__node_opts_t *opts, mc__node_t **out) {
     mc_conn_server_opts_t so;
     mc__node_t *n;
@@ -471,7 +500,14 @@ int mc__node_start(mc_store_t *store, const mc__node_opts_t *opts, mc__node_t **
     so.max_conns = opts->max_dummies > 0 ? opts->max_dummies : 1024;
     so.serve = mc__node_serve;
     so.ctx = n;
+    if (opts->auth)
+        n->auth = *opts->auth;
     rc = mc__conn_server_start(&so, &n->srv);
+    if (rc == 0 && opts->tcp_port) {
+        rc = mc__node_listen_tcp(n, opts);
+        if (rc != 0)
+            mc__conn_server_stop(n->srv);
+    }
     if (rc != 0) {
         pthread_mutex_destroy(&n->pids_mu);
         mc__free(n);
@@ -484,6 +520,7 @@ int mc__node_start(mc_store_t *store, const mc__node_opts_t *opts, mc__node_t **
 void mc__node_stop(mc__node_t *n) {
     if (!n)
         return;
+    mc__conn_server_stop(n->tcp_srv);
     mc__conn_server_stop(n->srv);
     pthread_mutex_destroy(&n->pids_mu);
     mc__free(n->pids);
