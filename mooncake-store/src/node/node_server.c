@@ -461,25 +461,24 @@ static void mc__node_serve_tcp(void *ctx, int fd) {
     mc__node_serve(ctx, fd);
 }
 
-static int mc__node_listen_tcp(mc__node_t *n, const mc__node_opts_t *opts) {
+/* Serves the node's channel on lfd (a negative lfd is the listen call's error, passed on). */
+static int mc__node_serve_on(mc__node_t *n, int lfd, const char *name, int max_conns,
+                             void (*serve)(void *ctx, int fd), mc_conn_server_t **srv) {
     mc_conn_server_opts_t so;
-    const char *host = opts->tcp_host && strcmp(opts->tcp_host, "0.0.0.0") ? opts->tcp_host : NULL;
-    int lfd = mc__tcp_listen(host, opts->tcp_port, 128, NULL);
     if (lfd < 0)
         return lfd;
     memset(&so, 0, sizeof(so));
-    so.name = "node-tcp";
+    so.name = name;
     so.listen_fd = lfd;
-    so.max_conns = opts->max_dummies > 0 ? opts->max_dummies : 1024;
-    so.serve = mc__node_serve_tcp;
+    so.max_conns = max_conns;
+    so.serve = serve;
     so.ctx = n;
-    return mc__conn_server_start(&so, &n->tcp_srv);
+    return mc__conn_server_start(&so, srv);
 }
 
 int mc__node_start(mc_store_t *store, const mc__node_opts_t *opts, mc__node_t **out) {
-    mc_conn_server_opts_t so;
     mc__node_t *n;
-    int lfd, rc;
+    int rc, max_conns;
     if (!store || !opts || !opts->socket_path || !out)
         return MC_ERR_INVALID_PARAMS;
     n = mc__calloc(1, sizeof(*n));
@@ -489,22 +488,16 @@ int mc__node_start(mc_store_t *store, const mc__node_opts_t *opts, mc__node_t **
     pthread_mutex_init(&n->pids_mu, NULL);
     n->max_regions = opts->max_regions ? opts->max_regions : 4096;
     n->request_timeout_ms = opts->request_timeout_ms > 0 ? opts->request_timeout_ms : 10000;
-    lfd = mc__unix_listen(opts->socket_path);
-    if (lfd < 0) {
-        mc__free(n);
-        return lfd;
-    }
-    memset(&so, 0, sizeof(so));
-    so.name = "node";
-    so.listen_fd = lfd;
-    so.max_conns = opts->max_dummies > 0 ? opts->max_dummies : 1024;
-    so.serve = mc__node_serve;
-    so.ctx = n;
     if (opts->auth)
         n->auth = *opts->auth;
-    rc = mc__conn_server_start(&so, &n->srv);
+    max_conns = opts->max_dummies > 0 ? opts->max_dummies : 1024;
+    rc = mc__node_serve_on(n, mc__unix_listen(opts->socket_path), "node", max_conns, mc__node_serve,
+                           &n->srv);
     if (rc == 0 && opts->tcp_port) {
-        rc = mc__node_listen_tcp(n, opts);
+        const char *host =
+            opts->tcp_host && strcmp(opts->tcp_host, "0.0.0.0") ? opts->tcp_host : NULL;
+        rc = mc__node_serve_on(n, mc__tcp_listen(host, opts->tcp_port, 128, NULL), "node-tcp",
+                               max_conns, mc__node_serve_tcp, &n->tcp_srv);
         if (rc != 0)
             mc__conn_server_stop(n->srv);
     }
