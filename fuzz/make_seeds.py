@@ -162,6 +162,7 @@ def frame_header_dict():
  REPLICA_CLEAR, UNREGISTER_CLIENT) = range(1, 17)
 TASK_CREATE, TASK_QUERY, TASK_FETCH, TASK_REPORT = range(17, 21)
 DISK_ANNOUNCE, DISK_FETCH, DISK_DONE = range(21, 24)
+PUT_RESERVE, PUT_COMMIT, STORAGE_CONFIG = range(24, 27)
 DISK_READ = 1  # the node's disk read server
 CLIENT_ID = bytes(range(0x10, 0x20))
 TASK_ID = bytes(range(0xA0, 0xB0))
@@ -241,8 +242,14 @@ def master_rpc_seeds():
                                   versioned(("key-a", 0))),
         "disk_announce_end": req(DISK_ANNOUNCE, u8(5) + s("127.0.0.1:16001") + u64(1 << 30) +
                                  u64(0x1234) + versioned(("key-a", 4096))),
-        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(8) + s("h:1") + u64(1) + u64(1) +
+        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(16) + s("h:1") + u64(1) + u64(1) +
                                        u32(0)),
+        "disk_announce_shared": req(DISK_ANNOUNCE, u8(9) + s("") + u64(0) + u64(0) +
+                                    versioned(("key-a", 4096))),
+        "storage_config": req(STORAGE_CONFIG, b""),
+        "storage_config_trailing": req(STORAGE_CONFIG, u8(0)),
+        "reply_storage_config": rep(STORAGE_CONFIG, s("/mnt/fs/mooncake_cluster") + u8(1) +
+                                    u64(0)),
         "disk_fetch": req(DISK_FETCH, u32(64)),
         "disk_fetch_too_many": req(DISK_FETCH, u32(65)),
         "disk_done": req(DISK_DONE, u8(1) + versioned(("key-a", 7))),
@@ -262,6 +269,16 @@ def master_rpc_seeds():
         "disk_read_trailer_ok": u32(0x5452434D) + i32(0),
         "disk_read_trailer_bad_crc": u32(0x5452434D) + i32(-801),
         "trailing_byte": req(PUT_END, versioned(("k", 1)) + b"\x00"),
+        "put_reserve": req(PUT_RESERVE, u32(16) + u64(4096) + config(2, 0x1, 60000, (seg,))),
+        "put_reserve_zero": req(PUT_RESERVE, u32(0) + u64(4096) + config()),
+        "put_reserve_too_many": req(PUT_RESERVE, u32(1025) + u64(4096) + config()),
+        "put_reserve_no_config": req(PUT_RESERVE, u32(1) + u64(4096)),
+        "put_commit": req(PUT_COMMIT, u32(2) + s("key-a") + u64(4000) + u64(7) + s("-") + u64(0) +
+                          u64(8)),
+        "put_commit_no_slot": req(PUT_COMMIT, versioned(("key-a", 4000))),
+        "put_commit_count_lies": req(PUT_COMMIT, u32(3) + s("k") + u64(1) + u64(1)),
+        "reply_reserve": rep(PUT_RESERVE, u32(1) + key_replicas(0, 4096, 9, [
+            replica(seg, 0x7F0000001000, 4096, 5, 0)])),
         "unregister_client": req(UNREGISTER_CLIENT, b""),
         "unregister_trailing": req(UNREGISTER_CLIENT, u32(0)),
         "unknown_type": frame(99, CLIENT_ID),
@@ -299,7 +316,8 @@ def master_rpc_dict():
         ("code_not_found", i32(-704)),
         ("segment", s("127.0.0.1:15001")),
     ]
-    return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 24))]
+    d.append(("max_slots_plus1", u32(1025)))
+    return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 26))]
 
 
 # --- master metadata log ------------------------------------------------------------------------

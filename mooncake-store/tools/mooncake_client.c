@@ -72,7 +72,8 @@ static size_t mc__client_flag_table(mc__client_flags_t *f, mc_flag_t *t) {
       "accepted for compatibility; every dummy client is served by a thread of its own");
     F("tenant_id", MC_FLAG_STRING, &f->tenant_id, "tenant identifier (only 'default')");
     F("enable_offload", MC_FLAG_BOOL, &f->enable_offload,
-      "the disk tier (needs --root_fs_dir, which turns it on by itself)");
+      "the disk tier in --root_fs_dir, or else in MOONCAKE_OFFLOAD_FILE_STORAGE_PATH (where the "
+      "reference's node reads it); --root_fs_dir turns it on by itself");
     F("start_offload_rpc_server", MC_FLAG_BOOL, &f->start_offload_rpc_server,
       "accepted for compatibility (the disk tier always serves its reads)");
     F("root_fs_dir", MC_FLAG_STRING, &f->root_fs_dir,
@@ -192,7 +193,9 @@ static int mc__client_config(const mc__client_flags_t *f, mc_store_config_t *c) 
         return -1;
     }
     if (f->enable_offload && !(f->root_fs_dir && *f->root_fs_dir)) {
-        fprintf(stderr, "%s: --enable_offload needs --root_fs_dir (the disk tier's directory)\n",
+        fprintf(stderr,
+                "%s: --enable_offload needs --root_fs_dir (the disk tier's directory) or "
+                "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH in the environment\n",
                 PROG);
         return -1;
     }
@@ -255,6 +258,12 @@ int main(int argc, char **argv) {
                          "serves this host's dummy clients");
     if (rc == 1 || rc == 2)
         return 0;
+    if (rc == 0 && f.enable_offload && !(f.root_fs_dir && *f.root_fs_dir)) {
+        /* The reference's node takes its offload directory from the environment. */
+        const char *env = getenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH");
+        if (env && *env)
+            f.root_fs_dir = env;
+    }
     if (rc < 0 || mc__client_config(&f, &cfg) != 0)
         return EXIT_USAGE;
     mc__np_socket_path((uint16_t)f.port, sock, sizeof(sock));
@@ -268,8 +277,10 @@ int main(int argc, char **argv) {
 
     d.segment_size = cfg.global_segment_size;
     if (mc_store_create(&d.store) != 0 || (rc = mc_store_setup(d.store, &cfg)) != 0) {
+        const char *why = d.store ? mc_store_setup_error(d.store) : "";
+        /* the cause when the store knows it; the code alone is often just INVALID_PARAMS */
         fprintf(stderr, "%s: cannot join the pool at master %s: %s (%s)\n", PROG,
-                cfg.master_server_addr, mc_store_strerror(rc), mc_store_err_name(rc));
+                cfg.master_server_addr, *why ? why : mc_store_strerror(rc), mc_store_err_name(rc));
         code = 1;
         goto out;
     }

@@ -1,4 +1,5 @@
 /* Master lifecycle and configuration checks. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -155,6 +156,11 @@ int mc__master_new_offline(const mc__master_config_t *cfg, mc__master_t **out) {
 static const mc__persist_state_t mc__log_state = {
     .replay = mc__persist_replay, .replay_buf = mc__persist_replay_buf, .dump = mc__persist_dump};
 
+static void mc__log_bind_failure(const char *what, const char *host, int64_t port) {
+    MC_ERROR("master: cannot serve the %s port %s:%lld: %s", what, host && *host ? host : "0.0.0.0",
+             (long long)port, errno ? strerror(errno) : "not available");
+}
+
 int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
     mc__master_t *m = NULL;
     int rc = mc__master_new_offline(cfg, &m);
@@ -185,16 +191,27 @@ int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
     rc = mc__auth_init(&m->auth, NULL, cfg->cluster_secret_file);
     if (rc)
         goto out;
+    /* each bind failure names its port: "address in use" alone leaves an operator guessing */
     rc = mc__rpc_server_start(m, cfg->rpc_address, (uint16_t)cfg->port, &m->rpc);
-    if (rc)
+    if (rc) {
+        mc__log_bind_failure("rpc", cfg->rpc_address, cfg->port);
         goto out;
+    }
     rc = mc__admin_http_start(m, (uint16_t)cfg->metrics_port);
-    if (rc)
+    if (rc) {
+        mc__log_bind_failure("admin/metrics (--metrics_port)",
+                             cfg->metrics_address && *cfg->metrics_address ? cfg->metrics_address
+                                                                           : cfg->rpc_address,
+                             cfg->metrics_port);
         goto out;
+    }
     if (cfg->enable_http_metadata_server) {
         rc = mc__meta_start(m);
-        if (rc)
+        if (rc) {
+            mc__log_bind_failure("HTTP metadata (--http_metadata_server_port)",
+                                 cfg->http_metadata_server_host, cfg->http_metadata_server_port);
             goto out;
+        }
     }
 out:
     if (rc && m) {

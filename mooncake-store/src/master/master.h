@@ -54,6 +54,9 @@ typedef struct mc__master_config {
      * promotion_on_hit puts a disk object back into memory on its threshold-th read. */
     int enable_offload, offload_on_evict, promotion_on_hit;
     int64_t promotion_admission_threshold;
+    /* The shared-filesystem tier (disk.h): objects are copied to files under
+     * root_fs_dir/cluster_id, which every node reads itself; NULL or "": none. */
+    const char *root_fs_dir;
 } mc__master_config_t;
 
 void mc__master_config_defaults(mc__master_config_t *c);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "master/disk.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/version.h"
 #include "mooncake/common/yaml_flat.h"
@@ -53,7 +54,6 @@ static const mc__compat_flag_t mc__compat[] = {
     {"nof_heartbeat_failures_threshold", MC_FLAG_INT, "3", NULL},
     {"enable_disk_eviction", MC_FLAG_BOOL, "true", NULL},
     {"quota_bytes", MC_FLAG_INT, "0", NULL},
-    {"root_fs_dir", MC_FLAG_STRING, "", "the shared-filesystem storage backend (root_fs_dir)"},
     {"global_file_segment_size", MC_FLAG_INT, "9223372036854775807", NULL},
     {"dynamic_replication_mode", MC_FLAG_STRING, "off", NULL},
     {"dynamic_replication_heat_window_seconds", MC_FLAG_INT, "10", NULL},
@@ -218,7 +218,8 @@ void mc__master_opts_init(mc__master_opts_t *o) {
     F("enable_metric_reporting", MC_FLAG_BOOL, &c->enable_metric_reporting,
       "log a one-line summary to stderr every 10 s");
     F("cluster_id", MC_FLAG_STRING, &c->cluster_id,
-      "name of this cluster: with --enable_ha, its keys in etcd (mooncake-store/<id>/...)");
+      "name of this cluster: with --enable_ha, its keys in etcd (mooncake-store/<id>/...); with "
+      "--root_fs_dir, its subdirectory there");
     F("enable_ha", MC_FLAG_BOOL, &c->enable_ha,
       "high availability: campaign for leadership in etcd, keep the metadata log there");
     F("ha_backend_type", MC_FLAG_STRING, &o->ha_backend_type, "HA backend: etcd (the only one)");
@@ -259,6 +260,10 @@ void mc__master_opts_init(mc__master_opts_t *o) {
       "put an object read from the disk tier back into memory");
     F("promotion_admission_threshold", MC_FLAG_INT, &c->promotion_admission_threshold,
       "reads from disk before a promotion (--promotion_on_hit)");
+    F("root_fs_dir", MC_FLAG_STRING, &c->root_fs_dir,
+      "the shared-filesystem tier: an existing directory every node mounts; each object is "
+      "copied to a file under DIR/<cluster_id> that any client reads, and stays readable from "
+      "it once evicted from memory");
     F("restore_metadata", MC_FLAG_BOOL, &c->restore_metadata,
       "with --metadata_dir, restore the log's objects at start (false: start empty)");
     F("config_path", MC_FLAG_STRING, &o->config_path,
@@ -654,6 +659,8 @@ int mc__master_opts_finish(mc__master_opts_t *o, char *err, size_t cap) {
                 o->etcd_endpoints[0] ? "etcd_endpoints" : "ha_backend_connstring");
     }
     rc = mc__master_config_validate(c, err, cap);
+    if (rc == 0)
+        rc = mc__disk_root_check(c->root_fs_dir, c->cluster_id, err, cap);
     if (rc)
         return MC_ERR_INVALID_ARGUMENT;
     mc__note_no_effect(o);

@@ -112,6 +112,23 @@ int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len
                           const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
                           uint8_t *n_out, uint64_t *version);
 
+/* With s (o's shard) unlocked: inserts the placed, unfinished object o unless its key is taken
+ * (OBJECT_ALREADY_EXISTS: o is destroyed); 0 with its replicas and version. */
+int32_t mc__insert_placed(mc__master_t *m, mc__shard_t *s, mc__object_t *o, mc__replica_t *reps,
+                          uint8_t *n_out, uint64_t *version);
+
+/* put_slots.c. PUT_RESERVE of one slot of len bytes for client (ops.c runs it with the put
+ * starts): 0 with its replicas and version, or a code; the caller holds placement (read).
+ * PUT_COMMIT answers a codes reply: 0, OBJECT_ALREADY_EXISTS with the slot still reserved,
+ * OBJECT_NOT_FOUND for a slot that is gone, INVALID_PARAMS for a value longer than its slot;
+ * it takes placement (read) per slot. *puts gets the entries that were puts (not give-backs),
+ * *ended those it finished. */
+int32_t mc__put_reserve_one(mc__master_t *m, const uint8_t *client, uint64_t len,
+                            const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
+                            uint8_t *n_out, uint64_t *version);
+int mc__op_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *errors,
+                      uint32_t *puts, uint32_t *ended);
+
 /* upsert.c, one key each (ops.c runs the batches and writes the replies). */
 /* UPSERT_START: places the new value (under the shadow key when the key exists); the caller
  * holds placement (read). 0 with the replicas and the version its end must name, or a code. */

@@ -74,6 +74,12 @@ def mooncake_transfer_bench() -> None:
     _exec("mooncake_transfer_bench")
 
 
+def mc_limits() -> None:
+    """The machine's own limits (single-thread memcpy, one loopback TCP stream) the benchmarks
+    print their ratios against."""
+    _exec("mc_limits")
+
+
 def mooncake_store_bench() -> None:
     if sys.argv[1:] == ["--version"]:
         print(f"mooncake_store_bench {_version()}")

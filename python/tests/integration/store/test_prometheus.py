@@ -106,15 +106,21 @@ def start_master_target():
 
 def start_node_target():
     """A storage node (mooncake_client, on a master of its own so that the master job's counts
-    stay exactly its traffic's) and a dummy client of it."""
+    stay exactly its traffic's) with a disk tier (so the mooncake_disk_* panels and alerts read
+    real series), and a dummy client of it."""
+    import tempfile
+
     from node_helpers import Node, dummy_setup
 
     master = Master()
-    node = Node(master, segment="64mb", http=True)
+    disk = tempfile.mkdtemp(prefix="mc-prom-disk-")
+    node = Node(master, segment="64mb", http=True,
+                extra=(f"--root_fs_dir={disk}", "--disk_capacity=64mb", "--disk_sync=false"))
     worker = Worker()
     dummy_setup(worker, node)
     return {"targets": [f"127.0.0.1:{node.http_port}"], "node": node, "worker": worker,
-            "traffic": NODE_TRAFFIC, "stop": [worker.close, node.stop, master.stop]}
+            "traffic": NODE_TRAFFIC,
+            "stop": [worker.close, node.stop, master.stop, lambda: shutil.rmtree(disk, True)]}
 
 
 NODE_TRAFFIC = """
