@@ -65,3 +65,16 @@ def test_bench_reference_flags():
     for bad in ("--report_unit=XB", "--report_precision=12"):
         r = _run("mooncake_transfer_bench", bad)
         assert r.returncode == 2 and "--report_unit" in r.stderr
+
+
+def test_reference_cli_modules():
+    """mooncake.cli_client / mooncake.cli_bench (the reference's modules behind its console
+    scripts) run the bundled binaries with the arguments passed through."""
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "mooncake.cli_bench", "--version"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("mooncake_transfer_bench ")
+    r = subprocess.run([sys.executable, "-m", "mooncake.cli_client", "--port=0"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--port" in r.stderr
