@@ -63,7 +63,7 @@ static size_t mc__client_flag_table(mc__client_flags_t *f, mc_flag_t *t) {
     F("protocol", MC_FLAG_STRING, &f->protocol, "transfer protocol: tcp, shm, auto, rdma");
     F("port", MC_FLAG_INT, &f->port,
       "service port: dummy clients name it in setup_dummy(..., \"host:port\"); the node listens "
-      "on the unix socket @mooncake_client_<port>.sock");
+      "on the unix socket @mooncake_client_<port>.sock and on TCP --host:port");
     F("global_segment_size", MC_FLAG_SIZE, &f->global_segment_size,
       "memory contributed to the pool, e.g. 4gb, \"4 GB\", 512MB");
     F("local_buffer_size", MC_FLAG_SIZE, &f->local_buffer_size,
@@ -222,6 +222,7 @@ int main(int argc, char **argv) {
     mc_store_config_t cfg;
     mc__daemon_t d;
     mc__node_opts_t no;
+    mc_auth_t auth;
     mc_http_server_t *http = NULL;
     char sock[108];
     sigset_t sigs;
@@ -286,10 +287,21 @@ int main(int argc, char **argv) {
     memset(&no, 0, sizeof(no));
     no.socket_path = sock;
     no.max_dummies = (int)f.max_dummy_clients;
+    /* the reference's real-client service port, beside the unix socket (node_server.h) */
+    no.tcp_host = f.host;
+    no.tcp_port = (uint16_t)f.port;
+    if (mc__auth_init(&auth, NULL, f.cluster_secret_file) != 0) {
+        fprintf(stderr, "%s: the cluster secret cannot be used\n", PROG);
+        code = EXIT_USAGE;
+        goto out;
+    }
+    no.auth = &auth;
     rc = mc__node_start(d.store, &no, &d.node);
     if (rc != 0) {
-        fprintf(stderr, "%s: cannot listen on %s (is another mooncake_client using --port=%lld?)\n",
-                PROG, sock, (long long)f.port);
+        fprintf(stderr,
+                "%s: cannot listen on %s or TCP %s:%lld (is another mooncake_client using "
+                "--port=%lld?)\n",
+                PROG, sock, f.host, (long long)f.port, (long long)f.port);
         code = 1;
         goto out;
     }
@@ -326,6 +338,7 @@ int main(int argc, char **argv) {
     printf("%s segment %s (%llu bytes) mounted at master %s\n", PROG, mc_store_hostname(d.store),
            (unsigned long long)cfg.global_segment_size, cfg.master_server_addr);
     printf("%s serving dummy clients on %s\n", PROG, sock);
+    printf("%s service port %s:%lld (tcp)\n", PROG, f.host, (long long)f.port);
     if (http)
         printf("%s http on port %u\n", PROG, (unsigned)mc__http_server_port(http));
     fflush(stdout);
