@@ -1,5 +1,7 @@
 # mooncake._fast_copy (mooncake-integration/fast_copy/fast_copy.c): the reference's gather copy.
-from collections.abc import Buffer, Sequence
+from collections.abc import Sequence
+
+from typing_extensions import Buffer
 
 def concat_arrays_into(
     arrays: Sequence[Buffer],

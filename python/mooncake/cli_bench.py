@@ -2,11 +2,9 @@
 command. It runs the bundled Transfer Engine benchmark in this process's place (exec), every
 argument passed through."""
 
-import sys
-
 from mooncake.cli import mooncake_transfer_bench as main
 
 __all__ = ["main"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()  # execs the program: it never returns

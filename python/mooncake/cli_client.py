@@ -2,11 +2,9 @@
 It runs the bundled storage node in this process's place (exec, so the pid a caller holds is the
 node's and signals reach it), every argument passed through."""
 
-import sys
-
 from mooncake.cli import mooncake_client as main
 
 __all__ = ["main"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()  # execs the program: it never returns

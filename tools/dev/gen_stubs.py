@@ -42,7 +42,7 @@ PARAM_TYPES = {
     "tp_size": "int", "tp_rank": "int", "split_dim": "int", "thread_count": "int",
     "pool_size": "int", "local_buffer_size": "int", "opcode": "int", "code": "int",
     "parallelism": "int", "parallelisms": "list[int]",
-    "target_hostname": "str", "protocol": "str", "device_name": "str", "rdma_devices": "str",
+    "target_hostname": "str", "protocol": "str", "device_name": "str | None", "rdma_devices": "str",
     "metadata_server": "str", "local_hostname": "str", "segment_name": "str",
     "listen_address": "str", "server_address": "str", "target_address": "str",
     "source_address": "str", "file_name": "str",
