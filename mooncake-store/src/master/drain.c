@@ -170,7 +170,7 @@ static uint32_t mc__job_refresh(mc__master_t *m, mc__job_t *j, uint64_t now) {
     uint32_t ended = 0;
     for (uint32_t i = 0; i < j->n_active;) {
         mc__active_t *a = &j->active[i];
-        int st = mc__task_status(m, a->task);
+        int st = mc__move_task_status(m, a->task);
         if (st == MC_TASK_PENDING || st == MC_TASK_PROCESSING) {
             i++;
             continue;

@@ -235,7 +235,7 @@ void mc__tasks_destroy(mc__master_t *m);
 int32_t mc__task_move(mc__master_t *m, const uint8_t *key, uint32_t key_len, const char *source,
                       const char *target, uint8_t *id_out);
 /* The status (MC_TASK_*) of task id, or -1 when it is not (or no longer) kept. */
-int mc__task_status(mc__master_t *m, const uint8_t *id);
+int mc__move_task_status(mc__master_t *m, const uint8_t *id);
 
 /* drain.c: drain jobs (the reference's /api/v1/drain_jobs), moving every object off segments
  * through move tasks, one thread running them. Codes as the reference answers them. */

@@ -259,7 +259,7 @@ int32_t mc__task_move(mc__master_t *m, const uint8_t *key, uint32_t key_len, con
     return mc__task_create(m, &r, id_out);
 }
 
-int mc__task_status(mc__master_t *m, const uint8_t *id) {
+int mc__move_task_status(mc__master_t *m, const uint8_t *id) {
     int st = -1;
     pthread_mutex_lock(&m->tasks_mu);
     const mc__task_t *t = mc__task_find(m, id);
