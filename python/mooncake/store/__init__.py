@@ -77,6 +77,10 @@ def __getattr__(name):
         from mooncake import buffer_pool
 
         return getattr(buffer_pool, name)
+    if name in ("EngramStore", "EngramStoreConfig"):  # needs NumPy: loaded on first use
+        from mooncake.store import _engram
+
+        return getattr(_engram, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
