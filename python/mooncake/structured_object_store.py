@@ -21,7 +21,7 @@ from mooncake._structured.handles import (
 )
 from mooncake._structured.inference import MISSING, choose_leaf_codec, escape_key, infer_structure
 from mooncake._structured.manifest import FIELD_SPECS_KEY as STRUCTURED_FIELD_SPECS_KEY
-from mooncake._structured.manifest import ManifestError
+from mooncake._structured.manifest import ManifestError, decode_json, encode_json
 from mooncake._structured.transfer import MooncakeBundleTransfer
 from mooncake._structured.model import (
     AUTO_PARALLEL_MIN_BYTES,
@@ -44,6 +44,17 @@ from mooncake._structured.model import (
 # tests/test_put_get_tensor.py imports them).
 _choose_leaf_codec = choose_leaf_codec
 _escape_key = escape_key
+
+
+def _encode_manifest(manifest):
+    """A bundle manifest's stored bytes (compact JSON), as the reference's private helper."""
+    return encode_json(manifest, "bundle manifest")
+
+
+def _decode_manifest(payload):
+    """A stored bundle manifest back as a dict (ManifestError if it is not a JSON object)."""
+    return decode_json(payload, "bundle manifest")
+
 
 export_ref = export_dataproto_ref
 del _deps
