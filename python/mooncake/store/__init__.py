@@ -43,6 +43,25 @@ from mooncake._store import (  # noqa: F401  (re-exported)
     strerror,
 )
 
+# The reference's name for what get_buffer returns: the same class (ptr(), size(), len, buffer
+# protocol), so isinstance checks and annotations written for the reference hold.
+BufferHandle = Buffer
+
+
+def get_alloc_func_addr():
+    """The reference's SPDK NVMe-oF hugepage allocator hook (for PyTorch's pluggable
+    allocator). That tier is not in this build: raises RuntimeError naming it; shared host
+    memory a storage node moves without a copy comes from MooncakeHostMemAllocator."""
+    raise RuntimeError("get_alloc_func_addr: the SPDK NVMe-oF (NoF) hugepage allocator is not "
+                       "in this build; use MooncakeHostMemAllocator for pool memory")
+
+
+def get_free_func_addr():
+    """The free hook paired with get_alloc_func_addr; RuntimeError for the same reason."""
+    raise RuntimeError("get_free_func_addr: the SPDK NVMe-oF (NoF) hugepage allocator is not "
+                       "in this build; use MooncakeHostMemAllocator for pool memory")
+
+
 __all__ = [
     "MooncakeDistributedStore",
     "MooncakeHostMemAllocator",
@@ -58,6 +77,7 @@ __all__ = [
     "ReplicateConfig",
     "SoftPinAction",
     "Buffer",
+    "BufferHandle",
     "StoreError",
     "MAX_KEY_LEN",
     "strerror",

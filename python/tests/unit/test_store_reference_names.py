@@ -44,3 +44,15 @@ def test_module_level_enum_values():
     # exported last in the reference, so the shared names are TaskStatus's
     assert store.PROCESSING is TaskStatus.PROCESSING and store.FAILED is TaskStatus.FAILED
     assert store.PENDING is TaskStatus.PENDING and store.SUCCESS is TaskStatus.SUCCESS
+
+
+def test_buffer_handle_is_what_get_buffer_returns():
+    # the reference's class name for get_buffer's result is the very class ours returns
+    assert store.BufferHandle is store.Buffer
+    assert "BufferHandle" in store.__all__
+
+
+@pytest.mark.parametrize("hook", ["get_alloc_func_addr", "get_free_func_addr"])
+def test_nof_allocator_hooks_name_the_missing_tier(hook):
+    with pytest.raises(RuntimeError, match="NVMe-oF.*not in this build"):
+        getattr(store, hook)()
