@@ -40,8 +40,17 @@ from mooncake._structured.model import (
     tensor_object_buffer,
 )
 
-# The reference's structure-inference helpers under its private names (its
-# tests/test_put_get_tensor.py imports them).
+# The reference's structure-inference and codec helpers under its private names (its
+# tests/test_put_get_tensor.py and test_structured_object_store.py call them).
+from mooncake._structured.refnames import (  # noqa: E402,F401
+    _decode_msgpack_ragged_values,
+    _decode_typed_ragged_values,
+    _encode_msgpack_ragged_values,
+    _encode_typed_ragged_regular_ndarray_rows,
+    _encode_typed_ragged_values,
+    _encode_with_schema,
+)
+
 _choose_leaf_codec = choose_leaf_codec
 _escape_key = escape_key
 

@@ -29,6 +29,11 @@ class Parts:
     def nbytes(self):
         return sum(v.nbytes for v in self.views)
 
+    @property
+    def buffers(self):
+        """The reference's name for the parts (its multi-buffer payload's ``buffers``)."""
+        return self.views
+
 
 def as_view(value, name):
     """A flat byte memoryview of a bytes-like value."""

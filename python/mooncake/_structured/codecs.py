@@ -494,9 +494,16 @@ def decode(encoded, source, rows, total_rows):
         elif codec == "json_ragged":
             out.append(json.loads(bytes(blob).decode("utf-8")))
         elif codec == "typed_ragged":
-            arr = np.frombuffer(bytes(blob), dtype=np.dtype(meta["dtype"])).reshape(
+            # A row over private writable memory (a fresh read buffer, or the caller's array)
+            # is a view into it, as the reference's decoder gives; read-only bytes are copied so
+            # that every row is writable.
+            raw = blob if isinstance(blob, memoryview) and not blob.readonly else bytes(blob)
+            arr = np.frombuffer(raw, dtype=np.dtype(meta["dtype"])).reshape(
                 tuple(int(d) for d in shapes[r][:ndims[r]]))
-            out.append(arr.tolist() if meta.get("row_type") == "list" else arr.copy())
+            if meta.get("row_type") == "list":
+                out.append(arr.tolist())
+            else:
+                out.append(arr if arr.flags.writeable else arr.copy())
         else:
             from mooncake._structured.members import torch_dtype
 

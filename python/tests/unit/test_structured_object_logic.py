@@ -547,3 +547,66 @@ def test_compatibility_rows_match_the_modules():
     assert rows and all(present for _, present in rows)
     for name in ("update", "resolve", "list", "remove"):
         assert callable(getattr(DataProtoCatalog, name))
+
+
+# --- the reference's private codec helpers (mooncake._structured.refnames) --------------------
+
+def test_reference_msgpack_ragged_helpers_round_trip_and_check_rows():
+    import mooncake.structured_object_store as sos
+
+    rows = [{"a": 1}, None, [1, "x"], b"\x00"]
+    payload, meta = sos._encode_msgpack_ragged_values("nt.f", rows)
+    assert meta == {} and list(payload["offsets"])[0] == 0 and len(payload["offsets"]) == 5
+    assert sos._decode_msgpack_ragged_values(payload, 4) == rows
+    with pytest.raises(ValueError, match="offsets length"):
+        sos._decode_msgpack_ragged_values(payload, 3)
+    with pytest.raises(ValueError, match="unsupported structured non-tensor field nt.g"):
+        sos._encode_msgpack_ragged_values("nt.g", [object()])
+
+
+def test_reference_typed_ragged_helpers_views_and_copies():
+    import mooncake.structured_object_store as sos
+
+    rows = [np.arange(6, dtype=np.int32).reshape(2, 3), None, np.arange(3, dtype=np.int32)]
+    payload, meta = sos._encode_typed_ragged_values(rows, np.int32)
+    assert meta["physical_layout"] == "contiguous_flat" and meta["dtype"] == "<i4"
+    flat = np.concatenate([np.frombuffer(b, dtype=np.int32) for b in payload["data"].buffers])
+    got = sos._decode_typed_ragged_values({**payload, "data": flat}, 3, meta)
+    assert got[1] is None and [got[0].tolist(), got[2].tolist()] == [rows[0].tolist(), [0, 1, 2]]
+    assert np.shares_memory(got[0], flat) and np.shares_memory(got[2], flat)  # no copy
+    # read-only bytes (what a whole-object get returns) decode to writable copies
+    got = sos._decode_typed_ragged_values({**payload, "data": flat.tobytes()}, 3, meta)
+    assert got[0].flags.writeable and got[0].tolist() == rows[0].tolist()
+    with pytest.raises(ValueError, match="entries"):
+        sos._decode_typed_ragged_values({**payload, "data": flat}, 2, meta)
+
+
+@pytest.mark.parametrize("rows,accepted", [
+    ([np.zeros((2, 2), np.int32), np.ones((2, 2), np.int32)], True),
+    ([np.zeros((2, 2), np.int32)], False),                               # one row
+    ([np.zeros((2, 2), np.int32), None], False),                         # a null
+    ([np.zeros((2, 2), np.int32), np.zeros((2, 3), np.int32)], False),   # another shape
+    ([np.zeros(2, np.int32), np.zeros(2, np.int64)], False),             # another dtype
+    ([np.zeros((2, 2), np.int32), np.zeros((2, 2), np.int32).T], False),  # not C-contiguous
+])
+def test_reference_regular_ndarray_rows_helper(rows, accepted):
+    import mooncake.structured_object_store as sos
+
+    out = sos._encode_typed_ragged_regular_ndarray_rows(rows, np.dtype(np.int32))
+    assert (out is not None) == accepted
+    if accepted:
+        payload, meta = out
+        assert list(payload["offsets"]) == [0, 4, 8] and meta["physical_layout"] == "contiguous_flat"
+
+
+def test_reference_encode_with_schema():
+    import mooncake.structured_object_store as sos
+
+    values = np.asarray([object(), None], dtype=object)
+    with pytest.raises(ValueError, match="unable to infer a safe codec"):
+        sos._encode_with_schema("non_tensor_batch.f", values, FieldSchema(codec="auto"))
+    payload, _ = sos._encode_with_schema("non_tensor_batch.t", ["ab", None, "c"],
+                                         FieldSchema(codec="utf8_ragged"))
+    assert list(payload["offsets"]) == [0, 2, 2, 3]
+    with pytest.raises(TypeError, match="must be str"):
+        sos._encode_with_schema("non_tensor_batch.t", [1], FieldSchema(codec="utf8_ragged"))
