@@ -475,6 +475,24 @@ int mc__rbuf_read_max(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms, 
     }
 }
 
+size_t mc__rbuf_top_up(mc__rbuf_t *b) {
+    size_t have = b->len - b->off;
+    ssize_t r;
+    if (have == b->cap)
+        return have;
+    if (b->off) {
+        memmove(b->data, b->data + b->off, have);
+        b->off = 0;
+        b->len = have;
+    }
+    do
+        r = recv(b->fd, b->data + have, b->cap - have, MSG_DONTWAIT);
+    while (r < 0 && errno == EINTR);
+    if (r > 0)
+        b->len += (size_t)r;
+    return b->len - b->off;
+}
+
 int mc__set_buffers(int fd, int sndbuf, int rcvbuf) {
     if (sndbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) != 0)
         return MC_ERR_SOCKET;
