@@ -101,8 +101,8 @@ static int mc__collect_visit(mc__master_t *m, mc__object_t *o, void *arg) {
  * the answer is on and counts the bytes it passed, so the expected cost is linear where sorting
  * a million candidates took most of an eviction pass (which a put waiting for room waits out). */
 uint64_t mc__evict_threshold(mc__cand_t *v, size_t n, uint64_t target) {
-    size_t lo = 0, hi = n; /* the answer's candidate is in v[lo..hi) */
-    uint64_t need = target;   /* bytes still to pass within v[lo..hi) */
+    size_t lo = 0, hi = n;  /* the answer's candidate is in v[lo..hi) */
+    uint64_t need = target; /* bytes still to pass within v[lo..hi) */
     uint64_t rnd = 0x9e3779b97f4a7c15ull ^ n;
     if (n == 0)
         return 0;

@@ -56,12 +56,17 @@ static void test_matches_sorted_walk(void **state) {
             v[i].bytes = next_rand(&seed) % 5 == 0 ? 0 : 64 * (1 + next_rand(&seed) % 100);
             total += v[i].bytes;
         }
-        uint64_t targets[] = {0, 1, total / 3, total / 2, total ? total - 1 : 0, total,
-                              total + 1, next_rand(&seed) % (total + 2)};
+        uint64_t targets[] = {0,
+                              1,
+                              total / 3,
+                              total / 2,
+                              total ? total - 1 : 0,
+                              total,
+                              total + 1,
+                              next_rand(&seed) % (total + 2)};
         for (size_t k = 0; k < sizeof(targets) / sizeof(targets[0]); k++) {
             memcpy(w, v, n * sizeof(*w));
-            assert_int_equal(mc__evict_threshold(w, n, targets[k]),
-                             by_sorting(v, n, targets[k]));
+            assert_int_equal(mc__evict_threshold(w, n, targets[k]), by_sorting(v, n, targets[k]));
         }
         free(v);
         free(w);
