@@ -286,9 +286,15 @@ int main(int argc, char **argv) {
     }
     memset(&no, 0, sizeof(no));
     no.socket_path = sock;
+    char tcp_host[256];
     no.max_dummies = (int)f.max_dummy_clients;
-    /* the reference's real-client service port, beside the unix socket (node_server.h) */
-    no.tcp_host = f.host;
+    /* the reference's real-client service port, beside the unix socket (node_server.h); a
+     * --host given as "host:port" (the engine's port) names the host only here */
+    snprintf(tcp_host, sizeof(tcp_host), "%s", f.host ? f.host : "");
+    if (tcp_host[0] != '[' && strchr(tcp_host, ':') == strrchr(tcp_host, ':') &&
+        strchr(tcp_host, ':'))
+        *strchr(tcp_host, ':') = '\0';
+    no.tcp_host = tcp_host;
     no.tcp_port = (uint16_t)f.port;
     if (mc__auth_init(&auth, NULL, f.cluster_secret_file) != 0) {
         fprintf(stderr, "%s: the cluster secret cannot be used\n", PROG);
