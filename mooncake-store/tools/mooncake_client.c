@@ -14,6 +14,7 @@
 #include "mooncake/common/config.h"
 #include "mooncake/common/frame.h"
 #include "mooncake/common/http.h"
+#include "mooncake/common/sock.h"
 #include "mooncake/common/version.h"
 #include "mooncake/error.h"
 #include "mooncake/store.h"
@@ -287,13 +288,12 @@ int main(int argc, char **argv) {
     memset(&no, 0, sizeof(no));
     no.socket_path = sock;
     char tcp_host[256];
+    uint16_t engine_port;
     no.max_dummies = (int)f.max_dummy_clients;
     /* the reference's real-client service port, beside the unix socket (node_server.h); a
      * --host given as "host:port" (the engine's port) names the host only here */
-    snprintf(tcp_host, sizeof(tcp_host), "%s", f.host ? f.host : "");
-    if (tcp_host[0] != '[' && strchr(tcp_host, ':') == strrchr(tcp_host, ':') &&
-        strchr(tcp_host, ':'))
-        *strchr(tcp_host, ':') = '\0';
+    if (!f.host || mc__split_host_port(f.host, tcp_host, sizeof(tcp_host), &engine_port) != 0)
+        snprintf(tcp_host, sizeof(tcp_host), "%s", f.host ? f.host : "");
     no.tcp_host = tcp_host;
     no.tcp_port = (uint16_t)f.port;
     if (mc__auth_init(&auth, NULL, f.cluster_secret_file) != 0) {

@@ -26,6 +26,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="transfer_engine_topology_dump",
                                 description="Dump this host's Transfer Engine topology.",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from mooncake import __version__
+
+    # every console script of the package answers --version (tests/packaging)
+    p.add_argument("--version", action="version",
+                   version=f"transfer_engine_topology_dump {__version__}")
     p.add_argument("--device-name", default="", help="keep only these NICs (comma-separated)")
     p.add_argument("--backend", choices=("auto", "te", "tent"), default="auto",
                    help="te: the Transfer Engine; tent: the reference's TENT (not in this build); "

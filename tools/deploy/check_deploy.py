@@ -29,6 +29,9 @@ import tempfile
 import venv
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import compose_local  # noqa: E402  (the same reading of the compose file)
+
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S_VERSION = "1.33.0"
@@ -158,9 +161,7 @@ def check_compose(_bindir: Path) -> bool:
         if "image" not in svc:
             problems.append(f"{name}: no image")
         if "build" in svc:
-            ctx = DEPLOY / "docker" / svc["build"].get("context", ".")
-            # resolve(): the context (dist/) exists only once a wheel is built into it
-            dockerfile = (ctx / svc["build"].get("dockerfile", "Dockerfile")).resolve()
+            dockerfile = compose_local.dockerfile_of(DEPLOY / "docker", svc["build"])
             if not dockerfile.exists():
                 problems.append(f"{name}: {dockerfile} does not exist")
             built[svc["image"]] = name

@@ -72,17 +72,17 @@ def dockerfile_entrypoint(dockerfile: Path) -> list[str]:
     raise ValueError(f"{dockerfile} has no ENTRYPOINT")
 
 
+def dockerfile_of(base: Path, build: dict) -> Path:
+    """The Dockerfile of a service's build: section (base: the compose file's directory)."""
+    ctx = base / build.get("context", ".")
+    # normpath: the context (dist/) exists only once a wheel was built into it
+    return Path(os.path.normpath(ctx / build.get("dockerfile", "Dockerfile")))
+
+
 def image_entrypoints(compose: dict, base: Path) -> dict[str, list[str]]:
     """image name -> the ENTRYPOINT of the Dockerfile a service builds it with."""
-    out = {}
-    for svc in compose["services"].values():
-        build = svc.get("build")
-        if build:
-            ctx = base / build.get("context", ".")
-            # normpath: the context (dist/) exists only once a wheel was built into it.
-            out[svc["image"]] = dockerfile_entrypoint(
-                Path(os.path.normpath(ctx / build.get("dockerfile", "Dockerfile"))))
-    return out
+    return {svc["image"]: dockerfile_entrypoint(dockerfile_of(base, svc["build"]))
+            for svc in compose["services"].values() if svc.get("build")}
 
 
 def program(name: str) -> str:
@@ -121,11 +121,13 @@ class Topology:
         args = [self.localize(name, str(a)) for a in svc.get("command") or []]
         return [program(entry[0])] + entry[1:] + args
 
+    def own_env(self, name: str) -> dict[str, str]:
+        """The environment the compose file gives the service, localized."""
+        return {k: self.localize(name, str(v))
+                for k, v in (self.services[name].get("environment") or {}).items()}
+
     def env(self, name: str) -> dict[str, str]:
-        env = dict(os.environ)
-        for k, v in (self.services[name].get("environment") or {}).items():
-            env[k] = self.localize(name, str(v))
-        return env
+        return {**os.environ, **self.own_env(name)}
 
     def order(self) -> list[str]:
         done: list[str] = []
@@ -150,11 +152,11 @@ class Topology:
         return {d: (c or {}).get("condition", "service_started") for d, c in dep.items()}
 
     def healthy(self, name: str) -> bool:
-        env = self.env(name)
-        url = env.get("MOONCAKE_HEALTH_URL") if "MOONCAKE_HEALTH_URL" in (
-            self.services[name].get("environment") or {}) else None
-        if url is None and "ETCDCTL_ENDPOINTS" in env:
-            url = env["ETCDCTL_ENDPOINTS"].split(",")[0] + "/health"
+        # the service's own settings only (not this process's environment)
+        own = self.own_env(name)
+        url = own.get("MOONCAKE_HEALTH_URL")
+        if url is None and "ETCDCTL_ENDPOINTS" in own:
+            url = own["ETCDCTL_ENDPOINTS"].split(",")[0] + "/health"
         if url is None:
             return self.procs[name].poll() is None
         try:

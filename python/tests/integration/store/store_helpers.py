@@ -5,6 +5,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +17,13 @@ from mooncake.cli import binary_path
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "store_worker.py"
+
+
+def free_port():
+    """A loopback port nothing listens on right now (bound and released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def wait_for(pred, timeout=15.0, step=0.05):

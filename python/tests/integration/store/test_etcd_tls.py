@@ -7,7 +7,6 @@ certificate, or with a certificate but no key, the master refuses to start and s
 import os
 import re
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -16,13 +15,7 @@ import urllib.request
 
 import pytest
 from mooncake.cli import binary_path
-from store_helpers import wait_for
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from store_helpers import free_port, wait_for
 
 
 def openssl(*args, cwd):

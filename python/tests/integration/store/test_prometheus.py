@@ -13,7 +13,6 @@ import json
 import math
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -21,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from store_helpers import Master, Worker, wait_for
+from store_helpers import Master, Worker, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[4]
 DASHBOARD = ROOT / "monitoring" / "grafana" / "mooncake-dashboard.json"
@@ -156,12 +155,6 @@ assert store.create_move_task("prom-missing", "a:1", "b:1")[1] < 0
 assert store.query_task((1, 2))[1] < 0
 result = True
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Prometheus:

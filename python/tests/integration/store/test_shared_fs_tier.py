@@ -8,7 +8,6 @@ at start, by the master and by a client."""
 
 import os
 import signal
-import socket
 import struct
 import subprocess
 import tempfile
@@ -16,7 +15,7 @@ import zlib
 
 import pytest
 from node_helpers import Node, dummy_setup, run_client
-from store_helpers import wait_for
+from store_helpers import free_port, wait_for
 from test_disk_tier import put_many, read_all
 
 from mooncake.cli import binary_path
@@ -45,14 +44,6 @@ def write_record(path, key, value, version):
     header = struct.pack("<I", 0x424F434D) + body + struct.pack("<I", zlib.crc32(body))
     with open(path, "wb") as f:
         f.write(header + k + value)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def places(worker, keys):
