@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "devmem.h"
 #include "metadata/etcd_meta.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/config.h"
@@ -50,6 +51,7 @@ int mc_engine_create(mc_engine_t **out) {
         goto out;
     }
     e->tps = mc__transport_list(&e->ntp);
+    e->devmem = mc__devmem_select();
     for (int i = 0; i < MC__TP_COUNT; i++) {
         atomic_init(&e->stat_tasks[i], 0);
         atomic_init(&e->stat_bytes[i], 0);
@@ -365,6 +367,9 @@ void mc_engine_destroy(mc_engine_t *e) {
     }
     mc_engine_close(e);
     mc__engine_unmap_managed(e);
+    /* what the device-memory hook noted of our registrations goes with them */
+    for (size_t i = 0; i < e->reg.n; i++)
+        e->devmem->forget((const void *)(uintptr_t)e->reg.regions[i].addr);
     mc__reg_destroy(&e->reg);
     mc__te_gate_destroy(e);
     mc__free(e);

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "devmem.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/mem_probe.h"
@@ -28,6 +29,7 @@ static int mc__register_batch(mc_engine_t *e, void *const *addrs, const size_t *
     mc__region_t one;
     mc__region_t *gs = &one;
     int rc = MC_ERR_INVALID_ARGUMENT;
+    size_t classified = 0;
     if (!e || !addrs || !lens || !n || !mc__location_ok(location))
         return rc;
     if (n > 1) {
@@ -44,9 +46,10 @@ static int mc__register_batch(mc_engine_t *e, void *const *addrs, const size_t *
         gs[i].len = lens[i];
         gs[i].memfd = -1;
         strcpy(gs[i].location, location && *location ? location : "*");
-        rc = mc__mem_classify(addrs[i], gs[i].location, &gs[i].place);
+        rc = e->devmem->classify(addrs[i], lens[i], gs[i].location, &gs[i].place);
         if (rc)
             goto out;
+        classified = i + 1;
         /* Host memory that is not there (a wild integer from Python, say) is refused now, not
          * found out by a fault when a peer's request reaches it. Device memory is the driver's. */
         if (gs[i].place.kind == MC__MEM_HOST && mc__mem_probe(addrs[i], lens[i], 0) != 0) {
@@ -63,6 +66,11 @@ static int mc__register_batch(mc_engine_t *e, void *const *addrs, const size_t *
         mc__republish(e);
     }
 out:
+    /* a refused registration leaves no record: a "cuda" location is what made the fake
+     * backend note the range (devmem_fake.c), and only a new range can have been noted */
+    if (rc && location && !strncmp(location, "cuda", 4))
+        for (size_t i = 0; i < classified; i++)
+            e->devmem->forget(addrs[i]);
     if (gs != &one)
         mc__free(gs);
     return rc;
@@ -88,6 +96,8 @@ static int mc__unregister(mc_engine_t *e, void *const *addrs, size_t n, int mana
     }
     rc = mc__reg_remove_many(&e->reg, as, n, managed, out);
     if (!rc) {
+        for (size_t i = 0; i < n; i++)
+            e->devmem->forget(addrs[i]);
         mc__transports_mem_unregistered(e, as, n);
         mc__republish(e);
     }
@@ -156,18 +166,24 @@ int mc_engine_check_memory(mc_engine_t *e, const void *addr, size_t len, int wri
 static int mc__local_copy(mc_engine_t *e, int opcode, void *local, uint64_t addr, size_t len,
                           uint64_t epoch) {
     mc__pin_t pin;
+    int dev;
     int rc;
     if ((opcode != MC_OPCODE_READ && opcode != MC_OPCODE_WRITE) || !local || !len || !addr)
         return MC_ERR_INVALID_ARGUMENT;
+    /* either side may be a GPU's memory (a store's get_into a device buffer): the device-memory
+     * hook copies it (devmem.h) */
+    rc = mc__devmem_local(e, local, len, &dev);
+    if (rc)
+        return rc;
     rc = mc__reg_pin(&e->reg, addr, len, epoch, -1, &pin);
     if (rc)
         return rc;
     if (opcode == MC_OPCODE_WRITE)
-        memcpy((void *)(uintptr_t)addr, local, len);
+        rc = mc__devmem_move(e->devmem, (void *)(uintptr_t)addr, pin.device, local, dev, len);
     else
-        memcpy(local, (const void *)(uintptr_t)addr, len);
+        rc = mc__devmem_move(e->devmem, local, dev, (const void *)(uintptr_t)addr, pin.device, len);
     mc__reg_unpin(&e->reg, &pin);
-    return 0;
+    return rc;
 }
 
 int mc_engine_local_copy(mc_engine_t *e, int opcode, void *local, uint64_t addr, size_t len,
