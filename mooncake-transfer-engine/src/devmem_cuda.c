@@ -44,7 +44,7 @@ static mc__cu_t mc__cu_fns;
 static int mc__cu_ready; /* 1 once every symbol was found (under mc__cu_lock, then read-only) */
 /* 0: not found yet, 1: queries only, 2: ready; set once under mc__cu_lock, then read without */
 static _Atomic int mc__cu_state;
-static uint64_t mc__cu_next_try_ms; /* under mc__cu_lock: the next NOLOAD look-up */
+static _Atomic uint64_t mc__cu_next_try_ms; /* the next NOLOAD look-up (set under mc__cu_lock) */
 static cu_context mc__cu_ctx[MC__CU_MAX_DEVICES];
 
 static void mc__cu_sym(void *h, const char *name, void *slot) {
@@ -54,15 +54,19 @@ static void mc__cu_sym(void *h, const char *name, void *slot) {
 
 /* The driver's table once the process has loaded it, else NULL (asked again next time: the
  * framework may load it after the engine started). */
-static const mc__cu_t *mc__cu(void) {
+static const mc__cu_t *mc__cu(int force) {
     const mc__cu_t *out = NULL;
     uint64_t now;
     if (atomic_load_explicit(&mc__cu_state, memory_order_acquire))
         return &mc__cu_fns;
-    /* at most one look-up a second: a submit on a host without a GPU stays as cheap as before */
+    /* Queries look at most once a second: a submit of unregistered memory on a host without a
+     * GPU stays as cheap as before. A copy (force) always looks: its memory was registered as
+     * a GPU's, so the driver is there. */
     now = mc__now_ms();
+    if (!force && now < atomic_load_explicit(&mc__cu_next_try_ms, memory_order_relaxed))
+        return NULL;
     pthread_mutex_lock(&mc__cu_lock);
-    if (!mc__cu_ready && now >= mc__cu_next_try_ms) {
+    if (!mc__cu_ready && (force || now >= mc__cu_next_try_ms)) {
         mc__cu_next_try_ms = now + 1000;
         void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
         if (h) {
@@ -98,7 +102,7 @@ static const mc__cu_t *mc__cu(void) {
 
 /* Makes GPU device's primary context current on this thread: 0 or MC_ERR_DEVICE_NOT_FOUND. */
 static int mc__cu_enter(const mc__cu_t **out, int device) {
-    const mc__cu_t *cu = mc__cu();
+    const mc__cu_t *cu = mc__cu(1);
     cu_context ctx;
     if (!cu || !mc__cu_ready || device < 0 || device >= MC__CU_MAX_DEVICES)
         return MC_ERR_DEVICE_NOT_FOUND;
@@ -119,7 +123,7 @@ static int mc__cu_enter(const mc__cu_t **out, int device) {
 }
 
 static int mc__cu_query(const void *addr, size_t len, int *device) {
-    const mc__cu_t *cu = mc__cu();
+    const mc__cu_t *cu = mc__cu(0);
     unsigned int t0 = 0, t1 = 0;
     int ordinal = 0;
     *device = -1;

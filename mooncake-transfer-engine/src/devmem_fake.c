@@ -21,7 +21,8 @@
 typedef struct mc__fake_range {
     uintptr_t lo, hi;
     int device;
-    int from_reg; /* added by a registration: removed by its unregistration */
+    int refs; /* registrations that noted it (the last one's unregistration removes it); 0: added
+               * by mc__devmem_fake_add, removed by mc__devmem_fake_remove */
 } mc__fake_range_t;
 
 static pthread_mutex_t mc__fake_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -34,13 +35,20 @@ static int mc__fake_devices(void) {
     return (int)mc__env_size_in("MC_DEVMEM_FAKE_DEVICES", 2, 1, 64);
 }
 
-static int mc__fake_add_locked(uintptr_t lo, uintptr_t hi, int device, int from_reg) {
-    for (int i = 0; i < mc__fake_n; i++)
-        if (lo < mc__fake_ranges[i].hi && mc__fake_ranges[i].lo < hi)
+static int mc__fake_add_locked(uintptr_t lo, uintptr_t hi, int device, int refs) {
+    for (int i = 0; i < mc__fake_n; i++) {
+        mc__fake_range_t *r = &mc__fake_ranges[i];
+        /* the same buffer registered by another engine of this process: one more reference */
+        if (refs && r->refs && r->lo == lo && r->hi == hi && r->device == device) {
+            r->refs++;
+            return 0;
+        }
+        if (lo < r->hi && r->lo < hi)
             return MC_ERR_ADDRESS_OVERLAPPED;
+    }
     if (mc__fake_n == MC__FAKE_RANGES)
         return MC_ERR_MEMORY;
-    mc__fake_ranges[mc__fake_n++] = (mc__fake_range_t){lo, hi, device, from_reg};
+    mc__fake_ranges[mc__fake_n++] = (mc__fake_range_t){lo, hi, device, refs};
     return 0;
 }
 
@@ -54,14 +62,19 @@ int mc__devmem_fake_add(const void *addr, size_t len, int device) {
     return rc;
 }
 
-static void mc__fake_remove(const void *addr, int only_reg) {
+static void mc__fake_remove(const void *addr, int unreg) {
     pthread_mutex_lock(&mc__fake_lock);
-    for (int i = 0; i < mc__fake_n; i++)
-        if (mc__fake_ranges[i].lo == (uintptr_t)addr &&
-            (!only_reg || mc__fake_ranges[i].from_reg)) {
-            mc__fake_ranges[i] = mc__fake_ranges[--mc__fake_n];
-            break;
-        }
+    for (int i = 0; i < mc__fake_n; i++) {
+        mc__fake_range_t *r = &mc__fake_ranges[i];
+        /* an unregistration names the start of its registration, which may lie inside the
+         * device buffer another registration noted */
+        if (unreg ? r->refs == 0 || (uintptr_t)addr < r->lo || (uintptr_t)addr >= r->hi
+                  : r->lo != (uintptr_t)addr)
+            continue;
+        if (!unreg || --r->refs == 0)
+            *r = mc__fake_ranges[--mc__fake_n];
+        break;
+    }
     pthread_mutex_unlock(&mc__fake_lock);
 }
 
@@ -112,7 +125,7 @@ static int mc__fake_query(const void *addr, size_t len, int *device) {
  * table already says of it. */
 static int mc__fake_classify(const void *addr, size_t len, const char *location,
                              mc__mem_place_t *out) {
-    int device = -1, rc;
+    int device = -1, rc = 0;
     out->kind = MC__MEM_HOST;
     out->device = 0;
     if (location && !strncmp(location, "cuda", 4)) {
@@ -135,7 +148,22 @@ static int mc__fake_classify(const void *addr, size_t len, const char *location,
         out->device = (int)v;
         return 0;
     }
-    rc = mc__fake_query(addr, len, &device);
+    pthread_mutex_lock(&mc__fake_lock);
+    for (int i = 0; i < mc__fake_n; i++) {
+        mc__fake_range_t *r = &mc__fake_ranges[i];
+        if ((uintptr_t)addr < r->hi && r->lo < (uintptr_t)addr + len) {
+            if ((uintptr_t)addr < r->lo || (uintptr_t)addr + len > r->hi) {
+                rc = MC_ERR_INVALID_ARGUMENT;
+            } else {
+                /* a registration inside another's device buffer holds it too */
+                if (r->refs)
+                    r->refs++;
+                device = r->device;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mc__fake_lock);
     if (rc == 0 && device >= 0) {
         out->kind = MC__MEM_CUDA;
         out->device = device;

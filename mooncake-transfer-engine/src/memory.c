@@ -66,11 +66,12 @@ static int mc__register_batch(mc_engine_t *e, void *const *addrs, const size_t *
         mc__republish(e);
     }
 out:
-    /* a refused registration leaves no record: a "cuda" location is what made the fake
-     * backend note the range (devmem_fake.c), and only a new range can have been noted */
-    if (rc && location && !strncmp(location, "cuda", 4))
+    /* a refused registration leaves no record with the device-memory hook (devmem_fake.c
+     * counts the registrations of its device ranges) */
+    if (rc)
         for (size_t i = 0; i < classified; i++)
-            e->devmem->forget(addrs[i]);
+            if (gs[i].place.kind == MC__MEM_CUDA)
+                e->devmem->forget(addrs[i]);
     if (gs != &one)
         mc__free(gs);
     return rc;
@@ -143,6 +144,13 @@ int mc_engine_is_registered(mc_engine_t *e, const void *addr, size_t len) {
     return rc;
 }
 
+/* Memory the CPU cannot read may be a GPU's (not mapped into the host's address space): 0 when
+ * the device-memory hook says it is, else MC_ERR_INVALID_ARGUMENT. */
+static int mc__unmapped_device(mc_engine_t *e, const void *addr, size_t len) {
+    int dev = -1;
+    return e->devmem->query(addr, len, &dev) == 0 && dev >= 0 ? 0 : MC_ERR_INVALID_ARGUMENT;
+}
+
 int mc_engine_check_memory(mc_engine_t *e, const void *addr, size_t len, int writable) {
     uint64_t a = (uint64_t)(uintptr_t)addr;
     int rc;
@@ -153,10 +161,10 @@ int mc_engine_check_memory(mc_engine_t *e, const void *addr, size_t len, int wri
     if (!e) /* no registrations to consult: the memory itself answers */
         return mc__mem_probe(addr, len, writable) ? MC_ERR_INVALID_ARGUMENT : 0;
     MC__GATED(e, rc,
-              mc__reg_contains(&e->reg, a, len, 0) ? 0
-              : mc__reg_contains(&e->reg, a, 1, 0) ? MC_ERR_ADDRESS_NOT_REGISTERED
-              : mc__mem_probe(addr, len, writable) ? MC_ERR_INVALID_ARGUMENT
-                                                   : 0);
+              mc__reg_contains(&e->reg, a, len, 0)      ? 0
+              : mc__reg_contains(&e->reg, a, 1, 0)      ? MC_ERR_ADDRESS_NOT_REGISTERED
+              : mc__mem_probe(addr, len, writable) == 0 ? 0
+                                                        : mc__unmapped_device(e, addr, len));
     return rc;
 }
 
