@@ -27,6 +27,28 @@ typedef unsigned long long cu_ptr;
 #define MC__CU_HOSTALLOC_PORTABLE 1
 #define MC__CU_MAX_DEVICES 64
 
+/* Where CUDA's headers are (a GPU build host, mooncake-transfer-engine/CMakeLists.txt), the
+ * values and types above are checked against them at compile time; nothing is linked. */
+#ifdef MC_HAVE_CUDA_H
+#include <cuda.h>
+_Static_assert(CU_POINTER_ATTRIBUTE_MEMORY_TYPE == MC__CU_ATTR_MEMORY_TYPE, "cuda.h differs");
+_Static_assert(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL == MC__CU_ATTR_DEVICE_ORDINAL, "cuda.h differs");
+_Static_assert(CU_MEMORYTYPE_DEVICE == MC__CU_MEMTYPE_DEVICE, "cuda.h differs");
+_Static_assert(CU_MEMHOSTALLOC_PORTABLE == MC__CU_HOSTALLOC_PORTABLE, "cuda.h differs");
+_Static_assert(sizeof(CUresult) == sizeof(cu_result), "cuda.h differs");
+_Static_assert(sizeof(CUdevice) == sizeof(cu_device), "cuda.h differs");
+_Static_assert(sizeof(CUcontext) == sizeof(cu_context), "cuda.h differs");
+_Static_assert(_Generic((CUdeviceptr)0, cu_ptr: 1, default: 0), "cuda.h differs");
+/* the copies' parameter lists, as the driver declares them */
+_Static_assert(_Generic(&cuMemcpyDtoH_v2, CUresult(*)(void *, CUdeviceptr, size_t): 1, default: 0),
+               "cuda.h differs");
+_Static_assert(_Generic(&cuMemcpyHtoD_v2,
+                        CUresult(*)(CUdeviceptr, const void *, size_t): 1, default: 0),
+               "cuda.h differs");
+_Static_assert(_Generic(&cuMemHostAlloc, CUresult(*)(void **, size_t, unsigned int): 1, default: 0),
+               "cuda.h differs");
+#endif
+
 typedef struct mc__cu {
     cu_result (*ptr_attr)(void *data, int attr, cu_ptr p);
     cu_result (*device_get)(cu_device *d, int ordinal);
