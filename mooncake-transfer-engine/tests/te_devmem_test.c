@@ -155,37 +155,35 @@ static void test_tcp_device_initiator(void **state) {
     fx_stop(&f);
 }
 
+/* WRITE len bytes of pattern seed from src to b's dst, then READ them back into back: both
+ * byte for byte. */
+static void write_read(const fx_t *f, uint8_t *src, uint8_t *dst, uint8_t *back, uint64_t len,
+                       unsigned seed) {
+    te_fill(src, len, seed);
+    sync_ok(f->a, rq(MC_OPCODE_WRITE, src, f->seg, dst, len));
+    assert_int_equal(te_hash(dst, len), te_pattern_hash(len, seed, 0));
+    memset(back, 0, len);
+    sync_ok(f->a, rq(MC_OPCODE_READ, back, f->seg, dst, len));
+    assert_int_equal(te_hash(back, len), te_pattern_hash(len, seed, 0));
+}
+
 /* b's GPU memory as the target: its server stages WRITEs in chunks and READs whole; and GPU to
  * GPU across the two engines. */
 static void test_tcp_device_target(void **state) {
     fx_t f;
+    mc__devmem_fake_stats_t st;
     (void)state;
     fx_start(&f, "tcp");
     for (size_t i = 0; i < NSIZES; i++) {
-        uint64_t len = sizes[i];
-        mc__devmem_fake_stats_t st;
-        te_fill(f.a_host, len, 30 + (unsigned)i);
         mc__devmem_fake_reset_stats();
-        sync_ok(f.a, rq(MC_OPCODE_WRITE, f.a_host, f.seg, f.b_dev, len));
-        assert_int_equal(te_hash(f.b_dev, len), te_pattern_hash(len, 30 + (unsigned)i, 0));
+        write_read(&f, f.a_host, f.b_dev, f.a_host + HOST_LEN / 2, sizes[i], 30 + (unsigned)i);
         mc__devmem_fake_stats(&st);
-        assert_int_equal(st.from_host_bytes, len);
-        assert_true(st.largest_copy <= MiB); /* the server's chunk */
-
-        memset(f.a_host + HOST_LEN / 2, 0, len);
-        sync_ok(f.a, rq(MC_OPCODE_READ, f.a_host + HOST_LEN / 2, f.seg, f.b_dev, len));
-        assert_int_equal(te_hash(f.a_host + HOST_LEN / 2, len),
-                         te_pattern_hash(len, 30 + (unsigned)i, 0));
-
+        assert_int_equal(st.from_host_bytes, sizes[i]); /* the server's copies into its GPU */
+        assert_int_equal(st.to_host_bytes, sizes[i]);   /* and out of it */
+        assert_true(st.largest_copy <= MiB); /* its WRITE chunk; a READ is one 1 MiB slice */
         /* GPU 0 of a to GPU 1 of b and back */
-        te_fill(f.a_dev, len, 40 + (unsigned)i);
-        sync_ok(f.a, rq(MC_OPCODE_WRITE, f.a_dev, f.seg, f.b_dev + DEV_LEN / 2, len));
-        assert_int_equal(te_hash(f.b_dev + DEV_LEN / 2, len),
-                         te_pattern_hash(len, 40 + (unsigned)i, 0));
-        memset(f.a_dev + DEV_LEN / 2, 0, len);
-        sync_ok(f.a, rq(MC_OPCODE_READ, f.a_dev + DEV_LEN / 2, f.seg, f.b_dev + DEV_LEN / 2, len));
-        assert_int_equal(te_hash(f.a_dev + DEV_LEN / 2, len),
-                         te_pattern_hash(len, 40 + (unsigned)i, 0));
+        write_read(&f, f.a_dev, f.b_dev + DEV_LEN / 2, f.a_dev + DEV_LEN / 2, sizes[i],
+                   40 + (unsigned)i);
     }
     fx_stop(&f);
 }

@@ -7,7 +7,6 @@ shows the device path was taken. Checked byte for byte: registered (zero-copy) a
 (staged) device buffers, over tcp to another client's segment and within a client's own."""
 
 import ctypes
-import mmap
 
 import pytest
 from store_helpers import Master, local_store
@@ -18,17 +17,18 @@ MiB = 1 << 20
 MARKER = b"MC-FAKE-DEV-FAIL"
 
 
-class Mem:
-    def __init__(self, n):
-        self.m = mmap.mmap(-1, n)
-        self.addr = ctypes.addressof(ctypes.c_char.from_buffer(self.m))
-        self.n = n
+class Mem(bytearray):
+    """Host memory at a fixed address (a bytearray is not moved while it keeps its size)."""
+
+    @property
+    def addr(self):
+        return ctypes.addressof((ctypes.c_char * len(self)).from_buffer(self))
 
     def put(self, off, data):
-        self.m[off:off + len(data)] = data
+        self[off:off + len(data)] = data
 
     def get(self, off, n):
-        return bytes(self.m[off:off + n])
+        return bytes(self[off:off + n])
 
 
 def pattern(n, seed):
@@ -54,14 +54,14 @@ def clients(monkeypatch):
 
 def device(marker, n):
     m = Mem(n)
-    assert marker.register_memory(m.addr, n, "cuda:0") == 0
+    assert marker.register_memory(m.addr, len(m), "cuda:0") == 0
     return m
 
 
 def test_put_get_device_buffers(clients):
     holder, user, marker = clients
     reg, unreg = device(marker, 8 * MiB), device(marker, 8 * MiB)
-    assert user.register_buffer(reg.addr, reg.n) == 0
+    assert user.register_buffer(reg.addr, len(reg)) == 0
     n = 3 * MiB + 11
     for i, (src, dst) in enumerate(((reg, unreg), (unreg, reg))):
         data = pattern(n, i)
