@@ -137,3 +137,19 @@ def test_host_without_fake_is_unchanged(monkeypatch):
         assert "libcuda" not in open(f"/proc/{os.getpid()}/maps").read()
     finally:
         e.close()
+
+
+def test_staging_benchmark_runs():
+    """benchmarks/devmem_staging.py (the staging pipeline's cost beside memcpy) runs and prints
+    its baseline with its figures."""
+    import pathlib
+    import subprocess
+    import sys
+
+    script = pathlib.Path(__file__).resolve().parents[4] / "benchmarks" / "devmem_staging.py"
+    out = subprocess.run([sys.executable, str(script), "--size", "2", "--rounds", "1",
+                          "--duration", "0.05"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "MC_LOG_LEVEL": "error"})
+    assert out.returncode == 0, out.stderr
+    assert "memcpy (1 thread" in out.stdout
+    assert "staged device buffer" in out.stdout
