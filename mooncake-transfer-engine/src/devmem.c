@@ -87,7 +87,7 @@ int mc__devmem_move(const mc__devmem_ops_t *ops, void *dst, int dst_dev, const v
     return rc;
 }
 
-int mc__devmem_local(mc_engine_t *e, const void *addr, size_t len, int *device) {
+int mc__devmem_local(mc_engine_t *e, const void *addr, size_t len, int registered, int *device) {
     const mc__region_t *g;
     int found = 0;
     *device = -1;
@@ -98,5 +98,7 @@ int mc__devmem_local(mc_engine_t *e, const void *addr, size_t len, int *device) 
         *device = g->place.kind == MC__MEM_CUDA ? g->place.device : -1;
     }
     pthread_rwlock_unlock(&e->reg.lock);
-    return found ? 0 : e->devmem->query(addr, len, device);
+    if (found)
+        return 0;
+    return registered ? MC_ERR_ADDRESS_NOT_REGISTERED : e->devmem->query(addr, len, device);
 }

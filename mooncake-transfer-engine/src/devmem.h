@@ -58,6 +58,8 @@ int mc__devmem_move(const mc__devmem_ops_t *ops, void *dst, int dst_dev, const v
                     int src_dev, size_t n);
 
 /* Where the local side of a request lives: the registered region's place when it is
- * registered, else the table's answer. 0 with *device (-1: host), or MC_ERR_INVALID_ARGUMENT. */
-int mc__devmem_local(struct mc_engine *e, const void *addr, size_t len, int *device);
+ * registered, else (unless `registered` demands a registration: MC_ERR_ADDRESS_NOT_REGISTERED)
+ * the table's answer. 0 with *device (-1: host), or MC_ERR_INVALID_ARGUMENT. */
+int mc__devmem_local(struct mc_engine *e, const void *addr, size_t len, int registered,
+                     int *device);
 #endif

@@ -38,14 +38,16 @@ _Static_assert(CU_MEMHOSTALLOC_PORTABLE == MC__CU_HOSTALLOC_PORTABLE, "cuda.h di
 _Static_assert(sizeof(CUresult) == sizeof(cu_result), "cuda.h differs");
 _Static_assert(sizeof(CUdevice) == sizeof(cu_device), "cuda.h differs");
 _Static_assert(sizeof(CUcontext) == sizeof(cu_context), "cuda.h differs");
-_Static_assert(_Generic((CUdeviceptr)0, cu_ptr: 1, default: 0), "cuda.h differs");
+_Static_assert(_Generic((CUdeviceptr)0, cu_ptr : 1, default : 0), "cuda.h differs");
 /* the copies' parameter lists, as the driver declares them */
-_Static_assert(_Generic(&cuMemcpyDtoH_v2, CUresult(*)(void *, CUdeviceptr, size_t): 1, default: 0),
+_Static_assert(_Generic(&cuMemcpyDtoH_v2, CUresult (*)(void *, CUdeviceptr, size_t) : 1,
+                        default : 0),
                "cuda.h differs");
-_Static_assert(_Generic(&cuMemcpyHtoD_v2,
-                        CUresult(*)(CUdeviceptr, const void *, size_t): 1, default: 0),
+_Static_assert(_Generic(&cuMemcpyHtoD_v2, CUresult (*)(CUdeviceptr, const void *, size_t) : 1,
+                        default : 0),
                "cuda.h differs");
-_Static_assert(_Generic(&cuMemHostAlloc, CUresult(*)(void **, size_t, unsigned int): 1, default: 0),
+_Static_assert(_Generic(&cuMemHostAlloc, CUresult (*)(void **, size_t, unsigned int) : 1,
+                        default : 0),
                "cuda.h differs");
 #endif
 

@@ -180,7 +180,7 @@ static int mc__local_copy(mc_engine_t *e, int opcode, void *local, uint64_t addr
         return MC_ERR_INVALID_ARGUMENT;
     /* either side may be a GPU's memory (a store's get_into a device buffer): the device-memory
      * hook copies it (devmem.h) */
-    rc = mc__devmem_local(e, local, len, &dev);
+    rc = mc__devmem_local(e, local, len, 0, &dev);
     if (rc)
         return rc;
     rc = mc__reg_pin(&e->reg, addr, len, epoch, -1, &pin);

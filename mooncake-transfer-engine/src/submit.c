@@ -22,10 +22,9 @@ static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, unsigned flags, m
         r->length == 0 || r->target_id < 0 ||
         (uint64_t)(uintptr_t)r->source > UINT64_MAX - r->length)
         return MC_ERR_INVALID_ARGUMENT;
-    if (!(flags & MC_SUBMIT_UNREGISTERED_LOCAL) &&
-        !mc__reg_contains(&e->reg, (uint64_t)(uintptr_t)r->source, r->length, 0))
-        return MC_ERR_ADDRESS_NOT_REGISTERED;
-    rc = mc__devmem_local(e, r->source, r->length, &pl->local_device);
+    /* one look-up: registered (unless the caller said it need not be), and where it lives */
+    rc = mc__devmem_local(e, r->source, r->length, !(flags & MC_SUBMIT_UNREGISTERED_LOCAL),
+                          &pl->local_device);
     if (rc)
         return rc;
     if (r->target_id == MC_LOCAL_SEGMENT_ID) {
