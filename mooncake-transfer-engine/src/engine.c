@@ -309,6 +309,11 @@ static void mc__engine_release(mc_engine_t *e) {
      * managed memory itself stays mapped until destroy (below), so a caller that still points
      * into it (a store whose shared engine was closed under it) fails its calls, not crashes */
     mc__transports_release(e);
+    /* what the device-memory hook noted of our registrations goes now: the caller may free that
+     * memory once its engine is closed (the fake backend would take a reuse of the address for
+     * its device memory still) */
+    for (size_t i = 0; i < e->reg.n; i++)
+        e->devmem->forget((const void *)(uintptr_t)e->reg.regions[i].addr);
     mc__notify_clear(e);
     pthread_mutex_destroy(&e->peers_lock);
     pthread_mutex_destroy(&e->batches_lock);
@@ -367,9 +372,6 @@ void mc_engine_destroy(mc_engine_t *e) {
     }
     mc_engine_close(e);
     mc__engine_unmap_managed(e);
-    /* what the device-memory hook noted of our registrations goes with them */
-    for (size_t i = 0; i < e->reg.n; i++)
-        e->devmem->forget((const void *)(uintptr_t)e->reg.regions[i].addr);
     mc__reg_destroy(&e->reg);
     mc__te_gate_destroy(e);
     mc__free(e);

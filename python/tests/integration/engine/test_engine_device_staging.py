@@ -119,6 +119,11 @@ def test_unknown_device_and_bad_location(engines):
     assert e.register_memory(dev.addr, dev.n, "cuda:x") < 0
     assert e.register_memory(dev.addr, dev.n, "cuda:1") == 0  # nothing left by the refusals
     assert e.unregister_memory(dev.addr) == 0
+    # a closed engine's device registrations are gone: the memory may be reused at once
+    assert e.register_memory(dev.addr, dev.n, "cuda:0") == 0
+    e.close()
+    again = engines("tcp")
+    assert again.register_memory(dev.addr, dev.n, "cuda:1") == 0
 
 
 def test_host_without_fake_is_unchanged(monkeypatch):
