@@ -306,17 +306,26 @@ out:
 }
 
 void mc__discard_stale_puts(mc__master_t *m, uint64_t now) {
+    uint64_t discard = (uint64_t)m->cfg.put_start_discard_timeout_s * 1000u;
     for (int si = 0; si < MC__SHARDS; si++) {
         mc__shard_t *s = &m->shards[si];
+        uint64_t oldest = UINT64_MAX; /* of the unfinished puts the walk leaves */
         pthread_mutex_lock(&s->mu);
+        if (!s->incomplete || s->incomplete_since + discard > now) {
+            pthread_mutex_unlock(&s->mu);
+            continue; /* none can be due yet */
+        }
         for (uint32_t b = 0; s->incomplete && b <= s->mask; b++) {
             mc__object_t *o = s->buckets[b];
             while (o) {
                 mc__object_t *next = o->next;
-                mc__maybe_discard(m, s, o, now);
+                if (!mc__maybe_discard(m, s, o, now) && !(o->flags & MC__OBJ_COMPLETE) &&
+                    o->access_ms < oldest)
+                    oldest = o->access_ms;
                 o = next;
             }
         }
+        s->incomplete_since = oldest;
         pthread_mutex_unlock(&s->mu);
     }
 }
