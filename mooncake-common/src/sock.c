@@ -405,20 +405,6 @@ int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
     return 0;
 }
 
-int mc__recv_reply(int fd, void *p, size_t n, uint64_t deadline_ms, uint64_t spin_ns) {
-    char *c = p;
-    int first = 1;
-    while (n > 0) {
-        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, first, spin_ns, 0);
-        if (r < 0)
-            return MC_ERR_SOCKET;
-        first = 0;
-        c += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap) {
     b->fd = fd;
     b->data = mem;
