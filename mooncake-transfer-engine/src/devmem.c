@@ -56,6 +56,12 @@ void mc__devmem_buf_release(const mc__devmem_ops_t *ops, mc__devmem_buf_t *b) {
     b->pinned = 0;
 }
 
+int mc__devmem_from_host(const mc__devmem_ops_t *ops, void *dev, const void *host, size_t n,
+                         int device, int pinned) {
+    int rc = ops->from_host(dev, host, n, device);
+    return rc || pinned ? rc : ops->sync(device);
+}
+
 int mc__devmem_move(const mc__devmem_ops_t *ops, void *dst, int dst_dev, const void *src,
                     int src_dev, size_t n) {
     mc__devmem_buf_t bounce = {0};
@@ -67,7 +73,7 @@ int mc__devmem_move(const mc__devmem_ops_t *ops, void *dst, int dst_dev, const v
     if (dst_dev < 0)
         return ops->to_host(dst, src, n, src_dev);
     if (src_dev < 0)
-        return ops->from_host(dst, src, n, dst_dev);
+        return mc__devmem_from_host(ops, dst, src, n, dst_dev, 0);
     rc = mc__devmem_buf_reserve(ops, &bounce, n < MC__DEVMEM_BOUNCE ? n : MC__DEVMEM_BOUNCE,
                                 src_dev);
     /* chunk by chunk through the bounce buffer; backwards when dst overlaps src from above, so
@@ -80,7 +86,8 @@ int mc__devmem_move(const mc__devmem_ops_t *ops, void *dst, int dst_dev, const v
             size_t k = n - off < bounce.cap ? n - off : bounce.cap;
             rc = ops->to_host(bounce.p, (const uint8_t *)src + off, k, src_dev);
             if (!rc)
-                rc = ops->from_host((uint8_t *)dst + off, bounce.p, k, dst_dev);
+                rc = mc__devmem_from_host(ops, (uint8_t *)dst + off, bounce.p, k, dst_dev,
+                                          bounce.pinned);
         }
     }
     mc__devmem_buf_release(ops, &bounce);

@@ -52,8 +52,15 @@ typedef struct mc__devmem_buf {
 int mc__devmem_buf_reserve(const mc__devmem_ops_t *ops, mc__devmem_buf_t *b, size_t n, int device);
 void mc__devmem_buf_release(const mc__devmem_ops_t *ops, mc__devmem_buf_t *b);
 
+/* A copy to GPU `device` from host memory, complete when it returns: a copy from pageable
+ * (not pinned) memory may still be on its way to the device when the driver returns (CUDA's
+ * synchronous copies only stage pageable sources), so the device is synchronised after it. */
+int mc__devmem_from_host(const mc__devmem_ops_t *ops, void *dev, const void *host, size_t n,
+                         int device, int pinned);
+
 /* Copies n bytes from src to dst where each side is host memory (-1) or a GPU's; device to
- * device goes through a host bounce buffer. Host to host is memmove. 0 or the table's code. */
+ * device goes through a host bounce buffer. Host to host is memmove. 0 or the table's code;
+ * complete on the device when it returns (mc__devmem_from_host). */
 int mc__devmem_move(const mc__devmem_ops_t *ops, void *dst, int dst_dev, const void *src,
                     int src_dev, size_t n);
 

@@ -225,7 +225,12 @@ static int mc__fake_from_host(void *dev, const void *host, size_t n, int device)
 }
 
 static int mc__fake_sync(int device) {
-    return device >= 0 && device < mc__fake_devices() ? 0 : MC_ERR_DEVICE_NOT_FOUND;
+    if (device < 0 || device >= mc__fake_devices())
+        return MC_ERR_DEVICE_NOT_FOUND;
+    pthread_mutex_lock(&mc__fake_lock);
+    mc__fake_st.syncs++;
+    pthread_mutex_unlock(&mc__fake_lock);
+    return 0;
 }
 
 static void *mc__fake_pinned_alloc(size_t n, int device) {

@@ -14,6 +14,7 @@ typedef struct mc__devmem_fake_stats {
     uint64_t pinned_allocs;
     int64_t pinned_live;
     uint64_t failed;
+    uint64_t syncs;
 } mc__devmem_fake_stats_t;
 
 /* A copy whose source holds this marker at a multiple of 64 KiB from the copy's start fails:

@@ -195,7 +195,8 @@ static int mc__serve_write_dev(mc_engine_t *e, mc__srv_conn_t *c, uint64_t addr,
         if (mc__srv_read(c, c->stage.p, k, deadline))
             return MC_ERR_SOCKET;
         if (!*copy_rc)
-            *copy_rc = e->devmem->from_host((void *)(uintptr_t)(addr + off), c->stage.p, k, dev);
+            *copy_rc = mc__devmem_from_host(e->devmem, (void *)(uintptr_t)(addr + off), c->stage.p,
+                                            k, dev, c->stage.pinned);
     }
     return 0;
 }

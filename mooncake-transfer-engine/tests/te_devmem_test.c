@@ -140,6 +140,7 @@ static void test_tcp_device_initiator(void **state) {
         assert_int_equal(st.from_host_bytes, len);
         assert_true(st.largest_copy <= SLICE);
         assert_int_equal(st.to_host, 0);
+        assert_int_equal(st.syncs, 0); /* from pinned staging: complete when the copy returns */
     }
     /* host memory on both sides: the hook is never asked to copy */
     {
@@ -209,6 +210,8 @@ static void test_shm_and_local(void **state) {
     mc__devmem_fake_stats(&st);
     assert_int_equal(st.to_host_bytes, len);
     assert_int_equal(st.from_host_bytes, len);
+    /* the READ copied from pageable (shared) memory: the device was synchronised after it */
+    assert_int_equal(st.syncs, 1);
 
     /* within a: device to host, host to device, device to device (overlapping, as memmove) */
     te_fill(f.a_dev, 3 * MiB, 51);

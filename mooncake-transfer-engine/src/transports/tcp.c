@@ -93,6 +93,7 @@ typedef struct mc__tcp_op {
     uint8_t req[MC__TE_RW_HEAD];
     int done;
     uint8_t *dev_dst; /* a READ into device memory: where the staged payload goes; else NULL */
+    int stage_pinned; /* the staging buffer it lands in is pinned (devmem.h) */
 } mc__tcp_op_t;
 
 static void mc__tcp_slice_done(mc_engine_t *e, mc__task_t *t, int rc);
@@ -129,7 +130,8 @@ static void mc__tcp_op_finish(mc_engine_t *e, mc__tcp_op_t *op, int rc) {
     mc__task_t *t = op->t;
     /* a READ into device memory is done once its bytes are on the device */
     if (rc == 0 && op->dev_dst)
-        rc = e->devmem->from_host(op->dev_dst, op->local, op->n, t->local_device);
+        rc = mc__devmem_from_host(e->devmem, op->dev_dst, op->local, op->n, t->local_device,
+                                  op->stage_pinned);
     if (rc == 0) {
         atomic_fetch_add(&t->transferred, op->n);
         /* a large task is many slices: each one that ends shows the peer alive */
@@ -390,6 +392,7 @@ static int mc__tcp_stage(mc_engine_t *e, mc__tcp_worker_t *w, mc__tcp_op_t *op) 
     if (op->t->opcode == MC_OPCODE_READ)
         op->dev_dst = op->local;
     op->local = w->stage.p;
+    op->stage_pinned = w->stage.pinned;
     return 0;
 }
 
