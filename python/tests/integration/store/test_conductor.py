@@ -4,6 +4,8 @@ conductor subscribes to both through its own ZMTP code and answers /query_by_has
 source's leading blocks per medium, through stores and removals; malformed events are counted;
 wrong requests get the reference's error shapes (ConductorClient raises ConductorError)."""
 
+import json
+import pathlib
 import re
 import subprocess
 import threading
@@ -15,7 +17,7 @@ import zmq
 from store_helpers import Master, Worker, wait_for
 
 from mooncake.cli import binary_path
-from mooncake.conductor import ConductorClient, ConductorError
+from mooncake.conductor import ConductorClient, ConductorError, hash_profile
 
 BS = 16
 
@@ -78,7 +80,9 @@ def test_conductor_end_to_end(conductor):
         with pytest.raises(ConductorError) as e:
             client.register(f"tcp://127.0.0.1:{engine_port}", "vLLM", "m", "engine-b", BS)
         assert e.value.status == 400 and e.value.reason == "invalid_registration"
-        assert {s["instance_id"] for s in client.list_services()} == {"pool", "engine-a"}
+        services = client.list_services()
+        assert services["count"] == 2
+        assert {s["InstanceID"] for s in services["services"]} == {"pool", "engine-a"}
 
         # the master's subscription takes effect asynchronously: put probes until one is indexed
         n = 0
@@ -230,3 +234,162 @@ def test_a_gap_is_filled_from_a_libzmq_replay_router(conductor):
         pub.close()
         router.close()
         ctx.destroy(linger=0)
+
+
+def golden(algorithm, seed, block_size):
+    """A request's tokens and the block hashes vLLM's own code gives them (hash_golden.json)."""
+    path = (pathlib.Path(__file__).resolve().parents[4] / "mooncake-conductor" / "tests" /
+            "golden" / "hash_golden.json")
+    for c in json.loads(path.read_text())["cases"]:
+        if (c["strategy"], c["algorithm"], c["seed"], c["block_size"], c["lora_name"],
+                c["cache_salt"]) == ("vllm_v1", algorithm, seed, block_size, "", ""):
+            return c["token_ids"], [int(h, 16) for h in c["hashes"]]
+    raise LookupError(algorithm)
+
+
+def test_query_from_token_ids(conductor):
+    """POST /query: token ids hashed as vLLM hashes them (sha256_cbor, PYTHONHASHSEED=0), then
+    each engine's ordered GPU -> shared CPU -> shared disk walk, per rank, through a real
+    master's stores and removals (the shared tier), two engine publishers (pyzmq PUB sockets
+    sending vLLM's batch layout through msgpack: vLLM itself is not installed here) with their
+    GPU stores and evictions, and one engine's restart."""
+    client, proc = conductor
+    tokens, h = golden("sha256_cbor", "0", BS)
+    assert len(h) == 5 and len(tokens) == 5 * BS + BS // 2
+    prof = hash_profile("sha256_cbor", "0")
+    master = Master("--enable_kv_events", "--kv_events_bind_endpoint=tcp://127.0.0.1:0",
+                    "--kv_events_backend_id=pool")
+    worker = Worker()
+    ctx = zmq.Context()
+    pubs, ports, seqs = {}, {}, {"a": 0, "b": 0}
+    for name in ("a", "b"):
+        pubs[name] = ctx.socket(zmq.PUB)
+        pubs[name].setsockopt(zmq.LINGER, 0)
+        ports[name] = pubs[name].bind_to_random_port("tcp://127.0.0.1")
+
+    def publish(name, event):
+        seqs[name] += 1
+        pubs[name].send_multipart([b"", seqs[name].to_bytes(8, "big"), vllm_batch([event])])
+
+    def row(instance):
+        return client.query("m", BS, tokens)["instances"].get(instance)
+
+    def tiers(instance):
+        r = row(instance)
+        return r and (r["gpu"] // BS, r["cpu"] // BS, r["disk"] // BS)
+
+    try:
+        worker.setup(master)
+        client.register(f"tcp://127.0.0.1:{master.kv_events_port}", "Mooncake", "m", "pool", BS,
+                        hash_profile=prof)
+        for name in ("a", "b"):
+            client.register(f"tcp://127.0.0.1:{ports[name]}", "vLLM", "m", f"engine-{name}", BS,
+                            hash_profile=prof)
+        # registered, nothing held: a zero row per engine, none for the pool
+        q = client.query("m", BS, tokens)
+        assert set(q["instances"]) == {"engine-a", "engine-b"}
+        assert q["instances"]["engine-a"] == {"longest_matched": 0, "gpu": 0, "cpu": 0,
+                                              "disk": 0, "dp": {"0": 0},
+                                              "rank_matches": {"0": {"gpu": 0, "cpu": 0,
+                                                                     "disk": 0}}}
+        # a group with another profile, or a profile the conductor cannot compute: refused
+        for bad_prof, reason in ((hash_profile("sha256", "0"), "invalid_registration"),
+                                 (hash_profile("md5", "0"), "invalid_field")):
+            with pytest.raises(ConductorError) as e:
+                client.register("tcp://127.0.0.1:1", "vLLM", "m", "engine-c", BS,
+                                hash_profile=bad_prof)
+            assert e.value.status == 400 and e.value.reason == reason
+
+        # the engines' GPU blocks: a holds blocks 0-1, b block 0
+        def gpu_seen():
+            publish("a", stored(h[:2]))
+            publish("b", stored(h[:1]))
+            return tiers("engine-a") == (2, 2, 2) and tiers("engine-b") == (1, 1, 1)
+
+        assert wait_for(gpu_seen, timeout=30)
+        # the pool: blocks 1-3 in memory, keys being the block hashes as the master reads them
+        for x in h[1:4]:
+            assert worker.run(f"result = store.put('{x}', b'kv' * 64)") == 0
+        assert wait_for(lambda: tiers("engine-a") == (2, 4, 4) and tiers("engine-b") == (1, 4, 4),
+                        timeout=30)
+        r = row("engine-b")
+        assert r["longest_matched"] == 4 * BS and r["dp"] == {"0": BS}
+        assert r["rank_matches"] == {"0": {"gpu": BS, "cpu": 4 * BS, "disk": 4 * BS}}
+        # a removal in the pool cuts the CPU run where it falls
+        assert worker.run(f"result = store.remove('{h[2]}')") == 0
+        assert wait_for(lambda: tiers("engine-a") == (2, 2, 2) and tiers("engine-b") == (1, 2, 2),
+                        timeout=30)
+        # an eviction on a's GPU: block 1 is still in the pool's memory
+        publish("a", {"type": "BlockRemoved", "block_hashes": [h[1]], "medium": "GPU"})
+        assert wait_for(lambda: tiers("engine-a") == (1, 2, 2), timeout=30)
+        # filters: one instance; another LoRA or model is another group (no rows)
+        assert set(client.query("m", BS, tokens, instance_id="engine-b")["instances"]) == {
+            "engine-b"}
+        assert client.query("m", BS, tokens, instance_id="nobody")["instances"] == {}
+        assert client.query("m", BS, tokens, lora_name="x")["instances"] == {}
+        assert client.query("other", BS, tokens)["instances"] == {}
+        # a salted request hashes differently from block 0 on: nothing matches
+        assert client.query("m", BS, tokens, cache_salt="s")["instances"]["engine-a"][
+            "longest_matched"] == 0
+        # an array of ints is the same request as the bin form
+        body = {"model": "m", "block_size": BS, "token_ids": tokens}
+        assert client._request("POST", "/query", body)["instances"]["engine-a"]["gpu"] == BS
+
+        # engine b restarts: its sequence starts over, what it held is forgotten, new stores count.
+        # A long-lived publisher's sequence is far ahead of a new one's: the restarted one's
+        # numbers stay below it for the whole wait, however late the reconnect comes.
+        seqs["b"] = 10**6 - 1
+        publish("b", stored(h[:1]))
+        assert wait_for(lambda: any(s["LastSeq"] == 10**6 for s in
+                                    client.list_services()["services"]), timeout=30)
+        pubs["b"].close()
+        pubs["b"] = ctx.socket(zmq.PUB)
+        pubs["b"].setsockopt(zmq.LINGER, 0)
+        pubs["b"].bind(f"tcp://127.0.0.1:{ports['b']}")
+        seqs["b"] = 0
+
+        def restarted():
+            publish("b", stored(h[2:3]))  # block 2 alone: no prefix of its own
+            return client.metrics()["mooncake_conductor_publisher_restarts_total"] >= 1
+
+        assert wait_for(restarted, timeout=30)
+        assert wait_for(lambda: tiers("engine-b") == (0, 0, 0), timeout=30)
+        publish("b", stored(h[:2]))  # with block 2 from before: GPU 0-2, then the pool's 3
+        assert wait_for(lambda: tiers("engine-b") == (3, 4, 4), timeout=30)
+
+        view = client.global_view()
+        assert view["context_count"] == 1
+        group = view["contexts"][0]
+        assert group["instances"] == {"engine-a": [0], "engine-b": [0]}
+        assert group["prefix_count"] >= 3 and group["tenant_id"] == "default"
+        assert group["hash_profile"]["root_digest"] == (
+            "4e1195df020de59e0d65a33a4279f1183e7ae4e5d980e309f8b55adff2e61c3e")
+        services = client.list_services()
+        assert services["count"] == 3
+        assert {s["Type"] for s in services["services"]} == {"Mooncake", "vLLM"}
+        assert all(s["CacheGroup"] is None for s in services["services"])
+    finally:
+        for p in pubs.values():
+            p.close()
+        ctx.destroy(linger=0)
+        worker.close()
+        master.stop()
+    assert proc.poll() is None
+
+
+@pytest.mark.parametrize("body,reason,field", [
+    ({"model": "m", "block_size": 16}, "missing_field", None),
+    ({"model": "m", "block_size": 16, "token_ids": ["a"]}, "invalid_type", "token_ids"),
+    ({"model": "m", "block_size": 16, "token_ids": [1, 2**40]}, "invalid_type", "token_ids"),
+    ({"model": "m", "block_size": 16, "token_ids": b"abc"}, "invalid_field", "token_ids"),
+    ({"model": "m", "block_size": 0, "token_ids": []}, "invalid_field", "block_size"),
+    ({"model": "m", "block_size": 16, "token_ids": [], "root_digest": "x"}, "unknown_field",
+     None),
+    ([1], "invalid_msgpack", None),
+])
+def test_wrong_queries(conductor, body, reason, field):
+    client, proc = conductor
+    with pytest.raises(ConductorError) as e:
+        client._request("POST", "/query", body)
+    assert e.value.status == 400 and e.value.reason == reason and e.value.field == field
+    assert client.health() and proc.poll() is None
