@@ -287,21 +287,21 @@ static int same_registration(const reg_t *a, const reg_t *b) {
            a->cache_group == b->cache_group;
 }
 
-static void do_register(struct mc_conductor *c, const mc_http_request_t *req,
-                        mc_http_response_t *resp) {
-    body_err_t e = {0};
+/* Registers the source a /register body describes: 200 (instance filled in), or 400 / 500 with
+ * *e. The HTTP endpoint and the config file's static subscriptions both come here. */
+static int register_body(struct mc_conductor *c, const uint8_t *body, size_t len, body_err_t *e,
+                         char instance[FIELD]) {
     reg_t *r = mc__calloc(1, sizeof(*r));
     mc_kv_sub_ops_t ops = {on_event, on_restart};
     char key[3 * FIELD];
     if (!r) {
-        mc__http_respond(resp, 500, "text/plain", "out of memory", 13);
-        return;
+        *e = (body_err_t){"out of memory", "internal", NULL, 0};
+        return 500;
     }
     r->c = c;
-    if (parse_register(req->body, req->body_len, r, &e) != 0) {
+    if (parse_register(body, len, r, e) != 0) {
         mc__free(r);
-        respond_err(c, resp, 400, &e);
-        return;
+        return 400;
     }
     service_key(r, key, sizeof(key));
     pthread_mutex_lock(&c->mu);
@@ -312,18 +312,17 @@ static void do_register(struct mc_conductor *c, const mc_http_request_t *req,
         int clash = !strcmp(other, key) || !strcmp(o->endpoint, r->endpoint);
         if (clash && same_registration(o, r)) { /* the same registration again: as it was */
             pthread_mutex_unlock(&c->mu);
-            respond_registered(resp, r->instance);
+            strcpy(instance, r->instance);
             mc__free(r);
-            return;
+            return 200;
         }
         if (clash || (same_group(o, r) && !same_profile(o, r))) {
             pthread_mutex_unlock(&c->mu);
             mc__free(r);
-            e = (body_err_t){clash ? "the service key or endpoint is registered already"
-                                   : "the cache-sharing group has another hash profile",
-                             "invalid_registration", NULL, 0};
-            respond_err(c, resp, 400, &e);
-            return;
+            *e = (body_err_t){clash ? "the service key or endpoint is registered already"
+                                    : "the cache-sharing group has another hash profile",
+                              "invalid_registration", NULL, 0};
+            return 400;
         }
     }
     r->ctx = mc__pt_context(c->pt, r->tenant, r->model, r->lora, (uint32_t)r->block_size, "");
@@ -334,9 +333,8 @@ static void do_register(struct mc_conductor *c, const mc_http_request_t *req,
     pthread_mutex_unlock(&c->mu);
     if (full) {
         mc__free(r);
-        e = (body_err_t){"too many registrations", "invalid_registration", NULL, 0};
-        respond_err(c, resp, 400, &e);
-        return;
+        *e = (body_err_t){"too many registrations", "invalid_registration", NULL, 0};
+        return 400;
     }
     int rc = mc__kv_sub_start(r->endpoint, r->replay, &ops, r, &r->sub);
     if (rc != 0) {
@@ -344,13 +342,32 @@ static void do_register(struct mc_conductor *c, const mc_http_request_t *req,
         c->regs[--c->n_regs] = NULL; /* it was the last one added; nothing ran on it */
         pthread_mutex_unlock(&c->mu);
         mc__free(r);
-        e = (body_err_t){"the endpoint is no tcp://host:port", "invalid_field", "endpoint", 0};
-        respond_err(c, resp, 400, &e);
-        return;
+        *e = (body_err_t){"the endpoint is no tcp://host:port", "invalid_field", "endpoint", 0};
+        return 400;
     }
     MC_INFO("conductor: registered %s (%s) on %s", key, r->mooncake ? "Mooncake" : "engine",
             r->endpoint);
-    respond_registered(resp, r->instance);
+    strcpy(instance, r->instance);
+    return 200;
+}
+
+static void do_register(struct mc_conductor *c, const mc_http_request_t *req,
+                        mc_http_response_t *resp) {
+    body_err_t e = {0};
+    char instance[FIELD];
+    int status = register_body(c, req->body, req->body_len, &e, instance);
+    if (status == 200)
+        respond_registered(resp, instance);
+    else
+        respond_err(c, resp, status, &e);
+}
+
+int mc__conductor_register(mc_conductor_t *c, const uint8_t *body, size_t len, const char **why) {
+    body_err_t e = {0};
+    char instance[FIELD];
+    int status = register_body(c, body, len, &e, instance);
+    *why = status == 200 ? "" : e.error;
+    return status == 200 ? 0 : status == 500 ? MC_ERR_MEMORY : MC_ERR_INVALID_ARGUMENT;
 }
 
 static void do_unregister(struct mc_conductor *c, const mc_http_request_t *req,

@@ -5,6 +5,7 @@ source's leading blocks per medium, through stores and removals; malformed event
 wrong requests get the reference's error shapes (ConductorClient raises ConductorError)."""
 
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -22,31 +23,43 @@ from mooncake.conductor import ConductorClient, ConductorError, hash_profile
 BS = 16
 
 
+def spawn_conductor(*args, env=None):
+    """A mooncake_conductor process and its port (it prints the port it listens on)."""
+    proc = subprocess.Popen([binary_path("mooncake_conductor"), "--host=127.0.0.1", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    port = None
+    deadline = time.monotonic() + 20
+    while port is None and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        m = re.search(r"listening port=(\d+)", line)
+        if m:
+            port = int(m.group(1))
+    if not port:
+        proc.kill()
+        proc.wait()
+        raise AssertionError("mooncake_conductor did not start")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()
+    return proc, port
+
+
+def stop_conductor(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture
 def conductor():
-    proc = subprocess.Popen([binary_path("mooncake_conductor"), "--host=127.0.0.1", "--port=0",
-                             "--max_blocks=100000"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc, port = spawn_conductor("--port=0", "--max_blocks=100000")
     try:
-        port = None
-        deadline = time.monotonic() + 20
-        while port is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            m = re.search(r"listening port=(\d+)", line)
-            if m:
-                port = int(m.group(1))
-        assert port, "mooncake_conductor did not start"
-        threading.Thread(target=proc.stdout.read, daemon=True).start()
         yield ConductorClient(f"http://127.0.0.1:{port}"), proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_conductor(proc)
 
 
 def vllm_batch(events, dp_rank=0):
@@ -345,7 +358,15 @@ def test_query_from_token_ids(conductor):
         pubs["b"].close()
         pubs["b"] = ctx.socket(zmq.PUB)
         pubs["b"].setsockopt(zmq.LINGER, 0)
-        pubs["b"].bind(f"tcp://127.0.0.1:{ports['b']}")
+
+        def rebound():  # libzmq closes the old socket in its own thread: the port frees later
+            try:
+                pubs["b"].bind(f"tcp://127.0.0.1:{ports['b']}")
+                return True
+            except zmq.ZMQError:
+                return False
+
+        assert wait_for(rebound, timeout=30)
         seqs["b"] = 0
 
         def restarted():
@@ -393,3 +414,49 @@ def test_wrong_queries(conductor, body, reason, field):
         client._request("POST", "/query", body)
     assert e.value.status == 400 and e.value.reason == reason and e.value.field == field
     assert client.health() and proc.poll() is None
+
+
+def test_config_file_static_subscriptions(tmp_path):
+    """The reference's config file (CONDUCTOR_CONFIG_PATH): http_server_port, and kvevent_instance
+    entries registered at start (the entry's name is its instance_id); a bad entry is logged and
+    skipped, the others serve."""
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.PUB)
+    pub.setsockopt(zmq.LINGER, 0)
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    prof = hash_profile("sha256_cbor", "0")
+    cfg = tmp_path / "conductor_config.json"
+    cfg.write_text(json.dumps({"http_server_port": 0, "kvevent_instance": {
+        "engine-s": {"type": "vLLM", "endpoint": f"tcp://127.0.0.1:{port}", "modelname": "m",
+                     "block_size": BS, "dp_rank": 0, "hash_profile": prof},
+        "broken": {"type": "vLLM", "endpoint": "tcp://127.0.0.1:1", "modelname": "m",
+                   "block_size": BS, "dp_rank": 0,
+                   "hash_profile": dict(prof, algorithm="md5")},
+    }}))
+    env = dict(os.environ, CONDUCTOR_CONFIG_PATH=str(cfg))
+    proc, http_port = spawn_conductor(env=env)
+    try:
+        client = ConductorClient(f"http://127.0.0.1:{http_port}")
+        services = client.list_services()
+        assert services["count"] == 1
+        assert services["services"][0]["InstanceID"] == "engine-s"
+        assert services["services"][0]["HashProfile"]["python_hash_seed"] == "0"
+        tokens, h = golden("sha256_cbor", "0", BS)
+        seq = 0
+
+        def held():
+            nonlocal seq
+            seq += 1
+            pub.send_multipart([b"", seq.to_bytes(8, "big"), vllm_batch([stored(h[:3])])])
+            return client.query("m", BS, tokens)["instances"]["engine-s"]["gpu"] == 3 * BS
+
+        assert wait_for(held, timeout=30)
+    finally:
+        stop_conductor(proc)
+        pub.close()
+        ctx.destroy(linger=0)
+    # a config file that is no JSON object: refused at start
+    cfg.write_text("[1, 2")
+    bad = subprocess.run([binary_path("mooncake_conductor"), "--port=0"], env=env,
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "not a JSON object" in bad.stderr
