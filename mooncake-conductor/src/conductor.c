@@ -993,6 +993,25 @@ static void do_metrics(struct mc_conductor *c, mc_http_response_t *resp) {
     mc__http_respond(resp, 200, "text/plain; version=0.0.4", text, (size_t)n);
 }
 
+static int known_path(const char *path) {
+    static const char *paths[] = {"/register",    "/unregister", "/query",   "/query_by_hash",
+                                  "/global_view", "/services",   "/metrics", "/health"};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        if (!strcmp(path, paths[i]))
+            return 1;
+    return 0;
+}
+
+/* a known path with the other method: the reference's 405 and its body */
+static void respond_405(mc_http_response_t *resp) {
+    mc_buf_t b;
+    mc__buf_init(&b);
+    mc__mp_map(&b, 1);
+    mc__mp_cstr(&b, "error");
+    mc__mp_cstr(&b, "Method not allowed");
+    respond_buf(resp, 405, &b);
+}
+
 static void handle(void *ctx, const mc_http_request_t *req, mc_http_response_t *resp) {
     struct mc_conductor *c = ctx;
     int post = !strcmp(req->method, "POST"), get = !strcmp(req->method, "GET");
@@ -1012,6 +1031,8 @@ static void handle(void *ctx, const mc_http_request_t *req, mc_http_response_t *
         do_metrics(c, resp);
     else if (get && !strcmp(req->path, "/health"))
         mc__http_respond(resp, 200, "text/plain", "OK", 2);
+    else if (known_path(req->path))
+        respond_405(resp);
     else
         mc__http_respond(resp, 404, "text/plain", "not found", 9);
 }
