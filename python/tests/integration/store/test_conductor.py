@@ -416,6 +416,17 @@ def test_wrong_queries(conductor, body, reason, field):
     assert client.health() and proc.poll() is None
 
 
+def test_wrong_methods(conductor):
+    client, _ = conductor
+    for method, path in (("GET", "/query"), ("GET", "/register"), ("POST", "/global_view")):
+        with pytest.raises(ConductorError) as e:
+            client._request(method, path, {} if method == "POST" else None)
+        assert e.value.status == 405
+    with pytest.raises(ConductorError) as e:
+        client._request("GET", "/nothing")
+    assert e.value.status == 404
+
+
 def test_config_file_static_subscriptions(tmp_path):
     """The reference's config file (CONDUCTOR_CONFIG_PATH): http_server_port, and kvevent_instance
     entries registered at start (the entry's name is its instance_id); a bad entry is logged and
