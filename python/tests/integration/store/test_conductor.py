@@ -4,6 +4,7 @@ conductor subscribes to both through its own ZMTP code and answers /query_by_has
 source's leading blocks per medium, through stores and removals; malformed events are counted;
 wrong requests get the reference's error shapes (ConductorClient raises ConductorError)."""
 
+import hashlib
 import json
 import os
 import pathlib
@@ -260,16 +261,40 @@ def golden(algorithm, seed, block_size):
     raise LookupError(algorithm)
 
 
+def sha256_cbor_digests(tokens, seed="0"):
+    """vLLM's full 32-byte sha256_cbor digests (what its events carry by default), for 16-token
+    blocks of small ids: CBOR heads written out by hand."""
+    def head(major, n):
+        if n < 24:
+            return bytes([major << 5 | n])
+        size = 1 if n < 1 << 8 else 2 if n < 1 << 16 else 4
+        return bytes([major << 5 | {1: 24, 2: 25, 4: 26}[size]]) + n.to_bytes(size, "big")
+    digest = hashlib.sha256(head(3, len(seed)) + seed.encode()).digest()
+    out = []
+    for b in range(len(tokens) // BS):
+        body = b"".join(head(0, t) for t in tokens[b * BS:(b + 1) * BS])
+        digest = hashlib.sha256(b"\x83" + head(2, 32) + digest + head(4, BS) + body +
+                                b"\xf6").digest()
+        out.append(digest)
+    return out
+
+
 def test_query_from_token_ids(conductor):
     """POST /query: token ids hashed as vLLM hashes them (sha256_cbor, PYTHONHASHSEED=0), then
     each engine's ordered GPU -> shared CPU -> shared disk walk, per rank, through a real
     master's stores and removals (the shared tier), two engine publishers (pyzmq PUB sockets
-    sending vLLM's batch layout through msgpack: vLLM itself is not installed here) with their
-    GPU stores and evictions, and one engine's restart."""
+    sending vLLM's batch layouts through msgpack, one of them with the 32-byte digests vLLM
+    sends by default: vLLM itself is not installed here) with their GPU stores and evictions,
+    and one engine's restart."""
     client, proc = conductor
     tokens, h = golden("sha256_cbor", "0", BS)
     assert len(h) == 5 and len(tokens) == 5 * BS + BS // 2
     prof = hash_profile("sha256_cbor", "0")
+    # engine b speaks as vLLM 0.34 writes its batches: the EventBatch array [ts, events, rank]
+    # (array_like), tagged map events, block hashes as the full 32-byte digests
+    digest = {x: d for x, d in zip(h, sha256_cbor_digests(tokens[:len(h) * BS]))}
+    assert all(int.from_bytes(d[-8:], "big") == x for x, d in digest.items())
+
     master = Master("--enable_kv_events", "--kv_events_bind_endpoint=tcp://127.0.0.1:0",
                     "--kv_events_backend_id=pool")
     worker = Worker()
@@ -282,7 +307,12 @@ def test_query_from_token_ids(conductor):
 
     def publish(name, event):
         seqs[name] += 1
-        pubs[name].send_multipart([b"", seqs[name].to_bytes(8, "big"), vllm_batch([event])])
+        if name == "b":
+            event = dict(event, block_hashes=[digest[x] for x in event["block_hashes"]])
+            payload = msgpack.packb([time.time(), [event], 0], use_bin_type=True)
+        else:
+            payload = vllm_batch([event])
+        pubs[name].send_multipart([b"", seqs[name].to_bytes(8, "big"), payload])
 
     def row(instance):
         return client.query("m", BS, tokens)["instances"].get(instance)
