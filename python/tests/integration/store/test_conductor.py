@@ -186,8 +186,9 @@ def test_wrong_requests(conductor, path, body, reason):
 def test_a_gap_is_filled_from_a_libzmq_replay_router(conductor):
     """An engine publisher as vLLM's: PUB plus a ROUTER answering [id, "", start] with
     [id, "", seq, payload] ... [id, "", -1, ""]. A batch the conductor never received live is
-    fetched from it, and its blocks are indexed."""
+    fetched from it, and its blocks are indexed: /query's prefix runs through it."""
     client, _ = conductor
+    tokens, h = golden("sha256_cbor", "0", BS)
     ctx = zmq.Context()
     pub = ctx.socket(zmq.PUB)
     router = ctx.socket(zmq.ROUTER)
@@ -215,7 +216,8 @@ def test_a_gap_is_filled_from_a_libzmq_replay_router(conductor):
     server.start()
     try:
         client.register(f"tcp://127.0.0.1:{port}", "vLLM", "m", "engine-r", BS,
-                        replay_endpoint=f"tcp://127.0.0.1:{rport}")
+                        replay_endpoint=f"tcp://127.0.0.1:{rport}",
+                        hash_profile=hash_profile("sha256_cbor", "0"))
         seq = 0
 
         def send(hashes, live=True):
@@ -226,18 +228,17 @@ def test_a_gap_is_filled_from_a_libzmq_replay_router(conductor):
             if live:
                 pub.send_multipart([b"", seq.to_bytes(8, "big"), payload])
 
-        def indexed(h):
-            row = client.query_by_hash("m", BS, [h])["instances"].get("engine-r|0")
-            return bool(row and row["gpu"])
+        def prefix():
+            return client.query("m", BS, tokens)["instances"]["engine-r"]["gpu"] // BS
 
         def first():
-            send([1])
-            return indexed(1)
+            send(h[:1])
+            return prefix() == 1
 
         assert wait_for(first, timeout=30)
-        send([2], live=False)  # missed
-        send([3])
-        assert wait_for(lambda: indexed(2) and indexed(3), timeout=30)
+        send(h[1:2], live=False)  # missed
+        send(h[2:3])
+        assert wait_for(lambda: prefix() == 3, timeout=30)
         m = client.metrics()
         assert m["mooncake_conductor_sequence_gaps_total"] == 1
         assert m["mooncake_conductor_replayed_batches_total"] == 1
