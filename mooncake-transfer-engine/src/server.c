@@ -2,7 +2,7 @@
  * few). Requests are read through a per-connection buffer, so a small request (header, body,
  * payload) or several pipelined ones come in with one recv; large payloads move straight
  * between the socket and registered memory. Requests are answered in order; empty replies to
- * requests already buffered are held and sent together before the next receive. Every request is
+ * requests already sent to us are held and sent together before the next wait. Every request is
  * checked against the current registrations; a bad request gets an error reply, broken framing
  * closes only that connection. Accepting and tracking connections is mc__conn_server's job. */
 #include <stdio.h>
@@ -104,10 +104,21 @@ static int mc__srv_send(mc__srv_conn_t *c, const void *a, size_t an, uint64_t de
     return mc__srv_flush(c, deadline);
 }
 
+/* Whether the next n bytes of the request stream are buffered, after taking in, without
+ * waiting, what the socket already holds: an initiator writes a pipelined group's requests
+ * before it reads a reply, so replies held for them go out in one send (measured: a batch of 32
+ * 4 KiB writes got its replies in ~10 sends of 1-4 with the buffer alone). Not for a payload the
+ * read takes in place (n >= half the buffer): taking it into the buffer would add a copy. */
+static int mc__srv_buffered(mc__srv_conn_t *c, size_t n) {
+    if (mc__rbuf_pending(&c->rb) >= n)
+        return 1;
+    return n < c->rb.cap / 2 && mc__rbuf_top_up(&c->rb) >= n;
+}
+
 /* Reads n bytes of the request stream. Held replies go out first when the bytes are not all
- * buffered: the peer may be waiting for them before it sends more. */
+ * there: the peer may be waiting for them before it sends more. */
 static int mc__srv_read(mc__srv_conn_t *c, void *dst, size_t n, uint64_t deadline) {
-    if (c->niov && mc__rbuf_pending(&c->rb) < n && mc__srv_flush(c, deadline))
+    if (c->niov && !mc__srv_buffered(c, n) && mc__srv_flush(c, deadline))
         return MC_ERR_SOCKET;
     return mc__rbuf_read(&c->rb, dst, n, deadline);
 }
@@ -137,8 +148,8 @@ static int mc__reply_raw(mc__srv_conn_t *c, uint8_t type, uint64_t id, const voi
     if (pinned)
         c->npins++;
     c->held_bytes += n;
-    if (mc__rbuf_pending(&c->rb) >= MC_FRAME_HEADER_SIZE && c->nhdrs < MC__CONN_HELD &&
-        c->held_bytes < MC__CONN_HELD_BYTES)
+    if (c->nhdrs < MC__CONN_HELD && c->held_bytes < MC__CONN_HELD_BYTES &&
+        mc__srv_buffered(c, MC_FRAME_HEADER_SIZE))
         return 0;
     return mc__srv_flush(c, deadline);
 }
@@ -248,7 +259,7 @@ static int mc__serve_one(mc_engine_t *e, mc__srv_conn_t *c) {
      * replies go out first (mc__srv_read), with the engine's timeout. */
     if (idle)
         mc__conn_idle(1);
-    if (c->niov && mc__rbuf_pending(&c->rb) < sizeof(raw) &&
+    if (c->niov && !mc__srv_buffered(c, sizeof(raw)) &&
         mc__srv_flush(c, mc__now_ms() + (uint64_t)e->timeout_ms) != 0)
         return MC_ERR_SOCKET;
     if (mc__rbuf_read(&c->rb, raw, sizeof(raw), 0))
