@@ -84,6 +84,20 @@ static int bad(body_err_t *e, const char *error, const char *reason, const char 
     return -1;
 }
 
+/* The reference names the field: "unsupported request field: NAME", field NAME. The text lives
+ * in this thread's buffers until its next request, which comes after the answer is sent. */
+static int unknown_field(body_err_t *e, const mc_mp_item_t *key) {
+    static _Thread_local char name[64], msg[96];
+    size_t n = key->n < sizeof(name) - 1 ? key->n : sizeof(name) - 1;
+    memcpy(name, key->p, n);
+    name[n] = 0;
+    for (size_t i = 0; i < n; i++)
+        if (name[i] < 0x20 || name[i] == 0x7f)
+            name[i] = '?'; /* a control byte in a key is not echoed */
+    snprintf(msg, sizeof(msg), "unsupported request field: %s", name);
+    return bad(e, msg, "unknown_field", name);
+}
+
 static int str_field(mc_cursor_t *cur, char *out, const char *name, body_err_t *e) {
     const uint8_t *p;
     uint32_t n;
@@ -196,7 +210,7 @@ static int parse_register(const uint8_t *p, size_t n, reg_t *r, body_err_t *e) {
             if (rc == 0 && g.type == MC_MP_UINT)
                 r->cache_group = 0;
         } else
-            return bad(e, "unsupported request field", "unknown_field", "?");
+            return unknown_field(e, &key);
         if (rc != 0)
             return -1;
     }
@@ -394,7 +408,7 @@ static void do_unregister(struct mc_conductor *c, const mc_http_request_t *req,
         else if (mc__mp_str_is(&k, "tenant_id"))
             rc = opt_str_field(&cur, probe.tenant, "tenant_id", &e);
         else
-            rc = bad(&e, "unsupported request field", "unknown_field", "?");
+            rc = unknown_field(&e, &k);
         if (rc != 0) {
             respond_err(c, resp, 400, &e);
             return;
@@ -492,7 +506,7 @@ static void do_query_by_hash(struct mc_conductor *c, const mc_http_request_t *re
                 }
             }
         } else {
-            rc = bad(&e, "unsupported request field", "unknown_field", "?");
+            rc = unknown_field(&e, &k);
         }
         if (rc != 0)
             goto fail;
@@ -725,7 +739,7 @@ static void do_query(struct mc_conductor *c, const mc_http_request_t *req,
         else if (mc__mp_str_is(&k, "instance_id"))
             rc = str_field(&cur, only, "instance_id", &e), filter = 1;
         else
-            rc = bad(&e, "unsupported request field", "unknown_field", NULL);
+            rc = unknown_field(&e, &k);
         if (rc != 0)
             goto fail;
     }

@@ -436,7 +436,7 @@ def test_query_from_token_ids(conductor):
     ({"model": "m", "block_size": 16, "token_ids": b"abc"}, "invalid_field", "token_ids"),
     ({"model": "m", "block_size": 0, "token_ids": []}, "invalid_field", "block_size"),
     ({"model": "m", "block_size": 16, "token_ids": [], "root_digest": "x"}, "unknown_field",
-     None),
+     "root_digest"),
     ([1], "invalid_msgpack", None),
 ])
 def test_wrong_queries(conductor, body, reason, field):
