@@ -1,10 +1,12 @@
 """The conductor's cost: POST /query latency and event ingest rate as the prefix length,
 the engine instances and the tenants grow, against two floors measured in the same run
-(the HTTP round trip of GET /health, and the plain in-process lookup: hashing the request in
-Python as vLLM does and walking a dict of the same blocks); and, when mc_master_bench is
-given, the master's put rate with KV events off and on.
+(the HTTP round trip of GET /health; the plain in-process lookup: hashing the request in Python
+as vLLM does and walking sets of the same blocks; and, with conductor_lookup_bench, the same
+hashing and walk in C over the conductor's own prefix table, in one process); and, when
+mc_master_bench is given, the master's put rate with KV events off and on.
 
   python -m benchmarks.conductor [--queries 200] [--ingest-events 5000]
+      [--lookup-bench build/.../conductor_lookup_bench]
       [--master-bench build/.../mc_master_bench]
 
 Every case starts a fresh mooncake_conductor. Each engine instance is a pyzmq PUB socket
@@ -107,6 +109,16 @@ def get(port, path):
         return conn.getresponse().read()
     finally:
         conn.close()
+
+
+def c_lookup(path, tokens_len, instances, iterations):
+    """conductor_lookup_bench's p50 in ms: the same hashing and walk in C, in one process."""
+    r = subprocess.run([path, str(tokens_len), str(instances), str(iterations)],
+                       capture_output=True, text=True, timeout=600)
+    m = re.search(r"p50_us=([\d.]+)", r.stdout)
+    if r.returncode != 0 or not m:
+        raise RuntimeError(f"conductor_lookup_bench said:\n{r.stdout}{r.stderr}")
+    return float(m.group(1)) / 1e3
 
 
 def run_case(tokens_len, instances, tenants, queries):
@@ -269,6 +281,8 @@ def main():
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--master-bench", help="path of mc_master_bench: also put rate, events "
                     "off vs on")
+    ap.add_argument("--lookup-bench", help="path of conductor_lookup_bench: also the in-process "
+                    "limit in C")
     ap.add_argument("--ingest-events", type=int, default=5000,
                     help="events each publisher sends in the ingest-limit cases")
     ap.add_argument("--runs", type=int, default=3, help="alternating mc_master_bench runs")
@@ -279,14 +293,16 @@ def main():
     print(f"conductor /query and ingest, block size {BS}, {a.queries} queries a case, "
           f"{os.cpu_count()} CPUs\n")
     print("| tokens | instances | tenants | blocks ingested | ingest blocks/s | events/s | "
-          "/query p50 ms | /query p99 ms | GET /health p50 ms | in-process p50 ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "/query p50 ms | /query p99 ms | GET /health p50 ms | in-process Python p50 ms | "
+          "in-process C p50 ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for L, n, t in cases:
         r = run_case(L, n, t, a.queries)
+        c_ms = f"{c_lookup(a.lookup_bench, L, n, a.queries):.2f}" if a.lookup_bench else "-"
         print(f"| {r['tokens']} | {r['instances']} | {r['tenants']} | {r['blocks']} | "
               f"{r['ingest_blocks_s']:.0f} | {r['ingest_events_s']:.0f} | {r['p50_ms']:.2f} | "
-              f"{r['p99_ms']:.2f} | {r['health_p50_ms']:.2f} | {r['local_p50_ms']:.2f} |",
-              flush=True)
+              f"{r['p99_ms']:.2f} | {r['health_p50_ms']:.2f} | {r['local_p50_ms']:.2f} | "
+              f"{c_ms} |", flush=True)
     print("\ningest limit: pre-encoded batches of 64 block hashes, one event each\n")
     print("| publishers | blocks | conductor blocks/s | publisher send-only blocks/s | lost |")
     print("|---|---|---|---|---|")
