@@ -405,20 +405,6 @@ int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
     return 0;
 }
 
-int mc__recv_reply(int fd, void *p, size_t n, uint64_t deadline_ms, uint64_t spin_ns) {
-    char *c = p;
-    int first = 1;
-    while (n > 0) {
-        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, first, spin_ns, 0);
-        if (r < 0)
-            return MC_ERR_SOCKET;
-        first = 0;
-        c += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap) {
     b->fd = fd;
     b->data = mem;
@@ -427,6 +413,7 @@ void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap) {
     b->wait_first = 0;
     b->spin_ns = mc__reply_spin_for(0);
     b->timed_wait = 0;
+    b->filled = 0;
 }
 
 int mc__rbuf_read(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms) {
@@ -457,12 +444,14 @@ int mc__rbuf_read_max(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms, 
             r = mc__recv_some(b->fd, d, n, deadline_ms, wait, b->spin_ns, b->timed_wait);
             if (r < 0)
                 return MC_ERR_SOCKET;
+            b->filled = (size_t)r == n;
             if ((size_t)r == n)
                 return 0;
             d += r;
             n -= (size_t)r;
             if (mc__recv_all(b->fd, d, n, deadline_ms))
                 return MC_ERR_SOCKET;
+            b->filled = 1;
             return 0;
         }
         r = mc__recv_some(b->fd, b->data, fill > n ? fill : n, deadline_ms, b->wait_first,
@@ -470,9 +459,29 @@ int mc__rbuf_read_max(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms, 
         b->wait_first = 0;
         if (r < 0)
             return MC_ERR_SOCKET;
+        b->filled = (size_t)r == (fill > n ? fill : n);
         b->off = 0;
         b->len = (size_t)r;
     }
+}
+
+size_t mc__rbuf_top_up(mc__rbuf_t *b) {
+    size_t have = b->len - b->off;
+    ssize_t r;
+    if (have == b->cap || !b->filled)
+        return have;
+    if (b->off) {
+        memmove(b->data, b->data + b->off, have);
+        b->off = 0;
+        b->len = have;
+    }
+    do
+        r = recv(b->fd, b->data + have, b->cap - have, MSG_DONTWAIT);
+    while (r < 0 && errno == EINTR);
+    b->filled = r > 0 && (size_t)r == b->cap - have;
+    if (r > 0)
+        b->len += (size_t)r;
+    return b->len - b->off;
 }
 
 int mc__set_buffers(int fd, int sndbuf, int rcvbuf) {

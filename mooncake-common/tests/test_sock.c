@@ -215,6 +215,45 @@ static void test_rbuf(void **state) {
     }
 }
 
+/* A top-up takes what the socket holds without waiting, when the last receive filled what it
+ * asked for: the pending bytes move to the front, the buffer fills to its capacity and no
+ * further; after a receive that came short (the socket held no more then), or on an empty or
+ * closed socket, it adds nothing and leaves the bytes, or the error, to the next read. */
+static void test_rbuf_top_up(void **state) {
+    (void)state;
+    int sv[2];
+    uint8_t mem[16], got[16];
+    mc__rbuf_t rb;
+    uint64_t t0;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    mc__rbuf_init(&rb, sv[0], mem, sizeof(mem));
+    t0 = mc__now_ms();
+    assert_int_equal(mc__rbuf_top_up(&rb), 0); /* nothing received yet: no wait */
+    assert_true(mc__now_ms() - t0 < 1000);
+    assert_int_equal(mc__send2(sv[1], "0123456789abcdefghij", 20, NULL, 0, 0), 0);
+    assert_int_equal(mc__rbuf_read(&rb, got, 4, mc__now_ms() + 5000), 0); /* takes 16 */
+    assert_memory_equal(got, "0123", 4);
+    assert_int_equal(mc__rbuf_pending(&rb), 12);
+    /* the 12 pending move to the front, the 4 the socket holds come in */
+    assert_int_equal(mc__rbuf_top_up(&rb), 16);
+    assert_int_equal(mc__rbuf_top_up(&rb), 16); /* full: takes nothing */
+    assert_int_equal(mc__rbuf_read(&rb, got, 16, mc__now_ms() + 5000), 0);
+    assert_memory_equal(got, "456789abcdefghij", 16);
+    assert_int_equal(mc__rbuf_top_up(&rb), 0); /* the socket is empty: nothing, no wait */
+    /* that receive came short: the next top-up does not ask the socket, a read gets the bytes */
+    assert_int_equal(mc__send2(sv[1], "klmn", 4, NULL, 0, 0), 0);
+    assert_int_equal(mc__rbuf_top_up(&rb), 0);
+    assert_int_equal(mc__rbuf_read(&rb, got, 4, mc__now_ms() + 5000), 0);
+    assert_memory_equal(got, "klmn", 4);
+    /* a read that fills the buffer, then the peer closes: nothing added, the read reports it */
+    assert_int_equal(mc__send2(sv[1], "0123456789abcdef", 16, NULL, 0, 0), 0);
+    assert_int_equal(mc__rbuf_read(&rb, got, 16, mc__now_ms() + 5000), 0);
+    close(sv[1]);
+    assert_int_equal(mc__rbuf_top_up(&rb), 0);
+    assert_int_equal(mc__rbuf_read(&rb, got, 1, mc__now_ms() + 5000), MC_ERR_SOCKET);
+    close(sv[0]);
+}
+
 /* A scatter send of more pieces than one sendmsg takes (IOV_MAX) arrives whole and in order;
  * empty pieces are skipped; a peer that went away is an error, not a signal. */
 static void test_sendv(void **state) {
@@ -467,19 +506,13 @@ static void test_host_identity(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tcp_roundtrip),
-        cmocka_unit_test(test_deadlines),
-        cmocka_unit_test(test_recv_late_pieces),
-        cmocka_unit_test(test_connect_errors),
-        cmocka_unit_test(test_listen_range),
-        cmocka_unit_test(test_split_host_port),
-        cmocka_unit_test(test_unix_fd_passing),
-        cmocka_unit_test(test_unix_filesystem_path),
-        cmocka_unit_test(test_host_identity),
-        cmocka_unit_test(test_reply_spin_for),
-        cmocka_unit_test(test_dead_peer_timeouts),
-        cmocka_unit_test(test_rbuf),
-        cmocka_unit_test(test_sendv),
+        cmocka_unit_test(test_tcp_roundtrip),      cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_recv_late_pieces),   cmocka_unit_test(test_connect_errors),
+        cmocka_unit_test(test_listen_range),       cmocka_unit_test(test_split_host_port),
+        cmocka_unit_test(test_unix_fd_passing),    cmocka_unit_test(test_unix_filesystem_path),
+        cmocka_unit_test(test_host_identity),      cmocka_unit_test(test_reply_spin_for),
+        cmocka_unit_test(test_dead_peer_timeouts), cmocka_unit_test(test_rbuf),
+        cmocka_unit_test(test_rbuf_top_up),        cmocka_unit_test(test_sendv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "devmem.h"
 #include "metadata/etcd_meta.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/config.h"
@@ -50,6 +51,7 @@ int mc_engine_create(mc_engine_t **out) {
         goto out;
     }
     e->tps = mc__transport_list(&e->ntp);
+    e->devmem = mc__devmem_select();
     for (int i = 0; i < MC__TP_COUNT; i++) {
         atomic_init(&e->stat_tasks[i], 0);
         atomic_init(&e->stat_bytes[i], 0);
@@ -307,6 +309,11 @@ static void mc__engine_release(mc_engine_t *e) {
      * managed memory itself stays mapped until destroy (below), so a caller that still points
      * into it (a store whose shared engine was closed under it) fails its calls, not crashes */
     mc__transports_release(e);
+    /* what the device-memory hook noted of our registrations goes now: the caller may free that
+     * memory once its engine is closed (the fake backend would take a reuse of the address for
+     * its device memory still) */
+    for (size_t i = 0; i < e->reg.n; i++)
+        e->devmem->forget((const void *)(uintptr_t)e->reg.regions[i].addr);
     mc__notify_clear(e);
     pthread_mutex_destroy(&e->peers_lock);
     pthread_mutex_destroy(&e->batches_lock);

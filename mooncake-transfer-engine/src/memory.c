@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "devmem.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/mem_probe.h"
@@ -28,6 +29,7 @@ static int mc__register_batch(mc_engine_t *e, void *const *addrs, const size_t *
     mc__region_t one;
     mc__region_t *gs = &one;
     int rc = MC_ERR_INVALID_ARGUMENT;
+    size_t classified = 0;
     if (!e || !addrs || !lens || !n || !mc__location_ok(location))
         return rc;
     if (n > 1) {
@@ -44,9 +46,10 @@ static int mc__register_batch(mc_engine_t *e, void *const *addrs, const size_t *
         gs[i].len = lens[i];
         gs[i].memfd = -1;
         strcpy(gs[i].location, location && *location ? location : "*");
-        rc = mc__mem_classify(addrs[i], gs[i].location, &gs[i].place);
+        rc = e->devmem->classify(addrs[i], lens[i], gs[i].location, &gs[i].place);
         if (rc)
             goto out;
+        classified = i + 1;
         /* Host memory that is not there (a wild integer from Python, say) is refused now, not
          * found out by a fault when a peer's request reaches it. Device memory is the driver's. */
         if (gs[i].place.kind == MC__MEM_HOST && mc__mem_probe(addrs[i], lens[i], 0) != 0) {
@@ -63,6 +66,12 @@ static int mc__register_batch(mc_engine_t *e, void *const *addrs, const size_t *
         mc__republish(e);
     }
 out:
+    /* a refused registration leaves no record with the device-memory hook (devmem_fake.c
+     * counts the registrations of its device ranges) */
+    if (rc)
+        for (size_t i = 0; i < classified; i++)
+            if (gs[i].place.kind == MC__MEM_CUDA)
+                e->devmem->forget(addrs[i]);
     if (gs != &one)
         mc__free(gs);
     return rc;
@@ -88,6 +97,8 @@ static int mc__unregister(mc_engine_t *e, void *const *addrs, size_t n, int mana
     }
     rc = mc__reg_remove_many(&e->reg, as, n, managed, out);
     if (!rc) {
+        for (size_t i = 0; i < n; i++)
+            e->devmem->forget(addrs[i]);
         mc__transports_mem_unregistered(e, as, n);
         mc__republish(e);
     }
@@ -133,6 +144,13 @@ int mc_engine_is_registered(mc_engine_t *e, const void *addr, size_t len) {
     return rc;
 }
 
+/* Memory the CPU cannot read may be a GPU's (not mapped into the host's address space): 0 when
+ * the device-memory hook says it is, else MC_ERR_INVALID_ARGUMENT. */
+static int mc__unmapped_device(mc_engine_t *e, const void *addr, size_t len) {
+    int dev = -1;
+    return e->devmem->query(addr, len, &dev) == 0 && dev >= 0 ? 0 : MC_ERR_INVALID_ARGUMENT;
+}
+
 int mc_engine_check_memory(mc_engine_t *e, const void *addr, size_t len, int writable) {
     uint64_t a = (uint64_t)(uintptr_t)addr;
     int rc;
@@ -143,10 +161,10 @@ int mc_engine_check_memory(mc_engine_t *e, const void *addr, size_t len, int wri
     if (!e) /* no registrations to consult: the memory itself answers */
         return mc__mem_probe(addr, len, writable) ? MC_ERR_INVALID_ARGUMENT : 0;
     MC__GATED(e, rc,
-              mc__reg_contains(&e->reg, a, len, 0) ? 0
-              : mc__reg_contains(&e->reg, a, 1, 0) ? MC_ERR_ADDRESS_NOT_REGISTERED
-              : mc__mem_probe(addr, len, writable) ? MC_ERR_INVALID_ARGUMENT
-                                                   : 0);
+              mc__reg_contains(&e->reg, a, len, 0)      ? 0
+              : mc__reg_contains(&e->reg, a, 1, 0)      ? MC_ERR_ADDRESS_NOT_REGISTERED
+              : mc__mem_probe(addr, len, writable) == 0 ? 0
+                                                        : mc__unmapped_device(e, addr, len));
     return rc;
 }
 
@@ -156,18 +174,24 @@ int mc_engine_check_memory(mc_engine_t *e, const void *addr, size_t len, int wri
 static int mc__local_copy(mc_engine_t *e, int opcode, void *local, uint64_t addr, size_t len,
                           uint64_t epoch) {
     mc__pin_t pin;
+    int dev;
     int rc;
     if ((opcode != MC_OPCODE_READ && opcode != MC_OPCODE_WRITE) || !local || !len || !addr)
         return MC_ERR_INVALID_ARGUMENT;
+    /* either side may be a GPU's memory (a store's get_into a device buffer): the device-memory
+     * hook copies it (devmem.h) */
+    rc = mc__devmem_local(e, local, len, 0, &dev);
+    if (rc)
+        return rc;
     rc = mc__reg_pin(&e->reg, addr, len, epoch, -1, &pin);
     if (rc)
         return rc;
     if (opcode == MC_OPCODE_WRITE)
-        memcpy((void *)(uintptr_t)addr, local, len);
+        rc = mc__devmem_move(e->devmem, (void *)(uintptr_t)addr, pin.device, local, dev, len);
     else
-        memcpy(local, (const void *)(uintptr_t)addr, len);
+        rc = mc__devmem_move(e->devmem, local, dev, (const void *)(uintptr_t)addr, pin.device, len);
     mc__reg_unpin(&e->reg, &pin);
-    return 0;
+    return rc;
 }
 
 int mc_engine_local_copy(mc_engine_t *e, int opcode, void *local, uint64_t addr, size_t len,

@@ -239,6 +239,7 @@ int mc__reg_pin(mc__registry_t *r, uint64_t addr, uint64_t len, uint64_t epoch, 
         pin->uid = g->uid;
         pin->addr = g->addr;
         pin->len = g->len;
+        pin->device = g->place.kind == MC__MEM_CUDA ? g->place.device : -1;
         pthread_mutex_lock(&r->pin_lock);
         pin->next = r->pins;
         r->pins = pin;

@@ -23,6 +23,7 @@ typedef struct mc__pin {
     uint64_t uid;       /* the region's registration id */
     uint64_t addr, len; /* the region's range */
     int fd; /* the connection moving the bytes (shut down to cut a stalled transfer); -1: none */
+    int device; /* the region's GPU (its place, device_mem.h); -1: host memory */
 } mc__pin_t;
 
 typedef struct mc__region {

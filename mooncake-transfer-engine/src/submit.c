@@ -2,6 +2,7 @@
  * leaves the batch untouched), then each goes to the transport that suits it. */
 #include <string.h>
 
+#include "devmem.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/time.h"
 #include "te_internal.h"
@@ -9,6 +10,7 @@
 typedef struct mc__plan {
     mc__peer_t *peer;
     int tp;
+    int local_device; /* devmem.h: -1 host */
 } mc__plan_t;
 
 static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, unsigned flags, mc__plan_t *pl) {
@@ -20,9 +22,11 @@ static int mc__plan_one(mc_engine_t *e, const mc_request_t *r, unsigned flags, m
         r->length == 0 || r->target_id < 0 ||
         (uint64_t)(uintptr_t)r->source > UINT64_MAX - r->length)
         return MC_ERR_INVALID_ARGUMENT;
-    if (!(flags & MC_SUBMIT_UNREGISTERED_LOCAL) &&
-        !mc__reg_contains(&e->reg, (uint64_t)(uintptr_t)r->source, r->length, 0))
-        return MC_ERR_ADDRESS_NOT_REGISTERED;
+    /* one look-up: registered (unless the caller said it need not be), and where it lives */
+    rc = mc__devmem_local(e, r->source, r->length, !(flags & MC_SUBMIT_UNREGISTERED_LOCAL),
+                          &pl->local_device);
+    if (rc)
+        return rc;
     if (r->target_id == MC_LOCAL_SEGMENT_ID) {
         if (!mc__reg_contains(&e->reg, r->target_offset, r->length, r->target_epoch))
             return MC_ERR_ADDRESS_NOT_REGISTERED;
@@ -106,6 +110,7 @@ int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs,
         t->deadline_ms = deadline;
         t->submitted_ns = submitted;
         t->transport = plan[i].tp;
+        t->local_device = plan[i].local_device;
         atomic_init(&t->status, MC_STATUS_PENDING);
     }
     b->used += n;

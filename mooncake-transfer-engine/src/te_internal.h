@@ -71,8 +71,9 @@ typedef struct mc__task {
     _Atomic int error; /* first error of any slice */
     _Atomic int status;
     _Atomic uint64_t transferred;
-    int transport;   /* enum mc__tp */
-    uint32_t aborts; /* peer->aborts when it was submitted */
+    int transport;    /* enum mc__tp */
+    int local_device; /* the GPU the local range is on (devmem.h); -1: host memory */
+    uint32_t aborts;  /* peer->aborts when it was submitted */
 } mc__task_t;
 
 typedef struct mc__batch {
@@ -128,6 +129,9 @@ struct mc_engine {
      * set by the transport's init, NULL when it is not up. */
     void *tp_state[MC__TP_COUNT];
     int conn_sockbuf; /* socket buffers of pooled peer connections (0: the kernel's) */
+    /* How device memory is reached (devmem.h), chosen at create: transports copy device memory
+     * through it and never touch it directly. */
+    const struct mc__devmem_ops *devmem;
 
     pthread_mutex_t peers_lock;
     mc__peer_t **peers; /* segment id = index + 1 */

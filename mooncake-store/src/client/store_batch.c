@@ -44,7 +44,8 @@ static const mc_store_item_t *mc__item_of(const mc__chunk_t *c, size_t k) {
 }
 
 /* Submits the chunk as one engine batch and waits for it; ok[k] tells whether every request of
- * key k completed. Non-zero when the batch could not be submitted at all (nothing moved). */
+ * key k completed (1), or a request failed (0), or failed copying our own memory (-1: the
+ * caller's buffer, not the peer). Non-zero when the batch could not be submitted at all. */
 static int mc__chunk_run(mc__chunk_t *c, int *ok) {
     mc_engine_t *e = c->s->engine;
     mc_batch_id_t id = 0;
@@ -68,6 +69,8 @@ static int mc__chunk_run(mc__chunk_t *c, int *ok) {
                 mc_task_state_t st;
                 ok[k] =
                     mc_engine_task_status(e, id, q, &st) == 0 && st.status == MC_STATUS_COMPLETED;
+                if (!ok[k] && mc__store_local_fault(st.error))
+                    ok[k] = -1;
             }
         }
     } else {
@@ -77,14 +80,19 @@ static int mc__chunk_run(mc__chunk_t *c, int *ok) {
     return rc;
 }
 
-/* Copies a read staging block out to the caller's parts (object bytes only). */
-static void mc__unstage(const mc_store_item_t *it, const uint8_t *blk, size_t len) {
+/* Copies a staging block out to the caller's parts (object bytes only), or the parts into it
+ * (to_block); the parts may be GPU memory (mc__store_stage_copy). 0 or its code. */
+static int mc__unstage(mc_store_t *s, const mc_store_item_t *it, uint8_t *blk, size_t len,
+                       int to_block) {
     for (size_t i = 0; i < it->iovcnt && len > 0; i++) {
         size_t n = it->iov[i].len < len ? it->iov[i].len : len;
-        memcpy(it->iov[i].base, blk, n);
+        int rc = mc__store_stage_copy(s, to_block, blk, it->iov[i].base, n);
+        if (rc)
+            return rc;
         blk += n;
         len -= n;
     }
+    return 0;
 }
 
 /* A key whose batched transfer failed: its peers are treated as mc__store_move and
@@ -109,8 +117,24 @@ static void mc__chunk_flush(mc__chunk_t *c, int64_t *rres, int *wres) {
     int rc = mc__chunk_run(c, ok);
     for (size_t k = 0; k < c->nkeys; k++) {
         mc__bkey_t *b = &c->keys[k];
-        if (ok[k] && c->opcode == MC_OPCODE_READ && b->blk)
-            mc__unstage(mc__item_of(c, b->item), b->blk, b->blk_len);
+        if (ok[k] < 0) {
+            /* our memory failed: a read fails here, a write is revoked and placed again on its
+             * own (which reports the caller's fault); no segment is suspected */
+            if (b->blk)
+                mc__staging_free(&c->s->staging, b->blk, b->blk_len);
+            if (rres)
+                rres[b->item] = MC_ERR_INVALID_PARAMS;
+            else
+                wres[b->item] = MC_ERR_TRANSFER_FAIL;
+            continue;
+        }
+        if (ok[k] > 0 && c->opcode == MC_OPCODE_READ && b->blk &&
+            mc__unstage(c->s, mc__item_of(c, b->item), b->blk, b->blk_len, 0) != 0) {
+            /* the bytes came, the caller's memory did not take them: this key alone fails */
+            mc__staging_free(&c->s->staging, b->blk, b->blk_len);
+            rres[b->item] = MC_ERR_INVALID_PARAMS;
+            continue;
+        }
         if (b->blk)
             mc__staging_free(&c->s->staging, b->blk, b->blk_len);
         if (ok[k] && rres)
@@ -188,6 +212,12 @@ static int mc__chunk_key(mc__chunk_t *c, size_t k, uint64_t size, int rep,
         mc__chunk_flush(c, rres, wres);
     if (!zero_copy && !(blk = mc__chunk_stage(c, (size_t)size, rres, wres)))
         return 1;
+    /* a write's parts go into the block now; one that cannot be copied takes the per-key path,
+     * which reports it */
+    if (blk && c->opcode == MC_OPCODE_WRITE && mc__unstage(c->s, it, blk, (size_t)size, 1) != 0) {
+        mc__staging_free(&c->s->staging, blk, (size_t)size);
+        return 1;
+    }
     b = &c->keys[c->nkeys++];
     memset(b, 0, sizeof(*b));
     b->item = k;
@@ -197,9 +227,6 @@ static int mc__chunk_key(mc__chunk_t *c, size_t k, uint64_t size, int rep,
         b->blk = blk;
         b->blk_len = (size_t)size;
         c->nstaged++;
-        if (c->opcode == MC_OPCODE_WRITE)
-            for (size_t i = 0; i < it->iovcnt; off += it->iov[i].len, i++)
-                memcpy(blk + off, it->iov[i].base, it->iov[i].len);
         mc__chunk_add(c, blk, 0, (size_t)size, ids, reps, nreps);
     } else {
         for (size_t i = 0; i < it->iovcnt && off < size; i++) {

@@ -203,6 +203,14 @@ int mc__store_replica_is_local(mc_store_t *s, const mc__replica_desc_t *d);
  * (under seg_rw) that d is still of the current incarnation: 0 or MC_ERR_TRANSFER_FAIL. */
 int mc__store_local_copy(mc_store_t *s, int opcode, const mc__replica_desc_t *d, uint64_t off,
                          void *local, size_t len);
+/* Copies n bytes between a staging block and the caller's memory (to_block: into the block),
+ * which may be a GPU's: the engine copies it as it copies its own registered memory (its
+ * device-memory hook), so a device buffer is never touched by the CPU. 0, or INVALID_PARAMS when
+ * the caller's memory could not be copied (a failed device copy). */
+int mc__store_stage_copy(mc_store_t *s, int to_block, uint8_t *blk, void *user, size_t n);
+/* 1 for the engine's codes of a failed copy of our own memory (its device-memory hook): the
+ * caller's buffer failed, not the peer, so no segment is suspected for it. */
+int mc__store_local_fault(int err);
 /* The engine's id for a peer segment (the engine opens it once and keeps it). */
 int mc__store_segment_id(mc_store_t *s, const char *name, mc_segment_id_t *out);
 /* Batch calls: the bytes of many keys in as few engine batches as possible (see store_batch.c).

@@ -54,7 +54,12 @@ static int mc__check_memory_impl(mc_store_t *s, const void *addr, size_t len, in
         return 0;
     if (mc__store_is_registered(s, addr, 1))
         return MC_ERR_INVALID_PARAMS;
-    return mc__mem_probe(addr, len, writable) == 0 ? 0 : MC_ERR_INVALID_PARAMS;
+    if (mc__mem_probe(addr, len, writable) == 0)
+        return 0;
+    /* not readable by the CPU: a GPU's memory passes (the engine's device-memory hook moves it) */
+    return s->engine && mc_engine_check_memory(s->engine, addr, len, writable) == 0
+               ? 0
+               : MC_ERR_INVALID_PARAMS;
 }
 
 int mc_store_check_memory(mc_store_t *s, const void *addr, size_t len, int writable) {

@@ -51,6 +51,20 @@ int mc__store_local_copy(mc_store_t *s, int opcode, const mc__replica_desc_t *d,
     return mc__store_engine_code_for(rc, MC__ENG_TRANSFER);
 }
 
+int mc__store_stage_copy(mc_store_t *s, int to_block, uint8_t *blk, void *user, size_t n) {
+    int rc;
+    if (n == 0)
+        return 0;
+    rc = mc_engine_local_copy(s->engine, to_block ? MC_OPCODE_WRITE : MC_OPCODE_READ, user,
+                              (uint64_t)(uintptr_t)blk, n, 0);
+    if (rc == 0)
+        return 0;
+    MC_ERROR("store: copying %zu bytes %s the caller's memory at %p failed: %s", n,
+             to_block ? "from" : "into", user, mc_strerror(rc));
+    /* the caller's buffer, not a peer, failed: no segment is suspected, no placement retried */
+    return MC_ERR_INVALID_PARAMS;
+}
+
 typedef struct mc__mover {
     mc_store_t *s;
     int opcode;
@@ -64,17 +78,29 @@ typedef struct mc__mover {
     size_t nreqs;
 } mc__mover_t;
 
+int mc__store_local_fault(int err) {
+    return err == MC_ERR_MEMORY || err == MC_ERR_DEVICE_NOT_FOUND;
+}
+
 static int mc__flush(mc__mover_t *m) {
     int errors[MC__MAX_REQS];
-    int rc = 0;
+    int rc = 0, peer_fault = 0;
     if (m->nreqs)
         rc = mc_engine_transfer_sync_each_ex(m->s->engine, m->reqs, m->nreqs, errors,
                                              mc__store_submit_flags(m->s));
-    for (size_t i = 0; rc != 0 && m->failed && i < m->nreqs; i++)
-        if (errors[i] != 0 && !m->failed[m->req_rep[i]])
+    for (size_t i = 0; rc != 0 && i < m->nreqs; i++) {
+        if (errors[i] == 0 || mc__store_local_fault(errors[i]))
+            continue;
+        peer_fault = 1;
+        if (m->failed && !m->failed[m->req_rep[i]])
             m->failed[m->req_rep[i]] =
                 errors[i] == MC_ERR_ADDRESS_NOT_REGISTERED ? MC__REP_REFUSED : MC__REP_UNREACHABLE;
+    }
     m->nreqs = 0;
+    if (rc != 0 && !peer_fault) {
+        MC_ERROR("store: our own memory could not be copied: %s", mc_strerror(rc));
+        return MC_ERR_INVALID_PARAMS; /* no segment suspected, no placement retried */
+    }
     if (rc != 0) /* reported by the caller, which knows which segments were involved */
         MC_DEBUG("store: transfer failed: %s", mc_strerror(rc));
     return mc__store_engine_code_for(rc, MC__ENG_TRANSFER);
@@ -131,13 +157,13 @@ static int mc__move_staged(mc__mover_t *m, uint8_t *user, uint64_t off, size_t l
             MC_DEBUG("store: no staging space for %zu bytes; registering the caller's memory", min);
             return mc__move_registered_once(m, user, off, len);
         }
-        if (m->opcode == MC_OPCODE_WRITE)
-            memcpy(blk, user, got);
-        rc = mc__add(m, blk, off, got);
+        rc = m->opcode == MC_OPCODE_WRITE ? mc__store_stage_copy(s, 1, blk, user, got) : 0;
+        if (rc == 0)
+            rc = mc__add(m, blk, off, got);
         if (rc == 0)
             rc = mc__flush(m);
         if (rc == 0 && m->opcode == MC_OPCODE_READ)
-            memcpy(user, blk, got);
+            rc = mc__store_stage_copy(s, 0, blk, user, got);
         mc__staging_free(&s->staging, blk, got);
         if (rc != 0)
             return rc;

@@ -12,11 +12,6 @@
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
-typedef struct mc__cand {
-    uint64_t access_ms;
-    uint64_t bytes;
-} mc__cand_t;
-
 /* Segments where eviction can make room for one replica: a byte per registry slot, 1 when the
  * slot's free space plus what eviction could free there reaches the replica's size. NULL when
  * the caller needs no particular room (background eviction). */
@@ -102,10 +97,45 @@ static int mc__collect_visit(mc__master_t *m, mc__object_t *o, void *arg) {
     return 0;
 }
 
-static int mc__cand_cmp(const void *a, const void *b) {
-    uint64_t x = ((const mc__cand_t *)a)->access_ms;
-    uint64_t y = ((const mc__cand_t *)b)->access_ms;
-    return x < y ? -1 : x > y;
+/* A selection, not a sort: each round partitions the range left around a pivot, keeps the side
+ * the answer is on and counts the bytes it passed, so the expected cost is linear where sorting
+ * a million candidates took most of an eviction pass (which a put waiting for room waits out). */
+uint64_t mc__evict_threshold(mc__cand_t *v, size_t n, uint64_t target) {
+    size_t lo = 0, hi = n;  /* the answer's candidate is in v[lo..hi) */
+    uint64_t need = target; /* bytes still to pass within v[lo..hi) */
+    uint64_t rnd = 0x9e3779b97f4a7c15ull ^ n;
+    if (n == 0)
+        return 0;
+    while (hi - lo > 1) {
+        size_t lt = lo, gt = hi, i = lo;
+        uint64_t pivot, below = 0, equal = 0;
+        rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+        pivot = v[lo + (size_t)((rnd >> 33) % (hi - lo))].access_ms;
+        /* three ways: v[lo..lt) older than the pivot, v[lt..gt) as old, v[gt..hi) newer */
+        while (i < gt) {
+            mc__cand_t c = v[i];
+            if (c.access_ms < pivot) {
+                v[i++] = v[lt];
+                v[lt++] = c;
+                below += c.bytes;
+            } else if (c.access_ms > pivot) {
+                v[i] = v[--gt];
+                v[gt] = c;
+            } else {
+                i++;
+                equal += c.bytes;
+            }
+        }
+        if (need <= below && lt > lo) {
+            hi = lt;
+        } else if (need <= below + equal || gt == hi) {
+            return pivot;
+        } else {
+            need -= below + equal;
+            lo = gt;
+        }
+    }
+    return v[lo].access_ms;
 }
 
 typedef struct mc__evict_pass {
@@ -140,7 +170,6 @@ static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, const mc__frozen_t
                                    const mc__room_t *room, uint64_t target, uint64_t *count) {
     mc__collect_t c;
     mc__evict_pass_t p;
-    uint64_t sum = 0;
     memset(&c, 0, sizeof(c));
     memset(&p, 0, sizeof(p));
     c.now = mc__now_ms();
@@ -150,15 +179,7 @@ static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, const mc__frozen_t
     mc__objects_sweep(m, mc__collect_visit, &c);
     if (c.n == 0)
         goto out;
-    qsort(c.v, c.n, sizeof(*c.v), mc__cand_cmp);
-    p.threshold = c.v[c.n - 1].access_ms;
-    for (size_t i = 0; i < c.n; i++) {
-        sum += c.v[i].bytes;
-        if (sum >= target) {
-            p.threshold = c.v[i].access_ms;
-            break;
-        }
-    }
+    p.threshold = mc__evict_threshold(c.v, c.n, target);
     p.now = c.now;
     p.soft = soft;
     p.frozen = frozen;
@@ -306,17 +327,26 @@ out:
 }
 
 void mc__discard_stale_puts(mc__master_t *m, uint64_t now) {
+    uint64_t discard = (uint64_t)m->cfg.put_start_discard_timeout_s * 1000u;
     for (int si = 0; si < MC__SHARDS; si++) {
         mc__shard_t *s = &m->shards[si];
+        uint64_t oldest = UINT64_MAX; /* of the unfinished puts the walk leaves */
         pthread_mutex_lock(&s->mu);
+        if (!s->incomplete || s->incomplete_since + discard > now) {
+            pthread_mutex_unlock(&s->mu);
+            continue; /* none can be due yet */
+        }
         for (uint32_t b = 0; s->incomplete && b <= s->mask; b++) {
             mc__object_t *o = s->buckets[b];
             while (o) {
                 mc__object_t *next = o->next;
-                mc__maybe_discard(m, s, o, now);
+                if (!mc__maybe_discard(m, s, o, now) && !(o->flags & MC__OBJ_COMPLETE) &&
+                    o->access_ms < oldest)
+                    oldest = o->access_ms;
                 o = next;
             }
         }
+        s->incomplete_since = oldest;
         pthread_mutex_unlock(&s->mu);
     }
 }

@@ -221,6 +221,15 @@ int mc__segment_status(mc__master_t *m, const char *name);
 uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking);
 void mc__discard_stale_puts(mc__master_t *m, uint64_t now);
 void *mc__monitor_main(void *arg);
+/* An eviction candidate: when it was last used, and the bytes evicting it frees. */
+typedef struct mc__cand {
+    uint64_t access_ms;
+    uint64_t bytes;
+} mc__cand_t;
+/* The least access time T such that the candidates last used at or before T hold at least
+ * target bytes (the newest one's when all of them together hold less; 0 for none). v[0..n) is
+ * reordered. */
+uint64_t mc__evict_threshold(mc__cand_t *v, size_t n, uint64_t target);
 
 /* tasks.c: the TASK_* requests (reply written to out), and the monitor's and a segment drop's
  * part in them. */

@@ -61,9 +61,15 @@ typedef struct mc__shard {
     uint32_t mask;       /* buckets - 1 */
     uint64_t count;      /* objects, complete or not */
     uint64_t incomplete; /* unfinished puts, so the monitor can skip idle shards */
+    /* No unfinished put here started before this (ms; a lower bound, exact after a scan): the
+     * monitor's discard pass walks the shard only once one may have timed out. Put slots keep
+     * unfinished puts in most shards all the time, and a walk of every bucket every pass (10 a
+     * second) would cost the master a core and hold each shard's lock for long at a million
+     * objects. */
+    uint64_t incomplete_since;
     /* Keeps neighbouring shards' locks off one cache line without demanding an alignment that
      * the heap would not give the master struct. */
-    char pad_[56];
+    char pad_[48];
 } mc__shard_t;
 
 typedef struct mc__segment {

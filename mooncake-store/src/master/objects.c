@@ -112,8 +112,11 @@ void mc__shard_insert(mc__shard_t *s, mc__object_t *o) {
     o->next = s->buckets[o->hash & s->mask];
     mc__slot_set(&s->buckets[o->hash & s->mask], o);
     s->count++;
-    if (!(o->flags & MC__OBJ_COMPLETE))
+    if (!(o->flags & MC__OBJ_COMPLETE)) {
+        if (s->incomplete == 0 || o->access_ms < s->incomplete_since)
+            s->incomplete_since = o->access_ms; /* its put start (0 if not set yet: scan soon) */
         s->incomplete++;
+    }
 }
 
 void mc__shard_unlink(mc__shard_t *s, mc__object_t *o) {

@@ -15,6 +15,8 @@
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
+/* A connection's receive buffer, on its thread's stack. */
+#define MC__RPC_RBUF 4096
 #define MC__RPC_MAX_CONNS 4096
 #define MC__RPC_IO_TIMEOUT_MS 30000  /* a body or a reply must move within this */
 #define MC__RPC_KEEP_BUF (64u << 10) /* larger buffers are dropped after use */
@@ -41,11 +43,11 @@ static int mc__rpc_reserve(mc__rpc_server_t *s, uint64_t len) {
 }
 
 /* Reads and drops n bytes (a body we will not buffer) so that the stream stays in step. */
-static int mc__rpc_drain(int fd, uint64_t n, uint64_t deadline) {
+static int mc__rpc_drain(mc__rbuf_t *rb, uint64_t n, uint64_t deadline) {
     uint8_t scratch[16384];
     while (n) {
         size_t k = n < sizeof(scratch) ? (size_t)n : sizeof(scratch);
-        if (mc__recv_all(fd, scratch, k, deadline))
+        if (mc__rbuf_read(rb, scratch, k, deadline))
             return MC_ERR_SOCKET;
         n -= k;
     }
@@ -54,7 +56,8 @@ static int mc__rpc_drain(int fd, uint64_t n, uint64_t deadline) {
 
 /* Reads a body of len bytes, growing the buffer only as bytes arrive so that a peer announcing a
  * large frame cannot make us allocate memory it never sends. */
-static int mc__rpc_read_body(int fd, uint8_t **buf, size_t *cap, size_t len, uint64_t deadline) {
+static int mc__rpc_read_body(mc__rbuf_t *rb, uint8_t **buf, size_t *cap, size_t len,
+                             uint64_t deadline) {
     size_t got = 0;
     while (got < len) {
         size_t want = len - got;
@@ -70,7 +73,7 @@ static int mc__rpc_read_body(int fd, uint8_t **buf, size_t *cap, size_t len, uin
             *cap = ncap;
             want = ncap - got;
         }
-        if (mc__recv_all(fd, *buf + got, want, deadline))
+        if (mc__rbuf_read(rb, *buf + got, want, deadline))
             return MC_ERR_SOCKET;
         got += want;
     }
@@ -98,9 +101,13 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
     uint64_t reserved = 0; /* of the body budget, by the request last read */
     uint64_t spin = mc__reply_spin_for(0);
     mc_buf_t out;
+    /* a request's header and a small body (most requests) come in with one receive */
+    uint8_t rb_mem[MC__RPC_RBUF];
+    mc__rbuf_t rb;
     if (s->m->auth.enabled &&
         mc__auth_server(&s->m->auth, fd, mc__now_ms() + MC__RPC_IO_TIMEOUT_MS) != 0)
         return; /* told why, when it could be told */
+    mc__rbuf_init(&rb, fd, rb_mem, sizeof(rb_mem));
     mc__buf_init(&out);
     for (;;) {
         mc_frame_header_t h;
@@ -123,7 +130,9 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
         /* after a reply the client's next request often follows at once (a put's put_end after
          * a small transfer): the first receive spins briefly before it sleeps (mc__rpc_next_spin)
          */
-        if (mc__recv_reply(fd, hdr, sizeof(hdr), 0, spin))
+        rb.wait_first = 1;
+        rb.spin_ns = spin;
+        if (mc__rbuf_read(&rb, hdr, sizeof(hdr), 0))
             break; /* peer closed, or shut down for being idle */
         mc__conn_idle(0);
         deadline = mc__now_ms() + MC__RPC_IO_TIMEOUT_MS;
@@ -145,7 +154,7 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
         if (reserved && !mc__rpc_reserve(s, reserved)) {
             MC_WARN("rpc: request body budget exhausted; refusing a %llu-byte %s request",
                     (unsigned long long)h.body_len, mc__mp_type_name(h.type));
-            if (mc__rpc_drain(fd, h.body_len, deadline) ||
+            if (mc__rpc_drain(&rb, h.body_len, deadline) ||
                 mc__mp_encode_error_reply(&out, h.type, h.request_id,
                                           MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS,
                                           "master busy: request buffers full, retry later") ||
@@ -153,7 +162,7 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
                 break;
             continue;
         }
-        if (mc__rpc_read_body(fd, &body, &cap, (size_t)h.body_len, deadline))
+        if (mc__rpc_read_body(&rb, &body, &cap, (size_t)h.body_len, deadline))
             break;
         rc = mc__mp_decode_request(&h, body, (size_t)h.body_len, &req);
         if (rc == MC_ERR_NOT_IMPLEMENTED) {

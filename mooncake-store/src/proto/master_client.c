@@ -38,6 +38,9 @@ typedef struct mc__mount {
     uint64_t base, size, epoch;
 } mc__mount_t;
 
+/* Most replies (a put's commit, a look-up of a few keys) fit this with their header. */
+#define MC__MC_RBUF 4096
+
 struct mc__master_client {
     pthread_mutex_t mu;
     char host[256];
@@ -47,6 +50,9 @@ struct mc__master_client {
     char *view_endpoints; /* NULL: host and port name the one master */
     char view_cluster[MC_MASTER_VIEW_MAX_CLUSTER_ID + 1];
     int fd;
+    /* over fd: a reply's header and a small body come in with one receive */
+    mc__rbuf_t rb;
+    uint8_t rb_mem[MC__MC_RBUF];
     int timeout_ms;
     uint64_t next_id;
     uint8_t id[MC_MP_CLIENT_ID_LEN];
@@ -123,7 +129,9 @@ static int mc__mc_roundtrip(mc__master_client_t *c, uint64_t deadline, uint64_t 
     if (rc)
         goto out;
     for (;;) {
-        rc = mc__recv_reply(c->fd, hdr, sizeof(hdr), deadline, spin_ns);
+        c->rb.wait_first = 1; /* the request was just sent */
+        c->rb.spin_ns = spin_ns;
+        rc = mc__rbuf_read(&c->rb, hdr, sizeof(hdr), deadline);
         if (rc)
             goto out;
         if (mc__frame_header_decode(hdr, sizeof(hdr), MC_MP_MAX_BODY, h)) {
@@ -139,7 +147,7 @@ static int mc__mc_roundtrip(mc__master_client_t *c, uint64_t deadline, uint64_t 
             c->in = p;
             c->in_cap = (size_t)h->body_len;
         }
-        rc = h->body_len ? mc__recv_all(c->fd, c->in, (size_t)h->body_len, deadline) : 0;
+        rc = h->body_len ? mc__rbuf_read(&c->rb, c->in, (size_t)h->body_len, deadline) : 0;
         if (rc)
             goto out;
         if (h->type == MC_AUTH_FRAME_TYPE && (h->flags & MC_FRAME_F_ERROR)) {
@@ -334,6 +342,7 @@ static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline) {
         goto out;
     }
     c->fd = fd;
+    mc__rbuf_init(&c->rb, fd, c->rb_mem, sizeof(c->rb_mem));
     rc = mc__mc_remount_all(c, deadline);
 out:
     return rc;

@@ -1,13 +1,16 @@
 /* Transfers within this engine's own segment: both ranges were checked against our registrations
  * at submit, so this is one memmove (ranges may overlap when both lie in one buffer) under a pin
- * of the target region. */
+ * of the target region. Either side may be a GPU's memory: then the device-memory hook copies
+ * (devmem.h), through host memory when both are. */
 #include <string.h>
 
+#include "devmem.h"
 #include "te_internal.h"
 
 static int mc__local_submit(mc_engine_t *e, mc__task_t *t) {
     uint8_t *remote = (uint8_t *)(uintptr_t)t->remote;
     mc__pin_t pin;
+    int rc;
     /* the target range may have been unregistered since submit checked it; pinned, it cannot
      * be given back under the copy */
     if (mc__reg_pin(&e->reg, t->remote, t->len, t->epoch, -1, &pin)) {
@@ -15,10 +18,14 @@ static int mc__local_submit(mc_engine_t *e, mc__task_t *t) {
         return 0;
     }
     if (t->opcode == MC_OPCODE_READ)
-        memmove(t->local, remote, t->len);
+        rc = mc__devmem_move(e->devmem, t->local, t->local_device, remote, pin.device, t->len);
     else
-        memmove(remote, t->local, t->len);
+        rc = mc__devmem_move(e->devmem, remote, pin.device, t->local, t->local_device, t->len);
     mc__reg_unpin(&e->reg, &pin);
+    if (rc) {
+        mc__task_finish(t, MC_STATUS_FAILED, rc);
+        return 0;
+    }
     atomic_store(&t->transferred, t->len);
     mc__transport_account(e, MC__TP_LOCAL, t->len);
     mc__task_finish(t, MC_STATUS_COMPLETED, 0);

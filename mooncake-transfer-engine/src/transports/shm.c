@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "devmem.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
@@ -275,6 +276,7 @@ static int mc__shm_submit(mc_engine_t *e, mc__task_t *t) {
         mc__shm_map_t *m;
         uint64_t g0, g1;
         uint8_t *ptr;
+        int crc;
         pthread_rwlock_rdlock(&sp->rw);
         if (sp->failed) {
             pthread_rwlock_unlock(&sp->rw);
@@ -319,12 +321,18 @@ static int mc__shm_submit(mc_engine_t *e, mc__task_t *t) {
             continue;
         }
         ptr = m->ptr + (t->remote - m->addr);
+        /* a peer's managed buffers are host memory; ours may be a GPU's, copied by the device
+         * (devmem.h) straight into or out of the shared mapping */
         if (t->opcode == MC_OPCODE_WRITE)
-            memcpy(ptr, t->local, t->len);
+            crc = mc__devmem_move(e->devmem, ptr, -1, t->local, t->local_device, t->len);
         else
-            memcpy(t->local, ptr, t->len);
+            crc = mc__devmem_move(e->devmem, t->local, t->local_device, ptr, -1, t->len);
         g1 = atomic_load(sp->gen);
         pthread_rwlock_unlock(&sp->rw);
+        if (crc) {
+            mc__task_finish(t, MC_STATUS_FAILED, crc);
+            return 0;
+        }
         if (g1 != g0 && !mc__shm_still_registered(e, p, &tg)) {
             mc__task_finish(t, MC_STATUS_FAILED, MC_ERR_ADDRESS_NOT_REGISTERED);
             return 0;

@@ -6,7 +6,14 @@
  * target sends in request order, so a batch of small requests costs about one round trip. A
  * slice moves between user memory and the socket without staging: payloads are sent from user
  * memory, READ payloads over MC__TCP_COPY_MAX are received in place, smaller ones come in with
- * their header and are copied out of the worker's receive buffer; no allocation per slice. */
+ * their header and are copied out of the worker's receive buffer; no allocation per slice.
+ *
+ * Device memory (a task whose local range is on a GPU, devmem.h) cannot be sent from or received
+ * into: each of its slices goes alone through the worker's own staging buffer (page-locked,
+ * one slice large), copied from the device before the send or to it after the receive. Workers
+ * take a task's slices in turn, so while one copies slice i another sends slice i-1: a large
+ * transfer overlaps its device copies with the network, MC_TCP_WORKERS slices deep. */
+#include "devmem.h"
 #include "peer_conn.h"
 #include "te_internal.h"
 
@@ -53,6 +60,7 @@ typedef struct mc__tcp_worker {
     int caller; /* the caller's own thread running a lone request (mc__tcp_run_here) */
     uint8_t *rbuf;
     size_t rbuf_cap;
+    mc__devmem_buf_t stage; /* device slices' host copy (allocated at the first one) */
 } mc__tcp_worker_t;
 
 struct mc__tcp {
@@ -84,6 +92,8 @@ typedef struct mc__tcp_op {
     uint64_t deadline_ms;
     uint8_t req[MC__TE_RW_HEAD];
     int done;
+    uint8_t *dev_dst; /* a READ into device memory: where the staged payload goes; else NULL */
+    int stage_pinned; /* the staging buffer it lands in is pinned (devmem.h) */
 } mc__tcp_op_t;
 
 static void mc__tcp_slice_done(mc_engine_t *e, mc__task_t *t, int rc);
@@ -118,6 +128,10 @@ static int mc__tcp_set_busy(mc__tcp_worker_t *w, int fd, mc__peer_t *peer, uint3
 /* Reports op's result: the peer's verdict (0 or its error code) or a local error. */
 static void mc__tcp_op_finish(mc_engine_t *e, mc__tcp_op_t *op, int rc) {
     mc__task_t *t = op->t;
+    /* a READ into device memory is done once its bytes are on the device */
+    if (rc == 0 && op->dev_dst)
+        rc = mc__devmem_from_host(e->devmem, op->dev_dst, op->local, op->n, t->local_device,
+                                  op->stage_pinned);
     if (rc == 0) {
         atomic_fetch_add(&t->transferred, op->n);
         /* a large task is many slices: each one that ends shows the peer alive */
@@ -352,12 +366,34 @@ static void mc__tcp_take_locked(mc__tcp_t *q, mc__tcp_op_t *op) {
     op->n = t->len - off < q->slice ? t->len - off : q->slice;
     op->deadline_ms = t->deadline_ms;
     op->done = 0;
+    op->dev_dst = NULL;
 }
 
 /* The size of the head task's next slice (q->lock held). */
 static uint64_t mc__tcp_head_slice_locked(const mc__tcp_t *q) {
     uint64_t off = (uint64_t)q->head->next_slice * q->slice;
     return q->head->len - off < q->slice ? q->head->len - off : q->slice;
+}
+
+/* A device slice goes through w's staging buffer: a WRITE's bytes are copied there now, a READ's
+ * land there and are copied to the device when its reply is in (mc__tcp_op_finish). Returns 0,
+ * or 1 when the slice was ended here (no staging memory, or the copy failed). */
+static int mc__tcp_stage(mc_engine_t *e, mc__tcp_worker_t *w, mc__tcp_op_t *op) {
+    const mc__devmem_ops_t *dm = e->devmem;
+    int dev = op->t->local_device;
+    int rc = mc__devmem_buf_reserve(dm, &w->stage, (size_t)w->q->slice, dev);
+    if (!rc && op->t->opcode == MC_OPCODE_WRITE)
+        rc = dm->to_host(w->stage.p, op->local, op->n, dev);
+    if (rc) {
+        op->done = 1;
+        mc__tcp_slice_done(e, op->t, rc);
+        return 1;
+    }
+    if (op->t->opcode == MC_OPCODE_READ)
+        op->dev_dst = op->local;
+    op->local = w->stage.p;
+    op->stage_pinned = w->stage.pinned;
+    return 0;
 }
 
 static void *mc__tcp_worker(void *arg) {
@@ -379,8 +415,10 @@ static void *mc__tcp_worker(void *arg) {
         q->wake_pending = 0;
         mc__tcp_take_locked(q, &ops[k++]);
         bytes = ops[0].n;
-        /* more queued slices for the same peer ride along while they fit the window */
+        /* more queued slices for the same peer ride along while they fit the window (not a
+         * device slice, nor with one: each goes alone through the worker's staging buffer) */
         while (k < MC__TCP_PIPE_OPS && q->head && q->head->peer == ops[0].t->peer &&
+               ops[0].t->local_device < 0 && q->head->local_device < 0 &&
                bytes + mc__tcp_head_slice_locked(q) <= q->pipe_bytes) {
             bytes += mc__tcp_head_slice_locked(q);
             mc__tcp_take_locked(q, &ops[k++]);
@@ -408,6 +446,8 @@ static void *mc__tcp_worker(void *arg) {
             }
             mc__tcp_slice_done(q->e, t, rc);
         }
+        if (live == 1 && ops[0].t->local_device >= 0 && mc__tcp_stage(q->e, w, &ops[0]))
+            live = 0; /* its copy failed: reported */
         if (live)
             mc__tcp_group(q->e, w, ops, live, &req_id, w->rbuf, w->rbuf_cap);
     }
@@ -423,8 +463,8 @@ static int mc__tcp_run_here(mc_engine_t *e, mc__task_t *t) {
     uint8_t mem[MC__TCP_RBUF_INLINE];
     mc__tcp_op_t op = {0};
     uint64_t req_id = 0;
-    if (!q || t->len > q->slice)
-        return 0;
+    if (!q || t->len > q->slice || t->local_device >= 0)
+        return 0; /* device memory goes through a worker's staging buffer */
     t->nslices = 1;
     t->next_slice = 1;
     t->next = NULL;
@@ -504,8 +544,10 @@ static void mc__tcp_close(mc_engine_t *e) {
     /* workers fail whatever is still queued, then exit */
     for (int i = 0; i < q->nworkers; i++)
         pthread_join(q->workers[i].thr, NULL);
-    for (int i = 0; i < q->nworkers; i++)
+    for (int i = 0; i < q->nworkers; i++) {
         mc__free(q->workers[i].rbuf);
+        mc__devmem_buf_release(e->devmem, &q->workers[i].stage);
+    }
     mc__free(q->workers);
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->cond);

@@ -9,7 +9,7 @@ import sys
 
 def test_core_and_pure_subpackages_import_without_extras():
     code = ("import sys, mooncake, mooncake.store, mooncake.engine, mooncake.reshard, "
-            "mooncake.reshard.contracts, mooncake.reshard.geometry, mooncake.integrations\n"
+            "mooncake.reshard.contracts, mooncake.reshard.geometry, mooncake.integrations, mooncake.ep\n"
             "print(sorted(m for m in ('torch', 'starlette', 'uvicorn') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr

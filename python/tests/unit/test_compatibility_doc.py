@@ -23,6 +23,9 @@ TABLES = {
     "### `mooncake.reshard.contracts`": ("mooncake.reshard.contracts", None),
     "### `mooncake.reshard.geometry`": ("mooncake.reshard.geometry", None),
     "### `mooncake.reshard.weight`": ("mooncake.reshard.weight", None),
+    "### `mooncake.ep`": ("mooncake.ep", None),
+    "### `mooncake.ep.Buffer` methods": ("mooncake.ep", "Buffer"),
+    "### `mooncake.ep.ElasticBuffer` methods": ("mooncake.ep", "ElasticBuffer"),
 }
 
 

@@ -31,9 +31,6 @@ int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms); /* MC_ERR_SOC
  * (sleep at once) past MC__SPIN_BYTES_MAX, whose wait outlasts any spin (sock.c). */
 #define MC__SPIN_BYTES_MAX (64u << 10)
 uint64_t mc__reply_spin_for(uint64_t bytes);
-/* mc__recv_all of the reply to a request just sent on fd: its first receive waits first, and
- * spins spin_ns (mc__reply_spin_for) before it sleeps. */
-int mc__recv_reply(int fd, void *p, size_t n, uint64_t deadline_ms, uint64_t spin_ns);
 /* Scatter send of two pieces (header + payload) without copying them together. */
 int mc__send2(int fd, const void *a, size_t an, const void *b, size_t bn, uint64_t deadline_ms);
 /* Scatter send of cnt pieces in as few sendmsg calls as the socket allows (several small
@@ -60,6 +57,8 @@ typedef struct mc__rbuf {
     /* set by the caller when fd has SO_RCVTIMEO (mc__set_recv_timeout): that wait is then a
      * blocking receive, looked at every SO_RCVTIMEO against the deadline, instead of poll */
     int timed_wait;
+    /* the last receive took all it asked for: the socket may hold more (mc__rbuf_top_up) */
+    int filled;
 } mc__rbuf_t;
 void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap);
 /* Reads exactly n bytes (mc__recv_all's deadline and EOF rules). */
@@ -71,6 +70,14 @@ int mc__rbuf_read_max(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms, 
 static inline size_t mc__rbuf_pending(const mc__rbuf_t *b) {
     return b->len - b->off;
 }
+/* Takes what the socket already holds into the buffer's free room (the pending bytes moved to
+ * its front first), without waiting: the bytes now pending. Asks the socket only when the last
+ * receive filled what it asked for (b->filled): otherwise the socket held no more then, and
+ * a lone request's server would pay a failed receive per reply. A server answering pipelined
+ * requests asks this before it sends the replies it holds, so that requests already sent to it
+ * are answered together (one send, one wake-up of the peer) instead of a buffer's worth at a
+ * time. A closed or failed socket is left to the next read to report. */
+size_t mc__rbuf_top_up(mc__rbuf_t *b);
 int mc__set_buffers(int fd, int sndbuf, int rcvbuf);
 /* SO_RCVTIMEO: a blocking receive on fd returns EAGAIN after ms (see mc__rbuf_t.timed_wait). */
 int mc__set_recv_timeout(int fd, int ms);
