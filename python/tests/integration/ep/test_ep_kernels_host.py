@@ -15,18 +15,18 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")  # the dev extra pins it
 
+from ep_ranks import run_ranks  # noqa: E402
+
 from mooncake.ep import Buffer, _kernels  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
-DEADLINE_S = 240  # generous for a busy 2-core host; a hung collective ends at the workers' 60 s timeout
 SCENARIOS = ["random0", "random1", "random2", "random3", "random4", "random5", "limit_full_expert", "empty_rank",
              "inactive", "inactive_in_combine", "fp8", "zero_copy_out"]  # fmt: skip
 
@@ -51,23 +51,7 @@ def ranks(request, host_lib, tmp_path_factory):
     world = request.param
     out = tmp_path_factory.mktemp(f"epk{world}")
     env = {k: v for k, v in os.environ.items() if k != _kernels.ENV}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "ep_kernel_workers.py"), str(r), str(world), str(out / "store"), str(out),
-             host_lib],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
-        for r in range(world)
-    ]
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=DEADLINE_S)[0].decode(errors="replace"))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    logs = run_ranks(HERE / "ep_kernel_workers.py", world, out, [host_lib], env)
     results = []
     for r in range(world):
         path = out / f"kernels.{r}.json"
