@@ -143,3 +143,18 @@ def _one_rank_round(group, host_lib, caplog):
     assert torch.equal(out.float(), torch.tensor([[0.75] * 128, [1.0] * 128]))
     with pytest.raises(ValueError, match="combine's topk_idx must be the topk_idx its dispatch was given"):
         buf.combine(recv, torch.tensor([[1, 0], [1, -1]]), w, None, -1, handle)
+
+
+def test_gpu_check_script_runs_its_self_check(host_lib):
+    """mooncake-ep/tests/gpu_check.py is the device check a lent GPU runs; given the host reference
+    for both builds it runs its own comparison logic here, so it is known to work before then."""
+    import subprocess
+    import sys
+
+    script = ROOT / "mooncake-ep/tests/gpu_check.py"
+    env = {k: v for k, v in os.environ.items() if k != _kernels.ENV}
+    res = subprocess.run([sys.executable, str(script), host_lib, host_lib, "--cases", "40"], capture_output=True,
+                         text=True, timeout=240, env=env)  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "ABI: 40 random cases byte-equal between the builds" in res.stdout
+    assert "Buffer: skipped (no CUDA library given)" in res.stdout
