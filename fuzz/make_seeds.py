@@ -1140,7 +1140,24 @@ def kv_event_decode_dict():
         [("bin32", b"\xc4\x20"), ("nil", b"\xc0"), ("neg", b"\xd3")]
 
 
+# --- block hashes (mooncake-conductor/src/block_hash.h): algo, block size, flags, int32 tokens
+def block_hash_seeds():
+    def seed(algo, bs, flags, tokens):
+        return bytes([algo, bs, flags]) + b"".join(struct.pack("<i", t) for t in tokens)
+    return {"vllm_cbor": seed(0, 4, 0, range(12)), "vllm_pickle_lora": seed(1, 3, 1, range(9)),
+            "xxhash_salt": seed(2, 2, 6, [255, 256, 65535, 65536, -1, 7]),
+            "sglang": seed(4, 4, 0, range(100, 116)), "sglang_negative": seed(4, 1, 0, [-5]),
+            "python_hash": seed(5, 2, 0, [-1, -2, 3, 4]), "xxh3": seed(6, 8, 0, range(32)),
+            "zero_block": seed(0, 0, 0, range(4))}
+
+
+def block_hash_dict():
+    return [("neg1", struct.pack("<i", -1)), ("u16", struct.pack("<i", 65536)),
+            ("u8", struct.pack("<i", 256)), ("min", struct.pack("<i", -2**31))]
+
+
 HARNESSES = {
+    "block_hash_fuzz": (block_hash_seeds, block_hash_dict),
     "bucket_scan_fuzz": (bucket_scan_seeds, bucket_scan_dict),
     "config_fuzz": (config_seeds, config_dict),
     "etcd_fuzz": (etcd_seeds, etcd_dict),

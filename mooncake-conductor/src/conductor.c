@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "block_hash.h"
 #include "kv_subscriber.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/http.h"
@@ -17,11 +18,17 @@
 #define MAX_REGS 1024
 #define FIELD 256
 #define MAX_QUERY_HASHES 65536
+#define MAX_QUERY_TOKENS (4u << 20)
+/* a registration without hash_profile: vLLM's own default for its SHA-256 modes */
+#define DEFAULT_SEED "vllm-none-hash"
 
 typedef struct reg {
     char endpoint[FIELD], replay[FIELD], instance[FIELD], tenant[FIELD], model[FIELD], lora[FIELD];
     int64_t block_size, dp_rank;
-    int mooncake; /* the shared tier: not an instance row */
+    int64_t cache_group; /* -1: null */
+    int mooncake;        /* the shared tier: not an instance row */
+    char strategy[32], algorithm[32], projection[32], seed[FIELD];
+    mc_bh_profile_t prof;
     int ctx, src;
     mc_kv_sub_t *sub;
     struct mc_conductor *c;
@@ -67,6 +74,7 @@ static void on_restart(void *arg) {
 
 typedef struct body_err {
     const char *error, *reason, *field;
+    long index1; /* the array element at fault, plus one (0: none) */
 } body_err_t;
 
 static int bad(body_err_t *e, const char *error, const char *reason, const char *field) {
@@ -74,6 +82,20 @@ static int bad(body_err_t *e, const char *error, const char *reason, const char 
     e->reason = reason;
     e->field = field;
     return -1;
+}
+
+/* The reference names the field: "unsupported request field: NAME", field NAME. The text lives
+ * in this thread's buffers until its next request, which comes after the answer is sent. */
+static int unknown_field(body_err_t *e, const mc_mp_item_t *key) {
+    static _Thread_local char name[64], msg[96];
+    size_t n = key->n < sizeof(name) - 1 ? key->n : sizeof(name) - 1;
+    memcpy(name, key->p, n);
+    name[n] = 0;
+    for (size_t i = 0; i < n; i++)
+        if (name[i] < 0x20 || name[i] == 0x7f)
+            name[i] = '?'; /* a control byte in a key is not echoed */
+    snprintf(msg, sizeof(msg), "unsupported request field: %s", name);
+    return bad(e, msg, "unknown_field", name);
 }
 
 static int str_field(mc_cursor_t *cur, char *out, const char *name, body_err_t *e) {
@@ -104,12 +126,54 @@ static int opt_str_field(mc_cursor_t *cur, char *out, const char *name, body_err
     return str_field(cur, out, name, e);
 }
 
+/* hash_profile: exactly strategy, algorithm, python_hash_seed and index_projection */
+static int parse_profile(mc_cursor_t *cur, reg_t *r, body_err_t *e) {
+    mc_mp_item_t m, k;
+    int have = 0, rc;
+    const char *why = "";
+    if (mc__mp_next(cur, &m) != 0 || m.type != MC_MP_MAP)
+        return bad(e, "hash_profile must be a map", "invalid_type", "hash_profile");
+    for (uint32_t i = 0; i < m.n; i++) {
+        char tmp[FIELD];
+        if (mc__mp_next(cur, &k) != 0 || k.type != MC_MP_STR)
+            return bad(e, "hash_profile keys must be strings", "invalid_field", "hash_profile");
+        if (mc__mp_str_is(&k, "python_hash_seed")) {
+            rc = str_field(cur, r->seed, "hash_profile", e), have |= 1;
+        } else {
+            char *dst = mc__mp_str_is(&k, "strategy")           ? (have |= 2, r->strategy)
+                        : mc__mp_str_is(&k, "algorithm")        ? (have |= 4, r->algorithm)
+                        : mc__mp_str_is(&k, "index_projection") ? (have |= 8, r->projection)
+                                                                : NULL;
+            if (!dst)
+                return bad(e, "unsupported hash_profile field", "unknown_field", "hash_profile");
+            rc = str_field(cur, tmp, "hash_profile", e);
+            if (rc == 0 && strlen(tmp) >= 32)
+                return bad(e, "unsupported hash_profile value", "invalid_field", "hash_profile");
+            if (rc == 0)
+                strcpy(dst, tmp);
+        }
+        if (rc != 0)
+            return -1;
+    }
+    if (have != 15)
+        return bad(e, "hash_profile needs strategy, algorithm, python_hash_seed, index_projection",
+                   "missing_field", "hash_profile");
+    if (!r->seed[0])
+        return bad(e, "python_hash_seed must not be empty", "invalid_field", "hash_profile");
+    int algo = mc__bh_algo(r->strategy, r->algorithm, r->projection, &why);
+    if (algo < 0)
+        return bad(e, why, "invalid_field", "hash_profile");
+    if (mc__bh_profile_init(&r->prof, algo, r->seed) != 0)
+        return bad(e, "python_hash_seed too long", "invalid_field", "hash_profile");
+    return 0;
+}
+
 static int parse_register(const uint8_t *p, size_t n, reg_t *r, body_err_t *e) {
     mc_cursor_t cur = {p, p + n};
     mc_mp_item_t top, key;
     char type[FIELD] = "";
     int have = 0;
-    r->block_size = r->dp_rank = -1;
+    r->block_size = r->dp_rank = r->cache_group = -1;
     strcpy(r->tenant, "default");
     if (mc__mp_next(&cur, &top) != 0 || top.type != MC_MP_MAP)
         return bad(e, "the body must be a msgpack map", "invalid_body", NULL);
@@ -135,14 +199,29 @@ static int parse_register(const uint8_t *p, size_t n, reg_t *r, body_err_t *e) {
             rc = opt_str_field(&cur, r->lora, "lora_name", e);
         else if (mc__mp_str_is(&key, "tenant_id"))
             rc = opt_str_field(&cur, r->tenant, "tenant_id", e);
-        else if (mc__mp_str_is(&key, "hash_profile") || mc__mp_str_is(&key, "cache_group"))
-            rc = mc__mp_skip(&cur, 4); /* the hash profile matters for /query, not built yet */
-        else
-            return bad(e, "unsupported request field", "unknown_field", "?");
+        else if (mc__mp_str_is(&key, "hash_profile"))
+            rc = parse_profile(&cur, r, e), have |= 64;
+        else if (mc__mp_str_is(&key, "cache_group")) {
+            mc_mp_item_t g;
+            rc = mc__mp_next(&cur, &g) != 0 ||
+                         !(g.type == MC_MP_NIL || (g.type == MC_MP_UINT && g.u == 0))
+                     ? bad(e, "cache_group must be 0 or nil", "invalid_field", "cache_group")
+                     : 0;
+            if (rc == 0 && g.type == MC_MP_UINT)
+                r->cache_group = 0;
+        } else
+            return unknown_field(e, &key);
         if (rc != 0)
             return -1;
     }
-    if (have != 63)
+    if (!(have & 64)) { /* ours: optional, vLLM's default profile */
+        strcpy(r->strategy, "vllm_v1");
+        strcpy(r->algorithm, "sha256_cbor");
+        strcpy(r->projection, "low64_be");
+        strcpy(r->seed, DEFAULT_SEED);
+        mc__bh_profile_init(&r->prof, MC_BH_SHA256_CBOR, DEFAULT_SEED);
+    }
+    if ((have & 63) != 63)
         return bad(e, "endpoint, type, modelname, instance_id, block_size and dp_rank are required",
                    "missing_field", NULL);
     if (!r->tenant[0])
@@ -171,7 +250,7 @@ static void respond_err(struct mc_conductor *c, mc_http_response_t *resp, int st
                         const body_err_t *e) {
     mc_buf_t b;
     mc__buf_init(&b);
-    mc__mp_map(&b, e->field ? 3 : 2);
+    mc__mp_map(&b, 2 + (e->field ? 1u : 0u) + (e->index1 ? 1u : 0u));
     mc__mp_cstr(&b, "error");
     mc__mp_cstr(&b, e->error);
     mc__mp_cstr(&b, "reason");
@@ -179,6 +258,10 @@ static void respond_err(struct mc_conductor *c, mc_http_response_t *resp, int st
     if (e->field) {
         mc__mp_cstr(&b, "field");
         mc__mp_cstr(&b, e->field);
+    }
+    if (e->index1) {
+        mc__mp_cstr(&b, "index");
+        mc__mp_uint(&b, (uint64_t)(e->index1 - 1));
     }
     pthread_mutex_lock(&c->mu);
     c->bad_requests++;
@@ -190,34 +273,70 @@ static void service_key(const reg_t *r, char *out, size_t cap) {
     snprintf(out, cap, "%s|%s|%lld", r->instance, r->tenant, (long long)r->dp_rank);
 }
 
-static void do_register(struct mc_conductor *c, const mc_http_request_t *req,
-                        mc_http_response_t *resp) {
-    body_err_t e = {0};
+static void respond_registered(mc_http_response_t *resp, const char *instance) {
+    mc_buf_t b;
+    mc__buf_init(&b);
+    mc__mp_map(&b, 2);
+    mc__mp_cstr(&b, "status");
+    mc__mp_cstr(&b, "registered successfully");
+    mc__mp_cstr(&b, "instance_id");
+    mc__mp_cstr(&b, instance);
+    respond_buf(resp, 200, &b);
+}
+
+/* a cache-sharing group: the fields that make the same hash mean the same block */
+static int same_group(const reg_t *a, const reg_t *b) {
+    return !strcmp(a->tenant, b->tenant) && !strcmp(a->model, b->model) &&
+           !strcmp(a->lora, b->lora) && a->block_size == b->block_size;
+}
+
+static int same_profile(const reg_t *a, const reg_t *b) {
+    return a->prof.algo == b->prof.algo && !strcmp(a->seed, b->seed);
+}
+
+static int same_registration(const reg_t *a, const reg_t *b) {
+    return same_group(a, b) && same_profile(a, b) && !strcmp(a->endpoint, b->endpoint) &&
+           !strcmp(a->replay, b->replay) && !strcmp(a->instance, b->instance) &&
+           a->dp_rank == b->dp_rank && a->mooncake == b->mooncake &&
+           a->cache_group == b->cache_group;
+}
+
+/* Registers the source a /register body describes: 200 (instance filled in), or 400 / 500 with
+ * *e. The HTTP endpoint and the config file's static subscriptions both come here. */
+static int register_body(struct mc_conductor *c, const uint8_t *body, size_t len, body_err_t *e,
+                         char instance[FIELD]) {
     reg_t *r = mc__calloc(1, sizeof(*r));
     mc_kv_sub_ops_t ops = {on_event, on_restart};
     char key[3 * FIELD];
     if (!r) {
-        mc__http_respond(resp, 500, "text/plain", "out of memory", 13);
-        return;
+        *e = (body_err_t){"out of memory", "internal", NULL, 0};
+        return 500;
     }
     r->c = c;
-    if (parse_register(req->body, req->body_len, r, &e) != 0) {
+    if (parse_register(body, len, r, e) != 0) {
         mc__free(r);
-        respond_err(c, resp, 400, &e);
-        return;
+        return 400;
     }
     service_key(r, key, sizeof(key));
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < c->n_regs; i++) {
         char other[3 * FIELD];
-        service_key(c->regs[i], other, sizeof(other));
-        if (!strcmp(other, key) || !strcmp(c->regs[i]->endpoint, r->endpoint)) {
+        const reg_t *o = c->regs[i];
+        service_key(o, other, sizeof(other));
+        int clash = !strcmp(other, key) || !strcmp(o->endpoint, r->endpoint);
+        if (clash && same_registration(o, r)) { /* the same registration again: as it was */
+            pthread_mutex_unlock(&c->mu);
+            strcpy(instance, r->instance);
+            mc__free(r);
+            return 200;
+        }
+        if (clash || (same_group(o, r) && !same_profile(o, r))) {
             pthread_mutex_unlock(&c->mu);
             mc__free(r);
-            e = (body_err_t){"the service key or endpoint is registered already",
-                             "invalid_registration", NULL};
-            respond_err(c, resp, 400, &e);
-            return;
+            *e = (body_err_t){clash ? "the service key or endpoint is registered already"
+                                    : "the cache-sharing group has another hash profile",
+                              "invalid_registration", NULL, 0};
+            return 400;
         }
     }
     r->ctx = mc__pt_context(c->pt, r->tenant, r->model, r->lora, (uint32_t)r->block_size, "");
@@ -228,9 +347,8 @@ static void do_register(struct mc_conductor *c, const mc_http_request_t *req,
     pthread_mutex_unlock(&c->mu);
     if (full) {
         mc__free(r);
-        e = (body_err_t){"too many registrations", "invalid_registration", NULL};
-        respond_err(c, resp, 400, &e);
-        return;
+        *e = (body_err_t){"too many registrations", "invalid_registration", NULL, 0};
+        return 400;
     }
     int rc = mc__kv_sub_start(r->endpoint, r->replay, &ops, r, &r->sub);
     if (rc != 0) {
@@ -238,20 +356,32 @@ static void do_register(struct mc_conductor *c, const mc_http_request_t *req,
         c->regs[--c->n_regs] = NULL; /* it was the last one added; nothing ran on it */
         pthread_mutex_unlock(&c->mu);
         mc__free(r);
-        e = (body_err_t){"the endpoint is no tcp://host:port", "invalid_field", "endpoint"};
-        respond_err(c, resp, 400, &e);
-        return;
+        *e = (body_err_t){"the endpoint is no tcp://host:port", "invalid_field", "endpoint", 0};
+        return 400;
     }
     MC_INFO("conductor: registered %s (%s) on %s", key, r->mooncake ? "Mooncake" : "engine",
             r->endpoint);
-    mc_buf_t b;
-    mc__buf_init(&b);
-    mc__mp_map(&b, 2);
-    mc__mp_cstr(&b, "status");
-    mc__mp_cstr(&b, "registered successfully");
-    mc__mp_cstr(&b, "instance_id");
-    mc__mp_cstr(&b, r->instance);
-    respond_buf(resp, 200, &b);
+    strcpy(instance, r->instance);
+    return 200;
+}
+
+static void do_register(struct mc_conductor *c, const mc_http_request_t *req,
+                        mc_http_response_t *resp) {
+    body_err_t e = {0};
+    char instance[FIELD];
+    int status = register_body(c, req->body, req->body_len, &e, instance);
+    if (status == 200)
+        respond_registered(resp, instance);
+    else
+        respond_err(c, resp, status, &e);
+}
+
+int mc__conductor_register(mc_conductor_t *c, const uint8_t *body, size_t len, const char **why) {
+    body_err_t e = {0};
+    char instance[FIELD];
+    int status = register_body(c, body, len, &e, instance);
+    *why = status == 200 ? "" : e.error;
+    return status == 200 ? 0 : status == 500 ? MC_ERR_MEMORY : MC_ERR_INVALID_ARGUMENT;
 }
 
 static void do_unregister(struct mc_conductor *c, const mc_http_request_t *req,
@@ -263,7 +393,7 @@ static void do_unregister(struct mc_conductor *c, const mc_http_request_t *req,
     int have = 0;
     strcpy(probe.tenant, "default");
     if (mc__mp_next(&cur, &top) != 0 || top.type != MC_MP_MAP) {
-        e = (body_err_t){"the body must be a msgpack map", "invalid_body", NULL};
+        e = (body_err_t){"the body must be a msgpack map", "invalid_body", NULL, 0};
         respond_err(c, resp, 400, &e);
         return;
     }
@@ -278,14 +408,14 @@ static void do_unregister(struct mc_conductor *c, const mc_http_request_t *req,
         else if (mc__mp_str_is(&k, "tenant_id"))
             rc = opt_str_field(&cur, probe.tenant, "tenant_id", &e);
         else
-            rc = bad(&e, "unsupported request field", "unknown_field", "?");
+            rc = unknown_field(&e, &k);
         if (rc != 0) {
             respond_err(c, resp, 400, &e);
             return;
         }
     }
     if (have != 3) {
-        e = (body_err_t){"instance_id and dp_rank are required", "missing_field", NULL};
+        e = (body_err_t){"instance_id and dp_rank are required", "missing_field", NULL, 0};
         respond_err(c, resp, 400, &e);
         return;
     }
@@ -305,7 +435,7 @@ static void do_unregister(struct mc_conductor *c, const mc_http_request_t *req,
     }
     pthread_mutex_unlock(&c->mu);
     if (!r) {
-        e = (body_err_t){"no such registration", "not_found", NULL};
+        e = (body_err_t){"no such registration", "not_found", NULL, 0};
         respond_err(c, resp, 404, &e);
         return;
     }
@@ -337,7 +467,7 @@ static void do_query_by_hash(struct mc_conductor *c, const mc_http_request_t *re
     uint32_t n = 0;
     int have = 0;
     if (mc__mp_next(&cur, &top) != 0 || top.type != MC_MP_MAP) {
-        e = (body_err_t){"the body must be a msgpack map", "invalid_body", NULL};
+        e = (body_err_t){"the body must be a msgpack map", "invalid_body", NULL, 0};
         goto fail;
     }
     for (uint32_t i = 0; i < top.n; i++) {
@@ -376,13 +506,14 @@ static void do_query_by_hash(struct mc_conductor *c, const mc_http_request_t *re
                 }
             }
         } else {
-            rc = bad(&e, "unsupported request field", "unknown_field", "?");
+            rc = unknown_field(&e, &k);
         }
         if (rc != 0)
             goto fail;
     }
     if (have != 7) {
-        e = (body_err_t){"model, block_size and block_hashes are required", "missing_field", NULL};
+        e = (body_err_t){"model, block_size and block_hashes are required", "missing_field", NULL,
+                         0};
         goto fail;
     }
     if (!tenant[0])
@@ -392,7 +523,7 @@ static void do_query_by_hash(struct mc_conductor *c, const mc_http_request_t *re
         mc_pt_match_t *m = mc__malloc(MAX_REGS * sizeof(*m));
         size_t nm = 0, rows = 0, shared = 0;
         if (!m) {
-            e = (body_err_t){"out of memory", "internal", NULL};
+            e = (body_err_t){"out of memory", "internal", NULL, 0};
             goto fail;
         }
         mc__buf_init(&b);
@@ -455,39 +586,373 @@ fail:
     respond_err(c, resp, 400, &e);
 }
 
+/* token_ids: bin of little-endian int32 (4 bytes a token), or an array of int32 */
+static int read_tokens(mc_cursor_t *cur, int32_t **out, size_t *n, body_err_t *e) {
+    mc_mp_item_t it;
+    if (*out)
+        return bad(e, "token_ids given twice", "invalid_field", "token_ids");
+    if (mc__mp_next(cur, &it) != 0)
+        return bad(e, "Invalid msgpack object", "invalid_msgpack", NULL);
+    if (it.type != MC_MP_BIN && it.type != MC_MP_ARRAY)
+        return bad(e, "token_ids must be bin (little-endian int32) or an array of integers",
+                   "invalid_type", "token_ids");
+    if (it.type == MC_MP_BIN && it.n % 4)
+        return bad(e, "token_ids bytes must be a whole number of int32", "invalid_field",
+                   "token_ids");
+    *n = it.type == MC_MP_BIN ? it.n / 4 : it.n;
+    if (*n > MAX_QUERY_TOKENS)
+        return bad(e, "token_ids holds too many tokens", "invalid_field", "token_ids");
+    if (!(*out = mc__malloc((*n ? *n : 1) * sizeof(**out))))
+        return bad(e, "out of memory", "internal", NULL);
+    for (size_t i = 0; i < *n; i++) {
+        mc_mp_item_t t;
+        if (it.type == MC_MP_BIN) {
+            const uint8_t *b = it.p + 4 * i;
+            (*out)[i] = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                                  (uint32_t)b[3] << 24);
+            continue;
+        }
+        if (mc__mp_next(cur, &t) == 0 && t.type == MC_MP_UINT && t.u <= INT32_MAX) {
+            (*out)[i] = (int32_t)t.u;
+        } else if (t.type == MC_MP_INT && t.i >= INT32_MIN) {
+            (*out)[i] = (int32_t)t.i;
+        } else {
+            e->index1 = (long)i + 1;
+            return bad(e, "token_ids element must be a 32-bit integer", "invalid_type",
+                       "token_ids");
+        }
+    }
+    return 0;
+}
+
+/* One engine rank's ordered walk: its leading GPU blocks, then from the first GPU miss the blocks
+ * held on CPU (its own or a shared tier's copy), then from the first CPU miss those on disk. A
+ * request reuses a prefix only in that order, so a block past the first miss of every tier counts
+ * for nothing. out: block counts after each phase. */
+static void rank_walk(mc_prefix_table_t *pt, int ctx, int src, const uint8_t *shared,
+                      const uint64_t *h, long n, uint32_t out[3]) {
+    long i = 0;
+    while (i < n && (mc__pt_held(pt, ctx, h[i], src, NULL) & (1u << MC_KV_MEDIUM_GPU)))
+        i++;
+    out[0] = (uint32_t)i;
+    while (i < n && (mc__pt_held(pt, ctx, h[i], src, shared) & (1u << MC_KV_MEDIUM_CPU)))
+        i++;
+    out[1] = (uint32_t)i;
+    while (i < n && (mc__pt_held(pt, ctx, h[i], src, shared) & (1u << MC_KV_MEDIUM_DISK)))
+        i++;
+    out[2] = (uint32_t)i;
+}
+
+static void put_tiers(mc_buf_t *b, const uint32_t t[3], uint64_t bs) {
+    static const char *names[3] = {"gpu", "cpu", "disk"};
+    for (int k = 0; k < 3; k++) {
+        mc__mp_cstr(b, names[k]);
+        mc__mp_uint(b, t[k] * bs);
+    }
+}
+
+/* the {instances: ...} answer for the engine ranks of a group (res: each regs[i]'s walk) */
+static void put_instances(mc_buf_t *b, reg_t *const *regs, const uint32_t (*res)[3], size_t n,
+                          const uint8_t *in, uint64_t bs) {
+    size_t rows = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < i && !(in[j] && !strcmp(regs[j]->instance, regs[i]->instance)))
+            j++;
+        rows += in[i] && j == i;
+    }
+    mc__mp_map(b, 1);
+    mc__mp_cstr(b, "instances");
+    mc__mp_map(b, (uint32_t)rows);
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0, ranks = 0;
+        uint32_t best[3] = {0, 0, 0};
+        while (j < i && !(in[j] && !strcmp(regs[j]->instance, regs[i]->instance)))
+            j++;
+        if (!in[i] || j < i)
+            continue; /* not asked, or the instance was written with its first rank */
+        for (j = i; j < n; j++)
+            if (in[j] && !strcmp(regs[j]->instance, regs[i]->instance)) {
+                ranks++;
+                for (int k = 0; k < 3; k++)
+                    best[k] = res[j][k] > best[k] ? res[j][k] : best[k];
+            }
+        mc__mp_cstr(b, regs[i]->instance);
+        mc__mp_map(b, 6);
+        mc__mp_cstr(b, "longest_matched");
+        mc__mp_uint(b, best[2] * bs);
+        put_tiers(b, best, bs);
+        for (int pass = 0; pass < 2; pass++) {
+            mc__mp_cstr(b, pass ? "rank_matches" : "dp");
+            mc__mp_map(b, (uint32_t)ranks);
+            for (j = i; j < n; j++) {
+                char rank[24];
+                if (!in[j] || strcmp(regs[j]->instance, regs[i]->instance))
+                    continue;
+                snprintf(rank, sizeof(rank), "%lld", (long long)regs[j]->dp_rank);
+                mc__mp_cstr(b, rank);
+                if (pass) {
+                    mc__mp_map(b, 3);
+                    put_tiers(b, res[j], bs);
+                } else {
+                    mc__mp_uint(b, res[j][0] * bs);
+                }
+            }
+        }
+    }
+}
+
+static void do_query(struct mc_conductor *c, const mc_http_request_t *req,
+                     mc_http_response_t *resp) {
+    body_err_t e = {0};
+    mc_cursor_t cur = {req->body, req->body + req->body_len};
+    mc_mp_item_t top, k;
+    reg_t probe = {0};
+    char only[FIELD] = "", salt[FIELD] = "";
+    int32_t *tok = NULL;
+    uint64_t *h = NULL;
+    size_t n_tok = 0;
+    int have = 0, filter = 0, found = 0;
+    mc_bh_profile_t prof;
+    const char *why = "";
+    strcpy(probe.tenant, "default");
+    if (mc__mp_next(&cur, &top) != 0 || top.type != MC_MP_MAP) {
+        e = (body_err_t){"Invalid msgpack object", "invalid_msgpack", NULL, 0};
+        goto fail;
+    }
+    for (uint32_t i = 0; i < top.n; i++) {
+        int rc;
+        if (mc__mp_next(&cur, &k) != 0 || k.type != MC_MP_STR)
+            rc = bad(&e, "Invalid msgpack object", "invalid_msgpack", NULL);
+        else if (mc__mp_str_is(&k, "model"))
+            rc = str_field(&cur, probe.model, "model", &e), have |= 1;
+        else if (mc__mp_str_is(&k, "block_size"))
+            rc = int_field(&cur, &probe.block_size, "block_size", &e), have |= 2;
+        else if (mc__mp_str_is(&k, "token_ids"))
+            rc = read_tokens(&cur, &tok, &n_tok, &e), have |= 4;
+        else if (mc__mp_str_is(&k, "tenant_id"))
+            rc = opt_str_field(&cur, probe.tenant, "tenant_id", &e);
+        else if (mc__mp_str_is(&k, "lora_name"))
+            rc = opt_str_field(&cur, probe.lora, "lora_name", &e);
+        else if (mc__mp_str_is(&k, "cache_salt"))
+            rc = opt_str_field(&cur, salt, "cache_salt", &e);
+        else if (mc__mp_str_is(&k, "instance_id"))
+            rc = str_field(&cur, only, "instance_id", &e), filter = 1;
+        else
+            rc = unknown_field(&e, &k);
+        if (rc != 0)
+            goto fail;
+    }
+    if (have != 7) {
+        e = (body_err_t){"model, block_size and token_ids are required", "missing_field", NULL, 0};
+        goto fail;
+    }
+    if (!probe.model[0] || probe.block_size < 1) {
+        e = (body_err_t){"model must be non-empty and block_size positive", "invalid_field",
+                         probe.model[0] ? "block_size" : "model", 0};
+        goto fail;
+    }
+    if (!probe.tenant[0])
+        strcpy(probe.tenant, "default");
+    /* the group's hash profile (one per group, /register sees to it) */
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_regs && !found; i++)
+        if (same_group(c->regs[i], &probe))
+            prof = c->regs[i]->prof, found = 1;
+    pthread_mutex_unlock(&c->mu);
+    long nb = 0;
+    if (found) {
+        size_t blocks = n_tok / (size_t)probe.block_size;
+        blocks = blocks > MAX_QUERY_HASHES ? MAX_QUERY_HASHES : blocks;
+        if (!(h = mc__malloc((blocks ? blocks : 1) * sizeof(*h)))) {
+            e = (body_err_t){"out of memory", "internal", NULL, 0};
+            goto fail;
+        }
+        nb = mc__bh_chain(&prof, tok, n_tok, (uint32_t)probe.block_size, probe.lora, salt, h,
+                          blocks, &why);
+        if (nb < 0) {
+            e = (body_err_t){why, "invalid_field", "token_ids", 0};
+            goto fail;
+        }
+    }
+    {
+        mc_buf_t b;
+        uint8_t *shared = mc__calloc(MC_PT_MAX_NAMES, 1), *in = mc__calloc(MAX_REGS, 1);
+        uint32_t(*res)[3] = mc__calloc(MAX_REGS, sizeof(*res));
+        if (!shared || !in || !res) {
+            mc__free(shared);
+            mc__free(in);
+            mc__free(res);
+            e = (body_err_t){"out of memory", "internal", NULL, 0};
+            goto fail;
+        }
+        mc__buf_init(&b);
+        pthread_mutex_lock(&c->mu);
+        c->queries++;
+        for (size_t i = 0; found && i < c->n_regs; i++)
+            if (c->regs[i]->mooncake && same_group(c->regs[i], &probe))
+                shared[c->regs[i]->src] = 1;
+        for (size_t i = 0; found && i < c->n_regs; i++) {
+            reg_t *r = c->regs[i];
+            if (r->mooncake || !same_group(r, &probe) || (filter && strcmp(r->instance, only)))
+                continue;
+            in[i] = 1;
+            rank_walk(c->pt, r->ctx, r->src, shared, h, nb, res[i]);
+        }
+        put_instances(&b, c->regs, (const uint32_t(*)[3])res, c->n_regs, in,
+                      (uint64_t)probe.block_size);
+        pthread_mutex_unlock(&c->mu);
+        mc__free(shared);
+        mc__free(in);
+        mc__free(res);
+        mc__free(tok);
+        mc__free(h);
+        respond_buf(resp, 200, &b);
+        return;
+    }
+fail:
+    mc__free(tok);
+    mc__free(h);
+    respond_err(c, resp, 400, &e);
+}
+
+static void put_profile(mc_buf_t *b, const reg_t *r) {
+    char root[65] = "";
+    for (uint32_t i = 0; i < r->prof.root_len; i++)
+        snprintf(root + 2 * i, 3, "%02x", r->prof.root[i]);
+    mc__mp_map(b, 5);
+    mc__mp_cstr(b, "strategy");
+    mc__mp_cstr(b, r->strategy);
+    mc__mp_cstr(b, "algorithm");
+    mc__mp_cstr(b, r->algorithm);
+    mc__mp_cstr(b, "python_hash_seed");
+    mc__mp_cstr(b, r->seed);
+    mc__mp_cstr(b, "root_digest");
+    mc__mp_cstr(b, root);
+    mc__mp_cstr(b, "index_projection");
+    mc__mp_cstr(b, r->projection);
+}
+
+/* GET /global_view: every cache-sharing group, its profile, blocks and engine ranks */
+static void do_global_view(struct mc_conductor *c, mc_http_response_t *resp) {
+    mc_buf_t b;
+    size_t groups = 0;
+    mc__buf_init(&b);
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_regs; i++) {
+        size_t j = 0;
+        while (j < i && !same_group(c->regs[j], c->regs[i]))
+            j++;
+        groups += j == i;
+    }
+    mc__mp_map(&b, 2);
+    mc__mp_cstr(&b, "context_count");
+    mc__mp_uint(&b, groups);
+    mc__mp_cstr(&b, "contexts");
+    mc__mp_array(&b, (uint32_t)groups);
+    for (size_t i = 0; i < c->n_regs; i++) {
+        reg_t *r = c->regs[i];
+        size_t j = 0, names = 0;
+        while (j < i && !same_group(c->regs[j], r))
+            j++;
+        if (j < i)
+            continue;
+        mc__mp_map(&b, 7);
+        mc__mp_cstr(&b, "model_name");
+        mc__mp_cstr(&b, r->model);
+        mc__mp_cstr(&b, "lora_name");
+        mc__mp_cstr(&b, r->lora);
+        mc__mp_cstr(&b, "block_size");
+        mc__mp_uint(&b, (uint64_t)r->block_size);
+        mc__mp_cstr(&b, "tenant_id");
+        mc__mp_cstr(&b, r->tenant);
+        mc__mp_cstr(&b, "prefix_count");
+        mc__mp_uint(&b, mc__pt_context_blocks(c->pt, r->ctx));
+        mc__mp_cstr(&b, "hash_profile");
+        put_profile(&b, r);
+        /* engine instances of the group, each with its ranks */
+        for (j = i; j < c->n_regs; j++) {
+            size_t m = i;
+            if (c->regs[j]->mooncake || !same_group(c->regs[j], r))
+                continue;
+            while (m < j && !(same_group(c->regs[m], r) && !c->regs[m]->mooncake &&
+                              !strcmp(c->regs[m]->instance, c->regs[j]->instance)))
+                m++;
+            names += m == j;
+        }
+        mc__mp_cstr(&b, "instances");
+        mc__mp_map(&b, (uint32_t)names);
+        for (j = i; j < c->n_regs; j++) {
+            size_t m = i, ranks = 0;
+            const reg_t *x = c->regs[j];
+            if (x->mooncake || !same_group(x, r))
+                continue;
+            while (m < j && !(same_group(c->regs[m], r) && !c->regs[m]->mooncake &&
+                              !strcmp(c->regs[m]->instance, x->instance)))
+                m++;
+            if (m < j)
+                continue;
+            for (m = j; m < c->n_regs; m++)
+                ranks += !c->regs[m]->mooncake && same_group(c->regs[m], r) &&
+                         !strcmp(c->regs[m]->instance, x->instance);
+            mc__mp_cstr(&b, x->instance);
+            mc__mp_array(&b, (uint32_t)ranks);
+            for (m = j; m < c->n_regs; m++)
+                if (!c->regs[m]->mooncake && same_group(c->regs[m], r) &&
+                    !strcmp(c->regs[m]->instance, x->instance))
+                    mc__mp_uint(&b, (uint64_t)c->regs[m]->dp_rank);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    respond_buf(resp, 200, &b);
+}
+
+/* GET /services: {count, services: [...]} in the reference's casing, plus our subscription
+ * counters (LastSeq, Events, Lost) */
 static void do_services(struct mc_conductor *c, mc_http_response_t *resp) {
     mc_buf_t b;
     mc__buf_init(&b);
     pthread_mutex_lock(&c->mu);
+    mc__mp_map(&b, 2);
+    mc__mp_cstr(&b, "count");
+    mc__mp_uint(&b, c->n_regs);
+    mc__mp_cstr(&b, "services");
     mc__mp_array(&b, (uint32_t)c->n_regs);
     for (size_t i = 0; i < c->n_regs; i++) {
         reg_t *r = c->regs[i];
         mc_kv_sub_stats_t st;
         mc__kv_sub_stats(r->sub, &st);
-        mc__mp_map(&b, 12);
-        mc__mp_cstr(&b, "endpoint");
+        mc__mp_map(&b, 14);
+        mc__mp_cstr(&b, "Endpoint");
         mc__mp_cstr(&b, r->endpoint);
-        mc__mp_cstr(&b, "replay_endpoint");
+        mc__mp_cstr(&b, "ReplayEndpoint");
         mc__mp_cstr(&b, r->replay);
-        mc__mp_cstr(&b, "type");
+        mc__mp_cstr(&b, "Type");
         mc__mp_cstr(&b, r->mooncake ? "Mooncake" : "vLLM");
-        mc__mp_cstr(&b, "modelname");
+        mc__mp_cstr(&b, "ModelName");
         mc__mp_cstr(&b, r->model);
-        mc__mp_cstr(&b, "instance_id");
-        mc__mp_cstr(&b, r->instance);
-        mc__mp_cstr(&b, "tenant_id");
-        mc__mp_cstr(&b, r->tenant);
-        mc__mp_cstr(&b, "lora_name");
+        mc__mp_cstr(&b, "LoraName");
         mc__mp_cstr(&b, r->lora);
-        mc__mp_cstr(&b, "block_size");
+        mc__mp_cstr(&b, "TenantID");
+        mc__mp_cstr(&b, r->tenant);
+        mc__mp_cstr(&b, "InstanceID");
+        mc__mp_cstr(&b, r->instance);
+        mc__mp_cstr(&b, "BlockSize");
         mc__mp_uint(&b, (uint64_t)r->block_size);
-        mc__mp_cstr(&b, "dp_rank");
+        mc__mp_cstr(&b, "DPRank");
         mc__mp_uint(&b, (uint64_t)r->dp_rank);
-        mc__mp_cstr(&b, "last_seq");
+        mc__mp_cstr(&b, "CacheGroup");
+        if (r->cache_group < 0)
+            mc__mp_nil(&b);
+        else
+            mc__mp_uint(&b, (uint64_t)r->cache_group);
+        mc__mp_cstr(&b, "HashProfile");
+        put_profile(&b, r);
+        mc__mp_cstr(&b, "LastSeq");
         mc__mp_uint(&b, st.last_seq);
-        mc__mp_cstr(&b, "events");
+        mc__mp_cstr(&b, "Events");
         mc__mp_uint(&b, st.events);
-        mc__mp_cstr(&b, "lost");
+        mc__mp_cstr(&b, "Lost");
         mc__mp_uint(&b, st.lost);
     }
     pthread_mutex_unlock(&c->mu);
@@ -542,6 +1007,25 @@ static void do_metrics(struct mc_conductor *c, mc_http_response_t *resp) {
     mc__http_respond(resp, 200, "text/plain; version=0.0.4", text, (size_t)n);
 }
 
+static int known_path(const char *path) {
+    static const char *paths[] = {"/register",    "/unregister", "/query",   "/query_by_hash",
+                                  "/global_view", "/services",   "/metrics", "/health"};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        if (!strcmp(path, paths[i]))
+            return 1;
+    return 0;
+}
+
+/* a known path with the other method: the reference's 405 and its body */
+static void respond_405(mc_http_response_t *resp) {
+    mc_buf_t b;
+    mc__buf_init(&b);
+    mc__mp_map(&b, 1);
+    mc__mp_cstr(&b, "error");
+    mc__mp_cstr(&b, "Method not allowed");
+    respond_buf(resp, 405, &b);
+}
+
 static void handle(void *ctx, const mc_http_request_t *req, mc_http_response_t *resp) {
     struct mc_conductor *c = ctx;
     int post = !strcmp(req->method, "POST"), get = !strcmp(req->method, "GET");
@@ -551,12 +1035,18 @@ static void handle(void *ctx, const mc_http_request_t *req, mc_http_response_t *
         do_unregister(c, req, resp);
     else if (post && !strcmp(req->path, "/query_by_hash"))
         do_query_by_hash(c, req, resp);
+    else if (post && !strcmp(req->path, "/query"))
+        do_query(c, req, resp);
+    else if (get && !strcmp(req->path, "/global_view"))
+        do_global_view(c, resp);
     else if (get && !strcmp(req->path, "/services"))
         do_services(c, resp);
     else if (get && !strcmp(req->path, "/metrics"))
         do_metrics(c, resp);
     else if (get && !strcmp(req->path, "/health"))
         mc__http_respond(resp, 200, "text/plain", "OK", 2);
+    else if (known_path(req->path))
+        respond_405(resp);
     else
         mc__http_respond(resp, 404, "text/plain", "not found", 9);
 }

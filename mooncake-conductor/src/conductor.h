@@ -2,13 +2,19 @@
  * table (prefix_table.h) behind a lock, and the HTTP API over it (msgpack bodies, as the
  * reference's conductor speaks):
  *
- *   POST /register       {endpoint, type: "vLLM"|"Mooncake", modelname, instance_id, block_size,
- *                         dp_rank, replay_endpoint?, lora_name?, tenant_id?, ...}
+ *   POST /register       {endpoint, type: "vLLM"|"SGLang"|"Mooncake", modelname, instance_id,
+ *                         block_size, dp_rank, hash_profile?, replay_endpoint?, lora_name?,
+ *                         tenant_id?, cache_group?}
+ *   POST /query          {model, block_size, token_ids, tenant_id?, lora_name?, cache_salt?,
+ *                         instance_id?} -> {instances: {id: {longest_matched, gpu, cpu, disk,
+ *                         dp: {rank: gpu}, rank_matches: {rank: {gpu, cpu, disk}}}}}
+ *   GET  /global_view    {context_count, contexts: [{model_name, lora_name, block_size,
+ *                         tenant_id, prefix_count, hash_profile, instances: {id: [rank]}}]}
  *   POST /unregister     {instance_id, dp_rank, tenant_id?}
  *   POST /query_by_hash  {model, block_size, block_hashes: [u64], tenant_id?, lora_name?,
  *                         cache_salt?} -> {instances: {id: {longest_matched, gpu, cpu, disk,
  *                         dp: {rank: n}}}, shared: {id: {cpu, disk}}}
- *   GET  /services, /metrics (Prometheus text), /health
+ *   GET  /services ({count, services}), /metrics (Prometheus text), /health
  *
  * Unknown paths are 404, bad bodies 400 with {error, reason, field?}. */
 #ifndef MC_CONDUCTOR_CONDUCTOR_H
@@ -26,5 +32,8 @@ typedef struct mc_conductor_config {
 
 int mc__conductor_start(const mc_conductor_config_t *cfg, mc_conductor_t **out);
 uint16_t mc__conductor_port(const mc_conductor_t *c);
+/* A registration as POST /register takes it (a msgpack map): the config file's static
+ * subscriptions. 0, or MC_ERR_INVALID_ARGUMENT / MC_ERR_MEMORY with *why set. */
+int mc__conductor_register(mc_conductor_t *c, const uint8_t *body, size_t len, const char **why);
 void mc__conductor_stop(mc_conductor_t *c);
 #endif

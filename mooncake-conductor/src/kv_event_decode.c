@@ -17,7 +17,9 @@ int mc__kv_medium(const uint8_t *p, uint32_t len) {
     } names[] = {{"GPU", MC_KV_MEDIUM_GPU},        {"gpu", MC_KV_MEDIUM_GPU},
                  {"CPU", MC_KV_MEDIUM_CPU},        {"cpu", MC_KV_MEDIUM_CPU},
                  {"CPU_PINNED", MC_KV_MEDIUM_CPU}, {"DISK", MC_KV_MEDIUM_DISK},
-                 {"disk", MC_KV_MEDIUM_DISK},      {"EXTERNAL", MC_KV_MEDIUM_CPU}};
+                 {"disk", MC_KV_MEDIUM_DISK},      {"EXTERNAL", MC_KV_MEDIUM_CPU},
+                 {"STORAGE", MC_KV_MEDIUM_DISK}, /* vLLM's MEDIUM_STORAGE */
+                 {"storage", MC_KV_MEDIUM_DISK}};
     for (size_t i = 0; p && i < sizeof(names) / sizeof(names[0]); i++)
         if (strlen(names[i].name) == len && memcmp(names[i].name, p, len) == 0)
             return names[i].medium;

@@ -9,7 +9,7 @@
 #include "mooncake/common/alloc.h"
 #include "mooncake/error.h"
 
-#define MAX_NAMES 4096
+#define MAX_NAMES MC_PT_MAX_NAMES
 
 typedef struct holder {
     uint16_t src;
@@ -31,6 +31,7 @@ struct mc_prefix_table {
     entry_t *lru_head, *lru_tail;
     char *ctx_names[MAX_NAMES], *src_names[MAX_NAMES];
     size_t n_ctx, n_src;
+    uint64_t ctx_blocks[MAX_NAMES];
     uint64_t evicted;
 };
 
@@ -90,6 +91,7 @@ static void entry_drop(mc_prefix_table_t *t, entry_t *e) {
         pp = &(*pp)->next;
     *pp = e->next;
     lru_unlink(t, e);
+    t->ctx_blocks[e->ctx]--;
     mc__free(e->holders);
     mc__free(e);
     t->count--;
@@ -166,6 +168,7 @@ static entry_t *find_or_add(mc_prefix_table_t *t, int ctx, uint64_t h) {
     t->buckets[s] = e;
     lru_front(t, e);
     t->count++;
+    t->ctx_blocks[ctx]++;
     return e;
 }
 
@@ -271,6 +274,19 @@ size_t mc__pt_query(mc_prefix_table_t *t, int ctx, const uint64_t *h, uint32_t n
             out[j - 1] = x;
         }
     return m;
+}
+
+unsigned mc__pt_held(mc_prefix_table_t *t, int ctx, uint64_t h, int src, const uint8_t *shared) {
+    entry_t *e = ctx >= 0 ? find(t, ctx, h) : NULL;
+    unsigned bits = 0;
+    for (uint16_t k = 0; e && k < e->n; k++)
+        if ((int)e->holders[k].src == src || (shared && shared[e->holders[k].src]))
+            bits |= e->holders[k].media;
+    return bits;
+}
+
+uint64_t mc__pt_context_blocks(mc_prefix_table_t *t, int ctx) {
+    return ctx >= 0 && (size_t)ctx < t->n_ctx ? t->ctx_blocks[ctx] : 0;
 }
 
 void mc__pt_stats(mc_prefix_table_t *t, mc_pt_stats_t *out) {

@@ -10,7 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MC_PT_MEDIA 4 /* indexed by MC_KV_MEDIUM_* (0: unknown, counted as GPU for engines) */
+#define MC_PT_MEDIA 4
+#define MC_PT_MAX_NAMES                                                                            \
+    4096 /* contexts, and sources, at most */ /* indexed by MC_KV_MEDIUM_* (0: unknown, counted as \
+                                                 GPU for engines) */
 
 typedef struct mc_prefix_table mc_prefix_table_t;
 
@@ -41,5 +44,10 @@ void mc__pt_clear_source(mc_prefix_table_t *t, int src);
  * returns how many. */
 size_t mc__pt_query(mc_prefix_table_t *t, int ctx, const uint64_t *h, uint32_t n,
                     mc_pt_match_t *out, size_t cap);
+/* The media bits (1 << MC_KV_MEDIUM_*) that src holds block h in, or'ed with those of every
+ * holder whose shared[holder] is set (shared: NULL, or one byte per source id; src < 0: none). */
+unsigned mc__pt_held(mc_prefix_table_t *t, int ctx, uint64_t h, int src, const uint8_t *shared);
+/* Blocks a context holds now. */
+uint64_t mc__pt_context_blocks(mc_prefix_table_t *t, int ctx);
 void mc__pt_stats(mc_prefix_table_t *t, mc_pt_stats_t *out);
 #endif

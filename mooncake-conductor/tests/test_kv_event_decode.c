@@ -161,6 +161,21 @@ static void test_truncations(void **state) {
     }
 }
 
+static void test_media(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        int medium;
+    } m[] = {{"GPU", MC_KV_MEDIUM_GPU},     {"CPU_PINNED", MC_KV_MEDIUM_CPU},
+             {"cpu", MC_KV_MEDIUM_CPU},     {"STORAGE", MC_KV_MEDIUM_DISK},
+             {"disk", MC_KV_MEDIUM_DISK},   {"TAPE", MC_KV_MEDIUM_UNKNOWN},
+             {"GPUX", MC_KV_MEDIUM_UNKNOWN}};
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+        assert_int_equal(mc__kv_medium((const uint8_t *)m[i].name, (uint32_t)strlen(m[i].name)),
+                         m[i].medium);
+    assert_int_equal(mc__kv_medium(NULL, 0), MC_KV_MEDIUM_UNKNOWN);
+}
+
 static void test_not_a_batch(void **state) {
     (void)state;
     static const uint8_t scalar[] = {0x05};
@@ -187,7 +202,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vllm),        cmocka_unit_test(test_sglang),
         cmocka_unit_test(test_master),      cmocka_unit_test(test_truncations),
-        cmocka_unit_test(test_not_a_batch),
+        cmocka_unit_test(test_not_a_batch), cmocka_unit_test(test_media),
     };
     return cmocka_run_group_tests_name("conductor_event_decode", tests, NULL, NULL);
 }

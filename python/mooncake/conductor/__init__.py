@@ -2,16 +2,18 @@
 
 ``ConductorClient`` speaks its HTTP API with msgpack bodies, as the reference's conductor does:
 register and unregister event sources (vLLM / SGLang engines, Mooncake masters), query which
-instance holds the longest prefix of a request's block hashes, list services, read health and
-metrics. Errors come back as ``ConductorError`` with the server's status, ``reason`` and
+instance holds the longest prefix of a request's token ids (``query``, hashed by the conductor as
+the engines hash them) or block hashes (``query_by_hash``), read the global view, list services,
+read health and metrics. Errors come back as ``ConductorError`` with the server's status, ``reason`` and
 ``field``. Needs the ``msgpack`` package.
 """
 
 import http.client
 import json
+import struct
 from urllib.parse import urlsplit
 
-__all__ = ["ConductorClient", "ConductorError"]
+__all__ = ["ConductorClient", "ConductorError", "hash_profile"]
 
 
 class ConductorError(RuntimeError):
@@ -22,6 +24,18 @@ class ConductorError(RuntimeError):
         self.status = status
         self.reason = reason
         self.field = field
+
+
+def hash_profile(algorithm="sha256_cbor", python_hash_seed="0", strategy="vllm_v1",
+                 index_projection=None):
+    """A /register hash profile. vLLM: algorithm sha256_cbor, sha256, xxhash_cbor or xxhash and
+    the engines' PYTHONHASHSEED; SGLang: strategy "sglang", algorithm "sha256" or
+    "python_hash"; Dynamo's rolling hash: strategy "xxh3_rolling", algorithm "xxh3_64"."""
+    if index_projection is None:
+        index_projection = {"vllm_v1": "low64_be", "xxh3_rolling": "u64"}.get(
+            strategy, "i64" if algorithm == "python_hash" else "high64_be")
+    return {"strategy": strategy, "algorithm": algorithm, "python_hash_seed": python_hash_seed,
+            "index_projection": index_projection}
 
 
 class ConductorClient:
@@ -67,11 +81,14 @@ class ConductorClient:
         return self._request("GET", "/health") == "OK"
 
     def register(self, endpoint, type, modelname, instance_id, block_size, dp_rank=0,
-                 replay_endpoint=None, lora_name=None, tenant_id=None, **extra):
+                 replay_endpoint=None, lora_name=None, tenant_id=None, hash_profile=None,
+                 **extra):
+        """``hash_profile``: {strategy, algorithm, python_hash_seed, index_projection}, how the
+        source's engines hash blocks (``hash_profile("sha256_cbor", "0")`` builds one)."""
         body = {"endpoint": endpoint, "type": type, "modelname": modelname,
                 "instance_id": instance_id, "block_size": block_size, "dp_rank": dp_rank}
         for k, v in (("replay_endpoint", replay_endpoint), ("lora_name", lora_name),
-                     ("tenant_id", tenant_id)):
+                     ("tenant_id", tenant_id), ("hash_profile", hash_profile)):
             if v is not None:
                 body[k] = v
         body.update(extra)
@@ -92,7 +109,25 @@ class ConductorClient:
                 body[k] = v
         return self._request("POST", "/query_by_hash", body)
 
+    def query(self, model, block_size, token_ids, tenant_id=None, lora_name=None,
+              cache_salt=None, instance_id=None):
+        """The longest prefix of ``token_ids`` each registered engine instance can reuse, in
+        tokens: {"instances": {id: {longest_matched, gpu, cpu, disk, dp, rank_matches}}}."""
+        tokens = list(token_ids)
+        body = {"model": model, "block_size": block_size,
+                "token_ids": struct.pack(f"<{len(tokens)}i", *tokens)}
+        for k, v in (("tenant_id", tenant_id), ("lora_name", lora_name),
+                     ("cache_salt", cache_salt), ("instance_id", instance_id)):
+            if v is not None:
+                body[k] = v
+        return self._request("POST", "/query", body)
+
+    def global_view(self):
+        """Every cache-sharing group: {context_count, contexts: [...]}."""
+        return self._request("GET", "/global_view")
+
     def list_services(self):
+        """{count, services: [{Endpoint, Type, InstanceID, DPRank, HashProfile, ...}]}."""
         return self._request("GET", "/services")
 
     def metrics(self):
