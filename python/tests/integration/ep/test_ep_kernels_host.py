@@ -3,7 +3,7 @@
 The CUDA kernels (mooncake-ep/src/ep_kernels.cu) and the host reference (ep_host.c) run the same
 per-element functions (mooncake-ep/include/mooncake_ep/ep_logic.h). These tests build the host
 reference with the host's C compiler and load it the way ``Buffer`` loads the CUDA library, then
-run dispatch and combine on 2 real gloo ranks through both paths and require byte-equal
+run dispatch and combine on 2 real gloo ranks (``MC_EP_KERNELS_WORLDS`` for more) through both paths and require byte-equal
 outputs (rows, counts, src_info, layout_range, combined tokens, active-rank masks), on random
 shapes, a full expert at the size-hint limit, a rank without tokens, inactive ranks and fp8.
 """
@@ -46,7 +46,11 @@ def host_lib(tmp_path_factory):
     return str(out)
 
 
-@pytest.fixture(scope="module", params=[2], ids=["2ranks"])
+# 2 ranks in the suite (its budget); more with MC_EP_KERNELS_WORLDS=2,3,4 (a longer run).
+WORLDS = [int(w) for w in os.environ.get("MC_EP_KERNELS_WORLDS", "2").split(",") if w.strip()]
+
+
+@pytest.fixture(scope="module", params=WORLDS, ids=[f"{w}ranks" for w in WORLDS])
 def ranks(request, host_lib, tmp_path_factory):
     world = request.param
     out = tmp_path_factory.mktemp(f"epk{world}")
