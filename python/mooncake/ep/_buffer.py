@@ -232,7 +232,8 @@ class Buffer:
         recv_meta = self._exchange.rows(meta, send_counts, recv_counts)
         packed, count, src_info, layout = kern.dispatch_recv(recv_rows, recv_meta, recv_counts, num_local, n,
                                                              n * max_tokens)  # fmt: skip
-        plan = _SendPlan(meta[:, 1], meta[:, 0], send_counts, agreed)
+        # Combine places the returned rows by slot_pos, so the plan carries no global expert ids.
+        plan = _SendPlan(meta[:, 1], torch.empty((0,), dtype=torch.int64), send_counts, agreed)
         plan.slot_pos, plan.topk_idx, plan.kernels = slot_pos, topk_idx, kern
         return self._dispatch_result(x, topk_idx, active_ranks, plan, recv_counts, packed, count, src_info, layout,
                                      max_tokens, num_experts, use_fp8, async_finish)  # fmt: skip
