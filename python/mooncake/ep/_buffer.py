@@ -6,8 +6,11 @@ them per local expert, grouped by source rank (``layout_range[e, src] = begin <<
 num_max_dispatch_tokens_per_rank`` rows. Combine returns every expert row to its source in the
 order it was sent, and the source sums them weighted by its ``topk_weights``.
 
-Without the native GPU runtime (this package has no EP kernels yet, docs/ep.md) every call takes
-the reference's pure-PyTorch fallback path, over ``all_to_all_single`` of the buffer's group.
+Rows always travel between ranks by ``all_to_all_single`` of the buffer's group. The local token
+movement (selecting, counting and packing the rows to send, packing the rows received per expert,
+the weighted sum of combine) runs on mooncake-ep's kernels when their library is loaded and the
+tensors are on its device (_kernels.py: the CUDA build for CUDA tensors), else on the reference's
+pure-PyTorch fallback below. ``Buffer.last_path`` names the path the last call took.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, List, Optional, Tuple, Union
 
 import torch
 
-from mooncake.ep import _sizes
+from mooncake.ep import _kernels, _sizes
 from mooncake.ep._common import (
     CompletedEvent,
     EventOverlap,
@@ -54,6 +57,10 @@ class _SendPlan:
         self.mask = mask
         self.num_tokens = 0
         self.num_topk = 0
+        # The kernels path's record instead of tokens/experts: each slot's send row, the library.
+        self.slot_pos: Optional[torch.Tensor] = None
+        self.topk_idx: Optional[torch.Tensor] = None
+        self.kernels: Optional[_kernels.Kernels] = None
 
 
 class Buffer:
@@ -67,6 +74,9 @@ class Buffer:
         self.disable_p2p = bool(disable_p2p)
         self.runtime = None  # no native EP runtime in this build: always the fallback path
         self._use_fallback = True
+        # "fallback" or the kernels library's name, set by every dispatch and combine (logged at
+        # the first call and whenever it changes).
+        self.last_path: Optional[str] = None
         self._next_combine_buffer: Optional[Tuple[_DispatchHandle, torch.Tensor]] = None
         self._exchange = Exchange(group, self.rank, self.group_size)
         self.connect()
@@ -138,6 +148,11 @@ class Buffer:
         if use_fp8 is None:
             use_fp8 = True  # the reference's default on CUDA builds
         mask = active_mask(self.group, active_ranks, self.group_size)
+        kern = _kernels.for_tensor(x)
+        self._note_path("dispatch", kern)
+        if kern is not None:
+            return self._dispatch_kernels(kern, x, topk_idx, active_ranks, mask, max_tokens, num_experts, use_fp8,
+                                          async_finish)  # fmt: skip
 
         # (token, expert) selections, one per distinct expert of a token, ordered by destination
         # rank, then expert, then token: the receiver's per-expert, per-source packing order.
@@ -190,18 +205,66 @@ class Buffer:
                 begin += per_src[s]
 
         plan = _SendPlan(tok, exp, send_counts, agreed)
+        return self._dispatch_result(x, topk_idx, active_ranks, plan, recv_counts, packed, count, src_info, layout,
+                                     max_tokens, num_experts, use_fp8, async_finish)  # fmt: skip
+
+    def _dispatch_kernels(
+        self, kern: "_kernels.Kernels", x: torch.Tensor, topk_idx: torch.Tensor, active_ranks: Optional[torch.Tensor],
+        mask: List[int], max_tokens: int, num_experts: int, use_fp8: bool, async_finish: bool,
+    ) -> Any:  # fmt: skip
+        """dispatch with the kernels doing the fallback's local work: the same rows, layout, handle."""
+        n, hidden = self.group_size, int(x.shape[1])
+        num_local = num_experts // n
+        count_e, slot_rank = kern.dispatch_count(topk_idx, num_experts)
+        per_dest = count_e.view(n, num_local).sum(dim=1).tolist()
+        agreed, recv_counts = self._exchange.agree(
+            [c if mask[self.rank] and mask[d] else 0 for d, c in enumerate(per_dest)],
+            mask,
+            [num_experts, max_tokens, hidden, int(use_fp8)],
+            ["num_experts", "num_max_dispatch_tokens_per_rank", "hidden", "use_fp8"],
+        )
+        sends = self._exchange.sends_to(agreed)
+        send_counts = [c if sends[d] else 0 for d, c in enumerate(per_dest)]
+        rows, meta, slot_pos = kern.dispatch_pack(
+            x, topk_idx, num_experts, n, count_e, slot_rank, sends, sum(send_counts)
+        )
+        recv_rows = self._exchange.rows(rows, send_counts, recv_counts)
+        recv_meta = self._exchange.rows(meta, send_counts, recv_counts)
+        packed, count, src_info, layout = kern.dispatch_recv(recv_rows, recv_meta, recv_counts, num_local, n,
+                                                             n * max_tokens)  # fmt: skip
+        # Combine places the returned rows by slot_pos, so the plan carries no global expert ids.
+        plan = _SendPlan(meta[:, 1], torch.empty((0,), dtype=torch.int64), send_counts, agreed)
+        plan.slot_pos, plan.topk_idx, plan.kernels = slot_pos, topk_idx, kern
+        return self._dispatch_result(x, topk_idx, active_ranks, plan, recv_counts, packed, count, src_info, layout,
+                                     max_tokens, num_experts, use_fp8, async_finish)  # fmt: skip
+
+    def _dispatch_result(
+        self, x: torch.Tensor, topk_idx: torch.Tensor, active_ranks: Optional[torch.Tensor], plan: _SendPlan,
+        recv_counts: List[int], packed: torch.Tensor, count: torch.Tensor, src_info: torch.Tensor,
+        layout: torch.Tensor, max_tokens: int, num_experts: int, use_fp8: bool, async_finish: bool,
+    ) -> Any:  # fmt: skip
+        num_local, capacity, hidden = num_experts // self.group_size, self.group_size * max_tokens, int(x.shape[1])
         plan.recv_counts = recv_counts
-        plan.num_tokens, plan.num_topk = num_tokens, int(topk_idx.shape[1])
+        plan.num_tokens, plan.num_topk = int(x.shape[0]), int(topk_idx.shape[1])
         handle = _DispatchHandle((src_info, layout, max_tokens, hidden, num_experts))
         handle.plan = plan
         if active_ranks is not None:
-            active_ranks.copy_(torch.tensor(agreed, dtype=torch.int32))
+            active_ranks.copy_(torch.tensor(plan.mask, dtype=torch.int32))
         recv_x: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]] = packed
         if use_fp8:
             q, scales = fp8_cast(packed.view(-1, hidden))
             recv_x = (q.view(num_local, capacity, hidden), scales.view(num_local, capacity, hidden // 128))
         event = EventOverlap(CompletedEvent(x.device), (x, topk_idx) if async_finish else None)
         return recv_x, count, handle, event, no_op_hook
+
+    def _note_path(self, call: str, kern: Optional["_kernels.Kernels"]) -> None:
+        """Record (and log, when it changes) which path a call runs on."""
+        path = "fallback" if kern is None else kern.name
+        if path != self.last_path:
+            where = "the pure-PyTorch fallback" if kern is None else f"{kern.name} ({kern.path})"
+            _kernels.log.info("mooncake.ep: Buffer.%s on rank %d runs on %s", call, self.rank, where)
+        self.last_path = path
+        self._use_fallback = kern is None
 
     def get_next_combine_buffer(self, handle: Any) -> torch.Tensor:
         """The tensor ``combine(zero_copy=True)`` reads: expert outputs in the dispatch layout."""
@@ -291,23 +354,18 @@ class Buffer:
         send = torch.cat(
             [torch.cat(blocks[s]) if blocks[s] and send_counts[s] else x.new_zeros((0, hidden)) for s in range(n)]
         )
-        got = self._exchange.rows(send, send_counts, got_counts).float()
-
-        # Keep the rows sent to destinations that answered; weight each by the token's weight for
-        # that expert (summed if a token lists an expert twice, as the reference does).
-        dest_of_sent = torch.repeat_interleave(torch.arange(n), torch.tensor(plan.send_counts, dtype=torch.int64))
-        answered = torch.tensor([got_counts[d] == plan.send_counts[d] and got_counts[d] > 0 for d in range(n)])
+        got = self._exchange.rows(send, send_counts, got_counts)
         require(
             all(got_counts[d] in (0, plan.send_counts[d]) for d in range(n)),
             "a destination returned a different number of rows than it was sent",
             RuntimeError,
         )
-        keep = answered[dest_of_sent] if plan.tokens.numel() else torch.zeros((0,), dtype=torch.bool)
-        toks, exps = plan.tokens[keep], plan.experts[keep]
-        w = (topk_weights.index_select(0, toks) * (topk_idx.index_select(0, toks) == exps.unsqueeze(1))).sum(dim=1)
-        acc = torch.zeros((plan.num_tokens, hidden), dtype=torch.float32)
-        acc.index_add_(0, toks, got * w.unsqueeze(1))
-        combined = acc.to(torch.bfloat16)
+        answered = [got_counts[d] == plan.send_counts[d] and got_counts[d] > 0 for d in range(n)]
+        self._note_path("combine", plan.kernels)
+        if plan.kernels is not None:
+            combined = self._combine_kernels(plan, got, answered, topk_idx, topk_weights, num_local, hidden)
+        else:
+            combined = self._combine_fallback(plan, got, answered, topk_idx, topk_weights, hidden)
         if out is not None:
             out.copy_(combined)
             combined = out
@@ -315,3 +373,38 @@ class Buffer:
             active_ranks.copy_(torch.tensor(agreed, dtype=torch.int32))
         event = EventOverlap(CompletedEvent(combined.device), (x, combined) if async_finish else None)
         return combined, event, no_op_hook
+
+    def _combine_kernels(
+        self, plan: _SendPlan, got: torch.Tensor, answered: List[bool], topk_idx: torch.Tensor,
+        topk_weights: torch.Tensor, num_local: int, hidden: int,
+    ) -> torch.Tensor:  # fmt: skip
+        assert plan.kernels is not None and plan.slot_pos is not None and plan.topk_idx is not None
+        require(
+            torch.equal(topk_idx, plan.topk_idx),
+            "combine's topk_idx must be the topk_idx its dispatch was given (the kernels place rows by it)",
+        )
+        # got holds the rows of the answering destinations only: a send row of destination d sits
+        # dest_shift[d] rows earlier in it (-1: d's rows add nothing).
+        shift, skipped = [], 0
+        for d in range(self.group_size):
+            shift.append(skipped if answered[d] else -1)
+            skipped += 0 if answered[d] else plan.send_counts[d]
+        return plan.kernels.combine(got, topk_idx, topk_weights, plan.slot_pos, shift, num_local, hidden)
+
+    def _combine_fallback(
+        self, plan: _SendPlan, got_rows: torch.Tensor, answered_list: List[bool], topk_idx: torch.Tensor,
+        topk_weights: torch.Tensor, hidden: int,
+    ) -> torch.Tensor:  # fmt: skip
+        n = self.group_size
+        got = got_rows.float()
+
+        # Keep the rows sent to destinations that answered; weight each by the token's weight for
+        # that expert (summed if a token lists an expert twice, as the reference does).
+        dest_of_sent = torch.repeat_interleave(torch.arange(n), torch.tensor(plan.send_counts, dtype=torch.int64))
+        answered = torch.tensor(answered_list, dtype=torch.bool)
+        keep = answered[dest_of_sent] if plan.tokens.numel() else torch.zeros((0,), dtype=torch.bool)
+        toks, exps = plan.tokens[keep], plan.experts[keep]
+        w = (topk_weights.index_select(0, toks) * (topk_idx.index_select(0, toks) == exps.unsqueeze(1))).sum(dim=1)
+        acc = torch.zeros((plan.num_tokens, hidden), dtype=torch.float32)
+        acc.index_add_(0, toks, got * w.unsqueeze(1))
+        return acc.to(torch.bfloat16)

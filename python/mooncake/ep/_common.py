@@ -149,7 +149,7 @@ class Exchange:
     ) -> Tuple[List[int], List[int]]:
         n = self.num_ranks
         width = 1 + n + len(shape)
-        out_meta = torch.zeros((n, width), dtype=torch.int64)
+        out_meta = torch.zeros((n, width), dtype=torch.int64, device=self._meta_device())
         for d in range(n):
             out_meta[d, 0] = send_counts[d]
             out_meta[d, 1 : 1 + n] = torch.tensor(mask, dtype=torch.int64)
@@ -170,6 +170,15 @@ class Exchange:
         me = agreed[self.rank]
         recv_counts = [int(c) if me and agreed[s] else 0 for s, c in enumerate(in_meta[:, 0].tolist())]
         return agreed, recv_counts
+
+    def _meta_device(self) -> torch.device:
+        """Where the metadata round's tensors live: nccl moves only CUDA tensors (the device path
+        of docs/ep.md), every other backend here host ones."""
+        try:
+            name = str(dist.get_backend(self.group))
+        except (RuntimeError, ValueError, AttributeError):
+            name = ""
+        return torch.device("cuda", torch.cuda.current_device()) if name == "nccl" else torch.device("cpu")
 
     def sends_to(self, agreed: List[int]) -> List[bool]:
         """Per destination, whether this rank sends to it under the agreed mask."""

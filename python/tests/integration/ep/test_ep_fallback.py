@@ -9,42 +9,23 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from ep_ranks import run_ranks
 
 pytest.importorskip("torch")  # the dev extra pins it; without it the package's torch-free parts still run
 
 HERE = Path(__file__).resolve().parent
 HIDDEN = 128
-DEADLINE_S = 240  # generous: a busy 2-core host; a hung collective ends at the workers' own 60 s timeout
 
 
 @pytest.fixture(scope="module", params=[2, 4], ids=["2ranks", "4ranks"])
 def run(request, tmp_path_factory):
     world = request.param
     out = tmp_path_factory.mktemp(f"ep{world}")
-    store = out / "store"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "ep_workers.py"), str(r), str(world), str(store), str(out)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        for r in range(world)
-    ]
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=DEADLINE_S)[0].decode(errors="replace"))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    logs = run_ranks(HERE / "ep_workers.py", world, out)
     return world, out, logs
 
 
