@@ -9,6 +9,9 @@ stubbed; msgspec and pyzmq must be installed). sglang_array.msgpack uses SGLang'
 master's map layout (docs/kv-events.md) through msgpack.
 
     python3 make_event_golden.py --vllm-kv-events /path/to/vllm/distributed/kv_events.py
+
+vllm_e2e_*.msgpack are the batches engine b of python/tests/integration/store/test_conductor.py
+publishes (written by vLLM 0.34.0's kv_events.py, from its wheel; --e2e-only writes just them).
 """
 import argparse
 import logging
@@ -34,10 +37,15 @@ def load_vllm_events(path):
         "vllm.v1": types.ModuleType("vllm.v1"),
         "vllm.v1.core": types.ModuleType("vllm.v1.core"),
         "vllm.v1.core.kv_cache_utils": types.ModuleType("vllm.v1.core.kv_cache_utils"),
+        "vllm.utils": types.ModuleType("vllm.utils"),
+        "vllm.utils.network_utils": types.ModuleType("vllm.utils.network_utils"),
     }
     stubs["vllm.config.kv_events"].KVEventsConfig = object
     stubs["vllm.logger"].init_logger = logging.getLogger
     stubs["vllm.v1.core.kv_cache_utils"].ExternalBlockHash = bytes | int
+    for name in ("get_ip", "get_tcp_uri", "is_valid_ipv6_address",
+                 "split_zmq_path"):  # newer vLLMs' publisher helpers (unused here)
+        setattr(stubs["vllm.utils.network_utils"], name, None)
     sys.modules.update(stubs)
     mod = types.ModuleType("vllm_kv_events")
     with open(path) as f:
@@ -58,6 +66,55 @@ def vllm_batches(ev):
                                                      ev.AllBlocksCleared()],
                             data_parallel_rank=1)
     return {"vllm_batch.msgpack": enc.encode(batch)}
+
+
+def sha256_cbor_chain(tokens, block_size, seed):
+    """vLLM's sha256_cbor block digests for small token ids (CBOR heads written out), the chain
+    rooted at sha256(cbor(seed)): the same digests the conductor's /query derives, whose last 8
+    bytes hash_golden.json holds as vLLM's own hash code computed them."""
+    import hashlib
+
+    def head(major, n):
+        if n < 24:
+            return bytes([major << 5 | n])
+        size = 1 if n < 1 << 8 else 2 if n < 1 << 16 else 4
+        return bytes([major << 5 | {1: 24, 2: 25, 4: 26}[size]]) + n.to_bytes(size, "big")
+    digest = hashlib.sha256(head(3, len(seed)) + seed.encode()).digest()
+    out = []
+    for b in range(len(tokens) // block_size):
+        body = b"".join(head(0, t) for t in tokens[b * block_size:(b + 1) * block_size])
+        digest = hashlib.sha256(b"\x83" + head(2, 32) + digest + head(4, block_size) + body +
+                                b"\xf6").digest()
+        out.append(digest)
+    return out
+
+
+def vllm_e2e_batches(ev):
+    """What engine b of test_conductor.py's /query test publishes, encoded by vLLM's own event
+    classes and encoder: GPU stores of blocks [0], [2] (its parent block 1) and [0, 1] of the
+    hash_golden.json request (sha256_cbor, seed "0", 16-token blocks), full 32-byte digests."""
+    import json
+    bs = 16
+    with open(os.path.join(HERE, "hash_golden.json")) as f:
+        case = next(c for c in json.load(f)["cases"]
+                    if (c["strategy"], c["algorithm"], c["seed"], c["block_size"],
+                        c["lora_name"], c["cache_salt"]) == ("vllm_v1", "sha256_cbor", "0", bs,
+                                                             "", ""))
+    tokens = case["token_ids"]
+    digests = sha256_cbor_chain(tokens, bs, "0")
+    for d, h in zip(digests, case["hashes"]):
+        assert int.from_bytes(d[-8:], "big") == int(h, 16), "digest does not match vLLM's"
+    enc = msgspec.msgpack.Encoder()  # what ZmqEventPublisher encodes with
+
+    def batch(first, n):
+        stored = ev.BlockStored(block_hashes=digests[first:first + n],
+                                parent_block_hash=digests[first - 1] if first else None,
+                                token_ids=tokens[first * bs:(first + n) * bs], block_size=bs,
+                                lora_id=None, medium="GPU", lora_name=None)
+        return enc.encode(ev.KVEventBatch(ts=1700000000.0, events=[stored],
+                                          data_parallel_rank=0))
+    return {"vllm_e2e_store_0.msgpack": batch(0, 1), "vllm_e2e_store_2.msgpack": batch(2, 1),
+            "vllm_e2e_store_01.msgpack": batch(0, 2)}
 
 
 class SgEventBatch(msgspec.Struct, array_like=True, gc=False):
@@ -113,11 +170,16 @@ def master_batch():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vllm-kv-events", required=True)
+    ap.add_argument("--e2e-only", action="store_true",
+                    help="write only the end-to-end test's vllm_e2e_*.msgpack")
     args = ap.parse_args()
     files = {}
-    files.update(vllm_batches(load_vllm_events(args.vllm_kv_events)))
-    files.update(sglang_batch())
-    files.update(master_batch())
+    ev = load_vllm_events(args.vllm_kv_events)
+    files.update(vllm_e2e_batches(ev))
+    if not args.e2e_only:
+        files.update(vllm_batches(ev))
+        files.update(sglang_batch())
+        files.update(master_batch())
     for name, data in files.items():
         with open(os.path.join(HERE, name), "wb") as f:
             f.write(data)

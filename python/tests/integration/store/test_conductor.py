@@ -283,16 +283,18 @@ def sha256_cbor_digests(tokens, seed="0"):
 def test_query_from_token_ids(conductor):
     """POST /query: token ids hashed as vLLM hashes them (sha256_cbor, PYTHONHASHSEED=0), then
     each engine's ordered GPU -> shared CPU -> shared disk walk, per rank, through a real
-    master's stores and removals (the shared tier), two engine publishers (pyzmq PUB sockets
-    sending vLLM's batch layouts through msgpack, one of them with the 32-byte digests vLLM
-    sends by default: vLLM itself is not installed here) with their GPU stores and evictions,
-    and one engine's restart."""
+    master's stores and removals (the shared tier), two engine publishers on pyzmq PUB sockets
+    (a: vLLM's map layout through msgpack; b: the bytes vLLM 0.34.0's own event classes and
+    encoder wrote, with the 32-byte digests vLLM sends by default, kept as test data since vLLM
+    itself is not installed here) with their GPU stores and evictions, and one engine's
+    restart."""
     client, proc = conductor
     tokens, h = golden("sha256_cbor", "0", BS)
     assert len(h) == 5 and len(tokens) == 5 * BS + BS // 2
     prof = hash_profile("sha256_cbor", "0")
     # engine b speaks as vLLM 0.34 writes its batches: the EventBatch array [ts, events, rank]
-    # (array_like), tagged map events, block hashes as the full 32-byte digests
+    # (array_like), tagged map events, block hashes as the full 32-byte digests; its payloads are
+    # vLLM's own encoder's bytes (below)
     digest = {x: d for x, d in zip(h, sha256_cbor_digests(tokens[:len(h) * BS]))}
     assert all(int.from_bytes(d[-8:], "big") == x for x, d in digest.items())
 
@@ -306,11 +308,21 @@ def test_query_from_token_ids(conductor):
         pubs[name].setsockopt(zmq.LINGER, 0)
         ports[name] = pubs[name].bind_to_random_port("tcp://127.0.0.1")
 
+    # engine b's batches as vLLM 0.34.0's own event classes and encoder wrote them
+    # (mooncake-conductor/tests/golden/make_event_golden.py): GPU stores of blocks [0], [2], [0, 1]
+    golden_dir = pathlib.Path(__file__).resolve().parents[4] / "mooncake-conductor" / "tests" / \
+        "golden"
+    vllm_made = {blocks: (golden_dir / f"vllm_e2e_store_{name}.msgpack").read_bytes()
+                 for blocks, name in (((h[0],), "0"), ((h[2],), "2"), ((h[0], h[1]), "01"))}
+    for blocks, payload in vllm_made.items():  # the layout engine b is said to speak
+        ts, events, rank = msgpack.unpackb(payload, raw=False)
+        assert rank == 0 and [e["type"] for e in events] == ["BlockStored"]
+        assert events[0]["block_hashes"] == [digest[x] for x in blocks]
+
     def publish(name, event):
         seqs[name] += 1
         if name == "b":
-            event = dict(event, block_hashes=[digest[x] for x in event["block_hashes"]])
-            payload = msgpack.packb([time.time(), [event], 0], use_bin_type=True)
+            payload = vllm_made[tuple(event["block_hashes"])]
         else:
             payload = vllm_batch([event])
         pubs[name].send_multipart([b"", seqs[name].to_bytes(8, "big"), payload])
