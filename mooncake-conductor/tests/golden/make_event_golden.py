@@ -10,8 +10,9 @@ master's map layout (docs/kv-events.md) through msgpack.
 
     python3 make_event_golden.py --vllm-kv-events /path/to/vllm/distributed/kv_events.py
 
-vllm_e2e_*.msgpack are the batches engine b of python/tests/integration/store/test_conductor.py
-publishes (written by vLLM 0.34.0's kv_events.py, from its wheel; --e2e-only writes just them).
+vllm_e2e_*.msgpack are the batches the engines of python/tests/integration/store/test_conductor.py
+publish: engine b's by vLLM 0.34.0's kv_events.py, engine a's (vllm_e2e_int_*) by vLLM 0.11.0's
+(--older-vllm-kv-events), both taken from the wheels; --e2e-only writes just these.
 """
 import argparse
 import logging
@@ -117,6 +118,29 @@ def vllm_e2e_batches(ev):
             "vllm_e2e_store_01.msgpack": batch(0, 2)}
 
 
+def vllm_e2e_int_batches(ev):
+    """What engine a of the same test publishes, encoded by an older vLLM's classes (0.11.0:
+    array events, 64-bit integer hashes): a GPU store of blocks [0, 1], then a GPU eviction of
+    block 1."""
+    import json
+    bs = 16
+    with open(os.path.join(HERE, "hash_golden.json")) as f:
+        case = next(c for c in json.load(f)["cases"]
+                    if (c["strategy"], c["algorithm"], c["seed"], c["block_size"],
+                        c["lora_name"], c["cache_salt"]) == ("vllm_v1", "sha256_cbor", "0", bs,
+                                                             "", ""))
+    tokens, h = case["token_ids"], [int(x, 16) for x in case["hashes"]]
+    # ExternalBlockHash is bytes | int; msgpack ints are at most 64 bits, signed past 2^63
+    h = [x - (1 << 64) if x >= 1 << 63 else x for x in h]
+    enc = msgspec.msgpack.Encoder()
+    stored = ev.BlockStored(block_hashes=h[:2], parent_block_hash=None, token_ids=tokens[:2 * bs],
+                            block_size=bs, lora_id=None, medium="GPU")
+    removed = ev.BlockRemoved(block_hashes=h[1:2], medium="GPU")
+    return {f"vllm_e2e_int_{name}.msgpack": enc.encode(ev.KVEventBatch(
+        ts=1700000000.0, events=[e], data_parallel_rank=0))
+        for name, e in (("store_01", stored), ("remove_1", removed))}
+
+
 class SgEventBatch(msgspec.Struct, array_like=True, gc=False):
     ts: float
     events: list
@@ -172,10 +196,16 @@ def main():
     ap.add_argument("--vllm-kv-events", required=True)
     ap.add_argument("--e2e-only", action="store_true",
                     help="write only the end-to-end test's vllm_e2e_*.msgpack")
+    ap.add_argument("--older-vllm-kv-events",
+                    help="an older vLLM's kv_events.py (0.11.0): the test's engine a batches")
     args = ap.parse_args()
     files = {}
     ev = load_vllm_events(args.vllm_kv_events)
     files.update(vllm_e2e_batches(ev))
+    if args.older_vllm_kv_events:
+        for mod in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+            del sys.modules[mod]
+        files.update(vllm_e2e_int_batches(load_vllm_events(args.older_vllm_kv_events)))
     if not args.e2e_only:
         files.update(vllm_batches(ev))
         files.update(sglang_batch())

@@ -284,9 +284,9 @@ def test_query_from_token_ids(conductor):
     """POST /query: token ids hashed as vLLM hashes them (sha256_cbor, PYTHONHASHSEED=0), then
     each engine's ordered GPU -> shared CPU -> shared disk walk, per rank, through a real
     master's stores and removals (the shared tier), two engine publishers on pyzmq PUB sockets
-    (a: vLLM's map layout through msgpack; b: the bytes vLLM 0.34.0's own event classes and
-    encoder wrote, with the 32-byte digests vLLM sends by default, kept as test data since vLLM
-    itself is not installed here) with their GPU stores and evictions, and one engine's
+    sending the bytes vLLM's own event classes and encoder wrote, kept as test data since vLLM
+    itself is not installed here (a: vLLM 0.11.0's array events with 64-bit integer hashes; b:
+    vLLM 0.34.0's tagged map events with the 32-byte digests it sends by default) with their GPU stores and evictions, and one engine's
     restart."""
     client, proc = conductor
     tokens, h = golden("sha256_cbor", "0", BS)
@@ -318,13 +318,20 @@ def test_query_from_token_ids(conductor):
         ts, events, rank = msgpack.unpackb(payload, raw=False)
         assert rank == 0 and [e["type"] for e in events] == ["BlockStored"]
         assert events[0]["block_hashes"] == [digest[x] for x in blocks]
+    # engine a's, as vLLM 0.11.0's classes wrote them: array events, 64-bit integer hashes
+    older_made = {("BlockStored", h[0], h[1]): "store_01", ("BlockRemoved", h[1]): "remove_1"}
+    older_made = {k: (golden_dir / f"vllm_e2e_int_{v}.msgpack").read_bytes()
+                  for k, v in older_made.items()}
+    for (kind, *blocks), payload in older_made.items():
+        ts, events, rank = msgpack.unpackb(payload, raw=False)
+        assert rank == 0 and events[0][0] == kind
+        assert [x % (1 << 64) for x in events[0][1]] == blocks
 
     def publish(name, event):
         seqs[name] += 1
-        if name == "b":
-            payload = vllm_made[tuple(event["block_hashes"])]
-        else:
-            payload = vllm_batch([event])
+        key = tuple(event["block_hashes"])
+        payload = (vllm_made[key] if name == "b" else
+                   older_made[(event["type"], *key)])
         pubs[name].send_multipart([b"", seqs[name].to_bytes(8, "big"), payload])
 
     def row(instance):
