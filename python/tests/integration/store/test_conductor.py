@@ -286,8 +286,8 @@ def test_query_from_token_ids(conductor):
     master's stores and removals (the shared tier), two engine publishers on pyzmq PUB sockets
     sending the bytes vLLM's own event classes and encoder wrote, kept as test data since vLLM
     itself is not installed here (a: vLLM 0.11.0's array events with 64-bit integer hashes; b:
-    vLLM 0.34.0's tagged map events with the 32-byte digests it sends by default) with their GPU stores and evictions, and one engine's
-    restart."""
+    vLLM 0.34.0's tagged map events with the 32-byte digests it sends by default), with their
+    GPU stores and evictions, and one engine's restart."""
     client, proc = conductor
     tokens, h = golden("sha256_cbor", "0", BS)
     assert len(h) == 5 and len(tokens) == 5 * BS + BS // 2
