@@ -241,12 +241,14 @@ class MooncakeProcessGroup(dist.ProcessGroup):
             pass
 
     # --- running ---
-    def _run(self, fn, *args) -> MooncakeWork:
+    def _run(self, fn, *args, result=None) -> MooncakeWork:
+        """Runs one C collective; the Work's future holds result (the output tensors: DDP's
+        reducer reads the all-reduced gradients from it)."""
         hint = hint_array()
         with self._coll_lock:
             rc = fn(self._handle(), *args, hint)
         check(rc, fn.__name__)
-        return MooncakeWork(None, hint, seats=self._seats)
+        return MooncakeWork(result if result is not None else [], hint, seats=self._seats)
 
     def _check_root(self, root: int) -> int:
         if not 0 <= root < self.size():
@@ -259,7 +261,7 @@ class MooncakeProcessGroup(dist.ProcessGroup):
         root = self._check_root(opts.rootRank if opts is not None else 0)
         with _Dense(t) as c:
             p = _ptr(c)
-            return self._run(self._lib.mc_pg_broadcast, p, p, c.numel(), _dtype(c), root)
+            return self._run(self._lib.mc_pg_broadcast, p, p, c.numel(), _dtype(c), root, result=[t])
 
     def allreduce(self, tensors, opts=None):
         op = _op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
@@ -268,7 +270,7 @@ class MooncakeProcessGroup(dist.ProcessGroup):
             with _Dense(_cpu(t)) as c:
                 p = _ptr(c)
                 work = self._run(self._lib.mc_pg_all_reduce, p, p, c.numel(), _dtype(c), op)
-        return work or MooncakeWork(None, seats=self._seats)
+        return MooncakeWork(list(tensors), work._hint if work else None, seats=self._seats)
 
     def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
@@ -279,7 +281,7 @@ class MooncakeProcessGroup(dist.ProcessGroup):
         op = _op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         with _Dense(t) as c:
             p = _ptr(c)
-            return self._run(self._lib.mc_pg_reduce, p, p, c.numel(), _dtype(c), op, root)
+            return self._run(self._lib.mc_pg_reduce, p, p, c.numel(), _dtype(c), op, root, result=[t])
 
     def _gather_into(self, out: torch.Tensor, inp: torch.Tensor):
         inp = _cpu(inp)
@@ -289,7 +291,7 @@ class MooncakeProcessGroup(dist.ProcessGroup):
                 f"{inp.dtype} elements, got {out.numel()} {out.dtype}"
             )
         with _Dense(inp, writeback=False) as i, _Dense(_cpu(out)) as o:
-            return self._run(self._lib.mc_pg_all_gather, _ptr(i), _ptr(o), i.numel(), _dtype(i))
+            return self._run(self._lib.mc_pg_all_gather, _ptr(i), _ptr(o), i.numel(), _dtype(i), result=[out])
 
     def allgather(self, output_lists, input_tensors, opts=None):
         inp = _one(input_tensors, "allgather")
