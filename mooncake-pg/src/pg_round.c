@@ -222,11 +222,12 @@ int mc_pg_recv(mc_pg_comm_t *c, void *buf, size_t len, int peer, int32_t *failed
             goto fail;
         memcpy(p, c->region + MC_PG_OFF_P2P(c, peer), n);
         c->p2p_recvd[peer] = next;
-        /* The credit back: the slot is free for the sender's next chunk. */
+        /* The credit back: the slot is free for the sender's next chunk. The bytes are ours
+         * already, so a sender that left after its last chunk fails nothing here; a sender
+         * that is really gone fails its next message. */
         mc_request_t done =
             write_req(c, peer, &next, MC_PG_OFF_P2P_DONE(c) + 8ull * (uint64_t)c->rank, 8);
-        if ((rc = xfer(c, &done, 1)) != 0)
-            goto fail;
+        (void)xfer(c, &done, 1);
         p += n;
         left -= n;
     } while (left);

@@ -236,6 +236,31 @@ static void test_dead_rank(void **state) {
     run_ranks(3, dead_rank, 1500, 2);
 }
 
+/* A sender that leaves as soon as its last chunk landed: the receiver still gets every byte
+ * (its credit back to the gone sender fails nothing). */
+static void sender_leaves(mc_pg_comm_t *c, int rank, int n) {
+    int32_t f[MC_PG_MAX_RANKS];
+    CHECK(mc_pg_barrier(c, f) == 0);
+    int32_t buf[3000];
+    if (rank == 0) {
+        for (int i = 0; i < 3000; i++)
+            buf[i] = i * 3;
+        for (int m = 0; m < 4; m++)
+            CHECK(mc_pg_send(c, buf, sizeof(buf), 1, f) == 0);
+        return; /* destroyed and gone at once */
+    }
+    for (int m = 0; m < 4; m++) {
+        memset(buf, 0, sizeof(buf));
+        CHECK(mc_pg_recv(c, buf, sizeof(buf), 0, f) == 0);
+        for (int i = 0; i < 3000; i++)
+            CHECK(buf[i] == i * 3);
+    }
+}
+
+static void test_sender_leaves(void **state) {
+    run_ranks(2, sender_leaves, 10000, -1);
+}
+
 static void bad_arguments(mc_pg_comm_t *c, int rank, int n) {
     int32_t f[MC_PG_MAX_RANKS];
     CHECK(mc_pg_barrier(c, f) == 0); /* both have connected before either leaves */
@@ -283,9 +308,8 @@ static void test_bad_arguments(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_collectives_2),
-        cmocka_unit_test(test_collectives_4),
-        cmocka_unit_test(test_dead_rank),
+        cmocka_unit_test(test_collectives_2), cmocka_unit_test(test_collectives_4),
+        cmocka_unit_test(test_dead_rank),     cmocka_unit_test(test_sender_leaves),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
