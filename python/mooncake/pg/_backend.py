@@ -192,9 +192,13 @@ class MooncakeProcessGroup(dist.ProcessGroup):
         try:
             buf = ctypes.create_string_buffer(512)
             check(self._lib.mc_pg_local_address(self._comm, buf, 512), "mc_pg_local_address")
-            # The rendezvous: every rank publishes its address in the group's store.
-            store.set(f"mooncake_pg/addr/{rank}", buf.value)
-            addrs = [store.get(f"mooncake_pg/addr/{i}") for i in range(size)]
+            # The rendezvous: every rank publishes its address in the group's store. A store
+            # that outlives a destroyed group (re-init on the same rendezvous) still holds the
+            # old addresses: each incarnation of the group counts its joins and uses keys of its
+            # own (every incarnation has exactly size joins, so all ranks compute the same one).
+            inc = (store.add("mooncake_pg/joins", 1) - 1) // size
+            store.set(f"mooncake_pg/{inc}/addr/{rank}", buf.value)
+            addrs = [store.get(f"mooncake_pg/{inc}/addr/{i}") for i in range(size)]
             arr = (ctypes.c_char_p * size)(*addrs)
             check(self._lib.mc_pg_connect(self._comm, arr, size), "mc_pg_connect")
         except BaseException:

@@ -266,6 +266,14 @@ def all_phases(rank: int, n: int, port: int, timeout_us: int):
     """One group for every phase (a process start costs more than the phases): the collectives,
     DDP against gloo, then a rank killed; returns {phase: (value, seconds)}."""
     pg = init(rank, n, port, timeout_us=timeout_us)
+    # destroy and init again on the same rendezvous: the new group must not meet the old one's
+    # addresses (the store outlives the group)
+    t = torch.tensor([rank + 1])
+    dist.all_reduce(t)
+    dist.destroy_process_group()
+    pg = init(rank, n, port, timeout_us=timeout_us)
+    dist.all_reduce(t)
+    assert t.item() == n * sum(range(1, n + 1)), t
     out = {}
     for name, body in (("collectives", collectives), ("ddp", ddp_parity), ("dead_rank", dead_rank)):
         t = time.monotonic()
