@@ -54,8 +54,7 @@ def _one(op: str, size: int, group, rank: int, n: int, bufs):
     if op == "all_reduce":
         dist.all_reduce(x, group=group)
     elif op == "all_gather":
-        dist.all_gather_into_tensor(y, x[: x.numel() // n * 1], group=group) if False else dist.all_gather_into_tensor(
-            y, x, group=group)
+        dist.all_gather_into_tensor(y, x, group=group)
     elif op == "all_to_all":
         dist.all_to_all_single(y[: x.numel()], x, group=group)
     else:  # pairs (0,1), (2,3): even ranks send, odd ranks receive

@@ -237,26 +237,18 @@ mooncakePgResult_t mooncakePgCommDestroy(mooncakePgComm_t m) {
     return mooncakePgSuccess;
 }
 
-mooncakePgResult_t mooncakePgCommGetRank(mooncakePgComm_t m, int *v) {
-    if (!m || !v)
-        return fail(mooncakePgInvalidArgument, "NULL argument");
-    *v = mc_pg_rank(m->c);
-    return mooncakePgSuccess;
-}
-
-mooncakePgResult_t mooncakePgCommGetSize(mooncakePgComm_t m, int *v) {
-    if (!m || !v)
-        return fail(mooncakePgInvalidArgument, "NULL argument");
-    *v = mc_pg_size(m->c);
-    return mooncakePgSuccess;
-}
-
-mooncakePgResult_t mooncakePgCommGetMaxGroupSize(mooncakePgComm_t m, int *v) {
-    if (!m || !v)
-        return fail(mooncakePgInvalidArgument, "NULL argument");
-    *v = mc_pg_max_group_size(m->c);
-    return mooncakePgSuccess;
-}
+/* The integer getters of a communicator. */
+#define GETTER(name, call)                                                                         \
+    mooncakePgResult_t name(mooncakePgComm_t m, int *v) {                                          \
+        if (!m || !v)                                                                              \
+            return fail(mooncakePgInvalidArgument, "NULL argument");                               \
+        *v = call(m->c);                                                                           \
+        return mooncakePgSuccess;                                                                  \
+    }
+GETTER(mooncakePgCommGetRank, mc_pg_rank)
+GETTER(mooncakePgCommGetSize, mc_pg_size)
+GETTER(mooncakePgCommGetMaxGroupSize, mc_pg_max_group_size)
+GETTER(mooncakePgCommGetNumSyncedRanks, mc_pg_num_synced_ranks)
 
 /* After an operation: the hint into the caller's array (as many entries as it has room for),
  * the mirror refreshed, and a completion that is done. */
@@ -511,12 +503,5 @@ mooncakePgResult_t mooncakePgCommGetEpoch(mooncakePgComm_t m, uint64_t *e) {
     if (!m || !e)
         return fail(mooncakePgInvalidArgument, "NULL argument");
     *e = mc_pg_epoch(m->c);
-    return mooncakePgSuccess;
-}
-
-mooncakePgResult_t mooncakePgCommGetNumSyncedRanks(mooncakePgComm_t m, int *n) {
-    if (!m || !n)
-        return fail(mooncakePgInvalidArgument, "NULL argument");
-    *n = mc_pg_num_synced_ranks(m->c);
     return mooncakePgSuccess;
 }

@@ -58,6 +58,21 @@ static int write_all(mc_pg_comm_t *c, const mc_request_t *reqs, const int *to, s
     return 0;
 }
 
+/* Writes *value into this rank's entry of the flag array at flags_off in every alive peer. */
+static int write_flags(mc_pg_comm_t *c, const uint64_t *value, uint64_t flags_off, int32_t *failed,
+                       uint8_t *alive) {
+    mc_request_t reqs[MC_PG_MAX_RANKS];
+    int to[MC_PG_MAX_RANKS];
+    size_t n = 0;
+    for (int j = 0; j < c->seats; j++) {
+        if (!alive[j])
+            continue;
+        to[n] = j;
+        reqs[n++] = write_req(c, j, value, flags_off + 8ull * (uint64_t)c->rank, 8);
+    }
+    return write_all(c, reqs, to, n, failed, alive);
+}
+
 int mc__pg_round(mc_pg_comm_t *c, const struct mc_pg_part *parts, int timeout_ms, int32_t *failed,
                  uint64_t *round, uint8_t *alive) {
     uint8_t active[MC_PG_MAX_RANKS];
@@ -80,15 +95,7 @@ int mc__pg_round(mc_pg_comm_t *c, const struct mc_pg_part *parts, int timeout_ms
     if (rc)
         return rc;
     /* The flag goes only after the data landed: a peer that sees it may read the slot. */
-    uint64_t flag = r;
-    n = 0;
-    for (int j = 0; j < c->seats; j++) {
-        if (!alive[j])
-            continue;
-        to[n] = j;
-        reqs[n++] = write_req(c, j, &flag, MC_PG_OFF_FLAGS(c) + 8ull * (uint64_t)c->rank, 8);
-    }
-    if ((rc = write_all(c, reqs, to, n, failed, alive)) != 0)
+    if ((rc = write_flags(c, &r, MC_PG_OFF_FLAGS(c), failed, alive)) != 0)
         return rc;
     active[c->rank] = 0;
     wait_flags(c, c->flags, r, active, timeout_ms, failed, alive);
@@ -142,14 +149,7 @@ int mc__pg_sync_round(mc_pg_comm_t *c, const uint8_t *msg, uint8_t *alive) {
     int rc = write_all(c, reqs, to, n, NULL, alive);
     if (rc)
         return rc;
-    n = 0;
-    for (int j = 0; j < c->seats; j++) {
-        if (!alive[j])
-            continue;
-        to[n] = j;
-        reqs[n++] = write_req(c, j, &s, MC_PG_OFF_SYNC_FLAGS(c) + 8ull * (uint64_t)c->rank, 8);
-    }
-    if ((rc = write_all(c, reqs, to, n, NULL, alive)) != 0)
+    if ((rc = write_flags(c, &s, MC_PG_OFF_SYNC_FLAGS(c), NULL, alive)) != 0)
         return rc;
     wait_flags(c, c->sync_flags, s, active, c->coll_timeout_ms, NULL, alive);
     return 0;
