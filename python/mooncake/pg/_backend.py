@@ -462,6 +462,15 @@ class MooncakeProcessGroup(dist.ProcessGroup):
     def recv_anysource(self, tensors, tag: int = 0):
         raise NotImplementedError("mooncake-cpu: recv from any source is not supported")
 
+    def set_timeouts(self, collective_us: int = 0, p2p_us: int = 0) -> None:
+        """This group's timeouts from now on (0 leaves one as it is); the module's setters
+        only apply to groups created after them."""
+        for v in (collective_us, p2p_us):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError("timeouts are non-negative ints of microseconds")
+        ms = lambda us: (us + 999) // 1000 if us else 0  # noqa: E731
+        check(self._lib.mc_pg_set_timeouts(self._handle(), ms(collective_us), ms(p2p_us)), "mc_pg_set_timeouts")
+
     # --- membership ---
     def active_ranks(self) -> torch.Tensor:
         arr = hint_array()

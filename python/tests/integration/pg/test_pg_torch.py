@@ -20,7 +20,6 @@ import pg_workers  # noqa: E402
 
 from mooncake import pg  # noqa: E402
 
-TIMEOUT_US = 2_000_000
 
 
 def _port() -> int:
@@ -75,7 +74,7 @@ def _spawn(body, n: int, *args, dead: int | None = None, deadline: float = 240.0
 @pytest.fixture(scope="module")
 def phases():
     """{rank: {phase: (value, seconds)}} of the two surviving ranks of one three-rank run."""
-    return _spawn(pg_workers.all_phases, 3, TIMEOUT_US, dead=2)
+    return _spawn(pg_workers.all_phases, 3, dead=2)
 
 
 def test_collectives_against_reference(phases):
@@ -92,7 +91,7 @@ def test_dead_rank_detected_and_survivors_continue(phases):
     for r in (0, 1):
         took, _ = phases[r]["dead_rank"]
         # detected within the configured timeout (plus slack for a busy 2-core host), not hung
-        assert took < TIMEOUT_US / 1e6 + 15, took
+        assert took < pg_workers.DEAD_TIMEOUT_US / 1e6 + 15, took
 
 
 @pytest.mark.skipif("MC_PG_TEST_RANKS" not in os.environ, reason="nightly: MC_PG_TEST_RANKS=N")
