@@ -9,6 +9,7 @@ import os
 import signal
 import time
 import traceback
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -26,8 +27,13 @@ def init(rank: int, n: int, port: int, max_group_size: int | None = None, timeou
     if timeout_us:
         pg.set_collective_timeout_us(timeout_us)
         pg.set_p2p_timeout_us(timeout_us)
-    dist.init_process_group("mooncake-cpu", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=n, pg_options=pg.MooncakeBackendOptions(max_group_size or n))
+    # A file store named by the parent's pid and the port the parent picked: no TCP server that
+    # rank 0 takes down and brings back on destroy and re-init (other ranks would race it), and a
+    # bounded wait instead of torch's 30 min default.
+    path = f"/tmp/mc_pg_test_{os.getppid()}_{port}"
+    dist.init_process_group("mooncake-cpu", init_method=f"file://{path}", rank=rank,
+                            world_size=n, pg_options=pg.MooncakeBackendOptions(max_group_size or n),
+                            timeout=timedelta(seconds=90))
     return pg
 
 

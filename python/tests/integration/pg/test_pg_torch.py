@@ -64,6 +64,10 @@ def _spawn(body, n: int, *args, dead: int | None = None, deadline: float = 240.0
             if p.is_alive():
                 p.kill()
                 p.join()
+    try:
+        os.unlink(f"/tmp/mc_pg_test_{os.getpid()}_{port}")
+    except FileNotFoundError:
+        pass
     assert not errors, "\n".join(errors)
     for r, p in enumerate(procs):
         if r != dead:
