@@ -66,7 +66,8 @@ int bench_report(const bench_opts_t *o, const char *segment, const bench_result_
            MC_VERSION_STRING, o->mode, o->operation, r->protocol_used, o->protocol,
            (unsigned long long)o->block_size, (long long)o->batch_size, (long long)o->threads,
            r->nrounds, o->duration);
-    printf("  throughput : %.3f GB/s (%llu blocks, %.3f GB in %.2f s)\n", r->gbps,
+    printf("  throughput : %.*f %s/s (%llu blocks, %.3f GB in %.2f s)\n", (int)o->report_precision,
+           r->gbps * 1e9 / bench_unit_bytes(o->report_unit), o->report_unit,
            (unsigned long long)r->blocks, (double)r->bytes / 1e9, r->seconds);
     printf("  latency    : p50 %.1f us, p99 %.1f us, max %.1f us per block (submit to completion, "
            "%lld block(s) per batch)\n",

@@ -34,6 +34,7 @@ int bench_engine_start(const bench_opts_t *o, mc_engine_t **out) {
         .local_server_name = o->local_server_name,
         .metadata_conn = o->metadata_server,
         .protocol = o->protocol,
+        .device_name = o->device_name,
     };
     int rc = mc_engine_create(&e);
     if (rc == 0)

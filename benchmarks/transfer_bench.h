@@ -25,7 +25,18 @@ typedef struct bench_opts {
     double limits_duration;
     int report_limits;
     int json;
+    /* the reference's flags: NICs for rdma (this build drives none, so they select nothing),
+     * how throughput is printed, and the engine backend (only classic is built) */
+    const char *device_name;
+    const char *nic_priority_matrix;
+    const char *report_unit; /* GB|GiB|Gb|MB|MiB|Mb|KB|KiB|Kb */
+    int64_t report_precision;
+    const char *backend; /* classic | tent */
+    int auto_discovery;
 } bench_opts_t;
+
+/* Bytes per report_unit (bits for the *b units: the value is divided by 8), 0 if unknown. */
+double bench_unit_bytes(const char *unit);
 
 /* One round of transfers and the limits measured right before and after it (best of the two). */
 typedef struct bench_round {

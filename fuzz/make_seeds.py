@@ -162,6 +162,7 @@ def frame_header_dict():
  REPLICA_CLEAR, UNREGISTER_CLIENT) = range(1, 17)
 TASK_CREATE, TASK_QUERY, TASK_FETCH, TASK_REPORT = range(17, 21)
 DISK_ANNOUNCE, DISK_FETCH, DISK_DONE = range(21, 24)
+PUT_RESERVE, PUT_COMMIT, STORAGE_CONFIG = range(24, 27)
 DISK_READ = 1  # the node's disk read server
 CLIENT_ID = bytes(range(0x10, 0x20))
 TASK_ID = bytes(range(0xA0, 0xB0))
@@ -241,8 +242,14 @@ def master_rpc_seeds():
                                   versioned(("key-a", 0))),
         "disk_announce_end": req(DISK_ANNOUNCE, u8(5) + s("127.0.0.1:16001") + u64(1 << 30) +
                                  u64(0x1234) + versioned(("key-a", 4096))),
-        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(8) + s("h:1") + u64(1) + u64(1) +
+        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(16) + s("h:1") + u64(1) + u64(1) +
                                        u32(0)),
+        "disk_announce_shared": req(DISK_ANNOUNCE, u8(9) + s("") + u64(0) + u64(0) +
+                                    versioned(("key-a", 4096))),
+        "storage_config": req(STORAGE_CONFIG, b""),
+        "storage_config_trailing": req(STORAGE_CONFIG, u8(0)),
+        "reply_storage_config": rep(STORAGE_CONFIG, s("/mnt/fs/mooncake_cluster") + u8(1) +
+                                    u64(0)),
         "disk_fetch": req(DISK_FETCH, u32(64)),
         "disk_fetch_too_many": req(DISK_FETCH, u32(65)),
         "disk_done": req(DISK_DONE, u8(1) + versioned(("key-a", 7))),
@@ -262,6 +269,16 @@ def master_rpc_seeds():
         "disk_read_trailer_ok": u32(0x5452434D) + i32(0),
         "disk_read_trailer_bad_crc": u32(0x5452434D) + i32(-801),
         "trailing_byte": req(PUT_END, versioned(("k", 1)) + b"\x00"),
+        "put_reserve": req(PUT_RESERVE, u32(16) + u64(4096) + config(2, 0x1, 60000, (seg,))),
+        "put_reserve_zero": req(PUT_RESERVE, u32(0) + u64(4096) + config()),
+        "put_reserve_too_many": req(PUT_RESERVE, u32(1025) + u64(4096) + config()),
+        "put_reserve_no_config": req(PUT_RESERVE, u32(1) + u64(4096)),
+        "put_commit": req(PUT_COMMIT, u32(2) + s("key-a") + u64(4000) + u64(7) + s("-") + u64(0) +
+                          u64(8)),
+        "put_commit_no_slot": req(PUT_COMMIT, versioned(("key-a", 4000))),
+        "put_commit_count_lies": req(PUT_COMMIT, u32(3) + s("k") + u64(1) + u64(1)),
+        "reply_reserve": rep(PUT_RESERVE, u32(1) + key_replicas(0, 4096, 9, [
+            replica(seg, 0x7F0000001000, 4096, 5, 0)])),
         "unregister_client": req(UNREGISTER_CLIENT, b""),
         "unregister_trailing": req(UNREGISTER_CLIENT, u32(0)),
         "unknown_type": frame(99, CLIENT_ID),
@@ -299,7 +316,8 @@ def master_rpc_dict():
         ("code_not_found", i32(-704)),
         ("segment", s("127.0.0.1:15001")),
     ]
-    return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 24))]
+    d.append(("max_slots_plus1", u32(1025)))
+    return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 26))]
 
 
 # --- master metadata log ------------------------------------------------------------------------
@@ -1008,24 +1026,141 @@ def bucket_scan_dict():
     ]
 
 
+
+# --- msgpack (mooncake-common/include/mooncake/common/msgpack.h) ------------------------------------
+def mp_str(t):
+    b = t.encode() if isinstance(t, str) else t
+    if len(b) < 32:
+        return bytes([0xa0 | len(b)]) + b
+    return b"\xd9" + bytes([len(b)]) + b
+
+
+def mp_map(pairs):
+    out = bytes([0x80 | len(pairs)])
+    for k, v in pairs:
+        out += mp_str(k) + v
+    return out
+
+
+def kv_event_batch():
+    """A batch as the master publishes it: [timestamp, [event map], dp_rank]."""
+    event = mp_map([("event_id", b"\x01"), ("timestamp", b"\xcf" + (1700000000000).to_bytes(8, "big")),
+                    ("event_type", mp_str("stored")), ("type", mp_str("BlockStored")),
+                    ("medium", mp_str("cpu")), ("seq_hashes", b"\x91\xcd\x30\x39"),
+                    ("block_hashes", b"\x91\xcd\x30\x39"), ("parent_hash", b"\xc0")])
+    return b"\x93\xcf" + (1700000000000).to_bytes(8, "big") + b"\x91" + event + b"\x00"
+
+
+def msgpack_seeds():
+    return {
+        "scalars": b"\xc0\xc2\xc3\x05\xff\xcc\xc8\xcd\xff\xff\xce\x00\x01\x00\x00"
+                   b"\xcf" + b"\xff" * 8 + b"\xd0\xdf\xd3" + b"\x80" + b"\x00" * 7,
+        "floats": b"\xca\x3f\xc0\x00\x00\xcb\x3f\xf8" + b"\x00" * 6,
+        "strings": mp_str("stored") + b"\xda\x00\x03abc" + b"\xc4\x02hi" + b"\xd4\x05\x99",
+        "kv_batch": kv_event_batch(),
+        "vllm_batch": b"\x93\xcb" + b"\x00" * 8 + b"\x91\x95" + mp_str("BlockStored")
+                      + b"\x91\x07\xc0\x92\x01\x02\x10",
+        "deep": b"\x91" * 40 + b"\x00",
+        "bad_count": b"\xdd\xff\xff\xff\xff\x00",
+        "reserved": b"\xc1",
+    }
+
+
+def msgpack_dict():
+    return [("nil", b"\xc0"), ("map16", b"\xde"), ("arr32", b"\xdd"), ("str8", b"\xd9"),
+            ("u64", b"\xcf"), ("ext8", b"\xc7"), ("stored", mp_str("stored"))]
+
+
+# --- ZMTP (mooncake-common/include/mooncake/common/zmtp.h) ------------------------------------------
+def zmtp_greeting(major=3, minor=1, mech=b"NULL"):
+    return b"\xff" + b"\x00" * 8 + b"\x7f" + bytes([major, minor]) + mech.ljust(20, b"\x00") \
+        + b"\x00" + b"\x00" * 31
+
+
+def zmtp_frame(body, flags=0):
+    if len(body) > 255:
+        return bytes([flags | 2]) + len(body).to_bytes(8, "big") + body
+    return bytes([flags, len(body)]) + body
+
+
+def zmtp_command(name, data=b""):
+    return zmtp_frame(bytes([len(name)]) + name + data, 4)
+
+
+def zmtp_ready(socket_type):
+    prop = b"\x0bSocket-Type" + len(socket_type).to_bytes(4, "big") + socket_type
+    return zmtp_command(b"READY", prop)
+
+
+def zmtp_seeds():
+    sub_side = b"\x01"  # the harness parses as a SUB: the peer is a PUB
+    pub_side = b"\x00"
+    return {
+        "pub_stream": sub_side + zmtp_greeting() + zmtp_ready(b"PUB") + zmtp_frame(b"", 1)
+                      + zmtp_frame((7).to_bytes(8, "big"), 1) + zmtp_frame(kv_event_batch()),
+        "sub_stream": pub_side + zmtp_greeting() + zmtp_ready(b"SUB")
+                      + zmtp_command(b"SUBSCRIBE", b"kv") + zmtp_frame(b"\x01topic")
+                      + zmtp_command(b"PING", b"\x00\x10ctx") + zmtp_command(b"CANCEL", b"kv"),
+        "zmtp30": pub_side + zmtp_greeting(minor=0) + zmtp_ready(b"SUB") + zmtp_frame(b"\x01"),
+        "long_frame": sub_side + zmtp_greeting() + zmtp_ready(b"PUB") + zmtp_frame(b"x" * 300),
+        "wrong_type": pub_side + zmtp_greeting() + zmtp_ready(b"REQ"),
+        "curve": pub_side + zmtp_greeting(mech=b"CURVE"),
+        "data_first": pub_side + zmtp_greeting() + zmtp_frame(b"early"),
+    }
+
+
+def zmtp_dict():
+    return [("sig", b"\xff\x00\x00\x00\x00\x00\x00\x00\x00\x7f"), ("null", b"NULL"),
+            ("ready", b"\x05READY"), ("socket_type", b"\x0bSocket-Type"),
+            ("subscribe", b"\x09SUBSCRIBE"), ("cmd", b"\x04"), ("more", b"\x01"),
+            ("long", b"\x02\x00\x00\x00\x00\x00\x00\x01\x00")]
+
+
+
+# --- KV-event batches (mooncake-conductor/src/kv_event_decode.h): the golden payloads, made by the
+# engines' own encoders (mooncake-conductor/tests/golden/make_event_golden.py), and edge cases
+GOLDEN = os.path.join(HERE, "..", "mooncake-conductor", "tests", "golden")
+
+
+def kv_event_decode_seeds():
+    seeds = {}
+    for name in ("vllm_batch.msgpack", "sglang_array.msgpack", "master.msgpack"):
+        with open(os.path.join(GOLDEN, name), "rb") as f:
+            seeds[name.split(".")[0]] = f.read()
+    seeds["master_live"] = kv_event_batch()
+    seeds["array_cleared"] = b"\x93\xcb" + b"\x00" * 8 + b"\x91\x91\xb0AllBlocksCleared\xc0"
+    seeds["deep_event"] = b"\x92\x00\x91" + b"\x91" * 30 + b"\x00"
+    return seeds
+
+
+def kv_event_decode_dict():
+    return [(k, mp_str(k)) for k in ("BlockStored", "BlockRemoved", "AllBlocksCleared", "type",
+                                     "event_type", "seq_hashes", "block_hashes", "medium",
+                                     "events", "ts", "data_parallel_rank", "CPU_PINNED")] + \
+        [("bin32", b"\xc4\x20"), ("nil", b"\xc0"), ("neg", b"\xd3")]
+
+
 HARNESSES = {
     "bucket_scan_fuzz": (bucket_scan_seeds, bucket_scan_dict),
     "config_fuzz": (config_seeds, config_dict),
     "etcd_fuzz": (etcd_seeds, etcd_dict),
     "frame_header_fuzz": (frame_header_seeds, frame_header_dict),
     "host_port_fuzz": (host_port_seeds, host_port_dict),
+    "kv_event_decode_fuzz": (kv_event_decode_seeds, kv_event_decode_dict),
     "http_kv_fuzz": (http_kv_seeds, http_kv_dict),
     "http_request_fuzz": (http_request_seeds, http_request_dict),
     "http_response_fuzz": (http_response_seeds, http_response_dict),
     "master_config_fuzz": (master_config_seeds, master_config_dict),
     "master_log_fuzz": (master_log_seeds, master_log_dict),
     "master_rpc_fuzz": (master_rpc_seeds, master_rpc_dict),
+    "msgpack_fuzz": (msgpack_seeds, msgpack_dict),
     "node_proto_fuzz": (node_proto_seeds, node_proto_dict),
     "shm_serve_fuzz": (shm_serve_seeds, shm_serve_dict),
     "store_config_fuzz": (store_config_seeds, store_config_dict),
     "te_desc_fuzz": (te_desc_seeds, te_desc_dict),
     "te_rpc_fuzz": (te_rpc_seeds, te_rpc_dict),
     "unix_fds_fuzz": (unix_fds_seeds, unix_fds_dict),
+    "zmtp_fuzz": (zmtp_seeds, zmtp_dict),
 }
 
 

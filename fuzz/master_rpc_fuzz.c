@@ -17,6 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static mc__task_work_t work[MC_TP_MAX_FETCH];
     static mc__disk_job_t jobs[MC_DP_MAX_FETCH];
     static char key[MC_MP_MAX_KEY + 1];
+    static char fsdir[MC_MP_MAX_SEGMENT_NAME + 1];
     uint64_t version, cap, vlen;
     int32_t code;
     mc__task_info_t info;
@@ -61,5 +62,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)mc__dp_decode_fetch_reply(&h, body, len, 1, jobs, &n_work);
     (void)mc__dp_decode_read(body, len, key, &version, &cap);
     (void)mc__dp_decode_read_reply(&h, body, len, &code, &vlen);
+    (void)mc__dp_decode_storage_config(&h, body, len, fsdir, &st, &vlen);
     return 0;
 }

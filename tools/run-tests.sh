@@ -7,7 +7,8 @@
 #      (MC_FUZZ_SECONDS each, default 5)
 #   3. the Python package installed editable into .venv-test, then pytest (unit, integration, e2e)
 #   4. packaging: actionlint on the workflows, the release tools' tests, and the wheel gate
-#      (sdist + wheel built from a clean clone, inspected, installed into a fresh venv, tested)
+#      (sdist + wheel built from a clean clone, inspected, installed into a fresh venv, tested),
+#      then the release dry run on the gate's files (manifest, promotion, a rebuilt file refused)
 #
 # Options: --quick skips the wheel gate; MC_TEST_JOBS sets build parallelism (default: nproc).
 set -euo pipefail
@@ -89,7 +90,10 @@ stage "packaging: workflows and release tools"
 
 if [ "$QUICK" -eq 0 ]; then
   stage "packaging: wheel gate"
-  .venv-test/bin/python tools/packaging/wheel_gate.py
+  rm -rf build/release-candidate
+  .venv-test/bin/python tools/packaging/wheel_gate.py --dist-out build/release-candidate
+  stage "release dry run (the gate's candidate, promoted without a rebuild)"
+  .venv-test/bin/python tools/release/dry_run.py --dist build/release-candidate
 fi
 
 echo

@@ -84,7 +84,9 @@ for mod in ("mooncake.engine", "mooncake.store"):
         out[mod] = f"{type(e).__name__}: {e}"
 import mooncake, os, sys
 out["package_dir"] = list(getattr(mooncake, "__path__", []))
-for name, key in (("mooncake_master", "master"), ("mc_limits", "mc_limits")):
+for name, key in (("mooncake_master", "master"), ("mc_limits", "mc_limits"),
+                  ("mc_store_bench", "mc_store_bench"),
+                  ("mooncake_transfer_bench", "mooncake_transfer_bench")):
     try:
         from mooncake.cli import binary_path
         out[key] = binary_path(name)

@@ -152,6 +152,51 @@ def latency(doc, out):
     return save(fig, out / "latency.png") if drawn else None
 
 
+def sweep(doc, out):
+    """The fair baselines' concurrency sweep: aggregate op/s against client processes, one panel per
+    op and value size (single calls), ours (C) against redis-benchmark and the reference, medians of
+    the repeats with their min-max as error bars."""
+    fair = doc.get("fair") or {}
+    procs = fair.get("procs") or []
+    sizes = fair.get("sizes") or []
+    if not procs or not sizes:
+        return None
+    lines = (("ours-c", "put", "put", "tab:blue", "-"), ("ours-c", "get_first", "get", "tab:blue", "--"),
+             ("ours-c", "get_cached", "get", "tab:cyan", ":"), ("redis-c", "put", "put", "tab:red", "-"),
+             ("redis-c", "get", "get", "tab:red", "--"), ("reference-py", "put", "put", "tab:orange", "-"),
+             ("reference-py", "get", "get", "tab:orange", "--"))
+    fig, axes = plt.subplots(2, len(sizes), figsize=(7 * len(sizes), 9), squeeze=False)
+    drawn = False
+    for j, size in enumerate(sizes):
+        for i, kind in enumerate(("put", "get")):
+            ax = axes[i][j]
+            for system, op, k, color, ls in lines:
+                if k != kind:
+                    continue
+                xs, med, lo, hi = [], [], [], []
+                for n in procs:
+                    v = sorted(r["ops_per_s"] for r in fair.get("records", [])
+                               if r.get("system") == system and r.get("kind") == "store" and r.get("op") == op
+                               and r.get("size") == size and r.get("batch") == 1 and r.get("procs") == n
+                               and "error" not in r)
+                    if v:
+                        m = v[len(v) // 2]
+                        xs.append(n), med.append(m), lo.append(m - v[0]), hi.append(v[-1] - m)
+                if xs:
+                    ax.errorbar(xs, med, yerr=[lo, hi], color=color, linestyle=ls, marker="o", capsize=3,
+                                label=f"{system} {op}")
+                    drawn = True
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(procs)
+            ax.set_xticklabels([str(n) for n in procs])
+            ax.set_title(f"{kind}, {human(size)} values, single calls")
+            ax.set_xlabel("client processes (redis-benchmark: connections of one process)")
+            ax.set_ylabel("aggregate op/s")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7)
+    return save(fig, out / "sweep.png") if drawn else None
+
+
 def save(fig, path):
     m = DOC["machine"]
     fig.suptitle(f"{m['cpu_model']}, {m['cores']} cores, kernel {m['kernel']} — {DOC.get('started', '')}",
@@ -169,7 +214,7 @@ def main(argv):
     global DOC
     src, out = Path(argv[0]), Path(argv[1])
     DOC = json.loads(src.read_text())
-    for fn in (te_throughput, store_throughput, latency):
+    for fn in (te_throughput, store_throughput, latency, sweep):
         name = fn(DOC, out)
         if name:
             print(name)

@@ -61,6 +61,15 @@ class Worker:
         except queue.Empty:
             raise TimeoutError(f"no output for {timeout:.0f} s") from None
 
+    def send(self, line):
+        """One line to the worker's stdin (False when it is gone)."""
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+            return True
+        except (OSError, ValueError):
+            return False
+
     def tail(self, n=3):
         try:
             with open(self.log_path, "rb") as f:

@@ -3,12 +3,12 @@
 Ratios compare like with like: ours over the reference on the same protocol (tcp), ours over Redis
 for the same op, value size and batch (Redis has no zero-copy API, so zero-copy rows compare against
 Redis's plain numbers and say so), and ours over the machine's limit for the transport used
-(tcp and fabric -> the single-stream TCP pump, shm -> single-thread memcpy). All ratios are of GB/s, which for
+(tcp and fabric -> one TCP stream (iperf3 where installed), shm -> single-thread memcpy). All ratios are of GB/s, which for
 equal sizes equals the ratio of ops/s.
 """
 
 KiB, MiB = 1 << 10, 1 << 20
-# fabric: on hosts without RDMA its provider is libfabric's tcp one, whose limit is the TCP pump;
+# fabric: on hosts without RDMA its provider is libfabric's tcp one, whose limit is the TCP stream;
 # on an RDMA host that ratio says how far past a TCP stream it goes
 LIMIT_FOR = {"tcp": "tcp", "shm": "memcpy", "fabric": "tcp"}
 
@@ -116,7 +116,7 @@ def markdown(doc):
     L.append("|---|---|---|")
     for k, v in doc.get("limits", {}).items():
         name = {"memcpy": "single-thread memcpy, 1 MiB blocks",
-                "tcp": "single-stream TCP pump over loopback, 1 MiB writes"}.get(k, k)
+                "tcp": "one TCP stream over loopback"}.get(k, k)
         L.append(f"| {name} | {v['gbps']:.2f} | {v['source']} |")
     L.append("")
     L.append("## Systems\n")
@@ -145,7 +145,7 @@ def markdown(doc):
 
     te_vars = _variants(res, "te")
     if te_vars:
-        L.append("## Transfer Engine (two processes, one block per `transfer_sync_*` call)\n")
+        L.append("## Transfer Engine, Python API (two processes, one block per `transfer_sync_*` call)\n")
         for op in ("write", "read"):
             for th in sorted({r["threads"] for r in res if r.get("bench") == "te" and "threads" in r}):
                 blocks = sorted({r["block"] for r in res if r.get("bench") == "te" and r.get("op") == op
@@ -158,11 +158,11 @@ def markdown(doc):
                 if ("ours", "tcp") in te_vars and ("reference", "tcp") in te_vars:
                     rcols.append(("ours/ref (tcp)", "tcp", "reference"))
                 if ("ours", "tcp") in te_vars:
-                    rcols.append(("ours tcp/TCP pump", "tcp", "limit:tcp"))
+                    rcols.append(("ours tcp/TCP stream", "tcp", "limit:tcp"))
                 if ("ours", "shm") in te_vars:
                     rcols.append(("ours shm/memcpy", "shm", "limit:memcpy"))
                 if ("ours", "fabric") in te_vars:
-                    rcols.append(("ours fabric/TCP pump", "fabric", "limit:tcp"))
+                    rcols.append(("ours fabric/TCP stream", "fabric", "limit:tcp"))
                 hdr += [c[0] for c in rcols]
                 L.append("| " + " | ".join(hdr) + " |")
                 L.append("|" + "---|" * len(hdr))
@@ -180,7 +180,8 @@ def markdown(doc):
 
     st_vars = _variants(res, "store")
     if st_vars:
-        L.append("## Store (master + storage client + client, 3 processes; Redis: server + client)\n")
+        L.append("## Store, Python API (master + storage client + client, 3 processes; Redis: server + "
+                 "redis-py client)\n")
         for zc in (False, True):
             for batched in (False, True):
                 for op in ("put", "get"):
@@ -206,7 +207,7 @@ def markdown(doc):
                             if s == "ours":
                                 rcols.append((f"ours {p}/Redis", p, "redis"))
                     if ("ours", "tcp") in st_vars:
-                        rcols.append(("ours tcp/TCP pump", "tcp", "limit:tcp"))
+                        rcols.append(("ours tcp/TCP stream", "tcp", "limit:tcp"))
                     if ("ours", "shm") in st_vars:
                         rcols.append(("ours shm/memcpy", "shm", "limit:memcpy"))
                     hdr += [c[0] for c in rcols]
@@ -229,6 +230,7 @@ def markdown(doc):
                                                         "zc": zc}, vs))
                         L.append("| " + " | ".join(row) + " |")
                     L.append("")
+    L += fair_markdown(doc)
     if doc.get("plots"):
         L.append("## Plots\n")
         for p in doc["plots"]:
@@ -243,3 +245,226 @@ def markdown(doc):
             L.append(f"- {k}: {', '.join(x) if isinstance(x, list) else x}")
         L.append("")
     return "\n".join(L)
+
+
+# ---- the fair baselines (issue 26): C against C, repeats, targets --------------------------------
+
+FAIR_LABEL = {"ours-c": "ours (C, store.h)", "redis-c": "Redis (redis-benchmark, C)",
+              "reference-py": "reference (Python API)", "iperf3": "one iperf3 stream",
+              "memcpy": "memcpy (one thread)", "ours-disk": "ours disk tier", "dd-direct": "dd iflag=direct"}
+
+
+def _stats(xs):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    n = len(xs)
+    med = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+    return {"median": med, "min": xs[0], "max": xs[-1], "n": n}
+
+
+def _spread(st, fmt="{:.2f}"):
+    if st is None:
+        return "—"
+    s = fmt.format(st["median"])
+    if st["n"] > 1:
+        s += " [" + fmt.format(st["min"]) + "–" + fmt.format(st["max"]) + "]"
+    return s
+
+
+def _rate(x):
+    return f"{x / 1e3:.1f}k" if x >= 1e4 else f"{x:.0f}"
+
+
+def _fair_index(fair):
+    """{(system, kind, op, size, batch, procs, zc): {repeat: record}} of the records that worked."""
+    idx = {}
+    for r in fair.get("records", []):
+        if "error" in r or not r.get("gbps"):
+            continue
+        k = (r["system"], r["kind"], r.get("op"), r.get("size"), r.get("batch"), r.get("procs"),
+             bool(r.get("zc")))
+        idx.setdefault(k, {})[r["repeat"]] = r
+    return idx
+
+
+def _limit_by_repeat(fair, system):
+    return {r["repeat"]: r["gbps"] for r in fair.get("records", [])
+            if r.get("system") == system and r.get("kind") == "limit" and "error" not in r}
+
+
+def _paired(a, b, key="gbps"):
+    """Per-repeat ratios a/b over the repeats both have (b may be {repeat: number})."""
+    out = []
+    for rep, ra in a.items():
+        rb = b.get(rep)
+        if rb is None:
+            continue
+        vb = rb if isinstance(rb, (int, float)) else rb.get(key)
+        if vb:
+            out.append(ra[key] / vb)
+    return out
+
+
+def _target(rows, group, what, ratios, goal):
+    st = _stats(ratios)
+    row = {"target": group, "what": what, "goal": goal, "ratios": ratios}
+    if st:
+        row.update(median=st["median"], min=st["min"], max=st["max"], met=st["median"] >= goal)
+    else:
+        row.update(met=None)
+    rows.append(row)
+
+
+def fair_targets(doc):
+    """Issue 26's must-show rows, each with its per-repeat ratios and whether the median meets it."""
+    fair = doc.get("fair") or {}
+    idx = _fair_index(fair)
+    rows = []
+    procs = fair.get("procs") or [1]
+    ends = sorted({procs[0], procs[-1]})
+    batch = {int(k): v for k, v in (fair.get("batch") or {}).items()}
+    ours_ops = (("put", "put"), ("get_first", "get"), ("get_cached", "get"))
+    for size in fair.get("sizes", []):
+        for b in (1, batch.get(size, 1)):
+            for op, base_op in ours_ops:
+                for n in ends:
+                    ours = idx.get(("ours-c", "store", op, size, b, n, False), {})
+                    mode = "single" if b == 1 else f"batch x{b}"
+                    what = f"{op} {human(size)} {mode}, {n} proc(s)"
+                    red = idx.get(("redis-c", "store", base_op, size, b, n, False), {})
+                    _target(rows, "store vs Redis C client (>= 1.0x)", what,
+                            _paired(ours, red, "ops_per_s"), 1.0)
+                    ref = idx.get(("reference-py", "store", base_op, size, b, n, False), {})
+                    if fair.get("reference_asked", True):
+                        _target(rows, "store vs reference (>= 2.0x)", what,
+                                _paired(ours, ref, "ops_per_s"), 2.0)
+                if len(procs) > 1:
+                    one = idx.get(("ours-c", "store", op, size, b, procs[0], False), {})
+                    many = idx.get(("ours-c", "store", op, size, b, procs[-1], False), {})
+                    _target(rows, f"aggregate at {procs[-1]} procs vs 1 (>= 1.0x)",
+                            f"{op} {human(size)} {'single' if b == 1 else f'batch x{b}'}",
+                            _paired(many, one, "ops_per_s"), 1.0)
+    iperf = _limit_by_repeat(fair, "iperf3")
+    for op in ("write", "read"):
+        for blk in fair.get("te_blocks", []):
+            te = idx.get(("ours-c", "te", op, blk, 1, 1, False), {})
+            _target(rows, "TE tcp vs one iperf3 stream (>= 0.9x)", f"{op} {human(blk)}, one thread",
+                    _paired(te, iperf), 0.9)
+    for size in fair.get("large", []):
+        for zc in (False, True):
+            for op in ("get_first", "get_cached"):
+                st = idx.get(("ours-c", "store", op, size, 1, 1, zc), {})
+                _target(rows, "store get vs one iperf3 stream (>= 0.8x)",
+                        f"{op} {human(size)} {'registered' if zc else 'heap'}", _paired(st, iperf), 0.8)
+    disk = idx.get(("ours-disk", "disk", None, 64 * KiB, None, None, False), {})
+    dd = idx.get(("dd-direct", "disk", None, 64 * KiB, None, None, False), {})
+    if disk or dd or any(m["what"].startswith("disk") for m in fair.get("missing", [])):
+        _target(rows, "disk 64 KiB get vs dd iflag=direct (>= 0.7x)", "one reader", _paired(disk, dd), 0.7)
+    return rows
+
+
+def _verdict(row):
+    if row.get("met") is None:
+        return "no data"
+    if row["met"]:
+        return "met"
+    return f"missed by {(1 - row['median'] / row['goal']) * 100:.0f}%"
+
+
+def fair_markdown(doc):
+    fair = doc.get("fair")
+    if not fair:
+        return []
+    idx = _fair_index(fair)
+    L = [f"## Fair baselines (issue 26): C against C, {fair['repeats']} alternating repeat(s)\n"]
+    la, lb = fair.get("loadavg_start"), fair.get("loadavg_end")
+    L.append(f"Load average at the start {la}, at the end {lb} ({doc['machine']['cores']} cores). "
+             "Each repeat runs ours, then the baselines (A B A B ...); every figure is the median of "
+             "the repeats with their min–max spread in brackets. `redis-benchmark` multiplexes its "
+             "`-c` clients in one process, where ours are separate processes with a store client each; "
+             "the reference is driven through its Python API. Gets: *get_cached* re-reads keys within "
+             "the replica-location cache window (no master call), *get_first* reads keys not read for "
+             "250 ms (every get asks the master).\n")
+    if fair.get("missing"):
+        L.append("Baselines not run: " + "; ".join(f"{m['what']}: {m['reason']}" for m in fair["missing"]) + "\n")
+    errs = [r for r in fair.get("records", []) if "error" in r]
+    if errs:
+        L.append("Failed rows: " + "; ".join(
+            f"r{r['repeat']} {r['system']} {r.get('op', '')} {human(r['size']) if r.get('size') else ''} "
+            f"{r.get('procs', '')}p: {r['error']}" for r in errs) + "\n")
+    iperf = _limit_by_repeat(fair, "iperf3")
+    mem = _limit_by_repeat(fair, "memcpy")
+    L.append("### Limits\n")
+    L.append("| limit | GB/s | per repeat |")
+    L.append("|---|---|---|")
+    for name, d in (("iperf3", iperf), ("memcpy", mem)):
+        L.append(f"| {FAIR_LABEL[name]} | {_spread(_stats(list(d.values())))} | "
+                 f"{', '.join(f'{v:.2f}' for _, v in sorted(d.items())) or '—'} |")
+    L.append("")
+    # our C rows with their limit ratios
+    L.append("### Ours through store.h and the TE's C bench (ratios to iperf3 and memcpy)\n")
+    L.append("| what | procs | op/s | GB/s | p50 / p99 µs | ÷ iperf3 | ÷ memcpy |")
+    L.append("|---|---|---|---|---|---|---|")
+    for k in sorted((k for k in idx if k[0] == "ours-c"), key=lambda k: (k[1], k[2], k[3], k[4], k[6], k[5])):
+        recs = idx[k]
+        _, kind, op, size, b, n, zc = k
+        what = (f"TE tcp {op} {human(size)}" if kind == "te" else
+                f"{op} {human(size)} {'single' if b == 1 else f'x{b}'} {'registered' if zc else 'heap'}")
+        ops = _stats([r["ops_per_s"] for r in recs.values()])
+        gb = _stats([r["gbps"] for r in recs.values()])
+        p50 = _stats([r.get("p50_us") for r in recs.values()])
+        p99 = _stats([r.get("p99_us") for r in recs.values()])
+        L.append(f"| {what} | {n} | {_spread(ops, '{:.0f}')} | {_spread(gb, '{:.3f}')} | "
+                 f"{_spread(p50, '{:.0f}') if p50 else '—'} / {_spread(p99, '{:.0f}') if p99 else '—'} | "
+                 f"{_spread(_stats(_paired(recs, iperf)), '{:.3f}')} | "
+                 f"{_spread(_stats(_paired(recs, mem)), '{:.3f}')} |")
+    L.append("")
+    # the concurrency sweep
+    procs = fair.get("procs", [])
+    if procs:
+        L.append("### Concurrency sweep: aggregate op/s by client processes\n")
+        hdr = ["op", "value", "call"] + [f"{FAIR_LABEL[s]} " + "/".join(str(p) for p in procs)
+                                         for s in ("ours-c", "redis-c", "reference-py")]
+        L.append("| " + " | ".join(hdr) + " |")
+        L.append("|" + "---|" * len(hdr))
+        batch = {int(k): v for k, v in (fair.get("batch") or {}).items()}
+        for size in fair.get("sizes", []):
+            for b in (1, batch.get(size, 1)):
+                for op in ("put", "get_first", "get_cached"):
+                    cells = []
+                    for system in ("ours-c", "redis-c", "reference-py"):
+                        sop = op if system == "ours-c" else ("put" if op == "put" else "get")
+                        vals = []
+                        for n in procs:
+                            st = _stats([r["ops_per_s"] for r in idx.get((system, "store", sop, size, b, n, False),
+                                                                         {}).values()])
+                            vals.append(_rate(st["median"]) if st else "—")
+                        cells.append(" / ".join(vals))
+                    L.append(f"| {op} | {human(size)} | {'single' if b == 1 else f'x{b}'} | " + " | ".join(cells) + " |")
+        L.append("")
+    disk = idx.get(("ours-disk", "disk", None, 64 * KiB, None, None, False), {})
+    dd = idx.get(("dd-direct", "disk", None, 64 * KiB, None, None, False), {})
+    if disk or dd:
+        fs = next((r.get("fs") for r in list(disk.values()) + list(dd.values())), "?")
+        L.append(f"Disk tier 64 KiB gets, one reader ({fs}): ours {_spread(_stats([r['gbps'] * 1e3 for r in disk.values()]), '{:.0f}')} MB/s, "
+                 f"`dd iflag=direct bs=64K` {_spread(_stats([r['gbps'] * 1e3 for r in dd.values()]), '{:.0f}')} MB/s.\n")
+    # the targets
+    rows = doc.get("fair_targets") or fair_targets(doc)
+    L.append("## Issue 26 targets (median ratio of the repeats [min–max])\n")
+    groups = []
+    for r in rows:
+        if r["target"] not in groups:
+            groups.append(r["target"])
+    for g in groups:
+        L.append(f"### {g}\n")
+        L.append("| row | ratio | per repeat | verdict |")
+        L.append("|---|---|---|---|")
+        for r in rows:
+            if r["target"] != g:
+                continue
+            st = _stats(r["ratios"])
+            L.append(f"| {r['what']} | {_spread(st)} | {', '.join(f'{x:.2f}' for x in r['ratios']) or '—'} | "
+                     f"{_verdict(r)} |")
+        L.append("")
+    return L

@@ -23,7 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make "benchmarks.compare" importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.compare import envs, limits, procs, report  # noqa: E402
+from benchmarks.compare import envs, fair, limits, procs, report  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -41,6 +41,9 @@ def human(n):
 class Run:
     def __init__(self, args):
         self.args = args
+        self.repo = REPO
+        self.fair = None
+        self.commit = repo_commit()  # at the start: the tree may change while a long run goes on
         self.t0 = time.monotonic()
         self.out = Path(args.out)
         self.logs = self.out / "logs"
@@ -306,7 +309,7 @@ class Run:
 
     def measure(self):
         a = self.args
-        self.log("limits: memcpy and single-stream TCP pump (1 MiB blocks)")
+        self.log("limits: memcpy (1 MiB blocks) and one TCP stream (iperf3 where installed)")
         bundled = self.systems.get("ours", {}).get("mc_limits")
         self.limits = limits.measure(a.limit_duration, bundled, REPO, log=self.log)
         for k, v in self.limits.items():
@@ -379,14 +382,8 @@ class Run:
 
     def versions(self):
         v = {"harness_python": sys.version.split()[0]}
-        try:
-            r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                               capture_output=True, text=True)
-            dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True).stdout.strip()
-            v["repo_commit"] = r.stdout.strip() + ("+dirty" if dirty else "")
-        except OSError:
-            pass
+        if self.commit:
+            v["repo_commit"] = self.commit
         for name, info in self.systems.items():
             if info.get("status") == "ok":
                 v[name] = info.get("version")
@@ -433,7 +430,8 @@ class Run:
                          "store_protocols": a.store_protocols, "segment_mib": a.segment_mib,
                          "span_mib": a.span_mib, "fabric_provider": a.fabric_provider,
                          "te_blocks": self.te_blocks(), "store_sizes": self.store_sizes(),
-                         "store_batches": {str(s): self.batch_for(s) for s in self.store_sizes()}},
+                         "store_batches": {str(s): self.batch_for(s) for s in self.store_sizes()},
+                         "repeats": a.repeats, "command": a.command},
             "machine": self.facts(),
             "versions": self.versions(),
             "limits": self.limits,
@@ -442,7 +440,12 @@ class Run:
                 "python", "pinned", "note")} for k, v in self.systems.items()},
             "results": self.results,
         }
+        if self.fair is not None:
+            doc["fair"] = self.fair
         doc["ratios"] = report.ratios(doc)
+        if self.fair is not None:
+            self.fair["reference_asked"] = "reference" in a.systems
+            doc["fair_targets"] = report.fair_targets(doc)
         md = report.markdown(doc)
         doc["tables"] = "results.md"
         plots = []
@@ -500,7 +503,16 @@ def parse_args(argv):
     ap.add_argument("--no-install", action="store_true",
                     help="install nothing (reference venv, pip tools, Debian packages)")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--repeats", type=int,
+                    help="alternating repeats of the fair baselines (ours, baselines, ours, ...); "
+                         "default 3, --quick 1")
+    ap.add_argument("--no-fair", action="store_true",
+                    help="skip the fair baselines (C store bench, redis-benchmark, iperf3, dd)")
+    ap.add_argument("--no-disk", action="store_true", help="skip the disk tier vs dd rows")
+    ap.add_argument("--disk-dir",
+                    help="file system of the disk tier vs dd rows (default: --build-dir's)")
     a = ap.parse_args(argv)
+    a.command = "python -m benchmarks.compare " + " ".join(argv)
     a.systems = [s.strip() for s in a.systems.split(",") if s.strip()]
     bad = [s for s in a.systems if s not in SYSTEMS]
     if bad:
@@ -520,9 +532,24 @@ def parse_args(argv):
         a.limit_duration = 0.5 if a.quick else 2.0
     if a.duration <= 0 or a.limit_duration <= 0:
         ap.error("durations must be positive")
+    if a.repeats is None:
+        a.repeats = 1 if a.quick else 3
+    if a.repeats < 1 or a.repeats > 20:
+        ap.error("--repeats takes 1..20")
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     a.out = a.out or str(REPO / "bench-results" / stamp)
     return a
+
+
+def repo_commit():
+    try:
+        r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return r.stdout.strip() + ("+dirty" if dirty else "") if r.returncode == 0 else None
+    except OSError:
+        return None
 
 
 def have_libfabric():
@@ -554,6 +581,8 @@ def main(argv=None):
             f"{', quick' if args.quick else ''})")
     run.setup()
     run.measure()
+    if not args.no_fair:
+        run.fair = fair.Fair(run).measure()
     run.limits_again()
     run.finish()
     return 0

@@ -154,7 +154,7 @@ def pool_size(w, budget):
     return n
 
 
-def run_workload(be, w, budget, tag, zc_buf):
+def run_workload(be, w, budget, tag, zc_buf, ready=None):
     op, size, batch = w["op"], int(w["size"]), int(w["batch"])
     zc, duration, min_ops = bool(w["zc"]), float(w["duration"]), int(w.get("min_ops", 3))
     if zc and not hasattr(be, "put_from"):
@@ -198,6 +198,8 @@ def run_workload(be, w, budget, tag, zc_buf):
         if not ok:
             return {"error": "verify: value read back differs from value written"}
 
+    if ready:
+        ready()  # --sync: every driver process starts its timed loop at once
     clock = time.perf_counter_ns
     t_stop = clock() + int(duration * 1e9)
     busy = 0
@@ -256,6 +258,9 @@ def main(argv=None):
     ap.add_argument("--pool-bytes", type=int, default=96 << 20,
                     help="driver: bytes of live objects a workload keeps at most")
     ap.add_argument("--workloads", default="[]")
+    ap.add_argument("--sync", action="store_true",
+                    help="driver: before each timed loop print {\"prepared\": n} and wait for a "
+                         "line on stdin (the harness starts several drivers' loops together)")
     args = ap.parse_args(argv)
     try:
         if args.role == "holder":
@@ -275,8 +280,14 @@ def main(argv=None):
             be.register(*zc_buf)
         emit({"ready": True, "pid": os.getpid()})
         for n, w in enumerate(workloads):
+            ready = None
+            if args.sync:
+                def ready(n=n):
+                    emit({"prepared": n})
+                    if not sys.stdin.readline():
+                        raise RuntimeError("the harness closed stdin before the start")
             try:
-                res = run_workload(be, w, args.pool_bytes, f"w{n}-{os.getpid()}", zc_buf)
+                res = run_workload(be, w, args.pool_bytes, f"w{n}-{os.getpid()}", zc_buf, ready)
             except Exception as exc:  # report and carry on with the next workload
                 res = {"error": f"{type(exc).__name__}: {exc}"}
             emit({"workload": w, "result": res})

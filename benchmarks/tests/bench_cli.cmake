@@ -1,13 +1,5 @@
 # The bench's command line: --version, --help, text output, and refusals of bad flags.
-function(run expect_rc)
-  execute_process(COMMAND ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc
-                  TIMEOUT 40)
-  if(NOT rc EQUAL expect_rc)
-    message(FATAL_ERROR "${ARGN}: exit ${rc}, wanted ${expect_rc}\nstdout: ${out}\nstderr: ${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-  set(err "${err}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_run.cmake)
 
 run(0 ${BENCH} --version)
 if(NOT out STREQUAL "mooncake_transfer_bench ${VERSION}\n")

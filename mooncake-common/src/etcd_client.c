@@ -50,10 +50,14 @@ int mc__etcd_open(const char *endpoints, int timeout_ms, mc_etcd_t **out) {
         if (n) {
             const char *hp = one;
             mc__etcd_ep_t *ep;
+            int tls = 0;
             if (!strncasecmp(hp, "http://", 7)) {
                 hp += 7;
+            } else if (!strncasecmp(hp, "https://", 8)) {
+                hp += 8;
+                tls = 1;
             } else if (strstr(hp, "://")) {
-                MC_ERROR("etcd endpoint \"%s\": only http:// is supported", one);
+                MC_ERROR("etcd endpoint \"%s\": only http:// and https:// are supported", one);
                 goto out;
             }
             if (c->n == MC_ETCD_MAX_ENDPOINTS) {
@@ -71,6 +75,12 @@ int mc__etcd_open(const char *endpoints, int timeout_ms, mc_etcd_t **out) {
             }
             if (ep->port == 0)
                 ep->port = 2379;
+            ep->tls = tls;
+            if (tls && !c->tls_checked) {
+                c->tls_checked = 1;
+                if (mc__etcd_tls_config(c) != 0)
+                    goto out;
+            }
             {
                 char nm[sizeof(ep->name)];
                 int v6 = strchr(ep->host, ':') != NULL;
@@ -163,9 +173,14 @@ int mc__etcd_call(mc_etcd_t *c, const char *path, const char *body, int idempote
             slice = (deadline - now) / (c->n - i);
             if (slice < 200)
                 slice = deadline - now < 200 ? deadline - now : 200;
-            snprintf(url, sizeof(url), "http://%s%s", ep->name, path);
-            rc = mc__http_request_ex("POST", url, body, blen, (int)slice, MC_ETCD_MAX_RESPONSE,
-                                     &status, &rb, &rl, &sent);
+            if (ep->tls) {
+                rc = mc__etcd_tls_request(c, ep, path, body, blen, (int)slice, MC_ETCD_MAX_RESPONSE,
+                                          &status, &rb, &rl, &sent);
+            } else {
+                snprintf(url, sizeof(url), "http://%s%s", ep->name, path);
+                rc = mc__http_request_ex("POST", url, body, blen, (int)slice, MC_ETCD_MAX_RESPONSE,
+                                         &status, &rb, &rl, &sent);
+            }
             if (rc == MC_ERR_MEMORY)
                 return rc;
             if (rc == MC_ERR_BUFFER_OVERFLOW) {

@@ -214,6 +214,47 @@ static int mc__b64_json(mc_buf_t *b, const char *name, const void *p, size_t n, 
     return mc__buf_put(b, "\"", 1);
 }
 
+/* The TLS stream's callbacks (etcd_tls.c drives the connection): the same parser, the same stop
+ * flag and creation deadline as the plain loop below. */
+typedef struct mc__tls_watch {
+    mc_etcd_stream_t *st;
+    mc__wstream_t *ws;
+    mc_etcd_watch_t *w;
+    uint64_t dl;
+} mc__tls_watch_t;
+
+#define MC__TLS_WATCH_STOPPED 2 /* asked to stop: not an error */
+
+static int mc__tls_watch_feed(void *ctx, const uint8_t *p, size_t n) {
+    mc__tls_watch_t *t = ctx;
+    return mc__etcd_stream_feed(t->st, p, n, mc__watch_msg, t->ws);
+}
+
+static int mc__tls_watch_idle(void *ctx) {
+    mc__tls_watch_t *t = ctx;
+    if (atomic_load(&t->w->stop))
+        return MC__TLS_WATCH_STOPPED;
+    /* until etcd confirms, the client's deadline applies */
+    return !t->ws->created && mc__now_ms() >= t->dl ? MC_ERR_ETCD_CTX_CANCELLED : 0;
+}
+
+static int mc__watch_stream_tls(mc_etcd_watch_t *w, const mc__etcd_ep_t *ep, mc_buf_t *body,
+                                mc_etcd_stream_t *st, mc__wstream_t *ws, uint64_t dl) {
+    mc__tls_watch_t t = {.st = st, .ws = ws, .w = w, .dl = dl};
+    uint64_t now = mc__now_ms();
+    int rc = mc__etcd_tls_stream(w->c, ep, "/v3/watch", (const char *)body->data, body->len,
+                                 dl > now ? (int)(dl - now) : 1, mc__tls_watch_feed,
+                                 mc__tls_watch_idle, &t);
+    if (rc == MC__TLS_WATCH_STOPPED)
+        return 0;
+    if (rc == 0) { /* the member ended the stream: an error answer's message is logged */
+        if (st->status && st->status != 200)
+            mc__etcd_stream_end(st, mc__watch_msg, ws);
+        return MC_ERR_ETCD_OPERATION_ERROR;
+    }
+    return rc;
+}
+
 /* One stream on endpoint ep until it breaks or stop: 1 when etcd canceled the watch (done for
  * good), 0 when it broke after being created, negative when it never got going. */
 static int mc__watch_stream(mc_etcd_watch_t *w, const mc__etcd_ep_t *ep) {
@@ -250,6 +291,10 @@ static int mc__watch_stream(mc_etcd_watch_t *w, const mc__etcd_ep_t *ep) {
     rc = MC_ERR_MEMORY;
     if (body.failed || req.failed)
         goto out;
+    if (ep->tls) {
+        rc = mc__watch_stream_tls(w, ep, &body, &st, &ws, dl);
+        goto done;
+    }
     fd = mc__tcp_connect(ep->host, ep->port, dl);
     if (fd < 0) {
         rc = MC_ERR_ETCD_OPERATION_ERROR;
@@ -291,6 +336,7 @@ static int mc__watch_stream(mc_etcd_watch_t *w, const mc__etcd_ep_t *ep) {
         }
         rc = mc__etcd_stream_feed(&st, in, (size_t)r, mc__watch_msg, &ws);
     }
+done:
     if (rc != 1 && ws.created && !atomic_load(&w->stop))
         MC_INFO("etcd watch: stream from %s broke; resuming at revision %" PRId64, ep->name,
                 w->next_rev);

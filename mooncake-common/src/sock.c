@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "mooncake/common/config.h"
+#include "mooncake/common/sock_spin.h"
 #include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
@@ -294,6 +295,19 @@ static uint64_t mc__reply_spin_base_ns(void) {
     return mc__spin_setting_ns(&cached, "MC_TCP_REPLY_SPIN_US", 20);
 }
 
+/* Set in the environment, MC_TCP_REPLY_SPIN_US is the spin, always; unset, the default spin is
+ * given only where it pays (mc__spin_allow: a core free for the peer, spins that end with the
+ * answer). */
+static int mc__reply_spin_fixed(void) {
+    static _Atomic int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        v = getenv("MC_TCP_REPLY_SPIN_US") != NULL;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 /* An answer behind a payload comes no sooner than the payload crosses: a 64 KiB write's reply
  * takes 20-30 us on loopback, past the base spin, and sleeping then costs a wake-up (55 against
  * 29 us a call, docs/performance.md). Beyond MC__SPIN_BYTES_MAX the wait is long anyway (a
@@ -325,8 +339,13 @@ static ssize_t mc__recv_some(int fd, void *c, size_t n, uint64_t deadline_ms, in
                              uint64_t wait_spin_ns, int timed) {
     uint64_t spin = mc__spin_ns();
     uint64_t reply_spin = wait_first && !spin ? wait_spin_ns : 0;
+    int adapt = reply_spin && !mc__reply_spin_fixed();
+    if (adapt)
+        reply_spin = mc__spin_allow(reply_spin);
     if (reply_spin) {
         ssize_t r = mc__recv_spin(fd, c, n, reply_spin);
+        if (adapt)
+            mc__spin_result(r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK));
         if (r > 0)
             return r;
         if (r == 0) {

@@ -2,8 +2,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -129,6 +131,78 @@ static void test_flags_help_version(void **state) {
     assert_int_equal(parse(&o, 2, version), 2);
 }
 
+/* gflags' built-ins: --flagfile (comments, nested files, a bad line), --fromenv/--tryfromenv,
+ * --undefok (before or after the flags it excuses), --helpshort. */
+static void test_flags_gflags_builtins(void **state) {
+    opts_t o;
+    char dir[] = "/tmp/mc_flagfile_XXXXXX";
+    char inner[64], outer[64], bad[64], loop[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(inner, sizeof(inner), "%s/inner", dir);
+    snprintf(outer, sizeof(outer), "%s/outer", dir);
+    snprintf(bad, sizeof(bad), "%s/bad", dir);
+    snprintf(loop, sizeof(loop), "%s/loop", dir);
+    FILE *f = fopen(inner, "w");
+    fprintf(f, "--size=4kb\n");
+    fclose(f);
+    f = fopen(outer, "w");
+    fprintf(f, "# a comment\n\n  --port=7000\n--host=10.0.0.1 \n--flagfile=%s\n", inner);
+    fclose(f);
+    f = fopen(bad, "w");
+    fprintf(f, "--port=7000\nport=1\n");
+    fclose(f);
+    f = fopen(loop, "w");
+    fprintf(f, "--flagfile=%s\n", loop);
+    fclose(f);
+    char ff[128];
+    snprintf(ff, sizeof(ff), "--flagfile=%s", outer);
+    char *a1[] = {"prog", ff, "--port=7001", NULL};
+    opts_init(&o);
+    assert_int_equal(parse(&o, 3, a1), 0);
+    assert_int_equal(o.port, 7001); /* later on the line wins, as in gflags */
+    assert_string_equal(o.host, "10.0.0.1");
+    assert_int_equal(o.size, 4096);
+    char *a2[] = {"prog", "--flagfile", bad, NULL};
+    assert_int_equal(parse(&o, 3, a2), MC_ERR_INVALID_ARGUMENT);
+    char *a3[] = {"prog", "--flagfile", loop, NULL};
+    assert_int_equal(parse(&o, 3, a3), MC_ERR_INVALID_ARGUMENT);
+    char *a4[] = {"prog", "--flagfile=/nonexistent/flags", NULL};
+    assert_int_equal(parse(&o, 2, a4), MC_ERR_INVALID_ARGUMENT);
+
+    setenv("FLAGS_port", "6500", 1);
+    unsetenv("FLAGS_ratio");
+    char *e1[] = {"prog", "--fromenv=port", "--tryfromenv=ratio", NULL};
+    opts_init(&o);
+    assert_int_equal(parse(&o, 3, e1), 0);
+    assert_int_equal(o.port, 6500);
+    assert_true(o.ratio == 0.5);
+    char *e2[] = {"prog", "--fromenv=ratio", NULL};
+    assert_int_equal(parse(&o, 2, e2), MC_ERR_INVALID_ARGUMENT);
+    char *e3[] = {"prog", "--fromenv=bogus", NULL};
+    assert_int_equal(parse(&o, 2, e3), MC_ERR_INVALID_ARGUMENT);
+    setenv("FLAGS_port", "eighty", 1);
+    char *e4[] = {"prog", "--fromenv=port", NULL};
+    assert_int_equal(parse(&o, 2, e4), MC_ERR_INVALID_ARGUMENT);
+    unsetenv("FLAGS_port");
+
+    char *u1[] = {"prog", "--bogus=1", "--nofoo", "--port=1", "--undefok=bogus,foo", NULL};
+    opts_init(&o);
+    assert_int_equal(parse(&o, 5, u1), 0);
+    assert_int_equal(o.port, 1);
+    char *u2[] = {"prog", "--undefok=foo", "--bogus=1", NULL};
+    assert_int_equal(parse(&o, 3, u2), MC_ERR_INVALID_ARGUMENT);
+    char *u3[] = {"prog", "--undefok=port", "--port=eighty", NULL}; /* known flags stay checked */
+    assert_int_equal(parse(&o, 3, u3), MC_ERR_INVALID_ARGUMENT);
+
+    char *h[] = {"prog", "--helpshort", NULL};
+    assert_int_equal(parse(&o, 2, h), 1);
+    unlink(inner);
+    unlink(outer);
+    unlink(bad);
+    unlink(loop);
+    rmdir(dir);
+}
+
 static void test_env(void **state) {
     uint64_t sz = 0;
     int64_t i = 0;
@@ -164,6 +238,7 @@ int main(void) {
         cmocka_unit_test(test_flags_forms),
         cmocka_unit_test(test_flags_errors),
         cmocka_unit_test(test_flags_help_version),
+        cmocka_unit_test(test_flags_gflags_builtins),
         cmocka_unit_test(test_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,7 +46,7 @@ static mc_etcd_t *client(const char *eps, int timeout_ms) {
 }
 
 static void test_open_bad_endpoints(void **state) {
-    static const char *const bad[] = {"",           " , ;",       "https://127.0.0.1:2379",
+    static const char *const bad[] = {"",           " , ;",       "ftp://127.0.0.1:2379",
                                       "a:b:c",      "h:99999",    "127.0.0.1:2379/v3",
                                       "unix://x:1", "etcd://h:1", "h:1:2",
                                       "::1:2379"};
@@ -65,6 +65,16 @@ static void test_open_bad_endpoints(void **state) {
     assert_int_equal(mc__etcd_endpoint_count(c), 3);
     assert_int_equal(mc__etcd_timeout(c), MC_ETCD_DEFAULT_TIMEOUT_MS);
     mc__etcd_close(c);
+    /* https:// (libcurl, from install-deps): certificate files are checked at open */
+    assert_int_equal(mc__etcd_open("https://127.0.0.1:2379,http://h:1", 0, &c), 0);
+    mc__etcd_close(c);
+    setenv("MC_ETCD_CERT", "/dev/null", 1); /* a certificate without its key */
+    assert_int_equal(mc__etcd_open("https://127.0.0.1:2379", 0, &c), MC_ERR_INVALID_ARGUMENT);
+    assert_null(c);
+    unsetenv("MC_ETCD_CERT");
+    setenv("MC_ETCD_CACERT", "/nonexistent/ca.crt", 1);
+    assert_int_equal(mc__etcd_open("https://127.0.0.1:2379", 0, &c), MC_ERR_INVALID_ARGUMENT);
+    unsetenv("MC_ETCD_CACERT");
 }
 
 static void test_put_get_range_delete(void **state) {

@@ -266,7 +266,10 @@ PyObject *mcpy_get_first_buffer_address(PyObject *obj, PyObject *args, PyObject 
     uint64_t addr = 0, len = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "s:get_first_buffer_address", kwlist, &name))
         return NULL;
-    int rc = mcpy_segment(self, name, &seg);
+    int rc;
+    /* the call that discovers a peer: in the engine's start-up window it waits for a peer that
+     * has not published itself or its buffer yet (transfer_engine.h) */
+    MCPY_ENGINE_CALL(self, rc, mc_engine_open_segment_wait(e, name, &seg));
     mc_engine_t *e = mcpy_engine_get(self);
     if (rc == 0 && e)
         MCPY_NOGIL(self, rc = mc_engine_segment_first_buffer(e, seg, &addr, &len));

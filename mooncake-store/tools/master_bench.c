@@ -29,6 +29,7 @@ typedef struct bench {
     int64_t objects, batch, value_size, seconds, threads;
     int64_t counts[MC__MAX_COUNTS]; /* client counts to run each op with (--clients) */
     int n_counts;
+    int64_t kv_events; /* the master publishes KV events (kv_events.h) */
     char addr[64];
 } bench_t;
 
@@ -62,7 +63,7 @@ static void key_name(char *out, int64_t i) {
 }
 
 /* Child: the master, until SIGTERM. */
-static void run_master(int wfd) {
+static void run_master(int wfd, int kv_events) {
     mc__master_config_t cfg;
     mc__master_t *m = NULL;
     sigset_t sigs;
@@ -74,6 +75,11 @@ static void run_master(int wfd) {
     cfg.metrics_port = 0;
     cfg.eviction_high_watermark_ratio = 1.0;
     cfg.client_ttl_s = 3600;
+    if (kv_events) {
+        cfg.kv_events.enabled = 1;
+        cfg.kv_events.bind_endpoint = "tcp://127.0.0.1:0";
+        cfg.kv_events.backend_id = "bench";
+    }
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
@@ -248,7 +254,7 @@ static int run_all(bench_t *b) {
 }
 
 int main(int argc, char **argv) {
-    bench_t b = {1000000, 1000, 4096, 3, 0, {0}, 0, ""};
+    bench_t b = {1000000, 1000, 4096, 3, 0, {0}, 0, 0, ""};
     const char *clients = NULL;
     mc_flag_t flags[] = {
         {"objects", MC_FLAG_INT, &b.objects, "objects to store"},
@@ -259,6 +265,9 @@ int main(int argc, char **argv) {
          "client counts to run each operation with, comma-separated (default 1,8; each client "
          "a thread with its own connection)"},
         {"threads", MC_FLAG_INT, &b.threads, "one client count (the older flag; --clients wins)"},
+        {"kv_events", MC_FLAG_INT, &b.kv_events,
+         "1: the master publishes KV events (no subscriber: the put path's cost and the "
+         "publisher thread's CPU; run with 0 and 1 alternately to compare)"},
     };
     mc__master_client_t *c = NULL;
     int pfd[2];
@@ -291,7 +300,7 @@ int main(int argc, char **argv) {
     pid = fork();
     if (pid == 0) {
         close(pfd[0]);
-        run_master(pfd[1]);
+        run_master(pfd[1], (int)b.kv_events);
     }
     close(pfd[1]);
     if (read(pfd[0], &port, sizeof(port)) != sizeof(port) || port == 0) {
@@ -319,9 +328,10 @@ int main(int argc, char **argv) {
     if (rc)
         goto out;
     rss1 = rss_kib(pid);
-    printf("fill: %lld objects of %lld B in %.2f s (%.0f objects/s, put_start+put_end)\n",
+    printf("fill: %lld objects of %lld B in %.2f s (%.0f objects/s, put_start+put_end%s)\n",
            (long long)b.objects, (long long)b.value_size, (double)(mc__now_ns() - t0) / 1e9,
-           (double)b.objects * 1e9 / (double)(mc__now_ns() - t0));
+           (double)b.objects * 1e9 / (double)(mc__now_ns() - t0),
+           b.kv_events ? ", KV events on" : ", KV events off");
     printf("master RSS: %ld KiB before, %ld KiB after -> %.1f bytes/object (keys are 16 B)\n", rss0,
            rss1, (double)(rss1 - rss0) * 1024.0 / (double)b.objects);
     rc = run_all(&b);

@@ -14,6 +14,7 @@
 #include "mooncake/common/config.h"
 #include "mooncake/common/frame.h"
 #include "mooncake/common/http.h"
+#include "mooncake/common/sock.h"
 #include "mooncake/common/version.h"
 #include "mooncake/error.h"
 #include "mooncake/store.h"
@@ -63,7 +64,7 @@ static size_t mc__client_flag_table(mc__client_flags_t *f, mc_flag_t *t) {
     F("protocol", MC_FLAG_STRING, &f->protocol, "transfer protocol: tcp, shm, auto, rdma");
     F("port", MC_FLAG_INT, &f->port,
       "service port: dummy clients name it in setup_dummy(..., \"host:port\"); the node listens "
-      "on the unix socket @mooncake_client_<port>.sock");
+      "on the unix socket @mooncake_client_<port>.sock and on TCP --host:port");
     F("global_segment_size", MC_FLAG_SIZE, &f->global_segment_size,
       "memory contributed to the pool, e.g. 4gb, \"4 GB\", 512MB");
     F("local_buffer_size", MC_FLAG_SIZE, &f->local_buffer_size,
@@ -72,7 +73,8 @@ static size_t mc__client_flag_table(mc__client_flags_t *f, mc_flag_t *t) {
       "accepted for compatibility; every dummy client is served by a thread of its own");
     F("tenant_id", MC_FLAG_STRING, &f->tenant_id, "tenant identifier (only 'default')");
     F("enable_offload", MC_FLAG_BOOL, &f->enable_offload,
-      "the disk tier (needs --root_fs_dir, which turns it on by itself)");
+      "the disk tier in --root_fs_dir, or else in MOONCAKE_OFFLOAD_FILE_STORAGE_PATH (where the "
+      "reference's node reads it); --root_fs_dir turns it on by itself");
     F("start_offload_rpc_server", MC_FLAG_BOOL, &f->start_offload_rpc_server,
       "accepted for compatibility (the disk tier always serves its reads)");
     F("root_fs_dir", MC_FLAG_STRING, &f->root_fs_dir,
@@ -192,7 +194,9 @@ static int mc__client_config(const mc__client_flags_t *f, mc_store_config_t *c) 
         return -1;
     }
     if (f->enable_offload && !(f->root_fs_dir && *f->root_fs_dir)) {
-        fprintf(stderr, "%s: --enable_offload needs --root_fs_dir (the disk tier's directory)\n",
+        fprintf(stderr,
+                "%s: --enable_offload needs --root_fs_dir (the disk tier's directory) or "
+                "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH in the environment\n",
                 PROG);
         return -1;
     }
@@ -219,6 +223,7 @@ int main(int argc, char **argv) {
     mc_store_config_t cfg;
     mc__daemon_t d;
     mc__node_opts_t no;
+    mc_auth_t auth;
     mc_http_server_t *http = NULL;
     char sock[108];
     sigset_t sigs;
@@ -254,6 +259,12 @@ int main(int argc, char **argv) {
                          "serves this host's dummy clients");
     if (rc == 1 || rc == 2)
         return 0;
+    if (rc == 0 && f.enable_offload && !(f.root_fs_dir && *f.root_fs_dir)) {
+        /* The reference's node takes its offload directory from the environment. */
+        const char *env = getenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH");
+        if (env && *env)
+            f.root_fs_dir = env;
+    }
     if (rc < 0 || mc__client_config(&f, &cfg) != 0)
         return EXIT_USAGE;
     mc__np_socket_path((uint16_t)f.port, sock, sizeof(sock));
@@ -267,18 +278,36 @@ int main(int argc, char **argv) {
 
     d.segment_size = cfg.global_segment_size;
     if (mc_store_create(&d.store) != 0 || (rc = mc_store_setup(d.store, &cfg)) != 0) {
+        const char *why = d.store ? mc_store_setup_error(d.store) : "";
+        /* the cause when the store knows it; the code alone is often just INVALID_PARAMS */
         fprintf(stderr, "%s: cannot join the pool at master %s: %s (%s)\n", PROG,
-                cfg.master_server_addr, mc_store_strerror(rc), mc_store_err_name(rc));
+                cfg.master_server_addr, *why ? why : mc_store_strerror(rc), mc_store_err_name(rc));
         code = 1;
         goto out;
     }
     memset(&no, 0, sizeof(no));
     no.socket_path = sock;
+    char tcp_host[256];
+    uint16_t engine_port;
     no.max_dummies = (int)f.max_dummy_clients;
+    /* the reference's real-client service port, beside the unix socket (node_server.h); a
+     * --host given as "host:port" (the engine's port) names the host only here */
+    if (!f.host || mc__split_host_port(f.host, tcp_host, sizeof(tcp_host), &engine_port) != 0)
+        snprintf(tcp_host, sizeof(tcp_host), "%s", f.host ? f.host : "");
+    no.tcp_host = tcp_host;
+    no.tcp_port = (uint16_t)f.port;
+    if (mc__auth_init(&auth, NULL, f.cluster_secret_file) != 0) {
+        fprintf(stderr, "%s: the cluster secret cannot be used\n", PROG);
+        code = EXIT_USAGE;
+        goto out;
+    }
+    no.auth = &auth;
     rc = mc__node_start(d.store, &no, &d.node);
     if (rc != 0) {
-        fprintf(stderr, "%s: cannot listen on %s (is another mooncake_client using --port=%lld?)\n",
-                PROG, sock, (long long)f.port);
+        fprintf(stderr,
+                "%s: cannot listen on %s or TCP %s:%lld (is another mooncake_client using "
+                "--port=%lld?)\n",
+                PROG, sock, f.host, (long long)f.port, (long long)f.port);
         code = 1;
         goto out;
     }
@@ -315,6 +344,7 @@ int main(int argc, char **argv) {
     printf("%s segment %s (%llu bytes) mounted at master %s\n", PROG, mc_store_hostname(d.store),
            (unsigned long long)cfg.global_segment_size, cfg.master_server_addr);
     printf("%s serving dummy clients on %s\n", PROG, sock);
+    printf("%s service port %s:%lld (tcp)\n", PROG, f.host, (long long)f.port);
     if (http)
         printf("%s http on port %u\n", PROG, (unsigned)mc__http_server_port(http));
     fflush(stdout);

@@ -21,6 +21,10 @@ static const char *mc__show_host(const char *h) {
 static void mc__print_ports(const mc__master_config_t *c, mc__master_t *m) {
     printf("%s listening on rpc %s:%u\n", PROG, mc__show_host(c->rpc_address),
            (unsigned)mc__master_rpc_port(m));
+    /* before the metrics line, which ends what launchers wait for */
+    if (c->kv_events.enabled)
+        printf("%s kv events on port %u, replay on port %u\n", PROG,
+               (unsigned)mc__kv_events_port(m, 0), (unsigned)mc__kv_events_port(m, 1));
     printf("%s metrics on %s:%u\n", PROG,
            mc__show_host(c->metrics_address && *c->metrics_address ? c->metrics_address
                                                                    : c->rpc_address),

@@ -3,6 +3,7 @@
 #include "http_kv_store.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 /* header-only use: no libxxhash at run time */
 #define XXH_INLINE_ALL
@@ -234,12 +235,44 @@ static void mc__kv_text(mc_http_response_t *resp, int status, const char *msg) {
     (void)mc__http_respond(resp, status, "text/plain", msg, strlen(msg));
 }
 
+/* A refused request, as the reference's Python server answers it: 400 in JSON. */
+static void mc__kv_bad(mc_http_response_t *resp, const char *msg) {
+    char body[160];
+    int n = snprintf(body, sizeof(body), "{\"success\":false,\"error\":\"%s\"}", msg);
+    (void)mc__http_respond(resp, 400, "application/json", body, (size_t)n);
+}
+
+static int mc__kv_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* The key= parameter with surrounding white space removed (the reference strips it, so
+ * "  k  " names k); 0, or -1 when absent, too long or blank. */
+static int mc__kv_key(const mc_http_request_t *req, char *key, size_t cap) {
+    size_t a = 0, n;
+    if (mc__http_query_get(req->query, "key", key, cap) != 0)
+        return -1;
+    n = strlen(key);
+    while (n > 0 && mc__kv_space(key[n - 1]))
+        n--;
+    while (a < n && mc__kv_space(key[a]))
+        a++;
+    memmove(key, key + a, n - a);
+    key[n - a] = '\0';
+    return n > a ? 0 : -1;
+}
+
 void mc__http_kv_store_handle(mc_http_kv_store_t *s, const mc_http_request_t *req,
                               mc_http_response_t *resp) {
     char key[MC_HTTP_KV_MAX_KEY + 1];
     uint8_t *val = NULL;
     size_t len = 0;
     int rc;
+    if (strcmp(req->path, "/health") == 0 &&
+        (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0)) {
+        mc__kv_text(resp, 200, "OK"); /* the reference's liveness probe */
+        return;
+    }
     if (strcmp(req->path, MC_HTTP_KV_PATH) != 0) {
         mc__kv_text(resp, 404, "not found");
         return;
@@ -249,8 +282,8 @@ void mc__http_kv_store_handle(mc_http_kv_store_t *s, const mc_http_request_t *re
         mc__kv_text(resp, 405, "method not allowed");
         return;
     }
-    if (mc__http_query_get(req->query, "key", key, sizeof(key)) != 0 || key[0] == '\0') {
-        mc__kv_text(resp, 400, "missing or invalid key parameter");
+    if (mc__kv_key(req, key, sizeof(key)) != 0) {
+        mc__kv_bad(resp, "metadata key is required");
         return;
     }
     if (req->method[0] == 'P') {

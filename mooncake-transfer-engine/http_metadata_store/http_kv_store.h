@@ -18,6 +18,8 @@
 
 typedef struct mc_http_kv_store mc_http_kv_store_t;
 
+/* GET /health answers 200 "OK" (the reference's probe); a key is stripped of surrounding white
+ * space, and a blank or missing one is refused with 400 in JSON. */
 /* A store with no server (for embedding). Free with mc__http_kv_store_stop. */
 int mc__http_kv_store_create(mc_http_kv_store_t **out);
 /* A store served on host:port (port 0 = ephemeral). */

@@ -96,6 +96,14 @@ static int mc__transfer_timeout(int opt_ms) {
     return MC__DEFAULT_TIMEOUT_MS;
 }
 
+/* How long after its start an engine waits for a peer that has not yet published its segment
+ * or buffers (MC_TE_STARTUP_WAIT_MS, 0: never). Processes started together (a target and its
+ * initiator, a node and its clients) race their registrations; past this window a missing peer
+ * is an answer, not a delay, so steady-state lookups of unknown segments stay fast. */
+static uint64_t mc__startup_wait_ms(void) {
+    return (uint64_t)mc__env_i64_in("MC_TE_STARTUP_WAIT_MS", 10000, 0, 600000);
+}
+
 /* Two engines can share memory over shm only on one host and in one network namespace: the
  * memfd hand-off goes through an abstract unix socket, and those are per network namespace
  * (several "hosts" on one machine, containers, ip netns). */
@@ -250,6 +258,7 @@ static int mc__engine_init(mc_engine_t *e, const mc_engine_options_t *opts) {
         e->initialized = 0;
         goto out;
     }
+    e->startup_until_ms = mc__now_ms() + mc__startup_wait_ms();
     MC_INFO("transfer engine %s up (instance %016" PRIx64 ")", e->name, e->instance_id);
 out:
     if (lfd >= 0)

@@ -235,7 +235,7 @@ static int mc__meta_fetch_etcd(mc_engine_t *e, const char *name, mc__desc_t **ou
     return rc;
 }
 
-static int mc__meta_fetch_http(mc_engine_t *e, const char *name, mc__desc_t **out) {
+static int mc__meta_fetch_http(mc_engine_t *e, const char *name, mc__desc_t **out, int *absent) {
     char *url = NULL, *body = NULL;
     size_t len = 0;
     int status = 0;
@@ -253,6 +253,7 @@ static int mc__meta_fetch_http(mc_engine_t *e, const char *name, mc__desc_t **ou
     }
     if (status != 200) {
         MC_DEBUG("segment %s: metadata server answered %d", name, status);
+        *absent = status == 404;
         rc = MC_ERR_METADATA;
         goto out;
     }
@@ -300,13 +301,20 @@ out:
     return rc;
 }
 
-int mc__meta_fetch(mc_engine_t *e, const char *name, mc__desc_t **out) {
+int mc__meta_fetch_absent(mc_engine_t *e, const char *name, mc__desc_t **out, int *absent) {
     int rc;
     *out = NULL;
-    rc = e->metadata_url ? mc__meta_fetch_http(e, name, out) : mc__meta_fetch_p2p(e, name, out);
+    *absent = 0;
+    rc = e->metadata_url ? mc__meta_fetch_http(e, name, out, absent)
+                         : mc__meta_fetch_p2p(e, name, out);
     if (!rc)
         mc__transports_desc_parsed(e, *out); /* each transport reads its own part */
     return rc;
+}
+
+int mc__meta_fetch(mc_engine_t *e, const char *name, mc__desc_t **out) {
+    int absent;
+    return mc__meta_fetch_absent(e, name, out, &absent);
 }
 
 int mc_engine_probe(mc_engine_t *e, const char *peer_segment) {

@@ -1,6 +1,7 @@
 /* Peers' segments: opening by name, the cached descriptor and its refresh. A peer entry lives as
  * long as the engine, so a restarted peer keeps its segment id; its descriptor, pooled
  * connections and shm mappings are replaced when its instance id changes. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -128,7 +129,27 @@ static mc_segment_id_t mc__segment_find_locked(mc_engine_t *e, const char *name)
     return -1;
 }
 
-int mc__segment_open(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
+/* Whether to look again for a peer that is not there yet: inside this engine's start-up window
+ * (engine.c) and while the engine is not closing, after a pause that grows from 20 ms to 250 ms
+ * and never passes the window's end. */
+static int mc__startup_retry(mc_engine_t *e, unsigned *attempt) {
+    uint64_t now = mc__now_ms(), pause;
+    if (now >= e->startup_until_ms || mc__gate_closing(&e->gate))
+        return 0;
+    pause = 20u << (*attempt < 4 ? *attempt : 4);
+    if (pause > 250)
+        pause = 250;
+    if (pause > e->startup_until_ms - now)
+        pause = e->startup_until_ms - now;
+    if (*attempt == 0)
+        MC_INFO("peer not published yet: waiting up to %" PRIu64 " ms (start-up window)",
+                e->startup_until_ms - now);
+    (*attempt)++;
+    usleep((useconds_t)(pause * 1000));
+    return 1;
+}
+
+static int mc__segment_open_as(mc_engine_t *e, const char *name, mc_segment_id_t *out, int wait) {
     mc__peer_t *p = NULL;
     mc__desc_t *d = NULL;
     int rc = MC_ERR_INVALID_ARGUMENT;
@@ -146,7 +167,12 @@ int mc__segment_open(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
         rc = 0;
         goto out;
     }
-    rc = mc__meta_fetch(e, name, &d);
+    for (unsigned attempt = 0;;) {
+        int absent = 0;
+        rc = mc__meta_fetch_absent(e, name, &d, &absent);
+        if (!rc || !absent || !wait || !mc__startup_retry(e, &attempt))
+            break;
+    }
     if (rc)
         goto out;
     rc = MC_ERR_MEMORY;
@@ -184,9 +210,19 @@ out:
     return rc;
 }
 
+int mc__segment_open(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
+    return mc__segment_open_as(e, name, out, 0);
+}
+
 int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
     int rc;
-    MC__GATED(e, rc, mc__segment_open(e, name, out));
+    MC__GATED(e, rc, mc__segment_open_as(e, name, out, 0));
+    return rc;
+}
+
+int mc_engine_open_segment_wait(mc_engine_t *e, const char *name, mc_segment_id_t *out) {
+    int rc;
+    MC__GATED(e, rc, mc__segment_open_as(e, name, out, 1));
     return rc;
 }
 
@@ -314,17 +350,21 @@ static int mc__segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t
     p = mc__peer_get(e, id);
     if (!p)
         return MC_ERR_INVALID_ARGUMENT;
-    /* always fresh: callers ask this after a peer restarted to learn its new addresses */
-    rc = mc__peer_refresh(e, p);
-    if (rc)
-        return rc;
-    pthread_mutex_lock(&p->lock);
-    if (p->desc && p->desc->nbufs) {
-        *addr = p->desc->bufs[0].addr;
-        *len = p->desc->bufs[0].len;
+    /* always fresh: callers ask this after a peer restarted to learn its new addresses; a peer
+     * that published its segment but no buffer yet is waited for in the start-up window */
+    for (unsigned attempt = 0;;) {
+        rc = mc__peer_refresh(e, p);
+        if (rc)
+            return rc;
+        pthread_mutex_lock(&p->lock);
+        if (p->desc && p->desc->nbufs) {
+            *addr = p->desc->bufs[0].addr;
+            *len = p->desc->bufs[0].len;
+        }
+        pthread_mutex_unlock(&p->lock);
+        if (*len || !mc__startup_retry(e, &attempt))
+            return 0;
     }
-    pthread_mutex_unlock(&p->lock);
-    return 0;
 }
 
 int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,

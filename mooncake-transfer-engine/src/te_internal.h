@@ -95,6 +95,9 @@ typedef struct mc__server mc__server_t;
 
 struct mc_engine {
     int initialized;
+    /* Until then (mc__now_ms), a peer that has not yet published its segment or its first buffer
+     * is waited for (segment.c): peers started together race their registrations. */
+    uint64_t startup_until_ms;
     /* Calls in flight and the close (gate.c, on mooncake/common/gate.h): every public call but
      * destroy enters the gate and leaves it when it returns; close shuts the gate, wakes waiters
      * and waits for the calls inside before it releases anything they could touch. Its owner is
@@ -182,6 +185,9 @@ void mc__meta_unpublish(mc_engine_t *e);
 /* Our descriptor (registered buffers, each transport's part) as JSON, mc__malloc'ed. */
 int mc__meta_desc_json(mc_engine_t *e, char **json);
 int mc__meta_fetch(mc_engine_t *e, const char *name, mc__desc_t **out);
+/* As mc__meta_fetch; *absent is 1 when the metadata service answered that no segment has that
+ * name yet (HTTP 404), as opposed to one that could not be asked. */
+int mc__meta_fetch_absent(mc_engine_t *e, const char *name, mc__desc_t **out, int *absent);
 
 /* segment.c */
 mc__peer_t *mc__peer_get(mc_engine_t *e, mc_segment_id_t id);

@@ -5,7 +5,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http_kv_store.h"
 #include "mooncake/common/auth.h"
@@ -14,9 +16,22 @@
 
 #define PROG "mooncake_http_metadata_server"
 
+/* --log-level as the Python module (and the reference's) takes it, to MC_LOG_LEVEL's words:
+ * set before the first log line, which is when the logger reads it. NULL when unknown. */
+static const char *log_level_env(const char *level) {
+    static const char *const map[][2] = {
+        {"DEBUG", "debug"}, {"INFO", "info"},      {"WARNING", "warn"}, {"WARN", "warn"},
+        {"ERROR", "error"}, {"CRITICAL", "error"}, {"TRACE", "trace"}};
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (strcasecmp(level, map[i][0]) == 0)
+            return map[i][1];
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     const char *host = "0.0.0.0";
     const char *secret_file = NULL;
+    const char *log_level = NULL;
     int64_t port = 8080;
     const mc_flag_t flags[] = {
         {"host", MC_FLAG_STRING, &host, "address to listen on"},
@@ -24,6 +39,9 @@ int main(int argc, char **argv) {
         {"cluster_secret_file", MC_FLAG_STRING, &secret_file,
          "file holding the cluster secret every request must prove (default: MC_CLUSTER_SECRET "
          "or MC_CLUSTER_SECRET_FILE from the environment; none: no authentication)"},
+        {"log-level", MC_FLAG_STRING, &log_level,
+         "DEBUG, INFO, WARNING, ERROR or CRITICAL (default: MC_LOG_LEVEL, else warnings)"},
+        {"log_level", MC_FLAG_STRING, &log_level, "the same as --log-level"},
     };
     mc_auth_t auth;
     mc_http_kv_store_t *store = NULL;
@@ -35,6 +53,17 @@ int main(int argc, char **argv) {
         return 0;
     if (rc < 0)
         return 2;
+    if (log_level) {
+        const char *env = log_level_env(log_level);
+        if (!env) {
+            fprintf(stderr,
+                    "%s: invalid value '%s' for flag '--log-level' (expected DEBUG, INFO, "
+                    "WARNING, ERROR or CRITICAL)\n",
+                    PROG, log_level);
+            return 2;
+        }
+        setenv("MC_LOG_LEVEL", env, 1);
+    }
     if (port < 0 || port > 65535) {
         fprintf(stderr, "%s: invalid value '%lld' for flag '--port' (expected 0..65535)\n", PROG,
                 (long long)port);

@@ -62,7 +62,7 @@ _FILE_KEYS = frozenset({
     "local_buffer_size", "protocol", "device_name", "enable_ssd_offload", "ssd_offload_path",
     "tenant_id", "enable_client_http_server", "client_http_port",
 })
-_said_foreign = set()
+_said_foreign: set[str] = set()
 
 
 def _parse_segment_size(value) -> int:

@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 COMMON_MAP = os.path.join(ROOT, "mooncake-common", "mooncake_common.map")
 COMPAT_MAP = os.path.join(ROOT, "mooncake-transfer-engine", "compat", "transfer_engine.map")
 PUBLIC = re.compile(r"^mc_[a-z0-9]")
-EXTENSION = re.compile(r"^_[a-z]+\..*\.so$")  # _engine.abi3.so, _store.cpython-312-....so
+EXTENSION = re.compile(r"^_[a-z_]+\..*\.so$")  # _engine.abi3.so, _fast_copy.abi3.so, _store.cpython-312-....so
 
 
 def map_names(path: str) -> list[str]:

@@ -187,6 +187,7 @@ EXPECTED_NATIVE = [
     (r"mooncake/_store\.(abi3|cpython-3\d+-[^/]+)\.so", "the Store extension mooncake._store"),
     (r"mooncake/bin/mooncake_master", "the master binary"),
     (r"mooncake/bin/mooncake_client", "the storage node binary"),
+    (r"mooncake/bin/mooncake_conductor", "the KV-event indexer binary"),
     (r"mooncake/bin/mooncake_http_metadata_server", "the HTTP metadata server binary"),
 ]
 

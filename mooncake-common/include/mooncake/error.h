@@ -62,9 +62,11 @@ extern "C" {
     X(ETCD_TRANSACTION_FAIL, -1002, STORE, "etcd transaction failed")                              \
     X(ETCD_CTX_CANCELLED, -1003, STORE, "etcd call cancelled: deadline passed")                    \
     X(UNAVAILABLE_IN_CURRENT_STATUS, -1010, STORE, "unavailable in the current status")            \
+    X(UNAVAILABLE_IN_CURRENT_MODE, -1011, STORE, "unavailable in the current mode")                \
     X(FILE_NOT_FOUND, -1100, STORE, "file not found")                                              \
     X(TASK_NOT_FOUND, -1400, STORE, "task not found")                                              \
-    X(TASK_PENDING_LIMIT_EXCEEDED, -1401, STORE, "too many unfinished tasks")
+    X(TASK_PENDING_LIMIT_EXCEEDED, -1401, STORE, "too many unfinished tasks")                      \
+    X(JOB_NOT_FOUND, -1402, STORE, "job not found")
 
 #define MC__ERR_ENUM(name, value, domain, msg) MC_ERR_##name = (value),
 enum mc_err { MC_ERRNO_MAP(MC__ERR_ENUM) };

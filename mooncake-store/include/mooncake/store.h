@@ -117,6 +117,10 @@ MC_API int mc_store_create(mc_store_t **out);
  * from scratch (a new engine, new memory), unless buffers from mc_store_get_buffer are still
  * alive. Master unreachable: MC_ERR_RPC_FAIL. */
 MC_API int mc_store_setup(mc_store_t *s, const mc_store_config_t *cfg);
+/* Why the last setup of s failed, in words ("the transfer engine could not start on ...: socket
+ * error"), or "" when it did not fail or failed before any step (a NULL argument). The returned
+ * code stays the reference's; this names the cause. Valid until the next setup or destroy. */
+MC_API const char *mc_store_setup_error(const mc_store_t *s);
 /* Stops heartbeats, unmounts the segment at the master and frees the memory, the staging buffer
  * and its own engine (so its host:port is free at once). Safe to call twice; later calls then
  * fail with MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS. Buffers returned by mc_store_get_buffer stay

@@ -1,5 +1,6 @@
 /* Client lifecycle: engine, master connection, the contributed segment, staging, heartbeats. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,7 @@ int mc__store_create(mc_store_t **out) {
     pthread_rwlock_init(&s->reg_lock, NULL);
     pthread_rwlock_init(&s->seg_rw, NULL);
     mc__put_sessions_init(&s->sessions);
+    mc__put_slots_init(&s->slots);
     pthread_mutex_init(&s->extras_mu, NULL);
     pthread_mutex_init(&s->disk_mu, NULL);
     atomic_init(&s->state, MC__STORE_NEW);
@@ -99,6 +101,8 @@ static void mc__maint_step(mc_store_t *s) {
     if (atomic_load(&s->master_ok))
         mc__store_run_tasks(s);
     mc__store_extras_tick(s);
+    if (atomic_load(&s->master_ok))
+        mc__put_slots_release(s, 0); /* slots left unused give their space back */
 }
 
 static void *mc__heartbeat_main(void *arg) {
@@ -111,6 +115,17 @@ static void *mc__maint_main(void *arg) {
     return NULL;
 }
 
+/* A setup step failed: logged, and kept for mc_store_setup_error, so a program's last line can
+ * name the cause (the returned code is the reference's, often just INVALID_PARAMS). */
+__attribute__((format(printf, 2, 3))) static void mc__setup_failed(mc_store_t *s, const char *fmt,
+                                                                   ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->setup_error, sizeof(s->setup_error), fmt, ap); /* cut when longer: a hint */
+    va_end(ap);
+    MC_ERROR("store: %s", s->setup_error);
+}
+
 static int mc__setup_engine(mc_store_t *s) {
     mc_engine_options_t eo;
     int rc;
@@ -120,8 +135,10 @@ static int mc__setup_engine(mc_store_t *s) {
         return 0;
     }
     rc = mc_engine_create(&s->engine);
-    if (rc != 0)
+    if (rc != 0) {
+        mc__setup_failed(s, "cannot create the transfer engine: %s", mc_strerror(rc));
         return mc__store_engine_code_for(rc, MC__ENG_SETUP);
+    }
     s->own_engine = 1;
     memset(&eo, 0, sizeof(eo));
     eo.local_server_name = s->cfg.local_hostname;
@@ -140,7 +157,11 @@ static int mc__setup_engine(mc_store_t *s) {
     eo.name_with_port = 1;
     rc = mc_engine_init(s->engine, &eo);
     if (rc != 0) {
-        MC_ERROR("store: transfer engine init failed: %s", mc_strerror(rc));
+        mc__setup_failed(
+            s, "the transfer engine could not start on %s (protocol %s, metadata %s): %s",
+            s->cfg.local_hostname[0] ? s->cfg.local_hostname : "this host",
+            s->cfg.protocol[0] ? s->cfg.protocol : "tcp",
+            s->cfg.metadata_server[0] ? s->cfg.metadata_server : "P2PHANDSHAKE", mc_strerror(rc));
         rc = mc__store_engine_code_for(rc, MC__ENG_SETUP);
     }
     return rc;
@@ -202,8 +223,8 @@ static int mc__setup_memory(mc_store_t *s) {
         uint64_t e = mc__new_epoch();
         rc = mc_engine_alloc_managed_epoch(s->engine, (size_t)s->cfg.global_segment_size, e, &p);
         if (rc != 0) {
-            MC_ERROR("store: cannot allocate a %llu-byte global segment: %s",
-                     (unsigned long long)s->cfg.global_segment_size, mc_strerror(rc));
+            mc__setup_failed(s, "cannot allocate a %llu-byte global segment: %s",
+                             (unsigned long long)s->cfg.global_segment_size, mc_strerror(rc));
             return mc__store_engine_code_for(rc, MC__ENG_ALLOC);
         }
         pthread_rwlock_wrlock(&s->seg_rw);
@@ -215,8 +236,8 @@ static int mc__setup_memory(mc_store_t *s) {
     if (s->cfg.local_buffer_size > 0) {
         rc = mc_engine_alloc_managed(s->engine, (size_t)s->cfg.local_buffer_size, &p);
         if (rc != 0) {
-            MC_ERROR("store: cannot allocate a %llu-byte local buffer: %s",
-                     (unsigned long long)s->cfg.local_buffer_size, mc_strerror(rc));
+            mc__setup_failed(s, "cannot allocate a %llu-byte local buffer: %s",
+                             (unsigned long long)s->cfg.local_buffer_size, mc_strerror(rc));
             return mc__store_engine_code_for(rc, MC__ENG_ALLOC);
         }
         s->staging_mem = p;
@@ -245,6 +266,7 @@ static void mc__teardown(mc_store_t *s) {
         s->maint_started = 0;
     }
     mc__put_sessions_revoke_all(s);
+    mc__put_slots_release(s, 1);
     mc__store_extras_teardown(s);
     if (s->master && s->master_known) {
         /* A clean leave: the master unmounts our segments and forgets us now, rather than count
@@ -324,6 +346,7 @@ static int mc__setup_begin(mc_store_t *s, const void *cfg, int *locked) {
         return mc__store_refuse_inherited(s);
     pthread_mutex_lock(&s->mu);
     *locked = 1;
+    s->setup_error[0] = '\0';
     if (atomic_load(&s->state) == MC__STORE_CLOSED && (rc = mc__store_reset(s)) != 0)
         return rc;
     return atomic_load(&s->state) == MC__STORE_NEW ? 0 : MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
@@ -343,12 +366,12 @@ int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg, const mc__store
     s->be = be;
     s->cfg = *cfg;
     if (!s->cfg.master_server_addr[0]) {
-        MC_ERROR("store: no master address");
+        mc__setup_failed(s, "no master address");
         goto out;
     }
     timeout = s->cfg.rpc_timeout_ms > 0 ? s->cfg.rpc_timeout_ms : MC__DEFAULT_RPC_TIMEOUT_MS;
     if (mc__auth_init(&auth, s->cfg.cluster_secret, s->cfg.cluster_secret_file) != 0) {
-        MC_ERROR("store: the cluster secret cannot be used");
+        mc__setup_failed(s, "the cluster secret cannot be used");
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
@@ -360,14 +383,15 @@ int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg, const mc__store
     if (rc == 0)
         rc = mc__master_client_heartbeat(s->master, NULL);
     if (rc != 0) {
-        MC_ERROR("store: cannot reach the master at %s: %s", s->cfg.master_server_addr,
-                 mc_store_strerror(rc));
+        mc__setup_failed(s, "cannot reach the master at %s: %s", s->cfg.master_server_addr,
+                         mc_store_strerror(rc));
         goto out;
     }
     s->master_known = 1;
     if (s->cfg.replica_cache_entries > MC__REPLICA_CACHE_MAX_ENTRIES) {
-        MC_ERROR("store: replica_cache_entries %llu is more than %u",
-                 (unsigned long long)s->cfg.replica_cache_entries, MC__REPLICA_CACHE_MAX_ENTRIES);
+        mc__setup_failed(s, "replica_cache_entries %llu is more than %u",
+                         (unsigned long long)s->cfg.replica_cache_entries,
+                         MC__REPLICA_CACHE_MAX_ENTRIES);
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
@@ -390,8 +414,8 @@ int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg, const mc__store
                                                    (uint64_t)(uintptr_t)s->segment, s->segment_size,
                                                    s->segment_epoch);
         if (rc != 0) {
-            MC_ERROR("store: mounting segment %s at the master failed: %s", s->hostname,
-                     mc_store_strerror(rc));
+            mc__setup_failed(s, "mounting segment %s at the master failed: %s", s->hostname,
+                             mc_store_strerror(rc));
             goto out;
         }
     }
@@ -407,8 +431,15 @@ int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg, const mc__store
         goto out;
     }
     s->maint_started = 1;
-    if (s->cfg.enable_ssd_offload && (rc = mc__store_disk_start(s)) != 0)
-        goto out;
+    {
+        char why[200] = "";
+        rc = s->cfg.enable_ssd_offload ? mc__store_disk_start(s)
+                                       : mc__store_shared_start(s, why, sizeof(why));
+        if (rc != 0) {
+            mc__setup_failed(s, "%s", why[0] ? why : "the disk tier cannot start (see the log)");
+            goto out;
+        }
+    }
     atomic_store(&s->state, MC__STORE_READY);
     rc = 0;
 out:
@@ -488,6 +519,7 @@ static void mc__store_forget(mc_store_t *s) {
         mc_engine_destroy(s->engine); /* an inherited engine: it forgets its own copies */
     mc__free(s->regs);
     mc__free(s->extras);
+    mc__put_slots_forget(&s->slots);
     mc__suspects_destroy(s->suspects, 1);
     mc__free(s);
 }
@@ -504,6 +536,7 @@ void mc_store_destroy(mc_store_t *s) {
     mc__staging_fini(&s->staging);
     mc__free(s->regs);
     mc__put_sessions_fini(&s->sessions);
+    mc__put_slots_fini(&s->slots);
     mc__free(s->extras);
     pthread_mutex_destroy(&s->extras_mu);
     mc__store_disk_conns_close(s);
@@ -535,4 +568,8 @@ const char *mc_store_hostname(const mc_store_t *s) {
 
 mc_engine_t *mc_store_engine(mc_store_t *s) {
     return s ? s->engine : NULL;
+}
+
+const char *mc_store_setup_error(const mc_store_t *s) {
+    return s ? s->setup_error : "";
 }

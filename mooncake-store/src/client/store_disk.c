@@ -12,7 +12,11 @@
  *
  * Space: a put that does not fit evicts the least recently used copies first, each dropped from
  * the master's view before its bytes go, so a reader is never sent to a deleted copy by a master
- * that already knew. */
+ * that already knew.
+ *
+ * The same worker runs the shared-filesystem tier (the master's --root_fs_dir): its store is then
+ * one file per object in the shared directory (disk/file_store.h) instead of a bucket store, it
+ * announces with SHARED, and there is no read server (readers open the files themselves). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -25,6 +29,7 @@
 #include "client/store_disk.h"
 #include "client/store_internal.h"
 #include "disk/bucket_store.h"
+#include "disk/file_store.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
 #include "mooncake/common/cond.h"
@@ -40,6 +45,9 @@
 #define MC__DT_IO_TIMEOUT_MS 10000u
 #define MC__DT_PROMOTE_QUEUE 256u
 #define MC__DT_READERS_IDLE 8u
+/* A shared file the master has no record of is deleted at an announce only once it is this old:
+ * a younger one may be another node's offload, written but not reported yet. */
+#define MC__DT_STALE_AGE_S 120u
 
 struct mc__disk_tier {
     mc_store_t *s;
@@ -52,11 +60,14 @@ struct mc__disk_tier {
     mc__master_client_t *pmc;
     pthread_t promoter;
     int promoter_started;
-    char **pq; /* keys to promote, FIFO, at most MC__DT_PROMOTE_QUEUE */
+    char **pq;                          /* keys to promote, FIFO, at most MC__DT_PROMOTE_QUEUE */
+    uint64_t pqv[MC__DT_PROMOTE_QUEUE]; /* the version of each copy (the shared files check it) */
     size_t pq_n;
     uint8_t *pbuf;
     size_t pbuf_cap;
-    struct mc__bstore *bs;
+    struct mc__bstore *bs;                  /* a node's own disk; NULL for the shared directory */
+    char fsdir[MC_MP_MAX_SEGMENT_NAME + 1]; /* the shared directory (file_store.h), or "" */
+    int no_sync;
     mc_conn_server_t *srv;
     mc_auth_t auth;
     char endpoint[MC_MP_MAX_SEGMENT_NAME + 1];
@@ -109,13 +120,13 @@ static int mc__dt_announce_rpc(mc__disk_tier_t *t, uint8_t flags, uint32_t n, mc
     mc__codes_ctx_t c = {n, codes};
     memset(&r, 0, sizeof(r));
     r.type = MC_MP_DISK_ANNOUNCE;
-    r.mount_flags = flags;
+    r.mount_flags = (uint8_t)(flags | (t->fsdir[0] ? MC_DP_ANNOUNCE_SHARED : 0));
     if (!(flags & MC_DP_ANNOUNCE_DROP)) {
         r.segment_name.p = (const uint8_t *)t->endpoint;
         r.segment_name.len = (uint32_t)strlen(t->endpoint);
     }
     r.size = t->capacity;
-    r.base = t->disk_id;
+    r.base = t->fsdir[0] ? 0 : t->disk_id;
     r.n_keys = n;
     r.keys = keys;
     r.value_lens = lens;
@@ -143,11 +154,31 @@ static int mc__dt_done_rpc(mc__disk_tier_t *t, int ok, uint32_t n, mc__mp_str_t 
     return mc__master_client_call(t->mc, &r, mc__codes_reply, &c);
 }
 
+/* --- the store: the node's bucket store, or the shared directory's files --- */
+
+/* version: the copy's (a shared file holding another value stays; 0: any). */
+static int mc__dt_remove(mc__disk_tier_t *t, const char *key, uint64_t version) {
+    return t->bs ? mc__bstore_remove(t->bs, key) : mc__fstore_remove(t->fsdir, key, version);
+}
+
+static int mc__dt_size(mc__disk_tier_t *t, const char *key, uint64_t *len) {
+    return t->bs ? mc__bstore_size(t->bs, key, len) : mc__fstore_size(t->fsdir, key, len);
+}
+
+static int mc__dt_get(mc__disk_tier_t *t, const char *key, uint64_t version, uint8_t *buf,
+                      uint64_t *len) {
+    struct iovec v = {buf, (size_t)*len};
+    if (t->bs)
+        return mc__bstore_get(t->bs, key, buf, *len, len);
+    return mc__fstore_read(t->fsdir, key, &v, 1, *len, version);
+}
+
 /* --- announce --- */
 
 typedef struct mc__ann {
     char **keys;
     uint64_t *lens;
+    uint8_t *young; /* shared files too young to be judged stale (MC__DT_STALE_AGE_S) */
     size_t n, cap;
     int oom;
 } mc__ann_t;
@@ -169,8 +200,15 @@ static int mc__ann_add(void *ctx, const char *key, uint64_t len) {
             return 1;
         }
         a->lens = l;
+        uint8_t *y = mc__realloc(a->young, cap);
+        if (!y) {
+            a->oom = 1;
+            return 1;
+        }
+        a->young = y;
         a->cap = cap;
     }
+    a->young[a->n] = 0;
     a->keys[a->n] = mc__strndup(key, strlen(key));
     if (!a->keys[a->n]) {
         a->oom = 1;
@@ -178,6 +216,14 @@ static int mc__ann_add(void *ctx, const char *key, uint64_t len) {
     }
     a->lens[a->n++] = len;
     return 0;
+}
+
+static int mc__ann_add_file(void *ctx, const char *key, uint64_t len, uint64_t age_s) {
+    mc__ann_t *a = ctx;
+    int rc = mc__ann_add(ctx, key, len);
+    if (rc == 0)
+        a->young[a->n - 1] = age_s < MC__DT_STALE_AGE_S;
+    return rc;
 }
 
 /* Announces every intact object, RESET first. A copy the master already holds another value of
@@ -189,7 +235,10 @@ static int mc__dt_announce_all(mc__disk_tier_t *t) {
     int rc = 0;
     size_t kept = 0, dropped = 0;
     memset(&a, 0, sizeof(a));
-    mc__bstore_foreach(t->bs, mc__ann_add, &a);
+    if (t->bs)
+        mc__bstore_foreach(t->bs, mc__ann_add, &a);
+    else
+        mc__fstore_foreach(t->fsdir, mc__ann_add_file, &a);
     if (a.oom) {
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
@@ -214,8 +263,8 @@ static int mc__dt_announce_all(mc__disk_tier_t *t) {
         for (uint32_t i = 0; rc == 0 && i < n; i++) {
             if (codes[i] == 0) {
                 kept++;
-            } else {
-                (void)mc__bstore_remove(t->bs, a.keys[off + i]);
+            } else if (!a.young[off + i]) {
+                (void)mc__dt_remove(t, a.keys[off + i], 0);
                 dropped++;
             }
         }
@@ -234,6 +283,7 @@ out:
         mc__free(a.keys[i]);
     mc__free(a.keys);
     mc__free(a.lens);
+    mc__free(a.young);
     mc__free(views);
     mc__free(codes);
     return rc;
@@ -281,7 +331,8 @@ static void mc__dt_report(mc__disk_tier_t *t, mc__dt_batch_t *b) {
     uint32_t idx[MC_DP_MAX_FETCH];
     if (b->n == 0)
         return;
-    (void)mc__bstore_flush(t->bs);
+    if (t->bs)
+        (void)mc__bstore_flush(t->bs); /* shared files are synced as each is written */
     for (int ok = 1; ok >= 0; ok--) {
         uint32_t n = 0;
         for (uint32_t i = 0; i < b->n; i++) {
@@ -307,7 +358,7 @@ static void mc__dt_report(mc__disk_tier_t *t, mc__dt_batch_t *b) {
                          mc_store_strerror(b->rc[idx[k]]));
             } else if (codes[k] != 0) {
                 /* Removed or replaced while we copied it: this copy must not stay. */
-                (void)mc__bstore_remove(t->bs, j->key);
+                (void)mc__dt_remove(t, j->key, j->version);
                 atomic_fetch_add(&t->stale_copies, 1);
             } else {
                 atomic_fetch_add(&t->offloads, 1);
@@ -322,8 +373,10 @@ static void mc__dt_report(mc__disk_tier_t *t, mc__dt_batch_t *b) {
  * recently used copies while it does not fit. A victim of the unreported batch is reported
  * first, so that its drop at the master comes after the master learned of it. */
 static int mc__dt_put(mc__disk_tier_t *t, const char *key, const void *data, uint64_t len,
-                      mc__dt_batch_t *b) {
+                      uint64_t version, mc__dt_batch_t *b) {
     char victim[MC_MP_MAX_KEY + 1];
+    if (!t->bs) /* the shared directory has no capacity of ours to keep */
+        return mc__fstore_put(t->fsdir, key, data, len, version, !t->no_sync);
     for (;;) {
         uint64_t vlen = 0;
         int rc = mc__bstore_put_nosync(t->bs, key, data, len);
@@ -342,27 +395,27 @@ static int mc__dt_put(mc__disk_tier_t *t, const char *key, const void *data, uin
 }
 
 static void mc__dt_offload(mc__disk_tier_t *t, const mc__disk_job_t *j, mc__dt_batch_t *b) {
-    int rc = j->size > t->capacity ? MC_ERR_INVALID_PARAMS : mc__dt_buf(t, j->size);
+    int rc = t->bs && j->size > t->capacity ? MC_ERR_INVALID_PARAMS : mc__dt_buf(t, j->size);
     /* Our own segment, in the incarnation the placement names: anything else is refused. */
     if (rc == 0)
         rc = mc__store_local_copy(t->s, MC_OPCODE_READ, &j->src, 0, t->buf, (size_t)j->size);
     if (rc == 0)
-        rc = mc__dt_put(t, j->key, t->buf, j->size, b);
+        rc = mc__dt_put(t, j->key, t->buf, j->size, j->version, b);
     b->job[b->n] = j;
     b->rc[b->n++] = rc;
 }
 
 /* On the promoter thread. */
-static void mc__dt_promote(mc__disk_tier_t *t, const char *key) {
+static void mc__dt_promote(mc__disk_tier_t *t, const char *key, uint64_t version) {
     mc__replicate_config_t wc;
     mc__key_replicas_t *kr = NULL;
     uint64_t len = 0;
     int32_t code = 0;
-    int rc = mc__bstore_size(t->bs, key, &len);
+    int rc = mc__dt_size(t, key, &len);
     if (rc == 0)
         rc = mc__grow(&t->pbuf, &t->pbuf_cap, len ? len : 1);
     if (rc == 0)
-        rc = mc__bstore_get(t->bs, key, t->pbuf, len, &len);
+        rc = mc__dt_get(t, key, version, t->pbuf, &len);
     if (rc == 0 && len == 0)
         rc = MC_ERR_INVALID_PARAMS;
     if (rc == 0 && !(kr = mc__calloc(1, sizeof(*kr))))
@@ -404,13 +457,14 @@ static void mc__dt_run(mc__disk_tier_t *t, const mc__disk_job_t *j, mc__dt_batch
         mc__dt_offload(t, j, b);
         break;
     case MC_DP_JOB_DELETE:
-        if (mc__bstore_remove(t->bs, j->key) == 0)
+        if (mc__dt_remove(t, j->key, j->version) == 0)
             atomic_fetch_add(&t->deletes, 1);
         break;
     case MC_DP_JOB_PROMOTE: {
         char *k = mc__strndup(j->key, strlen(j->key));
         pthread_mutex_lock(&t->mu);
         if (k && t->pq_n < MC__DT_PROMOTE_QUEUE) {
+            t->pqv[t->pq_n] = j->version;
             t->pq[t->pq_n++] = k;
             k = NULL;
             pthread_cond_broadcast(&t->cv);
@@ -452,18 +506,21 @@ static void *mc__dt_promoter(void *arg) {
     mc__disk_tier_t *t = arg;
     for (;;) {
         char *key = NULL;
+        uint64_t version = 0;
         pthread_mutex_lock(&t->mu);
         while (!t->stop && t->pq_n == 0)
             pthread_cond_wait(&t->cv, &t->mu);
         if (!t->stop) {
             key = t->pq[0];
+            version = t->pqv[0];
             memmove(t->pq, t->pq + 1, (t->pq_n - 1) * sizeof(*t->pq));
+            memmove(t->pqv, t->pqv + 1, (t->pq_n - 1) * sizeof(*t->pqv));
             t->pq_n--;
         }
         pthread_mutex_unlock(&t->mu);
         if (!key)
             break;
-        mc__dt_promote(t, key);
+        mc__dt_promote(t, key, version);
         mc__free(key);
     }
     return NULL;
@@ -524,6 +581,10 @@ typedef struct mc__rd_stream {
     mc_buf_t head; /* the reply frame, until it is sent */
     uint64_t id, len, sent;
     int begun, done;
+    /* the tier's checksum failures: counted before a failed verdict leaves, so that a reader who
+     * has it sees the count (the metrics page) already include it */
+    _Atomic uint64_t *bad;
+    int counted;
 } mc__rd_stream_t;
 
 static int mc__rd_begin(void *ctx, uint64_t len) {
@@ -539,6 +600,10 @@ static int mc__rd_chunk(void *ctx, uint8_t *p, size_t n, int last, int verdict) 
     if (last) {
         mc__dp_encode_read_trailer(p + n, verdict); /* the slack after the chunk */
         out += MC_DP_TRAILER_SIZE;
+        if (verdict == MC_ERR_CHECKSUM_MISMATCH && !c->counted) {
+            atomic_fetch_add(c->bad, 1);
+            c->counted = 1;
+        }
     }
     if (mc__send2(c->fd, c->head.data, c->head.len, p, out, c->deadline) != 0)
         return MC_ERR_TRANSFER_FAIL;
@@ -589,7 +654,10 @@ static void mc__rd_give(mc__disk_tier_t *t, struct mc__bstore_reader *r) {
 }
 
 static int mc__rd_answer(mc__disk_tier_t *t, int fd, uint64_t id, const char *key, uint64_t cap) {
-    mc__rd_stream_t c = {.fd = fd, .deadline = mc__now_ms() + MC__DT_IO_TIMEOUT_MS, .id = id};
+    mc__rd_stream_t c = {.fd = fd,
+                         .deadline = mc__now_ms() + MC__DT_IO_TIMEOUT_MS,
+                         .id = id,
+                         .bad = &t->checksum_failures};
     struct mc__bstore_sink sink = {mc__rd_begin, mc__rd_chunk, &c};
     uint64_t len = 0;
     int sent = 0;
@@ -599,7 +667,8 @@ static int mc__rd_answer(mc__disk_tier_t *t, int fd, uint64_t id, const char *ke
     if (rd)
         mc__rd_give(t, rd);
     if (rc == MC_ERR_CHECKSUM_MISMATCH) {
-        atomic_fetch_add(&t->checksum_failures, 1);
+        if (!c.counted)
+            atomic_fetch_add(&t->checksum_failures, 1);
         MC_WARN("disk tier: a copy failed its checksum and was deleted; dropping it at the master");
         (void)mc__dt_drop(t, key);
     }
@@ -700,14 +769,27 @@ int mc__disk_tier_start(mc_store_t *s, const mc__disk_tier_opts_t *o, mc__disk_t
     char host[MC_MP_MAX_SEGMENT_NAME - 8];
     uint16_t port = 0;
     int rc = MC_ERR_INVALID_PARAMS;
+    int shared = o && o->shared_dir && *o->shared_dir;
     *out = NULL;
-    if (!s || !o || !o->dir || !*o->dir || o->capacity == 0 || !s->master || !s->segment)
+    if (!s || !o || (!shared && (!o->dir || !*o->dir || o->capacity == 0)) || !s->master ||
+        !s->segment)
         return MC_ERR_INVALID_PARAMS;
+    if (shared && strlen(o->shared_dir) > MC_MP_MAX_SEGMENT_NAME)
+        return MC_ERR_INVALID_PARAMS;
+    if (!shared && s->disk_tier && s->disk_tier->fsdir[0]) {
+        /* A node with a disk of its own keeps its objects there: one tier per client (the master
+         * knows a node by its client id), so the store's shared-directory tier goes. */
+        mc__disk_tier_stop(s->disk_tier);
+        s->disk_tier = NULL;
+    }
     t = mc__calloc(1, sizeof(*t));
     if (!t)
         return MC_ERR_INTERNAL_ERROR;
     t->s = s;
     t->capacity = o->capacity;
+    t->no_sync = o->no_sync;
+    if (shared)
+        snprintf(t->fsdir, sizeof(t->fsdir), "%s", o->shared_dir);
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     rc = mc__auth_init(&t->auth, s->cfg.cluster_secret, s->cfg.cluster_secret_file);
@@ -729,6 +811,8 @@ int mc__disk_tier_start(mc_store_t *s, const mc__disk_tier_opts_t *o, mc__disk_t
         MC_ERROR("disk tier: cannot reach the master at %s", s->cfg.master_server_addr);
         goto fail;
     }
+    if (shared)
+        goto workers;
     memset(&bo, 0, sizeof(bo));
     bo.capacity = o->capacity;
     bo.no_sync = o->no_sync;
@@ -772,6 +856,7 @@ int mc__disk_tier_start(mc_store_t *s, const mc__disk_tier_opts_t *o, mc__disk_t
     }
     snprintf(t->endpoint, sizeof(t->endpoint), "%s:%u", host,
              (unsigned)mc__conn_server_port(t->srv));
+workers:
     if (pthread_create(&t->worker, NULL, mc__dt_main, t) != 0) {
         rc = MC_ERR_INTERNAL_ERROR;
         goto fail;
@@ -782,14 +867,57 @@ int mc__disk_tier_start(mc_store_t *s, const mc__disk_tier_opts_t *o, mc__disk_t
         goto fail;
     }
     t->promoter_started = 1;
-    MC_INFO("disk tier: %s (%llu bytes, %llu objects intact) served at %s", o->dir,
-            (unsigned long long)o->capacity, (unsigned long long)mc__bstore_count(t->bs),
-            t->endpoint);
+    if (shared)
+        MC_INFO("shared fs tier: objects of this node's segment are copied to %s", t->fsdir);
+    else
+        MC_INFO("disk tier: %s (%llu bytes, %llu objects intact) served at %s", o->dir,
+                (unsigned long long)o->capacity, (unsigned long long)mc__bstore_count(t->bs),
+                t->endpoint);
     *out = t;
     return 0;
 fail:
     mc__disk_tier_stop(t);
     return rc < 0 ? rc : MC_ERR_INTERNAL_ERROR;
+}
+
+/* STORAGE_CONFIG's reply into a buffer of MC_MP_MAX_SEGMENT_NAME + 1 bytes. */
+static int mc__scfg_reply(void *ctx, const mc_frame_header_t *h, const uint8_t *body, size_t len) {
+    uint8_t eviction = 0;
+    uint64_t quota = 0;
+    return mc__dp_decode_storage_config(h, body, len, ctx, &eviction, &quota);
+}
+
+int mc__store_shared_start(mc_store_t *s, char *why, size_t cap) {
+    char fsdir[MC_MP_MAX_SEGMENT_NAME + 1] = "", bad[512];
+    mc__disk_tier_opts_t o;
+    mc__mp_request_t r;
+    int rc;
+    if (!s->segment || !s->master)
+        return 0; /* nothing of ours to copy: reading the shared files needs no tier */
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_STORAGE_CONFIG;
+    rc = mc__master_client_call(s->master, &r, mc__scfg_reply, fsdir);
+    if (rc == MC_ERR_NOT_IMPLEMENTED || rc == MC_ERR_INVALID_PARAMS)
+        return 0; /* a master from before the shared tier: it has none */
+    if (rc != 0) {
+        snprintf(why, cap, "cannot ask the master for its storage config: %s",
+                 mc_store_strerror(rc));
+        return rc;
+    }
+    if (!fsdir[0])
+        return 0;
+    if (mc__fstore_check(fsdir, bad, sizeof(bad)) != 0) {
+        snprintf(why, cap, "the master's shared directory (--root_fs_dir) is not usable here: %s",
+                 bad);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    memset(&o, 0, sizeof(o));
+    o.shared_dir = fsdir;
+    rc = mc__disk_tier_start(s, &o, &s->disk_tier);
+    if (rc != 0)
+        snprintf(why, cap, "the shared fs tier in %s cannot start: %s", fsdir,
+                 mc_store_strerror(rc));
+    return rc;
 }
 
 int mc__store_disk_start(mc_store_t *s) {
@@ -849,6 +977,8 @@ const char *mc__disk_tier_endpoint(const mc__disk_tier_t *t) {
 
 int mc__disk_tier_metrics(mc__disk_tier_t *t, mc_buf_t *out) {
     char line[256];
+    if (!t->bs)
+        return 0; /* the shared directory's tier: the master counts its copies */
     struct {
         const char *name, *type, *help;
         uint64_t v;

@@ -24,6 +24,9 @@ typedef struct mc__disk_tier_opts {
                           of the store's segment name */
     uint16_t port;     /* the read server's port; 0: ephemeral */
     int no_sync;       /* skip fdatasync (tests on scratch disks only) */
+    /* The shared-filesystem tier instead: the master's root_fs_dir/cluster_id. dir, capacity,
+     * host and port are then unused (no read server: readers open the files themselves). */
+    const char *shared_dir;
 } mc__disk_tier_opts_t;
 
 /* Opens the directory (a rescan: what is torn or fails its checksum is dropped), starts the read
@@ -41,8 +44,13 @@ int mc__disk_tier_metrics(mc__disk_tier_t *t, mc_buf_t *out);
 /* The store's own tier (mc_store_setup with enable_ssd_offload): 0, or INVALID_PARAMS (no
  * path, no segment) or what opening the directory failed with, said in the log. */
 int mc__store_disk_start(mc_store_t *s);
+/* The shared-filesystem tier, when the master has one (STORAGE_CONFIG) and the store a segment:
+ * 0 (also when there is none to start), or the code of a directory this host cannot use or a
+ * master that cannot be asked, with the reason in why (cap bytes). */
+int mc__store_shared_start(mc_store_t *s, char *why, size_t cap);
 
-/* Reader side: reads key's LOCAL_DISK copy d (d->segment_name is the node's endpoint) into
+/* Reader side: reads key's LOCAL_DISK copy d (d->segment_name is the node's endpoint, or
+ * MC_DP_SHARED_PREFIX and the shared directory, whose file is read here) into
  * iov, whose parts hold exactly size bytes. 0 or a negative code (OBJECT_NOT_FOUND when the node
  * no longer holds it, CHECKSUM_MISMATCH when the node found it damaged, TRANSFER_FAIL when the
  * node cannot be reached or breaks off). */

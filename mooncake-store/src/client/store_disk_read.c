@@ -1,6 +1,7 @@
 /* Reading LOCAL_DISK copies from the nodes that own them (disk_proto.h's read server). One
  * request per read on a connection taken from a small idle cache (so a stream of small reads
- * does not pay a connect each); the bytes land straight in the caller's parts. */
+ * does not pay a connect each); the bytes land straight in the caller's parts. A copy in the
+ * shared directory (the master's --root_fs_dir) is read from its file here, by any client. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 
 #include "client/store_disk.h"
 #include "client/store_internal.h"
+#include "disk/file_store.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/auth.h"
 #include "mooncake/common/log.h"
@@ -143,6 +145,21 @@ int mc__store_disk_read(mc_store_t *s, const char *key, const mc__replica_desc_t
     int rc = MC_ERR_TRANSFER_FAIL;
     if (d->size != size)
         return MC_ERR_TRANSFER_FAIL;
+    if (strncmp(d->segment_name, MC_DP_SHARED_PREFIX, strlen(MC_DP_SHARED_PREFIX)) == 0) {
+        struct iovec one[8], *v = iovcnt <= 8 ? one : mc__calloc(iovcnt, sizeof(*v));
+        if (!v)
+            return MC_ERR_INTERNAL_ERROR;
+        for (size_t i = 0; i < iovcnt; i++)
+            v[i] = (struct iovec){iov[i].base, iov[i].len};
+        /* epoch: the copy's version, which the file must hold (0: an adopted copy, any). */
+        rc = mc__fstore_read(d->segment_name + strlen(MC_DP_SHARED_PREFIX), key, v, iovcnt, size,
+                             d->epoch);
+        if (v != one)
+            mc__free(v);
+        if (rc == 0)
+            atomic_fetch_add(&s->disk_reads, 1);
+        return rc;
+    }
     /* A cached connection may have been closed by the node meanwhile: one fresh try after. */
     for (int attempt = 0; attempt < 2; attempt++) {
         int broken = 1;

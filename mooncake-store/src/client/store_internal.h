@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "client/put_session.h"
+#include "client/put_slots.h"
 #include "client/replica_cache.h"
 #include "client/staging.h"
 #include "mooncake/common/gate.h"
@@ -28,6 +29,8 @@ typedef struct mc__extra_seg {
 
 struct mc_store {
     pthread_mutex_t mu; /* state transitions */
+    /* Why the last setup failed, in words (mc_store_setup_error); written by store.c's setup. */
+    char setup_error[256];
     _Atomic int state;
     /* Calls are inside it while they run (store_gate.c); close shuts it and waits for them, so it
      * never pulls the master connection or the segment away from a call in flight. Its owner is
@@ -72,6 +75,7 @@ struct mc_store {
     struct mc__suspects *suspects;
 
     mc__put_sessions_t sessions; /* put sessions between start and end (put_session.c) */
+    mc__put_slots_t slots;       /* placements reserved ahead for small puts (put_slots.c) */
 
     pthread_mutex_t extras_mu; /* extra segments (store_segments.c); never held around an RPC */
     mc__extra_seg_t *extras;

@@ -88,6 +88,46 @@ static void mc__store_report_unreachable(mc_store_t *s, const mc__key_replicas_t
         MC_DEBUG("store: reporting %zu unreachable segments to the master failed", n);
 }
 
+/* The put through a reserved slot (put_slots.h): the bytes into the slot, then one commit.
+ * Returns 1 when the put should take the start / write / end path instead (no slot, its bytes
+ * did not land, or the master lost the slot: nothing of it is visible), else the put's code. */
+static int mc__put_by_slot(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
+                           size_t nparts, uint64_t total, const mc__replicate_config_t *wc) {
+    mc__put_slot_t slot;
+    uint8_t failed[MC_MP_MAX_REPLICA_NUM] = {0};
+    uint64_t back = 0;
+    int32_t code = 0;
+    int rc;
+    if (mc__put_slot_take(s, total, wc, &slot) != 0)
+        return 1;
+    /* the same stops as the start path's: a writer between its placement and its bytes ... */
+    mc__failpoint("store_put_after_start");
+    rc = mc__store_move_each(s, MC_OPCODE_WRITE, parts, nparts, slot.kr.replicas,
+                             slot.kr.n_replicas, failed);
+    if (rc != 0) {
+        /* Give the slot back, tell the master what we could not reach, and place the put the
+         * old way, which retries and avoids those segments. */
+        (void)mc__put_slots_commit(s, 1, &key, &back, &slot.kr.version, &code);
+        mc__store_report_unreachable(s, &slot.kr, failed);
+        /* The pools may hold more slots on that segment; each would fail the same way (after
+         * a transfer timeout, for a silent node). */
+        mc__put_slots_release(s, 1);
+        return 1;
+    }
+    /* ... and between its bytes and its end */
+    mc__failpoint("store_put_before_end");
+    rc = mc__put_slots_commit(s, 1, &key, &total, &slot.kr.version, &code);
+    if (rc != 0) {
+        MC_WARN("store: put commit of %s failed: %s", key, mc_store_strerror(rc));
+        return rc;
+    }
+    if (code == MC_ERR_OBJECT_ALREADY_EXISTS) {
+        mc__put_slot_keep(s, &slot); /* the first value stays; the slot is still ours */
+        return 0;
+    }
+    return code == MC_ERR_OBJECT_NOT_FOUND ? 1 : code;
+}
+
 static int mc__put_parts_impl(mc_store_t *s, int upsert, const char *key,
                               const mc_store_iov_t *parts, size_t nparts,
                               const mc_replicate_config_t *rc_cfg) {
@@ -102,9 +142,13 @@ static int mc__put_parts_impl(mc_store_t *s, int upsert, const char *key,
         (rc = mc__check_parts(s, parts, nparts, &total)) != 0 ||
         (rc = mc__store_wire_config(rc_cfg, &wc)) != 0)
         return rc;
+    if (!upsert && (rc = mc__put_by_slot(s, key, parts, nparts, total, &wc)) != 1)
+        goto out;
     kr = mc__calloc(1, sizeof(*kr));
-    if (!kr)
-        return MC_ERR_INTERNAL_ERROR;
+    if (!kr) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
     began = mc__now_ms();
     for (int attempt = 1;; attempt++) {
         uint8_t failed[MC_MP_MAX_REPLICA_NUM] = {0};
@@ -203,6 +247,79 @@ out:
     return rc;
 }
 
+/* The batch's puts through reserved slots: their bytes in as few engine batches as possible,
+ * then one commit for all of them (with the give-backs of slots whose bytes did not land).
+ * Sets results[] of the puts it finished and leaves in keys / lens / idx (m of them on return)
+ * the puts that take the start path: no slot, bytes that did not land, a slot the master lost. */
+static size_t mc__batch_put_by_slots(mc_store_t *s, const mc_store_item_t *items,
+                                     mc__put_batch_t *b, size_t m, int *results) {
+    mc__put_slot_t *sl = mc__malloc(m * sizeof(*sl)); /* filled where has[] says */
+    uint8_t *has = mc__calloc(m, 1);
+    size_t *sidx = mc__calloc(m, sizeof(*sidx)), *owner = mc__calloc(m, sizeof(*owner));
+    uint64_t *clen = mc__calloc(m, sizeof(*clen)), *ver = mc__calloc(m, sizeof(*ver));
+    const char **ckeys = mc__calloc(m, sizeof(*ckeys));
+    int32_t *codes = mc__calloc(m, sizeof(*codes));
+    int *wres = mc__calloc(m, sizeof(*wres));
+    size_t ns = 0, left = 0;
+    int rc;
+    if (!sl || !has || !sidx || !owner || !clen || !ver || !ckeys || !codes || !wres)
+        goto out; /* every put takes the start path */
+    mc__put_slots_take_many(s, m, b->lens, &b->wc, sl, has);
+    for (size_t j = 0; j < m; j++)
+        if (has[j]) {
+            mc__kr_copy(&b->kr[ns], &sl[j].kr);
+            ver[ns] = sl[j].kr.version;
+            sidx[ns] = b->idx[j];
+            owner[ns++] = j;
+        }
+    if (ns == 0)
+        goto out;
+    mc__failpoint("store_put_after_start");
+    mc__store_batch_write(s, items, sidx, ns, b->kr, wres);
+    for (size_t k = 0; k < ns; k++) {
+        ckeys[k] = b->keys[owner[k]];
+        /* 0: given back; the start path places it again, and reports the segments it cannot
+         * reach when that fails too */
+        clen[k] = wres[k] == 0 ? b->lens[owner[k]] : 0;
+    }
+    mc__failpoint("store_put_before_end");
+    rc = mc__put_slots_commit(s, ns, ckeys, clen, ver, codes);
+    for (size_t k = 0; k < ns; k++)
+        if (wres[k] != 0) { /* see mc__put_by_slot */
+            mc__put_slots_release(s, 1);
+            break;
+        }
+    for (size_t k = 0; k < ns; k++) {
+        size_t j = owner[k];
+        if (wres[k] != 0 || (rc == 0 && codes[k] == MC_ERR_OBJECT_NOT_FOUND)) {
+            has[j] = 0; /* the start path places it again */
+            continue;
+        }
+        if (rc == 0 && codes[k] == MC_ERR_OBJECT_ALREADY_EXISTS)
+            mc__put_slot_keep(s, &sl[j]); /* the first value stays; the slot is still ours */
+        results[sidx[k]] = rc != 0 ? rc : codes[k] == MC_ERR_OBJECT_ALREADY_EXISTS ? 0 : codes[k];
+    }
+out:
+    /* What is left takes the start path: compact the batch's arrays to it. */
+    for (size_t j = 0; j < m; j++) {
+        if (has && has[j])
+            continue;
+        b->keys[left] = b->keys[j];
+        b->lens[left] = b->lens[j];
+        b->idx[left++] = b->idx[j];
+    }
+    mc__free(wres);
+    mc__free(codes);
+    mc__free(ckeys);
+    mc__free(ver);
+    mc__free(clen);
+    mc__free(owner);
+    mc__free(sidx);
+    mc__free(has);
+    mc__free(sl);
+    return left;
+}
+
 static int mc__batch_put_impl(mc_store_t *s, int upsert, const mc_store_item_t *items, size_t n,
                               const mc_replicate_config_t *rc_cfg, int *results) {
     mc__put_batch_t b;
@@ -226,6 +343,12 @@ static int mc__batch_put_impl(mc_store_t *s, int upsert, const mc_store_item_t *
             continue;
         keys[m] = items[i].key;
         idx[m++] = i;
+    }
+    if (!upsert && m > 0) {
+        /* our own writes, whichever path they take: see mc__put_parts_impl */
+        for (size_t j = 0; j < m; j++)
+            mc__replica_cache_drop(s->rcache, keys[j]);
+        m = mc__batch_put_by_slots(s, items, &b, m, results);
     }
     if (m > 0) {
         rc = mc__master_client_batch_start(s->master, upsert, m, keys, lens, &b.wc, kr);

@@ -78,6 +78,9 @@ struct mc__bstore_reader;
 int mc__bstore_reader_open(struct mc__bstore_reader **out);
 void mc__bstore_reader_close(struct mc__bstore_reader *r);
 const char *mc__bstore_reader_mode(const struct mc__bstore_reader *r); /* "io_uring", ... */
+/* Records r streamed out of its read-ahead (records of one chunk read back to back from one
+ * bucket, O_DIRECT, io_uring: the next one is read while the last one's answer travels). */
+uint64_t mc__bstore_reader_ahead_used(const struct mc__bstore_reader *r);
 
 /* A streamed get reads a value in pieces of this many bytes of the file (4 in flight). */
 #define MC_BSTORE_STREAM_CHUNK (256u << 10)

@@ -67,7 +67,7 @@ static cJSON *mc__descriptors(mc__master_t *m, const mc__key_view_t *v) {
     return arr;
 }
 
-static void mc__send_json(mc_http_response_t *resp, int status, cJSON *j) {
+void mc__admin_send_json(mc_http_response_t *resp, int status, cJSON *j) {
     char *text = j ? cJSON_PrintUnformatted(j) : NULL;
     if (!text)
         mc__http_respond(resp, 500, MC__TEXT, "out of memory\n", 14);
@@ -77,13 +77,25 @@ static void mc__send_json(mc_http_response_t *resp, int status, cJSON *j) {
     cJSON_Delete(j);
 }
 
-static void mc__send_error(mc_http_response_t *resp, int code, const char *msg) {
+void mc__admin_send_error(mc_http_response_t *resp, int status, int code, const char *msg) {
     cJSON *j = cJSON_CreateObject();
-    int status = code == MC_ERR_INVALID_PARAMS ? 400 : 404;
+    if (status == 0) /* the reference's map from codes to statuses */
+        status = code == MC_ERR_INVALID_PARAMS ? 400
+                 : code == MC_ERR_JOB_NOT_FOUND || code == MC_ERR_SEGMENT_NOT_FOUND ||
+                         code == MC_ERR_OBJECT_NOT_FOUND
+                     ? 404
+                 : code == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ||
+                         code == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS
+                     ? 409
+                     : 500;
     cJSON_AddBoolToObject(j, "success", 0);
     cJSON_AddNumberToObject(j, "error_code", code);
     cJSON_AddStringToObject(j, "error_message", msg ? msg : mc_store_err_name(code));
-    mc__send_json(resp, status, j);
+    mc__admin_send_json(resp, status, j);
+}
+
+static void mc__send_error(mc_http_response_t *resp, int code, const char *msg) {
+    mc__admin_send_error(resp, code == MC_ERR_INVALID_PARAMS ? 400 : 404, code, msg);
 }
 
 static void mc__query_key(mc__master_t *m, const mc_http_request_t *req, mc_http_response_t *resp,
@@ -103,7 +115,7 @@ static void mc__query_key(mc__master_t *m, const mc_http_request_t *req, mc_http
     j = cJSON_CreateObject();
     cJSON_AddBoolToObject(j, "success", 1);
     cJSON_AddItemToObject(j, "data", mc__descriptors(m, &v));
-    mc__send_json(resp, 200, j);
+    mc__admin_send_json(resp, 200, j);
 }
 
 /* keys=a,b,c: every item answers ok with its replicas or an error name; an empty item is a key
@@ -117,7 +129,7 @@ static void mc__batch_query_keys(mc__master_t *m, const mc_http_request_t *req,
         cJSON *e = cJSON_CreateObject();
         cJSON_AddBoolToObject(e, "success", 0);
         cJSON_AddStringToObject(e, "error", "No keys provided. Use ?keys=key1,key2,...");
-        mc__send_json(resp, 400, e);
+        mc__admin_send_json(resp, 400, e);
         return;
     }
     name = mc__malloc(4 * MC_HTTP_MAX_QUERY + 1);
@@ -151,7 +163,7 @@ static void mc__batch_query_keys(mc__master_t *m, const mc_http_request_t *req,
         p = comma + 1;
     }
     mc__free(name);
-    mc__send_json(resp, 200, all);
+    mc__admin_send_json(resp, 200, all);
 }
 
 static int mc__key_line_visit(mc__master_t *m, mc__object_t *o, void *arg) {
@@ -225,6 +237,77 @@ static void mc__query_segment(mc__master_t *m, const mc_http_request_t *req,
     mc__http_respond(resp, b->failed ? 500 : 200, MC__TEXT, b->data, b->len);
 }
 
+/* Every segment with its allocator's numbers, the reference's /get_segments_detail. */
+static void mc__segments_detail(mc__master_t *m, mc_http_response_t *resp) {
+    cJSON *j = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(j, "segments");
+    int n = 0;
+    pthread_rwlock_rdlock(&m->registry);
+    for (uint32_t i = 0; i < m->n_slots; i++) {
+        mc__segment_t *s = m->slots[i];
+        char text[4 * MC_MP_MAX_SEGMENT_NAME + 1], buf[64];
+        uint64_t used, total;
+        int st;
+        cJSON *d;
+        if (!s)
+            continue;
+        st = s->dying                 ? MC__SEG_UNMOUNTING
+             : atomic_load(&s->drain) ? atomic_load(&s->drain)
+                                      : MC__SEG_OK;
+        d = cJSON_CreateObject();
+        mc__key_text((const uint8_t *)s->name, s->name_len, text, 0);
+        cJSON_AddStringToObject(d, "segment_name", text);
+        /* our segments are named by their log serial: shown in the reference's UUID form */
+        snprintf(buf, sizeof(buf), "00000000-0000-0000-0000-%012llx",
+                 (unsigned long long)(s->serial & 0xffffffffffffull));
+        cJSON_AddStringToObject(d, "segment_id", buf);
+        /* A client id is what authorizes unmounting a segment: only a digest of it is shown,
+         * which tells clients apart without handing anyone their id. */
+        snprintf(buf, sizeof(buf), "00000000-0000-0000-0000-0000%08x",
+                 (unsigned)mc__key_hash(s->owner, MC_MP_CLIENT_ID_LEN));
+        cJSON_AddStringToObject(d, "client_id", buf);
+        snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)s->base);
+        cJSON_AddStringToObject(d, "base_address", buf);
+        cJSON_AddNumberToObject(d, "size_bytes", (double)s->size);
+        snprintf(buf, sizeof(buf), "%g GiB", (double)s->size / 1024.0 / 1024.0 / 1024.0);
+        cJSON_AddStringToObject(d, "size_human", buf);
+        cJSON_AddStringToObject(d, "te_endpoint", text); /* a segment is named by its engine */
+        cJSON_AddStringToObject(d, "protocol", "");      /* mounts do not say it here */
+        cJSON_AddStringToObject(d, "status",
+                                st == MC__SEG_OK         ? "OK"
+                                : st == MC__SEG_DRAINING ? "DRAINING"
+                                : st == MC__SEG_DRAINED  ? "DRAINED"
+                                                         : "UNMOUNTING");
+        pthread_mutex_lock(&s->mu);
+        used = s->alloc.used_bytes;
+        total = s->alloc.total_bytes;
+        pthread_mutex_unlock(&s->mu);
+        cJSON_AddNumberToObject(d, "allocator_used_bytes", (double)used);
+        cJSON_AddNumberToObject(d, "allocator_capacity_bytes", (double)total);
+        cJSON_AddNumberToObject(d, "allocator_usage_percent",
+                                total ? (double)used / (double)total * 100.0 : 0.0);
+        cJSON_AddItemToArray(arr, d);
+        n++;
+    }
+    pthread_rwlock_unlock(&m->registry);
+    cJSON_AddNumberToObject(j, "total_segments", n);
+    mc__admin_send_json(resp, 200, j);
+}
+
+/* The leader as the master view names it: this master, when it leads under HA; a master without
+ * HA observes no leader view (the reference's answer: present false). */
+static void mc__leader_fields(mc__master_t *m, cJSON *j, int present_field) {
+    int ha = m->cfg.enable_ha && m->cfg.ha_term > 0;
+    char addr[320];
+    if (present_field)
+        cJSON_AddBoolToObject(j, "present", ha);
+    if (!ha)
+        return;
+    snprintf(addr, sizeof(addr), "%s:%lld", m->cfg.rpc_address,
+             (long long)m->cfg.port); /* HA: a fixed port */
+    cJSON_AddStringToObject(j, "leader_address", addr);
+    cJSON_AddNumberToObject(j, "view_version", (double)m->cfg.ha_term);
+}
+
 int mc__admin_compat(mc__master_t *m, const mc_http_request_t *req, mc_http_response_t *resp,
                      char *arg, size_t cap, mc_buf_t *b) {
     const char *path = req->path;
@@ -238,7 +321,20 @@ int mc__admin_compat(mc__master_t *m, const mc_http_request_t *req, mc_http_resp
         cJSON_AddBoolToObject(j, "service_ready", 1);
         cJSON_AddBoolToObject(j, "recovering", mc__master_recovering(m));
         cJSON_AddNumberToObject(j, "segments_awaiting_owner", (double)atomic_load(&m->n_awaiting));
-        mc__send_json(resp, 200, j);
+        mc__leader_fields(m, j, 0);
+        mc__admin_send_json(resp, 200, j);
+    } else if (!strcmp(path, "/leader")) {
+        cJSON *j = cJSON_CreateObject();
+        mc__leader_fields(m, j, 1);
+        mc__admin_send_json(resp, 200, j);
+    } else if (!strcmp(path, "/kv_events/status")) {
+        /* the reference's fields (enabled false and zeros when the publisher is off), then ours */
+        mc__buf_reset(b);
+        mc__kv_events_status_json(m, b);
+        mc__http_respond(resp, b->failed ? 500 : 200, "application/json; charset=utf-8", b->data,
+                         b->len);
+    } else if (!strcmp(path, "/get_segments_detail")) {
+        mc__segments_detail(m, resp);
     } else if (!strcmp(path, "/role")) {
         mc__http_respond(resp, 200, MC__TEXT, "leader", 6);
     } else if (!strcmp(path, "/ha_status")) {

@@ -1,6 +1,6 @@
-/* Admin HTTP endpoints on --metrics_port: the dispatcher, /metrics (metrics.c), the endpoints in
- * the reference's shapes (admin_compat.c), and our read-only JSON views of keys and segments
- * under /json/ (here). */
+/* Admin HTTP endpoints on --metrics_port: the dispatcher, /metrics (metrics.c), the /api/v1/
+ * routes (admin_api.c), the endpoints in the reference's shapes (admin_compat.c), and our
+ * read-only JSON views of keys and segments under /json/ (here). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
@@ -146,6 +146,8 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
         mc__http_respond(resp, 503, "text/plain", "out of memory\n", 14);
         goto out;
     }
+    if (mc__admin_api(m, req, resp, arg, arg_cap)) /* the /api/v1/ routes check their methods */
+        goto out;
     if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
         mc__http_respond(resp, 405, "text/plain", bad_method, sizeof(bad_method) - 1);
         goto out;
@@ -195,9 +197,13 @@ static void mc__admin_handle(void *ctx, const mc_http_request_t *req, mc_http_re
         mc__respond_json(resp, cJSON_GetArraySize(arr) ? 200 : 404, arr);
     } else {
         static const char nf[] =
-            "not found; try /metrics, /metrics/summary, /health, /role, /ha_status, "
-            "/query_key?key=, /batch_query_keys?keys=, /get_all_keys, /get_all_segments, "
-            "/query_segment?segment=, and the JSON views /json/query_key?key=, "
+            "not found; try /metrics, /metrics/summary, /health, /role, /ha_status, /leader, "
+            "/kv_events/status, /query_key?key=, /batch_query_keys?keys=, /get_all_keys, "
+            "/get_all_segments, /get_segments_detail, /query_segment?segment=, "
+            "/api/v1/segments/status?segment=, /api/v1/drain_jobs (POST), "
+            "/api/v1/drain_jobs/query?job_id=, /api/v1/drain_jobs/cancel?job_id= (POST), "
+            "/api/v1/tenant_quotas, /api/v1/remove_all (POST), and the JSON views "
+            "/json/query_key?key=, "
             "/json/batch_query_keys?keys=, /json/get_all_keys, /json/get_all_segments, "
             "/json/query_segment?segment=\n";
         mc__http_respond(resp, 404, "text/plain", nf, sizeof(nf) - 1);
@@ -211,5 +217,6 @@ int mc__admin_http_start(mc__master_t *m, uint16_t port) {
     /* a private address keeps /metrics and the key listings off the public network */
     const char *host = m->cfg.metrics_address && *m->cfg.metrics_address ? m->cfg.metrics_address
                                                                          : m->cfg.rpc_address;
-    return mc__http_server_start(host, port, 0, mc__admin_handle, m, &m->admin);
+    /* bodies: the JSON of a drain job or a tenant quota, never near this */
+    return mc__http_server_start(host, port, 1u << 20, mc__admin_handle, m, &m->admin);
 }

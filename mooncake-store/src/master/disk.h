@@ -21,12 +21,26 @@
  * in this process *adopts* every copy as a disk-only object (objects survive such a restart,
  * removals racing it are not guaranteed); from then on that disk is held to its records.
  *
+ * The shared-filesystem tier (the master's --root_fs_dir, the reference's DISK replicas) is one
+ * more disk that belongs to no node: the files under root_fs_dir/cluster_id. A node whose tier is
+ * that directory (every store client with a segment, when the master has one, unless the node
+ * has a disk of its own) announces with SHARED; its offloads are recorded as copies of the
+ * shared disk, which readers open themselves, so they stay served whatever happens to the node
+ * that wrote them (and a restarted master restores them from its log attached). Its deletes and
+ * promotions go to any connected shared node. Without a log, a master adopts the files of the
+ * shared directory at the first announce of it in its process, as for a node's disk.
+ *
  * Locking: one mutex (leaf after shard and registry: taken under a shard lock, never around
  * one; the log's lock is taken under it). */
 #ifndef MC_STORE_MASTER_DISK_H
 #define MC_STORE_MASTER_DISK_H
 #include "master/master_internal.h"
 
+/* Checks root_fs_dir (which must exist: a missing mount point is not silently replaced by a
+ * local directory) and creates its cluster_id subdirectory: 0, or INVALID_PARAMS with a
+ * one-line reason in err. */
+int mc__disk_root_check(const char *root_fs_dir, const char *cluster_id, char *err, size_t cap);
+/* Fails (INVALID_PARAMS, said in the log) when the config's root_fs_dir does not check. */
 int mc__disk_init(mc__master_t *m);
 void mc__disk_destroy(mc__master_t *m);
 
@@ -44,6 +58,9 @@ int mc__disk_find(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t ha
 /* With the shard of key locked: forgets key's disk copy, attached or detached (a connected node
  * is told to delete it; a detached one learns when it announces). 1 when there was one. */
 int mc__disk_forget(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t hash);
+/* Whether objects go to disk at all: the reference's --enable_offload for node disks, and every
+ * object when there is a shared directory (the reference gives each put a DISK replica). */
+int mc__disk_offloading(const mc__master_t *m);
 /* With o's shard locked, as o's put (or upsert, or promotion) is published: an older disk copy
  * of the key goes (unless o is a promotion of it), and with enable_offload (and not
  * offload_on_evict) o is queued for offload when a replica lies on a node with a disk. */
@@ -69,6 +86,8 @@ void mc__disk_client_gone(mc__master_t *m, const uint8_t *id);
 int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes);
 int mc__disk_done(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes);
 int mc__disk_fetch(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out);
+/* STORAGE_CONFIG: the shared directory, for a client to start its tier in. */
+int mc__disk_storage_config(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out);
 
 /* The log's part (restore.c): a replayed record, into the view as a detached copy (0, or
  * MC_ERR_MEMORY) / removing one. The dump writes every copy, attached or not, as records. */

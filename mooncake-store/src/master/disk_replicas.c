@@ -1,8 +1,11 @@
 /* The master's view of the disk tier (see disk.h). */
+#include <errno.h>
 #include <regex.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "disk/file_store.h"
 #include "master/disk.h"
 #include "master/persist.h"
 #include "mooncake/common/alloc.h"
@@ -20,6 +23,10 @@
 #define MC__DISK_QUEUE_LIMIT 50000u
 /* The node of a detached copy (its disk is not connected; see disk.h). */
 #define MC__DNODE_NONE UINT32_MAX
+/* The node of a copy in the shared directory: none (every reader opens it itself). */
+#define MC__DNODE_SHARED (UINT32_MAX - 1u)
+/* The disk id the log records shared copies under ("SHAREDFS"). */
+#define MC__DISK_ID_SHARED 0x5346444552414853ull
 
 typedef struct mc__dentry {
     struct mc__dentry *next;
@@ -50,6 +57,7 @@ typedef struct mc__dnode {
     uint64_t capacity;
     uint64_t disk_id; /* the directory's identity, across the node's restarts */
     int adopt;        /* this announce may take copies the master has no record of (disk.h) */
+    int shared;       /* its tier is the shared directory (announced with SHARED) */
     mc__djob_t *q;    /* FIFO: q[head..n) */
     size_t head, n, cap;
     mc__djob_t *fly; /* offloads fetched, not yet reported */
@@ -71,7 +79,48 @@ struct mc__disk {
     uint64_t *seen;                    /* disk ids announced to this process (adoption, disk.h) */
     size_t n_seen, cap_seen;
     uint64_t offloads, offload_failures, disk_hits, promotions, deletes;
+    /* The shared-filesystem tier: root_fs_dir/cluster_id ("" without one), and the endpoint
+     * replica lists name its copies by (MC_DP_SHARED_PREFIX and the directory). */
+    char fsdir[MC_MP_MAX_SEGMENT_NAME + 1];
+    char shared_ep[MC_MP_MAX_SEGMENT_NAME + 1];
+    uint32_t shared_ep_len;
+    uint32_t shared_rr; /* the last shared node given work: deletes and promotions take turns */
 };
+
+int mc__disk_root_check(const char *root_fs_dir, const char *cluster_id, char *err, size_t cap) {
+    char fsdir[MC_MP_MAX_SEGMENT_NAME + 1];
+    struct stat st;
+    if (!root_fs_dir || !*root_fs_dir)
+        return 0;
+    if (!cluster_id || !*cluster_id || strchr(cluster_id, '/') || !strcmp(cluster_id, ".") ||
+        !strcmp(cluster_id, "..")) {
+        snprintf(err, cap, "--root_fs_dir needs a --cluster_id that names one directory");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (stat(root_fs_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, cap,
+                 "--root_fs_dir=%s: %s (it must be an existing directory every node "
+                 "mounts: the shared filesystem)",
+                 root_fs_dir, stat(root_fs_dir, &st) != 0 ? strerror(errno) : "not a directory");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    /* Replica lists name the directory with its prefix in a segment name of 255 bytes. */
+    if (strlen(MC_DP_SHARED_PREFIX) + strlen(root_fs_dir) + 1 + strlen(cluster_id) >
+        MC_MP_MAX_SEGMENT_NAME) {
+        snprintf(err, cap, "--root_fs_dir: %s/%s is longer than %u bytes", root_fs_dir, cluster_id,
+                 MC_MP_MAX_SEGMENT_NAME - (unsigned)strlen(MC_DP_SHARED_PREFIX));
+        return MC_ERR_INVALID_PARAMS;
+    }
+    snprintf(fsdir, sizeof(fsdir), "%s/%s", root_fs_dir, cluster_id);
+    {
+        char why[320];
+        if (mc__fstore_check(fsdir, why, sizeof(why)) != 0) {
+            snprintf(err, cap, "--root_fs_dir: %s", why);
+            return MC_ERR_INVALID_PARAMS;
+        }
+    }
+    return 0;
+}
 
 int mc__disk_init(mc__master_t *m) {
     struct mc__disk *d = mc__calloc(1, sizeof(*d));
@@ -83,6 +132,18 @@ int mc__disk_init(mc__master_t *m) {
         return MC_ERR_MEMORY;
     }
     d->mask = 1023;
+    if (m->cfg.root_fs_dir && *m->cfg.root_fs_dir) {
+        char err[512];
+        if (mc__disk_root_check(m->cfg.root_fs_dir, m->cfg.cluster_id, err, sizeof(err)) != 0) {
+            MC_ERROR("%s", err);
+            mc__free(d->buckets);
+            mc__free(d);
+            return MC_ERR_INVALID_PARAMS;
+        }
+        snprintf(d->fsdir, sizeof(d->fsdir), "%s/%s", m->cfg.root_fs_dir, m->cfg.cluster_id);
+        d->shared_ep_len = (uint32_t)snprintf(d->shared_ep, sizeof(d->shared_ep), "%s%s",
+                                              MC_DP_SHARED_PREFIX, d->fsdir);
+    }
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     m->disk = d;
@@ -190,10 +251,14 @@ static mc__dentry_t *mc__dinsert_raw(struct mc__disk *d, const uint8_t *key, uin
 static mc__dentry_t *mc__dinsert(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t hash,
                                  uint32_t node, uint64_t size, uint64_t version) {
     struct mc__disk *d = m->disk;
+    int shared = d->nodes[node].shared;
     mc__dentry_t *e =
-        mc__dinsert_raw(d, key, len, hash, node, d->nodes[node].disk_id, size, version);
-    if (e)
+        mc__dinsert_raw(d, key, len, hash, shared ? MC__DNODE_SHARED : node,
+                        shared ? MC__DISK_ID_SHARED : d->nodes[node].disk_id, size, version);
+    if (e) {
         mc__persist_disk_set(m, key, len, version, size, e->disk_id);
+        mc__kv_event(m, MC__KV_STORED, key, len, "disk");
+    }
     return e;
 }
 
@@ -229,6 +294,7 @@ static void mc__dunlink_raw(struct mc__disk *d, mc__dentry_t **pp) {
 /* Forgets a copy for good: the log says no disk holds key any more. */
 static void mc__dunlink(mc__master_t *m, mc__dentry_t **pp) {
     mc__persist_disk_del(m, (*pp)->key, (*pp)->key_len);
+    mc__kv_event(m, MC__KV_REMOVED, (*pp)->key, (*pp)->key_len, "disk");
     mc__dunlink_raw(m->disk, pp);
 }
 
@@ -265,6 +331,26 @@ static int mc__dseen(struct mc__disk *d, uint64_t disk_id) {
     }
     d->seen[d->n_seen++] = disk_id;
     return 0;
+}
+
+/* What a node's copies are recorded under: the node, or the shared directory. */
+static uint32_t mc__dslot(const struct mc__disk *d, uint32_t node) {
+    return d->nodes[node].shared ? MC__DNODE_SHARED : node;
+}
+
+/* The node that does the work (delete, promote) of a copy recorded under slot: the node itself,
+ * or, for a shared copy, the connected shared nodes in turn; -1 when there is none. */
+static int mc__dworker(struct mc__disk *d, uint32_t slot) {
+    if (slot != MC__DNODE_SHARED)
+        return slot == MC__DNODE_NONE ? -1 : (int)slot;
+    for (uint32_t k = 1; k <= d->n_nodes; k++) {
+        uint32_t i = (d->shared_rr + k) % d->n_nodes;
+        if (d->nodes[i].used && d->nodes[i].shared) {
+            d->shared_rr = i;
+            return (int)i;
+        }
+    }
+    return -1;
 }
 
 static int mc__dnode_of(struct mc__disk *d, const uint8_t *id) {
@@ -335,8 +421,9 @@ static int mc__dpush(struct mc__disk *d, uint32_t node, uint8_t kind, const uint
 static void mc__dforget_link(mc__master_t *m, mc__dentry_t **pp) {
     struct mc__disk *d = m->disk;
     mc__dentry_t *e = *pp;
-    if (e->node != MC__DNODE_NONE && mc__dpush(d, e->node, MC_DP_JOB_DELETE, e->key, e->key_len,
-                                               e->size, e->version, NULL, 0, 0) == 0)
+    int w = mc__dworker(d, e->node);
+    if (w >= 0 && mc__dpush(d, (uint32_t)w, MC_DP_JOB_DELETE, e->key, e->key_len, e->size,
+                            e->version, NULL, 0, 0) == 0)
         d->deletes++;
     mc__dunlink(m, pp);
 }
@@ -362,6 +449,9 @@ static int mc__promote_fits(mc__master_t *m, uint64_t extra) {
  * counted); else e stays a candidate. With d->mu held (and e's shard: e is not in memory). */
 static void mc__dpromote(mc__master_t *m, mc__dentry_t *e, uint64_t now, int retry) {
     struct mc__disk *d = m->disk;
+    int w = mc__dworker(d, e->node);
+    if (w < 0)
+        return; /* no node to promote a shared copy now: a later read tries again */
     if (!mc__promote_fits(m, retry ? e->size : 0)) {
         if (!e->candidate) {
             e->candidate = 1;
@@ -369,8 +459,8 @@ static void mc__dpromote(mc__master_t *m, mc__dentry_t *e, uint64_t now, int ret
         }
         return;
     }
-    if (mc__dpush(d, e->node, MC_DP_JOB_PROMOTE, e->key, e->key_len, e->size, e->version, NULL, 0,
-                  0) != 0)
+    if (mc__dpush(d, (uint32_t)w, MC_DP_JOB_PROMOTE, e->key, e->key_len, e->size, e->version, NULL,
+                  0, 0) != 0)
         return; /* the node's queue is full: a later read tries again */
     mc__dcandidate_end(d, e);
     e->promoting = 1;
@@ -389,10 +479,15 @@ int mc__disk_find(mc__master_t *m, const uint8_t *key, uint32_t len, uint32_t ha
     if (e && e->node == MC__DNODE_NONE)
         e = NULL; /* its disk is not connected: nothing to read it from */
     if (e) {
-        mc__dnode_t *n = &d->nodes[e->node];
-        if (hit) {
+        if (hit && e->node == MC__DNODE_SHARED) {
+            memcpy(hit->endpoint, d->shared_ep, d->shared_ep_len + 1);
+            hit->endpoint_len = d->shared_ep_len;
+        } else if (hit) {
+            mc__dnode_t *n = &d->nodes[e->node];
             memcpy(hit->endpoint, n->endpoint, n->endpoint_len + 1);
             hit->endpoint_len = n->endpoint_len;
+        }
+        if (hit) {
             hit->size = e->size;
             hit->version = e->version;
         }
@@ -477,6 +572,10 @@ static int mc__queue_offload(mc__master_t *m, mc__object_t *o) {
     return 0;
 }
 
+int mc__disk_offloading(const mc__master_t *m) {
+    return m->disk && (m->cfg.enable_offload || m->disk->fsdir[0]);
+}
+
 void mc__disk_on_complete(mc__master_t *m, mc__object_t *o) {
     struct mc__disk *d = m->disk;
     if (!d)
@@ -492,12 +591,12 @@ void mc__disk_on_complete(mc__master_t *m, mc__object_t *o) {
         }
         pthread_mutex_unlock(&d->mu);
     }
-    if (m->cfg.enable_offload && !m->cfg.offload_on_evict && !(o->flags & MC__OBJ_PROMOTED))
+    if (mc__disk_offloading(m) && !m->cfg.offload_on_evict && !(o->flags & MC__OBJ_PROMOTED))
         mc__queue_offload(m, o);
 }
 
 int mc__disk_evict_offload(mc__master_t *m, mc__object_t *o) {
-    if (!m->disk || !m->cfg.enable_offload || !m->cfg.offload_on_evict ||
+    if (!m->disk || !mc__disk_offloading(m) || !m->cfg.offload_on_evict ||
         (o->flags & MC__OBJ_PROMOTED) || mc__disk_find(m, o->data, o->key_len, o->hash, 0, 1, NULL))
         return 0;
     return mc__queue_offload(m, o);
@@ -692,14 +791,18 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
     struct mc__disk *d = m->disk;
     mc__dkeys_t keys = {NULL, 0, 0};
     int drop = (r->mount_flags & MC_DP_ANNOUNCE_DROP) != 0;
+    int shared = (r->mount_flags & MC_DP_ANNOUNCE_SHARED) != 0;
     int node;
+    uint32_t slot;
     if (!d)
         return MC_ERR_INTERNAL_ERROR;
-    if (!drop && r->segment_name.len == 0)
+    if (shared && !d->fsdir[0])
+        return MC_ERR_INVALID_PARAMS; /* this master has no shared directory (--root_fs_dir) */
+    if (!drop && !shared && r->segment_name.len == 0)
         return MC_ERR_INVALID_PARAMS; /* readers could not reach the copies */
     pthread_mutex_lock(&d->mu);
     node = mc__dnode_of(d, r->client_id);
-    if (!drop && r->base != 0) {
+    if (!drop && !shared && r->base != 0) {
         /* The same directory under another (older) client id: the node restarted before its
          * old self expired. That self is gone; its copies are what this announce says. */
         for (uint32_t i = 0; i < d->n_nodes; i++) {
@@ -743,7 +846,8 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
         n->endpoint[r->segment_name.len] = '\0';
         n->endpoint_len = r->segment_name.len;
         n->capacity = r->size;
-        n->disk_id = r->base;
+        n->disk_id = shared ? 0 : r->base;
+        n->shared = shared;
     }
     if (r->mount_flags & MC_DP_ANNOUNCE_RESET) {
         mc__dnode_t *n = &d->nodes[node];
@@ -751,13 +855,17 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
         mc__dnode_detach_entries(d, (uint32_t)node);
         /* A master with a log holds every disk to its records; one without adopts a disk it
          * meets for the first time (disk.h). */
-        n->adopt = !m->persist && (!mc__dseen(d, n->disk_id) || n->disk_id == 0);
+        n->adopt = !m->persist && (n->shared ? !mc__dseen(d, MC__DISK_ID_SHARED)
+                                             : (!mc__dseen(d, n->disk_id) || n->disk_id == 0));
         pthread_cond_broadcast(&d->cv);
     }
     pthread_mutex_unlock(&d->mu);
     mc__unmark_pending(m, &keys);
     mc__dkeys_free(&keys);
 
+    pthread_mutex_lock(&d->mu);
+    slot = mc__dslot(d, (uint32_t)node);
+    pthread_mutex_unlock(&d->mu);
     for (uint32_t i = 0; i < r->n_keys; i++) {
         const mc__mp_str_t *k = &r->keys[i];
         uint32_t hash = mc__key_hash(k->p, k->len);
@@ -773,14 +881,15 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
         e = *pp;
         if (drop) {
             codes[i] = MC_ERR_OBJECT_NOT_FOUND;
-            if (e && e->node == (uint32_t)node) {
+            if (e && e->node == slot) {
                 mc__dunlink(m, pp);
                 codes[i] = 0;
             }
         } else if (memchr(k->p, 0, k->len)) {
             codes[i] = MC_ERR_INVALID_KEY;
-        } else if (e && e->node == (uint32_t)node) {
-            /* Announced again without a RESET: the same copy. */
+        } else if (e && e->node == slot) {
+            /* Announced again without a RESET (or by another node of the shared directory): the
+             * same copy. */
             if (e->size != r->value_lens[i]) {
                 mc__dpromote_end(d, e); /* its bytes are counted by the old size */
                 d->bytes = d->bytes - e->size + r->value_lens[i];
@@ -803,7 +912,8 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
              * offloaded there). */
             codes[i] = MC_ERR_OBJECT_ALREADY_EXISTS;
         } else if (n->adopt) {
-            uint64_t v = atomic_fetch_add(&m->next_version, 1) + 1;
+            /* A shared file's version is not known here: 0 lets readers take what it holds. */
+            uint64_t v = n->shared ? 0 : atomic_fetch_add(&m->next_version, 1) + 1;
             codes[i] = mc__dinsert(m, k->p, k->len, hash, (uint32_t)node, r->value_lens[i], v)
                            ? 0
                            : MC_ERR_MEMORY;
@@ -820,7 +930,10 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
         node = mc__dnode_of(d, r->client_id);
         if (node >= 0) {
             d->nodes[node].adopt = 0;
-            mc__ddrop_unannounced(m, d->nodes[node].disk_id);
+            /* A shared node's walk does not see the files being written meanwhile: it drops
+             * nothing (the shared copies are attached to no node anyway). */
+            if (!d->nodes[node].shared)
+                mc__ddrop_unannounced(m, d->nodes[node].disk_id);
         }
         pthread_mutex_unlock(&d->mu);
     }
@@ -861,7 +974,7 @@ int mc__disk_done(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes) {
                 codes[i] = 0;
                 if (ok) {
                     mc__dentry_t **pp = mc__dlink(d, k->p, k->len, hash);
-                    if (*pp && (*pp)->node == (uint32_t)node)
+                    if (*pp && (*pp)->node == mc__dslot(d, (uint32_t)node))
                         mc__dunlink(m, pp); /* this copy replaced it on the same disk */
                     else if (*pp)
                         mc__dforget_link(m, pp);
@@ -949,6 +1062,13 @@ int mc__disk_fetch(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out) {
     return out->failed ? MC_ERR_MEMORY : 0;
 }
 
+int mc__disk_storage_config(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out) {
+    struct mc__disk *d = m->disk;
+    /* No eviction of files and no quota: the shared directory keeps every copy until its object
+     * goes (docs/disk-tier.md). */
+    return mc__dp_encode_storage_config(out, r->request_id, d ? d->fsdir : "", 0, 0);
+}
+
 void mc__disk_stats(mc__master_t *m, mc__disk_stats_t *out) {
     struct mc__disk *d = m->disk;
     memset(out, 0, sizeof(*out));
@@ -987,7 +1107,12 @@ int mc__disk_restore_set(mc__master_t *m, const uint8_t *key, uint32_t len, uint
     pp = mc__dlink(d, key, len, hash);
     if (*pp)
         mc__dunlink_raw(d, pp);
-    if (!mc__dinsert_raw(d, key, len, hash, MC__DNODE_NONE, disk_id, size, version))
+    /* A shared copy needs no node to be read: served at once (when this master still has the
+     * shared directory). */
+    if (!mc__dinsert_raw(d, key, len, hash,
+                         disk_id == MC__DISK_ID_SHARED && d->fsdir[0] ? MC__DNODE_SHARED
+                                                                      : MC__DNODE_NONE,
+                         disk_id, size, version))
         rc = MC_ERR_MEMORY;
     pthread_mutex_unlock(&d->mu);
     return rc;

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "master/election.h"
+#include "master/standby_http.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/cond.h"
 #include "mooncake/common/log.h"
@@ -20,8 +21,9 @@ struct mc__ha {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int stopping;         /* guarded by mu */
-    int64_t elected_term; /* the term the election says we hold; 0 when none */
+    int stopping;                /* guarded by mu */
+    int64_t elected_term;        /* the term the election says we hold; 0 when none */
+    mc__standby_http_t *standby; /* the admin port between terms; owned by ha_main */
 };
 
 static void ha_elected(void *ctx, int64_t term) {
@@ -52,6 +54,24 @@ static void ha_lost(void *ctx, int64_t term) {
     mc__election_resign(h->election, term);
 }
 
+/* Between terms the admin port answers as a standby (standby_http.c); a term's master takes the
+ * port over. A port that cannot be had now (the previous holder not gone yet) is retried at the
+ * next change; the master runs without it meanwhile, as before. */
+static void ha_standby_serve(mc__ha_t *h) {
+    int rc;
+    if (h->standby)
+        return;
+    rc = mc__standby_http_start(&h->cfg, h->election, &h->standby);
+    if (rc)
+        MC_WARN("master: the standby's admin port %lld is not served (%s)",
+                (long long)h->cfg.metrics_port, mc_store_strerror(rc));
+}
+
+static void ha_standby_end(mc__ha_t *h) {
+    mc__standby_http_stop(h->standby);
+    h->standby = NULL;
+}
+
 static void *ha_main(void *arg) {
     mc__ha_t *h = arg;
     pthread_mutex_lock(&h->mu);
@@ -70,6 +90,7 @@ static void *ha_main(void *arg) {
         cfg.ha_is_leader = ha_is_leader;
         cfg.ha_lost = ha_lost;
         cfg.ha_ctx = h;
+        ha_standby_end(h);
         MC_INFO("master: elected for term %lld; restoring the metadata from etcd", (long long)term);
         rc = mc__master_start(&cfg, &m);
         if (rc) {
@@ -77,6 +98,7 @@ static void *ha_main(void *arg) {
                      mc_store_strerror(rc));
             mc__election_resign(h->election, term);
             pthread_mutex_lock(&h->mu);
+            ha_standby_serve(h);
             /* the election calls on_deposed; do not start this term again meanwhile */
             while (!h->stopping && h->elected_term == term)
                 pthread_cond_wait(&h->cv, &h->mu);
@@ -93,8 +115,10 @@ static void *ha_main(void *arg) {
         if (h->on_change)
             h->on_change(h->ctx, NULL, term);
         pthread_mutex_lock(&h->mu);
+        ha_standby_serve(h);
     }
     pthread_mutex_unlock(&h->mu);
+    ha_standby_end(h);
     return NULL;
 }
 
@@ -130,6 +154,8 @@ int mc__ha_start(const mc__master_config_t *cfg, mc__ha_change_fn on_change, voi
     pthread_mutex_lock(&h->mu);
     rc = mc__election_start(cfg->ha_etcd_endpoints, cfg->cluster_id, addr, (int)cfg->ha_lease_ttl_s,
                             &cbs, &h->election);
+    if (!rc)
+        ha_standby_serve(h); /* under mu: ha_main takes the port over only once this is done */
     pthread_mutex_unlock(&h->mu);
     if (rc) {
         mc__cond_raise(&h->mu, &h->cv, &h->stopping);

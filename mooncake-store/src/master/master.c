@@ -1,4 +1,5 @@
 /* Master lifecycle and configuration checks. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +42,7 @@ void mc__master_config_defaults(mc__master_config_t *c) {
     c->cluster_id = "mooncake_cluster";
     c->ha_lease_ttl_s = 5;
     c->promotion_admission_threshold = 2;
+    mc__kv_events_config_defaults(&c->kv_events);
 }
 
 static int mc__bad(char *err, size_t cap, const char *what) {
@@ -105,7 +107,7 @@ int mc__master_config_validate(const mc__master_config_t *c, char *err, size_t c
         if (!c->cluster_id || !*c->cluster_id || strlen(c->cluster_id) > 256)
             return mc__bad(err, cap, "--enable_ha needs a --cluster_id of 1..256 bytes");
     }
-    return 0;
+    return mc__kv_events_config_validate(&c->kv_events, err, cap);
 }
 
 uint16_t mc__master_rpc_port(const mc__master_t *m) {
@@ -141,6 +143,8 @@ int mc__master_new_offline(const mc__master_config_t *cfg, mc__master_t **out) {
         rc = mc__shard_init(&m->shards[i]);
     if (rc == 0)
         rc = mc__disk_init(m);
+    if (rc == 0)
+        rc = mc__drain_init(m);
     atomic_store(&m->next_serial, 1);      /* 0 names no segment in the log */
     m->slot_dropped = mc__tasks_drop_slot; /* segments.c drops a slot; tasks forget it */
     if (rc) {
@@ -154,6 +158,11 @@ int mc__master_new_offline(const mc__master_config_t *cfg, mc__master_t **out) {
 /* The metadata log reaches the state only through these: restore.c replays and dumps it. */
 static const mc__persist_state_t mc__log_state = {
     .replay = mc__persist_replay, .replay_buf = mc__persist_replay_buf, .dump = mc__persist_dump};
+
+static void mc__log_bind_failure(const char *what, const char *host, int64_t port) {
+    MC_ERROR("master: cannot serve the %s port %s:%lld: %s", what, host && *host ? host : "0.0.0.0",
+             (long long)port, errno ? strerror(errno) : "not available");
+}
 
 int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
     mc__master_t *m = NULL;
@@ -182,19 +191,34 @@ int mc__master_start(const mc__master_config_t *cfg, mc__master_t **out) {
         goto out;
     }
     m->monitor_started = 1;
+    /* after the log's replay: restored objects were announced by the master that stored them */
+    rc = mc__kv_events_start(m, &cfg->kv_events);
+    if (rc)
+        goto out;
     rc = mc__auth_init(&m->auth, NULL, cfg->cluster_secret_file);
     if (rc)
         goto out;
+    /* each bind failure names its port: "address in use" alone leaves an operator guessing */
     rc = mc__rpc_server_start(m, cfg->rpc_address, (uint16_t)cfg->port, &m->rpc);
-    if (rc)
+    if (rc) {
+        mc__log_bind_failure("rpc", cfg->rpc_address, cfg->port);
         goto out;
+    }
     rc = mc__admin_http_start(m, (uint16_t)cfg->metrics_port);
-    if (rc)
+    if (rc) {
+        mc__log_bind_failure("admin/metrics (--metrics_port)",
+                             cfg->metrics_address && *cfg->metrics_address ? cfg->metrics_address
+                                                                           : cfg->rpc_address,
+                             cfg->metrics_port);
         goto out;
+    }
     if (cfg->enable_http_metadata_server) {
         rc = mc__meta_start(m);
-        if (rc)
+        if (rc) {
+            mc__log_bind_failure("HTTP metadata (--http_metadata_server_port)",
+                                 cfg->http_metadata_server_host, cfg->http_metadata_server_port);
             goto out;
+        }
     }
 out:
     if (rc && m) {
@@ -216,8 +240,11 @@ void mc__master_stop(mc__master_t *m) {
         mc__cond_raise(&m->mon_mu, &m->mon_cv, &m->stopping);
         pthread_join(m->monitor, NULL);
     }
+    mc__drain_destroy(m); /* its thread makes tasks: joined before they go */
     /* The log is closed before the state is torn down: a stop is not a removal of everything. */
     mc__persist_close(m);
+    /* nor is it for the routers */
+    mc__kv_events_stop(m);
     mc__tasks_destroy(m);
     mc__disk_destroy(m);
     for (int i = 0; i < MC__SHARDS; i++)

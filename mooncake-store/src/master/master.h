@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "master/kv_events.h"
 #include "mooncake/common/frame.h"
 #include "proto/master_proto.h"
 
@@ -54,6 +55,10 @@ typedef struct mc__master_config {
      * promotion_on_hit puts a disk object back into memory on its threshold-th read. */
     int enable_offload, offload_on_evict, promotion_on_hit;
     int64_t promotion_admission_threshold;
+    /* The shared-filesystem tier (disk.h): objects are copied to files under
+     * root_fs_dir/cluster_id, which every node reads itself; NULL or "": none. */
+    const char *root_fs_dir;
+    mc__kv_events_config_t kv_events; /* the KV-event publisher (kv_events.h) */
 } mc__master_config_t;
 
 void mc__master_config_defaults(mc__master_config_t *c);

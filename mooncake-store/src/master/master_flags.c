@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "master/disk.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/version.h"
 #include "mooncake/common/yaml_flat.h"
@@ -53,24 +54,11 @@ static const mc__compat_flag_t mc__compat[] = {
     {"nof_heartbeat_failures_threshold", MC_FLAG_INT, "3", NULL},
     {"enable_disk_eviction", MC_FLAG_BOOL, "true", NULL},
     {"quota_bytes", MC_FLAG_INT, "0", NULL},
-    {"root_fs_dir", MC_FLAG_STRING, "", "the shared-filesystem storage backend (root_fs_dir)"},
     {"global_file_segment_size", MC_FLAG_INT, "9223372036854775807", NULL},
     {"dynamic_replication_mode", MC_FLAG_STRING, "off", NULL},
     {"dynamic_replication_heat_window_seconds", MC_FLAG_INT, "10", NULL},
     {"dynamic_replication_admission_qps_threshold", MC_FLAG_DOUBLE, "0.8", NULL},
     {"dynamic_replication_max_memory_replicas", MC_FLAG_INT, "2", NULL},
-    {"enable_kv_events", MC_FLAG_BOOL, "false", "the KV cache event publisher (ZMQ)"},
-    {"kv_events_bind_endpoint", MC_FLAG_STRING, "", NULL},
-    {"kv_events_model_name", MC_FLAG_STRING, "", NULL},
-    {"kv_events_backend_id", MC_FLAG_STRING, "", NULL},
-    {"kv_events_tenant_id", MC_FLAG_STRING, "default", NULL},
-    {"kv_events_additional_salt", MC_FLAG_STRING, "", NULL},
-    {"kv_events_lora_name", MC_FLAG_STRING, "", NULL},
-    {"kv_events_block_size", MC_FLAG_INT, "0", NULL},
-    {"kv_events_dp_rank", MC_FLAG_INT, "0", NULL},
-    {"kv_events_emit_legacy_compat", MC_FLAG_BOOL, "true", NULL},
-    {"kv_events_emit_object_key", MC_FLAG_BOOL, "true", NULL},
-    {"kv_events_queue_capacity", MC_FLAG_INT, "65536", NULL},
     {"enable_cxl", MC_FLAG_BOOL, "false", "CXL memory"},
     {"cxl_path", MC_FLAG_STRING, "/dev/dax0.0", NULL},
     {"cxl_size", MC_FLAG_INT, "8589934592", NULL},
@@ -218,7 +206,8 @@ void mc__master_opts_init(mc__master_opts_t *o) {
     F("enable_metric_reporting", MC_FLAG_BOOL, &c->enable_metric_reporting,
       "log a one-line summary to stderr every 10 s");
     F("cluster_id", MC_FLAG_STRING, &c->cluster_id,
-      "name of this cluster: with --enable_ha, its keys in etcd (mooncake-store/<id>/...)");
+      "name of this cluster: with --enable_ha, its keys in etcd (mooncake-store/<id>/...); with "
+      "--root_fs_dir, its subdirectory there");
     F("enable_ha", MC_FLAG_BOOL, &c->enable_ha,
       "high availability: campaign for leadership in etcd, keep the metadata log there");
     F("ha_backend_type", MC_FLAG_STRING, &o->ha_backend_type, "HA backend: etcd (the only one)");
@@ -259,8 +248,42 @@ void mc__master_opts_init(mc__master_opts_t *o) {
       "put an object read from the disk tier back into memory");
     F("promotion_admission_threshold", MC_FLAG_INT, &c->promotion_admission_threshold,
       "reads from disk before a promotion (--promotion_on_hit)");
+    F("root_fs_dir", MC_FLAG_STRING, &c->root_fs_dir,
+      "the shared-filesystem tier: an existing directory every node mounts; each object is "
+      "copied to a file under DIR/<cluster_id> that any client reads, and stays readable from "
+      "it once evicted from memory");
     F("restore_metadata", MC_FLAG_BOOL, &c->restore_metadata,
       "with --metadata_dir, restore the log's objects at start (false: start empty)");
+    F("enable_kv_events", MC_FLAG_BOOL, &c->kv_events.enabled,
+      "publish KV cache events (stored, removed, evicted, offloaded) over ZeroMQ PUB for "
+      "cache-aware routers (docs/kv-events.md)");
+    F("kv_events_bind_endpoint", MC_FLAG_STRING, &c->kv_events.bind_endpoint,
+      "PUB endpoint of the KV events, e.g. tcp://0.0.0.0:5557");
+    F("kv_events_replay_endpoint", MC_FLAG_STRING, &c->kv_events.replay_endpoint,
+      "ROUTER endpoint serving missed batches by sequence number (vLLM's replay protocol; "
+      "empty: none)");
+    F("kv_events_replay_buffer_steps", MC_FLAG_INT, &c->kv_events.replay_buffer_steps,
+      "batches kept for replay");
+    F("kv_events_model_name", MC_FLAG_STRING, &c->kv_events.model_name,
+      "deprecated, as in the reference: not sent (the indexer's /register supplies it)");
+    F("kv_events_backend_id", MC_FLAG_STRING, &c->kv_events.backend_id,
+      "backend_id on every event (the cache owner's identity); required with the events");
+    F("kv_events_tenant_id", MC_FLAG_STRING, &c->kv_events.tenant_id,
+      "tenant_id on every event (this master has one tenant)");
+    F("kv_events_additional_salt", MC_FLAG_STRING, &c->kv_events.additional_salt,
+      "deprecated, as in the reference: not sent");
+    F("kv_events_lora_name", MC_FLAG_STRING, &c->kv_events.lora_name,
+      "deprecated, as in the reference: not sent");
+    F("kv_events_block_size", MC_FLAG_INT, &c->kv_events.block_size,
+      "deprecated, as in the reference: not sent");
+    F("kv_events_dp_rank", MC_FLAG_INT, &c->kv_events.dp_rank,
+      "deprecated, as in the reference: not sent");
+    F("kv_events_emit_legacy_compat", MC_FLAG_BOOL, &c->kv_events.emit_legacy_compat,
+      "also send vLLM's and SGLang's field names (type, block_hashes, parent_block_hash)");
+    F("kv_events_emit_object_key", MC_FLAG_BOOL, &c->kv_events.emit_object_key,
+      "send the object key on every event");
+    F("kv_events_queue_capacity", MC_FLAG_INT, &c->kv_events.queue_capacity,
+      "pending events at most; the oldest are dropped (counted) when full (0: unbounded)");
     F("config_path", MC_FLAG_STRING, &o->config_path,
       "config file (JSON, or YAML when it ends in .yaml / .yml) with any of these keys");
 #undef F
@@ -654,6 +677,8 @@ int mc__master_opts_finish(mc__master_opts_t *o, char *err, size_t cap) {
                 o->etcd_endpoints[0] ? "etcd_endpoints" : "ha_backend_connstring");
     }
     rc = mc__master_config_validate(c, err, cap);
+    if (rc == 0)
+        rc = mc__disk_root_check(c->root_fs_dir, c->cluster_id, err, cap);
     if (rc)
         return MC_ERR_INVALID_ARGUMENT;
     mc__note_no_effect(o);

@@ -1,6 +1,6 @@
 /* The contracts between the master's files, one section per file, in layers (uses point down):
  * lifecycle (master.c, rpc_server.c, admin_http.c, ...) -> dispatch and replies (ops.c) ->
- * operations (put.c, upsert.c, tasks.c, evict.c, restore.c) -> the model (objects.c,
+ * operations (put.c, upsert.c, tasks.c, drain.c, evict.c, restore.c) -> the model (objects.c,
  * segments.c, disk_replicas.c) -> sinks (the metadata log, persist.h; the gauges, gauges.c).
  * The state itself is in master_state.h. */
 #ifndef MC_STORE_MASTER_INTERNAL_H
@@ -112,6 +112,23 @@ int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len
                           const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
                           uint8_t *n_out, uint64_t *version);
 
+/* With s (o's shard) unlocked: inserts the placed, unfinished object o unless its key is taken
+ * (OBJECT_ALREADY_EXISTS: o is destroyed); 0 with its replicas and version. */
+int32_t mc__insert_placed(mc__master_t *m, mc__shard_t *s, mc__object_t *o, mc__replica_t *reps,
+                          uint8_t *n_out, uint64_t *version);
+
+/* put_slots.c. PUT_RESERVE of one slot of len bytes for client (ops.c runs it with the put
+ * starts): 0 with its replicas and version, or a code; the caller holds placement (read).
+ * PUT_COMMIT answers a codes reply: 0, OBJECT_ALREADY_EXISTS with the slot still reserved,
+ * OBJECT_NOT_FOUND for a slot that is gone, INVALID_PARAMS for a value longer than its slot;
+ * it takes placement (read) per slot. *puts gets the entries that were puts (not give-backs),
+ * *ended those it finished. */
+int32_t mc__put_reserve_one(mc__master_t *m, const uint8_t *client, uint64_t len,
+                            const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
+                            uint8_t *n_out, uint64_t *version);
+int mc__op_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *errors,
+                      uint32_t *puts, uint32_t *ended);
+
 /* upsert.c, one key each (ops.c runs the batches and writes the replies). */
 /* UPSERT_START: places the new value (under the shadow key when the key exists); the caller
  * holds placement (read). 0 with the replicas and the version its end must name, or a code. */
@@ -155,7 +172,8 @@ int mc__segment_restore_add(mc__master_t *m, mc__segment_t *seg, uint32_t *slot)
  * any other (see evict.c). */
 static inline int mc__seg_placeable(const mc__segment_t *s) {
     return s && !s->dying && !atomic_load_explicit(&s->unreachable, memory_order_relaxed) &&
-           !atomic_load_explicit(&s->awaiting_owner, memory_order_relaxed);
+           !atomic_load_explicit(&s->awaiting_owner, memory_order_relaxed) &&
+           !atomic_load_explicit(&s->drain, memory_order_relaxed);
 }
 /* Places up to cfg->replica_num replicas of len bytes. Returns count placed (>= 1) or a negative
  * code (NO_AVAILABLE_HANDLE). Caller holds placement (read). */
@@ -187,6 +205,15 @@ void mc__clients_expire(mc__master_t *m, uint64_t now);
  * an unknown or repeated leave is harmless. */
 int mc__client_unregister(mc__master_t *m, const uint8_t *id);
 
+/* Sets the drain state (0, MC__SEG_DRAINING, MC__SEG_DRAINED) of every live mount named name
+ * (from holds only mounts in that state: -1 any). Taken under the placement write lock, so that
+ * once DRAINING is set no put is between placing a replica there and inserting its object.
+ * Returns how many mounts changed. */
+int mc__segment_set_drain(mc__master_t *m, const char *name, int from, int state);
+/* The reference's status of the segment named name (MC__SEG_*, its first live mount's; a name
+ * only dying mounts hold is MC__SEG_UNMOUNTING), or -1 when no mount has that name. */
+int mc__segment_status(mc__master_t *m, const char *name);
+
 /* evict.c */
 /* Frees at least need bytes (and eviction_ratio of capacity). Returns bytes freed. With fit > 0
  * (a put that found no space for one replica of fit bytes) it evicts only objects with a replica
@@ -203,6 +230,44 @@ void mc__tasks_expire(mc__master_t *m, uint64_t now);
 /* Forgets the reserved replicas that lie in slot (its segment goes away). */
 void mc__tasks_drop_slot(mc__master_t *m, uint32_t slot);
 void mc__tasks_destroy(mc__master_t *m);
+/* A move of key from the segment named source to the one named target, made as TASK_CREATE
+ * makes it (drain.c): 0 with its id, or the code TASK_CREATE would answer. */
+int32_t mc__task_move(mc__master_t *m, const uint8_t *key, uint32_t key_len, const char *source,
+                      const char *target, uint8_t *id_out);
+/* The status (MC_TASK_*) of task id, or -1 when it is not (or no longer) kept. */
+int mc__move_task_status(mc__master_t *m, const uint8_t *id);
+
+/* drain.c: drain jobs (the reference's /api/v1/drain_jobs), moving every object off segments
+ * through move tasks, one thread running them. Codes as the reference answers them. */
+typedef struct mc__drain_request {
+    const char **segments, **targets; /* names (borrowed) */
+    uint32_t n_segments, n_targets;
+    uint32_t max_concurrency; /* move tasks in flight at once (the reference's default: 4) */
+} mc__drain_request_t;
+typedef struct mc__drain_info {
+    uint8_t status;                 /* MC_DRAIN_JOB_* */
+    int64_t created_ms, updated_ms; /* Unix epoch */
+    uint64_t succeeded_units, failed_units, blocked_units, active_units, migrated_bytes;
+    char message[128];
+} mc__drain_info_t;
+enum {
+    MC_DRAIN_JOB_CREATED = 0,
+    MC_DRAIN_JOB_PLANNING,
+    MC_DRAIN_JOB_RUNNING,
+    MC_DRAIN_JOB_SUCCEEDED,
+    MC_DRAIN_JOB_FAILED,
+    MC_DRAIN_JOB_CANCELED
+};
+int mc__drain_init(mc__master_t *m);
+/* Joins the thread and frees every job (at stop, servers already stopped). */
+void mc__drain_destroy(mc__master_t *m);
+int32_t mc__drain_create(mc__master_t *m, const mc__drain_request_t *r, uint8_t id[16]);
+/* Fills info; segments (may be NULL) gets the job's source names appended, one per call of
+ * seg_fn. 0 or JOB_NOT_FOUND. */
+int32_t mc__drain_query(mc__master_t *m, const uint8_t id[16], mc__drain_info_t *info,
+                        void (*seg_fn)(void *ctx, const char *name), void *ctx);
+/* 0, JOB_NOT_FOUND, or UNAVAILABLE_IN_CURRENT_STATUS for a job already over. */
+int32_t mc__drain_cancel(mc__master_t *m, const uint8_t id[16]);
 
 /* rpc_server.c */
 int mc__rpc_server_start(mc__master_t *m, const char *host, uint16_t port, mc__rpc_server_t **out);
@@ -238,6 +303,16 @@ struct mc_http_request;
 struct mc_http_response;
 int mc__admin_compat(mc__master_t *m, const struct mc_http_request *req,
                      struct mc_http_response *resp, char *arg, size_t cap, mc_buf_t *b);
+/* JSON answers in the reference's shapes: j (freed), or {success: false, error_code,
+ * error_message: msg or the code's name} with status (0: the reference's status for code). */
+struct cJSON;
+void mc__admin_send_json(struct mc_http_response *resp, int status, struct cJSON *j);
+void mc__admin_send_error(struct mc_http_response *resp, int status, int code, const char *msg);
+
+/* admin_api.c: the reference's /api/v1/ routes (drain jobs, segment status, tenant quotas,
+ * remove_all), each with its methods; 0 when path is not one. arg (cap bytes) is scratch. */
+int mc__admin_api(mc__master_t *m, const struct mc_http_request *req, struct mc_http_response *resp,
+                  char *arg, size_t cap);
 
 /* gauges.c */
 /* One request served: keys named, keys that failed, time taken. */

@@ -83,8 +83,21 @@ typedef struct mc__segment {
      * may still hold every byte the log says it does (read and cleared under the registry read
      * lock, hence atomic). While any segment awaits its owner the master is recovering. */
     _Atomic int awaiting_owner;
+    /* A drain (drain.c) holds it: MC__SEG_DRAINING (readable, no new placements, its objects
+     * being moved away) or MC__SEG_DRAINED (empty, awaiting its unmount); 0 otherwise. Written
+     * by segments.c under the placement and registry write locks, read under either. */
+    _Atomic int drain;
     mc__seg_alloc_t alloc;
 } mc__segment_t;
+
+/* A segment's status as the reference numbers it (its SegmentStatus), for the admin routes. */
+enum {
+    MC__SEG_UNDEFINED = 0,
+    MC__SEG_OK = 1,
+    MC__SEG_DRAINING = 2,
+    MC__SEG_DRAINED = 3,
+    MC__SEG_UNMOUNTING = 5
+};
 
 typedef struct mc__client_rec {
     uint8_t id[MC_MP_CLIENT_ID_LEN];
@@ -177,9 +190,12 @@ struct mc__master {
     mc__persist_t *persist;       /* the metadata log (local or in etcd), or NULL (persist.h) */
     _Atomic int fenced;           /* the log could not record a change: serve nothing more */
     _Atomic uint64_t next_serial; /* segments' log serials */
+    struct mc__kv_events *kv;     /* the KV-event publisher or NULL (kv_events.c, started and
+                                   * stopped by master.c) */
     mc__rpc_server_t *rpc;
     mc_http_server_t *admin;
     void *meta_store;
+    struct mc__drain *drain; /* drain jobs and their thread (drain.c) */
 };
 
 static inline mc__replica_t *mc__obj_reps(mc__object_t *o) {

@@ -298,8 +298,38 @@ static int mc__named(int t) {
     return mc__mp_type_info((uint8_t)t) != NULL;
 }
 
+/* The KV-event publisher's counters (kv_events.h), present when it runs. */
+static void mc__kv_event_metrics(mc__master_t *m, mc_buf_t *b) {
+    mc__kv_events_stats_t k;
+    mc__kv_events_stats(m, &k);
+    if (!k.enabled)
+        return;
+    const struct {
+        const char *name, *type, *help;
+        uint64_t v;
+    } rows[] = {
+        {"published_batches_total", "counter", "KV-event messages published", k.published_batches},
+        {"published_events_total", "counter", "KV events published", k.published_events},
+        {"dropped_events_total", "counter", "KV events dropped: the queue was full (oldest first)",
+         k.dropped_events},
+        {"skipped_unparsed_keys_total", "counter", "keys that are no u64 block hash",
+         k.skipped_unparsed_keys},
+        {"queued_events", "gauge", "KV events waiting for the publisher thread", k.queued},
+        {"subscribers", "gauge", "connected subscribers", k.subscribers},
+        {"replay_requests_total", "counter", "replay requests served", k.replay_requests},
+        {"malformed_replay_requests_total", "counter",
+         "replay requests that were not a sequence number", k.replay_malformed},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        char name[128];
+        snprintf(name, sizeof(name), "mooncake_master_kv_events_%s", rows[i].name);
+        mc__one(b, name, rows[i].type, rows[i].help, (double)rows[i].v);
+    }
+}
+
 static void mc__own_metrics(mc__master_t *m, mc_buf_t *b) {
     size_t clients;
+    mc__kv_event_metrics(m, b);
     pthread_mutex_lock(&m->clients_mu);
     clients = m->n_clients;
     pthread_mutex_unlock(&m->clients_mu);

@@ -161,8 +161,10 @@ void mc__free_replica(mc__master_t *m, const mc__replica_t *r) {
 
 void mc__object_destroy(mc__master_t *m, mc__object_t *o) {
     mc__replica_t *reps = mc__obj_reps(o);
-    if (o->flags & MC__OBJ_COMPLETE)
+    if (o->flags & MC__OBJ_COMPLETE) {
         mc__persist_obj_del(m, o);
+        mc__kv_event(m, MC__KV_REMOVED, o->data, o->key_len, "cpu");
+    }
     for (uint8_t i = 0; i < o->n_replicas; i++)
         mc__free_replica(m, &reps[i]);
     if (o->flags & MC__OBJ_COMPLETE) {
@@ -231,6 +233,7 @@ void mc__object_release(mc__master_t *m, mc__object_t *o, uint64_t now) {
                 : o->access_ms + MC_MP_CACHED_LEASE_MS + MC_MP_CACHED_LEASE_SLACK_MS);
         /* No longer an object readers can find: count it out now, free it after its lease. */
         mc__persist_obj_del(m, o);
+        mc__kv_event(m, MC__KV_REMOVED, o->data, o->key_len, "cpu");
         o->flags &= (uint8_t)~MC__OBJ_COMPLETE;
         mc__gauge_objects(m, -1, -(int64_t)o->size);
         mc__grave_add(m, o, 0); /* finished: no writer, only its lease holds it */

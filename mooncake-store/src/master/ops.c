@@ -59,8 +59,9 @@ void mc__put_replicas(mc__master_t *m, mc_buf_t *out, int32_t code, uint64_t siz
     mc__put_replicas_disk(m, out, code, size, lease_ms, reps, n, status, NULL);
 }
 
-/* PUT_START and UPSERT_START: the same reply (each item carries the version of its placement,
- * which the end or revoke names), the same eviction wake-up. */
+/* PUT_START, UPSERT_START and PUT_RESERVE (put slots: placements with no key yet): the same
+ * reply (each item carries the version of its placement, which the end, revoke or commit
+ * names), the same eviction wake-up. */
 static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
                              uint32_t *errors) {
     const mc__replicate_config_t *cfg = &r->config;
@@ -71,28 +72,29 @@ static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
                    cfg->soft_pin_ttl_ms > (uint64_t)m->cfg.max_kv_soft_pin_ttl_ms);
     uint64_t now = mc__now_ms();
     size_t start = 0;
-    mc__mp_replicas_reply_begin(out, r->type, r->request_id, r->n_keys, &start);
-    for (uint32_t i = 0; i < r->n_keys; i++) {
+    int reserve = r->type == MC_MP_PUT_RESERVE;
+    uint32_t count = reserve ? r->n_slots : r->n_keys;
+    mc__mp_replicas_reply_begin(out, r->type, r->request_id, count, &start);
+    for (uint32_t i = 0; i < count; i++) {
         mc__replica_t reps[MC_MP_MAX_REPLICA_NUM];
         uint8_t n = 0;
-        uint64_t version = 0;
+        uint64_t version = 0, len = reserve ? r->size : r->value_lens[i];
         int32_t code = MC_ERR_INVALID_PARAMS;
         /* Held until the reply names the replicas' segments, so an unmount cannot free (and a
          * mount reuse) a slot in between. */
         pthread_rwlock_rdlock(&m->placement);
-        if (!bad_cfg && r->type == MC_MP_UPSERT_START)
-            code = mc__upsert_start_one(m, &r->keys[i], r->value_lens[i], cfg, now, reps, &n,
-                                        &version);
+        if (!bad_cfg && reserve)
+            code = mc__put_reserve_one(m, r->client_id, len, cfg, now, reps, &n, &version);
+        else if (!bad_cfg && r->type == MC_MP_UPSERT_START)
+            code = mc__upsert_start_one(m, &r->keys[i], len, cfg, now, reps, &n, &version);
         else if (!bad_cfg)
-            code =
-                mc__put_start_one(m, &r->keys[i], r->value_lens[i], cfg, now, reps, &n, &version);
+            code = mc__put_start_one(m, &r->keys[i], len, cfg, now, reps, &n, &version);
         *errors += code != 0;
         if (code == MC_ERR_NO_AVAILABLE_HANDLE)
             atomic_fetch_add_explicit(&m->put_alloc_failures, 1, memory_order_relaxed);
         else if (code == 0 && n < cfg->replica_num)
             atomic_fetch_add_explicit(&m->put_partial_allocs, 1, memory_order_relaxed);
-        mc__put_replicas(m, out, code, r->value_lens[i], version, reps, n,
-                         MC_MP_REPLICA_PROCESSING);
+        mc__put_replicas(m, out, code, len, version, reps, n, MC_MP_REPLICA_PROCESSING);
         pthread_rwlock_unlock(&m->placement);
     }
     mc__buf_frame_end(out, start);
@@ -365,8 +367,26 @@ static int mc__row_mount(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *o
 
 static int mc__row_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
                              uint32_t *keys, uint32_t *errors) {
+    if (r->type == MC_MP_PUT_RESERVE)
+        *keys = r->n_slots;
     mc__op_put_start(m, r, out, errors);
     return 0;
+}
+
+/* A commit stands for the put start and the put end a put of the start path sends: the
+ * reference's put_start / put_end families (and our op rows of them) count it so, so that
+ * dashboards see every put whichever path it took; op="put_commit" counts the messages. */
+static int mc__row_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                              uint32_t *keys, uint32_t *errors) {
+    uint64_t t0 = mc__now_ns();
+    uint32_t puts = 0, ended = 0;
+    int rc = mc__op_put_commit(m, r, out, errors, &puts, &ended);
+    uint64_t took = mc__now_ns() - t0;
+    if (puts)
+        mc__op_record(m, MC_MP_PUT_START, puts, puts - ended, took);
+    if (ended)
+        mc__op_record(m, MC_MP_PUT_END, ended, 0, took);
+    return rc;
 }
 
 static int mc__row_get(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *keys,
@@ -384,6 +404,13 @@ static int mc__row_disk_fetch(mc__master_t *m, const mc__mp_request_t *r, mc_buf
                               uint32_t *keys, uint32_t *errors) {
     *keys = 1;
     return mc__disk_fetch(m, r, out);
+}
+
+static int mc__row_storage_config(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
+                                  uint32_t *keys, uint32_t *errors) {
+    (void)errors;
+    *keys = 1;
+    return mc__disk_storage_config(m, r, out);
 }
 
 static int mc__row_remove_all(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,

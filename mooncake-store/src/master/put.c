@@ -36,7 +36,7 @@ int32_t mc__place_object(mc__master_t *m, const uint8_t *key, uint32_t key_len, 
      * copied there) leaves memory once its copy is durable: wait for that (bounded) and evict
      * again rather than fail the put. Bounded well inside a client's RPC timeout (5 s). */
     for (uint64_t until = mc__now_ms() + MC__OFFLOAD_WAIT_MS;
-         placed < 0 && m->cfg.enable_offload && mc__now_ms() < until;) {
+         placed < 0 && mc__disk_offloading(m) && mc__now_ms() < until;) {
         int waiting = mc__disk_pending(m) > 0;
         if (waiting)
             mc__disk_wait(m, 100);
@@ -85,6 +85,7 @@ void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint6
     mc__gauge_objects(m, 1, (int64_t)o->size);
     mc__value_size_record(m, o->size);
     mc__persist_obj_set(m, o);
+    mc__kv_event(m, MC__KV_STORED, o->data, o->key_len, "cpu");
     mc__disk_on_complete(m, o);
 }
 
@@ -111,10 +112,14 @@ int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len
         return code;
 
     code = mc__place_object(m, key->p, key->len, hash, len, cfg, now, &o);
-    if (code)
-        return code;
+    return code ? code : mc__insert_placed(m, s, o, reps, n_out, version);
+}
+
+int32_t mc__insert_placed(mc__master_t *m, mc__shard_t *s, mc__object_t *o, mc__replica_t *reps,
+                          uint8_t *n_out, uint64_t *version) {
+    int32_t code = 0;
     pthread_mutex_lock(&s->mu);
-    if (mc__shard_find(s, hash, key->p, key->len)) {
+    if (mc__shard_find(s, o->hash, o->data, o->key_len)) {
         code = MC_ERR_OBJECT_ALREADY_EXISTS; /* a concurrent put_start won the key */
     } else {
         *n_out = o->n_replicas;

@@ -464,6 +464,50 @@ int mc__slot_named(mc__master_t *m, uint32_t slot, const mc__mp_str_t *name) {
     return yes;
 }
 
+int mc__segment_set_drain(mc__master_t *m, const char *name, int from, int state) {
+    int n = 0;
+    pthread_rwlock_wrlock(&m->placement);
+    pthread_rwlock_wrlock(&m->registry);
+    for (uint32_t i = 0; i < m->n_slots; i++) {
+        mc__segment_t *s = m->slots[i];
+        if (!s || s->dying || strcmp(s->name, name) != 0 ||
+            (from >= 0 && atomic_load(&s->drain) != from))
+            continue;
+        atomic_store(&s->drain, state);
+        n++;
+    }
+    if (n)
+        atomic_fetch_add(&m->view_version, 1);
+    pthread_rwlock_unlock(&m->registry);
+    pthread_rwlock_unlock(&m->placement);
+    if (n)
+        MC_INFO("segment %s: %s", name,
+                state == MC__SEG_DRAINING  ? "draining (no new placements)"
+                : state == MC__SEG_DRAINED ? "drained (awaits its unmount)"
+                                           : "takes placements again");
+    return n;
+}
+
+int mc__segment_status(mc__master_t *m, const char *name) {
+    int st = -1;
+    pthread_rwlock_rdlock(&m->registry);
+    for (uint32_t i = 0; i < m->n_slots; i++) {
+        const mc__segment_t *s = m->slots[i];
+        if (!s || strcmp(s->name, name) != 0)
+            continue;
+        if (s->dying) {
+            st = MC__SEG_UNMOUNTING;
+            continue;
+        }
+        st = atomic_load(&s->drain);
+        if (st == 0)
+            st = MC__SEG_OK;
+        break;
+    }
+    pthread_rwlock_unlock(&m->registry);
+    return st;
+}
+
 /* --- placement --- */
 
 static int mc__name_used(mc__master_t *m, const mc__replica_t *out, int n, const mc__segment_t *s) {

@@ -246,6 +246,29 @@ static int32_t mc__task_create(mc__master_t *m, const mc__mp_request_t *r, uint8
     return rc;
 }
 
+int32_t mc__task_move(mc__master_t *m, const uint8_t *key, uint32_t key_len, const char *source,
+                      const char *target, uint8_t *id_out) {
+    mc__mp_request_t r;
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_TASK_CREATE;
+    r.task_type = MC_TASK_MOVE;
+    r.object_key = (mc__mp_str_t){key, key_len};
+    r.segment_name = (mc__mp_str_t){(const uint8_t *)source, (uint32_t)strlen(source)};
+    r.n_targets = 1;
+    r.targets[0] = (mc__mp_str_t){(const uint8_t *)target, (uint32_t)strlen(target)};
+    return mc__task_create(m, &r, id_out);
+}
+
+int mc__move_task_status(mc__master_t *m, const uint8_t *id) {
+    int st = -1;
+    pthread_mutex_lock(&m->tasks_mu);
+    const mc__task_t *t = mc__task_find(m, id);
+    if (t)
+        st = t->status;
+    pthread_mutex_unlock(&m->tasks_mu);
+    return st;
+}
+
 /* --- fetch: reserve the targets, hand out the work --- */
 
 static void mc__desc_of(mc__master_t *m, const mc__replica_t *r, mc__replica_desc_t *d) {

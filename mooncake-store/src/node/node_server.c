@@ -42,6 +42,8 @@ static const char *const mc__hist_names[MC__H_N] = {
 struct mc__node {
     mc_store_t *store;
     mc_conn_server_t *srv;
+    mc_conn_server_t *tcp_srv; /* the service port, or NULL */
+    mc_auth_t auth;
     size_t max_regions;
     int request_timeout_ms;
     _Atomic int64_t conns;
@@ -447,10 +449,36 @@ static void mc__node_serve(void *ctx, int fd) {
     MC_INFO("node: dummy client pid %u detached; its mappings are dropped", (unsigned)c.pid);
 }
 
-int mc__node_start(mc_store_t *store, const mc__node_opts_t *opts, mc__node_t **out) {
+/* A TCP connection: the cluster secret's handshake first, when one is set (the unix socket is
+ * this host's only; the port is the network's), then the same loop as a dummy's. */
+static void mc__node_serve_tcp(void *ctx, int fd) {
+    mc__node_t *n = ctx;
+    if (n->auth.enabled &&
+        mc__auth_server(&n->auth, fd, mc__now_ms() + (uint64_t)n->request_timeout_ms) != 0) {
+        MC_WARN("node: a TCP peer failed the cluster-secret handshake");
+        return;
+    }
+    mc__node_serve(ctx, fd);
+}
+
+/* Serves the node's channel on lfd (a negative lfd is the listen call's error, passed on). */
+static int mc__node_serve_on(mc__node_t *n, int lfd, const char *name, int max_conns,
+                             void (*serve)(void *ctx, int fd), mc_conn_server_t **srv) {
     mc_conn_server_opts_t so;
+    if (lfd < 0)
+        return lfd;
+    memset(&so, 0, sizeof(so));
+    so.name = name;
+    so.listen_fd = lfd;
+    so.max_conns = max_conns;
+    so.serve = serve;
+    so.ctx = n;
+    return mc__conn_server_start(&so, srv);
+}
+
+int mc__node_start(mc_store_t *store, const mc__node_opts_t *opts, mc__node_t **out) {
     mc__node_t *n;
-    int lfd, rc;
+    int rc, max_conns;
     if (!store || !opts || !opts->socket_path || !out)
         return MC_ERR_INVALID_PARAMS;
     n = mc__calloc(1, sizeof(*n));
@@ -460,18 +488,19 @@ int mc__node_start(mc_store_t *store, const mc__node_opts_t *opts, mc__node_t **
     pthread_mutex_init(&n->pids_mu, NULL);
     n->max_regions = opts->max_regions ? opts->max_regions : 4096;
     n->request_timeout_ms = opts->request_timeout_ms > 0 ? opts->request_timeout_ms : 10000;
-    lfd = mc__unix_listen(opts->socket_path);
-    if (lfd < 0) {
-        mc__free(n);
-        return lfd;
+    if (opts->auth)
+        n->auth = *opts->auth;
+    max_conns = opts->max_dummies > 0 ? opts->max_dummies : 1024;
+    rc = mc__node_serve_on(n, mc__unix_listen(opts->socket_path), "node", max_conns, mc__node_serve,
+                           &n->srv);
+    if (rc == 0 && opts->tcp_port) {
+        const char *host =
+            opts->tcp_host && strcmp(opts->tcp_host, "0.0.0.0") ? opts->tcp_host : NULL;
+        rc = mc__node_serve_on(n, mc__tcp_listen(host, opts->tcp_port, 128, NULL), "node-tcp",
+                               max_conns, mc__node_serve_tcp, &n->tcp_srv);
+        if (rc != 0)
+            mc__conn_server_stop(n->srv);
     }
-    memset(&so, 0, sizeof(so));
-    so.name = "node";
-    so.listen_fd = lfd;
-    so.max_conns = opts->max_dummies > 0 ? opts->max_dummies : 1024;
-    so.serve = mc__node_serve;
-    so.ctx = n;
-    rc = mc__conn_server_start(&so, &n->srv);
     if (rc != 0) {
         pthread_mutex_destroy(&n->pids_mu);
         mc__free(n);
@@ -484,6 +513,7 @@ int mc__node_start(mc_store_t *store, const mc__node_opts_t *opts, mc__node_t **
 void mc__node_stop(mc__node_t *n) {
     if (!n)
         return;
+    mc__conn_server_stop(n->tcp_srv);
     mc__conn_server_stop(n->srv);
     pthread_mutex_destroy(&n->pids_mu);
     mc__free(n->pids);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mooncake/common/auth.h"
 #include "mooncake/common/frame.h"
 #include "mooncake/store.h"
 
@@ -16,6 +17,14 @@ typedef struct mc__node_opts {
     int max_dummies;         /* connections at once (0: 1024) */
     size_t max_regions;      /* mappings per dummy (0: 4096) */
     int request_timeout_ms;  /* a started request's body must arrive within (0: 10000) */
+    /* The reference's real-client service port: the same channel over TCP on tcp_host:tcp_port
+     * (0: none; tcp_host NULL or "0.0.0.0": all addresses), for tools and readiness probes. No
+     * memory can be handed over TCP, so there the requests that move bytes through a dummy's
+     * shared memory are refused and the rest (exist, size, remove, health...) served. With a
+     * cluster secret (auth->enabled) a TCP peer must pass the handshake first. */
+    const char *tcp_host;
+    uint16_t tcp_port;
+    const mc_auth_t *auth;
 } mc__node_opts_t;
 
 /* Listens and serves; the store must stay set up until mc__node_stop returned. */

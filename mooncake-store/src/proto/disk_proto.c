@@ -127,3 +127,35 @@ int mc__dp_decode_read_trailer(const uint8_t *in, size_t len, int32_t *verdict) 
         return MC_ERR_RPC_FAIL;
     return 0;
 }
+
+int mc__dp_encode_storage_config(mc_buf_t *b, uint64_t request_id, const char *fsdir,
+                                 uint8_t enable_disk_eviction, uint64_t quota_bytes) {
+    size_t start = mc__mp_reply_begin(b, MC_MP_STORAGE_CONFIG, 0, request_id);
+    mc__buf_bytes(b, fsdir, (uint32_t)strnlen(fsdir, MC_MP_MAX_SEGMENT_NAME));
+    mc__buf_u8(b, enable_disk_eviction);
+    mc__buf_u64(b, quota_bytes);
+    return mc__mp_reply_end(b, start);
+}
+
+typedef struct mc__dp_scfg {
+    char *fsdir;
+    uint8_t *eviction;
+    uint64_t *quota;
+} mc__dp_scfg_t;
+
+static int mc__dp_cur_scfg(mc_cursor_t *cur, void *entry) {
+    mc__dp_scfg_t *c = entry;
+    uint32_t n = 0;
+    if (mc__mp_cur_text(cur, MC_MP_MAX_SEGMENT_NAME, c->fsdir, &n) || memchr(c->fsdir, 0, n) ||
+        mc__cur_u8(cur, c->eviction) || mc__cur_u64(cur, c->quota))
+        return -1;
+    return 0;
+}
+
+int mc__dp_decode_storage_config(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                                 char *fsdir, uint8_t *enable_disk_eviction,
+                                 uint64_t *quota_bytes) {
+    mc__dp_scfg_t c = {fsdir, enable_disk_eviction, quota_bytes};
+    fsdir[0] = '\0';
+    return mc__mp_decode_fields(h, body, len, mc__dp_cur_scfg, &c);
+}

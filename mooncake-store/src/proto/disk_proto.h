@@ -15,6 +15,15 @@
  *   DISK_FETCH     u32 max (1..MC_DP_MAX_FETCH)
  *   DISK_DONE      u8 ok (1: the offload is on disk, 0: it failed), u32 n, n x (str key,
  *                  u64 version): offloads the node finished, each named by the version fetched
+ *   STORAGE_CONFIG (nothing more): the reference's GetStorageConfig
+ *
+ *   ANNOUNCE with SHARED: the node's tier is the shared-filesystem one (the master's
+ *   --root_fs_dir): its copies are files every node reads itself, so they belong to no node
+ *   (a node leaving or restarting takes none of them out of reach), and the endpoint is empty.
+ *
+ * STORAGE_CONFIG's reply: str fsdir (the shared directory, root_fs_dir/cluster_id; empty when
+ * the master has no --root_fs_dir), u8 enable_disk_eviction, u64 quota_bytes (the reference's
+ * fields, as the master was given them).
  *
  * Replies: ANNOUNCE and DONE: u32 n, n x i32 code (ANNOUNCE: 0 kept, OBJECT_ALREADY_EXISTS: the
  * master holds another copy of the key, OBJECT_NOT_FOUND: the master has no record of this
@@ -52,6 +61,10 @@
 #define MC_DP_ANNOUNCE_RESET 0x1u
 #define MC_DP_ANNOUNCE_DROP 0x2u
 #define MC_DP_ANNOUNCE_END 0x4u
+#define MC_DP_ANNOUNCE_SHARED 0x8u
+/* A shared-filesystem copy in a replica list: segment_name is this prefix and the shared
+ * directory (the reader opens the key's file there itself; file_store.h). */
+#define MC_DP_SHARED_PREFIX "file:"
 #define MC_DP_MAX_FETCH 64u
 #define MC_DP_MAX_ANNOUNCE 4096u /* keys per announce batch a node sends */
 
@@ -71,6 +84,12 @@ int mc__dp_fetch_reply_job(mc_buf_t *b, const mc__disk_job_t *j);
 /* 0, the error reply's code, or MC_ERR_RPC_FAIL for a malformed reply. out holds max jobs. */
 int mc__dp_decode_fetch_reply(const mc_frame_header_t *h, const uint8_t *body, size_t len,
                               uint32_t max, mc__disk_job_t *out, uint32_t *n);
+
+/* STORAGE_CONFIG's reply. fsdir holds MC_MP_MAX_SEGMENT_NAME + 1 bytes. */
+int mc__dp_encode_storage_config(mc_buf_t *b, uint64_t request_id, const char *fsdir,
+                                 uint8_t enable_disk_eviction, uint64_t quota_bytes);
+int mc__dp_decode_storage_config(const mc_frame_header_t *h, const uint8_t *body, size_t len,
+                                 char *fsdir, uint8_t *enable_disk_eviction, uint64_t *quota_bytes);
 
 /* The read server's messages. */
 #define MC_DP_READ 1u

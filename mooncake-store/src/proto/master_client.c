@@ -671,6 +671,64 @@ int mc__master_client_batch_finish(mc__master_client_t *c, int upsert, int end, 
     return mc__mc_batch(c, type, n, keys, versions, NULL, 0, NULL, codes, NULL);
 }
 
+typedef struct mc__mc_list_ctx {
+    uint32_t n;
+    mc__key_replicas_t *reps;
+    int32_t *codes;
+} mc__mc_list_ctx_t;
+
+static int mc__mc_list_reply(void *ctx, const mc_frame_header_t *h, const uint8_t *body,
+                             size_t len) {
+    mc__mc_list_ctx_t *a = ctx;
+    return a->reps ? mc__mp_decode_replicas_reply(h, body, len, a->n, a->reps)
+                   : mc__mp_decode_codes_reply(h, body, len, a->n, a->codes);
+}
+
+int mc__master_client_put_reserve(mc__master_client_t *c, uint32_t n, uint64_t len,
+                                  const mc__replicate_config_t *cfg, mc__key_replicas_t *out) {
+    mc__mc_list_ctx_t a = {n, out, NULL};
+    mc__mp_request_t r;
+    if (n == 0 || n > MC_MP_MAX_SLOTS || !cfg || !out)
+        return MC_ERR_INVALID_PARAMS;
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_PUT_RESERVE;
+    r.n_slots = n;
+    r.size = len;
+    r.config = *cfg;
+    return mc__master_client_call(c, &r, mc__mc_list_reply, &a);
+}
+
+int mc__master_client_put_commit(mc__master_client_t *c, size_t n, const char *const *keys,
+                                 const uint64_t *lens, const uint64_t *slots, int32_t *codes) {
+    mc__mp_str_t *views = NULL;
+    int rc = 0;
+    if (n == 0)
+        return 0;
+    if (!keys || !lens || !slots || !codes)
+        return MC_ERR_INVALID_PARAMS;
+    views = mc__malloc(sizeof(*views) * (n < MC_MP_MAX_BATCH ? n : MC_MP_MAX_BATCH));
+    if (!views)
+        return MC_ERR_MEMORY;
+    for (size_t done = 0; rc == 0 && done < n;) {
+        size_t k = n - done < MC_MP_MAX_BATCH ? n - done : MC_MP_MAX_BATCH;
+        mc__mc_list_ctx_t a = {(uint32_t)k, NULL, codes + done};
+        mc__mp_request_t r;
+        memset(&r, 0, sizeof(r));
+        rc = mc__mc_key_views(k, keys + done, views);
+        if (rc)
+            break;
+        r.type = MC_MP_PUT_COMMIT;
+        r.n_keys = (uint32_t)k;
+        r.keys = views;
+        r.value_lens = (uint64_t *)(uintptr_t)(lens + done);
+        r.slots = (uint64_t *)(uintptr_t)(slots + done);
+        rc = mc__master_client_call(c, &r, mc__mc_list_reply, &a);
+        done += k;
+    }
+    mc__free(views);
+    return rc;
+}
+
 int mc__master_client_batch_put_start(mc__master_client_t *c, size_t n, const char *const *keys,
                                       const uint64_t *value_lens, const mc__replicate_config_t *cfg,
                                       mc__key_replicas_t *out) {

@@ -91,6 +91,15 @@ int mc__master_client_put_revoke(mc__master_client_t *c, const char *key, uint64
 int mc__master_client_batch_start(mc__master_client_t *c, int upsert, size_t n,
                                   const char *const *keys, const uint64_t *value_lens,
                                   const mc__replicate_config_t *cfg, mc__key_replicas_t *out);
+/* PUT_RESERVE: n (1..MC_MP_MAX_SLOTS) slots of len bytes; out[i].version names slot i (its
+ * code 0) or out[i].code says why there is none. Nothing is waited for while the master
+ * recovers: the caller takes the start path then. */
+int mc__master_client_put_reserve(mc__master_client_t *c, uint32_t n, uint64_t len,
+                                  const mc__replicate_config_t *cfg, mc__key_replicas_t *out);
+/* PUT_COMMIT: keys[i] with lens[i] bytes into slot slots[i] (lens[i] 0 gives the slot back),
+ * in chunks of MC_MP_MAX_BATCH; codes[i] per key. */
+int mc__master_client_put_commit(mc__master_client_t *c, size_t n, const char *const *keys,
+                                 const uint64_t *lens, const uint64_t *slots, int32_t *codes);
 int mc__master_client_batch_finish(mc__master_client_t *c, int upsert, int end, size_t n,
                                    const char *const *keys, const uint64_t *versions,
                                    int32_t *codes);

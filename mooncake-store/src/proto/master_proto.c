@@ -142,6 +142,15 @@ static int mc__mp_task_decode(mc_cursor_t *cur, mc__mp_request_t *out) {
 
 /* --- requests --- */
 
+static void mc__mp_encode_config(mc_buf_t *b, const mc__replicate_config_t *cfg) {
+    mc__buf_u32(b, cfg->replica_num);
+    mc__buf_u8(b, cfg->flags);
+    mc__buf_u64(b, cfg->soft_pin_ttl_ms);
+    mc__buf_u32(b, cfg->n_preferred);
+    for (uint32_t i = 0; i < cfg->n_preferred; i++)
+        mc__buf_bytes(b, cfg->preferred[i].p, cfg->preferred[i].len);
+}
+
 int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
     size_t start = 0;
     size_t body_start = 0;
@@ -162,12 +171,17 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         return MC_ERR_INVALID_PARAMS;
     if (r->type == MC_MP_REPLICA_CLEAR && r->segment_name.len > MC_MP_MAX_SEGMENT_NAME)
         return MC_ERR_INVALID_PARAMS;
-    if (mc__mp_has(r->type, MC_MP_B_CONFIG) && r->config.n_preferred > MC_MP_MAX_PREFERRED)
+    if ((mc__mp_has(r->type, MC_MP_B_CONFIG) || r->type == MC_MP_PUT_RESERVE) &&
+        r->config.n_preferred > MC_MP_MAX_PREFERRED)
+        return MC_ERR_INVALID_PARAMS;
+    if (r->type == MC_MP_PUT_RESERVE && (r->n_slots == 0 || r->n_slots > MC_MP_MAX_SLOTS))
+        return MC_ERR_INVALID_PARAMS;
+    if (mc__mp_has(r->type, MC_MP_B_KEY_SLOT) && r->n_keys && !r->slots)
         return MC_ERR_INVALID_PARAMS;
     if (r->type == MC_MP_DISK_ANNOUNCE &&
         (r->segment_name.len > MC_MP_MAX_SEGMENT_NAME ||
-         (r->mount_flags & ~(MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP | MC_DP_ANNOUNCE_END)) !=
-             0))
+         (r->mount_flags & ~(MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP | MC_DP_ANNOUNCE_END |
+                             MC_DP_ANNOUNCE_SHARED)) != 0))
         return MC_ERR_INVALID_PARAMS;
     if (r->type == MC_MP_DISK_FETCH && (r->max_tasks == 0 || r->max_tasks > MC_DP_MAX_FETCH))
         return MC_ERR_INVALID_PARAMS;
@@ -197,7 +211,13 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         mc__buf_u32(b, r->n_mounted);
         break;
     case MC_MP_UNREGISTER_CLIENT:
+    case MC_MP_STORAGE_CONFIG:
         break; /* the client id says it all */
+    case MC_MP_PUT_RESERVE:
+        mc__buf_u32(b, r->n_slots);
+        mc__buf_u64(b, r->size);
+        mc__mp_encode_config(b, &r->config);
+        break;
     case MC_MP_DISK_FETCH:
         mc__buf_u32(b, r->max_tasks);
         break;
@@ -225,16 +245,11 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
             mc__buf_bytes(b, r->keys[i].p, r->keys[i].len);
             if (mc__mp_has(r->type, MC_MP_B_KEY_U64))
                 mc__buf_u64(b, r->value_lens ? r->value_lens[i] : 0);
+            if (mc__mp_has(r->type, MC_MP_B_KEY_SLOT))
+                mc__buf_u64(b, r->slots[i]);
         }
-        if (mc__mp_has(r->type, MC_MP_B_CONFIG)) {
-            const mc__replicate_config_t *cfg = &r->config;
-            mc__buf_u32(b, cfg->replica_num);
-            mc__buf_u8(b, cfg->flags);
-            mc__buf_u64(b, cfg->soft_pin_ttl_ms);
-            mc__buf_u32(b, cfg->n_preferred);
-            for (uint32_t i = 0; i < cfg->n_preferred; i++)
-                mc__buf_bytes(b, cfg->preferred[i].p, cfg->preferred[i].len);
-        }
+        if (mc__mp_has(r->type, MC_MP_B_CONFIG))
+            mc__mp_encode_config(b, &r->config);
         break;
     }
     if (b->failed)
@@ -254,12 +269,14 @@ void mc__mp_request_free(mc__mp_request_t *r) {
     r->owned_ = NULL;
     r->keys = NULL;
     r->value_lens = NULL;
+    r->slots = NULL;
 }
 
 static int mc__mp_decode_keys(mc_cursor_t *cur, mc__mp_request_t *out) {
     int put = mc__mp_has(out->type, MC_MP_B_KEY_U64);
-    size_t min_entry = MC_MP_MIN_KEY_ENTRY + (put ? 8u : 0u);
-    size_t item = sizeof(mc__mp_str_t) + (put ? sizeof(uint64_t) : 0u);
+    int slot = mc__mp_has(out->type, MC_MP_B_KEY_SLOT);
+    size_t min_entry = MC_MP_MIN_KEY_ENTRY + (put ? 8u : 0u) + (slot ? 8u : 0u);
+    size_t item = sizeof(mc__mp_str_t) + (put ? sizeof(uint64_t) : 0u) + (slot ? 8u : 0u);
     uint8_t *mem = NULL;
     uint32_t n = 0;
     if (mc__cur_count(cur, MC_MP_MAX_BATCH, min_entry, &n))
@@ -275,6 +292,8 @@ static int mc__mp_decode_keys(mc_cursor_t *cur, mc__mp_request_t *out) {
     out->keys = (mc__mp_str_t *)(void *)mem;
     if (put)
         out->value_lens = (uint64_t *)(void *)(mem + (size_t)n * sizeof(mc__mp_str_t));
+    if (slot)
+        out->slots = out->value_lens + n;
     for (uint32_t i = 0; i < n; i++) {
         mc__mp_str_t *k = &out->keys[i];
         if (mc__cur_bytes(cur, UINT32_MAX, &k->p, &k->len))
@@ -282,6 +301,8 @@ static int mc__mp_decode_keys(mc_cursor_t *cur, mc__mp_request_t *out) {
         if (k->len == 0 || k->len > MC_MP_MAX_KEY)
             return MC_ERR_INVALID_KEY;
         if (put && mc__cur_u64(cur, &out->value_lens[i]))
+            return MC_ERR_INVALID_PARAMS;
+        if (slot && mc__cur_u64(cur, &out->slots[i]))
             return MC_ERR_INVALID_PARAMS;
     }
     return 0;
@@ -344,7 +365,14 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
             rc = MC_ERR_INVALID_PARAMS;
         break;
     case MC_MP_UNREGISTER_CLIENT:
+    case MC_MP_STORAGE_CONFIG:
         break; /* trailing bytes are refused below */
+    case MC_MP_PUT_RESERVE:
+        if (mc__cur_u32(&cur, &out->n_slots) || out->n_slots == 0 ||
+            out->n_slots > MC_MP_MAX_SLOTS || mc__cur_u64(&cur, &out->size) ||
+            mc__mp_decode_config(&cur, &out->config))
+            rc = MC_ERR_INVALID_PARAMS;
+        break;
     case MC_MP_DISK_FETCH:
         if (mc__cur_u32(&cur, &out->max_tasks) || out->max_tasks == 0 ||
             out->max_tasks > MC_DP_MAX_FETCH)
@@ -363,8 +391,8 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
                            &out->segment_name.len)) ||
             (h->type == MC_MP_DISK_ANNOUNCE &&
              (mc__cur_u8(&cur, &out->mount_flags) ||
-              (out->mount_flags &
-               ~(MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP | MC_DP_ANNOUNCE_END)) != 0 ||
+              (out->mount_flags & ~(MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP |
+                                    MC_DP_ANNOUNCE_END | MC_DP_ANNOUNCE_SHARED)) != 0 ||
               mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &out->segment_name.p,
                             &out->segment_name.len) ||
               mc__cur_u64(&cur, &out->size) || mc__cur_u64(&cur, &out->base))) ||
@@ -624,8 +652,8 @@ int mc__mp_decode_replicas_reply(const mc_frame_header_t *h, const uint8_t *body
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
         mc__key_replicas_t *it = &out[i];
         it->version = 0;
-        if (mc__mp_is_put_start(h->type)) {
-            /* that field is the writer's version there */
+        if (mc__mp_is_put_start(h->type) || h->type == MC_MP_PUT_RESERVE) {
+            /* that field is the writer's version there (a slot's) */
             it->version = it->lease_ttl_ms;
             it->lease_ttl_ms = 0;
         }

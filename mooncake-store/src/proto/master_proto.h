@@ -10,6 +10,11 @@
  *                      u32 n, n x (str key, u64 value_len), config
  *   PUT_END / PUT_REVOKE / UPSERT_END / UPSERT_REVOKE
  *                      u32 n, n x (str key, u64 version): the version the start gave
+ *   PUT_RESERVE        u32 n_slots (1..MC_MP_MAX_SLOTS), u64 slot_len, config: placements
+ *                      reserved ahead, no key yet (see "Put slots" below)
+ *   PUT_COMMIT         u32 n, n x (str key, u64 value_len, u64 slot): each key becomes a finished
+ *                      object in the slot its PUT_RESERVE gave (value_len <= slot_len); a
+ *                      value_len of 0 gives the slot back unused (the key is then only a label)
  *   GET_REPLICA_LIST / EXIST / SEGMENT_UNREACHABLE
  *                      u32 n, n x str key (segment names for SEGMENT_UNREACHABLE)
  *   REMOVE             u8 force, u32 n, n x str key
@@ -20,7 +25,7 @@
  *                      clients: then an unknown client is told to remount, as before)
  *   UNREGISTER_CLIENT  (nothing more): a clean leave; the master unmounts every segment of the
  *                      client and forgets it now, as an expiry would, but counts it as a leave
- *   DISK_ANNOUNCE / DISK_FETCH / DISK_DONE and their replies: disk_proto.h
+ *   DISK_ANNOUNCE / DISK_FETCH / DISK_DONE / STORAGE_CONFIG and their replies: disk_proto.h
  *   config:            u32 replica_num, u8 flags (1 soft pin, 2 hard pin, 4 soft unpin),
  *                      u64 soft_pin_ttl_ms,
  *                      u32 n_preferred, n_preferred x str segment_name
@@ -32,10 +37,10 @@
  *   MOUNT / UNMOUNT / UNREGISTER_CLIENT
  *                                   (empty)
  *   PUT_END / PUT_REVOKE / REMOVE / SEGMENT_UNREACHABLE / UPSERT_END / UPSERT_REVOKE /
- *   REPLICA_CLEAR                   u32 n, n x i32 code
+ *   REPLICA_CLEAR / PUT_COMMIT      u32 n, n x i32 code
  *   EXIST                           u32 n, n x i32 (1 present, 0 absent, or a negative code)
- *   PUT_START / GET_REPLICA_LIST / UPSERT_START
- *                                   u32 n, n x key_replicas
+ *   PUT_START / GET_REPLICA_LIST / UPSERT_START / PUT_RESERVE
+ *                                   u32 n, n x key_replicas (PUT_RESERVE: n_slots of them)
  *   key_replicas:                   i32 code, u64 object size, u64 lease_ttl_ms (PUT_START,
  *                                   UPSERT_START: the version its end names), u32 n_replicas,
  *                                   n_replicas x (str segment_name, u64 addr, u64 size,
@@ -51,6 +56,14 @@
  * answers 0 when the master holds exactly this mount (name, base, epoch) for the client, else
  * SEGMENT_NOT_FOUND, so that a reconnecting owner starts a new incarnation only when the master
  * really forgot the old one.
+ *
+ * Put slots: a client that puts small objects reserves placements ahead (PUT_RESERVE: each slot
+ * is a put start without a key, logged and held like one, discarded after the same timeout),
+ * writes an object's bytes into a slot it holds, and then sends one PUT_COMMIT, which records
+ * the object exactly as a PUT_END would (on disk before the reply). A put then costs its write
+ * and one round trip; the reserve's round trip is shared by the next puts. A slot is the
+ * client's alone (its key names the client id), and a commit for a key that exists keeps the
+ * first value and leaves the slot reserved (OBJECT_ALREADY_EXISTS), for the client to reuse.
  */
 #ifndef MC_STORE_PROTO_MASTER_PROTO_H
 #define MC_STORE_PROTO_MASTER_PROTO_H
@@ -68,6 +81,7 @@
 #define MC_MP_MAX_PREFERRED 8u      /* preferred segments in one config */
 #define MC_MP_CLIENT_ID_LEN 16u
 #define MC_MP_MAX_SEGMENT_SIZE (1ull << 50) /* bytes in one mounted segment (1 PiB) */
+#define MC_MP_MAX_SLOTS 1024u               /* slots one PUT_RESERVE asks for */
 /* The contract between a client's replica-location cache and the master: a client reads through
  * a granted replica list for at most MC_MP_CACHED_LEASE_MS from sending the request that got it
  * (or the lease, when shorter); a request that takes a leased value away (an upsert's new value,
@@ -98,9 +112,10 @@
  *
  * The task and disk rows are kept as maps of their own (see task_proto.h and disk_proto.h for
  * their bodies), so their families can be told apart (mc__mp_is_task). */
-#define MC_MP_B_KEYS 0x1u    /* u32 n, n x str key */
-#define MC_MP_B_KEY_U64 0x2u /* each key followed by a u64 (a value length or a version) */
-#define MC_MP_B_CONFIG 0x4u  /* the keys followed by a config */
+#define MC_MP_B_KEYS 0x1u     /* u32 n, n x str key */
+#define MC_MP_B_KEY_U64 0x2u  /* each key followed by a u64 (a value length or a version) */
+#define MC_MP_B_CONFIG 0x4u   /* the keys followed by a config */
+#define MC_MP_B_KEY_SLOT 0x8u /* each key's u64 followed by a second one (a slot) */
 #define MC_MP_B_PUT (MC_MP_B_KEYS | MC_MP_B_KEY_U64 | MC_MP_B_CONFIG)
 #define MC_MP_B_VERSIONS (MC_MP_B_KEYS | MC_MP_B_KEY_U64)
 
@@ -130,7 +145,11 @@
     /* Drops the replicas of unleased objects (all of them, or those on one segment). */           \
     X(REPLICA_CLEAR, replica_clear, 15, MC_MP_B_KEYS, codes, "", "batch_replica_clear")            \
     /* A client that closes cleanly says so: it is not counted or logged as expired. */            \
-    X(UNREGISTER_CLIENT, unregister_client, 16, 0, unregister, "", "")
+    X(UNREGISTER_CLIENT, unregister_client, 16, 0, unregister, "", "")                             \
+    /* Put slots (see the top): placements reserved ahead, then one commit per put or batch. */    \
+    X(PUT_RESERVE, put_reserve, 24, 0, put_start, "", "")                                          \
+    X(PUT_COMMIT, put_commit, 25, MC_MP_B_KEYS | MC_MP_B_KEY_U64 | MC_MP_B_KEY_SLOT, put_commit,   \
+      "", "")
 
 /* Master-driven replica tasks (task_proto.h): any client creates and queries them; the client
  * that owns the source replica fetches its tasks with its heartbeats, moves the bytes and
@@ -148,7 +167,9 @@
 #define MC_MP_DISK_MAP(X)                                                                          \
     X(DISK_ANNOUNCE, disk_announce, 21, MC_MP_B_VERSIONS, codes, "", "")                           \
     X(DISK_FETCH, disk_fetch, 22, 0, disk_fetch, "", "")                                           \
-    X(DISK_DONE, disk_done, 23, MC_MP_B_VERSIONS, codes, "", "")
+    X(DISK_DONE, disk_done, 23, MC_MP_B_VERSIONS, codes, "", "")                                   \
+    /* The reference's GetStorageConfig: where the shared-filesystem tier lives (--root_fs_dir) */ \
+    X(STORAGE_CONFIG, storage_config, 26, 0, storage_config, "", "")
 
 #define MC_MP_TYPE_MAP(X) MC_MP_CORE_MAP(X) MC_MP_TASK_MAP(X) MC_MP_DISK_MAP(X)
 
@@ -214,13 +235,16 @@ typedef struct mc__mp_request {
     uint8_t client_id[MC_MP_CLIENT_ID_LEN];
     uint32_t n_keys;
     mc__mp_str_t *keys;
-    uint64_t *value_lens; /* PUT_START / UPSERT_START: lengths; their ENDs / REVOKEs: versions */
-    mc__replicate_config_t config; /* PUT_START / UPSERT_START only */
+    uint64_t *value_lens; /* PUT_START / UPSERT_START / PUT_COMMIT: lengths; ENDs / REVOKEs:
+                             versions */
+    uint64_t *slots;      /* PUT_COMMIT: the slot (its version) each key goes into */
+    uint32_t n_slots;     /* PUT_RESERVE: slots asked for; r->size is their length */
+    mc__replicate_config_t config; /* PUT_START / UPSERT_START / PUT_RESERVE only */
     uint8_t force;                 /* REMOVE, REMOVE_ALL */
     mc__mp_str_t pattern;          /* REMOVE_ALL: a regex, or empty for every object */
     mc__mp_str_t segment_name;     /* MOUNT, UNMOUNT, REPLICA_CLEAR (may be empty) */
     uint64_t base, size;           /* MOUNT (size), UNMOUNT (base only); DISK_ANNOUNCE: disk id,
-                                      capacity */
+                                      capacity; PUT_RESERVE: the slot length */
     uint64_t epoch;                /* MOUNT */
     uint8_t mount_flags;           /* MOUNT: MC_MP_MOUNT_F_* */
     uint32_t n_mounted;            /* HEARTBEAT; MC_MP_MOUNTS_UNKNOWN when the peer sent none */

@@ -151,7 +151,7 @@ static void test_key_and_bad_args(void **state) {
     assert_int_equal(mc__election_start(NULL, "c", "a:1", 2, &cbs, &e), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc__election_start(g_ep, "c", "a:1", MC_ELECTION_MAX_TTL_S + 1, &cbs, &e),
                      MC_ERR_INVALID_ARGUMENT);
-    assert_int_equal(mc__election_start("https://h:1", "c", "a:1", 2, &cbs, &e),
+    assert_int_equal(mc__election_start("ftp://h:1", "c", "a:1", 2, &cbs, &e),
                      MC_ERR_INVALID_ARGUMENT);
     assert_null(e);
     mc__election_stop(NULL);

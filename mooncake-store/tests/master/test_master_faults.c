@@ -143,6 +143,22 @@ static int send_and_expect_close(uint16_t port, const void *p, size_t n, int32_t
     return closed;
 }
 
+/* Sends one frame of type with a client id and body on a fresh connection: the code of the
+ * error reply the master answers before closing it (the test fails when it does not close). */
+static int32_t refused(uint16_t port, uint8_t type, const mc_buf_t *body) {
+    mc_buf_t b;
+    size_t start;
+    int32_t code = 0;
+    mc__buf_init(&b);
+    mc__buf_frame_begin(&b, type, 0, 7, &start);
+    mc__buf_put(&b, "0123456789abcdef", 16);
+    mc__buf_put(&b, body->data, body->len);
+    mc__buf_frame_end(&b, start);
+    assert_true(send_and_expect_close(port, b.data, b.len, &code));
+    mc__buf_free(&b);
+    return code;
+}
+
 static void test_garbage_on_rpc_port(void **state) {
     mc_test_master_t m;
     mc__master_client_t *c = NULL;
@@ -198,6 +214,28 @@ static void test_garbage_on_rpc_port(void **state) {
     mc__buf_frame_end(&b, start);
     assert_true(send_and_expect_close(m.rpc_port, b.data, b.len, &code));
     assert_int_equal(code, MC_ERR_INVALID_KEY);
+    /* Put slots: a reserve asking for more slots than allowed, a reserve without its config, a
+     * commit whose count promises entries that are not there (each entry a key and two u64). */
+    {
+        mc_buf_t body;
+        mc__buf_init(&body);
+        mc__buf_u32(&body, MC_MP_MAX_SLOTS + 1);
+        mc__buf_u64(&body, 4096);
+        mc__buf_u32(&body, 1);
+        mc__buf_u8(&body, 0);
+        mc__buf_u64(&body, 0);
+        mc__buf_u32(&body, 0);
+        assert_int_equal(refused(m.rpc_port, MC_MP_PUT_RESERVE, &body), MC_ERR_INVALID_PARAMS);
+        body.len = 12; /* the count and the length, no config */
+        assert_int_equal(refused(m.rpc_port, MC_MP_PUT_RESERVE, &body), MC_ERR_INVALID_PARAMS);
+        mc__buf_reset(&body);
+        mc__buf_u32(&body, 3);
+        mc__buf_bytes(&body, "k", 1);
+        mc__buf_u64(&body, 100);
+        mc__buf_u64(&body, 1);
+        assert_int_equal(refused(m.rpc_port, MC_MP_PUT_COMMIT, &body), MC_ERR_INVALID_PARAMS);
+        mc__buf_free(&body);
+    }
     /* A truncated frame followed by a hang-up. */
     {
         int fd = mc__tcp_connect("127.0.0.1", m.rpc_port, mc__now_ms() + 2000);

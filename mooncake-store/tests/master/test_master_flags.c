@@ -178,13 +178,26 @@ static void expect_refused(const char *flag, const char *feature) {
         fail_msg("%s: '%s' does not name '%s'", flag, err, feature);
 }
 
+/* The shared-filesystem tier is built: --root_fs_dir is refused only for a directory that is not
+ * there (never silently made: a missing mount point would become a local directory). */
+static void test_root_fs_dir_must_exist(void **state) {
+    char err[512];
+    char *argv[] = {"mooncake_master", "--root_fs_dir=/nonexistent/mooncake-root", NULL};
+    (void)state;
+    mc__master_opts_free(&g_o);
+    mc__master_opts_init(&g_o);
+    g_o.warn = NULL;
+    assert_int_equal(mc__flags_parse(2, argv, g_o.table, g_o.n, "m", "v", NULL), 0);
+    assert_int_equal(mc__master_opts_finish(&g_o, err, sizeof(err)), MC_ERR_INVALID_ARGUMENT);
+    if (!strstr(err, "existing directory") || !strstr(err, "/nonexistent/mooncake-root"))
+        fail_msg("'%s' does not say the directory must exist", err);
+}
+
 static void test_missing_features_refused(void **state) {
     (void)state;
     expect_refused("--enable_cxl", "CXL memory");
-    expect_refused("--enable_kv_events", "KV cache event");
     expect_refused("--enable_multi_tenants", "multi-tenant");
     expect_refused("--enable_metadata_cleanup_on_timeout", "metadata cleanup");
-    expect_refused("--root_fs_dir=/mnt/3fs", "storage backend");
     expect_refused("--memory_allocator=cachelib", "cachelib");
     expect_refused("--dynamic_replication_mode=enforce", "dynamic replication");
     expect_refused("--allocation_strategy=cxl", "CXL");
@@ -391,6 +404,7 @@ static void test_json_file(void **state) {
     assert_int_equal(c->default_kv_soft_pin_ttl_ms, 60000);
     assert_int_equal(c->client_ttl_s, 7);
     assert_string_equal(c->cluster_id, "json-cluster");
+    assert_string_equal(c->kv_events.bind_endpoint, "tcp://0.0.0.0:5557");
     assert_null(g_o.config_path);
     write_file("json", "{\"default_kv_lease_ttl\": -1}");
     assert_int_equal(load_file(g_path, err, sizeof(err)), MC_ERR_INVALID_ARGUMENT);
@@ -415,6 +429,7 @@ int main(void) {
         cmocka_unit_test(test_reference_spellings),
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_missing_features_refused),
+        cmocka_unit_test(test_root_fs_dir_must_exist),
         cmocka_unit_test(test_ha_flags),
         cmocka_unit_test(test_disk_tier_flags),
         cmocka_unit_test(test_knobs_of_features_that_are_off),

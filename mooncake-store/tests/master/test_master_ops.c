@@ -286,6 +286,85 @@ static void test_bad_input(void **state) {
     assert_int_equal(mc__master_client_heartbeat(f->a, NULL), 0);
 }
 
+/* Put slots: reserved ahead with no key, invisible until a commit names the key, the client's
+ * own, at most their length, given back once; a commit of a taken key keeps the slot. */
+static void test_put_slots(void **state) {
+    fixture_t *f = *state;
+    mc__key_replicas_t sl[3], r;
+    mc__replicate_config_t cfg;
+    const char *k1 = "slot-1", *k2 = "slot-2", *label = "-";
+    uint64_t len, ver;
+    int32_t code = 1;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.replica_num = 1;
+    assert_int_equal(mc__master_client_put_reserve(f->a, 3, 4096, &cfg, sl), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sl[i].code, 0);
+        assert_int_equal(sl[i].n_replicas, 1);
+        assert_int_equal(sl[i].replicas[0].status, MC_MP_REPLICA_PROCESSING);
+        check_in_segment(&sl[i].replicas[0], 4096);
+    }
+    assert_true(sl[0].replicas[0].addr != sl[1].replicas[0].addr);
+    assert_true(sl[0].version != sl[1].version && sl[1].version != sl[2].version);
+    assert_int_equal(mc__master_client_exist(f->b, k1), 0);
+    /* Committed: visible with the commit's length, in the slot's bytes. */
+    len = 4000;
+    assert_int_equal(mc__master_client_put_commit(f->a, 1, &k1, &len, &sl[0].version, &code), 0);
+    assert_int_equal(code, 0);
+    assert_int_equal(mc__master_client_exist(f->b, k1), 1);
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(mc__master_client_get_replica_list(f->b, k1, &r), 0);
+    assert_int_equal(r.size, 4000);
+    assert_int_equal(r.replicas[0].addr, sl[0].replicas[0].addr);
+    assert_int_equal(r.replicas[0].status, MC_MP_REPLICA_COMPLETE);
+    /* A slot is used once. */
+    assert_int_equal(mc__master_client_put_commit(f->a, 1, &k2, &len, &sl[0].version, &code), 0);
+    assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
+    /* The key exists: the first value stays, and so does the slot, for another key. */
+    len = 10;
+    assert_int_equal(mc__master_client_put_commit(f->a, 1, &k1, &len, &sl[1].version, &code), 0);
+    assert_int_equal(code, MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(mc__master_client_get_replica_list(f->b, k1, &r), 0);
+    assert_int_equal(r.size, 4000);
+    assert_int_equal(mc__master_client_put_commit(f->a, 1, &k2, &len, &sl[1].version, &code), 0);
+    assert_int_equal(code, 0);
+    /* Another client's slot is not found; a value longer than its slot is refused and the slot
+     * stays; a give-back frees it once. */
+    assert_int_equal(mc__master_client_put_commit(f->b, 1, &k1, &len, &sl[2].version, &code), 0);
+    assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
+    len = 4097;
+    assert_int_equal(mc__master_client_put_commit(f->a, 1, &label, &len, &sl[2].version, &code), 0);
+    assert_int_equal(code, MC_ERR_INVALID_PARAMS);
+    len = 0;
+    assert_int_equal(mc__master_client_put_commit(f->a, 1, &label, &len, &sl[2].version, &code), 0);
+    assert_int_equal(code, 0);
+    assert_int_equal(mc__master_client_put_commit(f->a, 1, &label, &len, &sl[2].version, &code), 0);
+    assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
+    /* A slot that never was. */
+    ver = UINT64_MAX;
+    assert_int_equal(mc__master_client_put_commit(f->a, 1, &k1, &len, &ver, &code), 0);
+    assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
+    /* Bad reserves: each slot gets the code; the master still serves. */
+    cfg.flags = MC_MP_CFG_PROMOTE;
+    assert_int_equal(mc__master_client_put_reserve(f->a, 2, 4096, &cfg, sl), 0);
+    assert_int_equal(sl[0].code, MC_ERR_INVALID_PARAMS);
+    assert_int_equal(sl[1].code, MC_ERR_INVALID_PARAMS);
+    cfg.flags = 0;
+    cfg.replica_num = 0;
+    assert_int_equal(mc__master_client_put_reserve(f->a, 1, 4096, &cfg, sl), 0);
+    assert_int_equal(sl[0].code, MC_ERR_INVALID_PARAMS);
+    cfg.replica_num = 1;
+    assert_int_equal(mc__master_client_put_reserve(f->a, 1, 0, &cfg, sl), 0);
+    assert_int_equal(sl[0].code, MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__master_client_put_reserve(f->a, 1, 5 * MIB, &cfg, sl), 0);
+    assert_int_equal(sl[0].code, MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(mc__master_client_put_reserve(f->a, 0, 4096, &cfg, sl), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__master_client_heartbeat(f->a, NULL), 0);
+    wait_lease_end();
+    assert_int_equal(mc__master_client_remove(f->a, k1, 0), 0);
+    assert_int_equal(mc__master_client_remove(f->a, k2, 0), 0);
+}
+
 static int cmp_u64(const void *x, const void *y) {
     uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
     return a < b ? -1 : a > b;
@@ -684,6 +763,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_upsert_versions),
         cmocka_unit_test(test_put_end_names_its_placement),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_put_slots),
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_replicas_distinct),
         cmocka_unit_test(test_revoke_frees_space),

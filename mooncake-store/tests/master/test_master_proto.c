@@ -10,6 +10,7 @@
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/error.h"
+#include "proto/disk_proto.h"
 #include "proto/master_proto.h"
 
 static mc__mp_str_t S(const char *s) {
@@ -26,6 +27,50 @@ static int roundtrip(const mc__mp_request_t *r, mc_buf_t *b, mc__mp_request_t *o
     assert_int_equal(mc__frame_header_decode(b->data, b->len, MC_MP_MAX_BODY, &h), 0);
     assert_int_equal(h.body_len, b->len - MC_FRAME_HEADER_SIZE);
     return mc__mp_decode_request(&h, b->data + MC_FRAME_HEADER_SIZE, (size_t)h.body_len, out);
+}
+
+/* STORAGE_CONFIG: a request of the client id alone, a reply of the shared directory. */
+static void test_storage_config(void **state) {
+    mc__mp_request_t r, out;
+    mc_buf_t b;
+    mc_frame_header_t h;
+    char dir[MC_MP_MAX_SEGMENT_NAME + 1];
+    uint8_t ev = 9;
+    uint64_t quota = 9;
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_STORAGE_CONFIG;
+    r.request_id = 7;
+    mc__buf_init(&b);
+    assert_int_equal(roundtrip(&r, &b, &out), 0);
+    assert_int_equal(out.type, MC_MP_STORAGE_CONFIG);
+    mc__mp_request_free(&out);
+    /* A byte more than the client id is refused. */
+    assert_int_equal(mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h), 0);
+    mc__buf_put(&b, "x", 1);
+    assert_int_equal(
+        mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE, MC_MP_CLIENT_ID_LEN + 1, &out),
+        MC_ERR_INVALID_PARAMS);
+    mc__buf_free(&b);
+
+    /* The reply, with a directory and without one (the master has no --root_fs_dir). */
+    for (int i = 0; i < 2; i++) {
+        const char *want = i == 0 ? "/mnt/fs/mooncake_cluster" : "";
+        mc__buf_init(&b);
+        assert_int_equal(mc__dp_encode_storage_config(&b, 7, want, (uint8_t)(1 - i), 42u * !i), 0);
+        assert_int_equal(mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h), 0);
+        assert_int_equal(mc__dp_decode_storage_config(&h, b.data + MC_FRAME_HEADER_SIZE,
+                                                      (size_t)h.body_len, dir, &ev, &quota),
+                         0);
+        assert_string_equal(dir, want);
+        assert_int_equal(ev, 1 - i);
+        assert_int_equal(quota, 42u * !i);
+        /* Short: not a reply. */
+        assert_int_equal(mc__dp_decode_storage_config(&h, b.data + MC_FRAME_HEADER_SIZE,
+                                                      (size_t)h.body_len - 1, dir, &ev, &quota),
+                         MC_ERR_RPC_FAIL);
+        mc__buf_free(&b);
+    }
 }
 
 static void test_put_start_roundtrip(void **state) {
@@ -237,6 +282,105 @@ static void test_decoder_rejects(void **state) {
     mc__buf_free(&b);
 }
 
+/* Every strict prefix of the body in b is refused, and so is one byte too many. */
+static void assert_prefixes_refused(mc_buf_t *b) {
+    mc_frame_header_t h;
+    mc__mp_request_t d;
+    for (size_t cut = 0; cut < b->len - MC_FRAME_HEADER_SIZE; cut++) {
+        uint8_t *copy = malloc(cut ? cut : 1);
+        mc__frame_header_decode(b->data, b->len, MC_MP_MAX_BODY, &h);
+        memcpy(copy, b->data + MC_FRAME_HEADER_SIZE, cut);
+        assert_int_not_equal(mc__mp_decode_request(&h, copy, cut, &d), 0);
+        free(copy);
+    }
+    mc__buf_u8(b, 0);
+    mc__frame_header_decode(b->data, b->len, MC_MP_MAX_BODY, &h);
+    assert_int_equal(mc__mp_decode_request(&h, b->data + MC_FRAME_HEADER_SIZE,
+                                           b->len - MC_FRAME_HEADER_SIZE, &d),
+                     MC_ERR_INVALID_PARAMS);
+}
+
+/* PUT_RESERVE and PUT_COMMIT: round trips, the limits both sides keep, malformed bodies. */
+static void test_put_slots(void **state) {
+    mc__mp_str_t keys[2] = {S("k1"), S("key-two")};
+    uint64_t lens[2] = {4096, 0}, slots[2] = {7, 1ull << 40};
+    mc__mp_request_t r, d;
+    mc_frame_header_t h = {MC_FRAME_MAGIC, MC_FRAME_VERSION, MC_MP_PUT_RESERVE, 0, 1, 0};
+    mc_buf_t b;
+    (void)state;
+    mc__buf_init(&b);
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_PUT_RESERVE;
+    r.n_slots = 16;
+    r.size = 65536;
+    r.config.replica_num = 2;
+    r.config.flags = MC_MP_CFG_HARD_PIN;
+    r.config.n_preferred = 1;
+    r.config.preferred[0] = S("host:2");
+    assert_int_equal(roundtrip(&r, &b, &d), 0);
+    assert_int_equal(d.n_slots, 16);
+    assert_int_equal(d.size, 65536);
+    assert_int_equal(d.config.replica_num, 2);
+    assert_int_equal(d.config.flags, MC_MP_CFG_HARD_PIN);
+    assert_memory_equal(d.config.preferred[0].p, "host:2", 6);
+    assert_int_equal(d.n_keys, 0);
+    mc__mp_request_free(&d);
+    assert_prefixes_refused(&b);
+    /* Counts outside 1..MC_MP_MAX_SLOTS are refused by the encoder and the decoder. */
+    r.n_slots = 0;
+    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_PARAMS);
+    r.n_slots = MC_MP_MAX_SLOTS + 1;
+    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_PARAMS);
+    for (uint32_t n = 0; n <= 1; n++) {
+        mc__buf_reset(&b);
+        mc__buf_put(&b, "0123456789abcdef", 16);
+        mc__buf_u32(&b, n ? MC_MP_MAX_SLOTS + 1 : 0);
+        mc__buf_u64(&b, 4096);
+        mc__buf_u32(&b, 1);
+        mc__buf_u8(&b, 0);
+        mc__buf_u64(&b, 0);
+        mc__buf_u32(&b, 0);
+        assert_int_equal(mc__mp_decode_request(&h, b.data, b.len, &d), MC_ERR_INVALID_PARAMS);
+    }
+
+    mc__buf_reset(&b);
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_PUT_COMMIT;
+    r.n_keys = 2;
+    r.keys = keys;
+    r.value_lens = lens;
+    r.slots = slots;
+    assert_int_equal(roundtrip(&r, &b, &d), 0);
+    assert_int_equal(d.n_keys, 2);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(d.keys[i].len, keys[i].len);
+        assert_memory_equal(d.keys[i].p, keys[i].p, keys[i].len);
+        assert_int_equal(d.value_lens[i], lens[i]);
+        assert_int_equal(d.slots[i], slots[i]);
+    }
+    mc__mp_request_free(&d);
+    assert_null(d.slots);
+    assert_prefixes_refused(&b);
+    /* A commit without its slots is refused before anything is written. */
+    r.slots = NULL;
+    mc__buf_reset(&b);
+    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(b.len, 0);
+    /* A count larger than the entries that follow (a key and two u64 each); an empty key. */
+    h.type = MC_MP_PUT_COMMIT;
+    for (int bad = 0; bad < 2; bad++) {
+        mc__buf_reset(&b);
+        mc__buf_put(&b, "0123456789abcdef", 16);
+        mc__buf_u32(&b, bad ? 1 : 2);
+        mc__buf_bytes(&b, "k", bad ? 0 : 1);
+        mc__buf_u64(&b, 1);
+        mc__buf_u64(&b, 1);
+        assert_int_equal(mc__mp_decode_request(&h, b.data, b.len, &d),
+                         bad ? MC_ERR_INVALID_KEY : MC_ERR_INVALID_PARAMS);
+    }
+    mc__buf_free(&b);
+}
+
 static void test_replies(void **state) {
     mc__key_replicas_t in[2], out[2];
     int32_t codes[3] = {0, -704, 1}, got[3];
@@ -358,9 +502,12 @@ static void test_type_map(void **state) {
         {21, "disk_announce", NULL, NULL},
         {22, "disk_fetch", NULL, NULL},
         {23, "disk_done", NULL, NULL},
+        {24, "put_reserve", NULL, NULL},
+        {25, "put_commit", NULL, NULL},
+        {26, "storage_config", NULL, NULL},
     };
     (void)state;
-    assert_int_equal(MC_MP_TYPE_MAX_, 24);
+    assert_int_equal(MC_MP_TYPE_MAX_, 27);
     assert_int_equal(MC_MP_PUT_START, 3);
     assert_int_equal(MC_MP_TASK_CREATE, 17);
     assert_int_equal(MC_MP_DISK_DONE, 23);
@@ -391,9 +538,11 @@ int main(void) {
         cmocka_unit_test(test_other_requests),
         cmocka_unit_test(test_encoder_limits),
         cmocka_unit_test(test_decoder_rejects),
+        cmocka_unit_test(test_put_slots),
         cmocka_unit_test(test_replies),
         cmocka_unit_test(test_decode_fails_cleanly_without_memory),
         cmocka_unit_test(test_type_map),
+        cmocka_unit_test(test_storage_config),
     };
     return cmocka_run_group_tests_name("store_master_proto", tests, NULL, NULL);
 }

@@ -263,12 +263,77 @@ static void test_a_new_owner_of_a_name_retires_the_old_incarnations(void **state
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
 }
 
+/* Put slots across a kill -9: a commit that was acknowledged is restored, in the slot's bytes; a
+ * slot reserved but not committed is gone (its commit is told OBJECT_NOT_FOUND, so the client
+ * places the put again) and its space is not handed to anyone (the late writer's bytes land on
+ * nothing anyone reads). */
+static void test_committed_slots_survive_a_restart(void **state) {
+    char dir[64], dir_arg[96];
+    const char *extra[4] = {NULL, "--client_ttl=600", "--eviction_high_watermark_ratio=1.0", NULL};
+    mc_test_master_t m;
+    mc__master_client_t *owner = NULL, *user = NULL;
+    mc__key_replicas_t sl[4], r;
+    mc__replicate_config_t cfg = {.replica_num = 1};
+    const char *keys[2] = {"slot-c0", "slot-c1"}, *late = "slot-late";
+    uint64_t lens[2] = {OBJ / 4, 100}, vers[2], len = 10;
+    int32_t codes[2] = {1, 1}, code = 1;
+    uint16_t port;
+    char cmd[128];
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/mc-recovery-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(dir_arg, sizeof(dir_arg), "--metadata_dir=%s", dir);
+    extra[0] = dir_arg;
+    assert_int_equal(mc_test_master_start(g_bin, 0, extra, &m), 0);
+    port = m.rpc_port;
+    assert_int_equal(mc__master_client_connect(m.addr, 5000, NULL, &owner), 0);
+    assert_int_equal(mc__master_client_mount_segment(owner, "owner:1", 0x10000000ull, SEG), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 5000, NULL, &user), 0);
+    assert_int_equal(mc__master_client_put_reserve(user, 4, OBJ / 4, &cfg, sl), 0);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(sl[i].code, 0);
+    vers[0] = sl[0].version;
+    vers[1] = sl[1].version;
+    assert_int_equal(mc__master_client_put_commit(user, 2, keys, lens, vers, codes), 0);
+    assert_int_equal(codes[0], 0);
+    assert_int_equal(codes[1], 0);
+
+    assert_int_not_equal(mc_test_master_stop(&m, 1), 0);
+    assert_int_equal(mc_test_master_start(g_bin, port, extra, &m), 0);
+    assert_int_equal(mc__master_client_heartbeat(owner, NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        memset(&r, 0, sizeof(r));
+        assert_int_equal(mc__master_client_get_replica_list(user, keys[i], &r), 0);
+        assert_int_equal(r.size, lens[i]);
+        assert_int_equal(r.replicas[0].addr, sl[i].replicas[0].addr);
+    }
+    assert_int_equal(mc__master_client_put_commit(user, 1, &late, &len, &sl[2].version, &code), 0);
+    assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc__master_client_exist(user, late), 0);
+    /* The rest of the segment (12 of its 16 quarters of OBJ) goes to new puts; the open slots'
+     * space is not among it. */
+    for (int k = 0; k < 12; k++) {
+        char key[32];
+        snprintf(key, sizeof(key), "after-%d", k);
+        assert_int_equal(mc__master_client_put_start(user, key, OBJ / 4, NULL, &r), 0);
+        for (int i = 0; i < 4; i++)
+            assert_true(r.replicas[0].addr != sl[i].replicas[0].addr);
+        assert_int_equal(mc__master_client_put_end(user, key, r.version), 0);
+    }
+    mc__master_client_close(owner);
+    mc__master_client_close(user);
+    assert_int_equal(mc_test_master_stop(&m, 0), 0);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restored_objects_are_not_evicted_while_owners_are_silent),
         cmocka_unit_test(test_a_put_waits_for_the_owners),
         cmocka_unit_test(test_a_dead_owner_ends_recovery_at_its_expiry),
         cmocka_unit_test(test_a_new_owner_of_a_name_retires_the_old_incarnations),
+        cmocka_unit_test(test_committed_slots_survive_a_restart),
     };
     if (argc < 2) {
         fprintf(stderr, "usage: %s <path to mooncake_master>\n", argv[0]);

@@ -183,6 +183,12 @@ MC_API int mc_engine_free_managed(mc_engine_t *e, void *addr);
  * life, shared by every caller of the engine: callers need no cache of their own. Our own name
  * gives MC_LOCAL_SEGMENT_ID. */
 MC_API int mc_engine_open_segment(mc_engine_t *e, const char *name, mc_segment_id_t *out);
+/* As mc_engine_open_segment, but within this engine's start-up window (MC_TE_STARTUP_WAIT_MS
+ * after initialize, default 10 s) a name the metadata service does not know yet is asked for
+ * again until it appears or the window ends: processes started together race their
+ * registrations. Past the window it is mc_engine_open_segment. Ours (the reference's
+ * get_first_buffer_address loses that race less often only by being slower to start). */
+MC_API int mc_engine_open_segment_wait(mc_engine_t *e, const char *name, mc_segment_id_t *out);
 /* The id of a segment already open by that name, without I/O: MC_ERR_INVALID_ARGUMENT when
  * none is. */
 MC_API int mc_engine_segment_id(mc_engine_t *e, const char *name, mc_segment_id_t *out);
@@ -208,7 +214,8 @@ MC_API int mc_engine_abort_segment(mc_engine_t *e, mc_segment_id_t id);
  * submitted; 0 when none is in flight. A live peer makes news at its link's speed; a silent one
  * none. No I/O. Ours. MC_ERR_INVALID_ARGUMENT for an id never opened or ms NULL. */
 MC_API int mc_engine_segment_stalled_ms(mc_engine_t *e, mc_segment_id_t id, uint64_t *ms);
-/* Address and length of the first buffer the peer registered (0 if none). */
+/* Address and length of the first buffer the peer registered (0 if none; within the start-up
+ * window a peer with no buffer yet is asked again until it has one or the window ends). */
 MC_API int mc_engine_segment_first_buffer(mc_engine_t *e, mc_segment_id_t id, uint64_t *addr,
                                           uint64_t *len);
 

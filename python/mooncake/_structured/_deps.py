@@ -33,3 +33,22 @@ def require_torch():
 def is_tensor(value):
     torch = torch_module()
     return torch is not None and isinstance(value, torch.Tensor)
+
+
+def msgpack_module():
+    """msgpack (the ``structured`` extra), or None when it is not installed: objects are then
+    written with ``json_ragged`` (which the reference reads too) and ``msgpack_ragged`` fields
+    cannot be read."""
+    try:
+        import msgpack
+    except ImportError:
+        return None
+    return msgpack
+
+
+def require_msgpack():
+    m = msgpack_module()
+    if m is None:
+        raise ImportError("this structured object has msgpack_ragged fields; reading them needs "
+                          "msgpack: pip install 'mooncake-c[structured]'")
+    return m

@@ -7,9 +7,13 @@ payloads:
 - ``ndarray``: numeric scalars (bool, int, float) -> ``values`` (one dtype), ``nulls``;
 - ``utf8_ragged``: str -> ``data`` (UTF-8), ``offsets``, ``nulls``;
 - ``bytes_ragged``: bytes, bytearray, memoryview -> ``data``, ``offsets``, ``nulls``;
-- ``json_ragged``: dicts, lists, tuples of JSON values -> ``data`` (JSON), ``offsets``, ``nulls``;
+- ``msgpack_ragged`` (the reference's, written by default): dicts, lists, tuples of JSON-like
+  values -> ``data`` (one msgpack value per row), ``offsets``, ``nulls``;
+- ``json_ragged``: the same rows as JSON text (what older objects of ours hold; still read, and
+  written where msgpack is not installed);
 - ``typed_ragged``: numeric ndarrays or number lists, any shape per row -> ``data`` (values),
-  ``offsets`` (elements), ``shapes`` / ``ndims`` (per row), ``nulls``;
+  ``offsets`` (elements), ``shapes`` / ``ndims`` (per row), ``nulls``; its metadata names the
+  reference's ``physical_layout`` ``contiguous_flat`` (rows back to back, the only one read);
 - ``ragged_tensor``: torch tensors of one dtype, any shape per row -> ``data`` (bytes),
   ``offsets`` (bytes), ``shapes``, ``ndims``, ``nulls``;
 - ``structured_recursive``: dicts / lists holding tensors, ndarrays or bytes -> ``tree.*`` (a JSON
@@ -34,7 +38,7 @@ from mooncake._structured import _deps
 from mooncake._structured.bundle import Parts
 from mooncake._structured.inference import choose_leaf_codec
 
-CODECS = ("ndarray", "utf8_ragged", "bytes_ragged", "json_ragged", "typed_ragged",
+CODECS = ("ndarray", "utf8_ragged", "bytes_ragged", "msgpack_ragged", "json_ragged", "typed_ragged",
           "ragged_tensor", "structured_recursive", "ragged_tensor_dict")
 LEAF_KEY = "__mooncake_leaf__"
 MAX_DEPTH = 64
@@ -76,9 +80,10 @@ def _json_default(value):
 
 def infer_codec(path, values):
     """The codec of rows ``values`` (``inference.choose_leaf_codec``); all-null rows are
-    ``json_ragged``; raises UnsupportedValues when no codec can hold them."""
+    ``msgpack_ragged`` (``json_ragged`` without msgpack); raises UnsupportedValues when no codec
+    can hold them."""
     if all(v is None for v in values):
-        return "json_ragged"
+        return "msgpack_ragged" if _deps.msgpack_module() is not None else "json_ragged"
     decision = choose_leaf_codec(values)
     if not decision.accepted:
         raise UnsupportedValues(f"unsupported structured non-tensor field {path}: "
@@ -122,6 +127,10 @@ def _bytes(v):
 def _json(v):
     return json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
                       default=_json_default).encode("utf-8")
+
+
+def _msgpack(v):
+    return _deps.require_msgpack().packb(v, use_bin_type=True, default=_json_default)
 
 
 def _encode_scalars(values, dtype_hint=None):
@@ -177,7 +186,8 @@ def _encode_typed(values, dtype_hint=None):
         else "list"
     payload = {"data": Parts(tuple(views)), "offsets": offsets, "shapes": shapes,
                "ndims": ndims, "nulls": _nulls(values)}
-    return payload, {"dtype": dtype.str, "row_type": row_type}
+    return payload, {"dtype": dtype.str, "row_type": row_type,
+                     "physical_layout": "contiguous_flat"}
 
 
 def _encode_tensors(values):
@@ -278,9 +288,9 @@ def encode(path, values, codec=None, *, dtype_hint=None, nullable=True, options=
         payload, meta = _ragged_blobs(values, _utf8), {}
     elif codec == "bytes_ragged":
         payload, meta = _ragged_blobs(values, _bytes), {}
-    elif codec == "json_ragged":
+    elif codec in ("msgpack_ragged", "json_ragged"):
         try:
-            payload, meta = _ragged_blobs(values, _json), {}
+            payload, meta = _ragged_blobs(values, _msgpack if codec == "msgpack_ragged" else _json), {}
         except (TypeError, ValueError) as error:
             raise UnsupportedValues(f"unsupported structured non-tensor field {path}: {error}") \
                 from error
@@ -455,6 +465,10 @@ def decode(encoded, source, rows, total_rows):
         raise ValueError("structured non-tensor offsets must be non-decreasing from 0")
     live = [r for r in rows if not nulls[r]]
     if codec in ("typed_ragged",):
+        layout = meta.get("physical_layout", "contiguous_flat")
+        if layout != "contiguous_flat":
+            raise ValueError(f"typed_ragged physical_layout {layout!r} is not supported "
+                             "(only contiguous_flat)")
         itemsize = np.dtype(meta["dtype"]).itemsize
     else:
         itemsize = 1
@@ -475,6 +489,8 @@ def decode(encoded, source, rows, total_rows):
             out.append(bytes(blob).decode("utf-8"))
         elif codec == "bytes_ragged":
             out.append(bytes(blob))
+        elif codec == "msgpack_ragged":
+            out.append(_deps.require_msgpack().unpackb(bytes(blob), raw=False))
         elif codec == "json_ragged":
             out.append(json.loads(bytes(blob).decode("utf-8")))
         elif codec == "typed_ragged":

@@ -17,7 +17,7 @@ from mooncake._structured import _deps
 from mooncake._structured.model import FieldSchema, StructuredMemberSlice, TensorObjectBuffer
 
 SECTIONS = ("batch", "non_tensor_batch", "meta_info")
-SCHEMA_ALIASES = {"msgpack_ragged": "json_ragged", "media_bytes": "bytes_ragged"}
+SCHEMA_ALIASES = {"media_bytes": "bytes_ragged"}
 
 
 def _as_dict(value):

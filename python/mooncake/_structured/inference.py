@@ -103,10 +103,16 @@ def has_leaf(value, depth=0):
     return False
 
 
+def _object_codec():
+    """The codec of JSON-like container rows: the reference's ``msgpack_ragged`` (so the
+    reference reads what we write), ``json_ragged`` where msgpack is not installed."""
+    return "msgpack_ragged" if _deps.msgpack_module() is not None else "json_ragged"
+
+
 def choose_leaf_codec(values):
     present = [v for v in values if v is not None and v is not MISSING]
     if not present:
-        return Decision(False, "json_ragged", "no non-null rows")
+        return Decision(False, _object_codec(), "no non-null rows")
     torch = _deps.torch_module()
     if torch is not None and all(isinstance(v, torch.Tensor) for v in present):
         dtypes = sorted({str(v.dtype) for v in present})
@@ -135,10 +141,10 @@ def choose_leaf_codec(values):
             return Decision(True, "structured_recursive",
                             "rows are containers holding tensors, ndarrays or bytes")
         if all(_json_like(v) for v in present):
-            return Decision(True, "json_ragged", "every row is JSON-like")
-        return Decision(False, "json_ragged", "containers hold values JSON cannot carry")
+            return Decision(True, _object_codec(), "every row is JSON-like")
+        return Decision(False, _object_codec(), "containers hold values JSON cannot carry")
     kinds = sorted({type(v).__name__ for v in present})
-    return Decision(False, "json_ragged", f"no codec for rows of type {kinds}")
+    return Decision(False, _object_codec(), f"no codec for rows of type {kinds}")
 
 
 def infer_structure(path, values, leaves, nodes, _depth=0):

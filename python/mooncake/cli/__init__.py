@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["binary_path", "mooncake_master", "mooncake_client", "mooncake_http_metadata_server",
+__all__ = ["binary_path", "mooncake_master", "mooncake_client", "mooncake_conductor", "mooncake_http_metadata_server",
            "mooncake_transfer_bench", "mooncake_store_bench"]
 
 _PKG_DIR = Path(__file__).resolve().parent.parent
@@ -66,12 +66,22 @@ def mooncake_client() -> None:
     _exec("mooncake_client")
 
 
+def mooncake_conductor() -> None:
+    _exec("mooncake_conductor")
+
+
 def mooncake_http_metadata_server() -> None:
     _exec("mooncake_http_metadata_server")
 
 
 def mooncake_transfer_bench() -> None:
     _exec("mooncake_transfer_bench")
+
+
+def mc_limits() -> None:
+    """The machine's own limits (single-thread memcpy, one loopback TCP stream) the benchmarks
+    print their ratios against."""
+    _exec("mc_limits")
 
 
 def mooncake_store_bench() -> None:

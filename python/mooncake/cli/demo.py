@@ -5,6 +5,11 @@ separate process contributing a memory segment) and uses this process as a pure 
 objects of several sizes with two replicas, reads them back and checks every byte, kills one
 storage client with SIGKILL and reads everything again from the surviving replicas, then moves
 a buffer between two Transfer Engines directly. Every step prints what happened.
+
+``mooncake_demo --cluster ADDR`` runs the same data check against a cluster that is already up
+(a master's ``host:port``, or ``etcd://...`` for masters with HA): it puts objects with two
+replicas as a pure client, reads every byte back and removes them; it starts and kills nothing.
+The compose topology in deploy/docker runs it as its last service.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ def _start_master(client_ttl: int) -> tuple[subprocess.Popen, str, int]:
            "--metrics_port=0", f"--client_ttl={client_ttl}",
            "--enable_metric_reporting=false"]  # its output pipe is read only at start
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None  # a pipe: stdout=PIPE
     rpc = metrics = None
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and (rpc is None or metrics is None):
@@ -54,6 +60,7 @@ def _start_storage(master: str, segment: int) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "mooncake.cli.demo", "--role=storage", f"--master={master}",
            f"--segment={segment}"]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None  # a pipe: stdout=PIPE
     line = proc.stdout.readline()
     if not line.startswith("ready"):
         proc.kill()
@@ -119,6 +126,48 @@ def _engine_demo() -> None:
     b.free_managed_buffer(dst, n)
     if not ok:
         raise RuntimeError("engine transfer failed")
+
+
+def _put_read_remove(store, per_size: int, prefix: str) -> None:
+    """Puts objects of 1 KiB to 4 MiB with two replicas, reads each back byte-exact, removes them."""
+    from mooncake.store import ReplicateConfig
+
+    cfg = ReplicateConfig()
+    cfg.replica_num = 2
+    objects = {f"{prefix}/{s}/{i}": s for s in (1024, 64 * 1024, MiB, 4 * MiB)
+               for i in range(per_size)}
+    total = sum(objects.values())
+    t0 = time.perf_counter()
+    for key, size in objects.items():
+        rc = store.put(key, _payload(key, size), cfg)
+        if rc != 0:
+            raise RuntimeError(f"put {key} failed: {rc}")
+    dt = time.perf_counter() - t0
+    _say(f"put {len(objects)} objects ({total / MiB:.1f} MiB, 2 replicas each) in {dt:.2f} s")
+    t0 = time.perf_counter()
+    bad = [k for k, s in objects.items() if store.get(k) != _payload(k, s)]
+    if bad:
+        raise RuntimeError(f"{len(bad)} objects read back wrong, e.g. {bad[0]}")
+    _say(f"read {len(objects)} objects back in {time.perf_counter() - t0:.2f} s, "
+         "every byte verified")
+    for key in objects:
+        store.remove(key)
+
+
+def _cluster_main(args: argparse.Namespace) -> int:
+    from mooncake.store import MooncakeDistributedStore
+
+    _say(f"mooncake demo: checking the cluster at {args.cluster} as a pure client")
+    store = MooncakeDistributedStore()
+    rc = store.setup(args.host, "P2PHANDSHAKE", 0, 64 * MiB, "tcp", "", args.cluster)
+    if rc != 0:
+        raise RuntimeError(f"setup against {args.cluster} failed: {rc}")
+    try:
+        _put_read_remove(store, args.per_size, f"demo-cluster/{os.getpid()}")
+    finally:
+        store.close()
+    _say("cluster check finished: all data verified")
+    return 0
 
 
 def _client_main(args: argparse.Namespace) -> int:
@@ -212,10 +261,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="memory each storage client contributes (MiB, default 128)")
     ap.add_argument("--per-size", type=int, default=8,
                     help="objects per value size (default 8)")
+    ap.add_argument("--cluster", metavar="ADDR",
+                    help="check a running cluster instead (host:port of its master, or "
+                         "etcd://h1:2379,... for masters with HA; MC_STORE_CLUSTER_ID names the "
+                         "cluster): put, read back and remove objects, start nothing")
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="with --cluster: the address the cluster's nodes reach this client at")
     args = ap.parse_args(argv)
     if args.role == "storage":
         return _storage_main(args.master, args.segment)
     try:
+        if args.cluster:
+            return _cluster_main(args)
         return _client_main(args)
     except (RuntimeError, FileNotFoundError) as exc:
         print(f"mooncake_demo: {exc}", file=sys.stderr)

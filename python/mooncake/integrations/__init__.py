@@ -39,7 +39,7 @@ class Adapter:
     origin: str
 
 
-_registered = {}
+_registered: "dict[str, Adapter]" = {}
 
 
 def require_extra(user, extra, *modules):

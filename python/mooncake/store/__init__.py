@@ -81,9 +81,17 @@ def __getattr__(name):
 
 
 # Every code a store call can return, generated from the C side's one error table.
-StoreError = _enum.IntEnum("StoreError", _STORE_ERRORS, module=__name__, qualname="StoreError")
+# (mypy cannot see members made from a table at import time)
+StoreError = _enum.IntEnum(  # type: ignore[misc]
+    "StoreError", _STORE_ERRORS, module=__name__, qualname="StoreError")
 StoreError.__doc__ = "The Store's error codes (the reference's numbers), from the C error table."
 
+
+# The reference's binding exports these enums' values at module level too (pybind11's
+# export_values), in this order, so TaskStatus's PROCESSING and FAILED are the ones that stay.
+for _enum_type in (ObjectDataType, ReplicaStatus, TaskType, TaskStatus):
+    globals().update(_enum_type.__members__)
+del _enum_type
 
 # A memory replica's buffer_descriptor is the reference's Descriptor, under its older name too.
 BufferDescriptor = Descriptor
@@ -135,6 +143,41 @@ def _group_ids(value):
     return value
 
 
+def _absent_tier_count(tier):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise TypeError(f"{tier[0]} must be a non-negative int")
+        if value:
+            raise ValueError(f"{tier[0]}={value}: the {tier[1]} tier is not in this build "
+                             "(only 0, memory replicas, can be asked for)")
+        return value
+    return check
+
+
+def _absent_tier_segments(value):
+    value = list(value) if value is not None else []
+    if not all(isinstance(v, str) for v in value):
+        raise TypeError("preferred_nof_segments must be a list of str")
+    if value:
+        raise ValueError("preferred_nof_segments: the NVMe-oF tier is not in this build "
+                         "(no NoF segment can be preferred)")
+    return value
+
+
+def _bool_field(name):
+    def check(value):
+        if not isinstance(value, (bool, int)):
+            raise TypeError(f"{name} must be a bool")
+        return bool(value)
+    return check
+
+
+def _data_type(value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"data_type must be an ObjectDataType, not {type(value).__name__}")
+    return ObjectDataType(value)
+
+
 class ReplicateConfig:
     """Placement of one put: ``replica_num`` copies on distinct segments (best effort), a soft
     pin action (``soft_pin_action``, with ``soft_pin_ttl_ms`` in milliseconds for ENABLE, or
@@ -144,10 +187,18 @@ class ReplicateConfig:
     ``with_soft_pin`` is the older boolean spelling (True is ENABLE). ``group_ids`` (None, or
     one id per key of a batch, "" for none) is accepted as the reference's is, but groups change
     no placement or eviction here (docs/compatibility.md).
+
+    The reference's fields of its other tiers are here with their defaults:
+    ``nof_replica_num`` / ``preferred_nof_segments`` (NVMe-oF) and ``dfs_replica_num`` (its
+    shared-filesystem replicas) must stay 0 / empty, since those tiers are not in this build (a
+    ValueError says so); ``data_type`` (an ObjectDataType) and ``prefer_alloc_in_same_node`` are
+    hints that change no placement here.
     """
 
     __slots__ = ("replica_num", "_soft_pin_action", "_soft_pin_ttl_ms", "with_hard_pin",
-                 "preferred_segment", "preferred_segments", "_group_ids")
+                 "preferred_segment", "preferred_segments", "_group_ids", "_nof_replica_num",
+                 "_dfs_replica_num", "_preferred_nof_segments", "_prefer_alloc_in_same_node",
+                 "_data_type")
 
     def __init__(self, replica_num=1, with_soft_pin=False, soft_pin_ttl_ms=None,
                  with_hard_pin=False, preferred_segment="", preferred_segments=None,
@@ -160,10 +211,22 @@ class ReplicateConfig:
         self.preferred_segment = preferred_segment
         self.preferred_segments = list(preferred_segments) if preferred_segments else []
         self.group_ids = group_ids
+        self._nof_replica_num = self._dfs_replica_num = 0
+        self._preferred_nof_segments = []
+        self._prefer_alloc_in_same_node = False
+        self._data_type = ObjectDataType.UNKNOWN
 
     soft_pin_action = _checked("_soft_pin_action", _soft_pin_action)
     soft_pin_ttl_ms = _checked("_soft_pin_ttl_ms", _soft_pin_ttl_ms)
     group_ids = _checked("_group_ids", _group_ids)
+    nof_replica_num = _checked("_nof_replica_num", _absent_tier_count(("nof_replica_num",
+                                                                       "NVMe-oF")))
+    dfs_replica_num = _checked("_dfs_replica_num", _absent_tier_count(("dfs_replica_num",
+                                                                       "DFS")))
+    preferred_nof_segments = _checked("_preferred_nof_segments", _absent_tier_segments)
+    prefer_alloc_in_same_node = _checked("_prefer_alloc_in_same_node",
+                                         _bool_field("prefer_alloc_in_same_node"))
+    data_type = _checked("_data_type", _data_type)
 
     @property
     def with_soft_pin(self):

@@ -29,7 +29,8 @@ def test_every_console_script_answers_version(console_scripts, scripts_dir, dist
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("name", ["mooncake_master", "mooncake_client", "mooncake_http_metadata_server"])
+@pytest.mark.parametrize("name", ["mooncake_master", "mooncake_client", "mooncake_conductor",
+                                  "mooncake_http_metadata_server"])
 def test_bundled_binaries(name, dist_version):
     p = Path(binary_path(name))
     import mooncake

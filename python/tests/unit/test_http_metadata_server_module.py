@@ -1,6 +1,7 @@
 """mooncake.http_metadata_server: ``python -m`` runs the bundled C server (real process, real
 HTTP), the reference's flags and their bad values, and the KVBootstrapServer embedding API."""
 
+import json
 import os
 import re
 import signal
@@ -152,3 +153,78 @@ def test_bootstrap_server_bad_arguments():
             KVBootstrapServer(port=0, host=bad)
     with pytest.raises(RuntimeError, match="did not start"):
         KVBootstrapServer(port=0, host="no-such-host.invalid").run()
+
+
+class _Req:
+    """An aiohttp-style request, as the reference's tests hand _handle_metadata."""
+
+    def __init__(self, method, key=None, body=b""):
+        self.method = method
+        self.query = {} if key is None else {"key": key}
+        self._body = body
+
+    async def read(self):
+        return self._body
+
+
+def _handle(server, *args, **kw):
+    import asyncio
+
+    return asyncio.run(server._handle_metadata(_Req(*args, **kw)))
+
+
+def test_handler_keys_stripped_blank_refused_in_json():
+    s = KVBootstrapServer(port=0)
+    for method in ("GET", "PUT", "DELETE"):
+        for key in (None, "", "   ", "\t\n"):
+            r = _handle(s, method, key, b"v")
+            assert (r.status, r.content_type) == (400, "application/json"), (method, key)
+            assert json.loads(r.body) == {"success": False, "error": "metadata key is required"}
+    assert len(s.store) == 0
+    assert _handle(s, "PUT", "  valid  ", b"value").status == 200
+    r = _handle(s, "GET", "  valid  ")
+    assert (r.status, r.body) == (200, b"value")
+    assert "valid" in s.store and "  valid  " not in s.store and dict(s.store) == {"valid": b"value"}
+    assert _handle(s, "GET", "other").status == 404
+    assert _handle(s, "PATCH", "valid").status == 405
+    assert _handle(s, "DELETE", "valid").status == 200
+    assert _handle(s, "DELETE", "valid").status == 404
+    with pytest.raises(TypeError):
+        s.store[1] = b"x"
+
+
+def test_store_is_the_running_servers():
+    s = KVBootstrapServer(port=0, host="127.0.0.1")
+    s.store["before"] = b"1"  # loaded into the server when it starts
+    s.run()
+    try:
+        assert http(s.port, "GET", "before") == (200, b"1")
+        assert _handle(s, "PUT", " k ", b"2").status == 200
+        assert http(s.port, "GET", "k") == (200, b"2")  # the handler wrote into the server
+        http(s.port, "PUT", "fromwire", b"3")
+        assert s.store["fromwire"] == b"3" and "nope" not in s.store and "   " not in s.store
+        del s.store["fromwire"]
+        assert http(s.port, "GET", "fromwire")[0] == 404
+        with pytest.raises(TypeError):
+            len(s.store)
+    finally:
+        s.close()
+
+
+def test_c_server_health_stripped_and_blank_keys(started):
+    _, _, port = started("--port", "0", "--host", "127.0.0.1")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+        assert (r.status, r.read()) == (200, b"OK")
+    assert http(port, "PUT", "%20%20valid%20%20", b"v")[0] == 200
+    assert http(port, "GET", "valid") == (200, b"v")
+    assert http(port, "GET", "%20valid") == (200, b"v")
+    for method in ("GET", "PUT", "DELETE"):
+        for key in (None, "", "%20%20%20", "%09"):
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{port}/metadata" + ("" if key is None else f"?key={key}"),
+                data=b"x" if method == "PUT" else None, method=method)
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(req, timeout=5)
+            assert e.value.code == 400
+            assert e.value.headers["Content-Type"] == "application/json"
+            assert json.loads(e.value.read())["error"] == "metadata key is required"

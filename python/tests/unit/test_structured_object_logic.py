@@ -47,9 +47,9 @@ def round_trip(values, codec=None, rows=None, **kw):
     ([1.5, 2, None], "ndarray"),
     (["héllo", None, "", "x" * 1000], "utf8_ragged"),
     ([b"a", None, bytearray(b"bc"), memoryview(b"def")], "bytes_ragged"),
-    ([{"a": [1, 2]}, None, [1, "x"], {"b": {"c": None}}], "json_ragged"),
+    ([{"a": [1, 2]}, None, [1, "x"], {"b": {"c": None}}], "msgpack_ragged"),
     ([[1, 2, 3], None, [], [4]], "typed_ragged"),
-    ([None, None], "json_ragged"),
+    ([None, None], "msgpack_ragged"),
 ])
 def test_codecs_round_trip_and_inference(values, codec):
     enc, got = round_trip(values)
@@ -150,13 +150,39 @@ def test_codec_errors():
         codecs.decode({"codec": "zip"}, codecs.MemorySource(stored(enc)), [0], 2)
 
 
+def test_msgpack_ragged_is_the_references_layout_and_json_ragged_still_reads():
+    """msgpack_ragged (the reference's default) holds one msgpack value per row back to back,
+    offsets in bytes and empty spans for nulls; our older json_ragged objects still decode; a
+    typed_ragged field names the reference's contiguous_flat layout and refuses another."""
+    msgpack = pytest.importorskip("msgpack")
+    rows = [{"a": [1, 2], "b": "x"}, None, [True, None, 1.5], {}]
+    enc = codecs.encode("f", rows)
+    assert enc.codec == "msgpack_ragged"
+    data = stored(enc)
+    live = [r for r in rows if r is not None]
+    assert data["data"] == b"".join(msgpack.packb(r, use_bin_type=True) for r in live)
+    sizes = [0 if r is None else len(msgpack.packb(r, use_bin_type=True)) for r in rows]
+    assert list(data["offsets"]) == list(np.cumsum([0] + sizes))
+    assert list(data["nulls"]) == [0, 1, 0, 0]
+    _, got = round_trip(rows, codec="json_ragged")
+    assert got == rows
+    enc, got = round_trip([np.arange(3), None])
+    assert enc.metadata["physical_layout"] == "contiguous_flat"
+    src = codecs.MemorySource(stored(enc))
+    with pytest.raises(ValueError, match="physical_layout"):
+        codecs.decode({"codec": "typed_ragged",
+                       "metadata": {**enc.metadata, "physical_layout": "strided"}}, src, [0], 2)
+    with pytest.raises(ValueError, match="unsupported structured non-tensor"):
+        codecs.encode("f", [{"a": object()}], "msgpack_ragged")
+
+
 def test_structure_inference():
     from mooncake._structured.inference import MISSING, choose_leaf_codec, escape_key, \
         infer_structure
 
     assert [choose_leaf_codec(v).codec for v in (["a", None], [b"x"], [1, 2.5], [[1], [2, 3]],
                                                  [{"a": 1}], [{"a": b"x"}])] == [
-        "utf8_ragged", "bytes_ragged", "ndarray", "typed_ragged", "json_ragged",
+        "utf8_ragged", "bytes_ragged", "ndarray", "typed_ragged", "msgpack_ragged",
         "structured_recursive"]
     for bad in ([], [None], [object()], [{"a": object()}], ["a", 1],
                 [np.asarray(["x"], dtype=object)]):

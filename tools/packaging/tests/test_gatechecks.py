@@ -160,7 +160,7 @@ def _wheel(path: Path, names, mode=0o755):
 
 FULL = ["mooncake/__init__.py", "mooncake/libmooncake_core.so", "mooncake/libmooncake_common.so",
         "mooncake/include/mooncake/transfer_engine.h", "mooncake/_engine.abi3.so", "mooncake/_store.abi3.so",
-        "mooncake/bin/mooncake_master", "mooncake/bin/mooncake_client",
+        "mooncake/bin/mooncake_master", "mooncake/bin/mooncake_client", "mooncake/bin/mooncake_conductor",
         "mooncake/bin/mooncake_http_metadata_server", "mooncake_c-0.1.0.dist-info/METADATA"]
 
 

@@ -43,7 +43,9 @@ int mc__flag_set(const mc_flag_t *f, const char *text);
 /* Parses argv against flags[0..n). On --help prints usage to stdout and returns 1; on --version
  * prints "<prog> <version>" and returns 2; on an unknown flag or bad value prints a one-line
  * message naming it to stderr and returns MC_ERR_INVALID_ARGUMENT. Positional arguments are an
- * error. */
+ * error. gflags' built-ins work as there: --helpshort (as --help), --flagfile=FILE (one flag a
+ * line; its lines are kept for the process's life, as string flags point into them),
+ * --fromenv=a,b (FLAGS_a must be set), --tryfromenv=a,b, --undefok=a,b (unknown a, b skipped). */
 int mc__flags_parse(int argc, char **argv, const mc_flag_t *flags, size_t n, const char *prog,
                     const char *version, const char *usage_line);
 

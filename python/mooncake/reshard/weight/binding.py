@@ -58,7 +58,7 @@ def validate_runtime_bindings(placement: WeightPlacementManifest, bindings) -> N
     for b in items:
         validate_runtime_binding(placement, b)
     parts = {p.participant_id: p for p in placement.parts}
-    per_instance = {}
+    per_instance: dict = {}
     for b in items:
         per_instance.setdefault(b.instance_id, []).append(b)
     tensors = {t.tensor_id: t for t in placement.tensors}

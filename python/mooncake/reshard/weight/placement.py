@@ -51,14 +51,15 @@ class WeightPlacementManifest(ModelWeightResource):
         parts = tuple(sorted(ck.items_of(parts, "WeightPlacementManifest parts",
                                          WeightPlacementPart), key=lambda p: p.participant_id))
         _check_parts(parts, topology, resource_id, revision, weight_generation, placement_set_id)
-        by_id, frags = {}, []
+        by_id: dict = {}
+        frag_list: list = []
         for part in parts:
             for t in part.tensors:
                 if by_id.setdefault(t.tensor_id, t) != t:
                     raise ValueError(f"placement part tensor descriptor mismatch: {t.tensor_id}")
-            frags.extend(part.fragments)
+            frag_list.extend(part.fragments)
         tensors = tuple(sorted(by_id.values(), key=lambda t: t.tensor_id))
-        frags = tuple(sorted(frags, key=lambda f: f.placement_fragment_id))
+        frags = tuple(sorted(frag_list, key=lambda f: f.placement_fragment_id))
         _validate_fragments(tensors, frags, require_complete_alias_groups=True)
         _validate_complete_weight_placement(tensors, frags, topology=topology)
         canonical = PlacementId(ck.content_id({
@@ -93,6 +94,7 @@ class WeightPlacementManifest(ModelWeightResource):
 
             object.__setattr__(self, "_digest_cache", hashlib.sha256(
                 weight_placement_to_json(self).encode()).hexdigest())
+        assert self._digest_cache is not None  # set just above (a frozen dataclass)
         return self._digest_cache
 
     @classmethod
@@ -114,7 +116,7 @@ class WeightPlacementManifest(ModelWeightResource):
             raise ValueError("global placement contains an unreferenced tensor: "
                              f"{sorted(set(by_id) - used)[0]}")
         who = {p.rank: p.participant_id for p in topology.participants}
-        held = {p.participant_id: [] for p in topology.participants}
+        held: dict = {p.participant_id: [] for p in topology.participants}
         for f in fragments:
             if f.rank not in who:
                 raise ValueError(f"placement fragment rank has no topology participant: "

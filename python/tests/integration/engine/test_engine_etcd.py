@@ -128,7 +128,7 @@ def test_cluster_id_prefix(etcd, tmp_path, monkeypatch):
     ("etcd://h:1:2", ERR_INVALID_ARGUMENT),
     ("etcd://127.0.0.1:99999", ERR_INVALID_ARGUMENT),
     ("etcd://127.0.0.1:2379/path", ERR_INVALID_ARGUMENT),
-    ("etcd://https://127.0.0.1:2379", ERR_INVALID_ARGUMENT),
+    ("etcd://ftp://127.0.0.1:2379", ERR_INVALID_ARGUMENT),
     ("redis://127.0.0.1:6379", ERR_NOT_IMPLEMENTED),
 ])
 def test_malformed_etcd_strings(conn, want):

@@ -22,7 +22,9 @@ def test_unknown_segment_p2p(make_engine):
     assert e.transfer_sync_write("not a segment name", local.addr, 4096, 4096) < 0
 
 
-def test_unknown_segment_http(make_engine, metadata_url):
+def test_unknown_segment_http(make_engine, metadata_url, monkeypatch):
+    # no start-up wait for a peer that never comes (test_engine_startup_wait.py covers it)
+    monkeypatch.setenv("MC_TE_STARTUP_WAIT_MS", "0")
     e = make_engine(metadata=metadata_url)
     local = LocalBuffer(e, 4096, managed=False)
     assert e.transfer_sync_read("127.0.0.1:9", local.addr, 4096, 4096) < 0

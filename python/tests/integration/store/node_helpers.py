@@ -17,16 +17,21 @@ _PORTS = itertools.count(40000 + (os.getpid() * 7) % 20000)
 
 
 def node_port():
-    """A control port no other node of this host uses now (its abstract socket is free)."""
+    """A control port no other node of this host uses now: its abstract socket and the TCP
+    service port of that number are both free."""
     for port in _PORTS:
+        port %= 65536
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            s.bind(f"\0mooncake_client_{port % 65536}.sock")
-            return port % 65536
+            s.bind(f"\0mooncake_client_{port}.sock")
+            t.bind(("0.0.0.0", port))
+            return port
         except OSError:
             continue
         finally:
             s.close()
+            t.close()
 
 
 def run_client(*flags, timeout=30):

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +17,13 @@ from mooncake.cli import binary_path
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "store_worker.py"
+
+
+def free_port():
+    """A loopback port nothing listens on right now (bound and released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def wait_for(pred, timeout=15.0, step=0.05):
@@ -60,6 +68,7 @@ class Master:
         deadline = time.monotonic() + 10
         want_meta = "--enable_http_metadata_server" in self.flags
         self.http_metadata_port = None
+        self.kv_events_port = self.kv_replay_port = None
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
@@ -70,6 +79,9 @@ class Master:
             m = re.search(r"metrics on [\d.]+:(\d+)", line)
             if m:
                 self.metrics_port = int(m.group(1))
+            m = re.search(r"kv events on port (\d+), replay on port (\d+)", line)
+            if m:
+                self.kv_events_port, self.kv_replay_port = int(m.group(1)), int(m.group(2))
             m = re.search(r"http metadata on [\d.]+:(\d+)", line)
             if m:
                 self.http_metadata_port = int(m.group(1))

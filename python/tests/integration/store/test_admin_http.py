@@ -196,3 +196,82 @@ def test_unknown_paths_methods_and_oversized_requests(node):
     assert raw(master, b"\x00\x01garbage\r\n\r\n") == "HTTP/1.1 400 Bad Request"
     assert raw(master, b"GET /health\r\n\r\n") == "HTTP/1.1 400 Bad Request"  # no version
     assert still_up(master)
+
+
+def send(master, method, target, body=b""):
+    """(status, JSON answer) of one request with a body."""
+    c = http.client.HTTPConnection("127.0.0.1", master.metrics_port, timeout=10)
+    try:
+        c.request(method, target, body=body, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        assert r.getheader("Content-Type", "").startswith("application/json"), target
+        return r.status, json.loads(r.read())
+    finally:
+        c.close()
+
+
+def test_leader_kv_events_and_segments_detail(node):
+    master, name = node
+    # no HA: no leader view, as the reference's master answers without one
+    assert get_json(master, "/leader") == (200, {"present": False})
+    status, body = get_json(master, "/kv_events/status")
+    assert status == 200 and body == {"enabled": False, "published_batches": 0,
+                                      "published_events": 0, "dropped_events": 0,
+                                      "skipped_unparsed_keys": 0}
+    status, body = get_json(master, "/get_segments_detail")
+    assert status == 200 and body["total_segments"] == len(body["segments"]) >= 1
+    seg = [s for s in body["segments"] if s["segment_name"] == name][0]
+    assert seg["status"] == "OK" and seg["te_endpoint"] == name
+    assert seg["size_bytes"] == SEGMENT and seg["base_address"].startswith("0x")
+    assert seg["size_human"] == "0.03125 GiB"
+    assert seg["allocator_capacity_bytes"] <= SEGMENT
+    assert 0 < seg["allocator_used_bytes"] <= seg["allocator_capacity_bytes"]
+    assert 0 < seg["allocator_usage_percent"] < 100
+    assert len(seg["client_id"]) == 36 and len(seg["segment_id"]) == 36
+    status, body = get_json(master, f"/api/v1/segments/status?segment={name}")
+    assert status == 200 and body == {"success": True, "segment": name, "status": 1,
+                                      "status_name": "OK", "error_code": 0, "error_message": ""}
+
+
+def test_tenant_quotas_answer_as_with_multi_tenancy_off(node):
+    master, _ = node
+    off = {"success": False, "error_code": -1011, "error_message": "UNAVAILABLE_IN_CURRENT_MODE"}
+    assert send(master, "GET", "/api/v1/tenant_quotas") == (409, off)
+    assert send(master, "GET", "/api/v1/tenant_quotas?tenant_id=t1") == (409, off)
+    assert send(master, "PUT", "/api/v1/tenant_quotas?tenant_id=t1",
+                b'{"requested_quota_bytes": 800}') == (409, off)
+    assert send(master, "DELETE", "/api/v1/tenant_quotas?tenant_id=t1") == (409, off)
+    # bad input first, as the reference checks it
+    for method, target, body in (
+            ("GET", "/api/v1/tenant_quotas?tenant_id=_system", b""),
+            ("PUT", "/api/v1/tenant_quotas", b'{"requested_quota_bytes": 8}'),
+            ("PUT", "/api/v1/tenant_quotas?tenant_id=", b'{"requested_quota_bytes": 8}'),
+            ("PUT", "/api/v1/tenant_quotas?tenant_id=t1", b'{"requested_quota_bytes": 0}'),
+            ("PUT", "/api/v1/tenant_quotas?tenant_id=t1",
+             b'{"requested_quota_bytes": 9223372036854775808000}'),
+            ("PUT", "/api/v1/tenant_quotas?tenant_id=t1", b"not json"),
+            ("DELETE", "/api/v1/tenant_quotas?tenant_id=%01x", b"")):
+        status, err = send(master, method, target, body)
+        assert status == 400 and err["error_code"] == -600, (method, target, err)
+    assert send(master, "POST", "/api/v1/tenant_quotas")[0] == 405
+    assert still_up(master)
+
+
+def test_remove_all_over_http():
+    master = Master()
+    worker = Worker()
+    try:
+        worker.setup(master, segment=SEGMENT)
+        for i in range(5):
+            assert worker.run(f"result = store.put('ra-{i}', b'v' * 100)") == 0
+        assert send(master, "POST", "/api/v1/remove_all?tenant_id=other") == (
+            200, {"success": True, "removed_count": 0})
+        assert send(master, "GET", "/api/v1/remove_all")[0] == 405
+        assert send(master, "POST", "/api/v1/remove_all?force=true") == (
+            200, {"success": True, "removed_count": 5})
+        assert worker.run("result = [store.is_exist(f'ra-{i}') for i in range(5)]") == [0] * 5
+        assert send(master, "POST", "/api/v1/remove_all") == (
+            200, {"success": True, "removed_count": 0})
+    finally:
+        worker.close()
+        master.stop()

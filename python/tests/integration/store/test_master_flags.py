@@ -223,8 +223,6 @@ def test_bad_flags_exit_2(args, needle):
     ("--enable_cxl", "CXL memory"),
     ("--allocation_strategy=cxl", "CXL memory"),
     ("--allocation_strategy=ssd_free_ratio_first", "disk tier"),
-    ("--root_fs_dir=/mnt/3fs", "storage backend"),
-    ("--enable_kv_events", "KV cache event publisher"),
     ("--enable_multi_tenants", "multi-tenant"),
     ("--memory_allocator=cachelib", "cachelib allocator"),
     ("--dynamic_replication_mode=observe", "dynamic replication"),

@@ -13,7 +13,6 @@ import json
 import math
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -21,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from store_helpers import Master, Worker, wait_for
+from store_helpers import Master, Worker, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[4]
 DASHBOARD = ROOT / "monitoring" / "grafana" / "mooncake-dashboard.json"
@@ -106,15 +105,21 @@ def start_master_target():
 
 def start_node_target():
     """A storage node (mooncake_client, on a master of its own so that the master job's counts
-    stay exactly its traffic's) and a dummy client of it."""
+    stay exactly its traffic's) with a disk tier (so the mooncake_disk_* panels and alerts read
+    real series), and a dummy client of it."""
+    import tempfile
+
     from node_helpers import Node, dummy_setup
 
     master = Master()
-    node = Node(master, segment="64mb", http=True)
+    disk = tempfile.mkdtemp(prefix="mc-prom-disk-")
+    node = Node(master, segment="64mb", http=True,
+                extra=(f"--root_fs_dir={disk}", "--disk_capacity=64mb", "--disk_sync=false"))
     worker = Worker()
     dummy_setup(worker, node)
     return {"targets": [f"127.0.0.1:{node.http_port}"], "node": node, "worker": worker,
-            "traffic": NODE_TRAFFIC, "stop": [worker.close, node.stop, master.stop]}
+            "traffic": NODE_TRAFFIC,
+            "stop": [worker.close, node.stop, master.stop, lambda: shutil.rmtree(disk, True)]}
 
 
 NODE_TRAFFIC = """
@@ -150,12 +155,6 @@ assert store.create_move_task("prom-missing", "a:1", "b:1")[1] < 0
 assert store.query_task((1, 2))[1] < 0
 result = True
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Prometheus:

@@ -9,6 +9,7 @@ import signal
 import socket
 import struct
 import subprocess
+import time
 
 import pytest
 from node_helpers import Node, dummy_setup, node_port, run_client
@@ -190,5 +191,51 @@ def test_garbage_on_the_control_socket(make_master, make_worker):
         assert node.proc.poll() is None
         assert w.run("result = store.get('before-garbage') == b'x' * 1000") is True
         assert w.run("result = store.put('after-garbage', b'y' * 10)") == 0
+    finally:
+        node.stop(signal.SIGKILL)
+
+
+def _wait_like_sglang(host, port, proc, timeout=90):
+    """SGLang's MooncakeTestServices._wait_for_store: the node is ready once a TCP connection to
+    (--host, --port) succeeds; a node that exited is an error."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "mooncake_client exited"
+        try:
+            with socket.create_connection((host, port), timeout=2):
+                return
+        except OSError:
+            time.sleep(1)
+    raise TimeoutError("Timed out waiting for Mooncake store")
+
+
+def test_service_port_over_tcp(make_master, make_worker):
+    """The reference's real-client service port: the node's channel over TCP on --host:--port,
+    what SGLang's fixture waits for; requests that need a dummy's shared memory are refused
+    there, the others served, garbage answered, and dummies on the unix socket unaffected."""
+    master = make_master()
+    node = Node(master, segment="16mb")
+    try:
+        _wait_like_sglang("127.0.0.1", node.port, node.proc)
+        w = make_worker()
+        dummy_setup(w, node)
+        assert w.run("result = store.put('over-tcp', b'z' * 100)") == 0
+        s = socket.create_connection(("127.0.0.1", node.port), timeout=10)
+        s.sendall(_frame(12, b""))  # HEALTH
+        flags, body = _reply(s)
+        assert not flags & 0x2 and struct.unpack("<q", body[:8])[0] == 0
+        s.sendall(_frame(99, b""))  # an unknown type: an error reply, the connection goes on
+        flags, body = _reply(s)
+        assert flags & 0x2 and b"unknown request type" in body
+        s.sendall(_frame(2, b""))  # MAP: no memory can come over TCP
+        flags, body = _reply(s)
+        assert flags & 0x2
+        s.sendall(b"GET / HTTP/1.1\r\n\r\n" + b"\0" * 8)  # not our framing: answered, closed
+        flags, body = _reply(s)
+        assert flags & 0x2 and b"not a Mooncake frame" in body
+        assert _reply(s) is None
+        s.close()
+        assert node.proc.poll() is None
+        assert w.run("result = store.get('over-tcp') == b'z' * 100") is True
     finally:
         node.stop(signal.SIGKILL)

@@ -200,7 +200,7 @@ def test_dataproto_put_append_get_rows(transfer):
     data = rollout()
     ref = transfer.put_dataproto(data, namespace="rl", partition="step-1", stage="rollout")
     assert set(ref.encoded_non_tensor) == {"prompt", "meta", "reward", "tokens", "ragged", "blob"}
-    assert ref.encoded_non_tensor["meta"]["codec"] == "json_ragged"
+    assert ref.encoded_non_tensor["meta"]["codec"] == "msgpack_ragged"  # the reference's
     check_dataproto(transfer.get_dataproto(ref), data)
     for rows in (slice(1, 5), slice(0, 6, 2), [5, 0, 3, 3], [], [-1]):
         check_dataproto(transfer.get_dataproto(ref, rows=rows), data, rows)
