@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import math
 import threading
 from datetime import timedelta
 
@@ -81,6 +82,23 @@ def _one(tensors, what: str) -> torch.Tensor:
     if len(tensors) != 1:
         raise ValueError(f"mooncake-cpu: {what} takes exactly one tensor, got {len(tensors)}")
     return _cpu(tensors[0])
+
+
+def _split_rows(t, splits, n, what):
+    """t's rows cut into n blocks of splits[k] rows each (equal blocks when splits is empty)."""
+    rows = t.shape[0] if t.dim() else 1
+    row = math.prod(t.shape[1:]) if t.dim() else 1
+    if not splits:
+        if rows % n:
+            raise ValueError(f"mooncake-cpu: all_to_all_single {what} has {rows} rows, not divisible by {n}")
+        splits = [rows // n] * n
+    splits = [int(s) for s in splits]
+    if len(splits) != n or any(s < 0 for s in splits) or sum(splits) != rows:
+        raise ValueError(
+            f"mooncake-cpu: all_to_all_single {what} split sizes {splits} must be {n} "
+            f"non-negative counts summing to its {rows} rows"
+        )
+    return list(t.reshape(-1).split([s * row for s in splits]))
 
 
 class _Dense:
@@ -407,12 +425,11 @@ class MooncakeProcessGroup(dist.ProcessGroup):
                 raise ValueError(f"mooncake-cpu: all_to_all_single needs equal tensors divisible by {n}")
             with _Dense(input, writeback=False) as i, _Dense(output) as o:
                 return self._run(self._lib.mc_pg_all_to_all, _ptr(i), _ptr(o), i.numel() // n, _dtype(i))
-        row_in = input[0].numel() if input.dim() else 1
-        row_out = output[0].numel() if output.dim() else 1
-        ins = list(input.reshape(-1).split([s * row_in for s in (input_split_sizes or [input.shape[0] // n] * n)]))
-        outs = list(output.reshape(-1).split([s * row_out for s in (output_split_sizes or [output.shape[0] // n] * n)]))
         if not output.is_contiguous():
             raise ValueError("mooncake-cpu: all_to_all_single with splits needs a contiguous output")
+        # A row is everything past dim 0, from the shape: a rank may send or receive no rows.
+        ins = _split_rows(input, input_split_sizes, n, "input")
+        outs = _split_rows(output, output_split_sizes, n, "output")
         return self._all_to_all_blocks(outs, ins)
 
     alltoall_base = all_to_all_single

@@ -210,6 +210,33 @@ def _train(model, group, rank: int, steps: int, start: int = 0):
     return ddp
 
 
+def zero_row_all_to_all(rank: int, group):
+    """all_to_all_single on two ranks where a rank sends or receives no rows: a row is the
+    shape's trailing dims, never input[0] (which a zero-row input does not have)."""
+    other = 1 - rank
+    # rank 0 sends all its 3 rows to rank 1 and none to itself; rank 1 sends nothing at all
+    splits_in = [[0, 3], [0, 0]][rank]
+    splits_out = [[0, 0], [3, 0]][rank]
+    a_in = torch.full((sum(splits_in), 2, 5), float(rank + 1))
+    a_out = torch.full((sum(splits_out), 2, 5), -1.0)
+    dist.all_to_all_single(a_out, a_in, splits_out, splits_in, group=group)
+    assert torch.equal(a_out, torch.full((sum(splits_out), 2, 5), float(other + 1))), a_out
+    # both ranks with zero-row tensors: a collective that moves nothing still completes
+    empty = torch.empty(0, 4)
+    dist.all_to_all_single(torch.empty(0, 4), empty, [0, 0], [0, 0], group=group)
+    # one row each way with a zero-row block to itself, and splits that do not add up
+    a_out = torch.empty(1, 3, dtype=torch.int64)
+    dist.all_to_all_single(a_out, torch.full((1, 3), rank + 7), [0, 1] if rank == 0 else [1, 0],
+                           [0, 1] if rank == 0 else [1, 0], group=group)
+    assert torch.equal(a_out, torch.full((1, 3), other + 7)), a_out
+    try:
+        dist.all_to_all_single(torch.empty(2, 2), torch.empty(2, 2), [1, 1], [2, 1], group=group)
+    except ValueError as e:
+        assert "split sizes" in str(e), e
+    else:
+        raise AssertionError("split sizes that do not add up were accepted")
+
+
 def ddp_parity(rank: int, n: int, pg):
     """DDP on a two-rank mooncake-cpu subgroup and on a gloo one: the same parameters, bit for
     bit (two ranks: every sum has one order)."""
@@ -219,6 +246,7 @@ def ddp_parity(rank: int, n: int, pg):
     if rank not in ranks:
         return None
     assert pg.get_active_ranks(mc_group).tolist() == [1, 1]
+    zero_row_all_to_all(rank, mc_group)
     mc = _model()
     _train(mc, mc_group, rank, 6)
     ref = _model()
