@@ -119,6 +119,7 @@ int mc_pg_create(const mc_pg_options_t *o, mc_pg_comm_t **out) {
     c->p2p_seq = (uint64_t *)(c->region + MC_PG_OFF_P2P_SEQ(c));
     c->p2p_done = (uint64_t *)(c->region + MC_PG_OFF_P2P_DONE(c));
     c->sync_flags = (uint64_t *)(c->region + MC_PG_OFF_SYNC_FLAGS(c));
+    c->left = (uint64_t *)(c->region + MC_PG_OFF_LEFT(c));
     *out = c;
     return 0;
 fail:
@@ -286,9 +287,21 @@ void mc__pg_mark_failed(mc_pg_comm_t *c, int j, int32_t *failed) {
     pthread_mutex_unlock(&c->lock);
 }
 
+/* Peers that left gracefully wrote their mark into our region: they leave our active set (the
+ * epoch grows) without anyone waiting for them to time out. Called with the lock held. */
+static void apply_leave_marks(mc_pg_comm_t *c) {
+    for (int i = 0; i < c->seats; i++) {
+        if (i != c->rank && c->active[i] && __atomic_load_n(&c->left[i], __ATOMIC_ACQUIRE)) {
+            c->active[i] = 0;
+            c->epoch++;
+        }
+    }
+}
+
 int mc__pg_active_snapshot(mc_pg_comm_t *c, uint8_t *active) {
     int n = 0;
     pthread_mutex_lock(&c->lock);
+    apply_leave_marks(c);
     for (int i = 0; i < c->seats; i++) {
         active[i] = c->active[i] && (c->peers[i].base != 0 || i == c->rank);
         n += active[i];
@@ -301,6 +314,7 @@ int mc_pg_active_ranks(mc_pg_comm_t *c, int32_t *active, size_t n) {
     if (!c || !active || n < (size_t)c->seats)
         return MC_ERR_INVALID_ARGUMENT;
     pthread_mutex_lock(&c->lock);
+    apply_leave_marks(c);
     for (int i = 0; i < c->seats; i++)
         active[i] = c->active[i];
     pthread_mutex_unlock(&c->lock);
@@ -311,6 +325,7 @@ uint64_t mc_pg_epoch(mc_pg_comm_t *c) {
     if (!c)
         return 0;
     pthread_mutex_lock(&c->lock);
+    apply_leave_marks(c);
     uint64_t e = c->epoch;
     pthread_mutex_unlock(&c->lock);
     return e;
@@ -423,5 +438,98 @@ int mc_pg_sync_after_failure(mc_pg_comm_t *c, int *status) {
     c->num_synced = n;
     pthread_mutex_unlock(&c->lock);
     *status = pending_anywhere ? MC_PG_SYNC_RECONCILED : MC_PG_SYNC_NO_PENDING;
+    return 0;
+}
+
+int mc_pg_set_peer(mc_pg_comm_t *c, int rank, const char *addr) {
+    if (!c || !addr || rank < 0 || rank >= c->seats)
+        return MC_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&c->lock);
+    int rc = set_peer(c, rank, addr);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+int mc_pg_counters(mc_pg_comm_t *c, uint64_t *round, uint64_t *syncs) {
+    if (!c || !round || !syncs)
+        return MC_ERR_INVALID_ARGUMENT;
+    *round = c->round;
+    *syncs = c->syncs;
+    return 0;
+}
+
+int mc_pg_reset_seats(mc_pg_comm_t *c, const int32_t *seats, size_t n) {
+    if (!c || (n && !seats))
+        return MC_ERR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < n; i++)
+        if (seats[i] < 0 || seats[i] >= c->seats)
+            return MC_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < n; i++) {
+        int j = seats[i];
+        if (j == c->rank)
+            continue;
+        /* The new incarnation's messages count from one again, on both sides. */
+        __atomic_store_n(&c->p2p_seq[j], 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->p2p_done[j], 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->left[j], 0, __ATOMIC_RELEASE);
+        c->p2p_sent[j] = c->p2p_recvd[j] = 0;
+        c->pending[j] = 0;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+int mc_pg_admit(mc_pg_comm_t *c, const int32_t *active, size_t n, uint64_t round,
+                uint64_t syncs, uint64_t epoch) {
+    if (!c || !active || n != (size_t)c->seats || !active[c->rank])
+        return MC_ERR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < n; i++)
+        if (active[i] && !c->peers[i].base && (int)i != c->rank)
+            return MC_ERR_INVALID_ARGUMENT; /* an active seat must have an address */
+    /* Flags only grow: a round above every member's last one cannot meet a stale flag. */
+    if (round > c->round)
+        c->round = round;
+    if (syncs > c->syncs)
+        c->syncs = syncs;
+    pthread_mutex_lock(&c->lock);
+    int k = 0, extent = 0;
+    for (size_t i = 0; i < n; i++) {
+        c->active[i] = active[i] != 0;
+        k += c->active[i];
+        if (c->active[i])
+            extent = (int)i + 1;
+    }
+    /* The buffers' rank space now reaches the highest active seat (an extension grows it). */
+    c->size = extent;
+    c->epoch = epoch;
+    c->num_synced = k;
+    c->connected = 1;
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+int mc_pg_leave(mc_pg_comm_t *c) {
+    if (!c || !c->connected)
+        return MC_ERR_INVALID_ARGUMENT;
+    uint8_t active[MC_PG_MAX_RANKS];
+    mc__pg_active_snapshot(c, active);
+    static const uint64_t mark = 1;
+    int rc = mc__pg_write_word(c, &mark, MC_PG_OFF_LEFT(c) + 8ull * (uint64_t)c->rank, active);
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < c->seats; i++)
+        c->active[i] = i == c->rank;
+    c->epoch++;
+    c->num_synced = 1;
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+int mc_pg_inject_link_fault(mc_pg_comm_t *c, int peer, int on) {
+    if (!c || peer < -1 || peer >= c->seats)
+        return MC_ERR_INVALID_ARGUMENT;
+    for (int j = 0; j < c->seats; j++)
+        if (peer == -1 || j == peer)
+            __atomic_store_n(&c->link_fault[j], (uint8_t)(on != 0), __ATOMIC_RELAXED);
     return 0;
 }

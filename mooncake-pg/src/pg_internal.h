@@ -19,6 +19,7 @@ struct mc_pg_peer {
  *   p2p_seq[seats]    chunks each sender has written into its p2p slot
  *   p2p_done[seats]   chunks each receiver consumed of what this rank sent (its credits)
  *   sync_flags[seats] sync_after_failure calls each sender made
+ *   left[seats]       non-zero once that sender left gracefully (mc_pg_leave)
  *   sync_msg[seats]   MC_PG_SYNC_MSG bytes each: a sender's sync message
  *   coll data         2 buffers x seats slots (round parity picks the buffer)
  *   p2p data          seats slots */
@@ -29,7 +30,7 @@ struct mc_pg_comm {
     size_t slot;
     uint8_t *region;
     size_t region_len;
-    uint64_t *flags, *p2p_seq, *p2p_done, *sync_flags;
+    uint64_t *flags, *p2p_seq, *p2p_done, *sync_flags, *left;
     uint64_t syncs; /* sync_after_failure calls made */
     uint8_t *coll_data, *p2p_data;
     struct mc_pg_peer *peers;
@@ -45,16 +46,18 @@ struct mc_pg_comm {
     uint64_t epoch;
     int num_synced;
     uint64_t p2p_sent[MC_PG_MAX_RANKS], p2p_recvd[MC_PG_MAX_RANKS];
+    uint8_t link_fault[MC_PG_MAX_RANKS]; /* mc_pg_inject_link_fault */
 };
 
 #define MC_PG_OFF_FLAGS(c) 0
 #define MC_PG_OFF_P2P_SEQ(c) ((uint64_t)(c)->seats * 8)
 #define MC_PG_OFF_P2P_DONE(c) ((uint64_t)(c)->seats * 16)
 #define MC_PG_OFF_SYNC_FLAGS(c) ((uint64_t)(c)->seats * 24)
+#define MC_PG_OFF_LEFT(c) ((uint64_t)(c)->seats * 32)
 #define MC_PG_SYNC_MSG 128 /* the round (8 bytes), "pending" (1), one byte per seat */
-#define MC_PG_OFF_SYNC_MSG(c, seat) ((uint64_t)(c)->seats * 32 + (uint64_t)(seat)*MC_PG_SYNC_MSG)
+#define MC_PG_OFF_SYNC_MSG(c, seat) ((uint64_t)(c)->seats * 40 + (uint64_t)(seat)*MC_PG_SYNC_MSG)
 #define MC_PG_CTRL_LEN(c)                                                                          \
-    ((((uint64_t)(c)->seats * (32 + MC_PG_SYNC_MSG)) + 4095) & ~(uint64_t)4095)
+    ((((uint64_t)(c)->seats * (40 + MC_PG_SYNC_MSG)) + 4095) & ~(uint64_t)4095)
 #define MC_PG_OFF_COLL(c, parity, seat)                                                            \
     (MC_PG_CTRL_LEN(c) + ((uint64_t)(parity) * (c)->seats + (uint64_t)(seat)) * (c)->slot)
 #define MC_PG_OFF_P2P(c, seat) (MC_PG_CTRL_LEN(c) + (2ull * (c)->seats + (seat)) * (c)->slot)
@@ -83,6 +86,8 @@ static inline const uint8_t *mc__pg_slot(const mc_pg_comm_t *c, uint64_t r, int 
 /* Records that seat j failed in this operation: the hint, pending, and with auto-deactivation
  * the active set. */
 void mc__pg_mark_failed(mc_pg_comm_t *c, int j, int32_t *failed);
+/* Writes one 8-byte word to offset off of every seat with to[j] set; failures mark the seat. */
+int mc__pg_write_word(mc_pg_comm_t *c, const uint64_t *value, uint64_t off, const uint8_t *to);
 /* Snapshot of the active set; returns how many are active. */
 int mc__pg_active_snapshot(mc_pg_comm_t *c, uint8_t *active);
 

@@ -42,17 +42,31 @@ static mc_request_t write_req(const mc_pg_comm_t *c, int j, const void *src, uin
 /* Writes n requests that each go to peers[j[i]]; a failed one marks its peer. */
 static int write_all(mc_pg_comm_t *c, const mc_request_t *reqs, const int *to, size_t n,
                      int32_t *failed, uint8_t *alive) {
-    if (!n)
+    /* Links under injected fault fail here, as a dead peer's transfer would. */
+    mc_request_t live[MC_PG_MAX_RANKS];
+    int live_to[MC_PG_MAX_RANKS], errs[MC_PG_MAX_RANKS];
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (__atomic_load_n(&c->link_fault[to[i]], __ATOMIC_RELAXED)) {
+            if (alive[to[i]]) {
+                alive[to[i]] = 0;
+                mc__pg_mark_failed(c, to[i], failed);
+            }
+            continue;
+        }
+        live[m] = reqs[i];
+        live_to[m++] = to[i];
+    }
+    if (!m)
         return 0;
-    int errs[MC_PG_MAX_RANKS];
     int rc =
-        mc_engine_transfer_sync_each_ex(c->engine, reqs, n, errs, MC_SUBMIT_UNREGISTERED_LOCAL);
+        mc_engine_transfer_sync_each_ex(c->engine, live, m, errs, MC_SUBMIT_UNREGISTERED_LOCAL);
     if (rc == MC_ERR_INVALID_ARGUMENT || rc == MC_ERR_CONTEXT || rc == MC_ERR_MEMORY)
         return rc;
-    for (size_t i = 0; i < n; i++) {
-        if (errs[i] && alive[to[i]]) {
-            alive[to[i]] = 0;
-            mc__pg_mark_failed(c, to[i], failed);
+    for (size_t i = 0; i < m; i++) {
+        if (errs[i] && alive[live_to[i]]) {
+            alive[live_to[i]] = 0;
+            mc__pg_mark_failed(c, live_to[i], failed);
         }
     }
     return 0;
@@ -73,6 +87,22 @@ static int write_flags(mc_pg_comm_t *c, const uint64_t *value, uint64_t flags_of
     return write_all(c, reqs, to, n, failed, alive);
 }
 
+int mc__pg_write_word(mc_pg_comm_t *c, const uint64_t *value, uint64_t off, const uint8_t *to) {
+    uint8_t alive[MC_PG_MAX_RANKS];
+    memcpy(alive, to, (size_t)c->seats);
+    alive[c->rank] = 0;
+    mc_request_t reqs[MC_PG_MAX_RANKS];
+    int dst[MC_PG_MAX_RANKS];
+    size_t n = 0;
+    for (int j = 0; j < c->seats; j++) {
+        if (!alive[j])
+            continue;
+        dst[n] = j;
+        reqs[n++] = write_req(c, j, value, off, 8);
+    }
+    return write_all(c, reqs, dst, n, NULL, alive);
+}
+
 int mc__pg_round(mc_pg_comm_t *c, const struct mc_pg_part *parts, int timeout_ms, int32_t *failed,
                  uint64_t *round, uint8_t *alive) {
     uint8_t active[MC_PG_MAX_RANKS];
@@ -83,6 +113,10 @@ int mc__pg_round(mc_pg_comm_t *c, const struct mc_pg_part *parts, int timeout_ms
     int to[MC_PG_MAX_RANKS];
     size_t n = 0;
     for (int j = 0; j < c->seats; j++) {
+        /* A peer that already failed in this operation is not tried again in its later rounds
+         * (each try could cost a transfer timeout, and the ranks would drift apart). */
+        if (failed && failed[j])
+            active[j] = 0;
         alive[j] = active[j] && j != c->rank;
         if (!alive[j] || !parts[j].len)
             continue;
@@ -134,6 +168,13 @@ static void wait_flags(mc_pg_comm_t *c, const uint64_t *flag, uint64_t want,
 int mc__pg_sync_round(mc_pg_comm_t *c, const uint8_t *msg, uint8_t *alive) {
     uint8_t active[MC_PG_MAX_RANKS];
     mc__pg_active_snapshot(c, active);
+    /* Peers this rank saw fail are counted out by its own message: no write to them (a dead
+     * peer's transfer could take its timeout, and the others would stop waiting for us). */
+    pthread_mutex_lock(&c->lock);
+    for (int j = 0; j < c->seats; j++)
+        if (c->pending[j])
+            active[j] = 0;
+    pthread_mutex_unlock(&c->lock);
     active[c->rank] = 0;
     uint64_t s = ++c->syncs;
     mc_request_t reqs[MC_PG_MAX_RANKS];
@@ -162,7 +203,9 @@ static int check_peer(mc_pg_comm_t *c, const void *buf, size_t len, int peer) {
     return 0;
 }
 
-static int xfer(mc_pg_comm_t *c, const mc_request_t *q, size_t n) {
+static int xfer(mc_pg_comm_t *c, int peer, const mc_request_t *q, size_t n) {
+    if (__atomic_load_n(&c->link_fault[peer], __ATOMIC_RELAXED))
+        return MC_ERR_ENDPOINT;
     return mc_engine_transfer_sync_each_ex(c->engine, q, n, NULL, MC_SUBMIT_UNREGISTERED_LOCAL);
 }
 
@@ -195,9 +238,9 @@ int mc_pg_send(mc_pg_comm_t *c, const void *buf, size_t len, int peer, int32_t *
         mc_request_t data = write_req(c, peer, p, MC_PG_OFF_P2P(c, c->rank), n);
         mc_request_t flag =
             write_req(c, peer, &next, MC_PG_OFF_P2P_SEQ(c) + 8ull * (uint64_t)c->rank, 8);
-        if (n && (rc = xfer(c, &data, 1)) != 0)
+        if (n && (rc = xfer(c, peer, &data, 1)) != 0)
             goto fail;
-        if ((rc = xfer(c, &flag, 1)) != 0)
+        if ((rc = xfer(c, peer, &flag, 1)) != 0)
             goto fail;
         c->p2p_sent[peer] = next;
         p += n;
@@ -227,7 +270,7 @@ int mc_pg_recv(mc_pg_comm_t *c, void *buf, size_t len, int peer, int32_t *failed
          * that is really gone fails its next message. */
         mc_request_t done =
             write_req(c, peer, &next, MC_PG_OFF_P2P_DONE(c) + 8ull * (uint64_t)c->rank, 8);
-        (void)xfer(c, &done, 1);
+        (void)xfer(c, peer, &done, 1);
         p += n;
         left -= n;
     } while (left);

@@ -170,6 +170,34 @@ enum mc_pg_sync_status {
  * RECONCILED when a failure was pending anywhere, NO_PENDING when none was. */
 MC_API int mc_pg_sync_after_failure(mc_pg_comm_t *c, int *status);
 
+/* Membership changes: recovery (a new process takes a failed seat), in-place rejoin (the same
+ * process comes back) and extension (a seat never used before). The agreement itself (who is
+ * admitted, from which round) is the caller's (mooncake.pg does it through the group's store);
+ * these calls apply it.
+ *
+ * mc_pg_set_peer points seat `rank` at a new address (mc_pg_local_address of the process now in
+ * the seat); the seat's active bit is not changed. */
+MC_API int mc_pg_set_peer(mc_pg_comm_t *c, int rank, const char *addr);
+/* This rank's counters: the last collective round it ran and its sync_after_failure calls. A
+ * rank admitted into a group must continue from counters no lower than anyone's. */
+MC_API int mc_pg_counters(mc_pg_comm_t *c, uint64_t *round, uint64_t *syncs);
+/* Starts seats over: their point-to-point counters both ways, their leave marks and pending
+ * failures in this rank's region and state are cleared. A member calls it for the seats it is
+ * about to admit, an admitted rank for every other seat, each before it tells the others it is
+ * ready (so no message of the new incarnation can be cleared). */
+MC_API int mc_pg_reset_seats(mc_pg_comm_t *c, const int32_t *seats, size_t n);
+/* Applies an agreed view: active[i] for every seat (n = max_group_size), the counters to go on
+ * from (raised, never lowered) and the epoch. */
+MC_API int mc_pg_admit(mc_pg_comm_t *c, const int32_t *active, size_t n, uint64_t round,
+                       uint64_t syncs, uint64_t epoch);
+/* A graceful leave: writes this rank's leave mark into every active peer (which drop it from
+ * their active sets the next time they look, without waiting for a timeout) and keeps only
+ * itself active. */
+MC_API int mc_pg_leave(mc_pg_comm_t *c);
+/* Fault injection for tests: while on, every transfer this rank makes to seat `peer` fails as a
+ * dead link would (peer -1: every seat). */
+MC_API int mc_pg_inject_link_fault(mc_pg_comm_t *c, int peer, int on);
+
 #ifdef __cplusplus
 }
 #endif

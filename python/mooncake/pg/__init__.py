@@ -10,8 +10,10 @@ The reference's Python names, with the same arguments: ``MooncakeBackendOptions`
 ``set_p2p_timeout_us``, ``set_fault_reconciliation_window_us``, ``get_active_ranks``,
 ``get_num_synced_ranks``, ``get_peer_state``, ``deactivate_ranks``, ``get_failed_ranks_hint``,
 ``get_local_success``, ``get_current_epoch``, ``sync_after_failure``, ``ProposalStatus``,
-``SyncAfterFailureStatus``. ``recover_ranks``, ``activate_ranks``, ``join_group`` and
-``extend_group_size_to`` raise NotImplementedError (rejoin and extension are not built yet).
+``SyncAfterFailureStatus``, and the membership changes: ``recover_ranks`` (members admit a
+replacement or an extension rank), ``activate_ranks`` (members take a live rank back in place),
+``join_group`` (the rank being admitted), ``deactivate_ranks`` (others, or this rank itself: a
+graceful leave), ``extend_group_size_to``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch
 import torch.distributed as dist
 
 from . import _native
+from . import _membership
 from ._backend import MooncakeProcessGroup, MooncakeWork
 from ._native import PgError, check
 
@@ -117,8 +120,6 @@ class MooncakeBackendOptions:
                 raise TypeError(f"max_group_size must be an int, got {type(max_group_size).__name__}")
             if not 1 <= max_group_size <= _native.MAX_RANKS:
                 raise ValueError(f"max_group_size must be in 1..{_native.MAX_RANKS}, got {max_group_size}")
-        if is_extension:
-            raise NotImplementedError("mooncake-cpu: joining as an extension rank is not supported yet")
         self.max_group_size = max_group_size
         self.is_extension = bool(is_extension)
         self.auto_deactivate_on_failure = bool(auto_deactivate_on_failure)
@@ -284,41 +285,72 @@ def _rank_array(b: MooncakeProcessGroup, ranks):
 
 
 def get_peer_state(backend, ranks) -> list:
-    """For each rank, whether its engine answers a probe now."""
+    """For each rank, whether it can be reached now: its engine answers a probe. For a seat that
+    is not active, a rank that asked to join it (join_group) is connected to first, so a
+    replacement or extension rank reads True once it is ready to be admitted."""
     b = _backend(backend)
     arr, n = _rank_array(b, ranks)
+    active = b.active_ranks().tolist()
+    for i in range(n):
+        if not active[arr[i]] and (got := _membership.newest_request(b, arr[i])) is not None:
+            _membership.set_peer(b, arr[i], got[1]["addr"])
     out = (ctypes.c_int32 * max(1, n))()
     check(b._lib.mc_pg_peer_state(b._handle(), arr, n, out), "mc_pg_peer_state")
     return [bool(out[i]) for i in range(n)]
 
 
 def deactivate_ranks(backend, ranks) -> ProposeViewUpdateResponse:
+    """Takes ranks out of this rank's active set. A rank that names itself leaves gracefully: its
+    peers drop it at once (no timeout) and it can later be replaced or rejoin."""
     b = _backend(backend)
     arr, n = _rank_array(b, ranks)
     if b.rank() in [arr[i] for i in range(n)]:
-        raise ValueError("deactivate_ranks: a rank cannot deactivate itself")
-    check(b._lib.mc_pg_deactivate(b._handle(), arr, n), "mc_pg_deactivate")
+        with b._coll_lock:
+            check(b._lib.mc_pg_leave(b._handle()), "mc_pg_leave")
+    else:
+        check(b._lib.mc_pg_deactivate(b._handle(), arr, n), "mc_pg_deactivate")
     return ProposeViewUpdateResponse(ProposalStatus.Applied, get_current_epoch(b))
 
 
-def _not_yet(what: str):
-    raise NotImplementedError(f"mooncake-cpu: {what} (rejoin and scale-up) is not supported yet")
+def _admit(backend, ranks) -> ProposeViewUpdateResponse:
+    b = _backend(backend)
+    _rank_array(b, ranks)  # range checks
+    with b._coll_lock:
+        epoch, _ = _membership.admit(b, ranks)
+    return ProposeViewUpdateResponse(ProposalStatus.Applied, epoch)
 
 
-def recover_ranks(backend, ranks):
-    _not_yet("recover_ranks")
+def recover_ranks(backend, ranks) -> ProposeViewUpdateResponse:
+    """Every active member calls it: the ranks (a replacement in a failed seat, or an extension
+    rank in a seat never used) become active once each called join_group; all members and the
+    joiners go on from one epoch (one higher) and one active set."""
+    return _admit(backend, ranks)
 
 
-def activate_ranks(backend, ranks):
-    _not_yet("activate_ranks")
+def activate_ranks(backend, ranks) -> ProposeViewUpdateResponse:
+    """recover_ranks for live ranks that were deactivated (in-place rejoin): the same exchange."""
+    return _admit(backend, ranks)
 
 
-def join_group(backend):
-    _not_yet("join_group")
+def join_group(backend) -> None:
+    """The rank being admitted: asks the members to take it in and waits for their decision
+    (the members call recover_ranks or activate_ranks)."""
+    b = _backend(backend)
+    with b._coll_lock:
+        _membership.join(b)
 
 
-def extend_group_size_to(backend, size):
-    _not_yet("extend_group_size_to")
+def extend_group_size_to(backend, size) -> None:
+    """Capacity is reserved when the group is made (max_group_size seats): extending within it
+    needs nothing more (the ranks join through recover_ranks); beyond it is refused."""
+    b = _backend(backend)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"extend_group_size_to: size must be a positive int, got {size!r}")
+    if size > b.max_group_size:
+        raise ValueError(
+            f"extend_group_size_to({size}): the group has {b.max_group_size} seats "
+            "(max_group_size is fixed when the group is made)"
+        )
 
 
 def get_failed_ranks_hint(work) -> torch.Tensor:

@@ -207,18 +207,40 @@ class MooncakeProcessGroup(dist.ProcessGroup):
         o.slot_bytes = config.get("slot_bytes", 0)
         o.auto_deactivate_on_failure = 1 if (options is None or options.auto_deactivate_on_failure) else 0
         check(self._lib.mc_pg_create(ctypes.byref(o), ctypes.byref(self._comm)), "mc_pg_create")
+        self._store = store
+        self._declared_size = size
+        self._tickets: dict = {}  # seat -> the last join ticket admitted for it
+        self._addrs: dict = {}  # seat -> the address its seat is connected to
+        self._membership_timeout_s = max(60.0, 2 * config["collective_timeout_ms"] / 1000)
+        extension = bool(options is not None and options.is_extension)
         try:
             buf = ctypes.create_string_buffer(512)
             check(self._lib.mc_pg_local_address(self._comm, buf, 512), "mc_pg_local_address")
-            # The rendezvous: every rank publishes its address in the group's store. A store
-            # that outlives a destroyed group (re-init on the same rendezvous) still holds the
-            # old addresses: each incarnation of the group counts its joins and uses keys of its
-            # own (every incarnation has exactly size joins, so all ranks compute the same one).
-            inc = (store.add("mooncake_pg/joins", 1) - 1) // size
-            store.set(f"mooncake_pg/{inc}/addr/{rank}", buf.value)
-            addrs = [store.get(f"mooncake_pg/{inc}/addr/{i}") for i in range(size)]
-            arr = (ctypes.c_char_p * size)(*addrs)
-            check(self._lib.mc_pg_connect(self._comm, arr, size), "mc_pg_connect")
+            self._address = buf.value.decode()
+            if extension:
+                # A rank joining a running group meets nobody yet: it runs alone (collectives
+                # over itself) until join_group, on the incarnation the members last made.
+                self._inc = int(self._wait_latest(store))
+                me = [1 if i == rank else 0 for i in range(seats)]
+                arr = (ctypes.c_int32 * seats)(*me)
+                check(self._lib.mc_pg_admit(self._comm, arr, seats, 0, 0, 1), "mc_pg_admit")
+                self._joined = False
+            else:
+                # The rendezvous: every rank publishes its address in the group's store. A store
+                # that outlives a destroyed group (re-init on the same rendezvous) still holds
+                # the old addresses: each incarnation of the group counts its joins and uses keys
+                # of its own (every incarnation has exactly size joins, so all ranks compute the
+                # same one).
+                inc = (store.add("mooncake_pg/joins", 1) - 1) // size
+                store.set(f"mooncake_pg/{inc}/addr/{rank}", buf.value)
+                addrs = [store.get(f"mooncake_pg/{inc}/addr/{i}") for i in range(size)]
+                arr = (ctypes.c_char_p * size)(*addrs)
+                check(self._lib.mc_pg_connect(self._comm, arr, size), "mc_pg_connect")
+                self._addrs = {i: a.decode() for i, a in enumerate(addrs)}
+                self._inc = inc
+                # where ranks that join later (is_extension) find this incarnation
+                store.set("mooncake_pg/latest", str(inc))
+                self._joined = True
         except BaseException:
             self._lib.mc_pg_destroy(self._comm)
             self._comm = None
@@ -228,7 +250,22 @@ class MooncakeProcessGroup(dist.ProcessGroup):
         self._p2p: dict = {}
         self._p2p_lock = threading.Lock()
 
+    def _wait_latest(self, store) -> bytes:
+        try:
+            store.wait(["mooncake_pg/latest"], timedelta(seconds=self._membership_timeout_s))
+        except Exception as e:
+            raise TimeoutError("mooncake-cpu: no group to extend (its members never initialized)") from e
+        return store.get("mooncake_pg/latest")
+
     # --- identity ---
+    def size(self) -> int:
+        """The rank space: up to the highest active seat (it grows when an extension is
+        admitted); a rank that has not joined yet reports the size it was created with."""
+        if not self._comm or not self._joined:
+            return self._declared_size
+        active = self.active_ranks().tolist()
+        return max([i + 1 for i, a in enumerate(active) if a] + [1])
+
     def getBackendName(self) -> str:
         return "mooncake"
 
@@ -305,15 +342,32 @@ class MooncakeProcessGroup(dist.ProcessGroup):
             p = _ptr(c)
             return self._run(self._lib.mc_pg_reduce, p, p, c.numel(), _dtype(c), op, root, result=[t])
 
+    def _blocks(self, total: int, block: int, what: str, dtype_ok: bool) -> int:
+        """How many rank blocks a single-buffer all_gather / reduce_scatter tensor holds: the
+        rank space (size()), or any count from this rank's seat up to max_group_size -- the
+        caller may size it for the ranks it knows alive (a highest rank that failed but that
+        this rank has not seen fail yet) or for every seat. Block k is seat k's; blocks past the
+        rank space are left as they are (all_gather) or ignored (reduce_scatter)."""
+        n = self.size()
+        k = total // block if block else n
+        if not dtype_ok or k * block != total or not self.rank() + 1 <= k <= self._seats:
+            raise ValueError(
+                f"mooncake-cpu: {what} must hold {n} x {block} elements of the input's dtype, got {total}"
+            )
+        return k
+
     def _gather_into(self, out: torch.Tensor, inp: torch.Tensor):
         inp = _cpu(inp)
-        if out.numel() != inp.numel() * self.size() or out.dtype != inp.dtype:
-            raise ValueError(
-                f"mooncake-cpu: all_gather output must hold {self.size()} x {inp.numel()} "
-                f"{inp.dtype} elements, got {out.numel()} {out.dtype}"
-            )
-        with _Dense(inp, writeback=False) as i, _Dense(_cpu(out)) as o:
-            return self._run(self._lib.mc_pg_all_gather, _ptr(i), _ptr(o), i.numel(), _dtype(i), result=[out])
+        k = self._blocks(out.numel(), inp.numel(), "all_gather output", out.dtype == inp.dtype)
+        n = self.size()
+        full = out if k == n else torch.empty(n * inp.numel(), dtype=inp.dtype)
+        with _Dense(inp, writeback=False) as i, _Dense(_cpu(full)) as o:
+            work = self._run(self._lib.mc_pg_all_gather, _ptr(i), _ptr(o), i.numel(), _dtype(i), result=[out])
+        if full is not out:
+            m = min(k, n) * inp.numel()
+            with _Dense(_cpu(out)) as o:
+                o.view(-1)[:m].copy_(full[:m])
+        return work
 
     def allgather(self, output_lists, input_tensors, opts=None):
         inp = _one(input_tensors, "allgather")
@@ -374,11 +428,12 @@ class MooncakeProcessGroup(dist.ProcessGroup):
             return self._run(self._lib.mc_pg_scatter, src, _ptr(o), n, _dtype(o), root)
 
     def _reduce_scatter_flat(self, out: torch.Tensor, flat: torch.Tensor, op: int):
-        if flat.numel() != out.numel() * self.size() or flat.dtype != out.dtype:
-            raise ValueError(
-                f"mooncake-cpu: reduce_scatter input must hold {self.size()} x {out.numel()} "
-                f"{out.dtype} elements, got {flat.numel()} {flat.dtype}"
-            )
+        k = self._blocks(flat.numel(), out.numel(), "reduce_scatter input", flat.dtype == out.dtype)
+        n = self.size()
+        if k < n:  # blocks for seats past the buffer: nothing of this rank's goes there
+            flat = torch.cat([_cpu(flat).reshape(-1), torch.zeros((n - k) * out.numel(), dtype=flat.dtype)])
+        elif k > n:  # blocks for seats past the rank space go nowhere
+            flat = _cpu(flat).reshape(-1)[: n * out.numel()]
         with _Dense(_cpu(flat), writeback=False) as i, _Dense(_cpu(out)) as o:
             return self._run(self._lib.mc_pg_reduce_scatter, _ptr(i), _ptr(o), o.numel(), _dtype(o), op)
 

@@ -58,6 +58,12 @@ def _declare(lib: ctypes.CDLL) -> None:
         "mc_pg_peer_state": (I, [P, I32P, S, I32P]),
         "mc_pg_deactivate": (I, [P, I32P, S]),
         "mc_pg_sync_after_failure": (I, [P, ctypes.POINTER(I)]),
+        "mc_pg_set_peer": (I, [P, I, ctypes.c_char_p]),
+        "mc_pg_counters": (I, [P, ctypes.POINTER(U64), ctypes.POINTER(U64)]),
+        "mc_pg_reset_seats": (I, [P, I32P, S]),
+        "mc_pg_admit": (I, [P, I32P, S, U64, U64, U64]),
+        "mc_pg_leave": (I, [P]),
+        "mc_pg_inject_link_fault": (I, [P, I, I]),
         "mc_strerror": (ctypes.c_char_p, [I]),
         "mc_err_name": (ctypes.c_char_p, [I]),
     }

@@ -174,7 +174,8 @@ def collectives(rank: int, n: int, pg):
         lambda: pg.get_peer_state(dist.group.WORLD, [n + 70]),
         lambda: pg.get_local_success("not a work"),
         lambda: pg.set_collective_timeout_us(-5),
-        lambda: pg.deactivate_ranks(dist.group.WORLD, [rank]),
+        lambda: pg.deactivate_ranks(dist.group.WORLD, [n + 3]),
+        lambda: pg.extend_group_size_to(dist.group.WORLD, n + 1),
     )):
         try:
             bad()
