@@ -480,8 +480,8 @@ int mc_pg_reset_seats(mc_pg_comm_t *c, const int32_t *seats, size_t n) {
     return 0;
 }
 
-int mc_pg_admit(mc_pg_comm_t *c, const int32_t *active, size_t n, uint64_t round,
-                uint64_t syncs, uint64_t epoch) {
+int mc_pg_admit(mc_pg_comm_t *c, const int32_t *active, size_t n, uint64_t round, uint64_t syncs,
+                uint64_t epoch) {
     if (!c || !active || n != (size_t)c->seats || !active[c->rank])
         return MC_ERR_INVALID_ARGUMENT;
     for (size_t i = 0; i < n; i++)
