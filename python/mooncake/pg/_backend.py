@@ -544,6 +544,10 @@ class MooncakeProcessGroup(dist.ProcessGroup):
         check(self._lib.mc_pg_set_timeouts(self._handle(), ms(collective_us), ms(p2p_us)), "mc_pg_set_timeouts")
 
     # --- membership ---
+    def _inject_link_fault(self, peer: int, on: bool) -> None:
+        """Test failpoint: while on, this rank's transfers to seat peer (-1: all) fail."""
+        check(self._lib.mc_pg_inject_link_fault(self._handle(), int(peer), 1 if on else 0), "mc_pg_inject_link_fault")
+
     def active_ranks(self) -> torch.Tensor:
         arr = hint_array()
         check(self._lib.mc_pg_active_ranks(self._handle(), arr, _native.MAX_RANKS), "mc_pg_active_ranks")
