@@ -515,7 +515,7 @@ int mc_pg_leave(mc_pg_comm_t *c) {
     uint8_t active[MC_PG_MAX_RANKS];
     mc__pg_active_snapshot(c, active);
     static const uint64_t mark = 1;
-    int rc = mc__pg_write_word(c, &mark, MC_PG_OFF_LEFT(c) + 8ull * (uint64_t)c->rank, active);
+    int rc = mc__pg_write_word(c, &mark, MC_PG_OFF_LEFT(c), active);
     pthread_mutex_lock(&c->lock);
     for (int i = 0; i < c->seats; i++)
         c->active[i] = i == c->rank;

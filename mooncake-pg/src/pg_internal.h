@@ -86,7 +86,8 @@ static inline const uint8_t *mc__pg_slot(const mc_pg_comm_t *c, uint64_t r, int 
 /* Records that seat j failed in this operation: the hint, pending, and with auto-deactivation
  * the active set. */
 void mc__pg_mark_failed(mc_pg_comm_t *c, int j, int32_t *failed);
-/* Writes one 8-byte word to offset off of every seat with to[j] set; failures mark the seat. */
+/* Writes *value into this rank's entry of the 8-byte array at off in every seat with to[j] set;
+ * failures mark the seat. */
 int mc__pg_write_word(mc_pg_comm_t *c, const uint64_t *value, uint64_t off, const uint8_t *to);
 /* Snapshot of the active set; returns how many are active. */
 int mc__pg_active_snapshot(mc_pg_comm_t *c, uint8_t *active);

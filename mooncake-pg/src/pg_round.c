@@ -91,16 +91,7 @@ int mc__pg_write_word(mc_pg_comm_t *c, const uint64_t *value, uint64_t off, cons
     uint8_t alive[MC_PG_MAX_RANKS];
     memcpy(alive, to, (size_t)c->seats);
     alive[c->rank] = 0;
-    mc_request_t reqs[MC_PG_MAX_RANKS];
-    int dst[MC_PG_MAX_RANKS];
-    size_t n = 0;
-    for (int j = 0; j < c->seats; j++) {
-        if (!alive[j])
-            continue;
-        dst[n] = j;
-        reqs[n++] = write_req(c, j, value, off, 8);
-    }
-    return write_all(c, reqs, dst, n, NULL, alive);
+    return write_flags(c, value, off, NULL, alive);
 }
 
 int mc__pg_round(mc_pg_comm_t *c, const struct mc_pg_part *parts, int timeout_ms, int32_t *failed,
