@@ -160,8 +160,15 @@ static int set_peer(mc_pg_comm_t *c, int i, const char *addr) {
         p.seg = MC_LOCAL_SEGMENT_ID;
         if (p.base != (uint64_t)(uintptr_t)c->region)
             return MC_ERR_INVALID_ARGUMENT;
-    } else if ((rc = mc_engine_open_segment(c->engine, p.name, &p.seg)) != 0) {
-        return rc;
+    } else {
+        /* A peer's engine on a busy host may not answer the handshake at once (a refused or
+         * reset connection): try again until the collective timeout before giving up. */
+        uint64_t deadline = mc__now_ms() + (uint64_t)c->coll_timeout_ms;
+        while ((rc = mc_engine_open_segment(c->engine, p.name, &p.seg)) != 0) {
+            if (rc == MC_ERR_INVALID_ARGUMENT || mc__now_ms() > deadline)
+                return rc;
+            usleep(20000);
+        }
     }
     c->peers[i] = p;
     return 0;
