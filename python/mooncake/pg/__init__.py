@@ -137,7 +137,7 @@ class MooncakeBackendOptions:
 
 # Process-wide settings the next groups pick up (the reference's context setters).
 _config_lock = threading.Lock()
-_config = {
+_config: dict = {
     "engine": None,
     "engine_obj": None,
     "host_ip": None,

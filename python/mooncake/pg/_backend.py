@@ -14,6 +14,7 @@ import ctypes
 import math
 import threading
 from datetime import timedelta
+from typing import Optional
 
 import torch
 import torch.distributed as dist
@@ -190,7 +191,7 @@ class MooncakeProcessGroup(dist.ProcessGroup):
     def __init__(self, store, rank: int, size: int, options, config: dict, group_id: str = ""):
         super().__init__(rank, size)
         self._lib = _native.lib()
-        self._comm = ctypes.c_void_p()
+        self._comm: Optional[ctypes.c_void_p] = ctypes.c_void_p()
         seats = options.max_group_size if options and options.max_group_size else size
         if seats < size:
             raise ValueError(f"max_group_size ({seats}) is smaller than the group size ({size})")
@@ -222,8 +223,8 @@ class MooncakeProcessGroup(dist.ProcessGroup):
                 # over itself) until join_group, on the incarnation the members last made.
                 self._inc = int(self._wait_latest(store))
                 me = [1 if i == rank else 0 for i in range(seats)]
-                arr = (ctypes.c_int32 * seats)(*me)
-                check(self._lib.mc_pg_admit(self._comm, arr, seats, 0, 0, 1), "mc_pg_admit")
+                seat_map = (ctypes.c_int32 * seats)(*me)
+                check(self._lib.mc_pg_admit(self._comm, seat_map, seats, 0, 0, 1), "mc_pg_admit")
                 self._joined = False
             else:
                 # The rendezvous: every rank publishes its address in the group's store. A store
