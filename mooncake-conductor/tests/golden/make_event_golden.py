@@ -90,17 +90,23 @@ def sha256_cbor_chain(tokens, block_size, seed):
     return out
 
 
+def golden_case(bs):
+    """hash_golden.json's vLLM request (sha256_cbor, seed "0", no LoRA or salt): its tokens and
+    the block hashes vLLM's own code gave them."""
+    import json
+    with open(os.path.join(HERE, "hash_golden.json")) as f:
+        return next(c for c in json.load(f)["cases"]
+                    if (c["strategy"], c["algorithm"], c["seed"], c["block_size"],
+                        c["lora_name"], c["cache_salt"]) == ("vllm_v1", "sha256_cbor", "0", bs,
+                                                             "", ""))
+
+
 def vllm_e2e_batches(ev):
     """What engine b of test_conductor.py's /query test publishes, encoded by vLLM's own event
     classes and encoder: GPU stores of blocks [0], [2] (its parent block 1) and [0, 1] of the
     hash_golden.json request (sha256_cbor, seed "0", 16-token blocks), full 32-byte digests."""
-    import json
     bs = 16
-    with open(os.path.join(HERE, "hash_golden.json")) as f:
-        case = next(c for c in json.load(f)["cases"]
-                    if (c["strategy"], c["algorithm"], c["seed"], c["block_size"],
-                        c["lora_name"], c["cache_salt"]) == ("vllm_v1", "sha256_cbor", "0", bs,
-                                                             "", ""))
+    case = golden_case(bs)
     tokens = case["token_ids"]
     digests = sha256_cbor_chain(tokens, bs, "0")
     for d, h in zip(digests, case["hashes"]):
@@ -122,13 +128,8 @@ def vllm_e2e_int_batches(ev):
     """What engine a of the same test publishes, encoded by an older vLLM's classes (0.11.0:
     array events, 64-bit integer hashes): a GPU store of blocks [0, 1], then a GPU eviction of
     block 1."""
-    import json
     bs = 16
-    with open(os.path.join(HERE, "hash_golden.json")) as f:
-        case = next(c for c in json.load(f)["cases"]
-                    if (c["strategy"], c["algorithm"], c["seed"], c["block_size"],
-                        c["lora_name"], c["cache_salt"]) == ("vllm_v1", "sha256_cbor", "0", bs,
-                                                             "", ""))
+    case = golden_case(bs)
     tokens, h = case["token_ids"], [int(x, 16) for x in case["hashes"]]
     # ExternalBlockHash is bytes | int; msgpack ints are at most 64 bits, signed past 2^63
     h = [x - (1 << 64) if x >= 1 << 63 else x for x in h]
