@@ -193,19 +193,30 @@ def test_failover_evict(etcd):
 # Four threads put new keys (32-128 KiB, contents derived from the key) while ns['go'] is set,
 # recording each put's rc and when it started and returned (time.monotonic: one clock for the
 # host, so the test's kill times compare). After an error a thread waits a little, not to spin
-# while the master is away. At most 300 acknowledged puts a thread: with 8 threads that is under
-# 60 % of the pool however fast the machine, so nothing ever needs evicting.
+# while the master is away.
+#
+# Space: a thread stops at ns['allow'] acknowledged puts, which the test raises by PHASE_ALLOW at
+# the start of each of the 8 phases (4 cycles, before and after each kill): at most 8 x 37 = 296
+# a thread, with 8 threads under 60 % of the pool however fast the machine, so nothing ever needs
+# evicting. A budget per phase, not one for the whole test, so that a fast machine cannot spend it
+# all early and leave a later phase nothing to show its progress with. The short pause between
+# puts keeps each phase's budget from being spent before the test pauses the nodes or kills the
+# master, so that puts are in flight then.
 INFLIGHT = r"""
 import random, time
 ns['go'] = threading.Event()
 ns['quit'] = False
 ns['log'] = []
 ns['ok'] = 0
+ns['allow'] = 0
 def run(t):
     rng = random.Random(t)
     i = ok = 0
-    while not ns['quit'] and ok < 300:
+    while not ns['quit']:
         if not ns['go'].wait(0.05):
+            continue
+        if ok >= ns['allow']:
+            time.sleep(0.01)
             continue
         k = f'p{os.getpid()}-{t}-{i}'
         i += 1
@@ -216,6 +227,7 @@ def run(t):
         if rc == 0:
             ns['ok'] += 1
             ok += 1
+            time.sleep(0.005)
         else:
             time.sleep(0.02)
 ns['threads'] = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(4)]
@@ -223,6 +235,7 @@ for th in ns['threads']:
     th.start()
 result = 0
 """
+PHASE_ALLOW = 37
 
 
 def test_a_put_in_flight_is_failed_or_kept(tmp_path):
@@ -245,7 +258,11 @@ def test_a_put_in_flight_is_failed_or_kept(tmp_path):
             return w.run("result = ns['ok']")
 
         def progress(more):
+            """Opens a phase (PHASE_ALLOW more puts a thread) and waits until each putter has
+            had `more` of them acknowledged."""
             base = [ok_count(w) for w in putters]
+            for w in putters:
+                w.run(f"ns['allow'] += {PHASE_ALLOW}\nresult = 0")
             return wait_for(lambda: all(ok_count(w) >= b + more for w, b in zip(putters, base)),
                             timeout=60, step=0.1)
 
