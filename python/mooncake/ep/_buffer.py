@@ -29,16 +29,23 @@ from mooncake.ep._common import (
     check_count,
     check_tensor,
     check_topk,
+    connect_rows,
     fp8_cast,
     group_rank_size,
     no_op_hook,
     require,
+    timeout_s,
 )
 
 _ZERO_COPY_NEEDS_BUFFER = (
     "combine(zero_copy=True) reads the tensor returned by get_next_combine_buffer(handle) for this "
     "handle; call get_next_combine_buffer first"
 )
+
+
+def _dispatch_row_bytes(hidden: int) -> int:
+    """A dispatched row on the wire: the token's bf16 data, then (local expert, token) as int64."""
+    return 2 * hidden + 16
 
 
 class _DispatchHandle(tuple):
@@ -66,7 +73,9 @@ class _SendPlan:
 class Buffer:
     """The reference's ``mooncake.mooncake_ep_buffer.Buffer`` on the fallback path."""
 
-    def __init__(self, group: Any, num_ep_buffer_bytes: int = 0, disable_p2p: bool = False) -> None:
+    def __init__(
+        self, group: Any, num_ep_buffer_bytes: int = 0, disable_p2p: bool = False, *, engine: Optional[Any] = None
+    ) -> None:
         self.rank, self.group_size = group_rank_size(group)
         self.group = group
         self.backend = group
@@ -79,11 +88,17 @@ class Buffer:
         self.last_path: Optional[str] = None
         self._next_combine_buffer: Optional[Tuple[_DispatchHandle, torch.Tensor]] = None
         self._exchange = Exchange(group, self.rank, self.group_size)
+        self._engine = engine
+        # How rows travel between ranks: "process group" (all_to_all_single) or "Transfer Engine
+        # (protocol)" (registered buffers, _te.py); chosen at connect, alike on every rank.
+        self.transport_name = "process group"
         self.connect()
 
     def connect(self, is_update: bool = False) -> None:
-        """Check that every rank built its buffer on the same group size (one exchange round)."""
+        """Check that every rank built its buffer on the same group size, then set up the rows'
+        transport: the Transfer Engine's registered buffers where every rank has an engine."""
         self._exchange.agree([0] * self.group_size, [1] * self.group_size, [self.group_size], ["the group size"])
+        self.transport_name = connect_rows(self._exchange, self._engine, "Buffer")
 
     def update_ep_member(self) -> None:
         """Re-run the connection after the process group's membership changed. The fallback reads
@@ -145,6 +160,7 @@ class Buffer:
             f"{num_local} experts per rank exceed the limit of {_sizes.NUM_MAX_LOCAL_EXPERTS}",
         )
         self._check_capacity(max_tokens, hidden, num_experts)
+        self._exchange.timeout_s = timeout_s(timeout_us)
         if use_fp8 is None:
             use_fp8 = True  # the reference's default on CUDA builds
         mask = active_mask(self.group, active_ranks, self.group_size)
@@ -172,6 +188,7 @@ class Buffer:
             mask,
             [num_experts, max_tokens, hidden, int(use_fp8)],
             ["num_experts", "num_max_dispatch_tokens_per_rank", "hidden", "use_fp8"],
+            row_bytes=_dispatch_row_bytes(hidden),
         )
         # A rank that any rank sees inactive sends and receives nothing, on every rank alike.
         keep = torch.tensor(self._exchange.sends_to(agreed), dtype=torch.bool)[dest]
@@ -180,8 +197,7 @@ class Buffer:
 
         rows = x.index_select(0, tok)
         meta = torch.stack([exp % num_local, tok], dim=1)
-        recv_rows = self._exchange.rows(rows, send_counts, recv_counts)
-        recv_meta = self._exchange.rows(meta, send_counts, recv_counts)
+        recv_rows, recv_meta = self._exchange.rows_of([rows, meta], send_counts, recv_counts)
 
         capacity = n * max_tokens
         packed = torch.zeros((num_local, capacity, hidden), dtype=torch.bfloat16, device=x.device)
@@ -222,14 +238,14 @@ class Buffer:
             mask,
             [num_experts, max_tokens, hidden, int(use_fp8)],
             ["num_experts", "num_max_dispatch_tokens_per_rank", "hidden", "use_fp8"],
+            row_bytes=_dispatch_row_bytes(hidden),
         )
         sends = self._exchange.sends_to(agreed)
         send_counts = [c if sends[d] else 0 for d, c in enumerate(per_dest)]
         rows, meta, slot_pos = kern.dispatch_pack(
             x, topk_idx, num_experts, n, count_e, slot_rank, sends, sum(send_counts)
         )
-        recv_rows = self._exchange.rows(rows, send_counts, recv_counts)
-        recv_meta = self._exchange.rows(meta, send_counts, recv_counts)
+        recv_rows, recv_meta = self._exchange.rows_of([rows, meta], send_counts, recv_counts)
         packed, count, src_info, layout = kern.dispatch_recv(recv_rows, recv_meta, recv_counts, num_local, n,
                                                              n * max_tokens)  # fmt: skip
         # Combine places the returned rows by slot_pos, so the plan carries no global expert ids.
@@ -320,6 +336,7 @@ class Buffer:
             f"got {tuple(topk_idx.shape)} and {tuple(topk_weights.shape)}",
         )
         check_count("timeout_us", timeout_us, -1)
+        self._exchange.timeout_s = timeout_s(timeout_us)
         if out is not None:
             check_tensor("out", out, 2, (torch.bfloat16,))
             require(
@@ -348,6 +365,7 @@ class Buffer:
             mask,
             [num_experts, max_tokens, hidden],
             ["num_experts", "num_max_dispatch_tokens_per_rank", "hidden"],
+            row_bytes=2 * hidden,
         )
         sends = self._exchange.sends_to(agreed)
         send_counts = [c if sends[s] else 0 for s, c in enumerate(back_counts)]

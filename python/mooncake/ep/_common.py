@@ -143,21 +143,37 @@ class Exchange:
         self.group = group
         self.rank = rank
         self.num_ranks = num_ranks
+        # The rows' transport: None is the group's all_to_all_single; _te.TERows moves them
+        # through Transfer Engine registered buffers (chosen at the buffer's connect).
+        self.transport: Optional[Any] = None
+        self.timeout_s = DEFAULT_TIMEOUT_S  # how long the TE path waits for a peer's rows to land
+        self.plan: List[List[int]] = []  # the last agree's rows per (source, destination)
 
     def agree(
-        self, send_counts: List[int], mask: List[int], shape: Sequence[int], shape_names: Sequence[str]
+        self,
+        send_counts: List[int],
+        mask: List[int],
+        shape: Sequence[int],
+        shape_names: Sequence[str],
+        row_bytes: Optional[int] = None,
     ) -> Tuple[List[int], List[int]]:
         n = self.num_ranks
-        width = 1 + n + len(shape)
+        if row_bytes is not None:  # the rows' byte layout must match too: placed by offset on the TE path
+            shape, shape_names = list(shape) + [row_bytes], list(shape_names) + ["the row size in bytes"]
+        # Per destination: the rows for it, this rank's mask, this rank's whole count vector (every
+        # rank learns the full count matrix: the TE path places rows by it), the shape words.
+        width = 1 + 2 * n + len(shape)
         out_meta = torch.zeros((n, width), dtype=torch.int64, device=self._meta_device())
         for d in range(n):
             out_meta[d, 0] = send_counts[d]
             out_meta[d, 1 : 1 + n] = torch.tensor(mask, dtype=torch.int64)
-            out_meta[d, 1 + n :] = torch.tensor(list(shape), dtype=torch.int64)
+            out_meta[d, 1 + n : 1 + 2 * n] = torch.tensor(list(send_counts), dtype=torch.int64)
+            out_meta[d, 1 + 2 * n :] = torch.tensor(list(shape), dtype=torch.int64)
         in_meta = torch.empty_like(out_meta)
         dist.all_to_all_single(in_meta, out_meta, group=self.group)
+        in_meta = in_meta.cpu()
         for src in range(n):
-            theirs = in_meta[src, 1 + n :].tolist()
+            theirs = in_meta[src, 1 + 2 * n :].tolist()
             for name, mine, other in zip(shape_names, shape, theirs):
                 require(
                     int(mine) == int(other),
@@ -169,6 +185,8 @@ class Exchange:
         # are dropped by both sides (the sender with ``sends_to``).
         me = agreed[self.rank]
         recv_counts = [int(c) if me and agreed[s] else 0 for s, c in enumerate(in_meta[:, 0].tolist())]
+        matrix = in_meta[:, 1 + n : 1 + 2 * n].tolist()
+        self.plan = [[int(matrix[s][d]) if agreed[s] and agreed[d] else 0 for d in range(n)] for s in range(n)]
         return agreed, recv_counts
 
     def _meta_device(self) -> torch.device:
@@ -185,18 +203,74 @@ class Exchange:
         me = bool(agreed[self.rank])
         return [me and bool(a) for a in agreed]
 
+    def pg_rows(self, send_b: torch.Tensor, send_counts: List[int], recv_counts: List[int]) -> torch.Tensor:
+        """Raw byte rows through the group's ``all_to_all_single`` (the fallback's transport)."""
+        recv_b = torch.empty((sum(recv_counts), send_b.shape[1]), dtype=torch.uint8, device=send_b.device)
+        dist.all_to_all_single(
+            recv_b, send_b, output_split_sizes=recv_counts, input_split_sizes=send_counts, group=self.group
+        )
+        return recv_b
+
+    def meta_rows(self, send_b: torch.Tensor, send_counts: List[int], recv_counts: List[int]) -> torch.Tensor:
+        """``pg_rows`` for host metadata (the TE path's addresses): on the device nccl needs."""
+        return self.pg_rows(send_b.to(self._meta_device()), send_counts, recv_counts).cpu()
+
     def rows(self, send: torch.Tensor, send_counts: List[int], recv_counts: List[int]) -> torch.Tensor:
         """Send ``send`` (rows grouped by destination, ``send_counts`` rows each) and return the
         rows received, grouped by source. Rows travel as bytes so every dtype crosses every PG."""
-        tail = tuple(send.shape[1:])
-        row_bytes = send[:1].numel() * send.element_size() if send.shape[0] else _row_bytes(tail, send.dtype)
-        send_b = send.contiguous().view(torch.uint8).reshape(send.shape[0], row_bytes)
-        recv_b = torch.empty((sum(recv_counts), row_bytes), dtype=torch.uint8, device=send.device)
-        if row_bytes:
-            dist.all_to_all_single(
-                recv_b, send_b, output_split_sizes=recv_counts, input_split_sizes=send_counts, group=self.group
-            )
-        return recv_b.view(send.dtype).reshape((sum(recv_counts),) + tail)
+        return self.rows_of([send], send_counts, recv_counts)[0]
+
+    def rows_of(
+        self, payloads: Sequence[torch.Tensor], send_counts: List[int], recv_counts: List[int]
+    ) -> List[torch.Tensor]:
+        """Like ``rows`` for several tensors with one row each per sent row (a token's data, its
+        scales, its routing...): they travel together, one round for all, and come back split."""
+        num_rows = int(payloads[0].shape[0])
+        tails = [tuple(p.shape[1:]) for p in payloads]
+        widths = [_row_bytes(t, p.dtype) for t, p in zip(tails, payloads)]
+        parts = [_as_bytes(p, num_rows, w) for p, w in zip(payloads, widths) if w]
+        device = payloads[0].device
+        send_b = torch.cat(parts, dim=1) if parts else torch.empty((num_rows, 0), dtype=torch.uint8, device=device)
+        total = sum(recv_counts)
+        if send_b.shape[1] == 0:
+            recv_b = torch.empty((total, 0), dtype=torch.uint8, device=device)
+        elif self.transport is not None:
+            recv_b = self.transport.move(send_b, send_counts, recv_counts, self.plan, self.timeout_s)
+        else:
+            recv_b = self.pg_rows(send_b, send_counts, recv_counts)
+        out, col = [], 0
+        for p, tail, w in zip(payloads, tails, widths):
+            # reshape(-1) first: a 1-row slice stays "contiguous" with its parent's row stride.
+            piece = recv_b[:, col : col + w].contiguous().reshape(-1)
+            out.append(piece.view(p.dtype).reshape((total,) + tail) if w else p.new_empty((total,) + tail))
+            col += w
+        return out
+
+
+def _as_bytes(t: torch.Tensor, num_rows: int, width: int) -> torch.Tensor:
+    """``t``'s rows as ``[num_rows, width]`` raw bytes (a view where ``t`` is contiguous)."""
+    flat = t.contiguous().reshape(num_rows, -1) if num_rows else t.new_empty((0, 1))
+    return flat.view(torch.uint8).reshape(num_rows, width)
+
+
+def connect_rows(exchange: Exchange, engine: Optional[Any], who: str) -> str:
+    """(Re)choose how ``exchange`` moves rows (collective): the Transfer Engine when every rank has
+    one (``_te.py``, ``$MC_EP_TRANSPORT``), else the group. Returns the transport's name."""
+    from mooncake.ep import _te  # here: _te needs this module's Exchange, never the reverse at import
+
+    if exchange.transport is not None:
+        exchange.transport.close()
+        exchange.transport = None
+    exchange.transport = _te.TERows.connect(exchange, engine, who)
+    return "process group" if exchange.transport is None else exchange.transport.name
+
+
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def timeout_s(timeout_us: int) -> float:
+    """How long the TE path waits for peers' rows: the call's ``timeout_us`` when given (> 0)."""
+    return timeout_us / 1e6 if timeout_us > 0 else DEFAULT_TIMEOUT_S
 
 
 def _row_bytes(tail: Tuple[int, ...], dtype: torch.dtype) -> int:

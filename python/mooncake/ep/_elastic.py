@@ -26,6 +26,7 @@ from mooncake.ep._common import (
     check_count,
     check_tensor,
     check_topk,
+    connect_rows,
     group_rank_size,
     require,
 )
@@ -112,6 +113,8 @@ class ElasticBuffer:
         num_cpu_timeout_secs: int = 300,
         num_gpu_timeout_secs: int = 100,
         explicitly_destroy: bool = False,
+        *,
+        engine: Optional[Any] = None,
     ) -> None:
         if not allow_multiple_reduction:
             raise NotImplementedError("Mooncake ElasticBuffer supports only allow_multiple_reduction=True")
@@ -145,12 +148,16 @@ class ElasticBuffer:
         self.scaleup_rank_idx = self.rank_idx % self.num_scaleup_ranks
         self.runtime: Optional[str] = "fallback"  # no native EP runtime in this build
         self._exchange = Exchange(group, self.rank_idx, self.num_ranks)
+        self._exchange.timeout_s = float(self.num_cpu_timeout_secs)
+        self._engine = engine
+        self.transport_name = "process group"  # how rows travel: set at connect (Buffer's docstring)
         self._connect()
         self.barrier()
 
     # --- membership -------------------------------------------------------------------------
     def _connect(self) -> None:
         self._exchange.agree([0] * self.num_ranks, [1] * self.num_ranks, [self.num_ranks], ["the group size"])
+        self.transport_name = connect_rows(self._exchange, self._engine, "ElasticBuffer")
 
     def update_ep_member(self) -> None:
         """Re-check the group after a membership change; every call reads the active ranks anew."""
@@ -159,6 +166,9 @@ class ElasticBuffer:
 
     def destroy(self) -> None:
         self.runtime = None
+        if self._exchange.transport is not None:  # its registered regions go back to the engine
+            self._exchange.transport.close()
+            self._exchange.transport = None
 
     def _live(self) -> None:
         if self.runtime is None:
@@ -309,20 +319,21 @@ class ElasticBuffer:
             [num_experts, max_tokens, hidden, num_topk, int(sf is not None), int(topk_weights is not None), int(do_expand)],
             ["num_experts", "num_max_tokens_per_rank", "hidden", "num_topk", "fp8 input", "topk_weights given",
              "do_expand"],
+            row_bytes=(hidden * data.element_size() + 8 * num_topk + 8
+                       + (sf.shape[1] * sf.element_size() if sf is not None else 0)
+                       + (4 * num_topk if topk_weights is not None else 0)),
         )  # fmt: skip
         keep = torch.tensor(self._exchange.sends_to(agreed), dtype=torch.bool)[dest]
         dest, tok = dest[keep], tok[keep]
         send_counts = torch.bincount(dest, minlength=n).tolist()
 
-        got_x = self._exchange.rows(data.index_select(0, tok), send_counts, recv_counts)
-        got_sf = self._exchange.rows(sf.index_select(0, tok), send_counts, recv_counts) if sf is not None else None
-        got_idx = self._exchange.rows(topk_idx.index_select(0, tok), send_counts, recv_counts)
-        got_tok = self._exchange.rows(tok.unsqueeze(1), send_counts, recv_counts).view(-1)
-        got_w = (
-            self._exchange.rows(topk_weights.index_select(0, tok), send_counts, recv_counts)
-            if topk_weights is not None
-            else None
-        )
+        payloads = [data.index_select(0, tok), topk_idx.index_select(0, tok), tok.unsqueeze(1)]
+        payloads += [sf.index_select(0, tok)] if sf is not None else []
+        payloads += [topk_weights.index_select(0, tok)] if topk_weights is not None else []
+        got = self._exchange.rows_of(payloads, send_counts, recv_counts)
+        got_x, got_idx, got_tok = got[0], got[1], got[2].view(-1)
+        got_sf = got[3] if sf is not None else None
+        got_w = got[-1] if topk_weights is not None else None
         src = torch.repeat_interleave(torch.arange(n), torch.tensor(recv_counts, dtype=torch.int64))
         # Receive-buffer order: by the sender's scale-up index, then sender (stable: by token).
         order = torch.sort(src % self.num_scaleup_ranks, stable=True).indices
@@ -465,6 +476,7 @@ class ElasticBuffer:
             mask,
             [hidden],
             ["hidden"],
+            row_bytes=2 * hidden,
         )
         sends = self._exchange.sends_to(agreed)
         starts = [sum(route.recv_counts[:s]) for s in range(n)]

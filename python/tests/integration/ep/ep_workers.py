@@ -1,9 +1,12 @@
-"""One rank of the EP fallback tests: ``python ep_workers.py RANK WORLD INIT_FILE OUT_DIR``.
+"""One rank of the EP tests: ``python ep_workers.py RANK WORLD INIT_FILE OUT_DIR PASSES``.
 
-Every rank runs every scenario in order on one gloo group, saving its inputs and outputs as
-``OUT_DIR/<scenario>.<rank>.npz`` and the errors it expected (or not) in
-``OUT_DIR/<scenario>.<rank>.json``; test_ep_fallback.py checks them against numpy. A scenario
-that raises records its traceback and the rank goes on, so one failure does not hide the rest.
+Every rank runs every scenario in order on one gloo group, once per pass of PASSES (``pg``: rows
+through the group's all_to_all_single; ``te``: through the Transfer Engine's registered buffers;
+``te-fakedev``: the same, the buffers registered as fake GPU memory), saving its inputs and
+outputs as ``OUT_DIR/<pass>/<scenario>.<rank>.npz`` and the errors it expected (or not) in
+``.json``; test_ep_fallback.py checks them against numpy and the passes against each other. A
+scenario that raises records its traceback and the rank goes on, so one failure does not hide
+the rest. Each pass reseeds torch, so every pass sees the same inputs.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from mooncake.engine import TransferEngine
 from mooncake.ep import Buffer, ElasticBuffer, calculate_elastic_buffer_size, get_ep_buffer_size_hint
 
 HIDDEN = 128
 TOPK = 3
+TRANSPORTS: set = set()  # every buffer's transport_name in this pass
 
 
 def factor(expert: torch.Tensor) -> torch.Tensor:
@@ -52,6 +57,7 @@ def _np(v):
 def buffer_round(group, rank, world, out, name, num_tokens, max_tokens, num_experts, active=None, **kw):
     x, idx, w = inputs(rank, world, num_tokens, num_experts, seed=len(name))
     buf = Buffer(group, get_ep_buffer_size_hint(max_tokens, HIDDEN, world, num_experts))
+    TRANSPORTS.add(buf.transport_name)
     active_t = None if active is None else torch.tensor(active, dtype=torch.int32)
     use_fp8 = kw.get("use_fp8", False)
     recv, count, handle, event, hook = buf.dispatch(x, idx, active_t, max_tokens, num_experts, -1, use_fp8=use_fp8)
@@ -79,6 +85,7 @@ def buffer_round(group, rank, world, out, name, num_tokens, max_tokens, num_expe
 def elastic_round(group, rank, world, out, name, num_tokens, max_tokens, num_experts, active=None, expand=False):
     x, idx, w = inputs(rank, world, num_tokens, num_experts, seed=len(name))
     buf = ElasticBuffer(group, num_max_tokens_per_rank=max_tokens, hidden=HIDDEN, num_topk=TOPK)
+    TRANSPORTS.add(buf.transport_name)
     active_t = None if active is None else torch.tensor(active, dtype=torch.int32)
     nl = num_experts // world
     recv, ridx, rw, handle, event = buf.dispatch(
@@ -249,14 +256,78 @@ def mismatch(group, rank, world, out):
         json.dump(res, f)
 
 
-def main() -> None:
-    rank, world, init_file, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-    dist.init_process_group(
-        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
-        timeout=datetime.timedelta(seconds=60),
-    )  # fmt: skip
-    group = dist.group.WORLD
-    torch.manual_seed(1234 + rank)
+def engine_missing(group, rank, world, out):
+    """One rank cannot start a Transfer Engine (its host cannot be bound): with the automatic
+    choice every rank moves rows through the group, and right; with MC_EP_TRANSPORT=te every rank
+    fails with the same clear error. A bad MC_EP_TRANSPORT is a ValueError."""
+    res: dict = {}
+    saved = {k: os.environ.get(k) for k in ("MC_EP_TE_HOST", "MC_EP_TRANSPORT")}
+    try:
+        if rank == world - 1:
+            os.environ["MC_EP_TE_HOST"] = "192.0.2.1:0"  # TEST-NET: no interface has it
+        os.environ["MC_EP_TRANSPORT"] = "auto"
+        buf = Buffer(group)
+        res["auto_transport"] = buf.transport_name
+        x = torch.randn((4, HIDDEN)).to(torch.bfloat16)
+        idx = torch.full((4, TOPK), -1, dtype=torch.int64)
+        idx[:, 0] = torch.arange(4) % (2 * world)
+        recv, count, handle, _, _ = buf.dispatch(x, idx, None, 8, 2 * world, -1, use_fp8=False)
+        combined, _, _ = buf.combine(recv, idx, torch.ones((4, TOPK)), None, -1, handle)
+        res["auto_roundtrip_exact"] = bool(torch.equal(combined, x))
+        os.environ["MC_EP_TRANSPORT"] = "te"
+        expect_error(res, "te_forced", RuntimeError, lambda: Buffer(group))
+        os.environ.pop("MC_EP_TE_HOST", None)
+        # An engine the caller started and gave the buffer: rows through it.
+        engine = TransferEngine()
+        assert engine.initialize("127.0.0.1:0", "P2PHANDSHAKE", "tcp", "") == 0
+        given = ElasticBuffer(group, num_max_tokens_per_rank=8, hidden=HIDDEN, num_topk=TOPK, engine=engine)
+        res["given_transport"] = given.transport_name
+        before = engine.get_transport_stats()["tcp"][1]
+        recv, _, _, h, _ = given.dispatch(x, topk_idx=idx, num_experts=2 * world)
+        combined, _, _ = given.combine(recv, h)
+        res["given_roundtrip_exact"] = bool(torch.equal(combined, x))
+        res["given_engine_moved_bytes"] = engine.get_transport_stats()["tcp"][1] > before
+        given.destroy()
+        os.environ["MC_EP_TRANSPORT"] = "bogus"
+        expect_error(res, "bad_mode", ValueError, lambda: Buffer(group))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    with open(os.path.join(out, f"engine_missing.{rank}.json"), "w") as f:
+        json.dump(res, f)
+
+
+MARKER = b"MC-FAKE-DEV-FAIL"  # the fake device backend fails a copy whose source starts with it
+
+
+def te_copy_failure(group, rank, world, out):
+    """A device copy fails while rank 0 writes its rows to rank 1: rank 0 gets the engine's
+    failure naming rank 1, rank 1 a timeout naming rank 0, the others their rows; the next
+    dispatch and combine work on every rank."""
+    res: dict = {}
+    ne = 2 * world
+    buf = Buffer(group)
+    x = torch.randn((2, HIDDEN)).to(torch.bfloat16)
+    idx = torch.full((2, TOPK), -1, dtype=torch.int64)
+    idx[:, 0] = 2 * rank  # to this rank's own expert...
+    if rank == 0:
+        idx[0, 0] = 2  # ...but rank 0's first token goes to rank 1, and starts with the marker
+        x[0, :8] = torch.frombuffer(bytearray(MARKER), dtype=torch.bfloat16)
+    expect_error(res, "failed", RuntimeError, lambda: buf.dispatch(x, idx, None, 8, ne, 5_000_000, use_fp8=False))
+    x2 = torch.randn((2, HIDDEN)).to(torch.bfloat16)
+    idx2 = torch.full((2, TOPK), -1, dtype=torch.int64)
+    idx2[:, 0] = (2 * rank + 2 + torch.arange(2)) % ne  # to the next rank's experts
+    recv, count, handle, _, _ = buf.dispatch(x2, idx2, None, 8, ne, -1, use_fp8=False)
+    combined, _, _ = buf.combine(recv, idx2, torch.ones((2, TOPK)), None, -1, handle)
+    res["after_exact"] = bool(torch.equal(combined, x2))
+    with open(os.path.join(out, f"te_copy_failure.{rank}.json"), "w") as f:
+        json.dump(res, f)
+
+
+def scenarios_for(group, rank, world, out, kind):
     ne = 2 * world
     last = world - 1
     scenarios = [
@@ -275,14 +346,37 @@ def main() -> None:
         ("bad_arguments", lambda: bad_arguments(group, rank, world, out)),
         ("mismatch", lambda: mismatch(group, rank, world, out)),
     ]  # fmt: skip
+    if kind == "te":
+        scenarios.append(("engine_missing", lambda: engine_missing(group, rank, world, out)))
+    if kind == "te-fakedev":
+        scenarios.append(("te_copy_failure", lambda: te_copy_failure(group, rank, world, out)))
+    return scenarios
+
+
+def main() -> None:
+    rank, world, init_file, out_root = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    passes = sys.argv[5].split(",") if len(sys.argv) > 5 else ["pg"]
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=60),
+    )  # fmt: skip
+    group = dist.group.WORLD
     failed = False
-    for name, fn in scenarios:
-        try:
-            fn()
-        except Exception:
-            failed = True
-            with open(os.path.join(out, f"{name}.{rank}.error"), "w") as f:
-                f.write(traceback.format_exc())
+    for kind in passes:
+        os.environ["MC_EP_TRANSPORT"] = "pg" if kind == "pg" else "te"
+        out = os.path.join(out_root, kind)
+        os.makedirs(out, exist_ok=True)
+        torch.manual_seed(1234 + rank)
+        TRANSPORTS.clear()
+        for name, fn in scenarios_for(group, rank, world, out, kind):
+            try:
+                fn()
+            except Exception:
+                failed = True
+                with open(os.path.join(out, f"{name}.{rank}.error"), "w") as f:
+                    f.write(traceback.format_exc())
+        with open(os.path.join(out, f"transport.{rank}.json"), "w") as f:
+            json.dump(sorted(TRANSPORTS), f)
     dist.destroy_process_group()
     sys.exit(1 if failed else 0)
 

@@ -1,8 +1,11 @@
-"""mooncake.ep's fallback path on 2 and 4 real CPU ranks over gloo, checked against numpy.
+"""mooncake.ep on 2, 3 and 4 real CPU ranks over gloo, checked against numpy: rows through the
+group's all_to_all_single (the fallback, ``pg``) and through the Transfer Engine's registered
+buffers over tcp (``te``; at 3 ranks with the buffers registered as fake GPU memory, ``te-fakedev``).
 
-ep_workers.py runs every scenario once per world size (one process per rank); these tests read
-what each rank saved and recompute the expected routing and combine in numpy, independently of
-the package's torch code.
+ep_workers.py runs every scenario once per world size and pass (one process per rank); these
+tests read what each rank saved and recompute the expected routing and combine in numpy,
+independently of the package's torch code, and require the ``te`` pass to equal the ``pg`` pass
+byte for byte.
 """
 
 from __future__ import annotations
@@ -21,11 +24,37 @@ HERE = Path(__file__).resolve().parent
 HIDDEN = 128
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["2ranks", "4ranks"])
+_RUNS: dict = {}
+
+
+def _world_run(tmp_path_factory, world, fakedev):
+    """One process set per world size: passes pg then te (or te-fakedev alone), rows over tcp."""
+    key = (world, fakedev)
+    if key not in _RUNS:
+        out = tmp_path_factory.mktemp(f"ep{world}")
+        env = dict(os.environ, MC_EP_TE_PROTOCOL="tcp")
+        if fakedev:
+            env.update(MC_DEVMEM="fake", MC_EP_TE_LOCATION="cuda:0")
+        passes = "te-fakedev" if fakedev else "pg,te"
+        _RUNS[key] = (out, run_ranks(HERE / "ep_workers.py", world, out, [passes], env=env))
+    return _RUNS[key]
+
+
+@pytest.fixture(
+    scope="module",
+    params=[(2, "pg"), (2, "te"), (4, "pg"), (4, "te"), (3, "te-fakedev")],
+    ids=["2ranks-pg", "2ranks-te", "4ranks-pg", "4ranks-te", "3ranks-te-fakedev"],
+)
 def run(request, tmp_path_factory):
+    world, kind = request.param
+    out, logs = _world_run(tmp_path_factory, world, kind == "te-fakedev")
+    return world, out / kind, logs
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["2ranks", "4ranks"])
+def both(request, tmp_path_factory):
     world = request.param
-    out = tmp_path_factory.mktemp(f"ep{world}")
-    logs = run_ranks(HERE / "ep_workers.py", world, out)
+    out, logs = _world_run(tmp_path_factory, world, False)
     return world, out, logs
 
 
@@ -239,3 +268,50 @@ def test_ranks_disagreeing_on_shapes_all_fail_and_stay_in_step(run):
 def test_workers_exit_cleanly(run):
     world, out, logs = run
     assert not list(out.glob("*.error")), [e.read_text() for e in out.glob("*.error")]
+
+
+def test_rows_took_the_named_transport(run):
+    world, out, _ = run
+    want = "process group" if out.name == "pg" else "Transfer Engine (tcp)"
+    for r in range(world):
+        assert json.loads((out / f"transport.{r}.json").read_text()) == [want]
+
+
+def test_te_rows_equal_the_fallback_byte_for_byte(both):
+    """Every array every scenario saved (received rows, counts, layouts, combined tokens, errors'
+    texts) is the same bytes whether rows went through the group or the Transfer Engine."""
+    world, out, logs = both
+    pg, te = out / "pg", out / "te"
+    names = sorted(p.name for p in pg.glob("*.npz"))
+    assert len(names) == 9 * world, names  # every Buffer/ElasticBuffer scenario of every rank
+    for name in names:
+        a, b = np.load(pg / name), np.load(te / name)
+        assert sorted(a.files) == sorted(b.files), name
+        for k in a.files:
+            assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, (name, k)
+            assert a[k].tobytes() == b[k].tobytes(), (name, k)
+    for name in sorted(p.name for p in pg.glob("*.json")):
+        if not name.startswith("transport."):
+            assert (pg / name).read_text() == (te / name).read_text(), name
+
+
+def test_without_an_engine_on_one_rank_all_ranks_take_the_group(both):
+    world, out, _ = both
+    for res in _json((world, out / "te", None), "engine_missing"):
+        assert res["auto_transport"] == "process group", res
+        assert res["auto_roundtrip_exact"] is True
+        assert res["te_forced"].startswith("RuntimeError: MC_EP_TRANSPORT=te but ranks [%d]" % (world - 1)), res
+        assert res["given_transport"] == "Transfer Engine", res
+        assert res["given_roundtrip_exact"] is True and res["given_engine_moved_bytes"] is True, res
+        assert res["bad_mode"].startswith("ValueError: MC_EP_TRANSPORT must be one of"), res
+
+
+def test_failed_device_copy_fails_that_call_and_the_group_goes_on(tmp_path_factory):
+    world = 3
+    out, logs = _world_run(tmp_path_factory, world, True)
+    results = _json((world, out / "te-fakedev", logs), "te_copy_failure")
+    assert results[0]["failed"].startswith("RuntimeError: mooncake.ep: writing rows through the Transfer Engine (tcp) "
+                                           "failed to rank 1"), results[0]  # fmt: skip
+    assert results[1]["failed"].startswith("RuntimeError: mooncake.ep: rows from ranks [0] did not land"), results[1]
+    assert results[2]["failed"] == "NO ERROR", results[2]
+    assert all(res["after_exact"] is True for res in results), results
