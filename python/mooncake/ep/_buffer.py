@@ -6,7 +6,8 @@ them per local expert, grouped by source rank (``layout_range[e, src] = begin <<
 num_max_dispatch_tokens_per_rank`` rows. Combine returns every expert row to its source in the
 order it was sent, and the source sums them weighted by its ``topk_weights``.
 
-Rows always travel between ranks by ``all_to_all_single`` of the buffer's group. The local token
+Rows travel between ranks through the Transfer Engine's registered buffers when every rank has
+an engine (_te.py), else by ``all_to_all_single`` of the buffer's group. The local token
 movement (selecting, counting and packing the rows to send, packing the rows received per expert,
 the weighted sum of combine) runs on mooncake-ep's kernels when their library is loaded and the
 tensors are on its device (_kernels.py: the CUDA build for CUDA tensors), else on the reference's

@@ -1,9 +1,10 @@
 """What both EP buffers share on the fallback path: events, rank activeness, the row exchange.
 
-The fallback moves tokens with ``all_to_all_single`` on whatever process group the buffer was
-built on (gloo, our ``mooncake-cpu``, ...): every exchange is one small metadata round (counts,
-the active-rank masks, the call's shape) followed by one round per payload tensor, each sent as
-raw bytes so any dtype (bf16, fp8, int) crosses any backend.
+Every exchange is one small metadata round on whatever process group the buffer was built on
+(gloo, our ``mooncake-cpu``, ...: counts, the active-rank masks, the call's shape) followed by
+one round that moves all of the call's payload tensors together, as raw bytes per row so any
+dtype (bf16, fp8, int) crosses any transport: through the Transfer Engine's registered buffers
+(_te.py) when the buffer's connect chose it, else the group's ``all_to_all_single``.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ _NAME_BYTES = 256  # a segment name ("host:port") in the connect round
 _MIN_REGION = 1 << 16
 
 _shared_lock = threading.Lock()
-_shared: dict = {}  # (host, protocol) -> the process's own engine for EP, started on first use
+_shared: dict = {}  # (host, protocol, $MC_DEVMEM) -> the process's own engine for EP, started on first use
 
 
 def transport_mode() -> str:
@@ -55,7 +55,7 @@ def _shared_engine() -> Any:
     kernel picks, at ``$MC_EP_TE_HOST`` (default 127.0.0.1), protocol ``$MC_EP_TE_PROTOCOL``."""
     host = os.environ.get("MC_EP_TE_HOST", "127.0.0.1")
     protocol = os.environ.get("MC_EP_TE_PROTOCOL", "auto")
-    key = (host, protocol)
+    key = (host, protocol, os.environ.get("MC_DEVMEM", ""))  # the device table is the engine's too
     with _shared_lock:
         engine = _shared.get(key)
         if engine is None:

@@ -27,35 +27,45 @@ HIDDEN = 128
 _RUNS: dict = {}
 
 
-def _world_run(tmp_path_factory, world, fakedev):
-    """One process set per world size: passes pg then te (or te-fakedev alone), rows over tcp."""
-    key = (world, fakedev)
+def _world_run(tmp_path_factory, world, variant=""):
+    """One process set per world size and variant, rows over tcp: on gloo (variant "") passes pg,
+    te and, on 2 ranks, te-fakedev (regions as fake GPU memory); te on our mooncake-cpu PG
+    ("mooncake-cpu")."""
+    key = (world, variant)
     if key not in _RUNS:
-        out = tmp_path_factory.mktemp(f"ep{world}")
+        out = tmp_path_factory.mktemp(f"ep{world}{variant}")
         env = dict(os.environ, MC_EP_TE_PROTOCOL="tcp")
-        if fakedev:
-            env.update(MC_DEVMEM="fake", MC_EP_TE_LOCATION="cuda:0")
-        passes = "te-fakedev" if fakedev else "pg,te"
+        if variant == "mooncake-cpu":
+            env.update(EP_TEST_BACKEND="mooncake-cpu")
+        passes = {"": "pg,te,te-fakedev" if world == 2 else "pg,te", "mooncake-cpu": "te-mooncake-cpu"}[variant]
         _RUNS[key] = (out, run_ranks(HERE / "ep_workers.py", world, out, [passes], env=env))
     return _RUNS[key]
 
 
+_KINDS = {"pg": ("pg", ""), "te": ("te", ""), "te-fakedev": ("te-fakedev", ""),
+          "te-mooncake-cpu": ("te-mooncake-cpu", "mooncake-cpu")}  # fmt: skip
+
+
 @pytest.fixture(
     scope="module",
-    params=[(2, "pg"), (2, "te"), (4, "pg"), (4, "te"), (3, "te-fakedev")],
-    ids=["2ranks-pg", "2ranks-te", "4ranks-pg", "4ranks-te", "3ranks-te-fakedev"],
+    params=[(2, "pg"), (2, "te"), (4, "pg"), (4, "te")],
+    ids=["2ranks-pg", "2ranks-te", "4ranks-pg", "4ranks-te"],
 )
 def run(request, tmp_path_factory):
     world, kind = request.param
-    out, logs = _world_run(tmp_path_factory, world, kind == "te-fakedev")
-    return world, out / kind, logs
+    sub, variant = _KINDS[kind]
+    out, logs = _world_run(tmp_path_factory, world, variant)
+    return world, out / sub, logs
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["2ranks", "4ranks"])
+@pytest.fixture(scope="module", params=[(2, ""), (4, ""), (2, "mooncake-cpu")],
+                ids=["2ranks-gloo", "4ranks-gloo", "2ranks-mooncake-cpu"])  # fmt: skip
 def both(request, tmp_path_factory):
-    world = request.param
-    out, logs = _world_run(tmp_path_factory, world, False)
-    return world, out, logs
+    """The group path on gloo, and the engine path of the same world on gloo or mooncake-cpu."""
+    world, variant = request.param
+    pg_out, _ = _world_run(tmp_path_factory, world)
+    te_out, logs = _world_run(tmp_path_factory, world, variant)
+    return world, pg_out / "pg", te_out / ("te-" + variant if variant else "te"), logs
 
 
 def _load(run, name):
@@ -280,24 +290,48 @@ def test_rows_took_the_named_transport(run):
 def test_te_rows_equal_the_fallback_byte_for_byte(both):
     """Every array every scenario saved (received rows, counts, layouts, combined tokens, errors'
     texts) is the same bytes whether rows went through the group or the Transfer Engine."""
-    world, out, logs = both
-    pg, te = out / "pg", out / "te"
-    names = sorted(p.name for p in pg.glob("*.npz"))
-    assert len(names) == 9 * world, names  # every Buffer/ElasticBuffer scenario of every rank
+    world, pg, te, logs = both
+    names = sorted(p.name for p in te.glob("*.npz"))
+    # every Buffer/ElasticBuffer scenario of every rank (on mooncake-cpu: the 6 of its pass)
+    assert len(names) == (6 if te.name == "te-mooncake-cpu" else 9) * world, names
+    _same_bytes(pg, te, names)
+    for name in sorted(p.name for p in te.glob("*.json")):
+        if not name.startswith(("transport.", "engine_missing.")):
+            assert (pg / name).read_text() == (te / name).read_text(), name
+
+
+def _same_bytes(pg, te, names):
     for name in names:
         a, b = np.load(pg / name), np.load(te / name)
         assert sorted(a.files) == sorted(b.files), name
         for k in a.files:
             assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, (name, k)
             assert a[k].tobytes() == b[k].tobytes(), (name, k)
-    for name in sorted(p.name for p in pg.glob("*.json")):
-        if not name.startswith("transport."):
-            assert (pg / name).read_text() == (te / name).read_text(), name
 
 
-def test_without_an_engine_on_one_rank_all_ranks_take_the_group(both):
-    world, out, _ = both
-    for res in _json((world, out / "te", None), "engine_missing"):
+def test_rows_landing_in_fake_gpu_memory(tmp_path_factory):
+    """2 ranks, the regions registered as fake GPU memory: every row crosses the engine's device
+    staging; right against numpy and byte-equal to the group path."""
+    world = 2
+    out, logs = _world_run(tmp_path_factory, world)
+    fake = (world, out / "te-fakedev", logs)
+    for r in range(world):
+        assert json.loads((out / "te-fakedev" / f"transport.{r}.json").read_text()) == ["Transfer Engine (tcp)"]
+    check_buffer(fake, "buffer")
+    check_buffer(fake, "buffer_inactive", active=[1, 0])
+    check_elastic(fake, "elastic")
+    check_elastic(fake, "elastic_expand", expand=True)
+    test_shapes_at_size_hint_limits(fake)
+    names = [f"{n}.{r}.npz" for n in ("buffer", "buffer_inactive", "elastic", "elastic_expand", "limits")
+             for r in range(world)]  # fmt: skip
+    _same_bytes(out / "pg", out / "te-fakedev", names)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_without_an_engine_on_one_rank_all_ranks_take_the_group(tmp_path_factory, world):
+    out, _ = _world_run(tmp_path_factory, world)
+    te = out / "te"
+    for res in _json((world, te, None), "engine_missing"):
         assert res["auto_transport"] == "process group", res
         assert res["auto_roundtrip_exact"] is True
         assert res["te_forced"].startswith("RuntimeError: MC_EP_TRANSPORT=te but ranks [%d]" % (world - 1)), res
@@ -307,11 +341,26 @@ def test_without_an_engine_on_one_rank_all_ranks_take_the_group(both):
 
 
 def test_failed_device_copy_fails_that_call_and_the_group_goes_on(tmp_path_factory):
-    world = 3
-    out, logs = _world_run(tmp_path_factory, world, True)
+    world = 2
+    out, logs = _world_run(tmp_path_factory, world)
     results = _json((world, out / "te-fakedev", logs), "te_copy_failure")
     assert results[0]["failed"].startswith("RuntimeError: mooncake.ep: writing rows through the Transfer Engine (tcp) "
                                            "failed to rank 1"), results[0]  # fmt: skip
     assert results[1]["failed"].startswith("RuntimeError: mooncake.ep: rows from ranks [0] did not land"), results[1]
-    assert results[2]["failed"] == "NO ERROR", results[2]
     assert all(res["after_exact"] is True for res in results), results
+
+
+def test_rows_through_the_engine_on_our_mooncake_cpu_group(tmp_path_factory):
+    """On our mooncake-cpu PG (its own all_to_all_single cannot take a rank without rows): the
+    engine carries the rows, the group only the metadata; inactive and token-less ranks work."""
+    world = 2
+    out, logs = _world_run(tmp_path_factory, world, "mooncake-cpu")
+    mc = (world, out / "te-mooncake-cpu", logs)
+    for r in range(world):
+        assert json.loads((mc[1] / f"transport.{r}.json").read_text()) == ["Transfer Engine (tcp)"]
+    check_buffer(mc, "buffer")
+    check_buffer(mc, "buffer_empty")
+    check_buffer(mc, "buffer_inactive", active=[1, 0])
+    check_elastic(mc, "elastic")
+    check_elastic(mc, "elastic_inactive", active=[1, 0])
+    test_shapes_at_size_hint_limits(mc)
