@@ -253,6 +253,13 @@ def mismatch(group, rank, world, out):
     # The group still works afterwards.
     recv, count, handle, _, _ = buf.dispatch(x, idx, None, 8, 2 * world, -1, use_fp8=False)
     res["after"] = int(count.sum())
+    # A re-connect (membership changed) sets the transport up anew; calls go on as before.
+    buf.update_ep_member()
+    recv, count, handle, _, _ = buf.dispatch(x, idx, None, 8, 2 * world, -1, use_fp8=False)
+    w = torch.zeros((4, TOPK))
+    w[:, 0] = 1.0  # expert 0 listed three times: its weights add up, to 1 here
+    combined, _, _ = buf.combine(recv, idx, w, None, -1, handle)
+    res["after_update"] = [int(count.sum()), bool(torch.equal(combined, x)), buf.transport_name]
     with open(os.path.join(out, f"mismatch.{rank}.json"), "w") as f:
         json.dump(res, f)
 
