@@ -28,6 +28,7 @@ from mooncake.ep._common import (
     Hook,
     active_mask,
     check_count,
+    check_engine,
     check_tensor,
     check_topk,
     connect_rows,
@@ -89,7 +90,7 @@ class Buffer:
         self.last_path: Optional[str] = None
         self._next_combine_buffer: Optional[Tuple[_DispatchHandle, torch.Tensor]] = None
         self._exchange = Exchange(group, self.rank, self.group_size)
-        self._engine = engine
+        self._engine = check_engine(engine)
         # How rows travel between ranks: "process group" (all_to_all_single) or "Transfer Engine
         # (protocol)" (registered buffers, _te.py); chosen at connect, alike on every rank.
         self.transport_name = "process group"

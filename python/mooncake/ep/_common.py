@@ -266,6 +266,20 @@ def connect_rows(exchange: Exchange, engine: Optional[Any], who: str) -> str:
     return "process group" if exchange.transport is None else exchange.transport.name
 
 
+def check_engine(engine: Any) -> Any:
+    """The ``engine=`` a buffer was given: None, or a started ``mooncake.engine.TransferEngine``.
+    Checked before any collective, like every other argument."""
+    if engine is None:
+        return None
+    require(
+        callable(getattr(engine, "batch_transfer_async_write", None)) and callable(getattr(engine, "get_engine_ptr", None)),
+        f"engine must be a mooncake.engine.TransferEngine, got {type(engine).__name__}",
+        TypeError,
+    )
+    require(engine.get_engine_ptr() != 0, "engine must be initialized (TransferEngine.initialize) before it is given")
+    return engine
+
+
 DEFAULT_TIMEOUT_S = 300.0
 
 

@@ -24,6 +24,7 @@ from mooncake.ep._common import (
     Exchange,
     active_mask,
     check_count,
+    check_engine,
     check_tensor,
     check_topk,
     connect_rows,
@@ -149,7 +150,7 @@ class ElasticBuffer:
         self.runtime: Optional[str] = "fallback"  # no native EP runtime in this build
         self._exchange = Exchange(group, self.rank_idx, self.num_ranks)
         self._exchange.timeout_s = float(self.num_cpu_timeout_secs)
-        self._engine = engine
+        self._engine = check_engine(engine)
         self.transport_name = "process group"  # how rows travel: set at connect (Buffer's docstring)
         self._connect()
         self.barrier()

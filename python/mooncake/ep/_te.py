@@ -128,7 +128,9 @@ class TERows:
     def __init__(
         self, exchange: Any, engine: Any, names: List[str], flag_addrs: List[int], flags: _Region, protocol: str
     ) -> None:
-        self.exchange = exchange
+        # Weakly: the exchange holds this transport, and a cycle would keep the regions registered
+        # until the cyclic collector ran instead of when the buffer goes.
+        self._exchange = weakref.ref(exchange)
         self.engine = engine
         self.rank, self.num_ranks = exchange.rank, exchange.num_ranks
         self.names = names  # each rank's segment name
@@ -220,7 +222,9 @@ class TERows:
             self.recv = _Region(self.engine, new_caps[self.rank], self._location(device), device)
             mine = self.recv.addr
         words = torch.tensor([[mine, new_caps[self.rank]]] * self.num_ranks, dtype=torch.int64)
-        got = self.exchange.meta_rows(words.view(torch.uint8).view(self.num_ranks, 16), [1] * self.num_ranks,
+        exchange = self._exchange()
+        assert exchange is not None  # the exchange calls this, so it is alive
+        got = exchange.meta_rows(words.view(torch.uint8).view(self.num_ranks, 16), [1] * self.num_ranks,
                                     [1] * self.num_ranks).contiguous().view(torch.int64)  # fmt: skip
         for d in range(self.num_ranks):
             self.data_addrs[d] = int(got[d, 0])

@@ -207,6 +207,8 @@ def bad_arguments(group, rank, world, out):
         "elastic_single_reduction": (NotImplementedError, lambda: ElasticBuffer(group, allow_multiple_reduction=False)),
         "elastic_combine_too_few_rows": (ValueError, lambda: _combine_short(eb, x, idx, ne)),
         "elastic_destroyed": (RuntimeError, lambda: _destroyed(group)),
+        "engine_not_an_engine": (TypeError, lambda: Buffer(group, engine="127.0.0.1:1234")),
+        "engine_not_started": (ValueError, lambda: ElasticBuffer(group, engine=TransferEngine())),
     }  # fmt: skip
     for key, (exc, fn) in cases.items():
         expect_error(res, key, exc, fn)

@@ -265,6 +265,8 @@ def test_bad_arguments_clear_errors(run):
         assert "one entry per rank" in res["active_ranks_length"]
         assert "get_next_combine_buffer" in res["zero_copy_without_buffer"]
         assert "destroyed" in res["elastic_destroyed"]
+        assert "mooncake.engine.TransferEngine, got str" in res["engine_not_an_engine"]
+        assert "must be initialized" in res["engine_not_started"]
 
 
 def test_ranks_disagreeing_on_shapes_all_fail_and_stay_in_step(run):
