@@ -231,18 +231,23 @@ class Exchange:
         widths = [_row_bytes(t, p.dtype) for t, p in zip(tails, payloads)]
         parts = [_as_bytes(p, num_rows, w) for p, w in zip(payloads, widths) if w]
         device = payloads[0].device
-        send_b = torch.cat(parts, dim=1) if parts else torch.empty((num_rows, 0), dtype=torch.uint8, device=device)
-        total = sum(recv_counts)
-        if send_b.shape[1] == 0:
-            recv_b = torch.empty((total, 0), dtype=torch.uint8, device=device)
-        elif self.transport is not None:
+        rb, total = sum(widths), sum(recv_counts)
+        if rb == 0:
+            return [p.new_empty((total,) + tail) for p, tail in zip(payloads, tails)]
+        if self.transport is not None:
+            # Packed straight into the registered send region; the rows come back as a view of the
+            # receive region, valid until the next exchange: copied out below.
+            send_b = self.transport.send_rows(num_rows, rb, device)
+            torch.cat(parts, dim=1, out=send_b)
             recv_b = self.transport.move(send_b, send_counts, recv_counts, self.plan, self.timeout_s)
         else:
+            send_b = torch.cat(parts, dim=1)
             recv_b = self.pg_rows(send_b, send_counts, recv_counts)
         out, col = [], 0
         for p, tail, w in zip(payloads, tails, widths):
-            # reshape(-1) first: a 1-row slice stays "contiguous" with its parent's row stride.
-            piece = recv_b[:, col : col + w].contiguous().reshape(-1)
+            piece = torch.empty((total, w), dtype=torch.uint8, device=device)
+            if w:
+                piece.copy_(recv_b[:, col : col + w])
             out.append(piece.view(p.dtype).reshape((total,) + tail) if w else p.new_empty((total,) + tail))
             col += w
         return out

@@ -233,12 +233,23 @@ class TERows:
         self.caps = new_caps
 
     # --- one exchange -----------------------------------------------------------------------
+    def send_rows(self, num_rows: int, rb: int, device: torch.device) -> torch.Tensor:
+        """``[num_rows, rb]`` bytes of the registered send region (grown as needed: only this rank
+        reads it), for the caller to pack the rows into before ``move``."""
+        nbytes = num_rows * rb
+        if self.send is None or self.send.nbytes < nbytes:
+            if self.send is not None:
+                self.send.release()
+            self.send = _Region(self.engine, _round_up(max(nbytes, _MIN_REGION)), self._location(device), device)
+        return self.send.tensor[:nbytes].view(num_rows, rb)
+
     def move(
         self, send_b: torch.Tensor, send_counts: List[int], recv_counts: List[int], plan: List[List[int]],
         timeout_s: float,
     ) -> torch.Tensor:  # fmt: skip
-        """Rows ``send_b`` ([rows, bytes], grouped by destination) to their destinations; returns the
-        rows received, grouped by source: what ``all_to_all_single`` would have returned."""
+        """Rows ``send_b`` ([rows, bytes], grouped by destination; a ``send_rows`` view) to their
+        destinations; returns the rows received, grouped by source (what ``all_to_all_single``
+        would have returned) as a view of the receive region, valid until the next call."""
         n, me = self.num_ranks, self.rank
         rb = int(send_b.shape[1])
         if [plan[me][d] for d in range(n)] != list(send_counts) or [plan[s][me] for s in range(n)] != list(recv_counts):
@@ -246,23 +257,19 @@ class TERows:
         need = [sum(plan[s][d] for s in range(n)) * rb for d in range(n)]
         self._grow(need, send_b.device)
         self.seq += 1
-        total_send = int(send_b.shape[0]) * rb
-        if self.send is None or self.send.nbytes < total_send:
-            if self.send is not None:
-                self.send.release()
-            self.send = _Region(self.engine, _round_up(max(total_send, _MIN_REGION)), self._location(send_b.device),
-                                send_b.device)  # fmt: skip
-        if total_send:
-            self.send.tensor[:total_send].copy_(send_b.reshape(-1))
+        region = self.send_rows(int(send_b.shape[0]), rb, send_b.device)
+        if send_b.numel() and send_b.data_ptr() != region.data_ptr():  # not packed in place by the caller
+            region.copy_(send_b)
+        assert self.send is not None
         pending: List[Tuple[int, int, int]] = []  # (destination, batch id, bytes)
+        own: Optional[Tuple[int, int, int]] = None  # this rank's rows to itself: (from, to, bytes)
         pos = 0
         for d in range(n):
             nbytes = send_counts[d] * rb
             if nbytes:
                 offset = sum(plan[s][d] for s in range(me)) * rb
-                if d == me:  # this rank's own rows: a local copy into its region
-                    assert self.recv is not None
-                    self.recv.tensor[offset : offset + nbytes].copy_(self.send.tensor[pos : pos + nbytes])
+                if d == me:
+                    own = (pos, offset, nbytes)
                 else:
                     bid = self.engine.batch_transfer_async_write(
                         self.names[d], [self.send.addr + pos], [self.data_addrs[d] + offset], [nbytes]
@@ -271,6 +278,10 @@ class TERows:
                         self._fail_after(pending, f"submitting {nbytes} bytes of rows to rank {d} ({self.names[d]})")
                     pending.append((d, int(bid), nbytes))
             pos += nbytes
+        if own is not None:  # a local copy into its own region, while the writes are under way
+            assert self.recv is not None
+            src, dst, nbytes = own
+            self.recv.tensor[dst : dst + nbytes].copy_(self.send.tensor[src : src + nbytes])
         self._wait(pending, "rows")
         # Then the flags: this call's number into this rank's slot of each destination's words.
         self.flag_words[n] = self.seq
@@ -288,7 +299,7 @@ class TERows:
         if not total_recv:
             return torch.empty((0, rb), dtype=torch.uint8, device=send_b.device)
         assert self.recv is not None
-        return self.recv.tensor[: total_recv * rb].view(total_recv, rb).to(send_b.device, copy=True)
+        return self.recv.tensor[: total_recv * rb].view(total_recv, rb)
 
     def _wait(self, pending: List[Tuple[int, int, int]], what: str) -> None:
         failed = [(d, nbytes) for d, bid, nbytes in pending if self.engine.get_batch_transfer_status([bid]) != 0]
