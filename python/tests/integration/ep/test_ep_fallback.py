@@ -25,6 +25,8 @@ HIDDEN = 128
 
 
 _RUNS: dict = {}
+# The world sizes (one process set each): 2 and 4 in the suite, MC_EP_WORLDS=2,3,4 for more.
+WORLDS = [int(w) for w in os.environ.get("MC_EP_WORLDS", "2,4").split(",")]
 
 
 def _world_run(tmp_path_factory, world, variant=""):
@@ -48,8 +50,8 @@ _KINDS = {"pg": ("pg", ""), "te": ("te", ""), "te-fakedev": ("te-fakedev", ""),
 
 @pytest.fixture(
     scope="module",
-    params=[(2, "pg"), (2, "te"), (4, "pg"), (4, "te")],
-    ids=["2ranks-pg", "2ranks-te", "4ranks-pg", "4ranks-te"],
+    params=[(w, k) for w in WORLDS for k in ("pg", "te")],
+    ids=[f"{w}ranks-{k}" for w in WORLDS for k in ("pg", "te")],
 )
 def run(request, tmp_path_factory):
     world, kind = request.param
@@ -58,8 +60,8 @@ def run(request, tmp_path_factory):
     return world, out / sub, logs
 
 
-@pytest.fixture(scope="module", params=[(2, ""), (4, ""), (2, "mooncake-cpu")],
-                ids=["2ranks-gloo", "4ranks-gloo", "2ranks-mooncake-cpu"])  # fmt: skip
+@pytest.fixture(scope="module", params=[(w, "") for w in WORLDS] + [(2, "mooncake-cpu")],
+                ids=[f"{w}ranks-gloo" for w in WORLDS] + ["2ranks-mooncake-cpu"])  # fmt: skip
 def both(request, tmp_path_factory):
     """The group path on gloo, and the engine path of the same world on gloo or mooncake-cpu."""
     world, variant = request.param
@@ -335,7 +337,7 @@ def test_rows_landing_in_fake_gpu_memory(tmp_path_factory):
     _same_bytes(out / "pg", out / "te-fakedev", names)
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", WORLDS)
 def test_without_an_engine_on_one_rank_all_ranks_take_the_group(tmp_path_factory, world):
     out, _ = _world_run(tmp_path_factory, world)
     te = out / "te"
