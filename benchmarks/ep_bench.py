@@ -149,7 +149,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=3)
     args = ap.parse_args()
     ctx = mp.get_context("spawn")
-    print(f"# mooncake.ep bench: {' '.join(sys.argv)}  (host cores: {os.cpu_count()})\n")
+    load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"# mooncake.ep bench: {' '.join(sys.argv)}  (host cores: {os.cpu_count()}, load average at start: {load})\n")
     for world in args.ranks:
         if args.topk > 2 * world:
             print(f"skipping {world} ranks: top-k {args.topk} > {2 * world} experts")
