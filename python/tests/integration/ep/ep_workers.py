@@ -374,15 +374,24 @@ def main() -> None:
     passes = sys.argv[5].split(",") if len(sys.argv) > 5 else ["pg"]
     backend = os.environ.get("EP_TEST_BACKEND", "gloo")  # mooncake-cpu: our PG backend
     kw = {}
+    pg_engine = None
     if backend == "mooncake-cpu":
         from mooncake import pg
 
         kw["pg_options"] = pg.MooncakeBackendOptions(world)
+        # The group runs on an engine we give it; the EP buffers must take that same engine.
+        pg_engine = TransferEngine()
+        assert pg_engine.initialize("127.0.0.1:0", "P2PHANDSHAKE", "tcp", "") == 0
+        pg.set_transfer_engine(pg_engine)
     dist.init_process_group(
         backend, init_method=f"file://{init_file}", rank=rank, world_size=world,
         timeout=datetime.timedelta(seconds=60), **kw,
     )  # fmt: skip
     group = dist.group.WORLD
+    if pg_engine is not None:
+        probe = Buffer(group)
+        with open(os.path.join(out_root, f"pg_engine.{rank}.json"), "w") as f:
+            json.dump({"same_engine": probe._exchange.transport.engine is pg_engine, "name": probe.transport_name}, f)
     failed = False
     for kind in passes:
         os.environ["MC_EP_TRANSPORT"] = "pg" if kind == "pg" else "te"

@@ -362,12 +362,15 @@ def test_failed_device_copy_fails_that_call_and_the_group_goes_on(tmp_path_facto
 
 def test_rows_through_the_engine_on_our_mooncake_cpu_group(tmp_path_factory):
     """On our mooncake-cpu PG (its own all_to_all_single cannot take a rank without rows): the
-    engine carries the rows, the group only the metadata; inactive and token-less ranks work."""
+    group's own engine carries the rows, the group only the metadata; inactive and token-less
+    ranks work."""
     world = 2
     out, logs = _world_run(tmp_path_factory, world, "mooncake-cpu")
     mc = (world, out / "te-mooncake-cpu", logs)
     for r in range(world):
-        assert json.loads((mc[1] / f"transport.{r}.json").read_text()) == ["Transfer Engine (tcp)"]
+        # the engine mooncake.pg.set_transfer_engine gave the group (its protocol is the caller's)
+        assert json.loads((mc[1] / f"transport.{r}.json").read_text()) == ["Transfer Engine"]
+        assert json.loads((out / f"pg_engine.{r}.json").read_text()) == {"same_engine": True, "name": "Transfer Engine"}
     check_buffer(mc, "buffer")
     check_buffer(mc, "buffer_empty")
     check_buffer(mc, "buffer_inactive", active=[1, 0])
