@@ -261,6 +261,9 @@ class TERows:
         if send_b.numel() and send_b.data_ptr() != region.data_ptr():  # not packed in place by the caller
             region.copy_(send_b)
         assert self.send is not None
+        if send_b.device.type == "cuda":
+            # The packing ran on the caller's stream; the engine's device copies must see it done.
+            torch.cuda.current_stream(send_b.device).synchronize()
         pending: List[Tuple[int, int, int]] = []  # (destination, batch id, bytes)
         own: Optional[Tuple[int, int, int]] = None  # this rank's rows to itself: (from, to, bytes)
         pos = 0
