@@ -191,6 +191,23 @@ class TERows:
         names = [bytes(got[r, 16:].tolist()).rstrip(b"\0").decode() for r in range(n)]
         addrs = [int(v) for v in got[:, :16].contiguous().view(torch.int64)[:, 1].tolist()]
         assert flags is not None
+        # Every rank must reach every other's engine (a segment named 127.0.0.1 on a group that
+        # spans hosts does not): one probe each, then one round so all ranks decide alike.
+        unreachable = [r for r in range(n) if r != me and engine.send_probe(names[r]) != 0]
+        verdict = torch.full((n, 8), len(unreachable), dtype=torch.int64).view(torch.uint8)
+        counts = exchange.meta_rows(verdict, [1] * n, [1] * n).contiguous().view(torch.int64)[:, 0].tolist()
+        blind = [r for r in range(n) if counts[r]]
+        if blind:
+            flags.release()
+            if unreachable:
+                log.warning("mooncake.ep: %s on rank %d cannot reach the Transfer Engines of ranks %s (%s); set "
+                            "MC_EP_TE_HOST to an address the others reach", who, me, unreachable,
+                            ", ".join(names[r] for r in unreachable))  # fmt: skip
+            if mode == "te":
+                raise RuntimeError(f"MC_EP_TRANSPORT=te but ranks {blind} cannot reach every rank's Transfer Engine")
+            log.info("mooncake.ep: %s on rank %d moves rows through the process group (ranks %s cannot reach "
+                     "every Transfer Engine)", who, me, blind)  # fmt: skip
+            return None
         rows = cls(exchange, engine, names, addrs, flags, protocol)
         log.info("mooncake.ep: %s on rank %d moves rows through the %s, segment %s", who, me, rows.name, name)
         return rows
