@@ -52,8 +52,9 @@ def transport_mode() -> str:
 
 def _shared_engine() -> Any:
     """One engine per process for the EP buffers that were given none: P2P handshake on a port the
-    kernel picks, at ``$MC_EP_TE_HOST`` (default 127.0.0.1), protocol ``$MC_EP_TE_PROTOCOL``."""
-    host = os.environ.get("MC_EP_TE_HOST", "127.0.0.1")
+    kernel picks, at ``$MC_EP_TE_HOST`` (else ``mooncake.pg.set_host_ip``'s address, else
+    127.0.0.1), protocol ``$MC_EP_TE_PROTOCOL``."""
+    host = os.environ.get("MC_EP_TE_HOST") or _pg_config().get("host_ip") or "127.0.0.1"
     protocol = os.environ.get("MC_EP_TE_PROTOCOL", "auto")
     key = (host, protocol, os.environ.get("MC_DEVMEM", ""))  # the device table is the engine's too
     with _shared_lock:
@@ -69,6 +70,14 @@ def _shared_engine() -> Any:
         return engine
 
 
+def _pg_config() -> dict:
+    """mooncake.pg's process-wide settings (its engine, its host address), if that module loads."""
+    try:
+        return dict(getattr(importlib.import_module("mooncake.pg"), "_config", {}))
+    except ImportError:
+        return {}
+
+
 def _group_engine(group: Any) -> Optional[Any]:
     """The engine our ``mooncake`` PG backends were told to use (``mooncake.pg.set_transfer_engine``)."""
     try:
@@ -77,11 +86,7 @@ def _group_engine(group: Any) -> Optional[Any]:
         return None
     if not name.startswith("mooncake"):
         return None
-    try:
-        config = getattr(importlib.import_module("mooncake.pg"), "_config", {})
-    except ImportError:
-        return None
-    return config.get("engine_obj")
+    return _pg_config().get("engine_obj")
 
 
 class _Region:
@@ -190,7 +195,7 @@ class TERows:
             return None
         names = [bytes(got[r, 16:].tolist()).rstrip(b"\0").decode() for r in range(n)]
         addrs = [int(v) for v in got[:, :16].contiguous().view(torch.int64)[:, 1].tolist()]
-        assert flags is not None
+        assert flags is not None and engine is not None
         # Every rank must reach every other's engine (a segment named 127.0.0.1 on a group that
         # spans hosts does not): one probe each, then one round so all ranks decide alike.
         unreachable = [r for r in range(n) if r != me and engine.send_probe(names[r]) != 0]
