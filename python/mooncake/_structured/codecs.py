@@ -34,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from mooncake._structured import _deps
+from mooncake._structured import _deps, hooks
 from mooncake._structured.bundle import Parts
+from mooncake._structured.model import DirectCopyPayload, MultiBufferPayload
 from mooncake._structured.inference import choose_leaf_codec
 
 CODECS = ("ndarray", "utf8_ragged", "bytes_ragged", "msgpack_ragged", "json_ragged", "typed_ragged",
@@ -172,22 +173,37 @@ def _encode_typed(values, dtype_hint=None):
     else:
         dtype = np.dtype("int64")
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    views = []
+    flat = []
     for i, a in enumerate(arrays):
         n = 0
         if a is not None:
             a = np.ascontiguousarray(a, dtype=dtype)
             n = a.size
             if n:
-                views.append(memoryview(a.reshape(-1).view(np.uint8)))
+                flat.append(a.reshape(-1))
         offsets[i + 1] = offsets[i] + n
     shapes, ndims = _shape_table([None if a is None else a.shape for a in arrays])
-    row_type = "ndarray" if all(isinstance(v, np.ndarray) for v in values if v is not None) \
-        else "list"
-    payload = {"data": Parts(tuple(views)), "offsets": offsets, "shapes": shapes,
-               "ndims": ndims, "nulls": _nulls(values)}
-    return payload, {"dtype": dtype.str, "row_type": row_type,
+    is_array = [isinstance(v, np.ndarray) for v in values]
+    live = [f for v, f in zip(values, is_array) if v is not None]
+    row_format = "ndarray" if all(live) else ("mixed" if any(live) else "list")
+    payload = {"data": _typed_data(flat, dtype, int(offsets[-1])), "offsets": offsets,
+               "shapes": shapes, "ndims": ndims, "nulls": _nulls(values)}
+    # The reference's metadata (its decoder reads row_format and ndarray_rows).
+    return payload, {"dtype": str(dtype), "max_ndim": int(max(
+                         [a.ndim for a in arrays if a is not None] or [0])),
+                     "shape_policy": "ragged", "row_format": row_format,
+                     "ndarray_rows": is_array if row_format == "mixed" else None,
                      "physical_layout": "contiguous_flat"}
+
+
+def _typed_data(flat, dtype, total_elems):
+    """The flat element run of typed rows as a payload of ``dtype`` and shape
+    (total_elems,): gathered at write time by the native copy where it is there
+    (``DirectCopyPayload``), else written from the rows' own buffers."""
+    if len(flat) > 1 and hooks.concat_arrays_into() is not None:
+        return DirectCopyPayload.from_flat_arrays(flat, dtype, total_elems)
+    return MultiBufferPayload(tuple(memoryview(f.view(np.uint8)) for f in flat), tuple(flat),
+                              np.dtype(dtype).str, (total_elems,))
 
 
 def _encode_tensors(values):
@@ -500,7 +516,7 @@ def decode(encoded, source, rows, total_rows):
             raw = blob if isinstance(blob, memoryview) and not blob.readonly else bytes(blob)
             arr = np.frombuffer(raw, dtype=np.dtype(meta["dtype"])).reshape(
                 tuple(int(d) for d in shapes[r][:ndims[r]]))
-            if meta.get("row_type") == "list":
+            if _row_is_list(meta, r):
                 out.append(arr.tolist())
             else:
                 out.append(arr if arr.flags.writeable else arr.copy())
@@ -515,6 +531,17 @@ def decode(encoded, source, rows, total_rows):
             else:
                 out.append(torch.empty(shape, dtype=dtype))
     return out
+
+
+def _row_is_list(meta, row):
+    """Whether typed row ``row`` was a list (given back as one) rather than an ndarray."""
+    fmt = meta.get("row_format")
+    if fmt is None:  # our earlier metadata
+        return meta.get("row_type") == "list"
+    if fmt == "mixed":
+        flags = meta.get("ndarray_rows") or []
+        return not (row < len(flags) and bool(flags[row]))
+    return fmt == "list"
 
 
 def object_array(values):

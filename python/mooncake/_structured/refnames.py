@@ -13,13 +13,16 @@ import numpy as np
 
 from mooncake._structured import codecs as cd
 from mooncake._structured.bundle import Parts
+from mooncake._structured.model import DirectCopyPayload
 from mooncake._structured.dataproto import SCHEMA_ALIASES, schema_dtype
 
 
 def _joined(payload):
     """The payload with ``data`` as one contiguous buffer (a decoder reads byte ranges of it)."""
     data = payload["data"]
-    if isinstance(data, Parts):
+    if isinstance(data, DirectCopyPayload):
+        data = b"".join(np.ascontiguousarray(a).tobytes() for a in data.arrays)
+    elif isinstance(data, Parts):
         data = b"".join(bytes(v) for v in data.views)
     return {**payload, "data": data}
 
