@@ -437,6 +437,15 @@ class RowSource:
     ``ranges(name, [(start, end), ...])`` (byte ranges of the ``data`` payload)."""
 
 
+def joined(value):
+    """A payload written from several buffers (or gathered arrays) as the bytes it stores."""
+    if isinstance(value, DirectCopyPayload):
+        return b"".join(np.ascontiguousarray(a).tobytes() for a in value.arrays)
+    if isinstance(value, MultiBufferPayload):
+        return b"".join(bytes(v) for v in value.buffers)
+    return value
+
+
 class MemorySource(RowSource):
     def __init__(self, objects):
         self.objects = objects
@@ -448,7 +457,7 @@ class MemorySource(RowSource):
         return self.objects[name][list(rows)]
 
     def ranges(self, name, spans):
-        data = self.objects[name]
+        data = joined(self.objects[name])
         view = memoryview(data) if not isinstance(data, np.ndarray) else memoryview(
             data.reshape(-1).view(np.uint8))
         return [view[a:b] for a, b in spans]

@@ -582,11 +582,13 @@ class MemberReader:
 
     @staticmethod
     def _empty_nested(value, torch):
+        """No rows of ``value``: its values with the ragged dimension empty."""
+        ragged = getattr(value, "_ragged_idx", 1)
         shape = list(value.values().shape)
-        shape[0] = 0
+        shape[ragged - 1] = 0
         return torch.nested.nested_tensor_from_jagged(
             torch.empty(shape, dtype=value.dtype), offsets=torch.zeros(1, dtype=torch.int64),
-            jagged_dim=getattr(value, "_ragged_idx", 1))
+            jagged_dim=ragged)
 
     @staticmethod
     def _nested_from_parts(name, blob, field_spec):

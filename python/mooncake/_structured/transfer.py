@@ -100,8 +100,12 @@ class MooncakeBundleTransfer:
         self.default_chunk_bytes = check_chunk_bytes(default_chunk_bytes)
         self._transport = Transport(store, buffer_pool)
         self._bundles = BundleStore(self._transport, self.key_prefix, self.default_chunk_bytes)
-        self._bundle_store = self._bundles  # the reference's name
         self._reader = MemberReader(self._transport, buffer_pool)
+
+    @property
+    def _bundle_store(self):
+        """The bundle layer under the reference's name (its tests and tools reach into it)."""
+        return self._bundles
 
     # -- bundles -------------------------------------------------------------------------------
 

@@ -63,7 +63,7 @@ def test_codecs_round_trip_and_inference(values, codec):
 def test_typed_ragged_keeps_dtype_shape_and_ndarray_rows():
     values = [np.arange(6, dtype=np.int16).reshape(2, 3), None, np.zeros((0, 3), np.int16)]
     enc, got = round_trip(values)
-    assert enc.codec == "typed_ragged" and enc.metadata["dtype"] == "<i2"
+    assert enc.codec == "typed_ragged" and enc.metadata["dtype"] == "int16"  # the reference's
     assert got[0].dtype == np.int16 and got[0].shape == (2, 3) and got[1] is None
     assert got[2].shape == (0, 3)
     _, hinted = round_trip([np.arange(3)], "typed_ragged", dtype_hint="float32")
@@ -569,8 +569,10 @@ def test_reference_typed_ragged_helpers_views_and_copies():
 
     rows = [np.arange(6, dtype=np.int32).reshape(2, 3), None, np.arange(3, dtype=np.int32)]
     payload, meta = sos._encode_typed_ragged_values(rows, np.int32)
-    assert meta["physical_layout"] == "contiguous_flat" and meta["dtype"] == "<i4"
-    flat = np.concatenate([np.frombuffer(b, dtype=np.int32) for b in payload["data"].buffers])
+    assert meta["physical_layout"] == "contiguous_flat" and meta["dtype"] == "int32"
+    assert meta["shape_policy"] == "ragged" and meta["row_format"] == "ndarray"
+    assert payload["data"].shape == (9,)  # gathered at write time (the reference's layout)
+    flat = np.frombuffer(bytearray(codecs.joined(payload["data"])), dtype=np.int32)
     got = sos._decode_typed_ragged_values({**payload, "data": flat}, 3, meta)
     assert got[1] is None and [got[0].tolist(), got[2].tolist()] == [rows[0].tolist(), [0, 1, 2]]
     assert np.shares_memory(got[0], flat) and np.shares_memory(got[2], flat)  # no copy
