@@ -507,15 +507,15 @@ class MemberReader:
         head = _patched_header(stored, layout.output_shape(len(rows)), data_bytes)
         if destination is None:
             buf = bytearray(header + data_bytes)
+            base = address_of(memoryview(buf))
         else:
             if destination.size < header + data_bytes:
                 raise ValueError(f"tensor destination has {destination.size} bytes, expected "
                                  f"at least {header + data_bytes}")
-            buf = (ctypes.c_uint8 * (header + data_bytes)).from_address(destination.ptr)
-        memoryview(buf)[:header] = head
+            buf, base = None, destination.ptr
+        ctypes.memmove(base, bytes(head), header)
         if data_bytes:
-            self._rows_into(payload_spec, layout, rows,
-                            address_of(memoryview(buf)) + header, header)
+            self._rows_into(payload_spec, layout, rows, base + header, header)
         if destination is not None:
             return destination
         return _decode_tensor_object(buf, name)
