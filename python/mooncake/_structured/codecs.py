@@ -113,9 +113,15 @@ def _ragged_blobs(values, to_bytes):
     return {"data": Parts(views), "offsets": offsets, "nulls": _nulls(values)}
 
 
+class RowTypeError(TypeError, AttributeError):
+    """A utf8_ragged row that is not a str: a TypeError, and also the AttributeError the
+    reference raises there (its encoder calls the row's ``.encode``), so that code written
+    against either implementation catches it."""
+
+
 def _utf8(v):
     if not isinstance(v, str):
-        raise TypeError(f"utf8_ragged rows must be str, got {type(v).__name__}")
+        raise RowTypeError(f"utf8_ragged rows must be str, got {type(v).__name__}")
     return v.encode("utf-8")
 
 
