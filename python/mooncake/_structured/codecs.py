@@ -37,7 +37,7 @@ import numpy as np
 from mooncake._structured import _deps, hooks
 from mooncake._structured.bundle import Parts
 from mooncake._structured.model import DirectCopyPayload, MultiBufferPayload
-from mooncake._structured.inference import choose_leaf_codec
+from mooncake._structured.inference import MISSING, choose_leaf_codec, escape_key, infer_structure
 
 CODECS = ("ndarray", "utf8_ragged", "bytes_ragged", "msgpack_ragged", "json_ragged", "typed_ragged",
           "ragged_tensor", "structured_recursive", "ragged_tensor_dict")
@@ -321,12 +321,183 @@ def encode(path, values, codec=None, *, dtype_hint=None, nullable=True, options=
     elif codec == "ragged_tensor":
         payload, meta = _encode_tensors(values)
     elif codec == "structured_recursive":
-        payload, meta = _encode_tree(path, values)
+        payload, meta = _encode_nodes(path, values) or _encode_tree(path, values)
     elif codec == "ragged_tensor_dict":
         payload, meta = _encode_tensor_dict(path, values, options)
     else:
         raise ValueError(f"unsupported schema codec: {codec!r} (known: {', '.join(CODECS)})")
     return Encoded(codec, len(values), payload, meta)
+
+
+def _lookup(value, tokens):
+    """The value at a path (tokens: dict keys and list indexes) in a row; MISSING if absent."""
+    for token in tokens:
+        if isinstance(token, str):
+            if not isinstance(value, dict) or token not in value:
+                return MISSING
+        elif not isinstance(value, (list, tuple)) or token >= len(value):
+            return MISSING
+        value = value[token]
+    return value
+
+
+def _path_tokens(path, root):
+    """The keys and indexes of an inferred path below ``root`` (escaped keys undone)."""
+    rest, tokens, cur, i = path[len(root):], [], [], 0
+    while i < len(rest):
+        c = rest[i]
+        if c == "\\" and i + 1 < len(rest):
+            cur.append(rest[i + 1])
+            i += 2
+            continue
+        if c in ".[":
+            if cur:
+                tokens.append("".join(cur))
+                cur = []
+            if c == "[":
+                end = rest.index("]", i)
+                tokens.append(int(rest[i + 1:end]))
+                i = end + 1
+                continue
+        else:
+            cur.append(c)
+        i += 1
+    if cur:
+        tokens.append("".join(cur))
+    return tokens
+
+
+def _encode_nodes(path, values):
+    """Rows of nested dicts / lists as the reference stores them: the inferred containers
+    (``nodes``: path, type, children, with per-row ``missing``, ``row_mask`` and list
+    ``lengths`` payloads) and one column per leaf path (``leaves``: its codec, metadata and
+    ``leaf.<i>.*`` payloads plus ``missing``). None when a leaf column has no codec (the rows
+    are then stored as skeletons and leaf groups, ``_encode_tree``)."""
+    leaves, nodes = [], []
+    try:
+        infer_structure(path, values, leaves, nodes)
+    except ValueError:
+        return None
+    if not nodes:
+        return None
+    payload, node_specs, leaf_specs = {}, [], []
+    for i, node in enumerate(nodes):
+        tokens = _path_tokens(node.path, path)
+        spec = {"id": i, "path": node.path, "node_type": node.node_type,
+                "children": list(node.children), "missing_payload": f"node.{i}.missing"}
+        payload[f"node.{i}.missing"] = np.asarray(
+            [_lookup(v, tokens) is MISSING for v in values], dtype=np.bool_)
+        if node.row_mask is not None:
+            payload[f"node.{i}.row_mask"] = np.asarray(node.row_mask, dtype=np.bool_)
+            spec["row_mask_payload"] = f"node.{i}.row_mask"
+        if node.lengths is not None:
+            payload[f"node.{i}.lengths"] = np.asarray(node.lengths, dtype=np.int64)
+            spec["lengths_payload"] = f"node.{i}.lengths"
+        node_specs.append(spec)
+    for i, leaf in enumerate(leaves):
+        missing = [v is MISSING for v in leaf.values]
+        rows = [None if m else v for m, v in zip(missing, leaf.values)]
+        codec, reason = leaf.decision.codec, leaf.decision.reason
+        if not leaf.decision.accepted:
+            if any(v is not None for v in rows):
+                return None
+            codec, reason = "json_ragged", "all rows are null or missing"
+        if codec in ("structured_recursive", "ragged_tensor_dict"):
+            return None
+        try:
+            enc = encode(leaf.path, rows, codec)
+        except (UnsupportedValues, TypeError, ValueError):
+            return None
+        members = {}
+        for name, value in enc.payload.items():
+            payload[f"leaf.{i}.{name}"] = value
+            members[name] = f"leaf.{i}.{name}"
+        payload[f"leaf.{i}.missing"] = np.asarray(missing, dtype=np.bool_)
+        members["missing"] = f"leaf.{i}.missing"
+        leaf_specs.append({"id": i, "path": leaf.path, "codec": enc.codec, "rows": enc.rows,
+                           "metadata": {**enc.metadata,
+                                        "schema_source": "inferred_from_runtime_values",
+                                        "decision_reason": reason},
+                           "payload_members": members})
+    return payload, {"schema_source": "inferred_from_runtime_values", "structure_version": 1,
+                     "root_path": path, "nodes": node_specs, "leaves": leaf_specs}
+
+
+def _decode_nodes(meta, source, rows, total_rows):
+    """Rows ``rows`` of the reference's recursive layout (``_encode_nodes``)."""
+    nodes, leaves, root = meta.get("nodes"), meta.get("leaves"), meta.get("root_path")
+    if not isinstance(nodes, list) or not isinstance(leaves, list) or not isinstance(root, str):
+        raise ValueError("structured_recursive metadata has no nodes, leaves or root_path")
+    by_path = {}
+    for leaf in leaves:
+        members = leaf.get("payload_members")
+        if not isinstance(members, dict) or "missing" not in members:
+            raise ValueError(f"structured_recursive leaf {leaf.get('path')!r} has no payloads")
+        got = decode({"codec": leaf["codec"], "metadata": leaf.get("metadata")},
+                     _Mapped(source, members), rows, total_rows)
+        missing = source.rows_of(members["missing"], rows)
+        by_path[leaf["path"]] = [MISSING if m else v for m, v in zip(missing, got)]
+
+    def child_path(node, child):
+        if node["node_type"] == "dict":
+            return f"{node['path']}.{escape_key(str(child))}"
+        return f"{node['path']}[{int(child)}]"
+
+    def payload(node, key):
+        name = node.get(key)
+        return None if name is None else source.rows_of(name, rows)
+
+    depth = lambda node: node["path"].count(".") + node["path"].count("[")  # noqa: E731
+    for node in sorted(nodes, key=depth, reverse=True):
+        missing, mask = payload(node, "missing_payload"), payload(node, "row_mask_payload")
+        lengths = payload(node, "lengths_payload")
+        out = []
+        for j in range(len(rows)):
+            if missing is not None and missing[j]:
+                out.append(MISSING)
+            elif mask is not None and not mask[j]:
+                out.append(None)
+            elif node["node_type"] == "dict":
+                item = {}
+                for child in node["children"]:
+                    value = by_path[child_path(node, child)][j]
+                    if value is not MISSING:
+                        item[child] = value
+                out.append(item)
+            else:
+                n = int(lengths[j]) if lengths is not None else len(node["children"])
+                item = [None] * n
+                for child in node["children"]:
+                    if int(child) < n:
+                        value = by_path[child_path(node, child)][j]
+                        if value is not MISSING:
+                            item[int(child)] = value
+                out.append(item)
+        by_path[node["path"]] = out
+    if root not in by_path:
+        raise ValueError("structured_recursive metadata does not cover its root_path")
+    return by_path[root]
+
+
+class _Mapped:
+    """A leaf's payloads under their stored member names."""
+
+    def __init__(self, source, members):
+        self.source, self.members = source, members
+
+    def _name(self, name):
+        if name not in self.members:
+            raise ValueError(f"structured_recursive leaf has no {name!r} payload")
+        return self.members[name]
+
+    def array(self, name):
+        return self.source.array(self._name(name))
+
+    def rows_of(self, name, rows):
+        return self.source.rows_of(self._name(name), rows)
+
+    def ranges(self, name, spans):
+        return self.source.ranges(self._name(name), spans)
 
 
 def _encode_tree(path, values):
@@ -393,6 +564,8 @@ class _Prefixed:
 
 
 def _decode_tree(meta, source, rows, total_rows):
+    if "nodes" in meta:
+        return _decode_nodes(meta, source, rows, total_rows)
     skeletons = decode({"codec": "json_ragged"}, _Prefixed(source, "tree."), rows, total_rows)
     groups = meta.get("groups")
     if not isinstance(groups, list):

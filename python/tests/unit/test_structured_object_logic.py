@@ -85,10 +85,34 @@ def test_recursive_rows_keep_structure_and_leaves():
     assert torch.equal(got[3][0], values[3][0]) and got[3][1] == {"k": "v"}
     _, picked = round_trip(values, rows=[3])
     assert torch.equal(picked[0][0], values[3][0])
+    # Rows mixing dicts and lists have no common structure: skeletons and leaf groups, where
+    # the leaf marker key is reserved.
     with pytest.raises(ValueError, match="reserved key"):
-        codecs.encode("f", [{codecs.LEAF_KEY: 1, "t": b"x"}])
+        codecs.encode("f", [{codecs.LEAF_KEY: 1, "t": b"x"}, [b"y"]])
     with pytest.raises(ValueError, match="dict keys must be str"):
         codecs.encode("f", [{1: b"x"}])
+
+
+def test_recursive_rows_of_one_structure_use_the_references_nodes_and_leaves():
+    torch = pytest.importorskip("torch")
+    values = [{"tok": torch.arange(1.0), "score": 0.0, "img": [{"b": b"a"}]},
+              {"tok": torch.arange(2.0), "score": None, "img": [{"b": b"d"}, {"b": b"ef"}]},
+              None, {"tok": None, "score": 3.0}]
+    enc, got = round_trip(values)
+    meta = enc.metadata
+    assert enc.codec == "structured_recursive" and meta["root_path"] == "f"
+    assert {n["path"]: n["node_type"] for n in meta["nodes"]} == {
+        "f": "dict", "f.img": "list", "f.img[0]": "dict", "f.img[1]": "dict"}
+    leaves = {leaf["path"]: leaf["codec"] for leaf in meta["leaves"]}
+    assert leaves == {"f.tok": "ragged_tensor", "f.score": "ndarray",
+                      "f.img[0].b": "bytes_ragged", "f.img[1].b": "bytes_ragged"}
+    assert all(leaf["payload_members"]["missing"] == f"leaf.{leaf['id']}.missing"
+               for leaf in meta["leaves"])
+    assert torch.equal(got[1]["tok"], values[1]["tok"]) and got[1]["img"] == values[1]["img"]
+    assert got[0]["img"] == [{"b": b"a"}] and got[2] is None and got[0]["score"] == 0.0
+    assert got[3] == {"tok": None, "score": 3.0}  # a key a row lacks stays absent
+    _, picked = round_trip(values, rows=[3, 1])
+    assert picked[0] == got[3] and picked[1]["img"] == values[1]["img"]
 
 
 def test_ragged_tensors():
