@@ -58,7 +58,7 @@ class UnsupportedValues(ValueError):
 
 
 def _nulls(values):
-    return np.fromiter((v is None for v in values), dtype=np.uint8, count=len(values))
+    return np.fromiter((v is None for v in values), dtype=np.bool_, count=len(values))
 
 
 def _is_bytes_like(v):
@@ -151,7 +151,8 @@ def _encode_scalars(values, dtype_hint=None):
     for i, v in enumerate(values):
         if v is not None:
             out[i] = v
-    return {"values": out, "nulls": _nulls(values)}, {"dtype": dtype.str}
+    # the reference's payload and metadata names ("data", str dtype, shape)
+    return {"data": out, "nulls": _nulls(values)}, {"dtype": str(dtype), "shape": [len(out)]}
 
 
 def _shape_table(shapes_list):
@@ -213,6 +214,10 @@ def _typed_data(flat, dtype, total_elems):
 
 
 def _encode_tensors(values):
+    """Tensor rows as the reference's ragged_tensor: the typed_ragged layout (one flat run,
+    offsets and shapes in elements) with the torch dtype in the metadata. bfloat16 rows are
+    accepted (the reference refuses them: its layout goes through numpy, which has no
+    bfloat16; ours copies tensor bytes)."""
     from mooncake._structured.members import tensor_bytes
 
     torch = _deps.require_torch()
@@ -225,19 +230,26 @@ def _encode_tensors(values):
         raise ValueError(f"mixed tensor dtype: {dtypes}")
     dtype = dtypes[0] if dtypes else "torch.float32"
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    views = []
+    flat = []
     for i, v in enumerate(values):
         n = 0
         if v is not None:
-            raw = tensor_bytes(v)
-            n = raw.nbytes
+            n = v.numel()
             if n:
-                views.append(memoryview(raw))
+                flat.append(tensor_bytes(v))
         offsets[i + 1] = offsets[i] + n
     shapes, ndims = _shape_table([None if v is None else tuple(v.shape) for v in values])
-    payload = {"data": Parts(tuple(views)), "offsets": offsets, "shapes": shapes,
-               "ndims": ndims, "nulls": _nulls(values)}
-    return payload, {"dtype": dtype}
+    try:
+        np_dtype = torch.empty(0, dtype=getattr(torch, dtype[6:])).numpy().dtype.str
+    except (TypeError, RuntimeError):  # bfloat16: no numpy dtype, the data is plain bytes
+        np_dtype = None
+    data = MultiBufferPayload(tuple(memoryview(f) for f in flat), tuple(flat), np_dtype,
+                              None if np_dtype is None else (int(offsets[-1]),))
+    payload = {"data": data, "offsets": offsets, "shapes": shapes, "ndims": ndims,
+               "nulls": _nulls(values)}
+    return payload, {"dtype": dtype, "max_ndim": int(max([len(v.shape) for v in present] or [0])),
+                     "shape_policy": "ragged", "row_format": "ndarray", "ndarray_rows": None,
+                     "physical_layout": "contiguous_flat"}
 
 
 def _tensor_dict_keys(path, values, declared):
@@ -659,7 +671,8 @@ def decode(encoded, source, rows, total_rows):
     nulls = source.array("nulls")
     _check_len("nulls", nulls, total_rows)
     if codec == "ndarray":
-        values = source.rows_of("values", rows).tolist()
+        values = source.rows_of("values" if meta.get("shape") is None else "data",
+                                rows).tolist()  # "values": our earlier name
         return [None if nulls[r] else v for r, v in zip(rows, values)]
     if codec not in CODECS:
         raise ValueError(f"unsupported structured non-tensor codec: {codec!r}")
@@ -668,13 +681,17 @@ def decode(encoded, source, rows, total_rows):
     if np.any(np.diff(offsets) < 0) or (len(offsets) and offsets[0] != 0):
         raise ValueError("structured non-tensor offsets must be non-decreasing from 0")
     live = [r for r in rows if not nulls[r]]
-    if codec in ("typed_ragged",):
+    if codec == "typed_ragged":
         layout = meta.get("physical_layout", "contiguous_flat")
         if layout != "contiguous_flat":
             raise ValueError(f"typed_ragged physical_layout {layout!r} is not supported "
                              "(only contiguous_flat)")
         itemsize = np.dtype(meta["dtype"]).itemsize
-    else:
+    elif codec == "ragged_tensor" and "physical_layout" in meta:  # element offsets
+        from mooncake._structured.members import torch_dtype
+
+        itemsize = torch_dtype(meta["dtype"]).itemsize
+    else:  # byte offsets (our earlier ragged_tensor)
         itemsize = 1
     spans = [(int(offsets[r]) * itemsize, int(offsets[r + 1]) * itemsize) for r in live]
     blobs = dict(zip(live, source.ranges("data", spans))) if live else {}
