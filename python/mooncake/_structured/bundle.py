@@ -14,10 +14,10 @@ import io
 
 import numpy as np
 
+from mooncake._structured import _deps, hooks
 from mooncake._structured import manifest as mf
 from mooncake._structured.keys import BundleKeys, check_chunk_bytes, chunk_keys, object_id_of
 from mooncake._structured.transport import PayloadMissingError
-from mooncake._structured import _deps, hooks
 from mooncake._structured.model import (
     BundleTransferPolicy, DirectCopyPayload, MultiBufferPayload, RemoteBundleRef,
     TensorObjectBuffer, TensorPayload)

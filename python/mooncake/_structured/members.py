@@ -320,6 +320,18 @@ def _patched_header(header, shape, data_bytes):
     return out
 
 
+def _check_header(name, header, layout):
+    """The stored header must describe the field spec's dtype and row shape (a header from
+    another object, or a tampered one, is refused before any row is read)."""
+    from mooncake.store import _tensor
+
+    probe = _tensor._decode(_patched_header(header, (0, *layout.shape[1:]), 0))
+    if probe is None or str(probe.dtype) != layout.dtype_name or \
+            tuple(probe.shape[1:]) != tuple(layout.shape[1:]):
+        raise ManifestError(f"tensor member {name}: its stored header does not match its "
+                            f"field spec ({layout.dtype_name}, {list(layout.shape)})")
+
+
 def _decode_tensor_object(buf, name):
     from mooncake.store import _tensor
 
@@ -504,6 +516,7 @@ class MemberReader:
         stored = bytearray(header)
         if header:
             self.transport.read_into(payload_spec, address_of(memoryview(stored)), 0, header)
+        _check_header(name, stored, layout)
         head = _patched_header(stored, layout.output_shape(len(rows)), data_bytes)
         if destination is None:
             buf = bytearray(header + data_bytes)

@@ -22,8 +22,6 @@ from __future__ import annotations
 import ctypes
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-
 from mooncake._structured import hooks
 from mooncake._structured.calls import (
     _call_write, _method, address_of, check_status, config_for_keys)

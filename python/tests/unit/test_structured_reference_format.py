@@ -108,3 +108,19 @@ def test_reads_a_structured_object_the_reference_wrote(stored):
     assert got.objects["a"].tolist() == list(range(10)) and got.objects["b"] == b"xyz"
     part = transfer.materialize(spec.select_members(["t"]).slice_member("t", 0, 3, 9))
     assert torch.equal(part.objects["t"], t[3:9])
+
+
+def test_a_tensor_header_that_disagrees_with_its_field_spec_is_refused(stored):
+    from mooncake.structured_object_store import ManifestError
+
+    transfer, raw = stored
+    ref = import_dataproto_ref(raw["dataproto_handle"])
+    key = json.loads(transfer.store.objects[ref.stage_refs["rollout"].manifest_key])[
+        "buffers"]["batch.ids"]["key"]
+    objects = dict(transfer.store.objects)
+    blob = bytearray(objects[key])
+    blob[8] = 0  # the header's dtype code: float32 where the field spec says int64
+    objects[key] = bytes(blob)
+    tampered = MooncakeBundleTransfer(BytesStore(objects), key_prefix="ref")
+    with pytest.raises(ManifestError, match="does not match its field spec"):
+        tampered.get_dataproto(ref, rows=[1], batch_fields=["ids"])
