@@ -152,6 +152,17 @@ def test_structured_object_round_trip_chunked(transfer):
     assert out.objects["arr"] is dst and np.array_equal(dst, arr[5:15])
     assert torch.equal(out.objects["ten"], ten)
     assert raw.raw[ref.manifest["buffers"]["ten"]["metadata_bytes"]:] == ten.numpy().tobytes()
+    # A tensor destination (ours) is filled in place, whole or by rows with a step; a row
+    # gather into raw memory gets the tensor object of those rows.
+    whole, part = torch.empty(50, 100, dtype=torch.int16), torch.empty(4, 100, dtype=torch.int16)
+    got = transfer.materialize_into(transfer.read_spec(ref).select_members(["ten"]),
+                                    {"ten": whole}).objects["ten"]
+    assert got is whole and torch.equal(whole, ten)
+    spec = transfer.read_spec(ref).select_members(["ten"]).slice_member("ten", 0, 3, 40, 10)
+    assert transfer.materialize_into(spec, {"ten": part}).objects["ten"] is part
+    assert torch.equal(part, ten[3:40:10])
+    with pytest.raises(ValueError, match="dtype mismatch"):
+        transfer.materialize_into(spec, {"ten": torch.empty(4, 100)})
     assert transfer.get_object(transfer.put_object(arr[:3])).tolist() == arr[:3].tolist()
     transfer.remove_bundle(ref)
     with pytest.raises(PayloadMissingError, match="not in the store"):
@@ -231,6 +242,18 @@ def test_dataproto_put_append_get_rows(transfer):
     got = transfer.get_dataproto(ref3, batch_fields=["input_ids"], rows=slice(2, 4),
                                  destinations={"input_ids": dst})
     assert got["batch"]["input_ids"] is dst and np.array_equal(dst, data["batch"]["input_ids"][2:4])
+    # Gathered rows of a tensor into raw memory: the tensor object of those rows (header
+    # rewritten for them, then their bytes), as the reference's.
+    logits = data["batch"]["logits"]
+    member = view["batch_fields"]["logits"]["member"]
+    header = ref3.stage_refs["rollout"].manifest["buffers"][member]["metadata_bytes"]
+    raw = ctypes.create_string_buffer(header + 2 * 4 * logits.element_size())
+    got = transfer.get_dataproto(ref3, batch_fields=["logits"], rows=[5, 1], destinations={
+        "logits": raw_destination(ctypes.addressof(raw), len(raw), raw)})
+    assert got["batch"]["logits"].ptr == ctypes.addressof(raw)
+    from mooncake.store import _deserialize_tensor
+
+    assert torch.equal(_deserialize_tensor(raw.raw), logits[[5, 1]])
     transfer.cleanup_dataproto(export_dataproto_ref(ref3))
     assert left(transfer) == 0
 
