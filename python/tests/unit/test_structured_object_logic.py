@@ -636,3 +636,24 @@ def test_reference_encode_with_schema():
     assert list(payload["offsets"]) == [0, 2, 2, 3]
     with pytest.raises(TypeError, match="must be str"):
         sos._encode_with_schema("non_tensor_batch.t", [1], FieldSchema(codec="utf8_ragged"))
+
+
+def test_malformed_reference_layouts_are_refused():
+    """Bad metadata of the reference's layouts is a clear ValueError, never a wrong value."""
+    from mooncake._structured.members import MemberReader
+
+    with pytest.raises(mf.ManifestError, match="invalid part metadata"):
+        MemberReader._nested_from_parts("n", b"x" * 10, {"part_bytes": [4, 4]})
+    with pytest.raises(mf.ManifestError, match="invalid part metadata"):
+        MemberReader._nested_from_parts("n", b"x" * 8, {"part_bytes": [8], "has_lengths": True})
+    src = codecs.MemorySource({"leaf.0.missing": np.zeros(1, dtype=bool)})
+    leaf = {"path": "f.a", "codec": "utf8_ragged", "payload_members": {"missing": "leaf.0.missing"}}
+    for meta, message in (({"nodes": [], "root_path": "f"}, "no nodes, leaves"),
+                          ({"nodes": [], "leaves": [{"path": "f.a", "codec": "ndarray",
+                                                     "payload_members": {}}], "root_path": "f"},
+                           "has no payloads"),
+                          ({"nodes": [], "leaves": [leaf], "root_path": "f"},
+                           "has no 'nulls' payload"),
+                          ({"nodes": [], "leaves": [], "root_path": "f"}, "does not cover")):
+        with pytest.raises(ValueError, match=message):
+            codecs.decode({"codec": "structured_recursive", "metadata": meta}, src, [0], 1)
