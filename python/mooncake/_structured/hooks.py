@@ -13,10 +13,15 @@ import sys
 
 FACADE = "mooncake.structured_object_store"
 
-try:
-    from mooncake._fast_copy import concat_arrays_into as native_concat_arrays_into
-except Exception:  # noqa: BLE001 - the extension is optional: writes then join in Python
-    native_concat_arrays_into = None
+def _native_concat_arrays_into():
+    try:
+        from mooncake._fast_copy import concat_arrays_into
+    except Exception:  # noqa: BLE001 - the extension is optional: writes then join in Python
+        return None
+    return concat_arrays_into
+
+
+native_concat_arrays_into = _native_concat_arrays_into()
 
 
 def default_has_tensor_codec_helpers():
