@@ -240,6 +240,22 @@ def test_reconfigure_decode_then_prefill(server):
     assert status == 400 and "Invalid mode" in body["error"]
 
 
+def test_reconfigure_decode_with_a_dev_shm_path(server, shm_file):
+    """The reference's form: path names an existing /dev/shm file, mounted as mount_shm mounts
+    it; objects land in it. A name that is not there is the caller's mistake."""
+    name, path = shm_file
+    status, body = server.json("POST", "/api/reconfigure",
+                               {"mode": "decode", "path": path, "size": 4 << 20})
+    assert status == 200 and body["mode"] == "decode", body
+    k = key()
+    assert server.json("PUT", "/api/put", {"key": k, "value": "decode on shm"})[0] == 200
+    assert server.request("GET", f"/api/get/{k}")[2] == b"decode on shm"
+    status, body = server.json("POST", "/api/reconfigure",
+                               {"mode": "decode", "path": path + "-missing", "size": 4096})
+    assert status == 400 and "keeping previous decode segments" in body["error"], body
+    assert server.json("POST", "/api/reconfigure", {"mode": "prefill"})[0] == 200
+
+
 def test_unmount_local_disk(server):
     # Bad grace periods are refused before the store is asked.
     for g in (-1, 3601, 1.5, "30", True):
@@ -308,6 +324,12 @@ BAD_BODIES = [
      "plain file name"),
     ("POST", "/api/reconfigure", b'{"mode": "decode", "path": "..", "size": 4096}', 400,
      "plain file name"),
+    ("POST", "/api/reconfigure", b'{"mode": "decode", "path": "/dev/shm/a/b", "size": 4096}',
+     400, "plain file name"),
+    ("POST", "/api/reconfigure", b'{"mode": "decode", "path": "/dev/shm/..", "size": 4096}',
+     400, "plain file name"),
+    ("POST", "/api/reconfigure", b'{"mode": "decode", "path": "/dev/shm/", "size": 4096}',
+     400, "plain file name"),
     ("POST", "/api/reconfigure", b'{"mode": "decode", "path": "a b", "size": 4096}', 400,
      "plain file name"),
     ("POST", "/api/reconfigure", b'{"mode": "decode", "path": "s", "size": 1125899906842625}',
@@ -751,7 +773,11 @@ def test_mount_shm_refuses_a_symbolic_link(tmp_path):
     s = RestServer(m.addr, "-Dglobal_segment_size=0")
     try:
         status, body = s.json("POST", "/api/mount_shm", {"name": name, "size": 1 << 20})
-        assert status == 400 and "symbolic link" in body["error"], body
+        assert status == 400 and body["ret"] == -600, body
+        # The reference's decode form names the same file: refused the same way.
+        status, body = s.json("POST", "/api/reconfigure",
+                              {"mode": "decode", "path": f"/dev/shm/{name}", "size": 1 << 20})
+        assert status == 400 and "rolled back to prefill" in body["error"], body
         assert s.json("POST", "/api/mount", {"size": 4 << 20})[0] == 200
         assert _fill(s) > 0
         assert victim.read_bytes() == original
