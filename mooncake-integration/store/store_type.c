@@ -362,6 +362,10 @@ static PyMethodDef store_methods[] = {
     KW(unmount_and_free_segment,
        "unmount_and_free_segment(segment_ids, grace_period_seconds=0) -> 0 or the first negative "
        "code (allocate_and_mount_segment's ids)"),
+    KW(unmount_local_disk_segment,
+       "unmount_local_disk_segment(grace_period_seconds=0) -> 0 or a negative code: takes this "
+       "node's disk tier off the master (readers are no longer sent to its disk copies), then "
+       "waits the grace period for reads under way; 0 without a disk tier"),
     KW(register_buffer,
        "register_buffer(buffer_ptr, size) -> 0 or a negative code; buffer_ptr may also be an "
        "object with the buffer protocol (size optional), which the store then holds (it can be "

@@ -627,18 +627,16 @@ class MooncakeStoreService:
     @_guarded("UNMOUNT_LOCAL_DISK")
     async def handle_unmount_local_disk(self, request):
         """POST /api/unmount_local_disk {"grace_period_seconds"?}: takes this store's disk tier
-        off the master (a reader then misses cleanly) and holds for the grace period so reads
-        in flight finish. 501 when this store build has no disk tier call."""
+        off the master (readers are no longer sent to its copies) and holds for the grace period
+        so reads in flight finish (mc_store_unmount_local_disk_segment); 200 also when the store
+        has no disk tier, as the reference answers."""
         data, bad = await _body_object(request)
         if bad:
             return bad
         grace, bad = _grace_period(data)
         if bad:
             return bad
-        fn = getattr(self.store, "unmount_local_disk_segment", None)
-        if fn is None:
-            return _error(501, "Unmount local disk is not supported by this store build")
-        ret = await _call(fn, grace)
+        ret = await _call(self.store.unmount_local_disk_segment, grace)
         if ret != 0:
             return _store_error("Unmount local disk failed", ret)
         return _ok()

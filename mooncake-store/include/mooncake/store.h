@@ -364,6 +364,15 @@ MC_API int mc_store_unmount_segment(mc_store_t *s, const char *const *ids, size_
                                     uint64_t grace_s);
 MC_API int mc_store_unmount_and_free_segment(mc_store_t *s, const char *const *ids, size_t n,
                                              uint64_t grace_s);
+/* Takes this node's disk tier (enable_ssd_offload, or the shared directory's) off the master, as
+ * a preStop hook does before the node goes: the master stops queueing work for it and stops
+ * sending readers to its disk copies (they are kept on disk, and served again once a restarted
+ * node announces them), then the call waits grace_s seconds so that reads already sent there
+ * finish. The tier does no more work in this process; a second call returns 0 (after its own
+ * grace period, as the reference's). A store
+ * without a disk tier has nothing to take off: 0 (logged). Errors: the master's, RPC_FAIL (the
+ * tier then carries on as before), UNAVAILABLE_IN_CURRENT_STATUS (not set up, closed). */
+MC_API int mc_store_unmount_local_disk_segment(mc_store_t *s, uint64_t grace_s);
 
 /* ---- replica tasks ----------------------------------------------------------------------------
  * The master moves replicas for you: a copy adds replicas of an object on target segments, a
