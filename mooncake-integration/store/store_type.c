@@ -314,7 +314,7 @@ static PyMethodDef store_methods[] = {
     KW(batch_is_exist, "batch_is_exist(keys) -> list of 1, 0 or -1"),
     KW(batch_replica_desc_raw,
        "batch_replica_desc_raw(keys) -> list of (code, [(endpoint, address, size, status, "
-       "is_disk)]); "
+       "is_disk (0 memory, 1 LOCAL_DISK, 2 DISK), DISK file path or None)]); "
        "the facade's get_replica_desc / batch_get_replica_desc build on it"),
     KW(get_size, "get_size(key) -> size or a negative code"),
     KW(remove, "remove(key, force=False) -> 0 or a negative code"),

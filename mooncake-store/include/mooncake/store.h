@@ -312,9 +312,16 @@ typedef struct mc_store_replica {
     uint64_t size;
     int status; /* MC_STORE_REPLICA_* */
     /* 1: a LOCAL_DISK replica (the reference's replica type): transport_endpoint is the owning
-     * storage node's disk read server, buffer_address 0. 0: a MEMORY replica. */
+     * storage node's disk read server, buffer_address 0. 2: a DISK replica, a file in the
+     * master's shared directory (--root_fs_dir) that every client reads itself: transport_endpoint
+     * is "file:" and the directory, and mc_store_disk_file_path names the key's file.
+     * 0: a MEMORY replica. */
     int is_disk;
 } mc_store_replica_t;
+/* The file of key's DISK replica (is_disk 2) whose transport_endpoint is endpoint, into out (cap
+ * bytes, with its NUL): 0, or INVALID_PARAMS (not a DISK replica's endpoint, an empty key, or
+ * out too small). No I/O: the file may have gone since the replica was listed. */
+MC_API int mc_store_disk_file_path(const char *endpoint, const char *key, char *out, size_t cap);
 typedef struct mc_store_replica_list {
     int code; /* 0, or this key's code (OBJECT_NOT_FOUND, INVALID_KEY, ...) */
     size_t n;
