@@ -240,6 +240,30 @@ def test_reconfigure_decode_then_prefill(server):
     assert status == 400 and "Invalid mode" in body["error"]
 
 
+def test_unmount_local_disk_takes_the_disk_tier_off(tmp_path):
+    """The preStop hook on a service whose store has a disk tier: its copies stop being served
+    from disk, the values stay readable from memory, and a repeat is still a success."""
+    m = Master("--enable_offload", "--default_kv_lease_ttl=200")
+    s = RestServer(m.addr, "-Denable_ssd_offload=true", f"-Dssd_offload_path={tmp_path / 'disk'}")
+    try:
+        keys = [key() for _ in range(3)]
+        for k in keys:
+            assert s.json("PUT", "/api/put", {"key": k, "value": "to disk " + k})[0] == 200
+        assert wait_for(lambda: m.metric("mooncake_disk_offloads_total") >= len(keys), 30)
+        assert m.metric("mooncake_disk_nodes") == 1
+        t0 = time.monotonic()
+        assert s.json("POST", "/api/unmount_local_disk", {"grace_period_seconds": 1}) == (
+            200, {"status": "success"})
+        assert time.monotonic() - t0 >= 1.0
+        assert m.metric("mooncake_disk_nodes") == 0 and m.metric("mooncake_disk_objects") == 0
+        for k in keys:
+            assert s.request("GET", f"/api/get/{k}")[2] == ("to disk " + k).encode()
+        assert s.json("POST", "/api/unmount_local_disk", {}) == (200, {"status": "success"})
+    finally:
+        assert s.stop() == 0
+        m.stop()
+
+
 def test_reconfigure_decode_with_a_dev_shm_path(server, shm_file):
     """The reference's form: path names an existing /dev/shm file, mounted as mount_shm mounts
     it; objects land in it. A name that is not there is the caller's mistake."""
