@@ -237,7 +237,7 @@ class Exchange:
         if self.transport is not None:
             # Packed straight into the registered send region; the rows come back as a view of the
             # receive region, valid until the next exchange: copied out below.
-            send_b = self.transport.send_rows(num_rows, rb, device)
+            send_b = self.transport.prepare(num_rows, rb, device, self.plan)
             torch.cat(parts, dim=1, out=send_b)
             recv_b = self.transport.move(send_b, send_counts, recv_counts, self.plan, self.timeout_s)
         else:

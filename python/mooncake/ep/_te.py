@@ -142,12 +142,12 @@ class TERows:
         self.flag_addrs = flag_addrs  # each rank's flag words: one per source, then its own outgoing one
         self.flags = flags
         self.flag_words = flags.tensor[: 8 * (self.num_ranks + 1)].view(torch.int64)
-        self.caps = [0] * self.num_ranks  # each rank's receive region, known alike by every rank
+        self.caps = [0] * self.num_ranks  # each rank's receive region's size, known alike by every rank
+        self.send_caps = [0] * self.num_ranks  # and its send region's
         self.data_addrs = [0] * self.num_ranks
         self.recv: Optional[_Region] = None
         self.send: Optional[_Region] = None
         self.seq = 0
-        self.location = os.environ.get("MC_EP_TE_LOCATION", "")
         self.name = f"Transfer Engine ({protocol})" if protocol else "Transfer Engine"
 
     # --- connect ----------------------------------------------------------------------------
@@ -227,62 +227,81 @@ class TERows:
     def _location(self, device: torch.device) -> str:
         if device.type == "cuda":
             return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
-        return self.location or "cpu"
+        return os.environ.get("MC_EP_TE_LOCATION", "") or "cpu"  # read at each allocation
 
-    def _grow(self, need: List[int], device: torch.device) -> None:
-        """Every rank computes the same ``need`` from the agreed matrix, so all agree on which
-        receive regions grow; only then is there a round to learn their new addresses."""
-        grow = [need[d] > self.caps[d] for d in range(self.num_ranks)]
-        if not any(grow):
-            return
-        new_caps = [_round_up(max(need[d], 2 * self.caps[d], _MIN_REGION)) if grow[d] else self.caps[d]
-                    for d in range(self.num_ranks)]  # fmt: skip
-        mine = self.data_addrs[self.rank]
-        if grow[self.rank]:
-            if self.recv is not None:
-                self.recv.release()
-            self.recv = _Region(self.engine, new_caps[self.rank], self._location(device), device)
-            mine = self.recv.addr
-        words = torch.tensor([[mine, new_caps[self.rank]]] * self.num_ranks, dtype=torch.int64)
-        exchange = self._exchange()
-        assert exchange is not None  # the exchange calls this, so it is alive
-        got = exchange.meta_rows(words.view(torch.uint8).view(self.num_ranks, 16), [1] * self.num_ranks,
-                                    [1] * self.num_ranks).contiguous().view(torch.int64)  # fmt: skip
-        for d in range(self.num_ranks):
-            self.data_addrs[d] = int(got[d, 0])
-            if int(got[d, 1]) != new_caps[d]:
-                raise RuntimeError(f"mooncake.ep: rank {d} sized its receive region {int(got[d, 1])}, not {new_caps[d]}")
-        self.caps = new_caps
+    def prepare(self, num_rows: int, rb: int, device: torch.device, plan: List[List[int]]) -> torch.Tensor:
+        """Regions big enough for this call, and ``[num_rows, rb]`` bytes of the send region for
+        the caller to pack its rows into before ``move``.
 
-    # --- one exchange -----------------------------------------------------------------------
-    def send_rows(self, num_rows: int, rb: int, device: torch.device) -> torch.Tensor:
-        """``[num_rows, rb]`` bytes of the registered send region (grown as needed: only this rank
-        reads it), for the caller to pack the rows into before ``move``."""
-        nbytes = num_rows * rb
-        if self.send is None or self.send.nbytes < nbytes:
-            if self.send is not None:
-                self.send.release()
-            self.send = _Region(self.engine, _round_up(max(nbytes, _MIN_REGION)), self._location(device), device)
-        return self.send.tensor[:nbytes].view(num_rows, rb)
+        Every rank computes every rank's receive and send need from the agreed matrix, so all
+        agree on whether any region grows (to at least twice its size); only then is there a
+        round, which shares the new receive addresses and whether each rank could register its
+        regions. A rank that could not fails the call on every rank and stays at size 0 in every
+        rank's books, so a later call grows it again: the ranks never disagree."""
+        n, me = self.num_ranks, self.rank
+        recv_need = [sum(plan[s][d] for s in range(n)) * rb for d in range(n)]
+        send_need = [sum(plan[s][d] for d in range(n)) * rb for s in range(n)]
+        grow_r = [recv_need[d] > self.caps[d] for d in range(n)]
+        grow_s = [send_need[d] > self.send_caps[d] for d in range(n)]
+        if any(grow_r) or any(grow_s):
+            want_r = [_round_up(max(recv_need[d], 2 * self.caps[d], _MIN_REGION)) if grow_r[d] else self.caps[d]
+                      for d in range(n)]  # fmt: skip
+            want_s = [_round_up(max(send_need[d], 2 * self.send_caps[d], _MIN_REGION)) if grow_s[d]
+                      else self.send_caps[d] for d in range(n)]  # fmt: skip
+            error = ""
+            try:
+                if grow_r[me]:
+                    if self.recv is not None:
+                        self.recv.release()
+                        self.recv = None
+                    self.recv = _Region(self.engine, want_r[me], self._location(device), device)
+                if grow_s[me]:
+                    if self.send is not None:
+                        self.send.release()
+                        self.send = None
+                    self.send = _Region(self.engine, want_s[me], self._location(device), device)
+            except Exception as e:  # shared below, so every rank fails this call alike
+                error = f"{type(e).__name__}: {e}"
+            ok = 0 if error else 1
+            mine = [ok, self.recv.addr if self.recv is not None else 0, want_r[me] if ok else 0, want_s[me] if ok else 0]
+            words = torch.tensor([mine] * n, dtype=torch.int64).view(torch.uint8)
+            exchange = self._exchange()
+            assert exchange is not None  # the exchange calls this, so it is alive
+            got = exchange.meta_rows(words, [1] * n, [1] * n).contiguous().view(torch.int64).tolist()
+            for d in range(n):
+                self.data_addrs[d], self.caps[d], self.send_caps[d] = int(got[d][1]), int(got[d][2]), int(got[d][3])
+            bad = [d for d in range(n) if not got[d][0]]
+            if bad:
+                if error:  # this rank's regions are gone: the next call that needs them allocates anew
+                    for region in (self.recv, self.send):
+                        if region is not None:
+                            region.release()
+                    self.recv = self.send = None
+                raise RuntimeError(
+                    f"mooncake.ep: ranks {bad} could not register their {self.name} regions"
+                    + (f" (this rank: {error})" if error else "")
+                )
+        if self.send is None:  # nothing to send, ever yet: no region
+            return torch.empty((num_rows, rb), dtype=torch.uint8, device=device)
+        return self.send.tensor[: num_rows * rb].view(num_rows, rb)
 
     def move(
         self, send_b: torch.Tensor, send_counts: List[int], recv_counts: List[int], plan: List[List[int]],
         timeout_s: float,
     ) -> torch.Tensor:  # fmt: skip
-        """Rows ``send_b`` ([rows, bytes], grouped by destination; a ``send_rows`` view) to their
+        """Rows ``send_b`` ([rows, bytes], grouped by destination; best ``prepare``'s view) to their
         destinations; returns the rows received, grouped by source (what ``all_to_all_single``
         would have returned) as a view of the receive region, valid until the next call."""
         n, me = self.num_ranks, self.rank
         rb = int(send_b.shape[1])
         if [plan[me][d] for d in range(n)] != list(send_counts) or [plan[s][me] for s in range(n)] != list(recv_counts):
             raise RuntimeError("mooncake.ep: the rows to move do not match the counts the ranks agreed on")
-        need = [sum(plan[s][d] for s in range(n)) * rb for d in range(n)]
-        self._grow(need, send_b.device)
-        self.seq += 1
-        region = self.send_rows(int(send_b.shape[0]), rb, send_b.device)
+        region = self.prepare(int(send_b.shape[0]), rb, send_b.device, plan)
         if send_b.numel() and send_b.data_ptr() != region.data_ptr():  # not packed in place by the caller
             region.copy_(send_b)
-        assert self.send is not None
+        self.seq += 1
+        send_addr = self.send.addr if self.send is not None else 0  # None only with nothing to send
+        flat = region.reshape(-1)
         if send_b.device.type == "cuda":
             # The packing ran on the caller's stream; the engine's device copies must see it done.
             torch.cuda.current_stream(send_b.device).synchronize()
@@ -297,7 +316,7 @@ class TERows:
                     own = (pos, offset, nbytes)
                 else:
                     bid = self.engine.batch_transfer_async_write(
-                        self.names[d], [self.send.addr + pos], [self.data_addrs[d] + offset], [nbytes]
+                        self.names[d], [send_addr + pos], [self.data_addrs[d] + offset], [nbytes]
                     )
                     if not bid:
                         self._fail_after(pending, f"submitting {nbytes} bytes of rows to rank {d} ({self.names[d]})")
@@ -306,7 +325,7 @@ class TERows:
         if own is not None:  # a local copy into its own region, while the writes are under way
             assert self.recv is not None
             src, dst, nbytes = own
-            self.recv.tensor[dst : dst + nbytes].copy_(self.send.tensor[src : src + nbytes])
+            self.recv.tensor[dst : dst + nbytes].copy_(flat[src : src + nbytes])
         self._wait(pending, "rows")
         # Then the flags: this call's number into this rank's slot of each destination's words.
         self.flag_words[n] = self.seq

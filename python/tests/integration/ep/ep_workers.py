@@ -338,6 +338,28 @@ def te_copy_failure(group, rank, world, out):
         json.dump(res, f)
 
 
+def te_region_failure(group, rank, world, out):
+    """The last rank cannot register its regions (a fake GPU that does not exist): the call fails
+    on every rank, naming that rank; once it can again, the next call works everywhere."""
+    res: dict = {}
+    ne = 2 * world
+    buf = Buffer(group)
+    x = torch.randn((2, HIDDEN)).to(torch.bfloat16)
+    idx = torch.full((2, TOPK), -1, dtype=torch.int64)
+    idx[:, 0] = (2 * rank + 2 + torch.arange(2)) % ne  # to the next rank's experts
+    if rank == world - 1:
+        os.environ["MC_EP_TE_LOCATION"] = "cuda:7"  # MC_DEVMEM_FAKE_DEVICES is 2
+    try:
+        expect_error(res, "failed", RuntimeError, lambda: buf.dispatch(x, idx, None, 8, ne, -1, use_fp8=False))
+    finally:
+        os.environ["MC_EP_TE_LOCATION"] = "cuda:0"
+    recv, count, handle, _, _ = buf.dispatch(x, idx, None, 8, ne, -1, use_fp8=False)
+    combined, _, _ = buf.combine(recv, idx, torch.ones((2, TOPK)), None, -1, handle)
+    res["after_exact"] = bool(torch.equal(combined, x))
+    with open(os.path.join(out, f"te_region_failure.{rank}.json"), "w") as f:
+        json.dump(res, f)
+
+
 def scenarios_for(group, rank, world, out, kind):
     ne = 2 * world
     last = world - 1
@@ -366,6 +388,7 @@ def scenarios_for(group, rank, world, out, kind):
         keep = {"buffer", "buffer_inactive", "elastic", "elastic_expand", "limits"}
         scenarios = [s for s in scenarios if s[0] in keep]
         scenarios.append(("te_copy_failure", lambda: te_copy_failure(group, rank, world, out)))
+        scenarios.append(("te_region_failure", lambda: te_region_failure(group, rank, world, out)))
     return scenarios
 
 

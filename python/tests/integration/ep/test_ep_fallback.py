@@ -377,3 +377,14 @@ def test_rows_through_the_engine_on_our_mooncake_cpu_group(tmp_path_factory):
     check_elastic(mc, "elastic")
     check_elastic(mc, "elastic_inactive", active=[1, 0])
     test_shapes_at_size_hint_limits(mc)
+
+
+def test_a_rank_that_cannot_register_its_regions_fails_the_call_everywhere(tmp_path_factory):
+    world = 2
+    out, logs = _world_run(tmp_path_factory, world)
+    results = _json((world, out / "te-fakedev", logs), "te_region_failure")
+    for r, res in enumerate(results):
+        assert res["failed"].startswith(f"RuntimeError: mooncake.ep: ranks [{world - 1}] could not register their "
+                                        "Transfer Engine (tcp) regions"), res  # fmt: skip
+        assert ("this rank:" in res["failed"]) == (r == world - 1), res
+        assert res["after_exact"] is True, res
