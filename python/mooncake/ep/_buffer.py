@@ -73,7 +73,9 @@ class _SendPlan:
 
 
 class Buffer:
-    """The reference's ``mooncake.mooncake_ep_buffer.Buffer`` on the fallback path."""
+    """The reference's ``mooncake.mooncake_ep_buffer.Buffer`` on the fallback path. ``engine``
+    (ours, keyword only): a started ``mooncake.engine.TransferEngine`` for the rows to travel
+    through; without it the group's engine or the process's own is used (docs/ep.md)."""
 
     def __init__(
         self, group: Any, num_ep_buffer_bytes: int = 0, disable_p2p: bool = False, *, engine: Optional[Any] = None

@@ -95,7 +95,8 @@ def _physical_domain(num_ranks: int) -> Tuple[int, int]:
 
 
 class ElasticBuffer:
-    """The reference's ``mooncake.mooncake_elastic_buffer.ElasticBuffer`` on the fallback path."""
+    """The reference's ``mooncake.mooncake_elastic_buffer.ElasticBuffer`` on the fallback path;
+    ``engine`` (ours, keyword only) as ``Buffer``'s."""
 
     def __init__(
         self,
