@@ -360,6 +360,35 @@ def te_region_failure(group, rank, world, out):
         json.dump(res, f)
 
 
+def te_shm(group, rank, world, out):
+    """The engine's automatic protocol between processes of one host: the rows go through shm
+    (its byte count grows, tcp's does not) and come back exact."""
+    from mooncake.ep import _te
+
+    res: dict = {}
+    saved = os.environ.get("MC_EP_TE_PROTOCOL")
+    os.environ["MC_EP_TE_PROTOCOL"] = "auto"
+    try:
+        buf = Buffer(group)
+    finally:
+        os.environ["MC_EP_TE_PROTOCOL"] = saved or ""
+    engine = buf._exchange.transport.engine
+    assert engine is _te._shared_engine.__globals__["_shared"][("127.0.0.1", "auto", os.environ.get("MC_DEVMEM", ""))]
+    before = engine.get_transport_stats()
+    x = torch.randn((4, HIDDEN)).to(torch.bfloat16)
+    idx = torch.full((4, TOPK), -1, dtype=torch.int64)
+    idx[:, 0] = 2 * ((rank + 1) % world) + torch.arange(4) % 2  # every token to the next rank's experts
+    recv, count, handle, _, _ = buf.dispatch(x, idx, None, 8, 2 * world, -1, use_fp8=False)
+    combined, _, _ = buf.combine(recv, idx, torch.ones((4, TOPK)), None, -1, handle)
+    after = engine.get_transport_stats()
+    res["name"] = buf.transport_name
+    res["exact"] = bool(torch.equal(combined, x))
+    res["shm_bytes"] = after["shm"][1] - before["shm"][1]
+    res["tcp_bytes"] = after["tcp"][1] - before["tcp"][1]
+    with open(os.path.join(out, f"te_shm.{rank}.json"), "w") as f:
+        json.dump(res, f)
+
+
 def scenarios_for(group, rank, world, out, kind):
     ne = 2 * world
     last = world - 1
@@ -381,6 +410,7 @@ def scenarios_for(group, rank, world, out, kind):
     ]  # fmt: skip
     if kind == "te":
         scenarios.append(("engine_missing", lambda: engine_missing(group, rank, world, out)))
+        scenarios.append(("te_shm", lambda: te_shm(group, rank, world, out)))
     if kind == "te-mooncake-cpu":  # our PG: the scenarios whose ranks send no rows, and the limits
         keep = {"buffer", "buffer_inactive", "buffer_empty", "elastic", "elastic_inactive", "limits"}
         scenarios = [s for s in scenarios if s[0] in keep]

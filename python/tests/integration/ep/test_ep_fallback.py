@@ -302,7 +302,7 @@ def test_te_rows_equal_the_fallback_byte_for_byte(both):
     assert len(names) == (6 if te.name == "te-mooncake-cpu" else 9) * world, names
     _same_bytes(pg, te, names)
     for name in sorted(p.name for p in te.glob("*.json")):
-        if not name.startswith(("transport.", "engine_missing.")):
+        if not name.startswith(("transport.", "engine_missing.", "te_shm.")):  # te pass only
             a, b = json.loads((pg / name).read_text()), json.loads((te / name).read_text())
             if name.startswith("mismatch."):  # the same but for the transport's name
                 assert a["after_update"][2] == "process group" and b["after_update"][2].startswith("Transfer Engine")
@@ -388,3 +388,12 @@ def test_a_rank_that_cannot_register_its_regions_fails_the_call_everywhere(tmp_p
                                         "Transfer Engine (tcp) regions"), res  # fmt: skip
         assert ("this rank:" in res["failed"]) == (r == world - 1), res
         assert res["after_exact"] is True, res
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_rows_through_shm_with_the_automatic_protocol(tmp_path_factory, world):
+    out, logs = _world_run(tmp_path_factory, world)
+    for res in _json((world, out / "te", logs), "te_shm"):
+        assert res["name"] == "Transfer Engine (auto)" and res["exact"] is True, res
+        # 4 rows out in dispatch (2 * 128 + 16 bytes each), 4 back in combine (2 * 128), 2 flags
+        assert res["shm_bytes"] == 4 * (2 * HIDDEN + 16) + 4 * 2 * HIDDEN + 2 * 8 and res["tcp_bytes"] == 0, res
