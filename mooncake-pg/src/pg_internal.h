@@ -8,6 +8,8 @@
 
 #include "mooncake/pg.h"
 
+#define MC_PG_GROUP_NAME_MAX 128 /* bytes of a control-plane group name, NUL included */
+
 struct mc_pg_peer {
     mc_segment_id_t seg;
     uint64_t base; /* the peer's region address; 0 = seat unknown */
@@ -47,6 +49,10 @@ struct mc_pg_comm {
     int num_synced;
     uint64_t p2p_sent[MC_PG_MAX_RANKS], p2p_recvd[MC_PG_MAX_RANKS];
     uint8_t link_fault[MC_PG_MAX_RANKS]; /* mc_pg_inject_link_fault */
+
+    /* The control plane this communicator registered with (mc_pg_ctrl_register; "" = none). */
+    char ctrl_addr[256];
+    char ctrl_group[MC_PG_GROUP_NAME_MAX];
 };
 
 #define MC_PG_OFF_FLAGS(c) 0
