@@ -21,7 +21,10 @@
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
 #include "mooncake/common/time.h"
+#include "mooncake/pg.h"
 #include "pg_ctrl_proto.h"
+
+_Static_assert(MC_PGC_MAX_SEATS == MC_PG_MAX_RANKS, "a seat set is one u64 on the wire");
 
 struct pgc_join {
     char addr[MC_PGC_ADDR_MAX];

@@ -70,7 +70,7 @@ int mc__pgc_decode_request(uint8_t type, const uint8_t *body, size_t len, mc_pgc
     mc_cursor_t c = {body, body + len};
     if (cur_str(&c, out->group, sizeof(out->group), 1) || mc__cur_u32(&c, &out->rank))
         return bad(err, err_cap, "bad group name or rank");
-    if (out->rank >= MC_PG_MAX_RANKS)
+    if (out->rank >= MC_PGC_MAX_SEATS)
         return bad(err, err_cap, "rank out of range");
     int short_body = 0;
     switch (type) {
@@ -80,7 +80,7 @@ int mc__pgc_decode_request(uint8_t type, const uint8_t *body, size_t len, mc_pgc
                      cur_str(&c, out->addr, sizeof(out->addr), 1) ||
                      mc__cur_u32(&c, &out->timeout_ms);
         if (!short_body &&
-            (out->seats < 1 || out->seats > MC_PG_MAX_RANKS || out->size < 1 ||
+            (out->seats < 1 || out->seats > MC_PGC_MAX_SEATS || out->size < 1 ||
              out->size > out->seats || out->rank >= out->seats || out->extension > 1))
             return bad(err, err_cap, "bad size, seats or rank");
         break;
@@ -112,7 +112,7 @@ int mc__pgc_decode_request(uint8_t type, const uint8_t *body, size_t len, mc_pgc
 int mc__pgc_encode_view(const mc_pgc_view_t *v, uint64_t id, mc_buf_t *b) {
     size_t start;
     uint32_t count = 0;
-    for (int i = 0; i < MC_PG_MAX_RANKS; i++)
+    for (int i = 0; i < MC_PGC_MAX_SEATS; i++)
         count += (uint32_t)(v->known >> i & 1);
     mc__buf_frame_begin(b, 0, MC_FRAME_F_REPLY, id, &start);
     mc__buf_u8(b, v->status);
@@ -123,7 +123,7 @@ int mc__pgc_encode_view(const mc_pgc_view_t *v, uint64_t id, mc_buf_t *b) {
     mc__buf_u64(b, v->round);
     mc__buf_u64(b, v->syncs);
     mc__buf_u32(b, count);
-    for (uint32_t i = 0; i < MC_PG_MAX_RANKS; i++)
+    for (uint32_t i = 0; i < MC_PGC_MAX_SEATS; i++)
         if (v->known >> i & 1) {
             mc__buf_u32(b, i);
             mc__buf_str(b, v->addrs[i]);
@@ -158,10 +158,10 @@ int mc__pgc_decode_reply(uint16_t flags, const uint8_t *body, size_t len, mc_pgc
     if (mc__cur_u8(&c, &out->status) || mc__cur_u32(&c, &out->seats) ||
         mc__cur_u64(&c, &out->epoch) || mc__cur_u64(&c, &out->active) ||
         mc__cur_u64(&c, &out->dropped) || mc__cur_u64(&c, &out->round) ||
-        mc__cur_u64(&c, &out->syncs) || mc__cur_count(&c, MC_PG_MAX_RANKS, 8, &count))
+        mc__cur_u64(&c, &out->syncs) || mc__cur_count(&c, MC_PGC_MAX_SEATS, 8, &count))
         return MC_ERR_INVALID_ARGUMENT;
     if (out->status < MC_PGC_APPLIED || out->status > MC_PGC_REJECTED || out->seats < 1 ||
-        out->seats > MC_PG_MAX_RANKS)
+        out->seats > MC_PGC_MAX_SEATS)
         return MC_ERR_INVALID_ARGUMENT;
     for (uint32_t i = 0; i < count; i++) {
         uint32_t seat;

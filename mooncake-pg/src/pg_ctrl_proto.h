@@ -21,8 +21,10 @@
 #include <stdint.h>
 
 #include "mooncake/common/frame.h"
-#include "mooncake/pg.h"
 
+/* seats of a group, as MC_PG_MAX_RANKS (mooncake/pg.h; pg_coord.c checks they agree): a seat
+ * set is one u64 */
+#define MC_PGC_MAX_SEATS 64
 #define MC_PGC_MAX_BODY 65536u /* a full view is about 64 x 330 bytes */
 #define MC_PGC_GROUP_MAX 128   /* bytes of a group name, NUL included */
 #define MC_PGC_ADDR_MAX 320    /* bytes of a rank's address, NUL included */
@@ -59,7 +61,7 @@ typedef struct mc_pgc_view {
     uint32_t seats;
     uint64_t epoch, active, dropped, round, syncs;
     uint64_t known; /* seats whose address is in addrs */
-    char addrs[MC_PG_MAX_RANKS][MC_PGC_ADDR_MAX];
+    char addrs[MC_PGC_MAX_SEATS][MC_PGC_ADDR_MAX];
     char reason[MC_PGC_REASON_MAX];
 } mc_pgc_view_t;
 
