@@ -976,10 +976,10 @@ PGC = dict(REGISTER=1, JOIN=2, ACTIVATE=3, VIEW=4)
 PGC_ADDR = "127.0.0.1:15001#140737488355328"
 
 
-def pgc_view(status=1, seats=4, epoch=2, active=0xB, dropped=0x4, rnd=9, syncs=1,
+def pgc_view(status=1, seats=4, epoch=2, active=0xB, dropped=0x4, joining=0x4, rnd=9, syncs=1,
              addrs=((0, PGC_ADDR), (1, "127.0.0.1:15002#4096")), reason=""):
-    return frame(0, u8(status) + u32(seats) + u64(epoch) + u64(active) + u64(dropped) + u64(rnd) +
-                 u64(syncs) + u32(len(addrs)) + b"".join(u32(i) + s(a) for i, a in addrs) +
+    return frame(0, u8(status) + u32(seats) + u64(epoch) + u64(active) + u64(dropped) +
+                 u64(joining) + u64(rnd) + u64(syncs) + u32(len(addrs)) + b"".join(u32(i) + s(a) for i, a in addrs) +
                  s(reason), F_REPLY)
 
 

@@ -92,6 +92,21 @@ static int apply(mc_pg_comm_t *c, const mc_pgc_view_t *v) {
     return mc_pg_admit(c, active, (size_t)c->seats, v->round, v->syncs, v->epoch);
 }
 
+int mc__pg_ctrl_connect_joiners(mc_pg_comm_t *c, uint64_t seats) {
+    if (!c->ctrl_addr[0])
+        return 0;
+    mc_pgc_req_t r;
+    base_request(c, &r, MC_PGC_VIEW, 0);
+    mc_pgc_view_t *v = mc__malloc(sizeof(*v));
+    if (!v)
+        return MC_ERR_MEMORY;
+    int rc = call(c->ctrl_addr, &r, 0, v);
+    if (!rc && v->seats == (uint32_t)c->seats)
+        rc = connect_seats(c, v, v->joining & v->known & seats);
+    mc__free(v);
+    return rc;
+}
+
 int mc_pg_ctrl_register(mc_pg_comm_t *c, const char *coordinator, const char *group, int extension,
                         int timeout_ms) {
     if (!c || !coordinator || !group || !*group || timeout_ms <= 0 ||

@@ -96,9 +96,12 @@ static void view_of(const struct pgc_group *g, mc_pgc_view_t *v) {
     v->round = g->round;
     v->syncs = g->syncs;
     v->known = g->known;
-    for (uint32_t i = 0; i < g->seats; i++)
+    for (uint32_t i = 0; i < g->seats; i++) {
         if (g->known >> i & 1)
             memcpy(v->addrs[i], g->addrs[i], MC_PGC_ADDR_MAX);
+        if (g->join[i].ticket > g->join[i].admitted)
+            v->joining |= 1ull << i;
+    }
 }
 
 /* The reply of a call that failed: code < 0 and a message. */

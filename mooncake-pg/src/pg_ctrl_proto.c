@@ -120,6 +120,7 @@ int mc__pgc_encode_view(const mc_pgc_view_t *v, uint64_t id, mc_buf_t *b) {
     mc__buf_u64(b, v->epoch);
     mc__buf_u64(b, v->active);
     mc__buf_u64(b, v->dropped);
+    mc__buf_u64(b, v->joining);
     mc__buf_u64(b, v->round);
     mc__buf_u64(b, v->syncs);
     mc__buf_u32(b, count);
@@ -157,8 +158,9 @@ int mc__pgc_decode_reply(uint16_t flags, const uint8_t *body, size_t len, mc_pgc
     uint32_t count;
     if (mc__cur_u8(&c, &out->status) || mc__cur_u32(&c, &out->seats) ||
         mc__cur_u64(&c, &out->epoch) || mc__cur_u64(&c, &out->active) ||
-        mc__cur_u64(&c, &out->dropped) || mc__cur_u64(&c, &out->round) ||
-        mc__cur_u64(&c, &out->syncs) || mc__cur_count(&c, MC_PGC_MAX_SEATS, 8, &count))
+        mc__cur_u64(&c, &out->dropped) || mc__cur_u64(&c, &out->joining) ||
+        mc__cur_u64(&c, &out->round) || mc__cur_u64(&c, &out->syncs) ||
+        mc__cur_count(&c, MC_PGC_MAX_SEATS, 8, &count))
         return MC_ERR_INVALID_ARGUMENT;
     if (out->status < MC_PGC_APPLIED || out->status > MC_PGC_REJECTED || out->seats < 1 ||
         out->seats > MC_PGC_MAX_SEATS)
@@ -173,7 +175,7 @@ int mc__pgc_decode_reply(uint16_t flags, const uint8_t *body, size_t len, mc_pgc
     /* every set names seats of the group only */
     uint64_t mask = out->seats == 64 ? ~0ull : (1ull << out->seats) - 1;
     if (cur_str(&c, out->reason, sizeof(out->reason), 0) || mc__cur_left(&c) ||
-        (out->active & ~mask) || (out->dropped & ~mask))
+        (out->active & ~mask) || (out->dropped & ~mask) || (out->joining & ~mask))
         return MC_ERR_INVALID_ARGUMENT;
     return 0;
 }

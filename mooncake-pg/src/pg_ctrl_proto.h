@@ -10,7 +10,8 @@
  *   VIEW      (nothing more)
  * Seat sets are u64 bit masks (MC_PG_MAX_RANKS is 64). The reply (MC_FRAME_F_REPLY, same
  * request_id) is a view:
- *   u8 status | u32 seats | u64 epoch | u64 active | u64 dropped | u64 round | u64 syncs |
+ *   u8 status | u32 seats | u64 epoch | u64 active | u64 dropped | u64 joining | u64 round |
+ *   u64 syncs |
  *   u32 count | count x (u32 seat | str addr) | str reason
  * or, with MC_FRAME_F_ERROR too, i32 code | str message. The decoders do no I/O and never read
  * past the body they are given (fuzz/pg_ctrl_fuzz.c drives them). */
@@ -60,7 +61,8 @@ typedef struct mc_pgc_view {
     uint8_t status;
     uint32_t seats;
     uint64_t epoch, active, dropped, round, syncs;
-    uint64_t known; /* seats whose address is in addrs */
+    uint64_t joining; /* seats with a join request waiting for a decision */
+    uint64_t known;   /* seats whose address is in addrs */
     char addrs[MC_PGC_MAX_SEATS][MC_PGC_ADDR_MAX];
     char reason[MC_PGC_REASON_MAX];
 } mc_pgc_view_t;

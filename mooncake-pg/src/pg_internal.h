@@ -98,6 +98,11 @@ int mc__pg_write_word(mc_pg_comm_t *c, const uint64_t *value, uint64_t off, cons
 /* Snapshot of the active set; returns how many are active. */
 int mc__pg_active_snapshot(mc_pg_comm_t *c, uint8_t *active);
 
+/* The control plane (pg_agent.c): points the seats of `seats` that have a join request waiting at
+ * the coordinator at the joiners' addresses (so a probe reaches them before they are admitted).
+ * Nothing to do (0) when the communicator has no coordinator. */
+int mc__pg_ctrl_connect_joiners(mc_pg_comm_t *c, uint64_t seats);
+
 /* Reductions (pg_reduce.c): acc[i] = acc[i] op in[i] for n elements. MC_ERR_NOT_IMPLEMENTED for a
  * dtype that cannot be reduced, MC_ERR_INVALID_ARGUMENT for an unknown dtype or op. */
 int mc__pg_reduce_check(int dtype, int op);

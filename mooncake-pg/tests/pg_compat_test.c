@@ -188,6 +188,16 @@ static void sum_check(mooncakePgComm_t comm, int rank, const int32_t *want_activ
     CHECK(y == want);
 }
 
+static void wait_peer(mooncakePgComm_t comm, int32_t seat) {
+    int32_t alive = 0;
+    for (int i = 0; i < 6000 && !alive; i++) {
+        CHECK(mooncakePgCommGetPeerState(comm, &seat, 1, &alive) == mooncakePgSuccess);
+        if (!alive)
+            usleep(10000);
+    }
+    CHECK(alive);
+}
+
 static void say(int fd) {
     CHECK(write(fd, "x", 1) == 1);
 }
@@ -206,6 +216,7 @@ static void member(const char *coord, int rank, int done_fd) {
     CHECK(mooncakePgCommGetEpoch(comm, &e0) == mooncakePgSuccess);
     mooncakePgProposalResponse_t pr;
     int32_t seat3 = 3, seat2 = 2;
+    wait_peer(comm, seat3); /* the joiner asked: its seat answers a probe */
     CHECK(mooncakePgCommActivateRanks(comm, &seat3, 1, &pr) == mooncakePgSuccess);
     CHECK(pr.status == mooncakePgProposalAppliedWithDroppedRanks && pr.droppedRankCount == 1 &&
           pr.droppedRanks[0] == 2 && pr.newEpoch > e0);

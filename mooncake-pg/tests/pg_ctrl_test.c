@@ -129,11 +129,11 @@ static void test_codec_rejects_bad_fields(void **state) {
     assert_int_equal(mc__pgc_decode_reply(MC_FRAME_F_REPLY, b.data + MC_FRAME_HEADER_SIZE,
                                           b.len - MC_FRAME_HEADER_SIZE, &back),
                      MC_ERR_INVALID_ARGUMENT);
-    /* the count of addresses (after 1+4+8*5 bytes) raised past what follows */
+    /* the count of addresses (after 1+4+8*6 bytes) raised past what follows */
     v.active = 0x3;
     mc__buf_reset(&b);
     mc__pgc_encode_view(&v, 1, &b);
-    b.data[MC_FRAME_HEADER_SIZE + 45] = 40;
+    b.data[MC_FRAME_HEADER_SIZE + 53] = 40;
     assert_int_equal(mc__pgc_decode_reply(MC_FRAME_F_REPLY, b.data + MC_FRAME_HEADER_SIZE,
                                           b.len - MC_FRAME_HEADER_SIZE, &back),
                      MC_ERR_INVALID_ARGUMENT);
