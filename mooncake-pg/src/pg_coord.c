@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/conn_server.h"
@@ -58,6 +59,7 @@ struct mc_pg_coordinator {
     pthread_cond_t cv; /* any change of any group */
     struct pgc_group *groups;
     int stopping;
+    pid_t pid; /* the process whose threads serve it (a fork() child has none of them) */
 };
 
 static struct pgc_group *find_group(mc_pg_coordinator_t *k, const char *name) {
@@ -409,6 +411,7 @@ int mc_pg_coordinator_start(const char *host, uint16_t port, mc_pg_coordinator_t
     if (!k)
         return MC_ERR_MEMORY;
     snprintf(k->host, sizeof(k->host), "%s", h);
+    k->pid = getpid();
     pthread_mutex_init(&k->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -441,12 +444,18 @@ int mc_pg_coordinator_address(const mc_pg_coordinator_t *k, char *buf, size_t ca
 void mc_pg_coordinator_stop(mc_pg_coordinator_t *k) {
     if (!k)
         return;
-    pthread_mutex_lock(&k->mu);
-    k->stopping = 1; /* held calls return at their next wake-up */
-    pthread_cond_broadcast(&k->cv);
-    pthread_mutex_unlock(&k->mu);
-    if (k->srv)
-        mc__conn_server_stop(k->srv);
+    if (getpid() != k->pid) {
+        /* a fork() child's copy: stopping would shut the parent's sockets */
+        if (k->srv)
+            mc__conn_server_forget(k->srv);
+    } else {
+        pthread_mutex_lock(&k->mu);
+        k->stopping = 1; /* held calls return at their next wake-up */
+        pthread_cond_broadcast(&k->cv);
+        pthread_mutex_unlock(&k->mu);
+        if (k->srv)
+            mc__conn_server_stop(k->srv);
+    }
     while (k->groups) {
         struct pgc_group *g = k->groups;
         k->groups = g->next;

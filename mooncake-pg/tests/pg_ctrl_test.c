@@ -2,6 +2,7 @@
  * a real coordinator on a loopback socket fed malformed frames, unknown types, oversize and
  * truncated bodies and a client that vanishes mid-frame; it answers each with a clear error (or
  * closes that connection) and keeps serving the next client. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -289,11 +290,49 @@ static void test_coordinator_bad_input(void **state) {
     close(fd);
 }
 
+/* A call held for others (a registration waiting for its second rank) does not hold up a stop. */
+static void *held_register(void *arg) {
+    static mc_pgc_view_t v;
+    int fd = dial();
+    mc_pgc_req_t r = sample(MC_PGC_REGISTER);
+    strcpy(r.group, "held");
+    r.rank = 0;
+    r.timeout_ms = 120000;
+    *(int *)arg = request(fd, &r, &v);
+    close(fd);
+    return NULL;
+}
+
+static void test_stop_with_held_calls(void **state) {
+    static mc_pgc_view_t v;
+    int rc = 0;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, held_register, &rc), 0);
+    /* the group exists once the registration is held */
+    int fd = dial();
+    mc_pgc_req_t r = sample(MC_PGC_VIEW);
+    strcpy(r.group, "held");
+    uint64_t deadline = mc__now_ms() + 60000;
+    while (request(fd, &r, &v) != 0) {
+        assert_true(mc__now_ms() < deadline);
+        usleep(10000);
+    }
+    close(fd);
+    uint64_t t0 = mc__now_ms();
+    mc_pg_coordinator_stop(coord);
+    coord = NULL;
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_true(mc__now_ms() - t0 < 30000); /* not the registration's 120 s */
+    assert_true(rc != 0);
+    assert_int_equal(setup(state), 0); /* the teardown's coordinator */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codec_round_trip),
         cmocka_unit_test(test_codec_rejects_bad_fields),
         cmocka_unit_test_setup_teardown(test_coordinator_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_with_held_calls, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

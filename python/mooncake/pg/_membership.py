@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import json
+import os
 import threading
 import uuid
 from datetime import timedelta
@@ -31,18 +32,25 @@ _ERR_ENDPOINT = -201
 _coord_lock = threading.Lock()
 _coord = ctypes.c_void_p()
 _coord_addr = ""
+_coord_pid = 0  # the process that started it: a forked child has none of its threads
+
+
+def _stop(lib, handle, pid: int) -> None:
+    if os.getpid() == pid:  # never from a forked child: the sockets are shared with the parent
+        lib.mc_pg_coordinator_stop(handle)
 
 
 def _coordinator(lib, host: str) -> str:
     """This process's coordinator ("host:port"), started on first use."""
-    global _coord_addr
+    global _coord, _coord_addr, _coord_pid
     with _coord_lock:
-        if not _coord_addr:
+        if _coord_pid != os.getpid():
+            _coord = ctypes.c_void_p()
             check(lib.mc_pg_coordinator_start(host.encode(), 0, ctypes.byref(_coord)), "mc_pg_coordinator_start")
             buf = ctypes.create_string_buffer(300)
             check(lib.mc_pg_coordinator_address(_coord, buf, 300), "mc_pg_coordinator_address")
-            _coord_addr = buf.value.decode()
-            atexit.register(lib.mc_pg_coordinator_stop, _coord)
+            _coord_addr, _coord_pid = buf.value.decode(), os.getpid()
+            atexit.register(_stop, lib, _coord, _coord_pid)
         return _coord_addr
 
 
