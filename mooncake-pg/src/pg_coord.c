@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/cond.h"
 #include "mooncake/common/conn_server.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/sock.h"
@@ -77,14 +78,7 @@ static int wait_until(mc_pg_coordinator_t *k, uint64_t deadline_ms) {
     uint64_t left = deadline_ms - now;
     if (left > 200)
         left = 200; /* wake now and then: a deadline of another waiter may have passed */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(left / 1000);
-    ts.tv_nsec += (long)(left % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = mc__clock_after_ms(CLOCK_MONOTONIC, left);
     pthread_cond_timedwait(&k->cv, &k->mu, &ts);
     return 0;
 }
@@ -449,10 +443,7 @@ void mc_pg_coordinator_stop(mc_pg_coordinator_t *k) {
         if (k->srv)
             mc__conn_server_forget(k->srv);
     } else {
-        pthread_mutex_lock(&k->mu);
-        k->stopping = 1; /* held calls return at their next wake-up */
-        pthread_cond_broadcast(&k->cv);
-        pthread_mutex_unlock(&k->mu);
+        mc__cond_raise(&k->mu, &k->cv, &k->stopping); /* held calls return when they wake */
         if (k->srv)
             mc__conn_server_stop(k->srv);
     }
