@@ -14,14 +14,16 @@
 #include "pg_internal.h"
 
 /* One round trip: the coordinator may hold the call up to hold_ms; a refused connection (the
- * coordinator not listening yet) is tried again within the same deadline. */
+ * coordinator not listening yet) is tried again within the same deadline. A call it answers at
+ * once (hold_ms 0: a peer-state probe) gives up sooner, so a coordinator that is gone costs a
+ * caller polling peer states little. */
 static int call(const char *coord, const mc_pgc_req_t *r, int hold_ms, mc_pgc_view_t *v) {
     const char *a = strncmp(coord, "tcp://", 6) == 0 ? coord + 6 : coord;
     char host[256];
     uint16_t port;
     if (mc__split_host_port(a, host, sizeof(host), &port) != 0 || port == 0)
         return MC_ERR_INVALID_ARGUMENT;
-    uint64_t deadline = mc__now_ms() + (uint64_t)hold_ms + 10000;
+    uint64_t deadline = mc__now_ms() + (uint64_t)hold_ms + (hold_ms ? 10000 : 2000);
     int fd;
     while ((fd = mc__tcp_connect(host, port, deadline)) < 0) {
         if (fd == MC_ERR_DNS || mc__now_ms() + 50 >= deadline)
