@@ -488,9 +488,9 @@ mooncakePgResult_t mooncakePgCommActivateRanks(mooncakePgComm_t m, const int32_t
     if (!m || !resp || (n && !ranks))
         return fail(mooncakePgInvalidArgument, "NULL argument");
     mc_pg_proposal_result_t res;
-    int window = m->ctx->window_ms ? m->ctx->window_ms
-                                   : (m->ctx->coll_timeout_ms ? m->ctx->coll_timeout_ms : 30000);
-    int rc = mc_pg_ctrl_activate(m->c, ranks, n, window, membership_timeout_ms(m->ctx), &res);
+    int timeout = membership_timeout_ms(m->ctx);
+    int window = m->ctx->window_ms ? m->ctx->window_ms : timeout;
+    int rc = mc_pg_ctrl_activate(m->c, ranks, n, window, timeout, &res);
     memset(resp, 0, sizeof(*resp));
     if (rc) {
         snprintf(resp->rejectReason, sizeof(resp->rejectReason), "%s", res.reason);
