@@ -18,7 +18,7 @@ struct mooncakePgContext {
     char host_ip[256];
     void *engine;
     int coll_timeout_ms, p2p_timeout_ms;
-    int window_ms;                 /* SetFaultReconciliationWindow (0: the collective timeout) */
+    int window_ms;                 /* SetFaultReconciliationWindow (0: the membership timeout) */
     mc_pg_coordinator_t *launched; /* the coordinator this context runs, if any */
     int comms;                     /* alive communicators: the context outlives them */
 };
