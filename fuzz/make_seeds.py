@@ -242,8 +242,10 @@ def master_rpc_seeds():
                                   versioned(("key-a", 0))),
         "disk_announce_end": req(DISK_ANNOUNCE, u8(5) + s("127.0.0.1:16001") + u64(1 << 30) +
                                  u64(0x1234) + versioned(("key-a", 4096))),
-        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(16) + s("h:1") + u64(1) + u64(1) +
+        "disk_announce_bad_flags": req(DISK_ANNOUNCE, u8(32) + s("h:1") + u64(1) + u64(1) +
                                        u32(0)),
+        "disk_announce_leave": req(DISK_ANNOUNCE, u8(16) + s("") + u64(1 << 30) + u64(0x1234) +
+                                   u32(0)),
         "disk_announce_shared": req(DISK_ANNOUNCE, u8(9) + s("") + u64(0) + u64(0) +
                                     versioned(("key-a", 4096))),
         "storage_config": req(STORAGE_CONFIG, b""),

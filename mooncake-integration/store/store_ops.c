@@ -1094,9 +1094,15 @@ PyObject *mcpy_batch_replica_desc_raw(PyObject *self, PyObject *args, PyObject *
         PyObject *reps = PyList_New((Py_ssize_t)out[i].n), *item;
         for (size_t r = 0; reps && r < out[i].n; r++) {
             const mc_store_replica_t *e = &out[i].replicas[r];
-            PyObject *t = Py_BuildValue("(sKKii)", e->transport_endpoint,
-                                        (unsigned long long)e->buffer_address,
-                                        (unsigned long long)e->size, e->status, e->is_disk);
+            char path[4096];
+            PyObject *t;
+            /* A DISK replica's file, named here where the key is at hand (None otherwise). */
+            if (e->is_disk != 2 ||
+                mc_store_disk_file_path(e->transport_endpoint, keys[i], path, sizeof(path)) != 0)
+                path[0] = '\0';
+            t = Py_BuildValue("(sKKiiz)", e->transport_endpoint,
+                              (unsigned long long)e->buffer_address, (unsigned long long)e->size,
+                              e->status, e->is_disk, path[0] ? path : NULL);
             if (!t) {
                 Py_CLEAR(reps);
                 break;

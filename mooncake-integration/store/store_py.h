@@ -128,6 +128,7 @@ MCPY_DECL(mount_segment);
 MCPY_DECL(allocate_and_mount_segment);
 MCPY_DECL(unmount_segment);
 MCPY_DECL(unmount_and_free_segment);
+MCPY_DECL(unmount_local_disk_segment);
 MCPY_DECL(put_parts);
 MCPY_DECL(put_batch);
 MCPY_DECL(put_from);

@@ -77,6 +77,18 @@ PyObject *mcpy_unmount_segment(PyObject *self, PyObject *args, PyObject *kw) {
     return unmount(self, args, kw, "O|O&:unmount_segment", mc_store_unmount_segment);
 }
 
+/* unmount_local_disk_segment(grace_period_seconds=0) */
+PyObject *mcpy_unmount_local_disk_segment(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwl[] = {"grace_period_seconds", NULL};
+    uint64_t grace = 0;
+    int rc;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O&:unmount_local_disk_segment", kwl, mcpy_conv_u64,
+                                     &grace))
+        return NULL;
+    NOGIL(rc = mc_store_unmount_local_disk_segment(MCPY_STORE(self), grace));
+    return PyLong_FromLong(rc);
+}
+
 /* unmount_and_free_segment(segment_ids, grace_period_seconds=0) */
 PyObject *mcpy_unmount_and_free_segment(PyObject *self, PyObject *args, PyObject *kw) {
     return unmount(self, args, kw, "O|O&:unmount_and_free_segment",

@@ -314,7 +314,7 @@ static PyMethodDef store_methods[] = {
     KW(batch_is_exist, "batch_is_exist(keys) -> list of 1, 0 or -1"),
     KW(batch_replica_desc_raw,
        "batch_replica_desc_raw(keys) -> list of (code, [(endpoint, address, size, status, "
-       "is_disk)]); "
+       "is_disk (0 memory, 1 LOCAL_DISK, 2 DISK), DISK file path or None)]); "
        "the facade's get_replica_desc / batch_get_replica_desc build on it"),
     KW(get_size, "get_size(key) -> size or a negative code"),
     KW(remove, "remove(key, force=False) -> 0 or a negative code"),
@@ -362,6 +362,10 @@ static PyMethodDef store_methods[] = {
     KW(unmount_and_free_segment,
        "unmount_and_free_segment(segment_ids, grace_period_seconds=0) -> 0 or the first negative "
        "code (allocate_and_mount_segment's ids)"),
+    KW(unmount_local_disk_segment,
+       "unmount_local_disk_segment(grace_period_seconds=0) -> 0 or a negative code: takes this "
+       "node's disk tier off the master (readers are no longer sent to its disk copies), then "
+       "waits the grace period for reads under way; 0 without a disk tier"),
     KW(register_buffer,
        "register_buffer(buffer_ptr, size) -> 0 or a negative code; buffer_ptr may also be an "
        "object with the buffer protocol (size optional), which the store then holds (it can be "

@@ -25,8 +25,10 @@ GET      /api/health                   (this implementation's) ``{"status": "ok"
 It listens on 127.0.0.1 unless ``--host`` says otherwise, and refuses to listen on any other
 address without a token unless ``--insecure`` is given. With a token (``--token-file``,
 ``MC_REST_TOKEN_FILE``, ``MC_REST_TOKEN``, or derived from the cluster secret), every route but
-``/api/health`` needs ``Authorization: Bearer <token>``: 401 otherwise. A decode segment is a file
-the service creates in its own 0700 directory, never a file a request names.
+``/api/health`` needs ``Authorization: Bearer <token>``: 401 otherwise. The only files a request
+can have mounted are existing ``/dev/shm/<name>`` files (``mount_shm``, or a decode ``path`` of that
+form) and new files the service creates in its own 0700 directory (a decode ``path`` that is a
+plain name); never a file elsewhere.
 
 Every answer but a value is JSON; an error is ``{"error": message}`` with a 4xx status for a bad
 request (malformed JSON, a missing or mistyped field, a body over ``--max-body-size``) and 5xx
@@ -115,6 +117,14 @@ def _shm_name_to_path(name):
     if bare in ("", ".", "..") or "/" in bare or "\0" in bare:
         return None
     return "/dev/shm/" + bare
+
+
+def _shm_path(path):
+    """The path itself when it is ``/dev/shm/<name>`` with name one plain component (what
+    ``/api/mount_shm`` takes as a name); None otherwise."""
+    if not isinstance(path, str) or not path.startswith("/dev/shm/"):
+        return None
+    return _shm_name_to_path(path[len("/dev/shm/"):])
 
 
 def _is_int(v):
@@ -586,17 +596,9 @@ class MooncakeStoreService:
         protocol, location, bad = self._mount_args(data)
         if bad:
             return bad
-        # Through our own descriptor, opened without following a link: a name in /dev/shm
-        # (a directory anyone may write) that is a symbolic link to some file mounts nothing.
-        try:
-            fd = _segments.open_shm(path)
-        except _segments.SegmentFileError as exc:
-            return _error(exc.status, str(exc))
-        try:
-            result = await _call(self.store.mount_segment, _segments.proc_path(fd), size, offset,
-                                 protocol, location)
-        finally:
-            os.close(fd)
+        # The store opens the file itself and does not follow a symbolic link planted in a
+        # directory anyone may write, such as /dev/shm (mc_store_mount_segment).
+        result = await _call(self.store.mount_segment, path, size, offset, protocol, location)
         if result["ret"] != 0:
             return _store_error("Mount failed", result["ret"])
         return _ok(segment_ids=list(result["segment_ids"]))
@@ -625,18 +627,16 @@ class MooncakeStoreService:
     @_guarded("UNMOUNT_LOCAL_DISK")
     async def handle_unmount_local_disk(self, request):
         """POST /api/unmount_local_disk {"grace_period_seconds"?}: takes this store's disk tier
-        off the master (a reader then misses cleanly) and holds for the grace period so reads
-        in flight finish. 501 when this store build has no disk tier call."""
+        off the master (readers are no longer sent to its copies) and holds for the grace period
+        so reads in flight finish (mc_store_unmount_local_disk_segment); 200 also when the store
+        has no disk tier, as the reference answers."""
         data, bad = await _body_object(request)
         if bad:
             return bad
         grace, bad = _grace_period(data)
         if bad:
             return bad
-        fn = getattr(self.store, "unmount_local_disk_segment", None)
-        if fn is None:
-            return _error(501, "Unmount local disk is not supported by this store build")
-        ret = await _call(fn, grace)
+        ret = await _call(self.store.unmount_local_disk_segment, grace)
         if ret != 0:
             return _store_error("Unmount local disk failed", ret)
         return _ok()
@@ -658,9 +658,11 @@ class MooncakeStoreService:
         return _error(400, "Invalid mode. Use 'decode' or 'prefill'")
 
     async def _reconfigure_decode(self, data):
-        """path names a NEW file in the service's own segment directory (a plain name): the
-        service creates it, reserves [offset, offset + size), mounts it and unlinks the name.
-        A request can never mount a file that existed before it (segments.py says how)."""
+        """path is ``/dev/shm/<name>``, an existing shared-memory file mounted as
+        /api/mount_shm mounts it (the reference's form), or a plain name: a NEW file in the
+        service's own segment directory, which the service creates, reserves [offset, offset +
+        size) in, mounts and unlinks (segments.py says how). No other file can be mounted: a
+        mounted file takes every client's puts."""
         path, size = data.get("path"), data.get("size")
         offset = data.get("offset", 0)
         if not path or size is None:
@@ -674,19 +676,26 @@ class MooncakeStoreService:
             return _error(400, "Invalid offset, must be a non-negative integer")
         if not _segments.page_aligned(offset):
             return _error(400, "Invalid offset, must be a multiple of the page size")
-        if not _segments.valid_name(path):
-            return _error(400, "Invalid path: it must be a plain file name (letters, digits, "
-                               "'.', '_', '-'; no '/', not '..'); the service creates the "
-                               "segment file in its own directory and never opens an existing "
-                               "file")
+        shm_path = _shm_path(path)
+        if shm_path is None and not _segments.valid_name(path):
+            return _error(400, "Invalid path: it must be /dev/shm/<name> (an existing shared "
+                               "memory file, as /api/mount_shm mounts it) or a plain file name "
+                               "(letters, digits, '.', '_', '-'), the name of a new file the "
+                               "service creates in its own directory; no other file is mounted")
         protocol, location, bad = self._mount_args(data)
         if bad:
             return bad
         async with self._state_lock:
             previous = list(self.mounted_segment_ids)
-            result = await self._mount_new_file(path, offset, size, protocol, location)
+            if shm_path is not None:
+                result = await _call(self.store.mount_segment, shm_path, size, offset, protocol,
+                                     location)
+            else:
+                result = await self._mount_new_file(path, offset, size, protocol, location)
             if result["ret"] != 0:
-                status, why = result.get("error") or (500, f"Mount failed, ret={result['ret']}")
+                ret = result["ret"]
+                status, why = result.get("error") or (_CLIENT_CODES.get(ret, (500,))[0],
+                                                      f"Mount failed, ret={ret}")
                 if previous:
                     logger.warning("decode remount of %s failed (%s): keeping the previous "
                                    "segments", path, why)

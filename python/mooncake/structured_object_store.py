@@ -51,6 +51,21 @@ from mooncake._structured.refnames import (  # noqa: E402,F401
     _encode_with_schema,
 )
 
+# The reference's write-path internals under its private names: its payload types, the native
+# gather copy and the tensor-codec probe (module attributes a caller may replace: the
+# implementation reads them from here at each use, see mooncake._structured.hooks), and its
+# config expansion.
+from mooncake._structured.calls import config_for_keys as _config_for_grouped_keys  # noqa: E402
+from mooncake._structured.hooks import (  # noqa: E402
+    default_has_tensor_codec_helpers as _has_tensor_codec_helpers,
+    native_concat_arrays_into as _concat_arrays_into,
+)
+from mooncake._structured.model import (  # noqa: E402
+    DirectCopyPayload as _DirectCopyPayload,
+    MultiBufferPayload as _MultiBufferPayload,
+    TensorPayload as _TensorPayload,
+)
+
 _choose_leaf_codec = choose_leaf_codec
 _escape_key = escape_key
 

@@ -312,9 +312,16 @@ typedef struct mc_store_replica {
     uint64_t size;
     int status; /* MC_STORE_REPLICA_* */
     /* 1: a LOCAL_DISK replica (the reference's replica type): transport_endpoint is the owning
-     * storage node's disk read server, buffer_address 0. 0: a MEMORY replica. */
+     * storage node's disk read server, buffer_address 0. 2: a DISK replica, a file in the
+     * master's shared directory (--root_fs_dir) that every client reads itself: transport_endpoint
+     * is "file:" and the directory, and mc_store_disk_file_path names the key's file.
+     * 0: a MEMORY replica. */
     int is_disk;
 } mc_store_replica_t;
+/* The file of key's DISK replica (is_disk 2) whose transport_endpoint is endpoint, into out (cap
+ * bytes, with its NUL): 0, or INVALID_PARAMS (not a DISK replica's endpoint, an empty key, or
+ * out too small). No I/O: the file may have gone since the replica was listed. */
+MC_API int mc_store_disk_file_path(const char *endpoint, const char *key, char *out, size_t cap);
 typedef struct mc_store_replica_list {
     int code; /* 0, or this key's code (OBJECT_NOT_FOUND, INVALID_KEY, ...) */
     size_t n;
@@ -364,6 +371,15 @@ MC_API int mc_store_unmount_segment(mc_store_t *s, const char *const *ids, size_
                                     uint64_t grace_s);
 MC_API int mc_store_unmount_and_free_segment(mc_store_t *s, const char *const *ids, size_t n,
                                              uint64_t grace_s);
+/* Takes this node's disk tier (enable_ssd_offload, or the shared directory's) off the master, as
+ * a preStop hook does before the node goes: the master stops queueing work for it and stops
+ * sending readers to its disk copies (they are kept on disk, and served again once a restarted
+ * node announces them), then the call waits grace_s seconds so that reads already sent there
+ * finish. The tier does no more work in this process; a second call returns 0 (after its own
+ * grace period, as the reference's). A store
+ * without a disk tier has nothing to take off: 0 (logged). Errors: the master's, RPC_FAIL (the
+ * tier then carries on as before), UNAVAILABLE_IN_CURRENT_STATUS (not set up, closed). */
+MC_API int mc_store_unmount_local_disk_segment(mc_store_t *s, uint64_t grace_s);
 
 /* ---- replica tasks ----------------------------------------------------------------------------
  * The master moves replicas for you: a copy adds replicas of an object on target segments, a

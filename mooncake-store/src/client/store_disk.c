@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/store_disk.h"
@@ -78,6 +79,10 @@ struct mc__disk_tier {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;
+    /* unmount_local_disk_segment: leaving asks the worker to park between two rounds (parked
+     * says it has), so that nothing it does races the LEAVE; left once the master took it. A
+     * LEAVE that fails clears leaving and the worker carries on. */
+    int leaving, parked, left;
     uint8_t *buf; /* the worker's */
     size_t buf_cap;
     _Atomic uint64_t reads, read_bytes, read_misses, checksum_failures;
@@ -502,6 +507,23 @@ static int mc__dt_stopping(mc__disk_tier_t *t) {
     return stop;
 }
 
+/* The worker's stop between two rounds while a leave is under way: parks until the leave failed
+ * (0: carry on) or the tier stops (1). After a leave that succeeded it stays parked until then. */
+static int mc__dt_park(mc__disk_tier_t *t) {
+    int stop;
+    pthread_mutex_lock(&t->mu);
+    if (t->leaving && !t->stop) {
+        t->parked = 1;
+        pthread_cond_broadcast(&t->cv);
+        while (t->leaving && !t->stop)
+            pthread_cond_wait(&t->cv, &t->mu);
+        t->parked = 0;
+    }
+    stop = t->stop;
+    pthread_mutex_unlock(&t->mu);
+    return stop;
+}
+
 static void *mc__dt_promoter(void *arg) {
     mc__disk_tier_t *t = arg;
     for (;;) {
@@ -541,6 +563,8 @@ static void *mc__dt_main(void *arg) {
         mc__mp_request_t r;
         mc__fetch_ctx_t c = {MC_DP_MAX_FETCH, 0, jobs};
         int rc;
+        if (mc__dt_park(t))
+            break;
         if (!announced) {
             if (mc__dt_announce_all(t) != 0) {
                 mc__dt_sleep(t, MC__DT_RETRY_MS);
@@ -936,6 +960,70 @@ int mc__store_disk_start(mc_store_t *s) {
     o.dir = s->cfg.ssd_offload_path;
     o.capacity = s->cfg.ssd_offload_capacity ? s->cfg.ssd_offload_capacity : 4ull << 30;
     return mc__disk_tier_start(s, &o, &s->disk_tier);
+}
+
+int mc__disk_tier_leave(mc__disk_tier_t *t) {
+    mc__mp_request_t r;
+    mc__codes_ctx_t c = {0, NULL};
+    int rc;
+    pthread_mutex_lock(&t->mu);
+    if (t->left) {
+        pthread_mutex_unlock(&t->mu);
+        return 0; /* already off, as the reference's repeated call */
+    }
+    t->leaving = 1;
+    pthread_cond_broadcast(&t->cv);
+    while (t->worker_started && !t->parked && !t->stop)
+        pthread_cond_wait(&t->cv, &t->mu);
+    /* Promotions still queued would put copies the master is about to stop serving. */
+    for (size_t i = 0; i < t->pq_n; i++)
+        mc__free(t->pq[i]);
+    t->pq_n = 0;
+    pthread_mutex_unlock(&t->mu);
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_DISK_ANNOUNCE;
+    r.mount_flags = (uint8_t)(MC_DP_ANNOUNCE_LEAVE | (t->fsdir[0] ? MC_DP_ANNOUNCE_SHARED : 0));
+    r.size = t->capacity;
+    r.base = t->fsdir[0] ? 0 : t->disk_id;
+    rc = mc__master_client_call(t->mc, &r, mc__codes_reply, &c);
+    pthread_mutex_lock(&t->mu);
+    if (rc == 0)
+        t->left = 1;
+    else
+        t->leaving = 0; /* the master still has us: keep serving it */
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    if (rc == 0)
+        MC_INFO("disk tier: taken off the master (unmount_local_disk_segment); %s keeps its "
+                "copies, served again after a restart announces them",
+                t->fsdir[0] ? t->fsdir : "the disk");
+    else
+        MC_ERROR("disk tier: the master did not take the disk off: %s", mc_store_strerror(rc));
+    return rc;
+}
+
+static void mc__grace_sleep(uint64_t seconds) {
+    struct timespec ts = {(time_t)seconds, 0};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int mc__disk_leave_impl(mc_store_t *s) {
+    if (!s->disk_tier) {
+        MC_WARN("store: unmount_local_disk_segment: this store has no disk tier (nothing to take "
+                "off the master)");
+        return 0;
+    }
+    return mc__disk_tier_leave(s->disk_tier);
+}
+
+int mc_store_unmount_local_disk_segment(mc_store_t *s, uint64_t grace_s) {
+    int rc;
+    MC__STORE_HELD(s, rc, mc__disk_leave_impl(s));
+    /* Outside the store's hold, so that close() need not wait for the grace period. */
+    if (rc == 0 && grace_s > 0)
+        mc__grace_sleep(grace_s);
+    return rc;
 }
 
 void mc__disk_tier_stop(mc__disk_tier_t *t) {

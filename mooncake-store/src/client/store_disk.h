@@ -34,6 +34,11 @@ typedef struct mc__disk_tier_opts {
  * with a segment, and stay so until mc__disk_tier_stop returns. */
 int mc__disk_tier_start(mc_store_t *s, const mc__disk_tier_opts_t *o, mc__disk_tier_t **out);
 void mc__disk_tier_stop(mc__disk_tier_t *t);
+/* Takes the tier off the master (unmount_local_disk_segment): the worker stops between two
+ * rounds, then the master drops its queued work and stops sending readers to its copies; the read
+ * server keeps answering reads already under way. 0 (also when it was off already) or the RPC's
+ * code (the tier then carries on as before). */
+int mc__disk_tier_leave(mc__disk_tier_t *t);
 /* "host:port" of the read server. */
 const char *mc__disk_tier_endpoint(const mc__disk_tier_t *t);
 /* How the tier's disk is written and read (for the node's log): see mc__bstore_describe. */

@@ -179,3 +179,11 @@ int mc__store_disk_read(mc_store_t *s, const char *key, const mc__replica_desc_t
     }
     return rc;
 }
+
+int mc_store_disk_file_path(const char *endpoint, const char *key, char *out, size_t cap) {
+    size_t n = strlen(MC_DP_SHARED_PREFIX);
+    if (!endpoint || !key || !*key || !out || strncmp(endpoint, MC_DP_SHARED_PREFIX, n) != 0 ||
+        !endpoint[n])
+        return MC_ERR_INVALID_PARAMS;
+    return mc__fstore_path(endpoint + n, key, out, cap);
+}

@@ -9,6 +9,7 @@
 #include "mooncake/common/failpoint.h"
 #include "mooncake/common/log.h"
 #include "mooncake/common/time.h"
+#include "proto/disk_proto.h"
 
 int mc__store_get_replicas(mc_store_t *s, const char *key, mc__key_replicas_t **kr) {
     int rc;
@@ -21,6 +22,7 @@ int mc__store_get_replicas(mc_store_t *s, const char *key, mc__key_replicas_t **
     if (rc == 0)
         mc__replica_cache_put(s->rcache, key, sent, *kr);
     (*kr)->key = key;
+    (*kr)->looked_up = 1;
     /* a reader that stalls holding a lease (tests stop it here) */
     mc__failpoint("store_get_after_lease");
     return rc;
@@ -491,7 +493,12 @@ static int mc__batch_replica_desc_impl(mc_store_t *s, const char *const *keys, s
             e->size = d->size;
             e->status = d->status == MC_MP_REPLICA_PROCESSING ? MC_STORE_REPLICA_PROCESSING
                                                               : MC_STORE_REPLICA_COMPLETE;
-            e->is_disk = d->status == MC_MP_REPLICA_DISK;
+            e->is_disk = 0;
+            if (d->status == MC_MP_REPLICA_DISK) /* 2: a file of the shared directory */
+                e->is_disk =
+                    strncmp(d->segment_name, MC_DP_SHARED_PREFIX, strlen(MC_DP_SHARED_PREFIX)) == 0
+                        ? 2
+                        : 1;
         }
     }
     mc__free(kr);

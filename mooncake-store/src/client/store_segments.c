@@ -79,6 +79,41 @@ static int mc__extra_mount(mc_store_t *s, mc__extra_seg_t *x, char id_out[37]) {
     return 0;
 }
 
+/* Opens path read-write for mapping. The file is the pool's memory from then on (puts from any
+ * client write into it), so a symbolic link as its last component is not followed when the
+ * directory holding it is sticky and writable by anyone (/dev/shm, /tmp): another user may have
+ * planted it there to have some file of ours overwritten (the REST service mounts names from
+ * requests). A link elsewhere was put there by someone who could write that directory, and is
+ * followed as the reference follows it. -1 with errno (ELOOP for such a link). */
+static int mc__open_segment_file(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    struct stat st;
+    int dfd, fd, flags = O_RDWR | O_CLOEXEC | O_NOCTTY;
+    size_t n = slash ? (size_t)(slash - path) : 1;
+    if (!slash)
+        memcpy(dir, ".", 2);
+    else if (n == 0)
+        memcpy(dir, "/", 2);
+    else if (n < sizeof(dir)) {
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    } else {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    if (fstat(dfd, &st) == 0 && (st.st_mode & S_ISVTX) && (st.st_mode & S_IWOTH))
+        flags |= O_NOFOLLOW;
+    fd = openat(dfd, slash ? slash + 1 : path, flags);
+    n = (size_t)errno;
+    close(dfd);
+    errno = (int)n;
+    return fd;
+}
+
 static int mc__mount_file_impl(mc_store_t *s, const char *path, uint64_t offset, uint64_t size,
                                char id_out[37]) {
     long page = sysconf(_SC_PAGESIZE);
@@ -88,9 +123,12 @@ static int mc__mount_file_impl(mc_store_t *s, const char *path, uint64_t offset,
     int fd, rc;
     if (!path || !*path || !id_out || size == 0 || (page > 0 && offset % (uint64_t)page != 0))
         return MC_ERR_INVALID_PARAMS;
-    fd = open(path, O_RDWR | O_CLOEXEC);
+    fd = mc__open_segment_file(path);
     if (fd < 0) {
-        MC_ERROR("store: mount_segment: cannot open %s: %s", path, strerror(errno));
+        MC_ERROR("store: mount_segment: cannot open %s: %s", path,
+                 errno == ELOOP ? "a symbolic link in a directory anyone may write (such as "
+                                  "/dev/shm) is not followed"
+                                : strerror(errno));
         return errno == ENOENT ? MC_ERR_FILE_NOT_FOUND : MC_ERR_INVALID_PARAMS;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || offset > (uint64_t)st.st_size ||
@@ -99,6 +137,16 @@ static int mc__mount_file_impl(mc_store_t *s, const char *path, uint64_t offset,
                  (unsigned long long)offset, (unsigned long long)size, path);
         close(fd);
         return MC_ERR_INVALID_PARAMS;
+    }
+    /* Holes in the range get their blocks now (the bytes stay as they are): on a full tmpfs a
+     * write into a hole of the mapping would kill this process with SIGBUS, and peers write into
+     * it. A file system that cannot reserve (EOPNOTSUPP) is mapped as it is. */
+    if (fallocate(fd, 0, (off_t)offset, (off_t)size) != 0 &&
+        (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
+        MC_ERROR("store: mount_segment: no room to back [%llu, +%llu) of %s: %s",
+                 (unsigned long long)offset, (unsigned long long)size, path, strerror(errno));
+        close(fd);
+        return MC_ERR_NO_AVAILABLE_HANDLE;
     }
     p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)offset);
     close(fd); /* the mapping keeps the file */

@@ -732,7 +732,8 @@ static void mc__unmark_pending(mc__master_t *m, const mc__dkeys_t *keys) {
     mc__dkeys_each(m, keys, mc__unmark_one, NULL);
 }
 
-void mc__disk_client_gone(mc__master_t *m, const uint8_t *id) {
+/* The node of client id is gone (left, expired, or took its disk off: why, for the log). */
+static void mc__disk_node_gone(mc__master_t *m, const uint8_t *id, const char *why) {
     struct mc__disk *d = m->disk;
     mc__dkeys_t keys = {NULL, 0, 0};
     int node;
@@ -743,14 +744,19 @@ void mc__disk_client_gone(mc__master_t *m, const uint8_t *id) {
     if (node >= 0) {
         mc__dnode_drop_work(d, &d->nodes[node], &keys);
         mc__dnode_detach_entries(d, (uint32_t)node);
+        MC_INFO("disk tier: the storage node at %s %s; its disk copies are not served until it "
+                "announces them again",
+                d->nodes[node].endpoint[0] ? d->nodes[node].endpoint : "the shared directory", why);
         mc__dnode_clear(&d->nodes[node]);
         pthread_cond_broadcast(&d->cv);
-        MC_INFO("disk tier: a storage node left; its disk copies are not served until it "
-                "announces them again");
     }
     pthread_mutex_unlock(&d->mu);
     mc__unmark_pending(m, &keys);
     mc__dkeys_free(&keys);
+}
+
+void mc__disk_client_gone(mc__master_t *m, const uint8_t *id) {
+    mc__disk_node_gone(m, id, "left");
 }
 
 static void mc__remove_one(mc__master_t *m, const mc__dkey_t *k, mc__object_t *o, void *arg) {
@@ -796,6 +802,13 @@ int mc__disk_announce(mc__master_t *m, const mc__mp_request_t *r, int32_t *codes
     uint32_t slot;
     if (!d)
         return MC_ERR_INTERNAL_ERROR;
+    if (r->mount_flags & MC_DP_ANNOUNCE_LEAVE) {
+        /* unmount_local_disk_segment: as if the node left; a node we do not know is done. */
+        if (r->n_keys != 0 || (r->mount_flags & ~(MC_DP_ANNOUNCE_LEAVE | MC_DP_ANNOUNCE_SHARED)))
+            return MC_ERR_INVALID_PARAMS;
+        mc__disk_node_gone(m, r->client_id, "took its disk off the master");
+        return 0;
+    }
     if (shared && !d->fsdir[0])
         return MC_ERR_INVALID_PARAMS; /* this master has no shared directory (--root_fs_dir) */
     if (!drop && !shared && r->segment_name.len == 0)

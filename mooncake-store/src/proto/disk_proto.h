@@ -17,6 +17,11 @@
  *                  u64 version): offloads the node finished, each named by the version fetched
  *   STORAGE_CONFIG (nothing more): the reference's GetStorageConfig
  *
+ *   ANNOUNCE with LEAVE (and no keys): the node takes its disk off the master
+ *   (unmount_local_disk_segment): its queued work is dropped and its copies are detached, not
+ *   served, as when the node leaves; it announces nothing more in this process (a restart
+ *   announces the disk again, and the copies the master holds records of come back).
+ *
  *   ANNOUNCE with SHARED: the node's tier is the shared-filesystem one (the master's
  *   --root_fs_dir): its copies are files every node reads itself, so they belong to no node
  *   (a node leaving or restarting takes none of them out of reach), and the endpoint is empty.
@@ -62,6 +67,10 @@
 #define MC_DP_ANNOUNCE_DROP 0x2u
 #define MC_DP_ANNOUNCE_END 0x4u
 #define MC_DP_ANNOUNCE_SHARED 0x8u
+#define MC_DP_ANNOUNCE_LEAVE 0x10u
+#define MC_DP_ANNOUNCE_FLAGS                                                                       \
+    (MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP | MC_DP_ANNOUNCE_END | MC_DP_ANNOUNCE_SHARED |     \
+     MC_DP_ANNOUNCE_LEAVE)
 /* A shared-filesystem copy in a replica list: segment_name is this prefix and the shared
  * directory (the reader opens the key's file there itself; file_store.h). */
 #define MC_DP_SHARED_PREFIX "file:"

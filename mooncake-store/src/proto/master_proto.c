@@ -178,15 +178,15 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         return MC_ERR_INVALID_PARAMS;
     if (mc__mp_has(r->type, MC_MP_B_KEY_SLOT) && r->n_keys && !r->slots)
         return MC_ERR_INVALID_PARAMS;
-    if (r->type == MC_MP_DISK_ANNOUNCE &&
-        (r->segment_name.len > MC_MP_MAX_SEGMENT_NAME ||
-         (r->mount_flags & ~(MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP | MC_DP_ANNOUNCE_END |
-                             MC_DP_ANNOUNCE_SHARED)) != 0))
+    if (r->type == MC_MP_DISK_ANNOUNCE && (r->segment_name.len > MC_MP_MAX_SEGMENT_NAME ||
+                                           (r->mount_flags & ~MC_DP_ANNOUNCE_FLAGS) != 0))
         return MC_ERR_INVALID_PARAMS;
     if (r->type == MC_MP_DISK_FETCH && (r->max_tasks == 0 || r->max_tasks > MC_DP_MAX_FETCH))
         return MC_ERR_INVALID_PARAMS;
 
-    rc = mc__buf_frame_begin(b, r->type, 0, r->request_id, &start);
+    if (r->frame_flags & ~MC_MP_F_AWAY)
+        return MC_ERR_INVALID_PARAMS;
+    rc = mc__buf_frame_begin(b, r->type, r->frame_flags, r->request_id, &start);
     if (rc)
         return rc;
     body_start = b->len;
@@ -391,8 +391,7 @@ int mc__mp_decode_request(const mc_frame_header_t *h, const uint8_t *body, size_
                            &out->segment_name.len)) ||
             (h->type == MC_MP_DISK_ANNOUNCE &&
              (mc__cur_u8(&cur, &out->mount_flags) ||
-              (out->mount_flags & ~(MC_DP_ANNOUNCE_RESET | MC_DP_ANNOUNCE_DROP |
-                                    MC_DP_ANNOUNCE_END | MC_DP_ANNOUNCE_SHARED)) != 0 ||
+              (out->mount_flags & ~MC_DP_ANNOUNCE_FLAGS) != 0 ||
               mc__cur_bytes(&cur, MC_MP_MAX_SEGMENT_NAME, &out->segment_name.p,
                             &out->segment_name.len) ||
               mc__cur_u64(&cur, &out->size) || mc__cur_u64(&cur, &out->base))) ||

@@ -223,6 +223,42 @@ static void test_announced_copies_are_objects(void **state) {
     assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
 }
 
+/* unmount_local_disk_segment: LEAVE takes the node's disk off (its copies detached, its work
+ * gone) until it announces again; bad forms are refused and change nothing. */
+static void test_leave_takes_the_disk_off(void **state) {
+    fixture_t *f = *state;
+    mc__replica_desc_t d;
+    uint64_t size = 0;
+    int mem = 0;
+    int32_t code = -1;
+    jobs_t j;
+    assert_int_equal(announce(f->node, MC_DP_ANNOUNCE_RESET, ENDPOINT, 7, "l1", 100, &code), 0);
+    assert_int_equal(code, 0);
+    /* LEAVE names no keys and goes with nothing but SHARED; an unknown flag is refused. */
+    assert_int_equal(announce(f->node, MC_DP_ANNOUNCE_LEAVE, "", 0, "l1", 0, &code),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(
+        announce(f->node, MC_DP_ANNOUNCE_LEAVE | MC_DP_ANNOUNCE_RESET, "", 0, NULL, 0, NULL),
+        MC_ERR_INVALID_PARAMS);
+    assert_int_equal(announce(f->node, 0x20, ENDPOINT, 7, NULL, 0, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(replicas(f->reader, "l1", &mem, &d, &size), 0);
+    assert_string_equal(d.segment_name, ENDPOINT);
+    /* A client with no disk leaves nothing: done. */
+    assert_int_equal(announce(f->other, MC_DP_ANNOUNCE_LEAVE, "", 0, NULL, 0, NULL), 0);
+    assert_int_equal(replicas(f->reader, "l1", &mem, &d, &size), 0);
+    assert_int_equal(announce(f->node, MC_DP_ANNOUNCE_LEAVE, "", 0, NULL, 0, NULL), 0);
+    assert_int_equal(mc__master_client_exist(f->reader, "l1"), 0);
+    assert_int_equal(replicas(f->reader, "l1", &mem, &d, &size), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(fetch(f->node, &j), MC_ERR_CLIENT_NOT_FOUND);
+    assert_int_equal(announce(f->node, MC_DP_ANNOUNCE_LEAVE, "", 0, NULL, 0, NULL), 0);
+    /* The same disk announcing again (a restarted node) is served again. */
+    assert_int_equal(announce(f->node, MC_DP_ANNOUNCE_RESET, ENDPOINT, 7, "l1", 100, &code), 0);
+    assert_int_equal(code, 0);
+    assert_int_equal(replicas(f->reader, "l1", &mem, &d, &size), 0);
+    assert_string_equal(d.segment_name, ENDPOINT);
+    assert_int_equal(size, 100);
+}
+
 static void test_offload_done_and_stale(void **state) {
     fixture_t *f = *state;
     mc__replica_desc_t d;
@@ -625,6 +661,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_unknown_node_is_told_to_announce, setup, teardown),
         cmocka_unit_test_setup_teardown(test_announced_copies_are_objects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_leave_takes_the_disk_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offload_done_and_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_upsert_and_leave_free_the_disk, setup,
                                         teardown),

@@ -11,8 +11,9 @@ the process with SIGBUS on the first write into it), mapped by the store through
 unlinked once mounted: the mapping keeps the memory until the segment is unmounted, and a crashed
 service leaves at most an empty directory behind.
 
-``/api/mount_shm`` still mounts an existing ``/dev/shm/<name>`` (that is what it is for), but
-through a descriptor opened with ``O_NOFOLLOW`` and checked to be a regular file.
+``/api/mount_shm`` (and a decode ``path`` of the form ``/dev/shm/<name>``) mounts an existing
+``/dev/shm/<name>``, which the store opens itself: it does not follow a symbolic link planted in
+a directory anyone may write (mc_store_mount_segment), and maps only a regular file.
 """
 
 import errno
@@ -22,7 +23,7 @@ import re
 import stat
 import tempfile
 
-__all__ = ["SegmentFileError", "SegmentDir", "open_shm", "default_parent", "valid_name",
+__all__ = ["SegmentFileError", "SegmentDir", "default_parent", "valid_name",
            "page_aligned", "proc_path", "MAX_SEGMENT_BYTES"]
 
 # MC_MP_MAX_SEGMENT_SIZE (1 PiB): the master refuses anything larger anyway.
@@ -139,23 +140,6 @@ class SegmentDir:
             pass
         finally:
             os.close(fd)
-
-
-def open_shm(path):
-    """An O_RDWR descriptor of the existing regular file path, never through a symbolic link;
-    SegmentFileError otherwise."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise SegmentFileError(400, f"Mount failed: {path}: file not found") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise SegmentFileError(400, f"Mount failed: {path} is a symbolic link") from None
-        raise SegmentFileError(400, f"Mount failed: {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise SegmentFileError(400, f"Mount failed: {path} is not a regular file")
-    return fd
 
 
 def page_aligned(offset):

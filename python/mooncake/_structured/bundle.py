@@ -9,30 +9,23 @@ names a missing payload. ``merge`` publishes a new manifest over payloads that a
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+import ctypes
+import io
 
 import numpy as np
 
+from mooncake._structured import _deps, hooks
 from mooncake._structured import manifest as mf
 from mooncake._structured.keys import BundleKeys, check_chunk_bytes, chunk_keys, object_id_of
 from mooncake._structured.transport import PayloadMissingError
-from mooncake._structured.model import BundleTransferPolicy, RemoteBundleRef, TensorObjectBuffer
+from mooncake._structured.model import (
+    BundleTransferPolicy, DirectCopyPayload, MultiBufferPayload, RemoteBundleRef,
+    TensorObjectBuffer, TensorPayload)
 
 
-@dataclass(frozen=True)
-class Parts:
-    """A payload given as several contiguous buffers, stored as their concatenation."""
-
-    views: tuple
-
-    @property
-    def nbytes(self):
-        return sum(v.nbytes for v in self.views)
-
-    @property
-    def buffers(self):
-        """The reference's name for the parts (its multi-buffer payload's ``buffers``)."""
-        return self.views
+# A payload made of several buffers (the reference's multi-buffer payload); ``Parts(views)``
+# is the name our codecs use.
+Parts = MultiBufferPayload
 
 
 def as_view(value, name):
@@ -83,7 +76,13 @@ class BundleStore:
             written.append(key)
             self.transport.write_tensor_object(key, value.ptr, value.size, config)
             return mf.payload_spec(key, [key], [value.size])
-        views = value.views if isinstance(value, Parts) else (as_view(value, key),)
+        if isinstance(value, TensorPayload):
+            return self._write_tensor(key, value.tensor, chunk_bytes, policy, config, written)
+        if isinstance(value, DirectCopyPayload):
+            return self._write_direct_copy(key, value, chunk_bytes, policy, config, written)
+        views = value.buffers if isinstance(value, MultiBufferPayload) else \
+            (as_view(value, key),)
+        views = tuple(as_view(v, key) for v in views)
         views = tuple(v for v in views if v.nbytes)
         total = sum(v.nbytes for v in views)
         if total == 0:
@@ -93,6 +92,59 @@ class BundleStore:
         written.extend(keys)
         self.transport.write_chunks(keys, chunks, policy, config)
         return mf.payload_spec(key, keys, [sum(p.nbytes for p in c) for c in chunks])
+
+    def _write_tensor(self, key, tensor, chunk_bytes, policy, config, written):
+        """A dense tensor as a store tensor object (the reference's format): ``put_tensor``
+        / ``pub_tensor`` where the store has them (``kind: "tensor"``), else its header and
+        data as chunks (``metadata_bytes``: the header size, so rows are byte ranges);
+        ``torch.save`` bytes (``format: "torch_save"``) for a 0-d tensor or without the
+        store's tensor codec."""
+        if policy.copy_mode == "zero_copy":
+            raise ValueError("zero-copy structured tensor fields require a BufferPool "
+                             "tensor-object buffer")
+        if policy.copy_mode != "copy":
+            written.append(key)
+            spec = self.transport.put_tensor(key, tensor, config)
+            if spec is not None:
+                return spec
+            written.pop()
+        if not hooks.has_tensor_codec_helpers() or tensor.dim() == 0:
+            buf = io.BytesIO()
+            _deps.require_torch().save(tensor, buf)
+            spec = self._write_payload(key, memoryview(buf.getvalue()), chunk_bytes, policy,
+                                       config, written)
+            spec["format"] = "torch_save"
+            return spec
+        from mooncake.store import _serialize_tensor
+
+        header, ptr, nbytes, owner = _serialize_tensor(tensor)
+        data = (ctypes.c_uint8 * nbytes).from_address(ptr) if nbytes else b""
+        spec = self._write_payload(key, MultiBufferPayload((memoryview(header),
+                                                            memoryview(data)), (owner,)),
+                                   chunk_bytes, policy, config, written)
+        spec["metadata_bytes"] = len(header)
+        return spec
+
+    def _write_direct_copy(self, key, value, chunk_bytes, policy, config, written):
+        """Flat arrays gathered into pool leases by the native copy, each chunk whole arrays;
+        joined and written like bytes without a pool or when an array exceeds a chunk."""
+        if policy.copy_mode == "zero_copy":
+            raise RuntimeError("zero-copy put requires tensor-object buffers")
+        if value.total_bytes == 0:
+            return mf.empty_spec(key)
+        arrays = value.arrays
+        batches = None
+        if len(arrays) > 1 and policy.copy_mode != "copy" and self.transport.can_direct_copy():
+            batches = self.transport.direct_copy_batches(arrays, chunk_bytes)
+        if batches is None:
+            flat = [np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in arrays]
+            joined = flat[0] if len(flat) == 1 else np.concatenate(flat)
+            return self._write_payload(key, memoryview(joined), chunk_bytes, policy, config,
+                                       written)
+        keys = chunk_keys(key, len(batches))
+        written.extend(keys)
+        self.transport.write_direct_copy(keys, arrays, batches, policy, config)
+        return mf.payload_spec(key, keys, [b[2] for b in batches])
 
     def put(self, meta, buffers, partition="default", chunk_bytes=None, policy=None,
             config=None, extra_specs=None):
@@ -139,6 +191,26 @@ class BundleStore:
                 manifest["cleanup_keys"] = cleanup
             mf.validate(manifest, self.prefix)
             return self._commit(keys, manifest, config, written)
+
+    # the reference's internal names (code written against its module calls them)
+
+    def put_bundle_manifest(self, meta, buffers, *, partition, chunk_bytes=None, policy=None,
+                            cleanup_keys=None, config=None):
+        """``merge`` under the reference's name and arguments (``chunk_bytes`` and ``policy``
+        are accepted: a manifest update writes only small control objects)."""
+        return self.merge(meta, buffers, partition, cleanup_keys or [], config)
+
+    @staticmethod
+    def payload_keys(payload_spec):
+        return mf.spec_keys(payload_spec)
+
+    def _put_direct_copy_payload(self, key, value, chunk_bytes, transfer_policy, config=None):
+        """One DirectCopyPayload written on its own: (payload spec, keys written)."""
+        written = []
+        with self._all_or_nothing() as written:
+            spec = self._write_direct_copy(key, value, check_chunk_bytes(chunk_bytes),
+                                           transfer_policy.checked(), config, written)
+        return spec, list(written)
 
     @contextlib.contextmanager
     def _all_or_nothing(self):
@@ -190,7 +262,7 @@ class BundleStore:
         return expected
 
     def metadata(self, manifest):
-        return mf.decode_json(self.transport.read_bytes(manifest["meta"], single=True),
+        return mf.decode_json(self.transport.read_bytes(manifest["meta"]),
                               "structured metadata")
 
     def remove(self, ref):

@@ -34,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from mooncake._structured import _deps
+from mooncake._structured import _deps, hooks
 from mooncake._structured.bundle import Parts
-from mooncake._structured.inference import choose_leaf_codec
+from mooncake._structured.model import DirectCopyPayload, MultiBufferPayload
+from mooncake._structured.inference import MISSING, choose_leaf_codec, escape_key, infer_structure
 
 CODECS = ("ndarray", "utf8_ragged", "bytes_ragged", "msgpack_ragged", "json_ragged", "typed_ragged",
           "ragged_tensor", "structured_recursive", "ragged_tensor_dict")
@@ -57,7 +58,7 @@ class UnsupportedValues(ValueError):
 
 
 def _nulls(values):
-    return np.fromiter((v is None for v in values), dtype=np.uint8, count=len(values))
+    return np.fromiter((v is None for v in values), dtype=np.bool_, count=len(values))
 
 
 def _is_bytes_like(v):
@@ -112,9 +113,15 @@ def _ragged_blobs(values, to_bytes):
     return {"data": Parts(views), "offsets": offsets, "nulls": _nulls(values)}
 
 
+class RowTypeError(TypeError, AttributeError):
+    """A utf8_ragged row that is not a str: a TypeError, and also the AttributeError the
+    reference raises there (its encoder calls the row's ``.encode``), so that code written
+    against either implementation catches it."""
+
+
 def _utf8(v):
     if not isinstance(v, str):
-        raise TypeError(f"utf8_ragged rows must be str, got {type(v).__name__}")
+        raise RowTypeError(f"utf8_ragged rows must be str, got {type(v).__name__}")
     return v.encode("utf-8")
 
 
@@ -144,7 +151,8 @@ def _encode_scalars(values, dtype_hint=None):
     for i, v in enumerate(values):
         if v is not None:
             out[i] = v
-    return {"values": out, "nulls": _nulls(values)}, {"dtype": dtype.str}
+    # the reference's payload and metadata names ("data", str dtype, shape)
+    return {"data": out, "nulls": _nulls(values)}, {"dtype": str(dtype), "shape": [len(out)]}
 
 
 def _shape_table(shapes_list):
@@ -172,25 +180,44 @@ def _encode_typed(values, dtype_hint=None):
     else:
         dtype = np.dtype("int64")
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    views = []
+    flat = []
     for i, a in enumerate(arrays):
         n = 0
         if a is not None:
             a = np.ascontiguousarray(a, dtype=dtype)
             n = a.size
             if n:
-                views.append(memoryview(a.reshape(-1).view(np.uint8)))
+                flat.append(a.reshape(-1))
         offsets[i + 1] = offsets[i] + n
     shapes, ndims = _shape_table([None if a is None else a.shape for a in arrays])
-    row_type = "ndarray" if all(isinstance(v, np.ndarray) for v in values if v is not None) \
-        else "list"
-    payload = {"data": Parts(tuple(views)), "offsets": offsets, "shapes": shapes,
-               "ndims": ndims, "nulls": _nulls(values)}
-    return payload, {"dtype": dtype.str, "row_type": row_type,
+    is_array = [isinstance(v, np.ndarray) for v in values]
+    live = [f for v, f in zip(values, is_array) if v is not None]
+    row_format = "ndarray" if all(live) else ("mixed" if any(live) else "list")
+    payload = {"data": _typed_data(flat, dtype, int(offsets[-1])), "offsets": offsets,
+               "shapes": shapes, "ndims": ndims, "nulls": _nulls(values)}
+    # The reference's metadata (its decoder reads row_format and ndarray_rows).
+    return payload, {"dtype": str(dtype), "max_ndim": int(max(
+                         [a.ndim for a in arrays if a is not None] or [0])),
+                     "shape_policy": "ragged", "row_format": row_format,
+                     "ndarray_rows": is_array if row_format == "mixed" else None,
                      "physical_layout": "contiguous_flat"}
 
 
+def _typed_data(flat, dtype, total_elems):
+    """The flat element run of typed rows as a payload of ``dtype`` and shape
+    (total_elems,): gathered at write time by the native copy where it is there
+    (``DirectCopyPayload``), else written from the rows' own buffers."""
+    if len(flat) > 1 and hooks.concat_arrays_into() is not None:
+        return DirectCopyPayload.from_flat_arrays(flat, dtype, total_elems)
+    return MultiBufferPayload(tuple(memoryview(f.view(np.uint8)) for f in flat), tuple(flat),
+                              np.dtype(dtype).str, (total_elems,))
+
+
 def _encode_tensors(values):
+    """Tensor rows as the reference's ragged_tensor: the typed_ragged layout (one flat run,
+    offsets and shapes in elements) with the torch dtype in the metadata. bfloat16 rows are
+    accepted (the reference refuses them: its layout goes through numpy, which has no
+    bfloat16; ours copies tensor bytes)."""
     from mooncake._structured.members import tensor_bytes
 
     torch = _deps.require_torch()
@@ -203,19 +230,26 @@ def _encode_tensors(values):
         raise ValueError(f"mixed tensor dtype: {dtypes}")
     dtype = dtypes[0] if dtypes else "torch.float32"
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    views = []
+    flat = []
     for i, v in enumerate(values):
         n = 0
         if v is not None:
-            raw = tensor_bytes(v)
-            n = raw.nbytes
+            n = v.numel()
             if n:
-                views.append(memoryview(raw))
+                flat.append(tensor_bytes(v))
         offsets[i + 1] = offsets[i] + n
     shapes, ndims = _shape_table([None if v is None else tuple(v.shape) for v in values])
-    payload = {"data": Parts(tuple(views)), "offsets": offsets, "shapes": shapes,
-               "ndims": ndims, "nulls": _nulls(values)}
-    return payload, {"dtype": dtype}
+    try:
+        np_dtype = torch.empty(0, dtype=getattr(torch, dtype[6:])).numpy().dtype.str
+    except (TypeError, RuntimeError):  # bfloat16: no numpy dtype, the data is plain bytes
+        np_dtype = None
+    data = MultiBufferPayload(tuple(memoryview(f) for f in flat), tuple(flat), np_dtype,
+                              None if np_dtype is None else (int(offsets[-1]),))
+    payload = {"data": data, "offsets": offsets, "shapes": shapes, "ndims": ndims,
+               "nulls": _nulls(values)}
+    return payload, {"dtype": dtype, "max_ndim": int(max([len(v.shape) for v in present] or [0])),
+                     "shape_policy": "ragged", "row_format": "ndarray", "ndarray_rows": None,
+                     "physical_layout": "contiguous_flat"}
 
 
 def _tensor_dict_keys(path, values, declared):
@@ -299,12 +333,183 @@ def encode(path, values, codec=None, *, dtype_hint=None, nullable=True, options=
     elif codec == "ragged_tensor":
         payload, meta = _encode_tensors(values)
     elif codec == "structured_recursive":
-        payload, meta = _encode_tree(path, values)
+        payload, meta = _encode_nodes(path, values) or _encode_tree(path, values)
     elif codec == "ragged_tensor_dict":
         payload, meta = _encode_tensor_dict(path, values, options)
     else:
         raise ValueError(f"unsupported schema codec: {codec!r} (known: {', '.join(CODECS)})")
     return Encoded(codec, len(values), payload, meta)
+
+
+def _lookup(value, tokens):
+    """The value at a path (tokens: dict keys and list indexes) in a row; MISSING if absent."""
+    for token in tokens:
+        if isinstance(token, str):
+            if not isinstance(value, dict) or token not in value:
+                return MISSING
+        elif not isinstance(value, (list, tuple)) or token >= len(value):
+            return MISSING
+        value = value[token]
+    return value
+
+
+def _path_tokens(path, root):
+    """The keys and indexes of an inferred path below ``root`` (escaped keys undone)."""
+    rest, tokens, cur, i = path[len(root):], [], [], 0
+    while i < len(rest):
+        c = rest[i]
+        if c == "\\" and i + 1 < len(rest):
+            cur.append(rest[i + 1])
+            i += 2
+            continue
+        if c in ".[":
+            if cur:
+                tokens.append("".join(cur))
+                cur = []
+            if c == "[":
+                end = rest.index("]", i)
+                tokens.append(int(rest[i + 1:end]))
+                i = end + 1
+                continue
+        else:
+            cur.append(c)
+        i += 1
+    if cur:
+        tokens.append("".join(cur))
+    return tokens
+
+
+def _encode_nodes(path, values):
+    """Rows of nested dicts / lists as the reference stores them: the inferred containers
+    (``nodes``: path, type, children, with per-row ``missing``, ``row_mask`` and list
+    ``lengths`` payloads) and one column per leaf path (``leaves``: its codec, metadata and
+    ``leaf.<i>.*`` payloads plus ``missing``). None when a leaf column has no codec (the rows
+    are then stored as skeletons and leaf groups, ``_encode_tree``)."""
+    leaves, nodes = [], []
+    try:
+        infer_structure(path, values, leaves, nodes)
+    except ValueError:
+        return None
+    if not nodes:
+        return None
+    payload, node_specs, leaf_specs = {}, [], []
+    for i, node in enumerate(nodes):
+        tokens = _path_tokens(node.path, path)
+        spec = {"id": i, "path": node.path, "node_type": node.node_type,
+                "children": list(node.children), "missing_payload": f"node.{i}.missing"}
+        payload[f"node.{i}.missing"] = np.asarray(
+            [_lookup(v, tokens) is MISSING for v in values], dtype=np.bool_)
+        if node.row_mask is not None:
+            payload[f"node.{i}.row_mask"] = np.asarray(node.row_mask, dtype=np.bool_)
+            spec["row_mask_payload"] = f"node.{i}.row_mask"
+        if node.lengths is not None:
+            payload[f"node.{i}.lengths"] = np.asarray(node.lengths, dtype=np.int64)
+            spec["lengths_payload"] = f"node.{i}.lengths"
+        node_specs.append(spec)
+    for i, leaf in enumerate(leaves):
+        missing = [v is MISSING for v in leaf.values]
+        rows = [None if m else v for m, v in zip(missing, leaf.values)]
+        codec, reason = leaf.decision.codec, leaf.decision.reason
+        if not leaf.decision.accepted:
+            if any(v is not None for v in rows):
+                return None
+            codec, reason = "json_ragged", "all rows are null or missing"
+        if codec in ("structured_recursive", "ragged_tensor_dict"):
+            return None
+        try:
+            enc = encode(leaf.path, rows, codec)
+        except (UnsupportedValues, TypeError, ValueError):
+            return None
+        members = {}
+        for name, value in enc.payload.items():
+            payload[f"leaf.{i}.{name}"] = value
+            members[name] = f"leaf.{i}.{name}"
+        payload[f"leaf.{i}.missing"] = np.asarray(missing, dtype=np.bool_)
+        members["missing"] = f"leaf.{i}.missing"
+        leaf_specs.append({"id": i, "path": leaf.path, "codec": enc.codec, "rows": enc.rows,
+                           "metadata": {**enc.metadata,
+                                        "schema_source": "inferred_from_runtime_values",
+                                        "decision_reason": reason},
+                           "payload_members": members})
+    return payload, {"schema_source": "inferred_from_runtime_values", "structure_version": 1,
+                     "root_path": path, "nodes": node_specs, "leaves": leaf_specs}
+
+
+def _decode_nodes(meta, source, rows, total_rows):
+    """Rows ``rows`` of the reference's recursive layout (``_encode_nodes``)."""
+    nodes, leaves, root = meta.get("nodes"), meta.get("leaves"), meta.get("root_path")
+    if not isinstance(nodes, list) or not isinstance(leaves, list) or not isinstance(root, str):
+        raise ValueError("structured_recursive metadata has no nodes, leaves or root_path")
+    by_path = {}
+    for leaf in leaves:
+        members = leaf.get("payload_members")
+        if not isinstance(members, dict) or "missing" not in members:
+            raise ValueError(f"structured_recursive leaf {leaf.get('path')!r} has no payloads")
+        got = decode({"codec": leaf["codec"], "metadata": leaf.get("metadata")},
+                     _Mapped(source, members), rows, total_rows)
+        missing = source.rows_of(members["missing"], rows)
+        by_path[leaf["path"]] = [MISSING if m else v for m, v in zip(missing, got)]
+
+    def child_path(node, child):
+        if node["node_type"] == "dict":
+            return f"{node['path']}.{escape_key(str(child))}"
+        return f"{node['path']}[{int(child)}]"
+
+    def payload(node, key):
+        name = node.get(key)
+        return None if name is None else source.rows_of(name, rows)
+
+    depth = lambda node: node["path"].count(".") + node["path"].count("[")  # noqa: E731
+    for node in sorted(nodes, key=depth, reverse=True):
+        missing, mask = payload(node, "missing_payload"), payload(node, "row_mask_payload")
+        lengths = payload(node, "lengths_payload")
+        out = []
+        for j in range(len(rows)):
+            if missing is not None and missing[j]:
+                out.append(MISSING)
+            elif mask is not None and not mask[j]:
+                out.append(None)
+            elif node["node_type"] == "dict":
+                item = {}
+                for child in node["children"]:
+                    value = by_path[child_path(node, child)][j]
+                    if value is not MISSING:
+                        item[child] = value
+                out.append(item)
+            else:
+                n = int(lengths[j]) if lengths is not None else len(node["children"])
+                item = [None] * n
+                for child in node["children"]:
+                    if int(child) < n:
+                        value = by_path[child_path(node, child)][j]
+                        if value is not MISSING:
+                            item[int(child)] = value
+                out.append(item)
+        by_path[node["path"]] = out
+    if root not in by_path:
+        raise ValueError("structured_recursive metadata does not cover its root_path")
+    return by_path[root]
+
+
+class _Mapped:
+    """A leaf's payloads under their stored member names."""
+
+    def __init__(self, source, members):
+        self.source, self.members = source, members
+
+    def _name(self, name):
+        if name not in self.members:
+            raise ValueError(f"structured_recursive leaf has no {name!r} payload")
+        return self.members[name]
+
+    def array(self, name):
+        return self.source.array(self._name(name))
+
+    def rows_of(self, name, rows):
+        return self.source.rows_of(self._name(name), rows)
+
+    def ranges(self, name, spans):
+        return self.source.ranges(self._name(name), spans)
 
 
 def _encode_tree(path, values):
@@ -371,6 +576,8 @@ class _Prefixed:
 
 
 def _decode_tree(meta, source, rows, total_rows):
+    if "nodes" in meta:
+        return _decode_nodes(meta, source, rows, total_rows)
     skeletons = decode({"codec": "json_ragged"}, _Prefixed(source, "tree."), rows, total_rows)
     groups = meta.get("groups")
     if not isinstance(groups, list):
@@ -421,6 +628,15 @@ class RowSource:
     ``ranges(name, [(start, end), ...])`` (byte ranges of the ``data`` payload)."""
 
 
+def joined(value):
+    """A payload written from several buffers (or gathered arrays) as the bytes it stores."""
+    if isinstance(value, DirectCopyPayload):
+        return b"".join(np.ascontiguousarray(a).tobytes() for a in value.arrays)
+    if isinstance(value, MultiBufferPayload):
+        return b"".join(bytes(v) for v in value.buffers)
+    return value
+
+
 class MemorySource(RowSource):
     def __init__(self, objects):
         self.objects = objects
@@ -432,7 +648,7 @@ class MemorySource(RowSource):
         return self.objects[name][list(rows)]
 
     def ranges(self, name, spans):
-        data = self.objects[name]
+        data = joined(self.objects[name])
         view = memoryview(data) if not isinstance(data, np.ndarray) else memoryview(
             data.reshape(-1).view(np.uint8))
         return [view[a:b] for a, b in spans]
@@ -455,7 +671,8 @@ def decode(encoded, source, rows, total_rows):
     nulls = source.array("nulls")
     _check_len("nulls", nulls, total_rows)
     if codec == "ndarray":
-        values = source.rows_of("values", rows).tolist()
+        values = source.rows_of("values" if meta.get("shape") is None else "data",
+                                rows).tolist()  # "values": our earlier name
         return [None if nulls[r] else v for r, v in zip(rows, values)]
     if codec not in CODECS:
         raise ValueError(f"unsupported structured non-tensor codec: {codec!r}")
@@ -464,13 +681,17 @@ def decode(encoded, source, rows, total_rows):
     if np.any(np.diff(offsets) < 0) or (len(offsets) and offsets[0] != 0):
         raise ValueError("structured non-tensor offsets must be non-decreasing from 0")
     live = [r for r in rows if not nulls[r]]
-    if codec in ("typed_ragged",):
+    if codec == "typed_ragged":
         layout = meta.get("physical_layout", "contiguous_flat")
         if layout != "contiguous_flat":
             raise ValueError(f"typed_ragged physical_layout {layout!r} is not supported "
                              "(only contiguous_flat)")
         itemsize = np.dtype(meta["dtype"]).itemsize
-    else:
+    elif codec == "ragged_tensor" and "physical_layout" in meta:  # element offsets
+        from mooncake._structured.members import torch_dtype
+
+        itemsize = torch_dtype(meta["dtype"]).itemsize
+    else:  # byte offsets (our earlier ragged_tensor)
         itemsize = 1
     spans = [(int(offsets[r]) * itemsize, int(offsets[r + 1]) * itemsize) for r in live]
     blobs = dict(zip(live, source.ranges("data", spans))) if live else {}
@@ -500,7 +721,7 @@ def decode(encoded, source, rows, total_rows):
             raw = blob if isinstance(blob, memoryview) and not blob.readonly else bytes(blob)
             arr = np.frombuffer(raw, dtype=np.dtype(meta["dtype"])).reshape(
                 tuple(int(d) for d in shapes[r][:ndims[r]]))
-            if meta.get("row_type") == "list":
+            if _row_is_list(meta, r):
                 out.append(arr.tolist())
             else:
                 out.append(arr if arr.flags.writeable else arr.copy())
@@ -515,6 +736,17 @@ def decode(encoded, source, rows, total_rows):
             else:
                 out.append(torch.empty(shape, dtype=dtype))
     return out
+
+
+def _row_is_list(meta, row):
+    """Whether typed row ``row`` was a list (given back as one) rather than an ndarray."""
+    fmt = meta.get("row_format")
+    if fmt is None:  # our earlier metadata
+        return meta.get("row_type") == "list"
+    if fmt == "mixed":
+        flags = meta.get("ndarray_rows") or []
+        return not (row < len(flags) and bool(flags[row]))
+    return fmt == "list"
 
 
 def object_array(values):

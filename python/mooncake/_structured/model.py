@@ -192,3 +192,54 @@ def raw_destination(ptr: int, size: int, owner: Any = None, *,
                     pre_registered: bool = False) -> RawDestination:
     """Wrap ``size`` bytes at ``ptr`` (kept alive by ``owner``) as a read destination."""
     return RawDestination(int(ptr), int(size), owner, bool(pre_registered))
+
+
+# -- payloads a member is written from (the reference's names: its tests build them) ----------
+
+@dataclass(frozen=True)
+class TensorPayload:
+    """A dense torch tensor member: written as a store tensor object (header + data bytes)."""
+
+    tensor: Any
+
+
+@dataclass(frozen=True)
+class MultiBufferPayload:
+    """A payload given as several contiguous buffers, stored as their concatenation.
+    ``owners`` keep the buffers' memory alive; with ``dtype`` and ``shape`` the member is an
+    ndarray of them (the reference's typed rows), without them bytes."""
+
+    buffers: tuple
+    owners: tuple = ()
+    dtype: str | None = None
+    shape: tuple | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return sum(memoryview(b).nbytes for b in self.buffers)
+
+    @property
+    def views(self) -> tuple:
+        return self.buffers
+
+
+@dataclass(frozen=True)
+class DirectCopyPayload:
+    """Flat numpy arrays stored as their concatenation, gathered into buffer-pool memory at
+    write time (one copy, no intermediate join) when a pool is there."""
+
+    arrays: list
+    total_bytes: int
+    dtype: str | None = None
+    shape: tuple | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return self.total_bytes
+
+    @staticmethod
+    def from_flat_arrays(flat_arrays, dtype, total_elems) -> "DirectCopyPayload":
+        import numpy as np
+
+        return DirectCopyPayload(list(flat_arrays), sum(a.nbytes for a in flat_arrays),
+                                 np.dtype(dtype).str, (int(total_elems),))

@@ -12,16 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from mooncake._structured import codecs as cd
-from mooncake._structured.bundle import Parts
 from mooncake._structured.dataproto import SCHEMA_ALIASES, schema_dtype
 
 
 def _joined(payload):
     """The payload with ``data`` as one contiguous buffer (a decoder reads byte ranges of it)."""
-    data = payload["data"]
-    if isinstance(data, Parts):
-        data = b"".join(bytes(v) for v in data.views)
-    return {**payload, "data": data}
+    return {**payload, "data": cd.joined(payload["data"])}
 
 
 def _decode(codec, payload, rows, metadata):

@@ -18,9 +18,12 @@ from mooncake._structured.transport import Transport, config_with_group, single_
 from mooncake._structured.model import (
     DEFAULT_BUNDLE_CHUNK_BYTES, BundleTransferPolicy, MooncakeDataProtoRef, RemoteBundleRef,
     StructuredFieldLocation, StructuredObjectPayload, StructuredObjectReadSpec,
-    StructuredObjectResult, TensorObjectBuffer)
+    StructuredObjectResult, TensorObjectBuffer, TensorPayload, MultiBufferPayload,
+    DirectCopyPayload)
 
 WRAPPED_KEY = "__mooncake_wrapped_object__"
+# Values a bundle member is written from as they are (anything else: as bytes).
+PAYLOAD_TYPES = (TensorObjectBuffer, TensorPayload, MultiBufferPayload, DirectCopyPayload)
 
 
 class _StageView:
@@ -99,6 +102,11 @@ class MooncakeBundleTransfer:
         self._bundles = BundleStore(self._transport, self.key_prefix, self.default_chunk_bytes)
         self._reader = MemberReader(self._transport, buffer_pool)
 
+    @property
+    def _bundle_store(self):
+        """The bundle layer under the reference's name (its tests and tools reach into it)."""
+        return self._bundles
+
     # -- bundles -------------------------------------------------------------------------------
 
     def put_bundle(self, meta, buffers, partition="default", chunk_bytes=None, policy=None,
@@ -107,7 +115,7 @@ class MooncakeBundleTransfer:
         policy = (policy or BundleTransferPolicy()).checked(max_inflight_put)
         values = {}
         for name, value in buffers.items():
-            values[name] = value if isinstance(value, TensorObjectBuffer) else as_view(value, name)
+            values[name] = value if isinstance(value, PAYLOAD_TYPES) else as_view(value, name)
         return self._bundles.put(meta, values, partition, chunk_bytes, policy, config)
 
     def remove_bundle(self, ref):

@@ -20,6 +20,7 @@ import enum as _enum
 from mooncake.store import _methods, _tensor
 from mooncake.store._extras import (  # noqa: F401  (re-exported)
     Descriptor,
+    DiskDescriptor,
     LocalDiskDescriptor,
     MemoryDescriptor,
     ObjectDataType,
@@ -72,6 +73,7 @@ __all__ = [
     "ReplicaDescriptor",
     "MemoryDescriptor",
     "LocalDiskDescriptor",
+    "DiskDescriptor",
     "ReplicaType",
     "BufferDescriptor",
     "ReplicateConfig",

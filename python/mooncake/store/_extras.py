@@ -117,6 +117,21 @@ class LocalDiskDescriptor:
         return f"<LocalDiskDescriptor {self.transport_endpoint} {self.object_size}>"
 
 
+class DiskDescriptor:
+    """A DISK replica: the object's file in the master's shared directory (--root_fs_dir), which
+    any client reads itself (``file_path``), and the object's size. The file is ours (a bucket
+    record), not the reference's raw value (docs/disk-tier.md)."""
+
+    __slots__ = ("file_path", "object_size")
+
+    def __init__(self, file_path, object_size):
+        self.file_path = file_path
+        self.object_size = object_size
+
+    def __repr__(self):
+        return f"<DiskDescriptor {self.file_path} {self.object_size}>"
+
+
 class ReplicaType(enum.IntEnum):
     """The reference's replica types."""
 
@@ -129,46 +144,55 @@ class ReplicaType(enum.IntEnum):
 
 
 class ReplicaDescriptor:
-    """One replica of an object, as ``get_replica_desc`` returns it: in memory, or on a storage
-    node's disk tier (LOCAL_DISK; the master lists those last)."""
+    """One replica of an object, as ``get_replica_desc`` returns it: in memory, on a storage
+    node's disk tier (LOCAL_DISK), or a file of the shared directory (DISK); the master lists
+    disk copies last. ``disk`` is a LocalDiskDescriptor or a DiskDescriptor."""
 
     __slots__ = ("status", "type", "_memory", "_disk")
 
     def __init__(self, status, memory, disk=None):
         self.status = ReplicaStatus(status)
-        self.type = ReplicaType.LOCAL_DISK if disk is not None else ReplicaType.MEMORY
+        if disk is None:
+            self.type = ReplicaType.MEMORY
+        elif isinstance(disk, DiskDescriptor):
+            self.type = ReplicaType.DISK
+        else:
+            self.type = ReplicaType.LOCAL_DISK
         self._memory = memory
         self._disk = disk
 
     def is_memory_replica(self):
-        return self._disk is None
+        return self.type == ReplicaType.MEMORY
 
     def is_disk_replica(self):
-        return False  # the shared-filesystem tier (DISK) is not built; LOCAL_DISK is below
+        return self.type == ReplicaType.DISK
 
     def is_local_disk_replica(self):
-        return self._disk is not None
+        return self.type == ReplicaType.LOCAL_DISK
 
     def get_memory_descriptor(self):
-        if self._disk is not None:
+        if self.type != ReplicaType.MEMORY:
             raise RuntimeError("not a memory replica")
         return self._memory
 
     def get_disk_descriptor(self):
-        raise RuntimeError("not a disk replica")
+        if self.type != ReplicaType.DISK:
+            raise RuntimeError("not a disk replica")
+        return self._disk
 
     def get_local_disk_descriptor(self):
-        if self._disk is None:
+        if self.type != ReplicaType.LOCAL_DISK:
             raise RuntimeError("not a local disk replica")
         return self._disk
 
     def __repr__(self):
         if self._disk is not None:
-            return f"<ReplicaDescriptor {self.status.name} LOCAL_DISK {self._disk!r}>"
+            return f"<ReplicaDescriptor {self.status.name} {self.type.name} {self._disk!r}>"
         return f"<ReplicaDescriptor {self.status.name} {self._memory.buffer_descriptor!r}>"
 
 
 # Defined here, named where users import them from (repr, help, pickling).
-for _cls in (ReplicaStatus, MemoryDescriptor, LocalDiskDescriptor, ReplicaType, ReplicaDescriptor):
+for _cls in (ReplicaStatus, MemoryDescriptor, LocalDiskDescriptor, DiskDescriptor, ReplicaType,
+             ReplicaDescriptor):
     _cls.__module__ = "mooncake.store"
 del _cls

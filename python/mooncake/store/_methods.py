@@ -14,7 +14,7 @@ come from the C error table (``mooncake._store.ERR_*``), never from numbers writ
 
 from mooncake import _store
 from mooncake.store import _tensor
-from mooncake.store._extras import Descriptor, LocalDiskDescriptor, MemoryDescriptor
+from mooncake.store._extras import Descriptor, DiskDescriptor, LocalDiskDescriptor, MemoryDescriptor
 from mooncake.store._extras import ReplicaDescriptor
 from mooncake.store._tasks import QueryTaskResponse, TaskType
 
@@ -23,7 +23,9 @@ _INVALID_PARAMS = _store.ERR_INVALID_PARAMS
 # ---- replica descriptors ----
 
 
-def _descriptor(endpoint, addr, size, status, is_disk):
+def _descriptor(endpoint, addr, size, status, is_disk, file_path):
+    if is_disk == 2:  # a file of the shared directory (the reference's DISK replica)
+        return ReplicaDescriptor(status, None, DiskDescriptor(file_path, size))
     if is_disk:
         return ReplicaDescriptor(status, None, LocalDiskDescriptor(endpoint, size))
     return ReplicaDescriptor(status, MemoryDescriptor(Descriptor(size, addr, endpoint)))

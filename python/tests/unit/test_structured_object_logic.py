@@ -63,7 +63,7 @@ def test_codecs_round_trip_and_inference(values, codec):
 def test_typed_ragged_keeps_dtype_shape_and_ndarray_rows():
     values = [np.arange(6, dtype=np.int16).reshape(2, 3), None, np.zeros((0, 3), np.int16)]
     enc, got = round_trip(values)
-    assert enc.codec == "typed_ragged" and enc.metadata["dtype"] == "<i2"
+    assert enc.codec == "typed_ragged" and enc.metadata["dtype"] == "int16"  # the reference's
     assert got[0].dtype == np.int16 and got[0].shape == (2, 3) and got[1] is None
     assert got[2].shape == (0, 3)
     _, hinted = round_trip([np.arange(3)], "typed_ragged", dtype_hint="float32")
@@ -85,10 +85,34 @@ def test_recursive_rows_keep_structure_and_leaves():
     assert torch.equal(got[3][0], values[3][0]) and got[3][1] == {"k": "v"}
     _, picked = round_trip(values, rows=[3])
     assert torch.equal(picked[0][0], values[3][0])
+    # Rows mixing dicts and lists have no common structure: skeletons and leaf groups, where
+    # the leaf marker key is reserved.
     with pytest.raises(ValueError, match="reserved key"):
-        codecs.encode("f", [{codecs.LEAF_KEY: 1, "t": b"x"}])
+        codecs.encode("f", [{codecs.LEAF_KEY: 1, "t": b"x"}, [b"y"]])
     with pytest.raises(ValueError, match="dict keys must be str"):
         codecs.encode("f", [{1: b"x"}])
+
+
+def test_recursive_rows_of_one_structure_use_the_references_nodes_and_leaves():
+    torch = pytest.importorskip("torch")
+    values = [{"tok": torch.arange(1.0), "score": 0.0, "img": [{"b": b"a"}]},
+              {"tok": torch.arange(2.0), "score": None, "img": [{"b": b"d"}, {"b": b"ef"}]},
+              None, {"tok": None, "score": 3.0}]
+    enc, got = round_trip(values)
+    meta = enc.metadata
+    assert enc.codec == "structured_recursive" and meta["root_path"] == "f"
+    assert {n["path"]: n["node_type"] for n in meta["nodes"]} == {
+        "f": "dict", "f.img": "list", "f.img[0]": "dict", "f.img[1]": "dict"}
+    leaves = {leaf["path"]: leaf["codec"] for leaf in meta["leaves"]}
+    assert leaves == {"f.tok": "ragged_tensor", "f.score": "ndarray",
+                      "f.img[0].b": "bytes_ragged", "f.img[1].b": "bytes_ragged"}
+    assert all(leaf["payload_members"]["missing"] == f"leaf.{leaf['id']}.missing"
+               for leaf in meta["leaves"])
+    assert torch.equal(got[1]["tok"], values[1]["tok"]) and got[1]["img"] == values[1]["img"]
+    assert got[0]["img"] == [{"b": b"a"}] and got[2] is None and got[0]["score"] == 0.0
+    assert got[3] == {"tok": None, "score": 3.0}  # a key a row lacks stays absent
+    _, picked = round_trip(values, rows=[3, 1])
+    assert picked[0] == got[3] and picked[1]["img"] == values[1]["img"]
 
 
 def test_ragged_tensors():
@@ -569,8 +593,10 @@ def test_reference_typed_ragged_helpers_views_and_copies():
 
     rows = [np.arange(6, dtype=np.int32).reshape(2, 3), None, np.arange(3, dtype=np.int32)]
     payload, meta = sos._encode_typed_ragged_values(rows, np.int32)
-    assert meta["physical_layout"] == "contiguous_flat" and meta["dtype"] == "<i4"
-    flat = np.concatenate([np.frombuffer(b, dtype=np.int32) for b in payload["data"].buffers])
+    assert meta["physical_layout"] == "contiguous_flat" and meta["dtype"] == "int32"
+    assert meta["shape_policy"] == "ragged" and meta["row_format"] == "ndarray"
+    assert payload["data"].shape == (9,)  # gathered at write time (the reference's layout)
+    flat = np.frombuffer(bytearray(codecs.joined(payload["data"])), dtype=np.int32)
     got = sos._decode_typed_ragged_values({**payload, "data": flat}, 3, meta)
     assert got[1] is None and [got[0].tolist(), got[2].tolist()] == [rows[0].tolist(), [0, 1, 2]]
     assert np.shares_memory(got[0], flat) and np.shares_memory(got[2], flat)  # no copy
@@ -610,3 +636,24 @@ def test_reference_encode_with_schema():
     assert list(payload["offsets"]) == [0, 2, 2, 3]
     with pytest.raises(TypeError, match="must be str"):
         sos._encode_with_schema("non_tensor_batch.t", [1], FieldSchema(codec="utf8_ragged"))
+
+
+def test_malformed_reference_layouts_are_refused():
+    """Bad metadata of the reference's layouts is a clear ValueError, never a wrong value."""
+    from mooncake._structured.members import MemberReader
+
+    with pytest.raises(mf.ManifestError, match="invalid part metadata"):
+        MemberReader._nested_from_parts("n", b"x" * 10, {"part_bytes": [4, 4]})
+    with pytest.raises(mf.ManifestError, match="invalid part metadata"):
+        MemberReader._nested_from_parts("n", b"x" * 8, {"part_bytes": [8], "has_lengths": True})
+    src = codecs.MemorySource({"leaf.0.missing": np.zeros(1, dtype=bool)})
+    leaf = {"path": "f.a", "codec": "utf8_ragged", "payload_members": {"missing": "leaf.0.missing"}}
+    for meta, message in (({"nodes": [], "root_path": "f"}, "no nodes, leaves"),
+                          ({"nodes": [], "leaves": [{"path": "f.a", "codec": "ndarray",
+                                                     "payload_members": {}}], "root_path": "f"},
+                           "has no payloads"),
+                          ({"nodes": [], "leaves": [leaf], "root_path": "f"},
+                           "has no 'nulls' payload"),
+                          ({"nodes": [], "leaves": [], "root_path": "f"}, "does not cover")):
+        with pytest.raises(ValueError, match=message):
+            codecs.decode({"codec": "structured_recursive", "metadata": meta}, src, [0], 1)

@@ -540,3 +540,50 @@ def test_checksum_failure_in_the_middle_of_a_streamed_value(make_master, make_wo
         assert json.loads(node.http("/health")[1])["status"] == "healthy"
     finally:
         node.stop()
+
+
+def test_unmount_local_disk_segment(make_master, make_worker, tmp_path):
+    """The reference's preStop call: the node's disk tier goes off the master (readers are no
+    longer sent to its copies, no more work for it), the call holds for the grace period, a
+    second call is a no-op; the copies stay on disk and a restarted node serves them again."""
+    master = make_master("--enable_offload", "--default_kv_lease_ttl=200")
+    root = str(tmp_path / "disk")
+    owner_args = f", enable_ssd_offload=True, ssd_offload_path={root!r}"
+    owner = make_worker()
+    owner.setup(master, segment=16 * MIB, extra=owner_args)
+    pure = make_worker()
+    pure.setup(master, segment=0)
+    n = 6
+    keys = [f"um{i}" for i in range(n)]
+    digests = put_many(pure, "um", n)
+    assert wait_for(lambda: all("LOCAL_DISK" in v for v in where(pure, keys).values()), 30)
+    assert master.metric("mooncake_disk_nodes") == 1
+    # Wrong arguments are refused before anything changes.
+    for bad in ("-1", "'30'", "1.5", "None", "1 << 64"):
+        assert owner.run(f"try:\n    store.unmount_local_disk_segment({bad})\n"
+                         f"    result = 'accepted'\nexcept (TypeError, ValueError, "
+                         f"OverflowError) as e:\n    result = type(e).__name__") != "accepted", bad
+    assert master.metric("mooncake_disk_nodes") == 1
+    t0 = time.monotonic()
+    assert owner.run("result = store.unmount_local_disk_segment(grace_period_seconds=1)") == 0
+    assert time.monotonic() - t0 >= 1.0
+    assert master.metric("mooncake_disk_nodes") == 0
+    assert all(v == ["MEMORY"] for v in where(pure, keys).values())
+    assert read_all(pure, "um", n) == [[MIB, d] for d in digests]
+    # No more offloads to it: new objects stay in memory only.
+    offloads = master.metric("mooncake_disk_offloads_total")
+    put_many(pure, "after", 2)
+    assert all(v == ["MEMORY"] for v in where(pure, ["after0", "after1"]).values())
+    assert master.metric("mooncake_disk_offloads_total") == offloads
+    assert owner.run("result = store.unmount_local_disk_segment()") == 0  # already off
+    # A store without a disk tier has nothing to take off (the reference answers 0 too).
+    assert pure.run("result = store.unmount_local_disk_segment()") == 0
+    # The node goes (its memory copies with it); the disk still holds the objects, and the
+    # node started again on the same directory announces them: they are served from disk.
+    owner.close()
+    again = make_worker()
+    again.setup(master, segment=16 * MIB, extra=owner_args)
+    assert wait_for(lambda: all(v == ["LOCAL_DISK"] for v in where(pure, keys).values()), 30)
+    assert read_all(pure, "um", n) == [[MIB, d] for d in digests]
+    # A closed store refuses.
+    assert pure.run("store.close()\nresult = store.unmount_local_disk_segment()") == -1010

@@ -72,8 +72,18 @@ def test_evicted_objects_are_read_from_files_by_another_client(make_master, make
     for i in range(n):
         assert os.path.getsize(file_of(root, f"ev{i}")) == 32 + len(f"ev{i}") + MIB
     where = places(b, [f"ev{i}" for i in range(n)])
-    disk_only = [k for k, v in where.items() if v == ["LOCAL_DISK"]]
+    disk_only = [k for k, v in where.items() if v == ["DISK"]]
     assert len(disk_only) >= n - 32, where  # memory holds 32 at most: the rest left it
+    # The reference's DiskDescriptor names the object's file (and only DISK replicas have one).
+    key = disk_only[0]
+    assert b.run(
+        f"(d,) = store.get_replica_desc({key!r})\n"
+        f"dd = d.get_disk_descriptor()\n"
+        f"try:\n    d.get_local_disk_descriptor()\n    bad = 'served'\n"
+        f"except RuntimeError:\n    bad = 'refused'\n"
+        f"result = [d.is_disk_replica(), d.is_local_disk_replica(), d.is_memory_replica(), "
+        f"dd.file_path, dd.object_size, bad, type(dd).__name__, repr(d).split()[2]]"
+    ) == [True, False, False, file_of(root, key), MIB, "refused", "DiskDescriptor", "DISK"]
     # Another client, and one without a segment (and so without a tier), read every object.
     want = [[MIB, d] for d in digests]
     assert read_all(b, "ev", n) == want
@@ -144,7 +154,7 @@ def test_damaged_file_is_refused_not_served(make_master, make_worker, root):
     digests = put_many(a, "cf", n)
     assert wait_for(lambda: master.metric("mooncake_disk_offloads_total") >= n, 60)
     where = places(b, [f"cf{i}" for i in range(n)])
-    disk_only = sorted(k for k, v in where.items() if v == ["LOCAL_DISK"])
+    disk_only = sorted(k for k, v in where.items() if v == ["DISK"])
     flip, cut, stale = disk_only[0], disk_only[1], disk_only[2]
     with open(file_of(root, flip), "r+b") as f:
         f.seek(32 + len(flip) + MIB // 2)

@@ -240,14 +240,55 @@ def test_reconfigure_decode_then_prefill(server):
     assert status == 400 and "Invalid mode" in body["error"]
 
 
+def test_unmount_local_disk_takes_the_disk_tier_off(tmp_path):
+    """The preStop hook on a service whose store has a disk tier: its copies stop being served
+    from disk, the values stay readable from memory, and a repeat is still a success."""
+    m = Master("--enable_offload", "--default_kv_lease_ttl=200")
+    s = RestServer(m.addr, "-Denable_ssd_offload=true", f"-Dssd_offload_path={tmp_path / 'disk'}")
+    try:
+        keys = [key() for _ in range(3)]
+        for k in keys:
+            assert s.json("PUT", "/api/put", {"key": k, "value": "to disk " + k})[0] == 200
+        assert wait_for(lambda: m.metric("mooncake_disk_offloads_total") >= len(keys), 30)
+        assert m.metric("mooncake_disk_nodes") == 1
+        t0 = time.monotonic()
+        assert s.json("POST", "/api/unmount_local_disk", {"grace_period_seconds": 1}) == (
+            200, {"status": "success"})
+        assert time.monotonic() - t0 >= 1.0
+        assert m.metric("mooncake_disk_nodes") == 0 and m.metric("mooncake_disk_objects") == 0
+        for k in keys:
+            assert s.request("GET", f"/api/get/{k}")[2] == ("to disk " + k).encode()
+        assert s.json("POST", "/api/unmount_local_disk", {}) == (200, {"status": "success"})
+    finally:
+        assert s.stop() == 0
+        m.stop()
+
+
+def test_reconfigure_decode_with_a_dev_shm_path(server, shm_file):
+    """The reference's form: path names an existing /dev/shm file, mounted as mount_shm mounts
+    it; objects land in it. A name that is not there is the caller's mistake."""
+    name, path = shm_file
+    status, body = server.json("POST", "/api/reconfigure",
+                               {"mode": "decode", "path": path, "size": 4 << 20})
+    assert status == 200 and body["mode"] == "decode", body
+    k = key()
+    assert server.json("PUT", "/api/put", {"key": k, "value": "decode on shm"})[0] == 200
+    assert server.request("GET", f"/api/get/{k}")[2] == b"decode on shm"
+    status, body = server.json("POST", "/api/reconfigure",
+                               {"mode": "decode", "path": path + "-missing", "size": 4096})
+    assert status == 400 and "keeping previous decode segments" in body["error"], body
+    assert server.json("POST", "/api/reconfigure", {"mode": "prefill"})[0] == 200
+
+
 def test_unmount_local_disk(server):
     # Bad grace periods are refused before the store is asked.
     for g in (-1, 3601, 1.5, "30", True):
         status, body = server.json("POST", "/api/unmount_local_disk", {"grace_period_seconds": g})
         assert status == 400 and "grace_period_seconds" in body["error"], (g, body)
-    # This store build has no disk tier to take off the master: it says so.
-    status, body = server.json("POST", "/api/unmount_local_disk", {})
-    assert status == 501 and "not supported" in body["error"]
+    # This store has no disk tier to take off the master: nothing to do (the reference's 200).
+    assert server.json("POST", "/api/unmount_local_disk", {}) == (200, {"status": "success"})
+    assert server.json("POST", "/api/unmount_local_disk", {"grace_period_seconds": 0}) == (
+        200, {"status": "success"})
 
 
 def test_concurrent_clients(server):
@@ -308,6 +349,12 @@ BAD_BODIES = [
      "plain file name"),
     ("POST", "/api/reconfigure", b'{"mode": "decode", "path": "..", "size": 4096}', 400,
      "plain file name"),
+    ("POST", "/api/reconfigure", b'{"mode": "decode", "path": "/dev/shm/a/b", "size": 4096}',
+     400, "plain file name"),
+    ("POST", "/api/reconfigure", b'{"mode": "decode", "path": "/dev/shm/..", "size": 4096}',
+     400, "plain file name"),
+    ("POST", "/api/reconfigure", b'{"mode": "decode", "path": "/dev/shm/", "size": 4096}',
+     400, "plain file name"),
     ("POST", "/api/reconfigure", b'{"mode": "decode", "path": "a b", "size": 4096}', 400,
      "plain file name"),
     ("POST", "/api/reconfigure", b'{"mode": "decode", "path": "s", "size": 1125899906842625}',
@@ -751,7 +798,11 @@ def test_mount_shm_refuses_a_symbolic_link(tmp_path):
     s = RestServer(m.addr, "-Dglobal_segment_size=0")
     try:
         status, body = s.json("POST", "/api/mount_shm", {"name": name, "size": 1 << 20})
-        assert status == 400 and "symbolic link" in body["error"], body
+        assert status == 400 and body["ret"] == -600, body
+        # The reference's decode form names the same file: refused the same way.
+        status, body = s.json("POST", "/api/reconfigure",
+                              {"mode": "decode", "path": f"/dev/shm/{name}", "size": 1 << 20})
+        assert status == 400 and "rolled back to prefill" in body["error"], body
         assert s.json("POST", "/api/mount", {"size": 4 << 20})[0] == 200
         assert _fill(s) > 0
         assert victim.read_bytes() == original

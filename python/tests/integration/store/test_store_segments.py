@@ -86,6 +86,61 @@ def test_file_segment_holds_the_bytes_in_the_file(master, tmp_path):
         reader.close()
 
 
+def test_mount_follows_links_except_in_directories_anyone_may_write(master, tmp_path):
+    """A symbolic link in a sticky world-writable directory (/dev/shm, /tmp) may be another
+    user's plant: mounting it would hand the linked file to every client's puts, so it is
+    refused. Elsewhere a link is followed, as the reference follows it."""
+    target = tmp_path / "target.bin"
+    original = os.urandom(8192)
+    target.write_bytes(original)
+    own = tmp_path / "own-link"
+    os.symlink(target, own)
+    shared = f"/dev/shm/mc-seg-link-{os.getpid()}-{time.monotonic_ns()}"
+    os.symlink(target, shared)
+    s = _store(master)
+    try:
+        assert os.stat("/dev/shm").st_mode & 0o1002 == 0o1002  # sticky, writable by others
+        assert s.mount_segment(shared, 4096)["ret"] == INVALID_PARAMS
+        assert target.read_bytes() == original
+        res = s.mount_segment(str(own), 4096)
+        assert res["ret"] == 0, res
+        assert s.unmount_segment(res["segment_ids"]) == 0
+        # A plain file in /dev/shm itself mounts (what the REST service's mount_shm is for).
+        plain = shared + "-file"
+        with open(plain, "wb") as f:
+            f.truncate(8192)
+        try:
+            res = s.mount_segment(plain, 8192)
+            assert res["ret"] == 0, res
+            assert s.unmount_segment(res["segment_ids"]) == 0
+        finally:
+            os.unlink(plain)
+    finally:
+        os.unlink(shared)
+        s.close()
+
+
+def test_mount_reserves_the_holes_of_a_sparse_file(master):
+    """A sparse file's range gets its blocks at mount (a write into a hole on a full tmpfs
+    would otherwise end the process with SIGBUS); its bytes stay as they were."""
+    path = f"/dev/shm/mc-seg-sparse-{os.getpid()}-{time.monotonic_ns()}"
+    with open(path, "wb") as f:
+        f.write(b"head")
+        f.truncate(4 << 20)
+    s = _store(master)
+    try:
+        assert os.stat(path).st_blocks * 512 < 1 << 20
+        res = s.mount_segment(path, 4 << 20)
+        assert res["ret"] == 0, res
+        assert os.stat(path).st_blocks * 512 >= 4 << 20
+        with open(path, "rb") as f:
+            assert f.read(4) == b"head"
+        assert s.unmount_segment(res["segment_ids"]) == 0
+    finally:
+        s.close()
+        os.unlink(path)
+
+
 def test_mount_bad_input(master, tmp_path):
     s = _store(master)
     try:

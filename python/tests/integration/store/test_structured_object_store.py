@@ -141,14 +141,28 @@ def test_structured_object_round_trip_chunked(transfer):
     assert set(part.objects) == {"arr", "ten"}
     assert np.array_equal(part.objects["arr"], arr[17:290:7])
     assert torch.equal(part.objects["ten"], ten[45:])
-    # Into caller memory: an ndarray and raw memory.
+    # Into caller memory: an ndarray, and raw memory that receives the tensor object (header and
+    # data, as the reference's get_tensor_into leaves it).
+    assert ref.manifest["buffers"]["ten"]["kind"] == "tensor"  # the reference's format
     dst = np.empty((10, 700), dtype=np.float32)
-    raw = ctypes.create_string_buffer(5000 * 2)
+    raw = ctypes.create_string_buffer(ref.manifest["buffers"]["ten"]["bytes"])
     out = transfer.materialize_into(
         transfer.read_spec(ref).select_members(["arr", "ten"]).slice_member("arr", 0, 5, 15),
         {"arr": dst, "ten": raw_destination(ctypes.addressof(raw), len(raw), raw)})
     assert out.objects["arr"] is dst and np.array_equal(dst, arr[5:15])
-    assert raw.raw == ten.numpy().tobytes()
+    assert torch.equal(out.objects["ten"], ten)
+    assert raw.raw[ref.manifest["buffers"]["ten"]["metadata_bytes"]:] == ten.numpy().tobytes()
+    # A tensor destination (ours) is filled in place, whole or by rows with a step; a row
+    # gather into raw memory gets the tensor object of those rows.
+    whole, part = torch.empty(50, 100, dtype=torch.int16), torch.empty(4, 100, dtype=torch.int16)
+    got = transfer.materialize_into(transfer.read_spec(ref).select_members(["ten"]),
+                                    {"ten": whole}).objects["ten"]
+    assert got is whole and torch.equal(whole, ten)
+    spec = transfer.read_spec(ref).select_members(["ten"]).slice_member("ten", 0, 3, 40, 10)
+    assert transfer.materialize_into(spec, {"ten": part}).objects["ten"] is part
+    assert torch.equal(part, ten[3:40:10])
+    with pytest.raises(ValueError, match="dtype mismatch"):
+        transfer.materialize_into(spec, {"ten": torch.empty(4, 100)})
     assert transfer.get_object(transfer.put_object(arr[:3])).tolist() == arr[:3].tolist()
     transfer.remove_bundle(ref)
     with pytest.raises(PayloadMissingError, match="not in the store"):
@@ -164,7 +178,8 @@ def test_reads_into_buffer_pool_leases(env):
     arr = np.arange(300_000, dtype=np.int32).reshape(1000, 300)  # 1.2 MB
     ref = t.put_object({"a": arr, "t": torch.ones(3), "raw": b"x"})
     got = t.get_object(ref)
-    assert np.array_equal(got["a"], arr) and got["raw"] == b"x"
+    # bytes members come back pool-backed too (uint8 arrays), as the reference's
+    assert np.array_equal(got["a"], arr) and got["raw"].tobytes() == b"x"
     view = got["a"][10:20]
     assert view._mooncake_pool_owner is got["a"]._mooncake_pool_owner
     part = t.materialize(t.read_spec(ref).slice_member("a", 0, 990, 1000))
@@ -227,6 +242,18 @@ def test_dataproto_put_append_get_rows(transfer):
     got = transfer.get_dataproto(ref3, batch_fields=["input_ids"], rows=slice(2, 4),
                                  destinations={"input_ids": dst})
     assert got["batch"]["input_ids"] is dst and np.array_equal(dst, data["batch"]["input_ids"][2:4])
+    # Gathered rows of a tensor into raw memory: the tensor object of those rows (header
+    # rewritten for them, then their bytes), as the reference's.
+    logits = data["batch"]["logits"]
+    member = view["batch_fields"]["logits"]["member"]
+    header = ref3.stage_refs["rollout"].manifest["buffers"][member]["metadata_bytes"]
+    raw = ctypes.create_string_buffer(header + 2 * 4 * logits.element_size())
+    got = transfer.get_dataproto(ref3, batch_fields=["logits"], rows=[5, 1], destinations={
+        "logits": raw_destination(ctypes.addressof(raw), len(raw), raw)})
+    assert got["batch"]["logits"].ptr == ctypes.addressof(raw)
+    from mooncake.store import _deserialize_tensor
+
+    assert torch.equal(_deserialize_tensor(raw.raw), logits[[5, 1]])
     transfer.cleanup_dataproto(export_dataproto_ref(ref3))
     assert left(transfer) == 0
 
@@ -448,20 +475,23 @@ def test_a_write_that_fails_midway_leaves_nothing(transfer):
     # 220 MiB cannot fit the two 96 MiB segments: with 4 MiB chunks,
     # some chunks are written before the store refuses one. Nothing stays, and no manifest.
     rows = 220
+    # Hard-pinned, so the store cannot make room by evicting the chunks this write made.
+    from mooncake.store import ReplicateConfig
+
     big = np.zeros((rows, 1 << 20), dtype=np.uint8)
     with pytest.raises(RuntimeError, match="failed for .*chunk"):
         transfer.put_dataproto({"batch": {"big": big}, "meta_info": {}},
-                               chunk_bytes=4 << 20)
+                               chunk_bytes=4 << 20, config=ReplicateConfig(with_hard_pin=True))
     assert left(transfer) == 0
     # An append that fails keeps the old ref complete and readable (hard-pinned: the store may
     # evict unpinned objects to make room for the refused write).
-    from mooncake.store import ReplicateConfig
 
     ref = transfer.put_dataproto({"batch": {"small": np.arange(rows)}},
                                  config=ReplicateConfig(with_hard_pin=True))
     with pytest.raises(RuntimeError, match="failed for"):
         transfer.append_dataproto_fields(ref, {"batch": {"big": big}}, stage="default",
-                                         chunk_bytes=4 << 20)
+                                         chunk_bytes=4 << 20,
+                                         config=ReplicateConfig(with_hard_pin=True))
     assert transfer.get_dataproto(ref)["batch"]["small"].tolist() == list(range(rows))
     transfer.cleanup_dataproto(ref)
     assert left(transfer) == 0
