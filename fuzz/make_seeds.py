@@ -973,6 +973,57 @@ def node_proto_dict():
     return d + [("type_%s" % k.lower(), bytes([v])) for k, v in sorted(NP.items())]
 
 
+# --- the PG's control plane (mooncake-pg/src/pg_ctrl_proto.h) ------------------------------------
+PGC = dict(REGISTER=1, JOIN=2, ACTIVATE=3, VIEW=4)
+PGC_ADDR = "127.0.0.1:15001#140737488355328"
+
+
+def pgc_view(status=1, seats=4, epoch=2, active=0xB, dropped=0x4, joining=0x4, rnd=9, syncs=1,
+             addrs=((0, PGC_ADDR), (1, "127.0.0.1:15002#4096")), reason=""):
+    return frame(0, u8(status) + u32(seats) + u64(epoch) + u64(active) + u64(dropped) +
+                 u64(joining) + u64(rnd) + u64(syncs) + u32(len(addrs)) + b"".join(u32(i) + s(a) for i, a in addrs) +
+                 s(reason), F_REPLY)
+
+
+def pg_ctrl_seeds():
+    head = s("elastic") + u32(1)
+    return {
+        "register": frame(PGC["REGISTER"], head + u32(3) + u32(4) + u8(0) + s(PGC_ADDR) +
+                          u32(30000)),
+        "register_extension": frame(PGC["REGISTER"], head + u32(3) + u32(4) + u8(1) +
+                                    s(PGC_ADDR) + u32(30000)),
+        "join": frame(PGC["JOIN"], head + s(PGC_ADDR) + u64(12) + u64(1) + u32(60000)),
+        "activate": frame(PGC["ACTIVATE"], head + s(PGC_ADDR) + u64(0x8) + u64(0x7) + u64(12) +
+                          u64(1) + u64(3) + u32(5000) + u32(60000)),
+        "view": frame(PGC["VIEW"], head),
+        "seats_65": frame(PGC["REGISTER"], head + u32(3) + u32(65) + u8(0) + s(PGC_ADDR) +
+                          u32(1)),
+        "joiner_active": frame(PGC["ACTIVATE"], head + s(PGC_ADDR) + u64(0x2) + u64(0x3) +
+                               u64(0) * 3 + u32(0) + u32(1)),
+        "nul_group": frame(PGC["VIEW"], s(b"a\x00b") + u32(0)),
+        "trailing": frame(PGC["VIEW"], head + b"\x00"),
+        "unknown_type": frame(99, head),
+        "reply_view": pgc_view(),
+        "reply_rejected": pgc_view(status=3, dropped=0, addrs=(), reason="the group moved on"),
+        "reply_count_lies": pgc_view(addrs=())[:-4 - 4] + u32(64) + s(""),
+        "reply_error": frame(0, i32(-201) + s("no member admitted rank 3 in time"),
+                             F_REPLY | F_ERROR),
+    }
+
+
+def pg_ctrl_dict():
+    d = [
+        ("magic", u32(MAGIC)),
+        ("flag_reply", struct.pack("<H", F_REPLY)),
+        ("flag_error", struct.pack("<H", F_REPLY | F_ERROR)),
+        ("seats_max", u32(64)),
+        ("mask_all", u64(0xFFFFFFFFFFFFFFFF)),
+        ("code_endpoint", i32(-201)),
+        ("addr", PGC_ADDR.encode()),
+    ]
+    return d + [("type_%s" % k.lower(), bytes([v])) for k, v in sorted(PGC.items())]
+
+
 # --- disk tier bucket files (mooncake-store/src/disk/bucket_record.h) ---------------------------
 BREC_LIVE, BREC_DEAD = 0x424F434D, 0x4444434D
 
@@ -1174,6 +1225,7 @@ HARNESSES = {
     "master_rpc_fuzz": (master_rpc_seeds, master_rpc_dict),
     "msgpack_fuzz": (msgpack_seeds, msgpack_dict),
     "node_proto_fuzz": (node_proto_seeds, node_proto_dict),
+    "pg_ctrl_fuzz": (pg_ctrl_seeds, pg_ctrl_dict),
     "shm_serve_fuzz": (shm_serve_seeds, shm_serve_dict),
     "store_config_fuzz": (store_config_seeds, store_config_dict),
     "te_desc_fuzz": (te_desc_seeds, te_desc_dict),

@@ -350,9 +350,18 @@ int mc_pg_num_synced_ranks(mc_pg_comm_t *c) {
 int mc_pg_peer_state(mc_pg_comm_t *c, const int32_t *ranks, size_t n, int32_t *alive) {
     if (!c || (n && (!ranks || !alive)))
         return MC_ERR_INVALID_ARGUMENT;
-    for (size_t i = 0; i < n; i++)
+    uint64_t inactive = 0;
+    uint8_t act[MC_PG_MAX_RANKS];
+    mc__pg_active_snapshot(c, act);
+    for (size_t i = 0; i < n; i++) {
         if (ranks[i] < 0 || ranks[i] >= c->seats)
             return MC_ERR_INVALID_ARGUMENT;
+        if (!act[ranks[i]])
+            inactive |= 1ull << ranks[i];
+    }
+    /* a seat someone asked to join is reached at the joiner's address */
+    if (inactive && mc__pg_ctrl_connect_joiners(c, inactive) == MC_ERR_MEMORY)
+        return MC_ERR_MEMORY;
     for (size_t i = 0; i < n; i++) {
         const struct mc_pg_peer *p = &c->peers[ranks[i]];
         if (ranks[i] == c->rank)

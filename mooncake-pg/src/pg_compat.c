@@ -1,23 +1,26 @@
 /* The reference's mooncake_pg.h calls over mc_pg: argument checks in its terms, its result
- * codes, a rendezvous directory standing in for its coordinator, completions that are done. */
-#include <errno.h>
+ * codes, its coordinator (our control plane, pg_coord.c) and completions that are done. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/sock.h"
+#include "mooncake/common/time.h"
 #include "mooncake_pg.h"
 #include "pg_internal.h"
 
 struct mooncakePgContext {
     int global_rank, max_world;
     int initialized;
-    char coordinator[1024]; /* the rendezvous directory */
+    char coordinator[256]; /* "host:port" */
     char host_ip[256];
     void *engine;
     int coll_timeout_ms, p2p_timeout_ms;
-    int comms; /* alive communicators: the context outlives them */
+    int window_ms;                 /* SetFaultReconciliationWindow (0: the membership timeout) */
+    mc_pg_coordinator_t *launched; /* the coordinator this context runs, if any */
+    int comms;                     /* alive communicators: the context outlives them */
 };
 
 struct mooncakePgComm {
@@ -94,27 +97,35 @@ mooncakePgResult_t mooncakePgContextLaunchCoordinator(mooncakePgContext_t x, cha
                                                       size_t cap) {
     if (!x || !buf)
         return fail(mooncakePgInvalidArgument, "NULL argument");
-    const char *tmp = getenv("TMPDIR");
-    char dir[1024];
-    snprintf(dir, sizeof(dir), "%s/mooncake_pg_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir))
-        return fail(mooncakePgSystemError, "cannot make the rendezvous directory");
-    int n = snprintf(buf, cap, "file://%s", dir);
-    if (n < 0 || (size_t)n >= cap)
+    if (x->launched)
+        return fail(mooncakePgInvalidState, "this context runs a coordinator already");
+    mc_pg_coordinator_t *k = NULL;
+    int rc = mc_pg_coordinator_start(x->host_ip[0] ? x->host_ip : NULL, 0, &k);
+    if (rc)
+        return from_mc(rc, "starting the coordinator");
+    if (mc_pg_coordinator_address(k, buf, cap) != 0) {
+        mc_pg_coordinator_stop(k);
         return fail(mooncakePgInvalidArgument, "address buffer too small");
+    }
+    x->launched = k;
     return mooncakePgSuccess;
 }
 
 mooncakePgResult_t mooncakePgContextConnectCoordinator(mooncakePgContext_t x, const char *addr) {
-    if (!x || !addr || strncmp(addr, "file://", 7) != 0 || !addr[7])
-        return fail(mooncakePgInvalidArgument,
-                    "the coordinator address must be file://<directory>");
-    if (strlen(addr + 7) >= sizeof(x->coordinator))
-        return fail(mooncakePgInvalidArgument, "address too long");
-    struct stat st;
-    if (stat(addr + 7, &st) != 0 || !S_ISDIR(st.st_mode))
-        return fail(mooncakePgRpcError, "the coordinator directory does not exist");
-    strcpy(x->coordinator, addr + 7);
+    if (!x || !addr)
+        return fail(mooncakePgInvalidArgument, "NULL argument");
+    const char *a = strncmp(addr, "tcp://", 6) == 0 ? addr + 6 : addr;
+    char host[256];
+    uint16_t port = 0;
+    if (strlen(a) >= sizeof(x->coordinator) ||
+        mc__split_host_port(a, host, sizeof(host), &port) != 0 || port == 0)
+        return fail(mooncakePgInvalidArgument, "the coordinator address must be host:port");
+    /* reachable now, so a wrong address fails here rather than in the first CommCreate */
+    int fd = mc__tcp_connect(host, port, mc__now_ms() + 10000);
+    if (fd < 0)
+        return fail(mooncakePgRpcError, "the coordinator does not answer");
+    close(fd);
+    strcpy(x->coordinator, a);
     return mooncakePgSuccess;
 }
 
@@ -160,9 +171,10 @@ mooncakePgResult_t mooncakePgContextSetP2PTimeout(mooncakePgContext_t x, int64_t
 
 mooncakePgResult_t mooncakePgContextSetFaultReconciliationWindow(mooncakePgContext_t x,
                                                                  int64_t us) {
-    /* sync_after_failure waits one collective timeout; the window is accepted and unused */
+    /* how long a membership proposal waits for silent members before it drops them */
     if (!x || us <= 0)
         return fail(mooncakePgInvalidArgument, "window must be positive");
+    x->window_ms = us_to_ms(us);
     return mooncakePgSuccess;
 }
 
@@ -171,6 +183,7 @@ mooncakePgResult_t mooncakePgContextDestroy(mooncakePgContext_t x) {
         return fail(mooncakePgInvalidArgument, "context is NULL");
     if (x->comms)
         return fail(mooncakePgInvalidState, "communicators of this context are alive");
+    mc_pg_coordinator_stop(x->launched);
     mc__free(x);
     return mooncakePgSuccess;
 }
@@ -194,12 +207,8 @@ mooncakePgResult_t mooncakePgCommCreate(mooncakePgContext_t x, const mooncakePgC
     if (cfg->activeRanksMirror && cfg->activeRanksMirrorIsDevice)
         return fail(mooncakePgNotSupported, "a device mirror needs device memory support");
     const char *group = cfg->groupId && *cfg->groupId ? cfg->groupId : "default";
-    if (strchr(group, '/') || strcmp(group, ".") == 0 || strcmp(group, "..") == 0)
-        return fail(mooncakePgInvalidArgument, "groupId must be a plain name");
-    char dir[2048];
-    snprintf(dir, sizeof(dir), "%s/%s", x->coordinator, group);
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return fail(mooncakePgSystemError, "cannot make the group's rendezvous directory");
+    if (strlen(group) >= MC_PG_GROUP_NAME_MAX)
+        return fail(mooncakePgInvalidArgument, "groupId too long");
     mc_pg_options_t o = {0};
     o.rank = cfg->rank;
     o.size = cfg->size;
@@ -214,7 +223,9 @@ mooncakePgResult_t mooncakePgCommCreate(mooncakePgContext_t x, const mooncakePgC
         return fail(mooncakePgSystemError, "out of memory");
     int rc = mc_pg_create(&o, &m->c);
     if (!rc)
-        rc = mc_pg_rendezvous_dir(m->c, dir, x->coll_timeout_ms ? x->coll_timeout_ms : 60000);
+        rc = mc_pg_ctrl_register(m->c, x->coordinator, group,
+                                 cfg->idResolvePolicy == mooncakePgIdResolveAttachOrExtend,
+                                 x->coll_timeout_ms ? x->coll_timeout_ms : 60000);
     if (rc) {
         mc_pg_destroy(m->c);
         mc__free(m);
@@ -464,9 +475,35 @@ mooncakePgResult_t mooncakePgCommGetPeerState(mooncakePgComm_t m, const int32_t 
     return from_mc(mc_pg_peer_state(m->c, ranks, n, states), "peer state");
 }
 
+/* How long a membership change may wait: the members' decision on a joiner, a joiner that is
+ * slow to ask (as mooncake.pg's membership timeout: twice the collective timeout, 60 s at least).
+ */
+static int membership_timeout_ms(const mooncakePgContext_t x) {
+    int t = x->coll_timeout_ms ? x->coll_timeout_ms : 30000;
+    return t > 30000 ? (t > INT32_MAX / 2 ? INT32_MAX : 2 * t) : 60000;
+}
+
 mooncakePgResult_t mooncakePgCommActivateRanks(mooncakePgComm_t m, const int32_t *ranks, size_t n,
                                                mooncakePgProposalResponse_t *resp) {
-    return fail(mooncakePgNotSupported, "rejoin and scale-up are not supported yet");
+    if (!m || !resp || (n && !ranks))
+        return fail(mooncakePgInvalidArgument, "NULL argument");
+    mc_pg_proposal_result_t res;
+    int timeout = membership_timeout_ms(m->ctx);
+    int window = m->ctx->window_ms ? m->ctx->window_ms : timeout;
+    int rc = mc_pg_ctrl_activate(m->c, ranks, n, window, timeout, &res);
+    memset(resp, 0, sizeof(*resp));
+    if (rc) {
+        snprintf(resp->rejectReason, sizeof(resp->rejectReason), "%s", res.reason);
+        return from_mc(rc, res.reason[0] ? res.reason : "activate ranks");
+    }
+    resp->status = (mooncakePgProposalStatus_t)res.status;
+    resp->newEpoch = res.epoch;
+    for (int i = 0; i < MC_PG_MAX_RANKS; i++)
+        if (res.dropped[i])
+            resp->droppedRanks[resp->droppedRankCount++] = i;
+    snprintf(resp->rejectReason, sizeof(resp->rejectReason), "%s", res.reason);
+    finish(m, 0, (const int32_t[MC_PG_MAX_RANKS]){0}, NULL, 0, NULL, "activate ranks");
+    return mooncakePgSuccess;
 }
 
 mooncakePgResult_t mooncakePgCommDeactivateRanks(mooncakePgComm_t m, const int32_t *ranks, size_t n,
@@ -483,7 +520,11 @@ mooncakePgResult_t mooncakePgCommDeactivateRanks(mooncakePgComm_t m, const int32
 }
 
 mooncakePgResult_t mooncakePgCommJoin(mooncakePgComm_t m) {
-    return fail(mooncakePgNotSupported, "rejoin and scale-up are not supported yet");
+    if (!m)
+        return fail(mooncakePgInvalidArgument, "comm is NULL");
+    int rc = mc_pg_ctrl_join(m->c, membership_timeout_ms(m->ctx));
+    finish(m, 0, (const int32_t[MC_PG_MAX_RANKS]){0}, NULL, 0, NULL, "join");
+    return from_mc(rc, "join");
 }
 
 mooncakePgResult_t mooncakePgCommSyncAfterFailure(mooncakePgComm_t m,

@@ -8,6 +8,8 @@
 
 #include "mooncake/pg.h"
 
+#define MC_PG_GROUP_NAME_MAX 128 /* bytes of a control-plane group name, NUL included */
+
 struct mc_pg_peer {
     mc_segment_id_t seg;
     uint64_t base; /* the peer's region address; 0 = seat unknown */
@@ -47,6 +49,10 @@ struct mc_pg_comm {
     int num_synced;
     uint64_t p2p_sent[MC_PG_MAX_RANKS], p2p_recvd[MC_PG_MAX_RANKS];
     uint8_t link_fault[MC_PG_MAX_RANKS]; /* mc_pg_inject_link_fault */
+
+    /* The control plane this communicator registered with (mc_pg_ctrl_register; "" = none). */
+    char ctrl_addr[256];
+    char ctrl_group[MC_PG_GROUP_NAME_MAX];
 };
 
 #define MC_PG_OFF_FLAGS(c) 0
@@ -91,6 +97,11 @@ void mc__pg_mark_failed(mc_pg_comm_t *c, int j, int32_t *failed);
 int mc__pg_write_word(mc_pg_comm_t *c, const uint64_t *value, uint64_t off, const uint8_t *to);
 /* Snapshot of the active set; returns how many are active. */
 int mc__pg_active_snapshot(mc_pg_comm_t *c, uint8_t *active);
+
+/* The control plane (pg_agent.c): points the seats of `seats` that have a join request waiting at
+ * the coordinator at the joiners' addresses (so a probe reaches them before they are admitted).
+ * Nothing to do (0) when the communicator has no coordinator. */
+int mc__pg_ctrl_connect_joiners(mc_pg_comm_t *c, uint64_t seats);
 
 /* Reductions (pg_reduce.c): acc[i] = acc[i] op in[i] for n elements. MC_ERR_NOT_IMPLEMENTED for a
  * dtype that cannot be reduced, MC_ERR_INVALID_ARGUMENT for an unknown dtype or op. */

@@ -2,6 +2,7 @@
  * creating CPU communicators from the initializer config, an all-reduce with a completion, the
  * membership calls, and what the reference's callers can get wrong. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,7 +30,9 @@ static void rank_body(const char *coord, int rank) {
     CHECK(mooncakePgContextCreate(&ctx) == mooncakePgSuccess);
     CHECK(mooncakePgContextInitialize(ctx, rank, 2) == mooncakePgSuccess);
     CHECK(mooncakePgContextInitialize(ctx, rank, 2) == mooncakePgInvalidState);
-    CHECK(mooncakePgContextConnectCoordinator(ctx, "tcp://1.2.3.4:5") == mooncakePgInvalidArgument);
+    CHECK(mooncakePgContextConnectCoordinator(ctx, "file:///tmp") == mooncakePgInvalidArgument);
+    CHECK(mooncakePgContextConnectCoordinator(ctx, "127.0.0.1") == mooncakePgInvalidArgument);
+    CHECK(mooncakePgContextConnectCoordinator(ctx, "127.0.0.1:1") == mooncakePgRpcError);
     CHECK(mooncakePgContextConnectCoordinator(ctx, coord) == mooncakePgSuccess);
     CHECK(mooncakePgContextSetCollectiveTimeout(ctx, 20 * 1000 * 1000) == mooncakePgSuccess);
     CHECK(mooncakePgContextSetP2PTimeout(ctx, -1) == mooncakePgInvalidArgument);
@@ -97,7 +100,11 @@ static void rank_body(const char *coord, int rank) {
     CHECK(mooncakePgCommGetEpoch(comm, &epoch) == mooncakePgSuccess && epoch >= 1);
     CHECK(mooncakePgCommGetNumSyncedRanks(comm, &v) == mooncakePgSuccess && v == 2);
     mooncakePgProposalResponse_t pr;
-    CHECK(mooncakePgCommActivateRanks(comm, ranks, 1, &pr) == mooncakePgNotSupported);
+    /* every rank named is active already: nothing to decide */
+    CHECK(mooncakePgCommActivateRanks(comm, ranks, 2, &pr) == mooncakePgSuccess &&
+          pr.status == mooncakePgProposalApplied && pr.droppedRankCount == 0);
+    int32_t outside = 5;
+    CHECK(mooncakePgCommActivateRanks(comm, &outside, 1, &pr) == mooncakePgInvalidArgument);
     CHECK(mooncakePgBarrierCpu(comm, hint, 2, NULL) == mooncakePgSuccess);
     CHECK(mooncakePgCommDestroy(comm) == mooncakePgSuccess);
     CHECK(mooncakePgContextDestroy(ctx) == mooncakePgSuccess);
@@ -110,7 +117,7 @@ static void test_two_ranks(void **state) {
     assert_int_equal(mooncakePgContextLaunchCoordinator(ctx, coord, 8), mooncakePgInvalidArgument);
     assert_int_equal(mooncakePgContextLaunchCoordinator(ctx, coord, sizeof(coord)),
                      mooncakePgSuccess);
-    assert_int_equal(strncmp(coord, "file://", 7), 0);
+    assert_non_null(strchr(coord, ':'));
     pid_t pids[2];
     for (int r = 0; r < 2; r++) {
         pids[r] = fork();
@@ -125,14 +132,198 @@ static void test_two_ranks(void **state) {
         assert_int_equal(waitpid(pids[r], &st, 0), pids[r]);
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", coord + 7);
-    assert_int_equal(system(cmd), 0);
     assert_int_equal(mooncakePgContextDestroy(ctx), mooncakePgSuccess);
     assert_string_equal(mooncakePgGetErrorString(mooncakePgTimeout), "timeout");
 }
 
+/* --- membership through the coordinator: extension, a silent member dropped, recovery --- */
+
+#define SEATS 4
+#define WINDOW_US (5 * 1000 * 1000) /* how long a proposal waits for a silent member */
+
+static mooncakePgComm_t open_comm(const char *coord, int rank, mooncakePgContext_t *ctx_out,
+                                  int extension) {
+    mooncakePgContext_t ctx = NULL;
+    CHECK(mooncakePgContextCreate(&ctx) == mooncakePgSuccess);
+    CHECK(mooncakePgContextInitialize(ctx, rank, SEATS) == mooncakePgSuccess);
+    CHECK(mooncakePgContextConnectCoordinator(ctx, coord) == mooncakePgSuccess);
+    CHECK(mooncakePgContextSetCollectiveTimeout(ctx, 30 * 1000 * 1000) == mooncakePgSuccess);
+    CHECK(mooncakePgContextSetFaultReconciliationWindow(ctx, WINDOW_US) == mooncakePgSuccess);
+    int32_t ranks[3] = {0, 1, 2};
+    mooncakePgCommConfig_t cfg = MOONCAKE_PG_COMM_CONFIG_INITIALIZER;
+    cfg.groupId = "elastic";
+    cfg.rank = rank;
+    cfg.size = 3;
+    cfg.maxGroupSize = SEATS;
+    cfg.globalRanks = ranks;
+    cfg.globalRankCount = 3;
+    cfg.deviceType = mooncakePgDeviceCpu;
+    if (extension)
+        cfg.idResolvePolicy = mooncakePgIdResolveAttachOrExtend;
+    mooncakePgComm_t comm = NULL;
+    CHECK(mooncakePgCommCreate(ctx, &cfg, &comm) == mooncakePgSuccess);
+    *ctx_out = ctx;
+    return comm;
+}
+
+static void close_comm(mooncakePgContext_t ctx, mooncakePgComm_t comm) {
+    CHECK(mooncakePgCommDestroy(comm) == mooncakePgSuccess);
+    CHECK(mooncakePgContextDestroy(ctx) == mooncakePgSuccess);
+}
+
+/* All-reduce of rank + 1 over the active seats; checks the sum and the active map. */
+static void sum_check(mooncakePgComm_t comm, int rank, const int32_t *want_active) {
+    int32_t act[SEATS], hint[SEATS], x = rank + 1, y = 0, want = 0;
+    CHECK(mooncakePgCommGetActiveRanks(comm, act, SEATS) == mooncakePgSuccess);
+    for (int i = 0; i < SEATS; i++) {
+        CHECK(act[i] == want_active[i]);
+        want += want_active[i] ? i + 1 : 0;
+    }
+    CHECK(mooncakePgAllReduceCpu(&x, &y, 1, mooncakePgInt32, mooncakePgSum, comm, hint, SEATS,
+                                 NULL) == mooncakePgSuccess);
+    for (int i = 0; i < SEATS; i++)
+        CHECK(hint[i] == 0);
+    if (y != want)
+        fprintf(stderr, "rank %d: sum %d, want %d\n", rank, y, want);
+    CHECK(y == want);
+}
+
+static void wait_peer(mooncakePgComm_t comm, int32_t seat) {
+    int32_t alive = 0;
+    for (int i = 0; i < 6000 && !alive; i++) {
+        CHECK(mooncakePgCommGetPeerState(comm, &seat, 1, &alive) == mooncakePgSuccess);
+        if (!alive)
+            usleep(10000);
+    }
+    CHECK(alive);
+}
+
+static void say(int fd) {
+    CHECK(write(fd, "x", 1) == 1);
+}
+
+static const int32_t three[SEATS] = {1, 1, 1, 0}, without2[SEATS] = {1, 1, 0, 1},
+                     all4[SEATS] = {1, 1, 1, 1};
+
+/* Ranks 0 and 1: the group of three, then admit seat 3 while rank 2 is paused (it is dropped
+ * after the window), then recover seat 2 with a new process. */
+static void member(const char *coord, int rank, int done_fd) {
+    mooncakePgContext_t ctx;
+    mooncakePgComm_t comm = open_comm(coord, rank, &ctx, 0);
+    sum_check(comm, rank, three);
+    say(done_fd);
+    uint64_t e0 = 0, e1 = 0;
+    CHECK(mooncakePgCommGetEpoch(comm, &e0) == mooncakePgSuccess);
+    mooncakePgProposalResponse_t pr;
+    int32_t seat3 = 3, seat2 = 2;
+    wait_peer(comm, seat3); /* the joiner asked: its seat answers a probe */
+    CHECK(mooncakePgCommActivateRanks(comm, &seat3, 1, &pr) == mooncakePgSuccess);
+    CHECK(pr.status == mooncakePgProposalAppliedWithDroppedRanks && pr.droppedRankCount == 1 &&
+          pr.droppedRanks[0] == 2 && pr.newEpoch > e0);
+    CHECK(mooncakePgCommGetEpoch(comm, &e1) == mooncakePgSuccess && e1 == pr.newEpoch);
+    sum_check(comm, rank, without2);
+    say(done_fd);
+    CHECK(mooncakePgCommActivateRanks(comm, &seat2, 1, &pr) == mooncakePgSuccess);
+    CHECK(pr.status == mooncakePgProposalApplied && pr.droppedRankCount == 0 && pr.newEpoch > e1);
+    sum_check(comm, rank, all4);
+    close_comm(ctx, comm);
+}
+
+/* Rank 2: in the group of three, then paused (SIGSTOP) before it could propose; resumed, it
+ * finds the group moved on without it. */
+static void paused(const char *coord, int done_fd) {
+    mooncakePgContext_t ctx;
+    mooncakePgComm_t comm = open_comm(coord, 2, &ctx, 0);
+    sum_check(comm, 2, three);
+    say(done_fd);
+    raise(SIGSTOP);
+    mooncakePgProposalResponse_t pr;
+    int32_t seat3 = 3;
+    CHECK(mooncakePgCommActivateRanks(comm, &seat3, 1, &pr) == mooncakePgSuccess);
+    CHECK(pr.status == mooncakePgProposalRejected && strstr(pr.rejectReason, "dropped"));
+    close_comm(ctx, comm);
+}
+
+/* A joiner: seat 3 by extension (then a member when seat 2 is recovered), or the new process in
+ * seat 2. */
+static void joiner(const char *coord, int rank, int done_fd) {
+    mooncakePgContext_t ctx;
+    mooncakePgComm_t comm = open_comm(coord, rank, &ctx, 1);
+    int32_t act[SEATS];
+    CHECK(mooncakePgCommGetActiveRanks(comm, act, SEATS) == mooncakePgSuccess);
+    for (int i = 0; i < SEATS; i++)
+        CHECK(act[i] == (i == rank)); /* alone until admitted */
+    CHECK(mooncakePgCommJoin(comm) == mooncakePgSuccess);
+    if (rank == 3) {
+        sum_check(comm, rank, without2);
+        say(done_fd);
+        mooncakePgProposalResponse_t pr;
+        int32_t seat2 = 2;
+        CHECK(mooncakePgCommActivateRanks(comm, &seat2, 1, &pr) == mooncakePgSuccess);
+        CHECK(pr.status == mooncakePgProposalApplied);
+    }
+    sum_check(comm, rank, all4);
+    close_comm(ctx, comm);
+}
+
+static pid_t spawn(void (*body)(const char *, int, int), const char *coord, int rank, int fd) {
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        body(coord, rank, fd);
+        _exit(0);
+    }
+    return p;
+}
+
+static void paused_body(const char *coord, int rank, int fd) {
+    paused(coord, fd);
+}
+
+static void await_bytes(int fd, int n) {
+    char b;
+    for (int i = 0; i < n; i++)
+        assert_int_equal(read(fd, &b, 1), 1);
+}
+
+static void reap(pid_t p) {
+    int st = 0;
+    assert_int_equal(waitpid(p, &st, 0), p);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void test_membership(void **state) {
+    mooncakePgContext_t ctx = NULL;
+    char coord[128];
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(mooncakePgContextCreate(&ctx), mooncakePgSuccess);
+    assert_int_equal(mooncakePgContextLaunchCoordinator(ctx, coord, sizeof(coord)),
+                     mooncakePgSuccess);
+    assert_int_equal(mooncakePgContextLaunchCoordinator(ctx, coord, sizeof(coord)),
+                     mooncakePgInvalidState);
+    pid_t m0 = spawn(member, coord, 0, fds[1]), m1 = spawn(member, coord, 1, fds[1]);
+    pid_t p2 = spawn(paused_body, coord, 2, fds[1]);
+    await_bytes(fds[0], 3); /* the group of three ran its all-reduce */
+    int st = 0;
+    assert_int_equal(waitpid(p2, &st, WUNTRACED), p2);
+    assert_true(WIFSTOPPED(st));
+    pid_t j3 = spawn(joiner, coord, 3, fds[1]);
+    await_bytes(fds[0], 3); /* 0, 1 and 3 went on without the paused rank */
+    kill(p2, SIGCONT);
+    reap(p2); /* rejected: the group moved on */
+    pid_t j2 = spawn(joiner, coord, 2, fds[1]);
+    reap(m0);
+    reap(m1);
+    reap(j3);
+    reap(j2);
+    close(fds[0]);
+    close(fds[1]);
+    assert_int_equal(mooncakePgContextDestroy(ctx), mooncakePgSuccess);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_ranks)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_ranks),
+                                       cmocka_unit_test(test_membership)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

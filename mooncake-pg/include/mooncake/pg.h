@@ -194,6 +194,52 @@ MC_API int mc_pg_admit(mc_pg_comm_t *c, const int32_t *active, size_t n, uint64_
  * their active sets the next time they look, without waiting for a timeout) and keeps only
  * itself active. */
 MC_API int mc_pg_leave(mc_pg_comm_t *c);
+/* The control plane: a coordinator that holds every group's view (seats, addresses, active set,
+ * epoch) and decides membership changes, reached over our framed RPC (the protocol is in
+ * mooncake-pg/src/pg_ctrl_proto.h). One process runs it; ranks reach it at "host:port".
+ *
+ * mc_pg_coordinator_start listens on host (NULL: 127.0.0.1) and port (0: any free one). */
+typedef struct mc_pg_coordinator mc_pg_coordinator_t;
+MC_API int mc_pg_coordinator_start(const char *host, uint16_t port, mc_pg_coordinator_t **out);
+/* "host:port" of a started coordinator. */
+MC_API int mc_pg_coordinator_address(const mc_pg_coordinator_t *k, char *buf, size_t cap);
+/* Stops it: calls it holds fail, every connection thread is joined. NULL is accepted. */
+MC_API void mc_pg_coordinator_stop(mc_pg_coordinator_t *k);
+
+/* Enters group `group` at coordinator `coordinator` ("host:port", "tcp://" accepted) instead of
+ * mc_pg_connect. Without extension: waits up to timeout_ms until the first size ranks registered,
+ * then connects to them (a rank that registers again for a group that was complete makes the
+ * group anew: destroy and re-create under one name). With extension: attaches to an existing
+ * group at once and runs alone (only its own seat active) until mc_pg_ctrl_join admits it. */
+MC_API int mc_pg_ctrl_register(mc_pg_comm_t *c, const char *coordinator, const char *group,
+                               int extension, int timeout_ms);
+/* An inactive rank (a new process in a failed or unused seat, or a deactivated one coming back)
+ * asks to be admitted and waits up to timeout_ms for the members' decision, then applies it:
+ * MC_ERR_ENDPOINT when no member admitted it in time. */
+MC_API int mc_pg_ctrl_join(mc_pg_comm_t *c, int timeout_ms);
+
+enum mc_pg_proposal_status {
+    MC_PG_PROPOSAL_REJECTED = 0, /* as the reference's mooncakePgProposalStatus */
+    MC_PG_PROPOSAL_APPLIED = 1,
+    MC_PG_PROPOSAL_APPLIED_WITH_DROPPED = 2,
+};
+typedef struct mc_pg_proposal_result {
+    int status;                       /* enum mc_pg_proposal_status */
+    uint64_t epoch;                   /* the epoch this rank is at afterwards */
+    int32_t dropped[MC_PG_MAX_RANKS]; /* 1 = a member dropped as silent */
+    char reason[256];                 /* why, when rejected */
+} mc_pg_proposal_result_t;
+/* A member's proposal to admit ranks (those already active are skipped). Every member of this
+ * rank's active set proposes the same ranks; the coordinator decides once all did and every
+ * joiner asked (mc_pg_ctrl_join), or once window_ms after the first proposal passed: members that
+ * did not propose by then are dropped (APPLIED_WITH_DROPPED, dropped[] names them). Every member
+ * and joiner then holds one active set, epoch and round counters. REJECTED (0 returned) when
+ * another proposal is in progress, members disagree on the active set, or the group moved on
+ * without this rank (it was dropped); MC_ERR_ENDPOINT when a joiner did not ask within timeout_ms.
+ */
+MC_API int mc_pg_ctrl_activate(mc_pg_comm_t *c, const int32_t *ranks, size_t n, int window_ms,
+                               int timeout_ms, mc_pg_proposal_result_t *out);
+
 /* Fault injection for tests: while on, every transfer this rank makes to seat `peer` fails as a
  * dead link would (peer -1: every seat). */
 MC_API int mc_pg_inject_link_fault(mc_pg_comm_t *c, int peer, int on);

@@ -187,7 +187,9 @@ def set_p2p_timeout_us(us: int) -> None:
 
 
 def set_fault_reconciliation_window_us(us: int) -> None:
-    """Accepted; sync_after_failure waits one collective timeout for the survivors."""
+    """How long a membership change (recover_ranks, activate_ranks) waits for the remaining
+    members after the first one proposed: those still silent then are dropped (default: the
+    membership timeout, twice the collective timeout and at least 60 s)."""
     ms = _us_to_ms(us, "set_fault_reconciliation_window_us")
     with _config_lock:
         _config["reconciliation_ms"] = ms
@@ -290,10 +292,6 @@ def get_peer_state(backend, ranks) -> list:
     replacement or extension rank reads True once it is ready to be admitted."""
     b = _backend(backend)
     arr, n = _rank_array(b, ranks)
-    active = b.active_ranks().tolist()
-    for i in range(n):
-        if not active[arr[i]] and (got := _membership.newest_request(b, arr[i])) is not None:
-            _membership.set_peer(b, arr[i], got[1]["addr"])
     out = (ctypes.c_int32 * max(1, n))()
     check(b._lib.mc_pg_peer_state(b._handle(), arr, n, out), "mc_pg_peer_state")
     return [bool(out[i]) for i in range(n)]
@@ -314,10 +312,12 @@ def deactivate_ranks(backend, ranks) -> ProposeViewUpdateResponse:
 
 def _admit(backend, ranks) -> ProposeViewUpdateResponse:
     b = _backend(backend)
-    _rank_array(b, ranks)  # range checks
+    arr, n = _rank_array(b, ranks)  # range checks
+    with _config_lock:
+        window_ms = _config["reconciliation_ms"]
     with b._coll_lock:
-        epoch, _ = _membership.admit(b, ranks)
-    return ProposeViewUpdateResponse(ProposalStatus.Applied, epoch)
+        status, epoch, dropped, reason = _membership.admit(b, [arr[i] for i in range(n)], window_ms)
+    return ProposeViewUpdateResponse(ProposalStatus(status), epoch, dropped, reason)
 
 
 def recover_ranks(backend, ranks) -> ProposeViewUpdateResponse:

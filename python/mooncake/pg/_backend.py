@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
-from . import _native
+from . import _membership, _native
 from ._native import check, hint_array
 
 _DTYPES = {
@@ -208,40 +208,14 @@ class MooncakeProcessGroup(dist.ProcessGroup):
         o.slot_bytes = config.get("slot_bytes", 0)
         o.auto_deactivate_on_failure = 1 if (options is None or options.auto_deactivate_on_failure) else 0
         check(self._lib.mc_pg_create(ctypes.byref(o), ctypes.byref(self._comm)), "mc_pg_create")
-        self._store = store
         self._declared_size = size
-        self._tickets: dict = {}  # seat -> the last join ticket admitted for it
-        self._addrs: dict = {}  # seat -> the address its seat is connected to
         self._membership_timeout_s = max(60.0, 2 * config["collective_timeout_ms"] / 1000)
         extension = bool(options is not None and options.is_extension)
+        # A rank joining a running group (is_extension) meets nobody yet: it runs alone
+        # (collectives over itself) until join_group admits it.
+        self._joined = not extension
         try:
-            buf = ctypes.create_string_buffer(512)
-            check(self._lib.mc_pg_local_address(self._comm, buf, 512), "mc_pg_local_address")
-            self._address = buf.value.decode()
-            if extension:
-                # A rank joining a running group meets nobody yet: it runs alone (collectives
-                # over itself) until join_group, on the incarnation the members last made.
-                self._inc = int(self._wait_latest(store))
-                me = [1 if i == rank else 0 for i in range(seats)]
-                seat_map = (ctypes.c_int32 * seats)(*me)
-                check(self._lib.mc_pg_admit(self._comm, seat_map, seats, 0, 0, 1), "mc_pg_admit")
-                self._joined = False
-            else:
-                # The rendezvous: every rank publishes its address in the group's store. A store
-                # that outlives a destroyed group (re-init on the same rendezvous) still holds
-                # the old addresses: each incarnation of the group counts its joins and uses keys
-                # of its own (every incarnation has exactly size joins, so all ranks compute the
-                # same one).
-                inc = (store.add("mooncake_pg/joins", 1) - 1) // size
-                store.set(f"mooncake_pg/{inc}/addr/{rank}", buf.value)
-                addrs = [store.get(f"mooncake_pg/{inc}/addr/{i}") for i in range(size)]
-                arr = (ctypes.c_char_p * size)(*addrs)
-                check(self._lib.mc_pg_connect(self._comm, arr, size), "mc_pg_connect")
-                self._addrs = {i: a.decode() for i, a in enumerate(addrs)}
-                self._inc = inc
-                # where ranks that join later (is_extension) find this incarnation
-                store.set("mooncake_pg/latest", str(inc))
-                self._joined = True
+            _membership.create(self, store, rank, size, extension, config.get("host_ip") or "127.0.0.1")
         except BaseException:
             self._lib.mc_pg_destroy(self._comm)
             self._comm = None
@@ -250,13 +224,6 @@ class MooncakeProcessGroup(dist.ProcessGroup):
         self._coll_lock = threading.Lock()
         self._p2p: dict = {}
         self._p2p_lock = threading.Lock()
-
-    def _wait_latest(self, store) -> bytes:
-        try:
-            store.wait(["mooncake_pg/latest"], timedelta(seconds=self._membership_timeout_s))
-        except Exception as e:
-            raise TimeoutError("mooncake-cpu: no group to extend (its members never initialized)") from e
-        return store.get("mooncake_pg/latest")
 
     # --- identity ---
     def size(self) -> int:

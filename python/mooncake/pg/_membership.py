@@ -1,157 +1,125 @@
-"""Membership changes of a mooncake-cpu group, agreed through the group's store: recovery (a new
+"""Membership of a mooncake-cpu group through the PG's control plane (mooncake-pg/src/pg_coord.c,
+reached over our framed RPC by the C calls ``mc_pg_ctrl_*``): group creation, recovery (a new
 process takes a failed seat), in-place rejoin (the same process comes back) and extension (a seat
-never used before all use the same exchange).
+never used before).
 
-Keys, under the group's store prefix and incarnation (``mooncake_pg/<inc>/``):
+The coordinator runs in the process of the group's rank 0 (one per process, for every group made
+there; it lives as long as the process). The group's torch store only tells the ranks where it is:
+``mooncake_pg/<inc>/ctrl`` holds {addr, group} for each incarnation of the group (a store that
+outlives a destroyed group counts incarnations by joins), ``mooncake_pg/latest`` the newest one
+(where an extension rank attaches).
 
-- ``join_seq/<seat>``: a counter; a rank asking to (re)join a seat takes ticket = add(1);
-- ``join/<seat>/<ticket>``: its request, {addr, round, syncs};
-- ``recover/<tag>/<member>``: each member's state for one admission, {addr, round, syncs,
-  epoch, active} (tag names the seats and tickets admitted);
-- ``admit/<seat>/<ticket>``: the decision the lowest member writes for the joiner, {active,
-  addrs, round, syncs, epoch}.
-
-Every member computes the decision from the same states, so they apply the same view without a
-coordinator; the joiner waits for it. Before a member publishes its state (and before a joiner
-publishes its request) it resets the seats' point-to-point counters in its own region, so no
-message of the new incarnation can be cleared by a late reset.
+The coordinator decides each membership change for all: the members' proposals (recover_ranks /
+activate_ranks) and the joiners' requests (join_group) meet there; members that stay silent past
+the reconciliation window (set_fault_reconciliation_window_us; default the membership timeout) are
+dropped, so a paused or hung member cannot stall a recovery.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import json
-import time
+import os
+import threading
+import uuid
 from datetime import timedelta
 
-from ._native import check
+from ._native import PgError, check
 
-_POLL_S = 0.01
+_ERR_ENDPOINT = -201
 
-
-def _key(b, name: str) -> str:
-    return f"mooncake_pg/{b._inc}/{name}"
-
-
-def _deadline(b) -> float:
-    return time.monotonic() + b._membership_timeout_s
+_coord_lock = threading.Lock()
+_coord = ctypes.c_void_p()
+_coord_addr = ""
+_coord_pid = 0  # the process that started it: a forked child has none of its threads
 
 
-def _wait_value(b, name: str, what: str) -> bytes:
-    """The value of a key another rank sets, waiting up to the membership timeout."""
-    key = _key(b, name)
+def _stop(lib, handle, pid: int) -> None:
+    if os.getpid() == pid:  # never from a forked child: the sockets are shared with the parent
+        lib.mc_pg_coordinator_stop(handle)
+
+
+def _coordinator(lib, host: str) -> str:
+    """This process's coordinator ("host:port"), started on first use."""
+    global _coord, _coord_addr, _coord_pid
+    with _coord_lock:
+        if _coord_pid != os.getpid():
+            _coord = ctypes.c_void_p()
+            check(lib.mc_pg_coordinator_start(host.encode(), 0, ctypes.byref(_coord)), "mc_pg_coordinator_start")
+            buf = ctypes.create_string_buffer(300)
+            check(lib.mc_pg_coordinator_address(_coord, buf, 300), "mc_pg_coordinator_address")
+            _coord_addr, _coord_pid = buf.value.decode(), os.getpid()
+            atexit.register(_stop, lib, _coord, _coord_pid)
+        return _coord_addr
+
+
+def _timeout_ms(b) -> int:
+    return int(b._membership_timeout_s * 1000)
+
+
+def _wait_key(b, store, key: str, what: str) -> bytes:
     try:
-        b._store.wait([key], timedelta(seconds=b._membership_timeout_s))
+        store.wait([key], timedelta(seconds=b._membership_timeout_s))
     except Exception as e:  # torch raises its own store timeout types
         raise TimeoutError(f"mooncake-cpu: timed out waiting for {what}") from e
-    return b._store.get(key)
+    return store.get(key)
 
 
-def _counters(b):
-    r, s = ctypes.c_uint64(), ctypes.c_uint64()
-    check(b._lib.mc_pg_counters(b._handle(), ctypes.byref(r), ctypes.byref(s)), "mc_pg_counters")
-    return int(r.value), int(s.value)
-
-
-def _reset(b, seats) -> None:
-    seats = [s for s in seats if s != b.rank()]
-    arr = (ctypes.c_int32 * max(1, len(seats)))(*seats)
-    check(b._lib.mc_pg_reset_seats(b._handle(), arr, len(seats)), "mc_pg_reset_seats")
-
-
-def _apply(b, active, round_: int, syncs: int, epoch: int) -> None:
-    arr = (ctypes.c_int32 * b._seats)(*active)
-    check(b._lib.mc_pg_admit(b._handle(), arr, b._seats, round_, syncs, epoch), "mc_pg_admit")
-
-
-def set_peer(b, seat: int, addr: str) -> None:
-    if b._addrs.get(seat) == addr:
-        return
-    check(b._lib.mc_pg_set_peer(b._handle(), seat, addr.encode()), "mc_pg_set_peer")
-    b._addrs[seat] = addr
-
-
-def newest_request(b, seat: int):
-    """(ticket, request) of the newest join request for seat not admitted yet, or None."""
-    ticket = int(b._store.add(_key(b, f"join_seq/{seat}"), 0))
-    if ticket <= b._tickets.get(seat, 0):
-        return None
-    key = _key(b, f"join/{seat}/{ticket}")
-    if not b._store.check([key]):  # the ticket is taken before the request is written
-        return None
-    return ticket, json.loads(b._store.get(key))
+def create(b, store, rank: int, size: int, extension: bool, host: str) -> None:
+    """Enters the group at its coordinator: the first size ranks meet there (this incarnation's
+    rank 0 publishes where), an extension rank attaches to the newest incarnation and runs alone
+    until join_group."""
+    if extension:
+        inc = int(_wait_key(b, store, "mooncake_pg/latest", "a group to extend (its members never initialized)"))
+    else:
+        inc = (store.add("mooncake_pg/joins", 1) - 1) // size
+        if rank == 0:
+            ctrl = {"addr": _coordinator(b._lib, host), "group": uuid.uuid4().hex}
+            store.set(f"mooncake_pg/{inc}/ctrl", json.dumps(ctrl))
+    ctrl = json.loads(_wait_key(b, store, f"mooncake_pg/{inc}/ctrl", "the group's coordinator"))
+    rc = b._lib.mc_pg_ctrl_register(
+        b._handle(), ctrl["addr"].encode(), ctrl["group"].encode(), 1 if extension else 0, _timeout_ms(b)
+    )
+    if rc == _ERR_ENDPOINT:
+        raise TimeoutError(f"mooncake-cpu: the group's {size} ranks did not all arrive in time")
+    check(rc, "mc_pg_ctrl_register")
+    if not extension:
+        # where ranks that join later (is_extension) find this incarnation
+        store.set("mooncake_pg/latest", str(inc))
 
 
 def join(b) -> None:
     """This rank asks to (re)join its seat and waits for the members' decision."""
-    me = b.rank()
-    _reset(b, range(b._seats))
-    round_, syncs = _counters(b)
-    ticket = int(b._store.add(_key(b, f"join_seq/{me}"), 1))
-    req = {"addr": b._address, "round": round_, "syncs": syncs}
-    b._store.set(_key(b, f"join/{me}/{ticket}"), json.dumps(req))
-    d = json.loads(_wait_value(b, f"admit/{me}/{ticket}", f"the group to admit rank {me}"))
-    for seat, addr in d["addrs"].items():
-        if int(seat) != me:
-            set_peer(b, int(seat), addr)
-    _apply(b, d["active"], d["round"], d["syncs"], d["epoch"])
+    rc = b._lib.mc_pg_ctrl_join(b._handle(), _timeout_ms(b))
+    if rc == _ERR_ENDPOINT:
+        raise TimeoutError(f"mooncake-cpu: the group did not admit rank {b.rank()} in time")
+    check(rc, "mc_pg_ctrl_join")
     b._joined = True
 
 
-def admit(b, ranks) -> tuple[int, list]:
-    """The members' side of join: every active member calls it with the same ranks; returns the
-    new epoch and the ranks that were already active (nothing to do for them)."""
-    me = b.rank()
-    ranks = sorted(set(int(r) for r in ranks))
-    active = [int(a) for a in b.active_ranks().tolist()]
-    already = [r for r in ranks if active[r] and r != me]
-    ranks = [r for r in ranks if not active[r]]
-    if me in ranks:
-        raise ValueError("mooncake-cpu: an inactive rank rejoins with join_group, not by admitting itself")
-    if not ranks:
-        return int(b._lib.mc_pg_epoch(b._handle())), already
-    reqs = {}
-    end = _deadline(b)
-    for r in ranks:
-        while (got := newest_request(b, r)) is None:
-            if time.monotonic() > end:
-                raise TimeoutError(f"mooncake-cpu: rank {r} did not ask to join (join_group) in time")
-            time.sleep(_POLL_S)
-        reqs[r] = got
-    for r, (_, req) in reqs.items():
-        set_peer(b, r, req["addr"])
-    _reset(b, ranks)
-    round_, syncs = _counters(b)
-    epoch = int(b._lib.mc_pg_epoch(b._handle()))
-    tag = ",".join(f"{r}.{reqs[r][0]}" for r in ranks)
-    mine = {"addr": b._address, "round": round_, "syncs": syncs, "epoch": epoch, "active": active}
-    b._store.set(_key(b, f"recover/{tag}/{me}"), json.dumps(mine))
-    members = [i for i, a in enumerate(active) if a]
-    states = {me: mine}
-    for m in members:
-        if m != me:
-            states[m] = json.loads(_wait_value(b, f"recover/{tag}/{m}", f"member {m}'s state"))
-    views = {tuple(s["active"]) for s in states.values()}
-    if len(views) != 1:
-        raise RuntimeError(
-            f"mooncake-cpu: members disagree on the active ranks ({sorted(views)}); "
-            "call sync_after_failure before admitting ranks"
-        )
-    new_active = list(active)
-    for r in ranks:
-        new_active[r] = 1
-    decision = {
-        "active": new_active,
-        "addrs": {str(m): s["addr"] for m, s in states.items()} | {str(r): q["addr"] for r, (_, q) in reqs.items()},
-        # flags only grow: everyone goes on above the highest round and sync anyone ran
-        "round": max([s["round"] for s in states.values()] + [q["round"] for _, q in reqs.values()]),
-        "syncs": max([s["syncs"] for s in states.values()] + [q["syncs"] for _, q in reqs.values()]),
-        "epoch": max(s["epoch"] for s in states.values()) + 1,
-    }
-    if me == min(members):
-        for r, (ticket, _) in reqs.items():
-            b._store.set(_key(b, f"admit/{r}/{ticket}"), json.dumps(decision))
-    _apply(b, new_active, decision["round"], decision["syncs"], decision["epoch"])
-    for r, (ticket, _) in reqs.items():
-        b._tickets[r] = ticket
-    return decision["epoch"], already
+class ProposalResult(ctypes.Structure):
+    """struct mc_pg_proposal_result."""
+
+    _fields_ = [
+        ("status", ctypes.c_int),
+        ("epoch", ctypes.c_uint64),
+        ("dropped", ctypes.c_int32 * 64),
+        ("reason", ctypes.c_char * 256),
+    ]
+
+
+def admit(b, ranks, window_ms: int):
+    """The members' side of join: every active member calls it with the same ranks. Returns
+    (status, epoch, dropped ranks, reason)."""
+    arr = (ctypes.c_int32 * max(1, len(ranks)))(*ranks)
+    res = ProposalResult()
+    window = window_ms or _timeout_ms(b)
+    rc = b._lib.mc_pg_ctrl_activate(b._handle(), arr, len(ranks), window, _timeout_ms(b), ctypes.byref(res))
+    reason = res.reason.decode(errors="replace")
+    if rc == _ERR_ENDPOINT:
+        raise TimeoutError(f"mooncake-cpu: {reason or 'the ranks did not ask to join in time'}")
+    if rc:
+        raise PgError(f"mc_pg_ctrl_activate{': ' + reason if reason else ''}", rc)
+    dropped = [i for i in range(b.max_group_size) if res.dropped[i]]
+    return int(res.status), int(res.epoch), dropped, reason

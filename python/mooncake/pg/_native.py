@@ -64,6 +64,12 @@ def _declare(lib: ctypes.CDLL) -> None:
         "mc_pg_admit": (I, [P, I32P, S, U64, U64, U64]),
         "mc_pg_leave": (I, [P]),
         "mc_pg_inject_link_fault": (I, [P, I, I]),
+        "mc_pg_coordinator_start": (I, [ctypes.c_char_p, ctypes.c_uint16, ctypes.POINTER(P)]),
+        "mc_pg_coordinator_address": (I, [P, ctypes.c_char_p, S]),
+        "mc_pg_coordinator_stop": (None, [P]),
+        "mc_pg_ctrl_register": (I, [P, ctypes.c_char_p, ctypes.c_char_p, I, I]),
+        "mc_pg_ctrl_join": (I, [P, I]),
+        "mc_pg_ctrl_activate": (I, [P, I32P, S, I, I, P]),
         "mc_strerror": (ctypes.c_char_p, [I]),
         "mc_err_name": (ctypes.c_char_p, [I]),
     }

@@ -203,3 +203,52 @@ def rejoin_after_link_fault(rank: int, n: int, port: int):
     check_all_reduce(rank, [0, 1])
     ping_pong(rank, 1 - rank, rank == 1)
     return pg.get_current_epoch(world)
+
+
+WINDOW_US = 3_000_000  # how long a recovery waits for a silent member before dropping it
+
+
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+def paused_member_dropped(rank: int, n: int, port: int, paused_pid, start, rejected):
+    """Seats 0, 1 and 2 of a four-seat group; seat 2 is paused (SIGSTOP) before it could take
+    part in a recovery; process 3 extends the group into seat 3. Seats 0 and 1 recover it: after
+    the reconciliation window the silent seat 2 is dropped and the others go on as 0, 1, 3.
+    Resumed, seat 2 finds its proposal rejected: the group moved on without it."""
+    if rank == 3:
+        assert start.wait(120)
+        pg = init(3, 4, port, 4, extension=True)
+        world = dist.group.WORLD
+        pg.join_group(world)
+        check_all_reduce(3, [0, 1, 3])
+        return (pg.get_current_epoch(world), pg.get_active_ranks(world).tolist())
+    pg = init(rank, 3, port, 4)
+    pg.set_fault_reconciliation_window_us(WINDOW_US)
+    world = dist.group.WORLD
+    check_all_reduce(rank, [0, 1, 2])
+    if rank == 2:
+        paused_pid.value = os.getpid()
+        os.kill(os.getpid(), signal.SIGSTOP)
+        resp = pg.recover_ranks(world, [3])  # resumed after the others went on
+        assert resp.status == pg.ProposalStatus.Rejected and "dropped" in resp.reject_reason, resp
+        rejected.set()
+        return "rejected"
+    wait_until(lambda: paused_pid.value and _stopped(paused_pid.value), "seat 2 to be paused")
+    if rank == 0:
+        start.set()
+    wait_until(lambda: pg.get_peer_state(world, [3])[0], "the extension rank")
+    before = pg.get_current_epoch(world)
+    t0 = time.monotonic()
+    resp = pg.recover_ranks(world, [3])
+    assert resp.status == pg.ProposalStatus.AppliedWithDroppedRanks, resp
+    assert resp.dropped_ranks == [2] and resp.new_epoch > before, resp
+    assert time.monotonic() - t0 < WINDOW_US / 1e6 + 60
+    assert pg.get_active_ranks(world).tolist() == [1, 1, 0, 1]
+    check_all_reduce(rank, [0, 1, 3])
+    if rank == 0:  # the coordinator and the store live here: stay until seat 2 heard the news
+        os.kill(paused_pid.value, signal.SIGCONT)
+        assert rejected.wait(120)
+    return (pg.get_current_epoch(world), pg.get_active_ranks(world).tolist())

@@ -39,3 +39,12 @@ def test_extension_then_killed_rank_replaced():
 def test_inplace_rejoin_after_link_fault():
     res = spawn(w.rejoin_after_link_fault, 2)
     assert res[0] == res[1], res
+
+
+def test_paused_member_dropped_during_recovery():
+    ctx = mp.get_context("fork")
+    res = spawn(w.paused_member_dropped, 4, ctx.Value("i", 0), *_events(2))
+    assert res[2] == "rejected"
+    views = [res[r] for r in (0, 1, 3)]
+    assert views[0] == views[1] == views[2], views
+    assert views[0][1] == [1, 1, 0, 1]
