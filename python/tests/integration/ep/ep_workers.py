@@ -328,14 +328,24 @@ def te_copy_failure(group, rank, world, out):
         x[0, :8] = torch.frombuffer(bytearray(MARKER), dtype=torch.bfloat16)
     # rank 1 waits 2 s for rows that cannot come (the failure is certain, not a race)
     expect_error(res, "failed", RuntimeError, lambda: buf.dispatch(x, idx, None, 8, ne, 2_000_000, use_fp8=False))
-    x2 = torch.randn((2, HIDDEN)).to(torch.bfloat16)
-    idx2 = torch.full((2, TOPK), -1, dtype=torch.int64)
-    idx2[:, 0] = (2 * rank + 2 + torch.arange(2)) % ne  # to the next rank's experts
-    recv, count, handle, _, _ = buf.dispatch(x2, idx2, None, 8, ne, -1, use_fp8=False)
-    combined, _, _ = buf.combine(recv, idx2, torch.ones((2, TOPK)), None, -1, handle)
-    res["after_exact"] = bool(torch.equal(combined, x2))
+    res["after_exact"] = _round_trip_exact(buf, *_to_next_rank(rank, world, 2), world)
     with open(os.path.join(out, f"te_copy_failure.{rank}.json"), "w") as f:
         json.dump(res, f)
+
+
+def _to_next_rank(rank, world, num_tokens):
+    """Tokens that each go to one expert of the next rank (2 experts a rank)."""
+    x = torch.randn((num_tokens, HIDDEN)).to(torch.bfloat16)
+    idx = torch.full((num_tokens, TOPK), -1, dtype=torch.int64)
+    idx[:, 0] = 2 * ((rank + 1) % world) + torch.arange(num_tokens) % 2
+    return x, idx
+
+
+def _round_trip_exact(buf, x, idx, world):
+    """Dispatch and combine with identity experts and weight 1: whether x came back exactly."""
+    recv, _, handle, _, _ = buf.dispatch(x, idx, None, 8, 2 * world, -1, use_fp8=False)
+    combined, _, _ = buf.combine(recv, idx, torch.ones(idx.shape), None, -1, handle)
+    return bool(torch.equal(combined, x))
 
 
 def te_region_failure(group, rank, world, out):
@@ -344,18 +354,14 @@ def te_region_failure(group, rank, world, out):
     res: dict = {}
     ne = 2 * world
     buf = Buffer(group)
-    x = torch.randn((2, HIDDEN)).to(torch.bfloat16)
-    idx = torch.full((2, TOPK), -1, dtype=torch.int64)
-    idx[:, 0] = (2 * rank + 2 + torch.arange(2)) % ne  # to the next rank's experts
+    x, idx = _to_next_rank(rank, world, 2)
     if rank == world - 1:
         os.environ["MC_EP_TE_LOCATION"] = "cuda:7"  # MC_DEVMEM_FAKE_DEVICES is 2
     try:
         expect_error(res, "failed", RuntimeError, lambda: buf.dispatch(x, idx, None, 8, ne, -1, use_fp8=False))
     finally:
         os.environ["MC_EP_TE_LOCATION"] = "cuda:0"
-    recv, count, handle, _, _ = buf.dispatch(x, idx, None, 8, ne, -1, use_fp8=False)
-    combined, _, _ = buf.combine(recv, idx, torch.ones((2, TOPK)), None, -1, handle)
-    res["after_exact"] = bool(torch.equal(combined, x))
+    res["after_exact"] = _round_trip_exact(buf, x, idx, world)
     with open(os.path.join(out, f"te_region_failure.{rank}.json"), "w") as f:
         json.dump(res, f)
 
@@ -375,14 +381,9 @@ def te_shm(group, rank, world, out):
     engine = buf._exchange.transport.engine
     assert engine is _te._shared_engine.__globals__["_shared"][("127.0.0.1", "auto", os.environ.get("MC_DEVMEM", ""))]
     before = engine.get_transport_stats()
-    x = torch.randn((4, HIDDEN)).to(torch.bfloat16)
-    idx = torch.full((4, TOPK), -1, dtype=torch.int64)
-    idx[:, 0] = 2 * ((rank + 1) % world) + torch.arange(4) % 2  # every token to the next rank's experts
-    recv, count, handle, _, _ = buf.dispatch(x, idx, None, 8, 2 * world, -1, use_fp8=False)
-    combined, _, _ = buf.combine(recv, idx, torch.ones((4, TOPK)), None, -1, handle)
+    res["exact"] = _round_trip_exact(buf, *_to_next_rank(rank, world, 4), world)
     after = engine.get_transport_stats()
     res["name"] = buf.transport_name
-    res["exact"] = bool(torch.equal(combined, x))
     res["shm_bytes"] = after["shm"][1] - before["shm"][1]
     res["tcp_bytes"] = after["tcp"][1] - before["tcp"][1]
     with open(os.path.join(out, f"te_shm.{rank}.json"), "w") as f:
