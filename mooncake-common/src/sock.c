@@ -336,12 +336,12 @@ static ssize_t mc__recv_spin(int fd, void *c, size_t n, uint64_t spin_ns) {
  * caller that has just sent a request, whose reply cannot be there yet, this saves the receive
  * that would fail with EAGAIN. */
 static ssize_t mc__recv_some(int fd, void *c, size_t n, uint64_t deadline_ms, int wait_first,
-                             uint64_t wait_spin_ns, int timed, int away) {
+                             uint64_t wait_spin_ns, int timed) {
     uint64_t spin = mc__spin_ns();
     uint64_t reply_spin = wait_first && !spin ? wait_spin_ns : 0;
     int adapt = reply_spin && !mc__reply_spin_fixed();
     if (adapt)
-        reply_spin = mc__spin_allow(reply_spin, away);
+        reply_spin = mc__spin_allow(reply_spin);
     if (reply_spin) {
         ssize_t r = mc__recv_spin(fd, c, n, reply_spin);
         if (adapt)
@@ -396,7 +396,7 @@ static ssize_t mc__recv_some(int fd, void *c, size_t n, uint64_t deadline_ms, in
 int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
     char *c = p;
     while (n > 0) {
-        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, 0, 0, 0, 0);
+        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, 0, 0, 0);
         if (r < 0)
             return MC_ERR_SOCKET;
         c += r;
@@ -414,7 +414,6 @@ void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap) {
     b->spin_ns = mc__reply_spin_for(0);
     b->timed_wait = 0;
     b->filled = 0;
-    b->spin_away = 0;
 }
 
 int mc__rbuf_read(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms) {
@@ -442,8 +441,7 @@ int mc__rbuf_read_max(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms, 
         if (n >= b->cap / 2) {
             int wait = b->wait_first;
             b->wait_first = 0;
-            r = mc__recv_some(b->fd, d, n, deadline_ms, wait, b->spin_ns, b->timed_wait,
-                              b->spin_away);
+            r = mc__recv_some(b->fd, d, n, deadline_ms, wait, b->spin_ns, b->timed_wait);
             if (r < 0)
                 return MC_ERR_SOCKET;
             b->filled = (size_t)r == n;
@@ -457,7 +455,7 @@ int mc__rbuf_read_max(mc__rbuf_t *b, void *dst, size_t n, uint64_t deadline_ms, 
             return 0;
         }
         r = mc__recv_some(b->fd, b->data, fill > n ? fill : n, deadline_ms, b->wait_first,
-                          b->spin_ns, b->timed_wait, b->spin_away);
+                          b->spin_ns, b->timed_wait);
         b->wait_first = 0;
         if (r < 0)
             return MC_ERR_SOCKET;

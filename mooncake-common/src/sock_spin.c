@@ -45,12 +45,12 @@ int mc__spin_parse_loadavg(const char *text) {
     return (int)v;
 }
 
-uint64_t mc__spin_budget(mc__spin_gov_t *g, uint64_t want_ns, int runnable, int ncpu, int others) {
+uint64_t mc__spin_budget(mc__spin_gov_t *g, uint64_t want_ns, int runnable, int ncpu) {
     if (want_ns == 0)
         return 0;
-    /* every core is taken (this thread among them) and someone waits for one, or will once the
-     * processes our answer waits for run: that answer needs a core that only our sleeping frees */
-    if (runnable > 0 && ncpu > 0 && runnable + others > ncpu)
+    /* every core is taken (this thread among them) and someone waits for one: the answer we
+     * would spin for needs a core that only our sleeping frees */
+    if (runnable > 0 && ncpu > 0 && runnable > ncpu)
         return 0;
     if (g->score >= MC__SPIN_ONE / 2)
         return want_ns;
@@ -115,10 +115,10 @@ static int mc__spin_runnable(void) {
 
 static _Thread_local mc__spin_gov_t mc__spin_mine = {.score = MC__SPIN_ONE};
 
-uint64_t mc__spin_allow(uint64_t want_ns, int others) {
+uint64_t mc__spin_allow(uint64_t want_ns) {
     if (want_ns == 0)
         return 0;
-    return mc__spin_budget(&mc__spin_mine, want_ns, mc__spin_runnable(), mc__spin_ncpu(), others);
+    return mc__spin_budget(&mc__spin_mine, want_ns, mc__spin_runnable(), mc__spin_ncpu());
 }
 
 void mc__spin_result(int answered) {

@@ -20,30 +20,15 @@ static mc__spin_gov_t fresh(void) {
 static void test_cores(void **state) {
     mc__spin_gov_t g = fresh();
     (void)state;
-    assert_int_equal(mc__spin_budget(&g, WANT, 1, 2, 0), WANT);
-    assert_int_equal(mc__spin_budget(&g, WANT, 2, 2, 0), WANT);
-    assert_int_equal(mc__spin_budget(&g, WANT, 3, 2, 0), 0);
-    assert_int_equal(mc__spin_budget(&g, WANT, 11, 2, 0), 0);
-    assert_int_equal(mc__spin_budget(&g, WANT, 9, 16, 0), WANT);
-    assert_int_equal(mc__spin_budget(&g, WANT, -1, 2, 0), WANT); /* /proc unreadable */
-    assert_int_equal(mc__spin_budget(&g, WANT, 3, 0, 0), WANT);  /* cores unknown */
-    assert_int_equal(mc__spin_budget(&g, 0, 1, 2, 0), 0);        /* nothing asked */
-    assert_int_equal(g.skips, 0);                                /* no probe was counted */
-}
-
-/* A peer that calls another process before its next request (others = 1): the spin needs a core
- * for that process too, so on 2 cores it spins only while this thread runs alone; with cores to
- * spare it spins as before. */
-static void test_others(void **state) {
-    mc__spin_gov_t g = fresh();
-    (void)state;
-    assert_int_equal(mc__spin_budget(&g, WANT, 1, 2, 1), WANT);
-    assert_int_equal(mc__spin_budget(&g, WANT, 2, 2, 1), 0);
-    assert_int_equal(mc__spin_budget(&g, WANT, 2, 4, 1), WANT);
-    assert_int_equal(mc__spin_budget(&g, WANT, 3, 4, 1), WANT);
-    assert_int_equal(mc__spin_budget(&g, WANT, 4, 4, 1), 0);
-    assert_int_equal(mc__spin_budget(&g, WANT, -1, 2, 1), WANT); /* /proc unreadable */
-    assert_int_equal(g.skips, 0);
+    assert_int_equal(mc__spin_budget(&g, WANT, 1, 2), WANT);
+    assert_int_equal(mc__spin_budget(&g, WANT, 2, 2), WANT);
+    assert_int_equal(mc__spin_budget(&g, WANT, 3, 2), 0);
+    assert_int_equal(mc__spin_budget(&g, WANT, 11, 2), 0);
+    assert_int_equal(mc__spin_budget(&g, WANT, 9, 16), WANT);
+    assert_int_equal(mc__spin_budget(&g, WANT, -1, 2), WANT); /* /proc unreadable */
+    assert_int_equal(mc__spin_budget(&g, WANT, 3, 0), WANT);  /* cores unknown */
+    assert_int_equal(mc__spin_budget(&g, 0, 1, 2), 0);        /* nothing asked */
+    assert_int_equal(g.skips, 0);                             /* no probe was counted */
 }
 
 /* Spins that keep failing turn the spin off but for one probe in 16; answered probes turn it
@@ -52,7 +37,7 @@ static void test_record(void **state) {
     mc__spin_gov_t g = fresh();
     int fails = 0;
     (void)state;
-    while (mc__spin_budget(&g, WANT, 1, 2, 0) == WANT) {
+    while (mc__spin_budget(&g, WANT, 1, 2) == WANT) {
         mc__spin_note(&g, 0);
         fails++;
         assert_true(fails < 100);
@@ -62,7 +47,7 @@ static void test_record(void **state) {
     /* off: one wait in 16 still spins */
     int spun = 0;
     for (int i = 0; i < 160; i++)
-        if (mc__spin_budget(&g, WANT, 1, 2, 0))
+        if (mc__spin_budget(&g, WANT, 1, 2))
             spun++;
     assert_int_equal(spun, 10);
     /* probes that end with the answer: on again after a few */
@@ -73,7 +58,7 @@ static void test_record(void **state) {
         assert_true(probes < 100);
     }
     assert_true(probes <= 8);
-    assert_int_equal(mc__spin_budget(&g, WANT, 2, 2, 0), WANT);
+    assert_int_equal(mc__spin_budget(&g, WANT, 2, 2), WANT);
     /* success keeps it at the top, never past it */
     for (int i = 0; i < 1000; i++)
         mc__spin_note(&g, 1);
@@ -89,11 +74,11 @@ static void test_mixed(void **state) {
     (void)state;
     for (int i = 0; i < 400; i++)
         mc__spin_note(&g, i % 4 != 0);
-    assert_int_equal(mc__spin_budget(&g, WANT, 1, 2, 0), WANT);
+    assert_int_equal(mc__spin_budget(&g, WANT, 1, 2), WANT);
     g = fresh();
     for (int i = 0; i < 400; i++)
         mc__spin_note(&g, i % 4 == 0);
-    assert_int_equal(mc__spin_budget(&g, WANT, 1, 2, 0), 0);
+    assert_int_equal(mc__spin_budget(&g, WANT, 1, 2), 0);
 }
 
 static void test_parse_loadavg(void **state) {
@@ -111,9 +96,9 @@ static void test_parse_loadavg(void **state) {
  * was asked. */
 static void test_live(void **state) {
     (void)state;
-    assert_int_equal(mc__spin_allow(0, 0), 0);
+    assert_int_equal(mc__spin_allow(0), 0);
     for (int i = 0; i < 50; i++) {
-        uint64_t b = mc__spin_allow(WANT, 1);
+        uint64_t b = mc__spin_allow(WANT);
         assert_true(b == 0 || b == WANT);
         mc__spin_result(1);
     }
@@ -121,9 +106,9 @@ static void test_live(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cores),         cmocka_unit_test(test_others),
-        cmocka_unit_test(test_record),        cmocka_unit_test(test_mixed),
-        cmocka_unit_test(test_parse_loadavg), cmocka_unit_test(test_live),
+        cmocka_unit_test(test_cores), cmocka_unit_test(test_record),
+        cmocka_unit_test(test_mixed), cmocka_unit_test(test_parse_loadavg),
+        cmocka_unit_test(test_live),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

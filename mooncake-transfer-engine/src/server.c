@@ -79,7 +79,6 @@ typedef struct mc__srv_conn {
     int npins;
     uint64_t held_bytes;
     int bulk;               /* the request last served carried MC__TE_F_BULK */
-    int away;               /* ... and MC__TE_F_AWAY */
     mc__devmem_buf_t stage; /* requests on device memory stage through it (devmem.h) */
 } mc__srv_conn_t;
 
@@ -92,13 +91,10 @@ static int mc__srv_flush(mc__srv_conn_t *c, uint64_t deadline) {
     /* A peer that got its reply often sends its next request at once (a loop of small calls):
      * the next receive spins briefly (MC_TCP_REPLY_SPIN_US) before it sleeps. Not after a bulk
      * request (a batch's group, a large block): its caller has more to do (its other keys, its
-     * master) before it comes back, and the spin would only take a core the caller needs. A
-     * caller away at another process first (MC__TE_F_AWAY) is spun for only while the host has
-     * a core for that process as well. */
+     * master) before it comes back, and the spin would only take a core the caller needs. */
     if (c->niov && !rc && mc__rbuf_pending(&c->rb) == 0) {
         c->rb.wait_first = 1;
         c->rb.spin_ns = c->bulk ? 0 : mc__reply_spin_for(0);
-        c->rb.spin_away = c->away;
     }
     for (int i = 0; i < c->npins; i++)
         mc__reg_unpin(&c->e->reg, &c->pins[i]);
@@ -330,7 +326,6 @@ static int mc__serve_one(mc_engine_t *e, mc__srv_conn_t *c) {
     }
     chk = mc__te_check_request(&h);
     c->bulk = (h.flags & MC__TE_F_BULK) != 0;
-    c->away = (h.flags & MC__TE_F_AWAY) != 0;
     deadline = mc__now_ms() + (uint64_t)e->timeout_ms;
     if (chk == MC_ERR_NOT_IMPLEMENTED) {
         if (mc__drain(c, h.body_len, deadline))

@@ -100,7 +100,6 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
     size_t cap = 0;
     uint64_t reserved = 0; /* of the body budget, by the request last read */
     uint64_t spin = mc__reply_spin_for(0);
-    int away = 0; /* the last request carried MC_MP_F_AWAY */
     mc_buf_t out;
     /* a request's header and a small body (most requests) come in with one receive */
     uint8_t rb_mem[MC__RPC_RBUF];
@@ -133,7 +132,6 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
          */
         rb.wait_first = 1;
         rb.spin_ns = spin;
-        rb.spin_away = away;
         if (mc__rbuf_read(&rb, hdr, sizeof(hdr), 0))
             break; /* peer closed, or shut down for being idle */
         mc__conn_idle(0);
@@ -184,9 +182,8 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
             break;
         }
         rc = mc__master_handle(s->m, &req, &out);
-        spin = mc__rpc_next_spin(&req);
         /* the client said its next request comes after a call elsewhere (MC_MP_F_AWAY) */
-        away = (h.flags & MC_MP_F_AWAY) != 0;
+        spin = (h.flags & MC_MP_F_AWAY) ? 0 : mc__rpc_next_spin(&req);
         mc__mp_request_free(&req);
         if (rc || mc__send_all(fd, out.data, out.len, deadline))
             break;

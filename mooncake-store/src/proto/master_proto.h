@@ -85,8 +85,7 @@
 /* Request frame flag (the framing's flags; a master that does not know it ignores it): the
  * client's next request on this connection comes only after it has called another process (a
  * put's start or commit is followed by its write to the holders, a replica list by the read),
- * so the master spins for it only while the host has a core for that process as well
- * (rpc_server.c, mc__spin_budget's others). */
+ * so the master does not keep a core spinning for it (rpc_server.c). */
 #define MC_MP_F_AWAY 0x0100u
 /* The contract between a client's replica-location cache and the master: a client reads through
  * a granted replica list for at most MC_MP_CACHED_LEASE_MS from sending the request that got it

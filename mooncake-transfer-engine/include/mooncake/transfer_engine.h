@@ -264,10 +264,9 @@ enum mc_submit_flags {
      * this engine move it as they move registered memory. */
     MC_SUBMIT_UNREGISTERED_LOCAL = 1,
     /* After these requests the caller talks to other processes before it sends these peers its
-     * next one (a store writes a value, then commits it at its master): the peers keep a core
-     * spinning for that next request only while the host has a core for that other process as
-     * well; on a host with few cores the spin would take the core it needs. A hint: the
-     * transfers are the same without it. */
+     * next one (a store writes a value, then commits it at its master): the peers do not keep a
+     * core spinning for that next request, which on a host with few cores would take the core
+     * the caller's next peer needs. A hint: the transfers are the same without it. */
     MC_SUBMIT_CALLER_AWAY = 2
 };
 /* Every flag above. */

@@ -196,10 +196,9 @@ static int mc__tcp_pipe(mc_engine_t *e, int fd, mc__tcp_op_t *ops, int k, mc__rb
     }
     /* Too much to spin for its replies (mc__reply_spin_for); and unless it is a caller's lone
      * request, whose next one follows the reply, the target need not spin for our next request
-     * either: it comes after the batch's other work. */
-    flags = payload > MC__SPIN_BYTES_MAX && !lone ? MC__TE_F_BULK : 0;
-    if (away)
-        flags |= MC__TE_F_AWAY;
+     * either: it comes after the batch's other work. Nor when the caller said its next request
+     * comes after a call to another process. */
+    flags = (payload > MC__SPIN_BYTES_MAX && !lone) || away ? MC__TE_F_BULK : 0;
     for (int i = 0; i < k; i++) {
         mc__tcp_op_t *op = &ops[i];
         int write = op->t->opcode == MC_OPCODE_WRITE;

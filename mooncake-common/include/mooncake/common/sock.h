@@ -59,9 +59,6 @@ typedef struct mc__rbuf {
     int timed_wait;
     /* the last receive took all it asked for: the socket may hold more (mc__rbuf_top_up) */
     int filled;
-    /* set by a server when its peer said that its next request comes only after it has called
-     * another process: the spin then also needs a core for that one (mc__spin_budget's others) */
-    int spin_away;
 } mc__rbuf_t;
 void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap);
 /* Reads exactly n bytes (mc__recv_all's deadline and EOF rules). */

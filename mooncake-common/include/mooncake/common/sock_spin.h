@@ -13,12 +13,11 @@ typedef struct mc__spin_gov {
 } mc__spin_gov_t;
 
 /* The policy, on its inputs alone: how long to spin for a wait the caller would spin want_ns
- * for, with `runnable` threads runnable on the host now (this one included; <= 0: unknown), the
- * host's ncpu cores (<= 0: no comparison), and `others` processes besides the peer that must run
- * before the answer can come (a peer that calls another process first: 1). 0 when those and the
- * runnable threads need more cores than there are; while fewer than half of g's recent spins
- * ended with the answer, want_ns every 16th wait (a probe), else 0. */
-uint64_t mc__spin_budget(mc__spin_gov_t *g, uint64_t want_ns, int runnable, int ncpu, int others);
+ * for, with `runnable` threads runnable on the host now (this one included; <= 0: unknown) and
+ * the host's ncpu cores (<= 0: no comparison). 0 when every core is taken and someone waits for
+ * one; while fewer than half of g's recent spins ended with the answer, want_ns every 16th wait (a
+ * probe), else 0. */
+uint64_t mc__spin_budget(mc__spin_gov_t *g, uint64_t want_ns, int runnable, int ncpu);
 /* Records how a spin ended: with the answer (answered != 0), or with nothing come. */
 void mc__spin_note(mc__spin_gov_t *g, int answered);
 /* The runnable count out of /proc/loadavg's text ("0.37 0.31 0.58 2/345 12345" -> 2); -1. */
@@ -26,7 +25,7 @@ int mc__spin_parse_loadavg(const char *text);
 
 /* The policy for the calling thread on this host now (its own record, the host's runnable
  * threads read at most every 5 ms against the host's cores when its affinity mask has them all). */
-uint64_t mc__spin_allow(uint64_t want_ns, int others);
+uint64_t mc__spin_allow(uint64_t want_ns);
 void mc__spin_result(int answered);
 
 #endif
