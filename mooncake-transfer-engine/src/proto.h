@@ -25,9 +25,9 @@ enum mc__te_msg {
     MC__TE_NOTIFY = 5,
 };
 
-/* Request flag (the framing's flags, ignored by peers that do not know it): the initiator's next
- * request comes only after other work (the rest of a batch or a large block, or a call to another
- * process: MC_SUBMIT_CALLER_AWAY); the target does not spin for it (server.c). */
+/* Request flag (the framing's flags, ignored by peers that do not know it): the initiator is
+ * moving a batch or a large block, so its next request comes only after that work; the target
+ * does not spin for it (server.c). */
 #define MC__TE_F_BULK 0x0100u
 
 #define MC__TE_RW_BODY 24u

@@ -111,7 +111,6 @@ int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs,
         t->submitted_ns = submitted;
         t->transport = plan[i].tp;
         t->local_device = plan[i].local_device;
-        t->caller_away = (flags & MC_SUBMIT_CALLER_AWAY) != 0;
         atomic_init(&t->status, MC_STATUS_PENDING);
     }
     b->used += n;
@@ -151,7 +150,7 @@ int mc_engine_batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t 
 int mc_engine_batch_submit_ex(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n,
                               unsigned flags) {
     int rc;
-    if (flags & ~MC_SUBMIT_FLAGS_ALL)
+    if (flags & ~(unsigned)MC_SUBMIT_UNREGISTERED_LOCAL)
         return MC_ERR_INVALID_ARGUMENT;
     MC__GATED(e, rc, mc__batch_submit(e, id, reqs, n, flags));
     return rc;

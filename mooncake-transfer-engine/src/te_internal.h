@@ -74,7 +74,6 @@ typedef struct mc__task {
     int transport;    /* enum mc__tp */
     int local_device; /* the GPU the local range is on (devmem.h); -1: host memory */
     uint32_t aborts;  /* peer->aborts when it was submitted */
-    int caller_away;  /* submitted with MC_SUBMIT_CALLER_AWAY */
 } mc__task_t;
 
 typedef struct mc__batch {

@@ -305,55 +305,6 @@ static void test_unregistered_local(void **state) {
     free(mem);
 }
 
-/* MC_SUBMIT_CALLER_AWAY is a hint to the target (do not spin for my next request): lone requests
- * (run on the caller's thread) and batches move the same bytes with it, and with it the next
- * request, sent after the target stopped waiting for one, is served as usual. */
-static void test_caller_away(void **state) {
-    fixture_t *f = *state;
-    mc_segment_id_t seg = -1;
-    mc_request_t r[4];
-    int err[4] = {-1, -1, -1, -1};
-    uint8_t *back = f->tcp_buf + 8 * MiB;
-    assert_int_equal(mc_engine_open_segment(f->tcp, f->target.name, &seg), 0);
-    for (int round = 0; round < 3; round++) {
-        te_fill(f->tcp_buf, 4096, 900 + (unsigned)round);
-        r[0] = (mc_request_t){.opcode = MC_OPCODE_WRITE,
-                              .source = f->tcp_buf,
-                              .target_id = seg,
-                              .target_offset = f->target.plain_addr,
-                              .length = 4096};
-        assert_int_equal(mc_engine_transfer_sync_each_ex(f->tcp, r, 1, err, MC_SUBMIT_CALLER_AWAY),
-                         0);
-        assert_int_equal(err[0], 0);
-        memset(back, 0, 4096);
-        r[0] = (mc_request_t){.opcode = MC_OPCODE_READ,
-                              .source = back,
-                              .target_id = seg,
-                              .target_offset = f->target.plain_addr,
-                              .length = 4096};
-        assert_int_equal(mc_engine_transfer_sync_each_ex(f->tcp, r, 1, err, MC_SUBMIT_CALLER_AWAY),
-                         0);
-        assert_true(te_hash(back, 4096) == te_pattern_hash(4096, 900 + (unsigned)round, 0));
-    }
-    for (int i = 0; i < 4; i++) {
-        te_fill(f->tcp_buf + (size_t)i * 65536, 65536, 950 + (unsigned)i);
-        r[i] = (mc_request_t){.opcode = MC_OPCODE_WRITE,
-                              .source = f->tcp_buf + (size_t)i * 65536,
-                              .target_id = seg,
-                              .target_offset = f->target.plain_addr + (uint64_t)i * 65536,
-                              .length = 65536};
-    }
-    assert_int_equal(mc_engine_transfer_sync_each_ex(
-                         f->tcp, r, 4, err, MC_SUBMIT_CALLER_AWAY | MC_SUBMIT_UNREGISTERED_LOCAL),
-                     0);
-    for (int i = 0; i < 4; i++)
-        assert_true(te_target_hash(&f->target, r[i].target_offset, 65536) ==
-                    te_pattern_hash(65536, 950 + (unsigned)i, 0));
-    /* a flag beyond the known ones is still refused */
-    assert_int_equal(mc_engine_transfer_sync_each_ex(f->tcp, r, 1, err, MC_SUBMIT_FLAGS_ALL + 1),
-                     MC_ERR_INVALID_ARGUMENT);
-}
-
 static void test_notify(void **state) {
     fixture_t *f = *state;
     char reply[512], want[512];
@@ -510,7 +461,6 @@ int main(void) {
         cmocka_unit_test(test_mixed_batch),
         cmocka_unit_test(test_local_segment),
         cmocka_unit_test(test_unregistered_local),
-        cmocka_unit_test(test_caller_away),
         cmocka_unit_test(test_notify),
         cmocka_unit_test(test_http_metadata),
         cmocka_unit_test(test_http_port_zero_names),

@@ -22,7 +22,6 @@ int mc__store_get_replicas(mc_store_t *s, const char *key, mc__key_replicas_t **
     if (rc == 0)
         mc__replica_cache_put(s->rcache, key, sent, *kr);
     (*kr)->key = key;
-    (*kr)->looked_up = 1;
     /* a reader that stalls holding a lease (tests stop it here) */
     mc__failpoint("store_get_after_lease");
     return rc;

@@ -260,11 +260,8 @@ int mc__store_cached_read_ok(mc_store_t *s, const char *key, int64_t rc, uint64_
  * returns the size or a negative code. */
 int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
                                 const mc_store_iov_t *iov, size_t iovcnt);
-/* The engine flags for moving caller memory by opcode: MC_SUBMIT_UNREGISTERED_LOCAL when
- * direct_mem; MC_SUBMIT_CALLER_AWAY for writes, and for reads when away (the caller's next call
- * goes to the master: a read through a replica list the master just gave), so that a holder does
- * not keep a core spinning for a request that comes only after the master answered. */
-unsigned mc__store_submit_flags(const mc_store_t *s, int opcode, int away);
+/* The engine flags for moving caller memory (MC_SUBMIT_UNREGISTERED_LOCAL when direct_mem). */
+unsigned mc__store_submit_flags(const mc_store_t *s);
 /* 1 when [p, p+len) lies inside one buffer registered with the engine (the staging buffer, user
  * buffers, memory registered by other users of a shared engine); for a dummy client, inside one
  * range it registered. */

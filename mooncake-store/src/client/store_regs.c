@@ -10,13 +10,8 @@
 
 /* ---- registered user buffers ---- */
 
-unsigned mc__store_submit_flags(const mc_store_t *s, int opcode, int away) {
-    unsigned f = s->direct_mem ? MC_SUBMIT_UNREGISTERED_LOCAL : 0;
-    /* A write is always followed by a call to the master (a put's commit or end, a task's
-     * report), so its holder need not spin for our next request. */
-    if (away || opcode == MC_OPCODE_WRITE)
-        f |= MC_SUBMIT_CALLER_AWAY;
-    return f;
+unsigned mc__store_submit_flags(const mc_store_t *s) {
+    return s->direct_mem ? MC_SUBMIT_UNREGISTERED_LOCAL : 0;
 }
 
 int mc__store_is_registered(mc_store_t *s, const void *p, size_t len) {

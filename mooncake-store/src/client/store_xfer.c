@@ -73,7 +73,6 @@ typedef struct mc__mover {
     mc_segment_id_t ids[MC_MP_MAX_REPLICA_NUM];
     int local[MC_MP_MAX_REPLICA_NUM]; /* the replica lies in our own segment */
     uint8_t *failed;                  /* the caller's, or NULL: replicas whose transfer failed */
-    unsigned flags;                   /* the engine submit flags of every request */
     mc_request_t reqs[MC__MAX_REQS];
     uint8_t req_rep[MC__MAX_REQS]; /* which replica each request moves */
     size_t nreqs;
@@ -87,7 +86,8 @@ static int mc__flush(mc__mover_t *m) {
     int errors[MC__MAX_REQS];
     int rc = 0, peer_fault = 0;
     if (m->nreqs)
-        rc = mc_engine_transfer_sync_each_ex(m->s->engine, m->reqs, m->nreqs, errors, m->flags);
+        rc = mc_engine_transfer_sync_each_ex(m->s->engine, m->reqs, m->nreqs, errors,
+                                             mc__store_submit_flags(m->s));
     for (size_t i = 0; rc != 0 && i < m->nreqs; i++) {
         if (errors[i] == 0 || mc__store_local_fault(errors[i]))
             continue;
@@ -174,10 +174,13 @@ static int mc__move_staged(mc__mover_t *m, uint8_t *user, uint64_t off, size_t l
     return 0;
 }
 
-/* mc__store_move_each; away: the caller's next call goes to its master, not to these replicas'
- * holders (see mc__store_submit_flags). */
-static int mc__move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
-                    const mc__replica_desc_t *reps, size_t nreps, uint8_t *failed, int away) {
+int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
+                   const mc__replica_desc_t *reps, size_t nreps) {
+    return mc__store_move_each(s, opcode, iov, iovcnt, reps, nreps, NULL);
+}
+
+int mc__store_move_each(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
+                        const mc__replica_desc_t *reps, size_t nreps, uint8_t *failed) {
     mc__mover_t *m = NULL;
     uint64_t off = 0;
     int all_local;
@@ -193,7 +196,6 @@ static int mc__move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t
     m->reps = reps;
     m->nreps = nreps;
     m->failed = failed;
-    m->flags = mc__store_submit_flags(s, opcode, away);
     for (size_t r = 0; r < nreps; r++) {
         m->local[r] = mc__store_replica_is_local(s, &reps[r]);
         if (!m->local[r]) {
@@ -241,16 +243,6 @@ out:
     return rc;
 }
 
-int mc__store_move(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
-                   const mc__replica_desc_t *reps, size_t nreps) {
-    return mc__move(s, opcode, iov, iovcnt, reps, nreps, NULL, 0);
-}
-
-int mc__store_move_each(mc_store_t *s, int opcode, const mc_store_iov_t *iov, size_t iovcnt,
-                        const mc__replica_desc_t *reps, size_t nreps, uint8_t *failed) {
-    return mc__move(s, opcode, iov, iovcnt, reps, nreps, failed, 0);
-}
-
 int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
                                 const mc_store_iov_t *iov, size_t iovcnt) {
     mc_store_iov_t *sub = NULL;
@@ -290,7 +282,7 @@ int64_t mc__store_read_replicas(mc_store_t *s, const mc__key_replicas_t *kr,
             if (pass == 1 && suspect)
                 continue;
             tried[r] = 1;
-            rc = mc__move(s, MC_OPCODE_READ, sub, nsub, d, 1, NULL, kr->looked_up);
+            rc = mc__store_move(s, MC_OPCODE_READ, sub, nsub, d, 1);
             if (rc == 0) {
                 if (suspect)
                     mc__store_suspect_clear(s, d->segment_name);

@@ -182,8 +182,7 @@ static void mc__rpc_serve(mc__rpc_server_t *s, int fd) {
             break;
         }
         rc = mc__master_handle(s->m, &req, &out);
-        /* the client said its next request comes after a call elsewhere (MC_MP_F_AWAY) */
-        spin = (h.flags & MC_MP_F_AWAY) ? 0 : mc__rpc_next_spin(&req);
+        spin = mc__rpc_next_spin(&req);
         mc__mp_request_free(&req);
         if (rc || mc__send_all(fd, out.data, out.len, deadline))
             break;

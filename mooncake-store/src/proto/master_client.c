@@ -169,22 +169,6 @@ out:
 
 static int mc__mc_connect_locked(mc__master_client_t *c, uint64_t deadline);
 
-/* Requests a client follows with a transfer to the holders, not with its next request here: the
- * master is told not to spin for that one (MC_MP_F_AWAY). A put's end is not among them: a loop
- * of puts through the start path sends the next start right after it. */
-static uint16_t mc__mc_frame_flags(uint8_t type) {
-    switch (type) {
-    case MC_MP_PUT_START:
-    case MC_MP_UPSERT_START:
-    case MC_MP_PUT_RESERVE:
-    case MC_MP_PUT_COMMIT:
-    case MC_MP_GET_REPLICA_LIST:
-        return MC_MP_F_AWAY;
-    default:
-        return 0;
-    }
-}
-
 /* Encodes r, sends it and waits for the reply; reconnects once if the connection is broken. */
 static int mc__mc_call(mc__master_client_t *c, mc__mp_request_t *r, mc_frame_header_t *h) {
     uint64_t deadline = mc__mc_deadline(c);
@@ -198,7 +182,6 @@ static int mc__mc_call(mc__master_client_t *c, mc__mp_request_t *r, mc_frame_hea
         mc__buf_reset(&c->out);
         memcpy(r->client_id, c->id, MC_MP_CLIENT_ID_LEN);
         r->request_id = c->next_id++;
-        r->frame_flags = mc__mc_frame_flags(r->type);
         rc = mc__mp_encode_request(&c->out, r);
         if (rc)
             goto out;

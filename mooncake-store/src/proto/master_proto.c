@@ -184,9 +184,7 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
     if (r->type == MC_MP_DISK_FETCH && (r->max_tasks == 0 || r->max_tasks > MC_DP_MAX_FETCH))
         return MC_ERR_INVALID_PARAMS;
 
-    if (r->frame_flags & ~MC_MP_F_AWAY)
-        return MC_ERR_INVALID_PARAMS;
-    rc = mc__buf_frame_begin(b, r->type, r->frame_flags, r->request_id, &start);
+    rc = mc__buf_frame_begin(b, r->type, 0, r->request_id, &start);
     if (rc)
         return rc;
     body_start = b->len;

@@ -82,11 +82,6 @@
 #define MC_MP_CLIENT_ID_LEN 16u
 #define MC_MP_MAX_SEGMENT_SIZE (1ull << 50) /* bytes in one mounted segment (1 PiB) */
 #define MC_MP_MAX_SLOTS 1024u               /* slots one PUT_RESERVE asks for */
-/* Request frame flag (the framing's flags; a master that does not know it ignores it): the
- * client's next request on this connection comes only after it has called another process (a
- * put's start or commit is followed by its write to the holders, a replica list by the read),
- * so the master does not keep a core spinning for it (rpc_server.c). */
-#define MC_MP_F_AWAY 0x0100u
 /* The contract between a client's replica-location cache and the master: a client reads through
  * a granted replica list for at most MC_MP_CACHED_LEASE_MS from sending the request that got it
  * (or the lease, when shorter); a request that takes a leased value away (an upsert's new value,
@@ -236,7 +231,6 @@ typedef struct mc__replicate_config {
  * the caller (encode); keys / value_lens are arrays of n_keys. */
 typedef struct mc__mp_request {
     uint8_t type;
-    uint16_t frame_flags; /* the encoder's request frame flags: 0 or MC_MP_F_AWAY */
     uint64_t request_id;
     uint8_t client_id[MC_MP_CLIENT_ID_LEN];
     uint32_t n_keys;
@@ -301,10 +295,6 @@ typedef struct mc__key_replicas {
     /* Not on the wire: the reader sets it to the key asked for (a LOCAL_DISK replica is read
      * by key from its node); NULL where nobody did, and then disk replicas are not read. */
     const char *key;
-    /* Not on the wire: 1 when the reader got the list from the master for this read (not from
-     * its cache): its next read likely asks the master first too, so the holder is told not to
-     * spin for it (MC_SUBMIT_CALLER_AWAY). */
-    uint8_t looked_up;
 } mc__key_replicas_t;
 
 /* Reply frames: begin appends the header (MC_FRAME_F_REPLY | flags) and returns where the frame

@@ -240,36 +240,6 @@ static void test_encoder_limits(void **state) {
     mc__buf_free(&b);
 }
 
-/* The request frame's flags: MC_MP_F_AWAY goes into the header (the master reads it there) and
- * the body decodes as without it; a flag the protocol does not define is refused. */
-static void test_frame_flags(void **state) {
-    mc__mp_str_t keys[1] = {S("k")};
-    mc__mp_request_t r, d;
-    mc_frame_header_t h;
-    mc_buf_t b;
-    (void)state;
-    mc__buf_init(&b);
-    memset(&r, 0, sizeof(r));
-    r.type = MC_MP_GET_REPLICA_LIST;
-    r.n_keys = 1;
-    r.keys = keys;
-    r.frame_flags = MC_MP_F_AWAY;
-    assert_int_equal(mc__mp_encode_request(&b, &r), 0);
-    assert_int_equal(mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h), 0);
-    assert_int_equal(h.flags, MC_MP_F_AWAY);
-    assert_int_equal(
-        mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE, (size_t)h.body_len, &d), 0);
-    assert_int_equal(d.n_keys, 1);
-    mc__mp_request_free(&d);
-    mc__buf_reset(&b);
-    r.frame_flags = MC_FRAME_F_REPLY;
-    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_PARAMS);
-    r.frame_flags = MC_MP_F_AWAY << 1;
-    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_PARAMS);
-    assert_int_equal(b.len, 0);
-    mc__buf_free(&b);
-}
-
 static void test_decoder_rejects(void **state) {
     mc_frame_header_t h = {MC_FRAME_MAGIC, MC_FRAME_VERSION, MC_MP_EXIST, 0, 1, 0};
     mc__mp_request_t d;
@@ -567,7 +537,6 @@ int main(void) {
         cmocka_unit_test(test_put_start_roundtrip),
         cmocka_unit_test(test_other_requests),
         cmocka_unit_test(test_encoder_limits),
-        cmocka_unit_test(test_frame_flags),
         cmocka_unit_test(test_decoder_rejects),
         cmocka_unit_test(test_put_slots),
         cmocka_unit_test(test_replies),

@@ -262,16 +262,8 @@ enum mc_submit_flags {
      * caller keeps it valid until every task of the batch has ended. A transport that needs a
      * registration of its own (fabric) leaves such a request to tcp; tcp, shm and copies within
      * this engine move it as they move registered memory. */
-    MC_SUBMIT_UNREGISTERED_LOCAL = 1,
-    /* After these requests the caller talks to other processes before it sends these peers its
-     * next one (a store writes a value, then commits it at its master): the peers do not keep a
-     * core spinning for that next request, which on a host with few cores would take the core
-     * the caller's next peer needs. A hint: the transfers are the same without it. */
-    MC_SUBMIT_CALLER_AWAY = 2
+    MC_SUBMIT_UNREGISTERED_LOCAL = 1
 };
-/* Every flag above. */
-#define MC_SUBMIT_FLAGS_ALL                                                                        \
-    ((unsigned)MC_SUBMIT_UNREGISTERED_LOCAL | (unsigned)MC_SUBMIT_CALLER_AWAY)
 MC_API int mc_engine_batch_submit_ex(mc_engine_t *e, mc_batch_id_t b, const mc_request_t *reqs,
                                      size_t n, unsigned flags);
 MC_API int mc_engine_transfer_sync_each_ex(mc_engine_t *e, const mc_request_t *reqs, size_t n,

@@ -188,17 +188,13 @@ static int mc__tcp_pipe(mc_engine_t *e, int fd, mc__tcp_op_t *ops, int k, mc__rb
     int cnt = 0;
     int next = 0;         /* the op whose reply comes next */
     uint64_t payload = 0; /* written and read by the group: the replies come after it crosses */
-    int away = 0;         /* the caller said it goes elsewhere next (MC_SUBMIT_CALLER_AWAY) */
     uint16_t flags;
-    for (int i = 0; i < k; i++) {
+    for (int i = 0; i < k; i++)
         payload += ops[i].n;
-        away |= ops[i].t->caller_away;
-    }
     /* Too much to spin for its replies (mc__reply_spin_for); and unless it is a caller's lone
      * request, whose next one follows the reply, the target need not spin for our next request
-     * either: it comes after the batch's other work. Nor when the caller said its next request
-     * comes after a call to another process. */
-    flags = (payload > MC__SPIN_BYTES_MAX && !lone) || away ? MC__TE_F_BULK : 0;
+     * either: it comes after the batch's other work. */
+    flags = payload > MC__SPIN_BYTES_MAX && !lone ? MC__TE_F_BULK : 0;
     for (int i = 0; i < k; i++) {
         mc__tcp_op_t *op = &ops[i];
         int write = op->t->opcode == MC_OPCODE_WRITE;
