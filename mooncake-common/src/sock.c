@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -284,20 +285,22 @@ static uint64_t mc__spin_ns(void) {
     return mc__spin_setting_ns(&cached, "MC_TCP_SPIN_US", 0);
 }
 
-/* MC_TCP_REPLY_SPIN_US (0..1000, default 20): the same, but only for the receive that follows a
+/* MC_TCP_REPLY_SPIN_US (0..1000, default 50): the same, but only for the receive that follows a
  * send on its connection (wait_first): the reply to a request just sent, which for a small
  * request comes within tens of microseconds, and on the serving side the next request after a
- * reply, which a caller in a loop sends at once. Each costs at most that much CPU per message
- * and saves a wake-up on each side (75 -> 8 us for a one-thread 4 KiB transfer_sync_write on
- * the idle VM, docs/performance.md); a connection that stays idle spins once, then sleeps. */
+ * reply, which a caller in a loop sends at once, or after one call to another process (a store's
+ * write is followed by its commit at the master, so the holder's next request comes one master
+ * round trip later: 20 us did not cover it on the 2-core VM, 50 us does). Each costs at most
+ * that much CPU per message and saves a wake-up on each side (75 -> 8 us for a one-thread 4 KiB
+ * transfer_sync_write on the idle VM; a single 4 KiB store put 105 -> 29 us, docs/performance.md);
+ * a connection that stays idle spins once, then sleeps. */
 static uint64_t mc__reply_spin_base_ns(void) {
     static _Atomic int64_t cached = -1;
-    return mc__spin_setting_ns(&cached, "MC_TCP_REPLY_SPIN_US", 20);
+    return mc__spin_setting_ns(&cached, "MC_TCP_REPLY_SPIN_US", 50);
 }
 
 /* Set in the environment, MC_TCP_REPLY_SPIN_US is the spin, always; unset, the default spin is
- * given only where it pays (mc__spin_allow: a core free for the peer, spins that end with the
- * answer). */
+ * given only while it pays (mc__spin_allow: this thread's spins keep ending with the answer). */
 static int mc__reply_spin_fixed(void) {
     static _Atomic int cached = -1;
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
@@ -321,13 +324,19 @@ uint64_t mc__reply_spin_for(uint64_t bytes) {
 }
 
 /* Tries to receive without sleeping for up to spin_ns: the bytes' count, 0 on EOF, -1 with
- * errno (EAGAIN when nothing came in time). */
+ * errno (EAGAIN when nothing came in time). The core is offered to any other runnable thread
+ * between polls: the spin keeps the core from going idle (on a VM an idle core halts, and waking
+ * it again costs tens of microseconds) without holding it from a thread that has work, such as
+ * the peer that makes our answer when there are fewer cores than busy processes. Without the
+ * yield, fixed spins of 60 and 150 us made a single put on 2 cores slower by about twice the
+ * spin (docs/perf/issue26-quiet/spin-exp.txt). */
 static ssize_t mc__recv_spin(int fd, void *c, size_t n, uint64_t spin_ns) {
     uint64_t until = mc__now_ns() + spin_ns;
     for (;;) {
         ssize_t r = recv(fd, c, n, MSG_DONTWAIT);
         if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || mc__now_ns() >= until)
             return r;
+        sched_yield();
     }
 }
 

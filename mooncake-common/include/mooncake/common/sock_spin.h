@@ -1,7 +1,7 @@
-/* Whether a receive that follows a send spins before it sleeps (sock_spin.c): only while the
- * host has a core free for the peer that makes the answer, and while this thread's spins keep
- * ending with it. MC_TCP_REPLY_SPIN_US set in the environment overrides the adaptation: that
- * spin, always (sock.c). */
+/* Whether a receive that follows a send spins before it sleeps (sock_spin.c): while this thread's
+ * spins keep ending with the answer. A spin yields the core between its polls (sock.c), so it
+ * never holds a core that another runnable thread wants. MC_TCP_REPLY_SPIN_US set in the
+ * environment overrides the adaptation: that spin, always (sock.c). */
 #ifndef MC_COMMON_SOCK_SPIN_H
 #define MC_COMMON_SOCK_SPIN_H
 #include <stdint.h>
@@ -13,18 +13,13 @@ typedef struct mc__spin_gov {
 } mc__spin_gov_t;
 
 /* The policy, on its inputs alone: how long to spin for a wait the caller would spin want_ns
- * for, with `runnable` threads runnable on the host now (this one included; <= 0: unknown) and
- * the host's ncpu cores (<= 0: no comparison). 0 when every core is taken and someone waits for
- * one; while fewer than half of g's recent spins ended with the answer, want_ns every 16th wait (a
- * probe), else 0. */
-uint64_t mc__spin_budget(mc__spin_gov_t *g, uint64_t want_ns, int runnable, int ncpu);
+ * for. want_ns while at least half of g's recent spins ended with the answer; else want_ns every
+ * 16th wait (a probe, to learn when spinning pays again), 0 otherwise. */
+uint64_t mc__spin_budget(mc__spin_gov_t *g, uint64_t want_ns);
 /* Records how a spin ended: with the answer (answered != 0), or with nothing come. */
 void mc__spin_note(mc__spin_gov_t *g, int answered);
-/* The runnable count out of /proc/loadavg's text ("0.37 0.31 0.58 2/345 12345" -> 2); -1. */
-int mc__spin_parse_loadavg(const char *text);
 
-/* The policy for the calling thread on this host now (its own record, the host's runnable
- * threads read at most every 5 ms against the host's cores when its affinity mask has them all). */
+/* The policy for the calling thread (its own record). */
 uint64_t mc__spin_allow(uint64_t want_ns);
 void mc__spin_result(int answered);
 
