@@ -292,7 +292,7 @@ static uint64_t mc__spin_ns(void) {
  * write is followed by its commit at the master, so the holder's next request comes one master
  * round trip later: 20 us did not cover it on the 2-core VM, 50 us does). Each costs at most
  * that much CPU per message and saves a wake-up on each side (75 -> 8 us for a one-thread 4 KiB
- * transfer_sync_write on the idle VM; a single 4 KiB store put 105 -> 29 us, docs/performance.md);
+ * transfer_sync_write on the idle VM; a single 4 KiB store put 105 -> 30 us, docs/performance.md);
  * a connection that stays idle spins once, then sleeps. */
 static uint64_t mc__reply_spin_base_ns(void) {
     static _Atomic int64_t cached = -1;

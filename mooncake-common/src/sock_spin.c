@@ -1,11 +1,11 @@
 /* When a receive that follows a send may spin (sock_spin.h). A spin buys back a sleep and a
  * wake-up, which cost far more than they seem on a virtual machine: a core with nothing to run
  * halts, and waking it again goes through the host (a single 4 KiB put took 105 us at p50 on the
- * idle 2-core VM with every wait asleep, against 29 us with 50 us spins; docs/performance.md).
- * The spin yields the core between its polls (sock.c), so a spinning thread never keeps a
- * runnable one from its core: the peer that makes our answer, or the other process our caller
- * talks to next, runs at once on it. What remains is the CPU time a spin spends when no answer
- * comes, bounded by each thread's record of whether its own spins ended with the answer. */
+ * idle 2-core VM with every wait asleep, against about 30 us with 50 us spins;
+ * docs/performance.md). The spin yields the core between its polls (sock.c), so a spinning thread
+ * never keeps a runnable one from its core: the peer that makes our answer, or the other process
+ * our caller talks to next, runs at once on it. What remains is the CPU time a spin spends when
+ * no answer comes, bounded by each thread's record of whether its own spins ended with it. */
 #include "mooncake/common/sock_spin.h"
 
 /* The success record: a moving average over ~8 waits, in 1/1024ths. */
