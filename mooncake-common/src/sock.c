@@ -314,8 +314,8 @@ static int mc__reply_spin_fixed(void) {
 /* An answer behind a payload comes no sooner than the payload crosses: a 64 KiB write's reply
  * takes 20-30 us on loopback, past the base spin, and sleeping then costs a wake-up (55 against
  * 29 us a call, docs/performance.md). Beyond MC__SPIN_BYTES_MAX the wait is long anyway (a
- * batch's groups, a put_end after a large transfer), and spinning through it would take the core
- * that the other side needs to make the answer: such waits sleep at once. */
+ * batch's groups, a put_end after a large transfer): a spin would only burn CPU through it, so
+ * such waits sleep at once. */
 uint64_t mc__reply_spin_for(uint64_t bytes) {
     uint64_t base = mc__reply_spin_base_ns();
     if (base == 0 || bytes > MC__SPIN_BYTES_MAX)
