@@ -118,22 +118,37 @@ int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs,
     pthread_mutex_unlock(&b->lock);
     /* our reference keeps the batch alive even if inline transports finish every task and
      * another thread frees it meanwhile */
+    const mc__transport_t *fallback = mc__transport_fallback(e);
+    mc__task_t *stack_rest[16];
+    mc__task_t **rest = n > sizeof(stack_rest) / sizeof(stack_rest[0])
+                            ? mc__calloc(n, sizeof(*rest))
+                            : stack_rest; /* the fallback's share, in order */
+    size_t nrest = 0;
     for (size_t i = 0; i < n; i++) {
         mc__task_t *t = &b->tasks[first + i];
         const mc__transport_t *tp = mc__transport_get(e, t->transport);
-        const mc__transport_t *fallback = mc__transport_fallback(e);
         /* counted before a transport may end it (mc__task_finish uncounts) */
         if (t->peer && atomic_fetch_add(&t->peer->inflight, 1) == 0)
             atomic_store(&t->peer->progress_ms, mc__now_ms());
         if (tp != fallback && tp->submit(e, t) != MC__TP_DECLINED)
             continue;
         t->transport = fallback->id;
-        /* A lone request whose caller waits for it anyway may run on the caller's thread:
-         * waking a worker and then the caller costs more than a small transfer itself. */
-        if (run_here && n == 1 && fallback->run_inline && fallback->run_inline(e, t))
-            continue;
-        fallback->submit(e, t);
+        if (rest)
+            rest[nrest++] = t;
+        else
+            fallback->submit(e, t); /* no memory for the list: one at a time, as it comes */
     }
+    /* Requests whose caller waits for them anyway may run on the caller's thread: waking a
+     * worker and then the caller costs more than a small transfer, or a batch of them, itself. */
+    if (nrest && !(run_here && fallback->run_inline && fallback->run_inline(e, rest, nrest))) {
+        if (fallback->submit_many)
+            fallback->submit_many(e, rest, nrest);
+        else
+            for (size_t i = 0; i < nrest; i++)
+                fallback->submit(e, rest[i]);
+    }
+    if (rest != stack_rest)
+        mc__free(rest);
     rc = 0;
 out:
     if (plan != stack_plan)
@@ -150,8 +165,10 @@ int mc_engine_batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t 
 int mc_engine_batch_submit_ex(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n,
                               unsigned flags) {
     int rc;
-    if (flags & ~(unsigned)MC_SUBMIT_UNREGISTERED_LOCAL)
+    if (flags & ~(unsigned)(MC_SUBMIT_UNREGISTERED_LOCAL | MC_SUBMIT_CALLER_WAITS))
         return MC_ERR_INVALID_ARGUMENT;
+    if (flags & MC_SUBMIT_CALLER_WAITS)
+        flags = (flags & ~(unsigned)MC_SUBMIT_CALLER_WAITS) | MC__SUBMIT_RUN_HERE;
     MC__GATED(e, rc, mc__batch_submit(e, id, reqs, n, flags));
     return rc;
 }

@@ -45,8 +45,10 @@ int mc_engine_transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_
 
 int mc_engine_transfer_sync_each_ex(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors,
                                     unsigned flags) {
-    int rc = flags & ~(unsigned)MC_SUBMIT_UNREGISTERED_LOCAL ? MC_ERR_INVALID_ARGUMENT
-                                                             : mc__engine_enter(e);
+    /* MC_SUBMIT_CALLER_WAITS says what these calls always do */
+    unsigned known = MC_SUBMIT_UNREGISTERED_LOCAL | MC_SUBMIT_CALLER_WAITS;
+    int rc = flags & ~known ? MC_ERR_INVALID_ARGUMENT : mc__engine_enter(e);
+    flags &= ~(unsigned)MC_SUBMIT_CALLER_WAITS;
     if (rc) {
         /* refused at the gate: every request carries its verdict, as for a failed submit */
         for (size_t i = 0; errors && i < n; i++)

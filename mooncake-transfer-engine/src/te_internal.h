@@ -228,8 +228,8 @@ void mc__batches_wake(mc_engine_t *e);
 int mc__transfer_sync_each(mc_engine_t *e, const mc_request_t *reqs, size_t n, int *errors,
                            unsigned flags);
 /* submit.c: mc_engine_batch_submit(_ex); flags are the public MC_SUBMIT_* and, for callers
- * that wait right after, MC__SUBMIT_RUN_HERE: a single tcp request that fits one slice runs on
- * the calling thread before this returns. */
+ * that wait right after, MC__SUBMIT_RUN_HERE: tcp requests to one peer that fit one pipelined
+ * group (or a lone one that fits one slice) run on the calling thread before this returns. */
 #define MC__SUBMIT_RUN_HERE (1u << 16)
 int mc__batch_submit(mc_engine_t *e, mc_batch_id_t id, const mc_request_t *reqs, size_t n,
                      unsigned flags);

@@ -453,6 +453,88 @@ static void test_port_range(void **state) {
     unsetenv("MC_MAX_RPC_PORT");
 }
 
+/* MC_SUBMIT_CALLER_WAITS: a batch of small requests to one peer runs on the calling thread
+ * (every task has ended when the submit returns), a larger one goes to the workers as a whole,
+ * and either moves every byte; the flag changes nothing of what is refused. */
+static void caller_waits_batch(fixture_t *f, mc_segment_id_t seg, int op, size_t n, uint64_t len,
+                               unsigned seed, int inline_expected) {
+    mc_request_t r[32];
+    mc_batch_id_t b = 0;
+    uint64_t remote = f->target.plain_addr + 3 * MiB;
+    assert_true(n <= 32);
+    if (op == MC_OPCODE_READ)
+        assert_int_equal(te_target_fill(&f->target, remote, n * len, seed), 0);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *p = f->tcp_buf + 8 * MiB + i * len;
+        r[i] = (mc_request_t){.opcode = op,
+                              .source = p,
+                              .target_id = seg,
+                              .target_offset = remote + i * len,
+                              .length = len};
+        if (op == MC_OPCODE_WRITE)
+            te_fill(p, len, seed + (unsigned)i);
+        else
+            memset(p, 0, len);
+    }
+    assert_int_equal(mc_engine_batch_alloc(f->tcp, n, &b), 0);
+    assert_int_equal(mc_engine_batch_submit_ex(f->tcp, b, r, n, MC_SUBMIT_CALLER_WAITS), 0);
+    if (inline_expected) /* ran before the submit returned: nothing left to wait for */
+        assert_int_equal(mc_engine_batch_wait(f->tcp, b, 0), 0);
+    assert_int_equal(mc_engine_batch_wait(f->tcp, b, -1), 0);
+    assert_int_equal(mc_engine_batch_free(f->tcp, b), 0);
+    for (size_t i = 0; i < n; i++) {
+        if (op == MC_OPCODE_WRITE)
+            assert_true(te_target_hash(&f->target, remote + i * len, len) ==
+                        te_hash(f->tcp_buf + 8 * MiB + i * len, len));
+        else
+            assert_true(te_hash(f->tcp_buf + 8 * MiB + i * len, len) ==
+                        te_pattern_hash(len, seed, i * len));
+    }
+}
+
+static void test_caller_waits(void **state) {
+    fixture_t *f = *state;
+    mc_segment_id_t seg = -1;
+    uint64_t tcp0 = stat_tasks(f->tcp, "tcp");
+    mc_request_t r[2];
+    mc_batch_id_t b = 0;
+    int err[2] = {-1, -1};
+    assert_int_equal(mc_engine_open_segment(f->tcp, f->target.name, &seg), 0);
+    /* one pipelined group (32 x 4 KiB, 1 x 1 KiB): the caller's thread */
+    caller_waits_batch(f, seg, MC_OPCODE_WRITE, 32, 4096, 600, 1);
+    caller_waits_batch(f, seg, MC_OPCODE_READ, 32, 4096, 700, 1);
+    caller_waits_batch(f, seg, MC_OPCODE_WRITE, 1, 1024, 800, 1);
+    caller_waits_batch(f, seg, MC_OPCODE_READ, 1, 1024, 900, 1);
+    /* past the pipeline bound (8 x 200 KiB) or a slice (1 x 8 MiB): the workers */
+    caller_waits_batch(f, seg, MC_OPCODE_WRITE, 8, 200 * 1024, 1000, 0);
+    caller_waits_batch(f, seg, MC_OPCODE_READ, 8, 200 * 1024, 1100, 0);
+    caller_waits_batch(f, seg, MC_OPCODE_WRITE, 1, 8 * MiB, 1200, 0);
+    caller_waits_batch(f, seg, MC_OPCODE_READ, 1, 8 * MiB, 1300, 0);
+    assert_int_equal(stat_tasks(f->tcp, "tcp"), tcp0 + 32 + 32 + 1 + 1 + 8 + 8 + 1 + 1);
+
+    /* a group with a request the target does not have: refused whole, nothing moved */
+    r[0] = (mc_request_t){.opcode = MC_OPCODE_WRITE,
+                          .source = f->tcp_buf,
+                          .target_id = seg,
+                          .target_offset = f->target.plain_addr,
+                          .length = 4096};
+    r[1] = r[0];
+    r[1].target_offset = 8; /* no registered memory there */
+    assert_int_equal(mc_engine_batch_alloc(f->tcp, 2, &b), 0);
+    assert_int_equal(mc_engine_batch_submit_ex(f->tcp, b, r, 2, MC_SUBMIT_CALLER_WAITS),
+                     MC_ERR_ADDRESS_NOT_REGISTERED);
+    assert_int_equal(mc_engine_batch_submit_ex(f->tcp, b, r, 1, MC_SUBMIT_CALLER_WAITS | 0x80),
+                     MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_engine_batch_free(f->tcp, b), 0);
+    assert_int_equal(stat_tasks(f->tcp, "tcp"), tcp0 + 84);
+    /* the synchronous calls take the flag too (they always wait) */
+    assert_int_equal(mc_engine_transfer_sync_each_ex(f->tcp, r, 1, err, MC_SUBMIT_CALLER_WAITS), 0);
+    assert_int_equal(err[0], 0);
+    assert_int_equal(
+        mc_engine_transfer_sync_each_ex(f->tcp, r, 1, err, MC_SUBMIT_CALLER_WAITS | 0x80),
+        MC_ERR_INVALID_ARGUMENT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tcp_sizes),
@@ -461,6 +543,7 @@ int main(void) {
         cmocka_unit_test(test_mixed_batch),
         cmocka_unit_test(test_local_segment),
         cmocka_unit_test(test_unregistered_local),
+        cmocka_unit_test(test_caller_waits),
         cmocka_unit_test(test_notify),
         cmocka_unit_test(test_http_metadata),
         cmocka_unit_test(test_http_port_zero_names),

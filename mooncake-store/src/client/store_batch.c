@@ -57,7 +57,8 @@ static int mc__chunk_run(mc__chunk_t *c, int *ok) {
     rc = mc_engine_batch_alloc(e, c->nreqs, &id);
     if (rc != 0)
         return rc;
-    rc = mc_engine_batch_submit_ex(e, id, c->reqs, c->nreqs, mc__store_submit_flags(c->s));
+    rc = mc_engine_batch_submit_ex(e, id, c->reqs, c->nreqs,
+                                   mc__store_submit_flags(c->s) | MC_SUBMIT_CALLER_WAITS);
     if (rc == 0) {
         /* Caller memory may not be touched after we return: wait for every task to end. */
         while (mc_engine_batch_wait(e, id, -1) == MC_ERR_BATCH_BUSY)

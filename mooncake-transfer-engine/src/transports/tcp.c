@@ -454,49 +454,96 @@ static void *mc__tcp_worker(void *arg) {
     return NULL;
 }
 
-/* Runs task t on the calling thread when it fits in one slice (1), else does nothing (0).
- * A close's interrupt cannot cut it short once it runs (the task's deadline bounds it); an abort
- * of its peer can (the thread is on q->callers while it holds a connection). */
-static int mc__tcp_run_here(mc_engine_t *e, mc__task_t *t) {
+/* Runs tasks t[0..n) on the calling thread (1) when they are one worker's group: a lone task
+ * that fits one slice, or up to MC__TCP_PIPE_OPS single-slice tasks to one peer within the
+ * pipeline bound (what a worker would take together); else does nothing (0). A close's
+ * interrupt cannot cut it short once it runs (the tasks' deadline bounds it); an abort of its
+ * peer can (the thread is on q->callers while it holds a connection). */
+static int mc__tcp_run_here(mc_engine_t *e, mc__task_t **t, size_t n) {
     mc__tcp_t *q = e->tp_state[MC__TP_TCP];
     mc__tcp_worker_t self = {.q = q, .busy_fd = -1, .caller = 1};
-    uint8_t mem[MC__TCP_RBUF_INLINE];
-    mc__tcp_op_t op = {0};
-    uint64_t req_id = 0;
-    if (!q || t->len > q->slice || t->local_device >= 0)
-        return 0; /* device memory goes through a worker's staging buffer */
-    t->nslices = 1;
-    t->next_slice = 1;
-    t->next = NULL;
-    op.t = t;
-    op.local = t->local;
-    op.remote = t->remote;
-    op.n = t->len;
-    op.deadline_ms = t->deadline_ms;
-    mc__tcp_group(e, &self, &op, 1, &req_id, mem, sizeof(mem));
+    uint8_t small[MC__TCP_RBUF_INLINE];
+    uint8_t *mem = small;
+    size_t cap = sizeof(small);
+    mc__tcp_op_t one, *ops = &one;
+    uint64_t req_id = 0, bytes = 0;
+    if (!q || n == 0 || n > MC__TCP_PIPE_OPS)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        /* device memory goes through a worker's staging buffer */
+        if (t[i]->len > q->slice || t[i]->local_device >= 0 || t[i]->peer != t[0]->peer)
+            return 0;
+        bytes += t[i]->len;
+    }
+    if (n > 1) {
+        if (bytes > q->pipe_bytes)
+            return 0; /* more than one group: the workers spread it over their connections */
+        /* several replies per receive, as a worker's buffer takes them */
+        ops = mc__malloc(n * sizeof(*ops) + MC__TCP_RBUF);
+        if (!ops)
+            return 0;
+        mem = (uint8_t *)(ops + n);
+        cap = MC__TCP_RBUF;
+    }
+    for (size_t i = 0; i < n; i++) {
+        t[i]->nslices = 1;
+        t[i]->next_slice = 1;
+        t[i]->next = NULL;
+        ops[i] = (mc__tcp_op_t){.t = t[i],
+                                .local = t[i]->local,
+                                .remote = t[i]->remote,
+                                .n = t[i]->len,
+                                .deadline_ms = t[i]->deadline_ms};
+    }
+    mc__tcp_group(e, &self, ops, (int)n, &req_id, mem, cap);
+    if (ops != &one)
+        mc__free(ops);
     return 1;
 }
 
-static int mc__tcp_submit(mc_engine_t *e, mc__task_t *t) {
-    mc__tcp_t *q = e->tp_state[MC__TP_TCP];
+/* Queues t (q->lock held); 1 when it has more than one slice. */
+static int mc__tcp_enqueue_locked(mc__tcp_t *q, mc__task_t *t) {
     uint64_t ns = (t->len + q->slice - 1) / q->slice;
     t->nslices = (uint32_t)ns;
     t->next_slice = 0;
     t->next = NULL;
-    pthread_mutex_lock(&q->lock);
     if (q->tail)
         q->tail->next = t;
     else
         q->head = t;
     q->tail = t;
-    if (ns > 1) {
+    return ns > 1;
+}
+
+/* Wakes workers for what was just queued (q->lock held): all of them for a task of several
+ * slices, else one, unless one was signalled and has not taken work yet (it will see this). */
+static void mc__tcp_wake_locked(mc__tcp_t *q, int many) {
+    if (many) {
         pthread_cond_broadcast(&q->cond);
     } else if (!q->wake_pending) {
         q->wake_pending = 1;
         pthread_cond_signal(&q->cond);
     }
+}
+
+static int mc__tcp_submit(mc_engine_t *e, mc__task_t *t) {
+    mc__tcp_t *q = e->tp_state[MC__TP_TCP];
+    pthread_mutex_lock(&q->lock);
+    mc__tcp_wake_locked(q, mc__tcp_enqueue_locked(q, t));
     pthread_mutex_unlock(&q->lock);
     return 0;
+}
+
+/* A call's tasks go in together: the first worker woken takes as many as one group holds and
+ * signals the next for the rest (mc__tcp_worker), rather than leaving with the first alone. */
+static void mc__tcp_submit_many(mc_engine_t *e, mc__task_t **t, size_t n) {
+    mc__tcp_t *q = e->tp_state[MC__TP_TCP];
+    int many = 0;
+    pthread_mutex_lock(&q->lock);
+    for (size_t i = 0; i < n; i++)
+        many |= mc__tcp_enqueue_locked(q, t[i]);
+    mc__tcp_wake_locked(q, many);
+    pthread_mutex_unlock(&q->lock);
 }
 
 /* Raises flag (q->cut or q->stop) and wakes every worker: the idle ones from the condition, the
@@ -613,4 +660,5 @@ const mc__transport_t mc__tp_tcp = {.name = "tcp",
                                     .peer_abort = mc__tcp_peer_abort,
                                     .close = mc__tcp_close,
                                     .submit = mc__tcp_submit,
+                                    .submit_many = mc__tcp_submit_many,
                                     .run_inline = mc__tcp_run_here};

@@ -55,9 +55,13 @@ typedef struct mc__transport {
     /* Returns 0 once the task is started (it will end through mc__task_finish),
      * MC__TP_DECLINED to let the fallback carry it. */
     int (*submit)(struct mc_engine *e, struct mc__task *t);
-    /* May be NULL. Runs a lone task on the calling thread when that is cheaper than a hand-off
-     * (the caller waits right after): 1 when it ran it, 0 to submit it as usual. */
-    int (*run_inline)(struct mc_engine *e, struct mc__task *t);
+    /* May be NULL. Runs tasks t[0..n) on the calling thread when that is cheaper than a hand-off
+     * (the caller waits right after): 1 when it ran them all, 0 (none touched) to submit them as
+     * usual. */
+    int (*run_inline)(struct mc_engine *e, struct mc__task **t, size_t n);
+    /* May be NULL. submit for n tasks at once, so that the transport sees the whole call before
+     * any of it starts (a worker woken by the first task would otherwise carry it alone). */
+    void (*submit_many)(struct mc_engine *e, struct mc__task **t, size_t n);
     /* Per-peer state, each hook may be NULL. init at the peer's creation (0 or MC_ERR_MEMORY),
      * destroy at the engine's destroy. Around a descriptor re-fetch: fetch_token before it (what
      * the transport must know the new descriptor is at least as new as), swapped with p->lock
