@@ -264,8 +264,9 @@ enum mc_submit_flags {
      * this engine move it as they move registered memory. */
     MC_SUBMIT_UNREGISTERED_LOCAL = 1,
     /* The caller waits for the batch right after the submit (what the synchronous calls
-     * always do, so there it changes nothing): the engine may move small tcp requests on the calling thread
-     * before the submit returns: a hand-off to a worker and back costs more than they do. */
+     * always do, so there it changes nothing): the engine may move small tcp requests on the
+     * calling thread before the submit returns: a hand-off to a worker and back costs more than
+     * they do. */
     MC_SUBMIT_CALLER_WAITS = 2
 };
 MC_API int mc_engine_batch_submit_ex(mc_engine_t *e, mc_batch_id_t b, const mc_request_t *reqs,
