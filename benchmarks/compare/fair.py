@@ -236,8 +236,46 @@ class Fair:
                                 self.add(rep, **base, error=res["error"])
                             else:
                                 self.add(rep, **base, **res)
+                            if batch == 1 and n > 1:
+                                # the same shape as ours: n client processes, one connection each
+                                res = self._redis_procs(exe, port, op, size, n, max(n_req, n), keys)
+                                base["system"] = "redis-c-procs"
+                                if "error" in res:
+                                    self.add(rep, **base, error=res["error"])
+                                else:
+                                    self.add(rep, **base, **res)
         finally:
             srv.stop()
+
+    @staticmethod
+    def _redis_procs(exe, port, op, size, n, requests, keys):
+        """n redis-benchmark processes at once, each one connection (-c 1) with its share of the
+        requests: the aggregate is the sum of their rates, the latencies the median of theirs."""
+        cmd = [exe, "-h", "127.0.0.1", "-p", str(port), "--csv", "-t", op, "-d", str(size),
+               "-P", "1", "-c", "1", "-n", str(max(1, requests // n)), "-r", str(keys)]
+        running = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for _ in range(n)]
+        rows, err = [], None
+        for p in running:
+            try:
+                out, stderr = p.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, stderr = p.communicate()
+                err = "redis-benchmark timed out"
+                continue
+            parsed = parse_redis_csv(out)
+            if p.returncode != 0 or not parsed:
+                err = f"redis-benchmark failed ({p.returncode}): {envs._last_line(stderr or out)}"
+            else:
+                rows.append(parsed[0])
+        if err:
+            return {"error": err}
+        ops = sum(r["rps"] for r in rows)
+        med = lambda k: sorted(r.get(k) or 0 for r in rows)[len(rows) // 2]
+        return {"ops_per_s": ops, "gbps": ops * size / 1e9, "p50_us": med("p50_us"),
+                "p99_us": med("p99_us"), "ops": requests,
+                "command": f"{n} x (" + " ".join(cmd[1:]) + ")"}
 
     @staticmethod
     def _redis_run(exe, port, op, size, pipeline, clients, requests, keys):

@@ -163,7 +163,8 @@ def sweep(doc, out):
         return None
     lines = (("ours-c", "put", "put", "tab:blue", "-"), ("ours-c", "get_first", "get", "tab:blue", "--"),
              ("ours-c", "get_cached", "get", "tab:cyan", ":"), ("redis-c", "put", "put", "tab:red", "-"),
-             ("redis-c", "get", "get", "tab:red", "--"), ("reference-py", "put", "put", "tab:orange", "-"),
+             ("redis-c", "get", "get", "tab:red", "--"), ("redis-c-procs", "put", "put", "tab:pink", "-"),
+             ("redis-c-procs", "get", "get", "tab:pink", "--"), ("reference-py", "put", "put", "tab:orange", "-"),
              ("reference-py", "get", "get", "tab:orange", "--"))
     fig, axes = plt.subplots(2, len(sizes), figsize=(7 * len(sizes), 9), squeeze=False)
     drawn = False

@@ -279,6 +279,9 @@ def test_fair_baseline_rows_present_and_well_formed(quick_run):
     assert _fair_keys(fair, "ours-c", "store") == want_ours
     assert _fair_keys(fair, "redis-c", "store") == {(op, sz, b, n, False) for op in ("put", "get")
                                                    for sz in sizes for b in (1, batch[sz]) for n in procs}
+    # the same shape as ours beside it: one redis-benchmark process per client, single calls
+    assert _fair_keys(fair, "redis-c-procs", "store") == {(op, sz, 1, n, False) for op in ("put", "get")
+                                                         for sz in sizes for n in procs if n > 1}
     assert _fair_keys(fair, "ours-c", "te") == {(op, 16 * MiB, 1, 1, False) for op in ("read", "write")}
     for system, kind in (("iperf3", "limit"), ("memcpy", "limit"), ("ours-disk", "disk"), ("dd-direct", "disk")):
         assert len([r for r in fair["records"] if r["system"] == system and r["kind"] == kind]) == 1, system
@@ -298,6 +301,8 @@ def test_fair_baseline_rows_present_and_well_formed(quick_run):
             assert "-t " + ("set" if r["op"] == "put" else "get") in r["command"]
             assert f"-d {r['size']}" in r["command"] and f"-c {r['procs']}" in r["command"]
             assert f"-P {r['batch']}" in r["command"]
+        if r["system"] == "redis-c-procs":
+            assert r["command"].startswith(f"{r['procs']} x (") and "-c 1 " in r["command"]
 
 
 def test_fair_targets_follow_the_records(quick_run):
