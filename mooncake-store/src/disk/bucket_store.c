@@ -845,7 +845,7 @@ struct mc__bstore_reader {
     uint8_t *ra_slot[2]; /* the read-ahead slots (STREAM_SLOT bytes each) */
     uint8_t *ra;         /* the one in use: ra_slot[0] or [1] */
     int ra_busy;         /* its read is in flight */
-    int ra_have; /* the slot holds (or is reading) ra_bid's [ra_off, +ra_len) */
+    int ra_have;         /* the slot holds (or is reading) ra_bid's [ra_off, +ra_len) */
     uint32_t ra_bid;
     uint64_t ra_off; /* its file range */
     uint64_t ra_len;
