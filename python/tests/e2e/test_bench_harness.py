@@ -311,8 +311,12 @@ def test_fair_targets_follow_the_records(quick_run):
     groups = {q["target"] for q in rows}
     assert groups == {"store vs Redis C client (>= 1.0x)", "aggregate at 2 procs vs 1 (>= 1.0x)",
                       "TE tcp vs one iperf3 stream (>= 0.9x)", "store get vs one iperf3 stream (>= 0.8x)",
-                      "disk 64 KiB get vs dd iflag=direct (>= 0.7x)"}
+                      "disk 64 KiB get vs dd iflag=direct (>= 0.7x)",
+                      "informative: store vs Redis C client with one process per client, as ours (>= 1.0x)"}
     assert all(q["met"] is not None and len(q["ratios"]) == 1 for q in rows), rows
+    # the same-shape Redis rows: single calls at more than one process only
+    same = [q["what"] for q in rows if q["target"].startswith("informative")]
+    assert sorted(same) == sorted(f"{op} 4 KiB single, 2 proc(s)" for op in ("put", "get_first", "get_cached"))
 
     def one(system, kind, **kw):
         return next(r for r in fair["records"] if r["system"] == system and r["kind"] == kind
