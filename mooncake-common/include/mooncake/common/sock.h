@@ -29,7 +29,7 @@ int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms); /* MC_ERR_SOC
  * must still cross before the answer can come (the request's own payload, the reads it asks
  * for, a transfer the peer makes first): MC_TCP_REPLY_SPIN_US plus their time at 2 GB/s, and 0
  * (sleep at once) past MC__SPIN_BYTES_MAX, whose wait outlasts any spin (sock.c). */
-#define MC__SPIN_BYTES_MAX (256u << 10)
+#define MC__SPIN_BYTES_MAX (128u << 10)
 uint64_t mc__reply_spin_for(uint64_t bytes);
 /* Scatter send of two pieces (header + payload) without copying them together. */
 int mc__send2(int fd, const void *a, size_t an, const void *b, size_t bn, uint64_t deadline_ms);
