@@ -315,10 +315,11 @@ static int mc__reply_spin_fixed(void) {
  * takes 20-30 us on loopback, past the base spin, and sleeping then costs a wake-up (55 against
  * 29 us a call, docs/performance.md), and the same holds for a batch's small group (32 x 4 KiB
  * batched gets on the 2-core VM went from 229k to 560k op/s when their wait stopped sleeping at
- * once). Beyond MC__SPIN_BYTES_MAX the wait is long anyway (a 1 MiB group, a put_end after a
- * large transfer): a spin would only burn CPU through it, and with 8 client processes on 2 cores
- * it took the cores the holder needed (a bound of 256 KiB against 128 KiB: 16 x 64 KiB gets
- * 99k-108k against 126k-140k op/s; docs/perf/issue26-inline), so such waits sleep at once. */
+ * once). Beyond MC__SPIN_BYTES_MAX the wait is long anyway (a full 256 KiB group of a larger
+ * batch, a put_end after a large transfer): a spin would only burn CPU through it, and with 8
+ * client processes on 2 cores it took the cores the holder needed (a bound of 256 KiB against
+ * 128 KiB: 16 x 64 KiB gets 99k-108k against 126k-140k op/s; docs/perf/issue26-inline), so such
+ * waits sleep at once. */
 uint64_t mc__reply_spin_for(uint64_t bytes) {
     uint64_t base = mc__reply_spin_base_ns();
     if (base == 0 || bytes > MC__SPIN_BYTES_MAX)

@@ -433,6 +433,11 @@ static void test_reply_spin_for(void **state) {
                 (base ? base + MC__SPIN_BYTES_MAX / 2 : 0));
     assert_true(mc__reply_spin_for(MC__SPIN_BYTES_MAX + 1) == 0);
     assert_true(mc__reply_spin_for(UINT64_MAX) == 0);
+    /* The bound's two sides (docs/perf/issue26-inline/spin-bound-ab.md): the store's batch of
+     * 32 x 4 KiB, one pipelined group, is spun for; a full group of the default pipeline
+     * (MC_TCP_PIPELINE_BYTES, 256 KiB), a piece of a larger batch, sleeps at once. */
+    assert_true(mc__reply_spin_for(32u * 4096u) == (base ? base + 32u * 4096u / 2 : 0));
+    assert_true(mc__reply_spin_for(256u << 10) == 0);
 }
 
 /* What a test expects of one dead-peer setting: def when unset or not a number in lo..hi. */
