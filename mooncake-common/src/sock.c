@@ -285,18 +285,23 @@ static uint64_t mc__spin_ns(void) {
     return mc__spin_setting_ns(&cached, "MC_TCP_SPIN_US", 0);
 }
 
-/* MC_TCP_REPLY_SPIN_US (0..1000, default 50): the same, but only for the receive that follows a
- * send on its connection (wait_first): the reply to a request just sent, which for a small
+/* MC_TCP_REPLY_SPIN_US (0..1000, default 150): the same, but only for the receive that follows
+ * a send on its connection (wait_first): the reply to a request just sent, which for a small
  * request comes within tens of microseconds, and on the serving side the next request after a
  * reply, which a caller in a loop sends at once, or after one call to another process (a store's
  * write is followed by its commit at the master, so the holder's next request comes one master
- * round trip later: 20 us did not cover it on the 2-core VM, 50 us does). Each costs at most
- * that much CPU per message and saves a wake-up on each side (75 -> 8 us for a one-thread 4 KiB
- * transfer_sync_write on the idle VM; a single 4 KiB store put 105 -> 30 us, docs/performance.md);
- * a connection that stays idle spins once, then sleeps. */
+ * round trip later). Each saves a wake-up on each side (75 -> 8 us for a one-thread 4 KiB
+ * transfer_sync_write on the idle VM; a single 4 KiB store put 105 -> 30 us,
+ * docs/performance.md); a connection that stays idle spins once, then sleeps. 150 us rather than
+ * 50: on the 2-core VM a wait that outlasted 50 us was as often one that slept, so its core went
+ * idle and the answer came late (a wake through the host), which made the next wait longer too;
+ * 150 kept the chain awake (32 x 4 KiB batched puts at one process 147k-160k -> 257k-258k
+ * op/s, 8 processes' single 4 KiB first gets 39k-49k -> 68k-69k, one disk-tier reader's 64 KiB
+ * gets p50 129-140 -> 107-123 us; 100 was between, 200 no better: docs/perf/issue26-spin150).
+ * The spin yields its core between polls, so its price is CPU no other thread wanted. */
 static uint64_t mc__reply_spin_base_ns(void) {
     static _Atomic int64_t cached = -1;
-    return mc__spin_setting_ns(&cached, "MC_TCP_REPLY_SPIN_US", 50);
+    return mc__spin_setting_ns(&cached, "MC_TCP_REPLY_SPIN_US", 150);
 }
 
 /* Set in the environment, MC_TCP_REPLY_SPIN_US is the spin, always; unset, the default spin is
@@ -406,16 +411,27 @@ static ssize_t mc__recv_some(int fd, void *c, size_t n, uint64_t deadline_ms, in
     }
 }
 
-int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
+/* n bytes into p; the first receive waits first, spinning up to first_spin_ns. */
+static int mc__recv_n(int fd, void *p, size_t n, uint64_t deadline_ms, int wait_first,
+                      uint64_t first_spin_ns) {
     char *c = p;
     while (n > 0) {
-        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, 0, 0, 0);
+        ssize_t r = mc__recv_some(fd, c, n, deadline_ms, wait_first, first_spin_ns, 0);
         if (r < 0)
             return MC_ERR_SOCKET;
+        wait_first = 0;
         c += r;
         n -= (size_t)r;
     }
     return 0;
+}
+
+int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms) {
+    return mc__recv_n(fd, p, n, deadline_ms, 0, 0);
+}
+
+int mc__recv_reply(int fd, void *p, size_t n, uint64_t deadline_ms, uint64_t spin_ns) {
+    return mc__recv_n(fd, p, n, deadline_ms, 1, spin_ns);
 }
 
 void mc__rbuf_init(mc__rbuf_t *b, int fd, void *mem, size_t cap) {

@@ -112,12 +112,23 @@ static void *dribble_main(void *arg) {
     return NULL;
 }
 
+/* n bytes into buf: mc__recv_all, or (reply != 0) mc__recv_reply spinning spin_ns first. */
+static int recv_n(int reply, int fd, void *buf, size_t n, uint64_t deadline_ms, uint64_t spin_ns) {
+    return reply ? mc__recv_reply(fd, buf, n, deadline_ms, spin_ns)
+                 : mc__recv_all(fd, buf, n, deadline_ms);
+}
+
 /* A receive with no deadline (a server waiting for its next request) and one with a deadline
  * both gather bytes that arrive late and in pieces, and see the peer's close as an error; the
- * same with MC_TCP_SPIN_US set (ctest runs this file with and without it). */
+ * same for the wait for a reply (mc__recv_reply: the first piece comes ms after its spin ends,
+ * with the default spin, with none and with a 1 ms one), and with MC_TCP_SPIN_US set (ctest
+ * runs this file with and without it). */
 static void test_recv_late_pieces(void **state) {
     (void)state;
-    for (int with_deadline = 0; with_deadline < 2; with_deadline++) {
+    const uint64_t spins[] = {mc__reply_spin_for(4096), 0, 1000000};
+    for (int mode = 0; mode < 8; mode++) {
+        int with_deadline = mode & 1, reply = mode >= 2;
+        uint64_t spin = reply ? spins[(mode - 2) / 2] : 0;
         int sv[2];
         char buf[11] = "";
         pthread_t t;
@@ -125,13 +136,30 @@ static void test_recv_late_pieces(void **state) {
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
         d.fd = sv[1];
         assert_int_equal(pthread_create(&t, NULL, dribble_main, &d), 0);
-        assert_int_equal(mc__recv_all(sv[0], buf, 10, with_deadline ? mc__now_ms() + 5000 : 0), 0);
+        assert_int_equal(
+            recv_n(reply, sv[0], buf, 10, with_deadline ? mc__now_ms() + 5000 : 0, spin), 0);
         assert_string_equal(buf, "abcdefghij");
-        assert_int_equal(mc__recv_all(sv[0], buf, 1, with_deadline ? mc__now_ms() + 5000 : 0),
-                         MC_ERR_SOCKET);
+        assert_int_equal(
+            recv_n(reply, sv[0], buf, 1, with_deadline ? mc__now_ms() + 5000 : 0, spin),
+            MC_ERR_SOCKET);
         pthread_join(t, NULL);
         close(sv[0]);
     }
+}
+
+/* A reply that never comes: the wait ends at its deadline (after its spin), ETIMEDOUT. */
+static void test_recv_reply_deadline(void **state) {
+    (void)state;
+    int sv[2];
+    uint8_t b;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    uint64_t t0 = mc__now_ms();
+    assert_int_equal(mc__recv_reply(sv[0], &b, 1, mc__now_ms() + 200, 1000000), MC_ERR_SOCKET);
+    assert_int_equal(errno, ETIMEDOUT);
+    assert_true(mc__now_ms() - t0 >= 190);
+    assert_true(mc__now_ms() - t0 < 5000);
+    close(sv[0]);
+    close(sv[1]);
 }
 
 /* The buffered reader: small reads come out of one receive, a large one goes past the buffer
@@ -425,7 +453,7 @@ static void test_unix_filesystem_path(void **state) {
  * payload's time at 2 GB/s, and none past MC__SPIN_BYTES_MAX. */
 static void test_reply_spin_for(void **state) {
     const char *env = getenv("MC_TCP_REPLY_SPIN_US");
-    uint64_t base = env && strcmp(env, "0") == 0 ? 0 : 50000;
+    uint64_t base = env && strcmp(env, "0") == 0 ? 0 : 150000;
     (void)state;
     assert_true(mc__reply_spin_for(0) == base);
     assert_true(mc__reply_spin_for(4096) == (base ? base + 2048 : 0));
@@ -511,13 +539,21 @@ static void test_host_identity(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tcp_roundtrip),      cmocka_unit_test(test_deadlines),
-        cmocka_unit_test(test_recv_late_pieces),   cmocka_unit_test(test_connect_errors),
-        cmocka_unit_test(test_listen_range),       cmocka_unit_test(test_split_host_port),
-        cmocka_unit_test(test_unix_fd_passing),    cmocka_unit_test(test_unix_filesystem_path),
-        cmocka_unit_test(test_host_identity),      cmocka_unit_test(test_reply_spin_for),
-        cmocka_unit_test(test_dead_peer_timeouts), cmocka_unit_test(test_rbuf),
-        cmocka_unit_test(test_rbuf_top_up),        cmocka_unit_test(test_sendv),
+        cmocka_unit_test(test_tcp_roundtrip),
+        cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_recv_late_pieces),
+        cmocka_unit_test(test_connect_errors),
+        cmocka_unit_test(test_listen_range),
+        cmocka_unit_test(test_split_host_port),
+        cmocka_unit_test(test_unix_fd_passing),
+        cmocka_unit_test(test_unix_filesystem_path),
+        cmocka_unit_test(test_host_identity),
+        cmocka_unit_test(test_reply_spin_for),
+        cmocka_unit_test(test_recv_reply_deadline),
+        cmocka_unit_test(test_dead_peer_timeouts),
+        cmocka_unit_test(test_rbuf),
+        cmocka_unit_test(test_rbuf_top_up),
+        cmocka_unit_test(test_sendv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -960,13 +960,18 @@ static int stream_from_ra(struct mc__bstore_reader *r, const struct mc__bucket *
         return 1;
     uint8_t *rec = r->ra + (e->off - r->ra_off);
     uint8_t *vp = rec + MC_BREC_HDR + e->key_len;
+    /* The next read goes to the device before this record is checked: the check (a CRC of the
+     * whole value) and the send then overlap it, where issued after the check it added the
+     * CRC's time to every get of a sequential reader (docs/perf/issue26-spin150). A record that
+     * fails its check is read again by the caller; the read ahead stays in flight and is
+     * dropped unused, but this record still counts as the one before the next on the disk. */
+    r->ra = r->ra == r->ra_slot[0] ? r->ra_slot[1] : r->ra_slot[0]; /* rec stays where it is */
+    stream_read_ahead(r, b->dfd, b->id, start, end);
     if (!head_matches(rec, e) ||
         mc__crc32(mc__crc32(0, e->key, e->key_len), vp, (size_t)e->value_len) != e->data_crc)
         return 1;
     *begun = 1;
     r->ra_used++;
-    r->ra = r->ra == r->ra_slot[0] ? r->ra_slot[1] : r->ra_slot[0]; /* rec stays where it is */
-    stream_read_ahead(r, b->dfd, b->id, start, end);
     int rc = sink->begin(sink->ctx, e->value_len);
     if (rc == 0)
         rc = sink->chunk(sink->ctx, vp, (size_t)e->value_len, 1, 0);

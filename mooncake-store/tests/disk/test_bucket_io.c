@@ -654,7 +654,9 @@ static void test_read_ahead(void **state) {
     assert_int_equal(mc__bstore_get(s, "ra09", NULL, 0, NULL), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc__bstore_reader_ahead_used(r), used); /* not from the read-ahead */
     /* the neighbours are intact, and reading on in order (10, 11, then ra06's new copy right
-     * after 11) uses the read-ahead again */
+     * after 11) uses the read-ahead again: 9's read counts as the one before 10 on the disk
+     * (its next region went to the device before its check failed), so 11 and ra06 come out of
+     * it */
     for (int i = 10; i <= N; i++) {
         snprintf(key, sizeof key, "ra%02d", i < N ? i : 6);
         struct collect c = {.buf = got, .cap = LEN, .fail_at = -1};
@@ -662,7 +664,7 @@ static void test_read_ahead(void **state) {
         fill(want, LEN, i < N ? 100 + (uint64_t)i : 999);
         assert_memory_equal(want, got, LEN);
     }
-    assert_int_equal(mc__bstore_reader_ahead_used(r), ahead ? used + 1 : 0);
+    assert_int_equal(mc__bstore_reader_ahead_used(r), ahead ? used + 2 : 0);
     free(want);
     free(got);
     mc__bstore_close(s);

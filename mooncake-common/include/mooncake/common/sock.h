@@ -31,6 +31,10 @@ int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms); /* MC_ERR_SOC
  * (sleep at once) past MC__SPIN_BYTES_MAX, whose wait outlasts any spin (sock.c). */
 #define MC__SPIN_BYTES_MAX (128u << 10)
 uint64_t mc__reply_spin_for(uint64_t bytes);
+/* mc__recv_all for the reply to a request just sent on fd: the first receive waits first and
+ * spins up to spin_ns (mc__reply_spin_for) before it sleeps, as the reply waits of the buffered
+ * readers do (mc__rbuf_t's wait_first). For a caller that reads straight from the socket. */
+int mc__recv_reply(int fd, void *p, size_t n, uint64_t deadline_ms, uint64_t spin_ns);
 /* Scatter send of two pieces (header + payload) without copying them together. */
 int mc__send2(int fd, const void *a, size_t an, const void *b, size_t bn, uint64_t deadline_ms);
 /* Scatter send of cnt pieces in as few sendmsg calls as the socket allows (several small
