@@ -298,7 +298,10 @@ static uint64_t mc__spin_ns(void) {
  * 150 kept the chain awake (32 x 4 KiB batched puts at one process 147k-160k -> 257k-258k
  * op/s, 8 processes' single 4 KiB first gets 39k-49k -> 68k-69k, one disk-tier reader's 64 KiB
  * gets p50 129-140 -> 107-123 us; 100 was between, 200 no better: docs/perf/issue26-spin150).
- * The spin yields its core between polls, so its price is CPU no other thread wanted. */
+ * The spin yields its core between polls, but a yield only reaches threads of the spinner's own
+ * scheduling group: with 8 clients in one session and the master and holder in sessions of their
+ * own (autogroups), the clients' spins hold cores those two need, and 150 us costs such 8-client
+ * runs on 2 cores up to a third of their single small gets (same A/B). */
 static uint64_t mc__reply_spin_base_ns(void) {
     static _Atomic int64_t cached = -1;
     return mc__spin_setting_ns(&cached, "MC_TCP_REPLY_SPIN_US", 150);

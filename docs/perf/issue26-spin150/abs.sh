@@ -1,0 +1,13 @@
+#!/bin/bash
+# usage: abs.sh BUILD_DIR PROCS WORKLOADS [DURATION]: as ab.sh, but the master and the holder start in
+# sessions of their own (setsid), as the harness starts them (procs.py, start_new_session)
+B=$1; P=$2; W=$3; D=${4:-3}
+PORT=$((20000 + RANDOM % 20000)); MP=$((PORT+1))
+setsid $B/mooncake-store/tools/mooncake_master --port=$PORT --rpc_address=127.0.0.1 --metrics_port=$MP >./master.log 2>&1 &
+MPID=$!
+sleep 0.5
+coproc H { setsid $B/benchmarks/mc_store_bench --role=holder --master=127.0.0.1:$PORT --segment_size=$((1024<<20)) 2>./holder.log; }
+read -t 60 line <&${H[0]}
+$B/benchmarks/mc_store_bench --master=127.0.0.1:$PORT --procs=$P --duration=$D --pool_bytes=$((384<<20)) --workloads=$W 2>./driver.err
+exec {H[1]}>&-
+kill $H_PID 2>/dev/null; kill $MPID; wait 2>/dev/null
