@@ -1,6 +1,8 @@
 #!/bin/bash
-# harness layout: master and holder in their own sessions (abs.sh)
-W=${W:-"put:4096:1:heap,get_cached:4096:1:heap,get_first:4096:1:heap,put:4096:32:heap,put:65536:16:heap,get_cached:65536:1:heap"}
+# usage: VARIANTS="v0 s150" [ROUNDS=2] [PROCS="1 8"] [DUR=2] [W=...] [SESSIONS=1] rounds.sh
+# Alternates the variants (build trees ./v0, ./s150, ...) A B A B, each at every process count;
+# prefixes each line with its round and variant, for table.py.
+W=${W:-"put:4096:1,get_first:4096:1,get_cached:4096:1,put:65536:1,get_first:65536:1,get_cached:65536:1,put:4096:32,get_first:4096:32,get_cached:4096:32,put:65536:16,get_first:65536:16,get_cached:65536:16"}
 for r in $(seq 1 ${ROUNDS:-2}); do for v in $VARIANTS; do for p in ${PROCS:-1 8}; do
-  ./abs.sh ./$v $p $W ${DUR:-1.5} | sed "s/^/r$r $v /"
+  ./ab.sh ./$v $p $W ${DUR:-2} | sed "s/^/r$r $v /"
 done; done; done
