@@ -126,7 +126,8 @@ class Fair:
                 return self.miss("ours (mc_store_bench)", f"mooncake_master {master.error}")
             seg = (128 if self.a.quick else 1024) * MiB  # quick: small pools, quick to prepare
             holder = procs.Worker([bench, "--role=holder", f"--master=127.0.0.1:{port}",
-                                   f"--segment_size={seg}"], self.run.logs / f"{tag}-holder.log", env)
+                                   f"--segment_size={seg}"], self.run.logs / f"{tag}-holder.log",
+                                  envs.clean_env(envs.OURS_HOLDER_ENV))
             try:
                 ready = holder.next(timeout=60)
             except TimeoutError:

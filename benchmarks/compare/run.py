@@ -204,8 +204,9 @@ class Run:
                     self.results.append({**base, "error": why})
                     return
                 extra = ["--master", f"127.0.0.1:{port}", "--protocol", protocol]
+                holder_env = envs.clean_env(envs.OURS_HOLDER_ENV) if system == "ours" else env
                 holder = procs.Worker([python, worker, "holder", *extra, "--segment", str(seg)],
-                                      self.logs / f"{tag}-holder.log", env)
+                                      self.logs / f"{tag}-holder.log", holder_env)
                 started.append(holder)
                 try:
                     ready = holder.next(timeout=60)

@@ -193,6 +193,7 @@ static int mc__store_new_incarnation(void *ctx, const char *name, uint64_t size,
     (void)name;
     if (*base != (uint64_t)(uintptr_t)s->segment)
         return mc__store_extras_remount(s, base, epoch); /* an extra segment, by its base */
+    mc__prefault_stop(&s->prefault);
     pthread_rwlock_wrlock(&s->seg_rw);
     if (s->segment)
         mc_engine_free_managed(s->engine, s->segment);
@@ -205,6 +206,10 @@ static int mc__store_new_incarnation(void *ctx, const char *name, uint64_t size,
         *epoch = e;
     }
     pthread_rwlock_unlock(&s->seg_rw);
+    /* in the background even where setup faulted in first: this runs on the master client's
+     * thread, which must not stall on it */
+    if (rc == 0 && mc__prefault_mode() != MC__PREFAULT_OFF)
+        mc__prefault_start(&s->prefault, p, (size_t)size, MC__PREFAULT_BACKGROUND);
     if (rc != 0) {
         MC_ERROR("store: cannot allocate a new incarnation of the %llu-byte segment: %s",
                  (unsigned long long)size, mc_strerror(rc));
@@ -232,6 +237,7 @@ static int mc__setup_memory(mc_store_t *s) {
         s->segment_size = (size_t)s->cfg.global_segment_size;
         s->segment_epoch = e;
         pthread_rwlock_unlock(&s->seg_rw);
+        mc__prefault_start(&s->prefault, p, s->segment_size, mc__prefault_mode());
     }
     if (s->cfg.local_buffer_size > 0) {
         rc = mc_engine_alloc_managed(s->engine, (size_t)s->cfg.local_buffer_size, &p);
@@ -285,6 +291,7 @@ static void mc__teardown(mc_store_t *s) {
     s->master = NULL;
     mc__replica_cache_destroy(s->rcache);
     s->rcache = NULL;
+    mc__prefault_stop(&s->prefault);
     pthread_rwlock_wrlock(&s->seg_rw);
     if (s->engine && s->segment)
         mc_engine_free_managed(s->engine, s->segment);

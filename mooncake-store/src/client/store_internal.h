@@ -9,6 +9,7 @@
 #include "client/put_session.h"
 #include "client/put_slots.h"
 #include "client/replica_cache.h"
+#include "client/segment_prefault.h"
 #include "client/staging.h"
 #include "mooncake/common/gate.h"
 #include "mooncake/store.h"
@@ -52,6 +53,8 @@ struct mc_store {
     uint8_t *segment;
     size_t segment_size;
     uint64_t segment_epoch;
+    /* Its pages faulted in ahead of use (segment_prefault.h); stopped before the segment goes. */
+    mc__prefault_t prefault;
     uint8_t *staging_mem;
     mc__staging_t staging;
     /* The engine's transports move caller memory as it is (tcp, shm: a socket's or a memcpy's

@@ -18,7 +18,9 @@
 #include <xxhash.h>
 
 #include "client/replica_cache.h"
+#include "client/store_internal.h"
 #include "master_proc.h"
+#include "mooncake/common/time.h"
 #include "mooncake/store.h"
 #include "proto/master_client.h"
 
@@ -606,6 +608,74 @@ static void test_master_down(void **state) {
     mc_store_destroy(s);
 }
 
+/* Pages of the store's segment resident now. */
+static size_t segment_resident_pages(mc_store_t *s) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = (s->segment_size + pg - 1) / pg, k = 0;
+    unsigned char *v = malloc(n);
+    assert_non_null(v);
+    assert_int_equal(mincore(s->segment, s->segment_size, v), 0);
+    for (size_t i = 0; i < n; i++)
+        k += v[i] & 1;
+    free(v);
+    return k;
+}
+
+/* MC_STORE_SEGMENT_PREFAULT through setup: sync faults the whole segment in before setup
+ * returns, background soon after, off leaves it to first use; values put into a faulted-in
+ * segment read back whole; and a store closed while a large segment is still being faulted in
+ * closes at once (the run is stopped before the segment is freed). */
+static void test_segment_prefault_modes(void **state) {
+    fixture_t *f = *state;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    uint8_t *v = pattern(MIB, 41), *back = malloc(MIB);
+    assert_non_null(back);
+    /* the advice needs Linux 5.14; without it every mode leaves pages to first use */
+    static char probe[1 << 16] __attribute__((aligned(1 << 16)));
+    int populate = madvise(probe, sizeof(probe), 23 /* MADV_POPULATE_WRITE */) == 0;
+
+    setenv("MC_STORE_SEGMENT_PREFAULT", "off", 1);
+    mc_store_t *s = make_store(f->m.addr, 8 * MIB, MIB);
+    assert_true(segment_resident_pages(s) < 8 * MIB / pg);
+    mc_store_destroy(s);
+
+    setenv("MC_STORE_SEGMENT_PREFAULT", "sync", 1);
+    s = make_store(f->m.addr, 8 * MIB, MIB);
+    assert_int_equal(atomic_load(&s->prefault.done), populate ? 8 * MIB : 0);
+    if (populate)
+        assert_int_equal(segment_resident_pages(s), 8 * MIB / pg);
+    mc_store_destroy(s);
+
+    setenv("MC_STORE_SEGMENT_PREFAULT", "background", 1);
+    s = make_store(f->m.addr, 8 * MIB, MIB);
+    uint64_t deadline = mc__now_ms() + 100000;
+    while (!atomic_load(&s->prefault.ended) && mc__now_ms() < deadline)
+        usleep(2000);
+    assert_int_equal(atomic_load(&s->prefault.ended), 1);
+    assert_int_equal(atomic_load(&s->prefault.done), populate ? 8 * MIB : 0);
+    if (populate)
+        assert_int_equal(segment_resident_pages(s), 8 * MIB / pg);
+    mc_store_destroy(s);
+
+    /* the fixture's pure client puts into a fresh faulted-in segment, and reads back */
+    setenv("MC_STORE_SEGMENT_PREFAULT", "sync", 1);
+    s = make_store(f->m.addr, 8 * MIB, MIB);
+    mc_store_destroy(f->node); /* so the value lands in the new segment */
+    f->node = NULL;
+    assert_int_equal(mc_store_put(f->pure, "prefaulted", v, MIB, NULL), 0);
+    assert_int_equal(mc_store_get_into(f->pure, "prefaulted", back, MIB), MIB);
+    assert_memory_equal(back, v, MIB);
+    mc_store_destroy(s);
+
+    setenv("MC_STORE_SEGMENT_PREFAULT", "background", 1);
+    s = make_store(f->m.addr, 512 * MIB, MIB);
+    uint64_t t0 = mc__now_ms();
+    mc_store_destroy(s);
+    assert_true(mc__now_ms() - t0 < 30000);
+    unsetenv("MC_STORE_SEGMENT_PREFAULT");
+    free(v);
+    free(back);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_roundtrip_sizes, setup, teardown),
@@ -618,6 +688,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_batch_dead_owner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_beyond_staging, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shared_engine_closed_under_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_segment_prefault_modes, setup, teardown),
         cmocka_unit_test(test_master_down),
     };
     if (argc < 2) {

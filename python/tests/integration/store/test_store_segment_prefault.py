@@ -1,0 +1,52 @@
+"""A storage client's segment is faulted in ahead of use (docs/store.md): with
+MC_STORE_SEGMENT_PREFAULT=sync its pages are resident when setup returns, by default (background)
+soon after, with off only as values land; values put into a faulted-in segment read back whole;
+an unknown value is warned about and taken as the default."""
+
+from store_helpers import wait_for
+
+SEG = 64 << 20
+
+
+def _rss_shmem(w):
+    """The worker process's resident shared memory (the segment is a memfd), in bytes."""
+    return w.run("for line in open('/proc/self/status'):\n"
+                 "    if line.startswith('RssShmem:'):\n"
+                 "        result = int(line.split()[1]) * 1024")
+
+
+def test_sync_faults_the_segment_in_before_setup_returns(make_master, make_worker):
+    master = make_master()
+    node = make_worker(env={"MC_STORE_SEGMENT_PREFAULT": "sync"})
+    before = _rss_shmem(node)
+    node.setup(master, segment=SEG, buffer=1 << 20)
+    assert _rss_shmem(node) - before >= SEG
+    client = make_worker()
+    client.setup(master, segment=0)
+    assert client.run("v = pattern(1 << 20, 'pf')\n"
+                      "assert store.put('pf', v) == 0\n"
+                      "result = sha(store.get('pf')) == sha(v)")
+
+
+def test_background_faults_it_in_soon_and_off_leaves_it(make_master, make_worker):
+    master = make_master()
+    lazy = make_worker(env={"MC_STORE_SEGMENT_PREFAULT": "off"})
+    eager = make_worker(env={"MC_STORE_SEGMENT_PREFAULT": "background"})
+    base_lazy, base_eager = _rss_shmem(lazy), _rss_shmem(eager)
+    lazy.setup(master, segment=SEG, buffer=1 << 20)
+    eager.setup(master, segment=SEG, buffer=1 << 20)
+    # at SCHED_IDLE: only idle time, so a generous deadline on a busy host
+    assert wait_for(lambda: _rss_shmem(eager) - base_eager >= SEG, timeout=120)
+    assert _rss_shmem(lazy) - base_lazy < SEG // 2
+
+
+def test_an_unknown_value_is_warned_about_and_taken_as_the_default(make_master, make_worker,
+                                                                   tmp_path):
+    master = make_master()
+    log = tmp_path / "worker.err"
+    with open(log, "w") as err:
+        node = make_worker(env={"MC_STORE_SEGMENT_PREFAULT": "eager"}, stderr=err)
+        base = _rss_shmem(node)
+        node.setup(master, segment=SEG, buffer=1 << 20)
+        assert wait_for(lambda: _rss_shmem(node) - base >= SEG, timeout=120)
+    assert "MC_STORE_SEGMENT_PREFAULT=eager is not one of background, sync, off" in log.read_text()
