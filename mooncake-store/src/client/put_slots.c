@@ -263,9 +263,11 @@ void mc__put_slots_release(mc_store_t *s, int all) {
         size_t old = 0; /* the stack is ordered by age: the old ones are at the bottom */
         while (old < p->n && (all || now - p->slots[old].got_ms >= MC__SLOT_MAX_AGE_MS))
             back[n++] = p->slots[old++].kr.version;
+        if (!old)
+            continue; /* also a pool never used, whose slots array is still NULL */
         memmove(p->slots, p->slots + old, (p->n - old) * sizeof(*p->slots));
         p->n -= (uint32_t)old;
-        if (old && !all)
+        if (!all)
             p->want = 2; /* they went unused: ask for fewer next time */
     }
     pthread_mutex_unlock(&t->mu);
