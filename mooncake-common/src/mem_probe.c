@@ -27,10 +27,12 @@ static int mc__populate_works(uintptr_t pgsz) {
     return k;
 }
 
-/* The populate advice faults pages in as a read (or write) would without doing either, and
- * fails for a page that is unmapped (ENOMEM) or does not allow the access (EINVAL, EFAULT). */
+int mc__mem_populate(void *addr, size_t len, int writable) {
+    return madvise(addr, len, writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0 ? 0 : -1;
+}
+
 static int mc__populate(uintptr_t from, uintptr_t len, int writable) {
-    return madvise((void *)from, len, writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0;
+    return mc__mem_populate((void *)from, len, writable) == 0;
 }
 
 int mc__mem_probe(const void *addr, size_t len, int writable) {

@@ -8,17 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "mooncake/common/log.h"
+#include "mooncake/common/mem_probe.h"
 #include "mooncake/common/time.h"
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
 
 /* Faulted in this much per call: a stop waits for at most one (about 6 ms on the slow guest). */
 #define MC__PREFAULT_CHUNK (2u << 20)
@@ -40,10 +36,6 @@ mc__prefault_mode_t mc__prefault_mode(void) {
                 "using background",
                 v);
     return MC__PREFAULT_BACKGROUND;
-}
-
-const char *mc__prefault_mode_name(mc__prefault_mode_t m) {
-    return m == MC__PREFAULT_SYNC ? "sync" : m == MC__PREFAULT_OFF ? "off" : "background";
 }
 
 /* The first number in the file at path after key (or at its start with key NULL); 0 when
@@ -123,7 +115,7 @@ static void mc__prefault_run(mc__prefault_t *pf) {
                     off, pf->len);
             break;
         }
-        if (madvise(pf->addr + off, n, MADV_POPULATE_WRITE) != 0) {
+        if (mc__mem_populate(pf->addr + off, n, 1) != 0) {
             if (errno == EINTR)
                 continue;
             /* EINVAL: a kernel without the advice; ENOMEM, EFAULT: no memory for it. The pages

@@ -35,7 +35,6 @@ typedef struct mc__prefault {
 /* MC_STORE_SEGMENT_PREFAULT: "background" (unset: the default), "sync", "off" (also 0/1,
  * false/true). Anything else is warned about once and taken as the default. */
 mc__prefault_mode_t mc__prefault_mode(void);
-const char *mc__prefault_mode_name(mc__prefault_mode_t m);
 
 /* Starts faulting [addr, addr + len) in: SYNC returns when done, BACKGROUND at once. A
  * background run is skipped (and says so) when the range is more than half of the memory

@@ -20,6 +20,7 @@
 #include "client/replica_cache.h"
 #include "client/store_internal.h"
 #include "master_proc.h"
+#include "mooncake/common/mem_probe.h"
 #include "mooncake/common/time.h"
 #include "mooncake/store.h"
 #include "proto/master_client.h"
@@ -620,6 +621,15 @@ static size_t segment_resident_pages(mc_store_t *s) {
     return k;
 }
 
+/* s's segment is wholly faulted in (populate: this kernel has the advice) or untouched by the
+ * run (without it every mode leaves pages to first use). */
+static void assert_faulted_in(mc_store_t *s, int populate) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    assert_int_equal(atomic_load(&s->prefault.done), populate ? s->segment_size : 0);
+    if (populate)
+        assert_int_equal(segment_resident_pages(s), s->segment_size / pg);
+}
+
 /* MC_STORE_SEGMENT_PREFAULT through setup: sync faults the whole segment in before setup
  * returns, background soon after, off leaves it to first use; values put into a faulted-in
  * segment read back whole; and a store closed while a large segment is still being faulted in
@@ -629,9 +639,8 @@ static void test_segment_prefault_modes(void **state) {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     uint8_t *v = pattern(MIB, 41), *back = malloc(MIB);
     assert_non_null(back);
-    /* the advice needs Linux 5.14; without it every mode leaves pages to first use */
     static char probe[1 << 16] __attribute__((aligned(1 << 16)));
-    int populate = madvise(probe, sizeof(probe), 23 /* MADV_POPULATE_WRITE */) == 0;
+    int populate = mc__mem_populate(probe, sizeof(probe), 1) == 0; /* Linux 5.14+ */
 
     setenv("MC_STORE_SEGMENT_PREFAULT", "off", 1);
     mc_store_t *s = make_store(f->m.addr, 8 * MIB, MIB);
@@ -640,9 +649,7 @@ static void test_segment_prefault_modes(void **state) {
 
     setenv("MC_STORE_SEGMENT_PREFAULT", "sync", 1);
     s = make_store(f->m.addr, 8 * MIB, MIB);
-    assert_int_equal(atomic_load(&s->prefault.done), populate ? 8 * MIB : 0);
-    if (populate)
-        assert_int_equal(segment_resident_pages(s), 8 * MIB / pg);
+    assert_faulted_in(s, populate);
     mc_store_destroy(s);
 
     setenv("MC_STORE_SEGMENT_PREFAULT", "background", 1);
@@ -651,9 +658,7 @@ static void test_segment_prefault_modes(void **state) {
     while (!atomic_load(&s->prefault.ended) && mc__now_ms() < deadline)
         usleep(2000);
     assert_int_equal(atomic_load(&s->prefault.ended), 1);
-    assert_int_equal(atomic_load(&s->prefault.done), populate ? 8 * MIB : 0);
-    if (populate)
-        assert_int_equal(segment_resident_pages(s), 8 * MIB / pg);
+    assert_faulted_in(s, populate);
     mc_store_destroy(s);
 
     /* the fixture's pure client puts into a fresh faulted-in segment, and reads back */

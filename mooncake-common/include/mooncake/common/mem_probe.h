@@ -14,4 +14,10 @@
  * still mapped (a heap block) from live memory: only a registration that holds the memory's
  * owner does that. */
 int mc__mem_probe(const void *addr, size_t len, int writable);
+
+/* Faults [addr, addr+len) in as a write (or a read, writable 0) would, without doing either:
+ * the populate advice. 0, or -1 with errno: EINVAL for a kernel before 5.14 (or a range the
+ * advice does not take), ENOMEM or EFAULT for memory that is not there, does not allow the
+ * access or cannot be had, EINTR for a signal (call again for the rest). */
+int mc__mem_populate(void *addr, size_t len, int writable);
 #endif

@@ -15,12 +15,18 @@ def _rss_shmem(w):
                  "        result = int(line.split()[1]) * 1024")
 
 
+def _set_up(w, master):
+    """Sets w up as a storage client of SEG bytes; returns how much its shared memory grew since,
+    as a function to ask again."""
+    base = _rss_shmem(w)
+    w.setup(master, segment=SEG, buffer=1 << 20)
+    return lambda: _rss_shmem(w) - base
+
+
 def test_sync_faults_the_segment_in_before_setup_returns(make_master, make_worker):
     master = make_master()
     node = make_worker(env={"MC_STORE_SEGMENT_PREFAULT": "sync"})
-    before = _rss_shmem(node)
-    node.setup(master, segment=SEG, buffer=1 << 20)
-    assert _rss_shmem(node) - before >= SEG
+    assert _set_up(node, master)() >= SEG
     client = make_worker()
     client.setup(master, segment=0)
     assert client.run("v = pattern(1 << 20, 'pf')\n"
@@ -32,12 +38,10 @@ def test_background_faults_it_in_soon_and_off_leaves_it(make_master, make_worker
     master = make_master()
     lazy = make_worker(env={"MC_STORE_SEGMENT_PREFAULT": "off"})
     eager = make_worker(env={"MC_STORE_SEGMENT_PREFAULT": "background"})
-    base_lazy, base_eager = _rss_shmem(lazy), _rss_shmem(eager)
-    lazy.setup(master, segment=SEG, buffer=1 << 20)
-    eager.setup(master, segment=SEG, buffer=1 << 20)
+    lazy_grown, eager_grown = _set_up(lazy, master), _set_up(eager, master)
     # at SCHED_IDLE: only idle time, so a generous deadline on a busy host
-    assert wait_for(lambda: _rss_shmem(eager) - base_eager >= SEG, timeout=120)
-    assert _rss_shmem(lazy) - base_lazy < SEG // 2
+    assert wait_for(lambda: eager_grown() >= SEG, timeout=120)
+    assert lazy_grown() < SEG // 2
 
 
 def test_an_unknown_value_is_warned_about_and_taken_as_the_default(make_master, make_worker,
@@ -46,7 +50,6 @@ def test_an_unknown_value_is_warned_about_and_taken_as_the_default(make_master, 
     log = tmp_path / "worker.err"
     with open(log, "w") as err:
         node = make_worker(env={"MC_STORE_SEGMENT_PREFAULT": "eager"}, stderr=err)
-        base = _rss_shmem(node)
-        node.setup(master, segment=SEG, buffer=1 << 20)
-        assert wait_for(lambda: _rss_shmem(node) - base >= SEG, timeout=120)
+        grown = _set_up(node, master)
+        assert wait_for(lambda: grown() >= SEG, timeout=120)
     assert "MC_STORE_SEGMENT_PREFAULT=eager is not one of background, sync, off" in log.read_text()
