@@ -30,8 +30,8 @@ DEBIAN_LIB_PACKAGES = {
 
 
 # Our storage clients (holders) fault their segment in before they report ready: throughput is
-# measured on a warm segment, as a long-running store's is (its default background run, or its
-# first fill, faulted every page in). A cold segment pays a page fault per 4 KiB on first write;
+# measured on a warm segment, as a long-running store's is (its first fill faulted every page
+# in). A cold segment pays a page fault per 4 KiB on first write;
 # docs/perf/issue26-prefault measures both.
 OURS_HOLDER_ENV = {"MC_STORE_SEGMENT_PREFAULT": "sync"}
 

@@ -3,39 +3,39 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "mooncake/common/log.h"
 #include "mooncake/common/mem_probe.h"
 #include "mooncake/common/time.h"
 
-/* Faulted in this much per call: a stop waits for at most one (about 6 ms on the slow guest). */
-#define MC__PREFAULT_CHUNK (2u << 20)
+/* Faulted in this much per call. The call holds the process's memory-map lock (for reading)
+ * while it faults, and a thread that maps or unmaps memory waits for it, and then every fault of
+ * the process waits behind that one: so a call must stay short (64 pages, well under 1 ms on the
+ * slow guest), and a stop waits for at most one. */
+#define MC__PREFAULT_CHUNK (256u << 10)
 /* The memory left is checked before each this much (a multiple of the chunk). */
 #define MC__PREFAULT_CHECK (64u << 20)
 
 mc__prefault_mode_t mc__prefault_mode(void) {
     static _Atomic int warned;
     const char *v = getenv("MC_STORE_SEGMENT_PREFAULT");
-    if (!v || !*v || strcasecmp(v, "background") == 0 || strcmp(v, "1") == 0 ||
-        strcasecmp(v, "true") == 0)
+    if (!v || !*v || strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0 ||
+        strcasecmp(v, "false") == 0)
+        return MC__PREFAULT_OFF;
+    if (strcasecmp(v, "background") == 0 || strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0)
         return MC__PREFAULT_BACKGROUND;
     if (strcasecmp(v, "sync") == 0)
         return MC__PREFAULT_SYNC;
-    if (strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0 || strcasecmp(v, "false") == 0)
-        return MC__PREFAULT_OFF;
     if (!atomic_exchange(&warned, 1))
         MC_WARN("store: MC_STORE_SEGMENT_PREFAULT=%s is not one of background, sync, off; "
-                "using background",
+                "using off",
                 v);
-    return MC__PREFAULT_BACKGROUND;
+    return MC__PREFAULT_OFF;
 }
 
 /* The first number in the file at path after key (or at its start with key NULL); 0 when
@@ -136,15 +136,12 @@ static void mc__prefault_run(mc__prefault_t *pf) {
     atomic_store_explicit(&pf->ended, 1, memory_order_release);
 }
 
+/* At the process's own priority, on purpose. At SCHED_IDLE (tried first) the thread was
+ * preempted inside a call, holding the memory-map lock, whenever other work kept the cores busy,
+ * and stayed off the cores for seconds: every thread of the store that mapped memory, and then
+ * every page fault, waited for it (store_client_ops failed with two busy loops beside it). */
 static void *mc__prefault_main(void *arg) {
-    mc__prefault_t *pf = arg;
-    /* Only time no other thread of the host wants: the pages are faulted on first use
-     * anyway, so this must never take a core from the work it prepares for. Where SCHED_IDLE is
-     * refused, the lowest nice value of this thread. */
-    struct sched_param sp = {0};
-    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0)
-        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
-    mc__prefault_run(pf);
+    mc__prefault_run(arg);
     return NULL;
 }
 

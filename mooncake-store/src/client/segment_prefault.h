@@ -16,7 +16,7 @@
 
 typedef enum mc__prefault_mode {
     MC__PREFAULT_OFF = 0,
-    MC__PREFAULT_BACKGROUND, /* a thread at SCHED_IDLE: only a core's idle time */
+    MC__PREFAULT_BACKGROUND, /* a thread of its own, after setup */
     MC__PREFAULT_SYNC,       /* before setup returns */
 } mc__prefault_mode_t;
 
@@ -32,7 +32,7 @@ typedef struct mc__prefault {
     size_t len;
 } mc__prefault_t;
 
-/* MC_STORE_SEGMENT_PREFAULT: "background" (unset: the default), "sync", "off" (also 0/1,
+/* MC_STORE_SEGMENT_PREFAULT: "off" (unset: the default), "background", "sync" (also 0/1,
  * false/true). Anything else is warned about once and taken as the default. */
 mc__prefault_mode_t mc__prefault_mode(void);
 

@@ -62,11 +62,11 @@ static void test_mode_from_environment(void **state) {
                  {"off", MC__PREFAULT_OFF},
                  {"0", MC__PREFAULT_OFF},
                  {"false", MC__PREFAULT_OFF},
-                 {"", MC__PREFAULT_BACKGROUND},
-                 {"eager", MC__PREFAULT_BACKGROUND},
-                 {"2", MC__PREFAULT_BACKGROUND}};
+                 {"", MC__PREFAULT_OFF},
+                 {"eager", MC__PREFAULT_OFF},
+                 {"2", MC__PREFAULT_OFF}};
     unsetenv("MC_STORE_SEGMENT_PREFAULT");
-    assert_int_equal(mc__prefault_mode(), MC__PREFAULT_BACKGROUND);
+    assert_int_equal(mc__prefault_mode(), MC__PREFAULT_OFF);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         setenv("MC_STORE_SEGMENT_PREFAULT", cases[i].v, 1);
         assert_int_equal(mc__prefault_mode(), cases[i].m);
@@ -102,8 +102,8 @@ static void test_sync_faults_every_page_in_and_keeps_contents(void **state) {
     unmap_segment(p, len, fd);
 }
 
-/* background: ends on its own with every page resident (at SCHED_IDLE, so only a busy host's
- * idle moments: a generous deadline), and the stop after it is a join of a finished thread. */
+/* background: ends on its own with every page resident (a generous deadline for a busy host),
+ * and the stop after it is a join of a finished thread. */
 static void test_background_ends_with_every_page_in(void **state) {
     (void)state;
     if (!populate_supported())
