@@ -1,7 +1,8 @@
 /* Pipelined batches on the tcp transport (transports/tcp.c): many requests in flight on one
  * connection. Mixed READ/WRITE batches of mixed sizes checked byte for byte (with an error
  * reply in the middle of the stream, and with the pipeline window at its default, small and
- * off), a peer that dies with a pipeline outstanding, and a target that reads slowly or not at
+ * off), WRITE-only batches under their own window (MC_TCP_PIPELINE_WRITE_BYTES), a peer that
+ * dies with a pipeline outstanding, and a target that reads slowly or not at
  * all (the initiator must wait, not buffer). Real target processes over loopback. */
 #include <pthread.h>
 #include <setjmp.h>
@@ -52,20 +53,32 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* A tcp engine with buf registered; pipe_bytes sets MC_TCP_PIPELINE_BYTES (NULL: default). */
-static mc_engine_t *new_engine(fixture_t *f, int timeout_ms, const char *pipe_bytes) {
+static void set_or_unset(const char *name, const char *value) {
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+}
+
+/* A tcp engine with buf registered; pipe_bytes sets MC_TCP_PIPELINE_BYTES and write_bytes
+ * MC_TCP_PIPELINE_WRITE_BYTES (NULL: unset). */
+static mc_engine_t *new_engine_w(fixture_t *f, int timeout_ms, const char *pipe_bytes,
+                                 const char *write_bytes) {
     mc_engine_t *e = NULL;
     mc_engine_options_t o = {
         .local_server_name = "127.0.0.1", .protocol = "tcp", .transfer_timeout_ms = timeout_ms};
-    if (pipe_bytes)
-        setenv("MC_TCP_PIPELINE_BYTES", pipe_bytes, 1);
-    else
-        unsetenv("MC_TCP_PIPELINE_BYTES");
+    set_or_unset("MC_TCP_PIPELINE_BYTES", pipe_bytes);
+    set_or_unset("MC_TCP_PIPELINE_WRITE_BYTES", write_bytes);
     assert_int_equal(mc_engine_create(&e), 0);
     assert_int_equal(mc_engine_init(e, &o), 0);
     unsetenv("MC_TCP_PIPELINE_BYTES");
+    unsetenv("MC_TCP_PIPELINE_WRITE_BYTES");
     assert_int_equal(mc_engine_register_memory(e, f->buf, LOCAL_LEN, "*"), 0);
     return e;
+}
+
+static mc_engine_t *new_engine(fixture_t *f, int timeout_ms, const char *pipe_bytes) {
+    return new_engine_w(f, timeout_ms, pipe_bytes, NULL);
 }
 
 static mc_request_t req(int op, void *src, mc_segment_id_t seg, uint64_t off, uint64_t len) {
@@ -174,6 +187,90 @@ static void run_mixed(fixture_t *f, const char *pipe_bytes, int bad) {
     assert_int_equal(mc_engine_batch_free(e, b), 0);
     assert_int_equal(te_target_stop(&t), 0);
     mc_engine_destroy(e);
+}
+
+/* Batches of WRITEs only, which a group may carry more of (MC_TCP_PIPELINE_WRITE_BYTES, 1 MiB by
+ * default): 16 x 64 KiB (one group, on the caller's thread with the default bound), 64 x 64 KiB
+ * plus odd sizes (groups on the workers), and a synchronous 16 x 64 KiB; the bad one is refused
+ * by the target in the middle of its group. Every byte checked on the target. */
+static void make_writes(plan_t *p, fixture_t *f, const te_target_t *t, mc_segment_id_t seg,
+                        size_t n, int bad, unsigned seed0) {
+    uint64_t off = 0;
+    p->n = n;
+    p->bad = bad ? (int)(n / 2) : -1;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t len = n > 16 && i % 5 == 4 ? sizes[i % NSIZES] : 64 * KiB;
+        assert_true(off + len <= TARGET_LEN);
+        p->seed[i] = seed0 + (unsigned)i;
+        te_fill(f->buf + off, len, p->seed[i]);
+        p->r[i] = req(MC_OPCODE_WRITE, f->buf + off, seg, t->plain_addr + off, len);
+        if ((int)i == p->bad)
+            p->r[i].target_offset = t->managed_addr;
+        off += len;
+    }
+}
+
+/* One batch of n writes (the bad one refused by the target: MC_ERR_ADDRESS_NOT_REGISTERED),
+ * every byte checked. */
+static void write_batch(plan_t *p, fixture_t *f, mc_engine_t *e, te_target_t *t,
+                        mc_segment_id_t seg, size_t n, int bad, unsigned seed0) {
+    mc_batch_id_t b;
+    make_writes(p, f, t, seg, n, bad, seed0);
+    assert_int_equal(mc_engine_batch_alloc(e, p->n, &b), 0);
+    assert_int_equal(mc_engine_batch_submit(e, b, p->r, p->n), 0);
+    assert_int_equal(mc_engine_batch_wait(e, b, 20000), bad ? MC_ERR_ADDRESS_NOT_REGISTERED : 0);
+    check_plan(p, e, b, t);
+    assert_int_equal(mc_engine_batch_free(e, b), 0);
+}
+
+/* For each batch size, on a target of its own: a clean batch (which also fetches the target's
+ * ranges), then the managed buffer goes, so that only the target knows and refuses the write to
+ * it in the middle of its group (the failure makes the initiator fetch the ranges again, and the
+ * next submit would refuse it itself), then a clean batch on the same connections. Last, a
+ * synchronous batch of 16 x 64 KiB. */
+static void run_writes(fixture_t *f, const char *pipe_bytes, const char *write_bytes) {
+    static plan_t p;
+    static const size_t counts[] = {16, 64};
+    mc_engine_t *e = new_engine_w(f, 10000, pipe_bytes, write_bytes);
+    te_target_t t;
+    mc_segment_id_t seg;
+    char reply[64];
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+        assert_int_equal(te_target_start(&t, "P2PHANDSHAKE", NULL, TARGET_LEN, MiB), 0);
+        assert_int_equal(mc_engine_open_segment(e, t.name, &seg), 0);
+        write_batch(&p, f, e, &t, seg, counts[c], 0, 1000);
+        assert_int_equal(
+            te_target_cmd(&t, reply, sizeof(reply), "M %llu", (unsigned long long)t.managed_addr),
+            0);
+        assert_string_equal(reply, "0");
+        write_batch(&p, f, e, &t, seg, counts[c], 1, 2000);
+        write_batch(&p, f, e, &t, seg, counts[c], 0, 3000);
+        make_writes(&p, f, &t, seg, 16, 0, 4000);
+        assert_int_equal(mc_engine_transfer_sync(e, p.r, p.n), 0);
+        for (size_t i = 0; i < p.n; i++)
+            assert_true(te_target_hash(&t, p.r[i].target_offset, p.r[i].length) ==
+                        te_pattern_hash(p.r[i].length, p.seed[i], 0));
+        assert_int_equal(mc_engine_close_segment(e, seg), 0);
+        assert_int_equal(te_target_stop(&t), 0);
+    }
+    mc_engine_destroy(e);
+}
+
+static void test_write_batch(void **state) {
+    run_writes(*state, NULL, NULL);
+}
+
+static void test_write_batch_small_write_window(void **state) {
+    run_writes(*state, NULL, "65537"); /* one 64 KiB write per group, two with a tiny one */
+}
+
+static void test_write_batch_no_pipelining(void **state) {
+    run_writes(*state, "0", NULL); /* MC_TCP_PIPELINE_BYTES alone bounds writes too */
+    run_writes(*state, NULL, "0");
+}
+
+static void test_write_batch_large_write_window(void **state) {
+    run_writes(*state, "4097", "4194304");
 }
 
 static void test_mixed_batch(void **state) {
@@ -468,6 +565,10 @@ int main(void) {
         cmocka_unit_test(test_mixed_batch_error_mid_stream),
         cmocka_unit_test(test_mixed_batch_small_window),
         cmocka_unit_test(test_mixed_batch_no_pipelining),
+        cmocka_unit_test(test_write_batch),
+        cmocka_unit_test(test_write_batch_small_write_window),
+        cmocka_unit_test(test_write_batch_no_pipelining),
+        cmocka_unit_test(test_write_batch_large_write_window),
         cmocka_unit_test(test_peer_dies_mid_pipeline),
         cmocka_unit_test(test_slow_reader),
         cmocka_unit_test(test_target_pipelined_stream),

@@ -1,7 +1,8 @@
 /* TCP transport. Tasks are cut into slices that a fixed set of worker threads pull from one
  * queue, so a large transfer spreads over several pooled connections. Small slices to one peer
  * are pipelined: a worker takes up to MC__TCP_PIPE_OPS queued slices for the same peer (at most
- * MC_TCP_PIPELINE_BYTES of payload together), writes all their requests on one connection
+ * MC_TCP_PIPELINE_BYTES of payload together, MC_TCP_PIPELINE_WRITE_BYTES when all are WRITEs),
+ * writes all their requests on one connection
  * (coalesced into as few sendmsg calls as the socket takes) and reads the replies, which the
  * target sends in request order, so a batch of small requests costs about one round trip. A
  * slice moves between user memory and the socket without staging: payloads are sent from user
@@ -37,6 +38,12 @@
  * the bound goes alone, as before. */
 #define MC__TCP_PIPE_OPS 64
 #define MC__TCP_PIPE_BYTES_DEFAULT (256 << 10)
+/* A group of WRITEs only may carry more: their replies are a few bytes each, so its payload goes
+ * one way and only waits for the target to read it. One group of 16 x 64 KiB on the caller's
+ * thread, instead of four groups handed to the workers while the caller sleeps, put such batches
+ * at 1.1-1.4x with 1 client process and 1.2-1.6x with 8 (docs/perf/issue26-write-group/ab.md);
+ * the same bound for READs lost a quarter of 8 processes' batched gets. */
+#define MC__TCP_PIPE_WRITE_BYTES_DEFAULT (1 << 20)
 /* A worker's receive buffer: several replies (or a small READ's header and payload) per recv. */
 #define MC__TCP_RBUF (64 << 10)
 /* A READ payload up to this size may come in with its header and be copied out of the buffer;
@@ -75,7 +82,8 @@ struct mc__tcp {
     int nworkers;
     mc__tcp_worker_t *callers; /* callers' threads with a connection in use (q->lock) */
     uint64_t slice;
-    uint64_t pipe_bytes; /* 0: one request per round trip */
+    uint64_t pipe_bytes;       /* payload of a group at most; 0: one request per round trip */
+    uint64_t pipe_write_bytes; /* the same for a group of WRITEs only */
     /* A worker was signalled and none has taken work since: a task queued now will be seen by
      * it, so waking another would only split a batch of small slices over two connections. */
     int wake_pending;
@@ -370,6 +378,11 @@ static void mc__tcp_take_locked(mc__tcp_t *q, mc__tcp_op_t *op) {
 }
 
 /* The size of the head task's next slice (q->lock held). */
+/* The payload bound of a group: its own for one of WRITEs only. */
+static uint64_t mc__tcp_group_bound(const mc__tcp_t *q, int writes_only) {
+    return writes_only ? q->pipe_write_bytes : q->pipe_bytes;
+}
+
 static uint64_t mc__tcp_head_slice_locked(const mc__tcp_t *q) {
     uint64_t off = (uint64_t)q->head->next_slice * q->slice;
     return q->head->len - off < q->slice ? q->head->len - off : q->slice;
@@ -404,7 +417,7 @@ static void *mc__tcp_worker(void *arg) {
     for (;;) {
         int k = 0, live = 0;
         uint64_t bytes;
-        int stop;
+        int stop, writes_only;
         pthread_mutex_lock(&q->lock);
         while (!q->head && !q->stop)
             pthread_cond_wait(&q->cond, &q->lock);
@@ -415,12 +428,15 @@ static void *mc__tcp_worker(void *arg) {
         q->wake_pending = 0;
         mc__tcp_take_locked(q, &ops[k++]);
         bytes = ops[0].n;
+        writes_only = ops[0].t->opcode == MC_OPCODE_WRITE;
         /* more queued slices for the same peer ride along while they fit the window (not a
          * device slice, nor with one: each goes alone through the worker's staging buffer) */
         while (k < MC__TCP_PIPE_OPS && q->head && q->head->peer == ops[0].t->peer &&
                ops[0].t->local_device < 0 && q->head->local_device < 0 &&
-               bytes + mc__tcp_head_slice_locked(q) <= q->pipe_bytes) {
+               bytes + mc__tcp_head_slice_locked(q) <=
+                   mc__tcp_group_bound(q, writes_only && q->head->opcode == MC_OPCODE_WRITE)) {
             bytes += mc__tcp_head_slice_locked(q);
+            writes_only &= q->head->opcode == MC_OPCODE_WRITE;
             mc__tcp_take_locked(q, &ops[k++]);
         }
         /* work left behind (a batch larger than one group) goes to the next worker */
@@ -467,6 +483,7 @@ static int mc__tcp_run_here(mc_engine_t *e, mc__task_t **t, size_t n) {
     size_t cap = sizeof(small);
     mc__tcp_op_t one, *ops = &one;
     uint64_t req_id = 0, bytes = 0;
+    int writes_only = 1;
     if (!q || n == 0 || n > MC__TCP_PIPE_OPS)
         return 0;
     for (size_t i = 0; i < n; i++) {
@@ -474,9 +491,10 @@ static int mc__tcp_run_here(mc_engine_t *e, mc__task_t **t, size_t n) {
         if (t[i]->len > q->slice || t[i]->local_device >= 0 || t[i]->peer != t[0]->peer)
             return 0;
         bytes += t[i]->len;
+        writes_only &= t[i]->opcode == MC_OPCODE_WRITE;
     }
     if (n > 1) {
-        if (bytes > q->pipe_bytes)
+        if (bytes > mc__tcp_group_bound(q, writes_only))
             return 0; /* more than one group: the workers spread it over their connections */
         /* several replies per receive, as a worker's buffer takes them */
         ops = mc__malloc(n * sizeof(*ops) + MC__TCP_RBUF);
@@ -626,6 +644,12 @@ static int mc__tcp_init(mc_engine_t *e) {
     /* payload pipelined on one connection at most (0: one request per round trip) */
     q->pipe_bytes =
         (uint64_t)mc__env_size_in("MC_TCP_PIPELINE_BYTES", MC__TCP_PIPE_BYTES_DEFAULT, 0, 64 << 20);
+    /* MC_TCP_PIPELINE_BYTES alone bounds WRITE groups too (0 still means one request per round
+     * trip for every group) */
+    q->pipe_write_bytes = (uint64_t)mc__env_size_in(
+        "MC_TCP_PIPELINE_WRITE_BYTES",
+        getenv("MC_TCP_PIPELINE_BYTES") ? (int64_t)q->pipe_bytes : MC__TCP_PIPE_WRITE_BYTES_DEFAULT,
+        0, 64 << 20);
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->cond, NULL);
     q->workers = mc__calloc((size_t)want, sizeof(*q->workers));
