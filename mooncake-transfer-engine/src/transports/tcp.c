@@ -377,12 +377,12 @@ static void mc__tcp_take_locked(mc__tcp_t *q, mc__tcp_op_t *op) {
     op->dev_dst = NULL;
 }
 
-/* The size of the head task's next slice (q->lock held). */
 /* The payload bound of a group: its own for one of WRITEs only. */
 static uint64_t mc__tcp_group_bound(const mc__tcp_t *q, int writes_only) {
     return writes_only ? q->pipe_write_bytes : q->pipe_bytes;
 }
 
+/* The size of the head task's next slice (q->lock held). */
 static uint64_t mc__tcp_head_slice_locked(const mc__tcp_t *q) {
     uint64_t off = (uint64_t)q->head->next_slice * q->slice;
     return q->head->len - off < q->slice ? q->head->len - off : q->slice;
