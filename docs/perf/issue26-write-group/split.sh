@@ -1,8 +1,9 @@
 #!/bin/bash
-# usage: split.sh BUILD PROCS W1 W2 [DURATION]: one master and holder; a driver runs W1, then a fresh driver runs W2
+# usage: split.sh BUILD PROCS W1 W2 [DURATION]: one master and holder (segment faulted in first),
+# 8 drivers run W1, then a fresh set runs W2. Run where ab.sh runs (docs/perf/issue26-spin150).
 B=$1; P=$2; W1=$3; W2=$4; D=${5:-2}
 PORT=$((20000 + RANDOM % 20000)); MP=$((PORT+1))
-env $HENV_M setsid $B/mooncake-store/tools/mooncake_master --port=$PORT --rpc_address=127.0.0.1 --metrics_port=$MP >./master.log 2>&1 &
+setsid $B/mooncake-store/tools/mooncake_master --port=$PORT --rpc_address=127.0.0.1 --metrics_port=$MP >./master.log 2>&1 &
 MPID=$!
 sleep 0.5
 coproc H { env MC_STORE_SEGMENT_PREFAULT=sync setsid $B/benchmarks/mc_store_bench --role=holder --master=127.0.0.1:$PORT --segment_size=$((1024<<20)) 2>./holder.log; }
