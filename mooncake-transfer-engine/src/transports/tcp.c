@@ -55,7 +55,8 @@
 
 /* A worker and the connection it is using, so that closing the engine, or aborting the peer
  * (mc_engine_abort_segment), can cut a transfer that waits on a stalled peer instead of sitting
- * out its deadline. A caller running a lone request is one too while it has a connection. */
+ * out its deadline. A caller running its own request or group is one too while it has a
+ * connection. */
 typedef struct mc__tcp mc__tcp_t;
 
 typedef struct mc__tcp_worker {
@@ -64,7 +65,7 @@ typedef struct mc__tcp_worker {
     int busy_fd;                           /* guarded by q->lock, like the two below */
     mc__peer_t *busy_peer;                 /* whom busy_fd reaches */
     struct mc__tcp_worker *cnext, **cprev; /* q->callers while a caller's thread is busy */
-    int caller; /* the caller's own thread running a lone request (mc__tcp_run_here) */
+    int caller; /* the caller's own thread running its request or group (mc__tcp_run_here) */
     uint8_t *rbuf;
     size_t rbuf_cap;
     mc__devmem_buf_t stage; /* device slices' host copy (allocated at the first one) */
@@ -188,7 +189,7 @@ static int mc__tcp_read_reply(mc__rbuf_t *rb, const mc__tcp_op_t *op, int *remot
  * Returns 0 when every op was answered and the stream is clean (the connection can be pooled),
  * else MC_ERR_SOCKET (the unanswered ops are left not done). */
 static int mc__tcp_pipe(mc_engine_t *e, int fd, mc__tcp_op_t *ops, int k, mc__rbuf_t *rb,
-                        int lone) {
+                        int caller) {
     struct iovec iov[2 * MC__TCP_PIPE_OPS];
     uint64_t ends[MC__TCP_PIPE_OPS]; /* stream offset where op i's request ends */
     uint64_t sent = 0;
@@ -199,10 +200,12 @@ static int mc__tcp_pipe(mc_engine_t *e, int fd, mc__tcp_op_t *ops, int k, mc__rb
     uint16_t flags;
     for (int i = 0; i < k; i++)
         payload += ops[i].n;
-    /* Too much to spin for its replies (mc__reply_spin_for); and unless it is a caller's lone
-     * request, whose next one follows the reply, the target need not spin for our next request
-     * either: it comes after the batch's other work. */
-    flags = payload > MC__SPIN_BYTES_MAX && !lone ? MC__TE_F_BULK : 0;
+    /* Too much to spin for its replies (mc__reply_spin_for); and unless the caller's own thread
+     * runs it (a lone request, or a whole batch within the pipelining bound: up to 1 MiB of
+     * writes; its next request follows soon), the target need not spin for our next request either:
+     * it comes after the batch's other work. Marking a caller's 1 MiB write group bulk too cost one
+     * process's 16 x 64 KiB puts 5-25% (docs/perf/issue26-write-group/ab.md). */
+    flags = payload > MC__SPIN_BYTES_MAX && !caller ? MC__TE_F_BULK : 0;
     for (int i = 0; i < k; i++) {
         mc__tcp_op_t *op = &ops[i];
         int write = op->t->opcode == MC_OPCODE_WRITE;
