@@ -63,14 +63,22 @@ def s(b):
 
 
 # --- TE RPC -------------------------------------------------------------------------------------
-TE_PING, TE_GET_DESC, TE_WRITE, TE_READ, TE_NOTIFY = 1, 2, 3, 4, 5
+TE_PING, TE_GET_DESC, TE_WRITE, TE_READ, TE_NOTIFY, TE_WRITE_ASK = 1, 2, 3, 4, 5, 6
 TE_MAX_SLICE = 64 << 20
+TE_MAX_ASK_MSG = 4096
 
 
 def te_rw(typ, addr, length, epoch, payload=b"", body_len=None):
     body = u64(addr) + u64(length) + u64(epoch) + payload
     n = len(body) if body_len is None else body_len
     return header(typ, n) + body
+
+
+def te_ask(addr, length, epoch, msg, payload=b"", msg_len=None, body_len=None):
+    ml = len(msg) if msg_len is None else msg_len
+    body = u64(addr) + u64(length) + u64(epoch) + u32(ml) + msg + payload
+    n = len(body) if body_len is None else body_len
+    return header(TE_WRITE_ASK, n) + body
 
 
 def te_rpc_seeds():
@@ -89,6 +97,13 @@ def te_rpc_seeds():
         "notify_empty": frame(TE_NOTIFY, s("") + s("") + s("")),
         "notify_nul_in_name": frame(TE_NOTIFY, s("a") + s(b"x\x00y") + s("m")),
         "notify_trailing": frame(TE_NOTIFY, s("a") + s("b") + s("c") + b"\x00"),
+        "write_ask": te_ask(0x7F0000002000, 8, 3, b"commit k1", b"ABCDEFGH"),
+        "write_ask_msg_only": te_ask(0, 0, 0, b"commit k2"),
+        "write_ask_empty": te_ask(0x1000, 0, 0, b""),
+        "write_ask_msg_over_max": te_ask(0x1000, 0, 0, b"", msg_len=TE_MAX_ASK_MSG + 1,
+                                         body_len=28 + TE_MAX_ASK_MSG + 1),
+        "write_ask_len_mismatch": te_ask(0x1000, 16, 0, b"m", b"ABCDEFGH"),
+        "write_ask_short_head": header(TE_WRITE_ASK, 20) + u64(0x1000) + u64(8) + u32(0),
         "error_reply": frame(TE_READ, i32(-3) + s("address not registered"), F_REPLY | F_ERROR),
         "error_positive_code": frame(TE_READ, i32(5) + s("ok?"), F_REPLY | F_ERROR),
         "reply_flag_on_request": frame(TE_PING, b"", F_REPLY),
@@ -112,7 +127,10 @@ def te_rpc_dict():
         ("max_error", u32(4096)),
         ("neg_code", i32(-3)),
         ("u64_max", u64(2**64 - 1)),
-    ] + [("type_%d" % t, bytes([t])) for t in range(1, 6)]
+        ("ask_head_len", u64(28)),
+        ("max_ask_msg", u32(TE_MAX_ASK_MSG)),
+        ("max_ask_msg_plus1", u32(TE_MAX_ASK_MSG + 1)),
+    ] + [("type_%d" % t, bytes([t])) for t in range(1, 7)]
 
 
 # --- frame header + cursor ----------------------------------------------------------------------
@@ -162,7 +180,7 @@ def frame_header_dict():
  REPLICA_CLEAR, UNREGISTER_CLIENT) = range(1, 17)
 TASK_CREATE, TASK_QUERY, TASK_FETCH, TASK_REPORT = range(17, 21)
 DISK_ANNOUNCE, DISK_FETCH, DISK_DONE = range(21, 24)
-PUT_RESERVE, PUT_COMMIT, STORAGE_CONFIG = range(24, 27)
+PUT_RESERVE, PUT_COMMIT, STORAGE_CONFIG, PUT_COMMIT_FOR = range(24, 28)
 DISK_READ = 1  # the node's disk read server
 CLIENT_ID = bytes(range(0x10, 0x20))
 TASK_ID = bytes(range(0xA0, 0xB0))
@@ -279,6 +297,14 @@ def master_rpc_seeds():
                           u64(8)),
         "put_commit_no_slot": req(PUT_COMMIT, versioned(("key-a", 4000))),
         "put_commit_count_lies": req(PUT_COMMIT, u32(3) + s("k") + u64(1) + u64(1)),
+        # entries of two clients (each id before its key), one a give-back
+        "put_commit_for": req(PUT_COMMIT_FOR, u32(2) + TASK_ID + s("key-a") + u64(4000) + u64(7) +
+                              CLIENT_ID + s("-") + u64(0) + u64(8)),
+        # PUT_COMMIT's entries (no ids): too short for the count
+        "put_commit_for_no_id": req(PUT_COMMIT_FOR, u32(1) + s("key-a") + u64(4000) + u64(7)),
+        "put_commit_for_empty_key": req(PUT_COMMIT_FOR, u32(1) + TASK_ID + s("") + u64(1) +
+                                        u64(1)),
+        "reply_commit_for": rep(PUT_COMMIT_FOR, u32(3) + i32(0) + i32(-705) + i32(-704)),
         "reply_reserve": rep(PUT_RESERVE, u32(1) + key_replicas(0, 4096, 9, [
             replica(seg, 0x7F0000001000, 4096, 5, 0)])),
         "unregister_client": req(UNREGISTER_CLIENT, b""),
@@ -319,7 +345,8 @@ def master_rpc_dict():
         ("segment", s("127.0.0.1:15001")),
     ]
     d.append(("max_slots_plus1", u32(1025)))
-    return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 26))]
+    return d + [("type_%d" % t, bytes([t])) for t in list(range(1, 16)) + list(range(17, 26)) +
+                [PUT_COMMIT_FOR]]
 
 
 # --- master metadata log ------------------------------------------------------------------------

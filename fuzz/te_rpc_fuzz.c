@@ -1,6 +1,6 @@
 /* Fuzzes the TE RPC decoders the serving side runs on peer bytes: header check, READ/WRITE
- * addr/len, error replies and notifies. Nothing may read past the input; whatever decodes must
- * satisfy the limits the server relies on. */
+ * addr/len, WRITE_ASK heads, error replies and notifies. Nothing may read past the input; whatever
+ * decodes must satisfy the limits the server relies on. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *body;
     size_t n;
     uint64_t addr = 0, len = 0, epoch = 0;
+    uint32_t msg_len = 0;
     int code = 0;
     char msg[64];
     mc__te_notify_view_t v;
@@ -32,6 +33,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (len == 0 || len > MC__TE_MAX_SLICE)
                     abort();
                 if (h.type == MC__TE_WRITE && h.body_len != MC__TE_RW_BODY + len)
+                    abort();
+            }
+            /* the server reads the 28-byte head, then msg_len bytes into a fixed buffer */
+            if (h.type == MC__TE_WRITE_ASK &&
+                mc__te_decode_ask(&h, copy, n < MC__TE_ASK_BODY ? n : MC__TE_ASK_BODY, &addr, &len,
+                                  &epoch, &msg_len) == 0) {
+                if (msg_len > MC__TE_MAX_ASK_MSG || len > MC__TE_MAX_SLICE ||
+                    h.body_len != MC__TE_ASK_BODY + (uint64_t)msg_len + len)
                     abort();
             }
             if (h.type == MC__TE_NOTIFY && mc__te_decode_notify(copy, n, &v) == 0) {

@@ -24,7 +24,7 @@
 
 static int mc__mutex_init_all(mc_engine_t *e) {
     if (pthread_mutex_init(&e->peers_lock, NULL) || pthread_mutex_init(&e->batches_lock, NULL) ||
-        pthread_mutex_init(&e->notify_lock, NULL))
+        pthread_mutex_init(&e->notify_lock, NULL) || mc__ask_init(e))
         return MC_ERR_MEMORY;
     return mc__reg_init(&e->reg);
 }
@@ -318,6 +318,7 @@ static void mc__engine_release(mc_engine_t *e) {
     pthread_mutex_destroy(&e->peers_lock);
     pthread_mutex_destroy(&e->batches_lock);
     pthread_mutex_destroy(&e->notify_lock);
+    mc__ask_destroy(e); /* the server (its only caller) stopped above */
     mc__meta_etcd_close(e->etcd);
     e->etcd = NULL;
     mc__free(e->metadata_url);

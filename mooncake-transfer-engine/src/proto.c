@@ -12,7 +12,12 @@ int mc__te_check_request(const mc_frame_header_t *h) {
     case MC__TE_GET_DESC:
         return h->body_len == 0 ? 0 : MC_ERR_INVALID_ARGUMENT;
     case MC__TE_WRITE:
-        return h->body_len >= MC__TE_RW_BODY && h->body_len <= MC__TE_MAX_REQUEST_BODY
+        return h->body_len >= MC__TE_RW_BODY && h->body_len <= MC__TE_RW_BODY + MC__TE_MAX_SLICE
+                   ? 0
+                   : MC_ERR_INVALID_ARGUMENT;
+    case MC__TE_WRITE_ASK:
+        /* the exact sum is checked with the head (mc__te_decode_ask) */
+        return h->body_len >= MC__TE_ASK_BODY && h->body_len <= MC__TE_MAX_REQUEST_BODY
                    ? 0
                    : MC_ERR_INVALID_ARGUMENT;
     case MC__TE_READ:
@@ -128,6 +133,36 @@ int mc__te_decode_notify(const uint8_t *body, size_t n, mc__te_notify_view_t *ou
     /* names are C strings for the receiver: no embedded NULs; nothing may trail */
     if (memchr(out->from, 0, out->from_len) || memchr(out->name, 0, out->name_len) ||
         mc__cur_left(&c) != 0)
+        return MC_ERR_INVALID_ARGUMENT;
+    return 0;
+}
+
+void mc__te_encode_ask(uint8_t out[MC__TE_ASK_HEAD], uint64_t request_id, uint64_t addr,
+                       uint64_t len, uint64_t epoch, uint32_t msg_len) {
+    mc_frame_header_t h = {.magic = MC_FRAME_MAGIC,
+                           .version = MC_FRAME_VERSION,
+                           .type = MC__TE_WRITE_ASK,
+                           .request_id = request_id,
+                           .body_len = MC__TE_ASK_BODY + (uint64_t)msg_len + len};
+    uint8_t *b = out + MC_FRAME_HEADER_SIZE;
+    mc__frame_header_encode(&h, out);
+    for (int i = 0; i < 8; i++) {
+        b[i] = (uint8_t)(addr >> (8 * i));
+        b[8 + i] = (uint8_t)(len >> (8 * i));
+        b[16 + i] = (uint8_t)(epoch >> (8 * i));
+    }
+    for (int i = 0; i < 4; i++)
+        b[24 + i] = (uint8_t)(msg_len >> (8 * i));
+}
+
+int mc__te_decode_ask(const mc_frame_header_t *h, const uint8_t *body, size_t n, uint64_t *addr,
+                      uint64_t *len, uint64_t *epoch, uint32_t *msg_len) {
+    mc_cursor_t c = {body, body + n};
+    if (!body || mc__cur_u64(&c, addr) || mc__cur_u64(&c, len) || mc__cur_u64(&c, epoch) ||
+        mc__cur_u32(&c, msg_len))
+        return MC_ERR_INVALID_ARGUMENT;
+    if (*msg_len > MC__TE_MAX_ASK_MSG || *len > MC__TE_MAX_SLICE ||
+        h->body_len != MC__TE_ASK_BODY + (uint64_t)*msg_len + *len)
         return MC_ERR_INVALID_ARGUMENT;
     return 0;
 }

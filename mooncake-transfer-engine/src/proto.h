@@ -6,6 +6,12 @@
  *             len bytes
  *   READ      u64 addr, u64 len, u64 epoch     reply len bytes
  *   NOTIFY    str from, str name, bytes msg    reply empty
+ *   WRITE_ASK u64 addr, u64 len, u64 epoch,    reply the answer's bytes (raw body)
+ *             u32 msg_len, msg_len bytes of
+ *             message, len bytes of payload
+ * WRITE_ASK (the write-ask, mc_engine_write_ask) lands its payload like a WRITE and then hands
+ * the message to the target owner's ask handler; the reply is the handler's answer. len may be
+ * 0 (a message alone: no address or epoch is checked then).
  * Any request may be answered with an error frame (MC_FRAME_F_ERROR: i32 code, str message).
  * epoch: 0 for any incarnation of the target buffer, else the one incarnation the initiator's
  * placement was made in; the server refuses the request when the buffer carries another. */
@@ -23,6 +29,7 @@ enum mc__te_msg {
     MC__TE_WRITE = 3,
     MC__TE_READ = 4,
     MC__TE_NOTIFY = 5,
+    MC__TE_WRITE_ASK = 6,
 };
 
 /* Request flag (the framing's flags, ignored by peers that do not know it): the initiator is
@@ -37,8 +44,16 @@ enum mc__te_msg {
 #define MC__TE_MAX_NOTIFY_NAME 1024u
 #define MC__TE_MAX_NOTIFY_BODY (MC__TE_MAX_NOTIFY_MSG + 2 * MC__TE_MAX_NOTIFY_NAME + 12)
 #define MC__TE_MAX_ERROR_BODY 4096u
-/* The largest body a request frame may announce (checked before anything is buffered). */
-#define MC__TE_MAX_REQUEST_BODY (MC__TE_MAX_SLICE + MC__TE_RW_BODY)
+/* WRITE_ASK: the 24 bytes of a WRITE, then u32 msg_len; the message and the answer are small
+ * (a commit request and its verdict), so the server reads the message, and the initiator the
+ * answer, into fixed buffers. */
+#define MC__TE_ASK_BODY (MC__TE_RW_BODY + 4u)
+#define MC__TE_ASK_HEAD (MC_FRAME_HEADER_SIZE + MC__TE_ASK_BODY)
+#define MC__TE_MAX_ASK_MSG 4096u
+#define MC__TE_MAX_ASK_ANSWER 4096u
+/* The largest body a request frame may announce (checked before anything is buffered): a
+ * write-ask of a full slice. */
+#define MC__TE_MAX_REQUEST_BODY (MC__TE_MAX_SLICE + MC__TE_ASK_BODY + MC__TE_MAX_ASK_MSG)
 
 /* Checks that a request header's type and body length agree. Returns 0,
  * MC_ERR_NOT_IMPLEMENTED (unknown type: the body may be skipped and an error returned) or
@@ -71,4 +86,13 @@ typedef struct mc__te_notify_view {
 int mc__te_encode_notify(mc_buf_t *b, uint64_t request_id, const char *from, const char *name,
                          const void *msg, size_t len);
 int mc__te_decode_notify(const uint8_t *body, size_t n, mc__te_notify_view_t *out);
+
+/* Header + addr/len/epoch/msg_len of a WRITE_ASK (52 bytes); the message and then the payload
+ * follow. No limits are checked here (the caller did). */
+void mc__te_encode_ask(uint8_t out[MC__TE_ASK_HEAD], uint64_t request_id, uint64_t addr,
+                       uint64_t len, uint64_t epoch, uint32_t msg_len);
+/* Decodes the 28-byte head of a WRITE_ASK (n must cover it): MC_ERR_INVALID_ARGUMENT unless
+ * msg_len <= MC__TE_MAX_ASK_MSG, len <= MC__TE_MAX_SLICE and body_len == 28 + msg_len + len. */
+int mc__te_decode_ask(const mc_frame_header_t *h, const uint8_t *body, size_t n, uint64_t *addr,
+                      uint64_t *len, uint64_t *epoch, uint32_t *msg_len);
 #endif

@@ -245,6 +245,80 @@ static int mc__serve_write(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_hea
                            "write target not registered (or of another incarnation)", deadline);
 }
 
+/* The answer of a write-ask's handler is written here, behind the message in the scratch. */
+#define MC__ASK_ANSWER_AT MC__TE_MAX_ASK_MSG
+_Static_assert(MC__ASK_ANSWER_AT + MC__TE_MAX_ASK_ANSWER <= MC__SCRATCH, "scratch too small");
+
+/* A write-ask refused before anything was written: its payload drained unread into memory. The
+ * codes the initiator reads as "nothing written, nothing asked" are NOT_IMPLEMENTED and
+ * ADDRESS_NOT_REGISTERED. */
+static int mc__ask_refuse(mc__srv_conn_t *c, const mc_frame_header_t *h, uint64_t len, int code,
+                          const char *why, uint64_t deadline) {
+    if (mc__drain(c, len, deadline))
+        return MC_ERR_SOCKET;
+    return mc__reply_error(c, h->type, h->request_id, code, why, deadline);
+}
+
+/* WRITE_ASK: the payload lands as a WRITE's into host memory, then the owner's handler gets the
+ * message and its answer is the reply. The handler is referenced before the payload lands (ask.c
+ * says why) and the region is unpinned before the handler runs (it may take long, and an
+ * unregister must not wait for it). */
+static int mc__serve_write_ask(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_header_t *h,
+                               uint64_t deadline) {
+    uint64_t addr = 0, len = 0, epoch = 0;
+    uint32_t msg_len = 0;
+    uint8_t *answer = c->scratch + MC__ASK_ANSWER_AT;
+    size_t answer_len = 0;
+    mc__ask_ref_t ref;
+    mc__pin_t pin;
+    int rc;
+    if (mc__srv_read(c, c->scratch, MC__TE_ASK_BODY, deadline) ||
+        mc__te_decode_ask(h, c->scratch, MC__TE_ASK_BODY, &addr, &len, &epoch, &msg_len) ||
+        mc__srv_read(c, c->scratch, msg_len, deadline))
+        return MC_ERR_SOCKET;
+    if (!mc__ask_acquire(e, &ref))
+        return mc__ask_refuse(c, h, len, MC_ERR_NOT_IMPLEMENTED, "no ask handler", deadline);
+    if (len) {
+        if (mc__reg_pin(&e->reg, addr, len, epoch, c->fd, &pin) != 0) {
+            mc__ask_release(e, &ref);
+            return mc__ask_refuse(c, h, len, MC_ERR_ADDRESS_NOT_REGISTERED,
+                                  "write-ask target not registered (or of another incarnation)",
+                                  deadline);
+        }
+        if (pin.device >= 0) {
+            mc__reg_unpin(&e->reg, &pin);
+            mc__ask_release(e, &ref);
+            return mc__ask_refuse(c, h, len, MC_ERR_NOT_IMPLEMENTED, "write-ask into device memory",
+                                  deadline);
+        }
+#ifdef MC__TSAN
+        __tsan_ignore_thread_begin();
+#endif
+        rc = mc__srv_read(c, (void *)(uintptr_t)addr, len, deadline);
+#ifdef MC__TSAN
+        __tsan_ignore_thread_end();
+        __tsan_read_range((void *)(uintptr_t)addr, (unsigned long)len);
+#endif
+        mc__reg_unpin(&e->reg, &pin);
+        if (rc) {
+            mc__ask_release(e, &ref);
+            return MC_ERR_SOCKET;
+        }
+    }
+    /* replies held for earlier requests do not wait for the handler */
+    if (c->niov && mc__srv_flush(c, deadline)) {
+        mc__ask_release(e, &ref);
+        return MC_ERR_SOCKET;
+    }
+    rc = mc__ask_call(e, &ref, c->scratch, msg_len, answer, MC__TE_MAX_ASK_ANSWER, &answer_len);
+    mc__ask_release(e, &ref);
+    /* the handler may have taken most of the request's time: the reply gets its own */
+    deadline = mc__now_ms() + (uint64_t)e->timeout_ms;
+    if (rc)
+        return mc__reply_error(c, h->type, h->request_id, rc, "ask handler failed", deadline);
+    return mc__reply_now(c, h->type, h->request_id, answer, answer_len, deadline);
+}
+
 static int mc__serve_read(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_header_t *h,
                           uint64_t deadline) {
     uint64_t addr = 0, len = 0, epoch = 0;
@@ -349,6 +423,8 @@ static int mc__serve_one(mc_engine_t *e, mc__srv_conn_t *c) {
         return mc__serve_read(e, c, &h, deadline);
     case MC__TE_NOTIFY:
         return mc__serve_notify(e, c, &h, deadline);
+    case MC__TE_WRITE_ASK:
+        return mc__serve_write_ask(e, c, &h, deadline);
     default:
         return MC_ERR_INVALID_ARGUMENT;
     }

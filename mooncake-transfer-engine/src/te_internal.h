@@ -149,6 +149,18 @@ struct mc_engine {
     size_t notifies_cap;
     uint64_t notify_bytes; /* names and payloads queued, against the queue's byte bound */
 
+    /* The write-ask handler (ask.c): fn and ctx under ask_lock. A serving write-ask holds a
+     * reference from before its payload lands until its handler returned, counted in
+     * ask_inflight[the generation it took it in & 1], so a set waits only for the calls of the
+     * handler it replaced (sets are serialized by ask_set_lock). */
+    pthread_mutex_t ask_lock;
+    pthread_cond_t ask_cond;
+    pthread_mutex_t ask_set_lock;
+    mc_engine_ask_handler_t ask_fn;
+    void *ask_ctx;
+    unsigned ask_gen;
+    unsigned ask_inflight[2];
+
     _Atomic uint64_t stat_tasks[MC__TP_COUNT];
     _Atomic uint64_t stat_bytes[MC__TP_COUNT];
 };
@@ -245,5 +257,20 @@ void mc__server_forget(mc__server_t *s);
 int mc__notify_push(mc_engine_t *e, const char *from, size_t from_len, const char *name,
                     size_t name_len, const uint8_t *msg, size_t msg_len);
 void mc__notify_clear(mc_engine_t *e);
+
+/* ask.c: the write-ask handler, for the server. acquire: 1 with a reference to the handler in
+ * *ref (release it once the handler ran, or once the request was refused), 0 when none is set. */
+typedef struct mc__ask_ref {
+    mc_engine_ask_handler_t fn;
+    void *ctx;
+    unsigned gen;
+} mc__ask_ref_t;
+int mc__ask_init(mc_engine_t *e);
+void mc__ask_destroy(mc_engine_t *e);
+int mc__ask_acquire(mc_engine_t *e, mc__ask_ref_t *ref);
+/* Calls the referenced handler; its code, mapped so that it never reads as "nothing written". */
+int mc__ask_call(mc_engine_t *e, const mc__ask_ref_t *ref, const void *msg, size_t msg_len,
+                 void *answer, size_t cap, size_t *answer_len);
+void mc__ask_release(mc_engine_t *e, const mc__ask_ref_t *ref);
 
 #endif

@@ -135,6 +135,61 @@ static void test_error_and_notify(void **state) {
     mc__buf_free(&b);
 }
 
+static void test_write_ask_codec(void **state) {
+    uint8_t raw[MC__TE_ASK_HEAD];
+    mc_frame_header_t h;
+    uint64_t a = 0, l = 0, ep = 0;
+    uint32_t ml = 0;
+    (void)state;
+    mc__te_encode_ask(raw, 9, 0x7f0012345678ull, 1000, 0x1122334455667788ull, 300);
+    assert_int_equal(mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h), 0);
+    assert_int_equal(h.type, MC__TE_WRITE_ASK);
+    assert_true(h.request_id == 9 && h.body_len == 28 + 300 + 1000);
+    assert_int_equal(mc__te_check_request(&h), 0);
+    assert_int_equal(mc__te_decode_ask(&h, raw + MC_FRAME_HEADER_SIZE, 28, &a, &l, &ep, &ml), 0);
+    assert_true(a == 0x7f0012345678ull && l == 1000 && ep == 0x1122334455667788ull && ml == 300);
+    /* every truncated prefix of the head is refused */
+    for (size_t n = 0; n < MC__TE_ASK_BODY; n++)
+        assert_int_equal(mc__te_decode_ask(&h, raw + MC_FRAME_HEADER_SIZE, n, &a, &l, &ep, &ml),
+                         MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc__te_decode_ask(&h, NULL, 28, &a, &l, &ep, &ml), MC_ERR_INVALID_ARGUMENT);
+    /* a body that does not add up, either way */
+    h.body_len++;
+    assert_int_equal(mc__te_decode_ask(&h, raw + MC_FRAME_HEADER_SIZE, 28, &a, &l, &ep, &ml),
+                     MC_ERR_INVALID_ARGUMENT);
+    h.body_len -= 2;
+    assert_int_equal(mc__te_decode_ask(&h, raw + MC_FRAME_HEADER_SIZE, 28, &a, &l, &ep, &ml),
+                     MC_ERR_INVALID_ARGUMENT);
+    /* the bounds: message, payload; a message alone (len 0) is fine */
+    mc__te_encode_ask(raw, 1, 1, 0, 0, MC__TE_MAX_ASK_MSG);
+    mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h);
+    assert_int_equal(mc__te_decode_ask(&h, raw + MC_FRAME_HEADER_SIZE, 28, &a, &l, &ep, &ml), 0);
+    assert_true(l == 0 && ml == MC__TE_MAX_ASK_MSG);
+    mc__te_encode_ask(raw, 1, 1, 0, 0, MC__TE_MAX_ASK_MSG + 1);
+    mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h);
+    assert_int_equal(mc__te_decode_ask(&h, raw + MC_FRAME_HEADER_SIZE, 28, &a, &l, &ep, &ml),
+                     MC_ERR_INVALID_ARGUMENT);
+    mc__te_encode_ask(raw, 1, 1, MC__TE_MAX_SLICE, 0, MC__TE_MAX_ASK_MSG);
+    assert_int_equal(mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY, &h), 0);
+    assert_int_equal(mc__te_check_request(&h), 0);
+    assert_int_equal(mc__te_decode_ask(&h, raw + MC_FRAME_HEADER_SIZE, 28, &a, &l, &ep, &ml), 0);
+    mc__te_encode_ask(raw, 1, 1, MC__TE_MAX_SLICE + 1, 0, 0);
+    mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_REQUEST_BODY + 1, &h);
+    assert_int_equal(mc__te_decode_ask(&h, raw + MC_FRAME_HEADER_SIZE, 28, &a, &l, &ep, &ml),
+                     MC_ERR_INVALID_ARGUMENT);
+    /* the header check: at least the head, at most a full slice with the longest message */
+    h.body_len = MC__TE_ASK_BODY - 1;
+    assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
+    h.body_len = MC__TE_ASK_BODY;
+    assert_int_equal(mc__te_check_request(&h), 0);
+    h.body_len = MC__TE_MAX_REQUEST_BODY + 1;
+    assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
+    /* a WRITE may not announce what only a write-ask may */
+    h.type = MC__TE_WRITE;
+    h.body_len = MC__TE_RW_BODY + MC__TE_MAX_SLICE + 1;
+    assert_int_equal(mc__te_check_request(&h), MC_ERR_INVALID_ARGUMENT);
+}
+
 static void test_desc_roundtrip(void **state) {
     mc__desc_buf_t bufs[2] = {
         {.addr = 0xffff000000001000ull, .len = 4096, .location = "cpu:0", .shm_id = 3},
@@ -339,8 +394,9 @@ static void test_desc_malformed(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rw_roundtrip),     cmocka_unit_test(test_check_request),
-        cmocka_unit_test(test_error_and_notify), cmocka_unit_test(test_desc_roundtrip),
-        cmocka_unit_test(test_desc_malformed),   cmocka_unit_test(test_desc_parts),
+        cmocka_unit_test(test_error_and_notify), cmocka_unit_test(test_write_ask_codec),
+        cmocka_unit_test(test_desc_roundtrip),   cmocka_unit_test(test_desc_malformed),
+        cmocka_unit_test(test_desc_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

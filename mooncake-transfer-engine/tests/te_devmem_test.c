@@ -8,6 +8,7 @@
  * given back at close. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -304,6 +305,48 @@ static void test_copy_failure_mid_transfer(void **state) {
 
 /* Bad device memory: a range that runs off its device allocation, a device that does not
  * exist (at registration, and when copying), a refused registration that leaves no record. */
+/* A write-ask moves host memory only: from or into device memory it is refused before anything
+ * is written or asked (NOT_IMPLEMENTED), with no device copy; host to host it is served. */
+static _Atomic int asks;
+
+static int count_ask(void *ctx, const void *msg, size_t msg_len, void *answer, size_t cap,
+                     size_t *answer_len) {
+    (void)ctx;
+    (void)cap;
+    atomic_fetch_add(&asks, 1);
+    memcpy(answer, msg, msg_len);
+    *answer_len = msg_len;
+    return 0;
+}
+
+static void test_write_ask_device_memory(void **state) {
+    fx_t f;
+    mc__devmem_fake_stats_t st;
+    char answer[8];
+    size_t got = 0;
+    (void)state;
+    fx_start(&f, "tcp");
+    atomic_store(&asks, 0);
+    assert_int_equal(mc_engine_set_ask_handler(f.b, count_ask, NULL), 0);
+    memset(f.a_host, 0x5a, 4096);
+    assert_int_equal(mc_engine_write_ask(f.a, f.seg, f.a_dev, (uint64_t)(uintptr_t)f.b_host, 4096,
+                                         0, "m", 1, answer, sizeof(answer), &got),
+                     MC_ERR_NOT_IMPLEMENTED);
+    assert_int_equal(mc_engine_write_ask(f.a, f.seg, f.a_host, (uint64_t)(uintptr_t)f.b_dev, 4096,
+                                         0, "m", 1, answer, sizeof(answer), &got),
+                     MC_ERR_NOT_IMPLEMENTED);
+    assert_int_equal(atomic_load(&asks), 0);
+    mc__devmem_fake_stats(&st);
+    assert_true(st.to_host == 0 && st.from_host == 0);
+    assert_int_equal(mc_engine_write_ask(f.a, f.seg, f.a_host, (uint64_t)(uintptr_t)f.b_host, 4096,
+                                         0, "ok", 2, answer, sizeof(answer), &got),
+                     0);
+    assert_true(got == 2 && !memcmp(answer, "ok", 2) && atomic_load(&asks) == 1);
+    assert_true(memcmp(f.a_host, f.b_host, 4096) == 0);
+    assert_int_equal(mc_engine_set_ask_handler(f.b, NULL, NULL), 0);
+    fx_stop(&f);
+}
+
 static void test_bounds_and_unknown_device(void **state) {
     fx_t f;
     uint8_t *odd = map(2 * MiB);
@@ -368,6 +411,7 @@ int main(void) {
         cmocka_unit_test(test_shm_and_local),
         cmocka_unit_test(test_copy_failure_mid_transfer),
         cmocka_unit_test(test_bounds_and_unknown_device),
+        cmocka_unit_test(test_write_ask_device_memory),
     };
     setenv("MC_DEVMEM", "fake", 1);
     return cmocka_run_group_tests(tests, NULL, NULL);

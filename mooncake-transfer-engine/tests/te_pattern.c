@@ -40,3 +40,11 @@ uint64_t te_now_ms(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
+
+void te_ask_answer(uint8_t *out, size_t n, uint64_t payload_hash, uint64_t msg_hash) {
+    uint8_t head[16];
+    te_fill(out, n, (unsigned)msg_hash);
+    memcpy(head, &payload_hash, 8);
+    memcpy(head + 8, &msg_hash, 8);
+    memcpy(out, head, n < 16 ? n : 16);
+}

@@ -7,19 +7,58 @@
  *   M addr            -> OK <rc>       (free a managed buffer)
  *   N                 -> OK <count> [<from> <name> <msg>] of the first notify
  *   P                 -> OK <count>       (remote accesses in progress: the registry's pins)
+ *   K 0|1             -> OK <rc>       (removes / sets the write-ask handler, te_ask_msg_t)
+ *   C                 -> OK <calls> <hash> <len> (handler calls so far; the last message's
+ *                                         xxh3 and length)
  *   Q                 -> exits
  * usage: te_target <metadata> <name|-> <protocol> <plain_len> <managed_len>
  * TE_TARGET_GRACE_MS in the environment sets how long an unregister waits for a stalled remote
  * access before it cuts its connection (the registry's grace period; at most the engine's). */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mooncake/transfer_engine.h"
 #include "te_internal.h"
 #include "te_test_util.h"
 #include "transports/fabric.h"
+
+/* The write-ask handler (te_test_util.h's te_ask_msg_t): sleeps, fails or answers as the message
+ * asks; the answer is te_ask_answer's (the payload's hash as this process sees it in memory, so
+ * the initiator can tell the bytes were in place before the call). A shorter message is echoed. */
+static _Atomic uint64_t ask_calls;
+static pthread_mutex_t ask_last_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t ask_last_hash, ask_last_len;
+
+static int te_ask_handler(void *ctx, const void *msg, size_t msg_len, void *answer, size_t cap,
+                          size_t *answer_len) {
+    te_ask_msg_t m;
+    (void)ctx;
+    pthread_mutex_lock(&ask_last_lock);
+    ask_last_hash = te_hash(msg, msg_len);
+    ask_last_len = msg_len;
+    pthread_mutex_unlock(&ask_last_lock);
+    atomic_fetch_add(&ask_calls, 1);
+    if (msg_len < sizeof(m)) {
+        memcpy(answer, msg, msg_len);
+        *answer_len = msg_len;
+        return 0;
+    }
+    memcpy(&m, msg, sizeof(m));
+    if (m.sleep_ms)
+        usleep((useconds_t)m.sleep_ms * 1000);
+    if (m.ret)
+        return m.ret;
+    if (m.answer_len > cap)
+        return -9999;
+    te_ask_answer(answer, m.answer_len, te_hash((const void *)(uintptr_t)m.addr, m.len),
+                  te_hash(msg, msg_len));
+    *answer_len = m.answer_len;
+    return 0;
+}
 
 int main(int argc, char **argv) {
     mc_engine_t *e = NULL;
@@ -110,6 +149,13 @@ int main(int argc, char **argv) {
                 n++;
             pthread_mutex_unlock(&e->reg.pin_lock);
             printf("OK %zu\n", n);
+        } else if (line[0] == 'K' && sscanf(line + 1, "%u", &seed) == 1) {
+            printf("OK %d\n", mc_engine_set_ask_handler(e, seed ? te_ask_handler : NULL, NULL));
+        } else if (line[0] == 'C') {
+            pthread_mutex_lock(&ask_last_lock);
+            printf("OK %" PRIu64 " %016" PRIx64 " %" PRIu64 "\n", atomic_load(&ask_calls),
+                   ask_last_hash, ask_last_len);
+            pthread_mutex_unlock(&ask_last_lock);
         } else if (line[0] == 'Q') {
             break;
         } else {

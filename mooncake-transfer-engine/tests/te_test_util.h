@@ -44,4 +44,18 @@ void te_fill(void *p, size_t len, unsigned seed);
 uint64_t te_hash(const void *p, size_t len);
 uint64_t te_pattern_hash(size_t len, unsigned seed, size_t offset);
 uint64_t te_now_ms(void);
+
+/* The message te_target's write-ask handler understands (K 1): it sleeps sleep_ms, then returns
+ * ret when nonzero, else answers answer_len bytes of te_ask_answer with the hash of [addr,
+ * addr+len) in its memory. Any bytes may follow. */
+typedef struct te_ask_msg {
+    uint32_t answer_len;
+    int32_t ret;
+    uint32_t sleep_ms;
+    uint32_t pad;
+    uint64_t addr;
+    uint64_t len;
+} te_ask_msg_t;
+/* n bytes: the payload's hash and the message's (as far as they fit), then a pattern. */
+void te_ask_answer(uint8_t *out, size_t n, uint64_t payload_hash, uint64_t msg_hash);
 #endif

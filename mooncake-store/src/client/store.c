@@ -48,6 +48,7 @@ int mc__store_create(mc_store_t **out) {
     pthread_rwlock_init(&s->seg_rw, NULL);
     mc__put_sessions_init(&s->sessions);
     mc__put_slots_init(&s->slots);
+    mc__forwarder_init(&s->fwd);
     pthread_mutex_init(&s->extras_mu, NULL);
     pthread_mutex_init(&s->disk_mu, NULL);
     atomic_init(&s->state, MC__STORE_NEW);
@@ -257,6 +258,7 @@ static int mc__setup_memory(mc_store_t *s) {
 
 /* Undoes setup in reverse; used by a failed setup and by destroy. */
 static void mc__teardown(mc_store_t *s) {
+    mc__forwarder_stop(s);            /* its calls in flight use the master connection */
     mc__disk_tier_stop(s->disk_tier); /* it works through the master connection and segment */
     s->disk_tier = NULL;
     if (s->hb_started) {
@@ -427,6 +429,7 @@ int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg, const mc__store
         }
     }
     atomic_store(&s->master_ok, 1);
+    mc__forwarder_start(s);
     s->hb_stop = 0;
     if (pthread_create(&s->hb_thread, NULL, mc__heartbeat_main, s) != 0) {
         rc = MC_ERR_INTERNAL_ERROR;
@@ -544,6 +547,7 @@ void mc_store_destroy(mc_store_t *s) {
     mc__free(s->regs);
     mc__put_sessions_fini(&s->sessions);
     mc__put_slots_fini(&s->slots);
+    mc__forwarder_fini(&s->fwd);
     mc__free(s->extras);
     pthread_mutex_destroy(&s->extras_mu);
     mc__store_disk_conns_close(s);

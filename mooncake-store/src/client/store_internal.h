@@ -10,6 +10,7 @@
 #include "client/put_slots.h"
 #include "client/replica_cache.h"
 #include "client/segment_prefault.h"
+#include "client/slot_forward.h"
 #include "client/staging.h"
 #include "mooncake/common/gate.h"
 #include "mooncake/store.h"
@@ -79,6 +80,7 @@ struct mc_store {
 
     mc__put_sessions_t sessions; /* put sessions between start and end (put_session.c) */
     mc__put_slots_t slots;       /* placements reserved ahead for small puts (put_slots.c) */
+    mc__forwarder_t fwd;         /* put commits sent with the bytes (slot_forward.c) */
 
     pthread_mutex_t extras_mu; /* extra segments (store_segments.c); never held around an RPC */
     mc__extra_seg_t *extras;

@@ -88,13 +88,72 @@ static void mc__store_report_unreachable(mc_store_t *s, const mc__key_replicas_t
         MC_DEBUG("store: reporting %zu unreachable segments to the master failed", n);
 }
 
-/* The put through a reserved slot (put_slots.h): the bytes into the slot, then one commit.
+/* What a slot's commit answered, as mc__put_by_slot returns it. */
+static int mc__put_slot_answer(mc_store_t *s, const mc__put_slot_t *slot, int32_t code) {
+    if (code == MC_ERR_OBJECT_ALREADY_EXISTS) {
+        mc__put_slot_keep(s, slot); /* the first value stays; the slot is still ours */
+        return 0;
+    }
+    return code == MC_ERR_OBJECT_NOT_FOUND ? 1 : code;
+}
+
+/* Whether the key's object is the one the slot became: its one replica where the slot was. A
+ * slot's space is no other object's while that object lives, so no other put can match. */
+static int mc__put_slot_became(mc_store_t *s, const char *key, uint64_t total,
+                               const mc__put_slot_t *slot) {
+    const mc__replica_desc_t *d = &slot->kr.replicas[0];
+    mc__key_replicas_t *kr = mc__calloc(1, sizeof(*kr));
+    int yes = kr && mc__master_client_get_replica_list(s->master, key, kr) == 0 && kr->code == 0 &&
+              kr->size == total && kr->n_replicas == 1 && kr->replicas[0].addr == d->addr &&
+              kr->replicas[0].epoch == d->epoch &&
+              strcmp(kr->replicas[0].segment_name, d->segment_name) == 0;
+    mc__free(kr);
+    return yes;
+}
+
+/* A forwarded put whose answer did not come (the holder died, or the master did not answer it):
+ * its commit may or may not have been recorded. Giving the slot back settles it: taken back,
+ * nothing was recorded and the put is placed again; already gone, the holder's commit made the
+ * object, or the master lost the slot (then the key holds no object there, and the put is
+ * placed again). Returns as mc__put_by_slot. */
+static int mc__put_slot_settle(mc_store_t *s, const char *key, uint64_t total,
+                               const mc__put_slot_t *slot) {
+    uint64_t back = 0;
+    int32_t code = 0;
+    int rc = mc__put_slots_commit(s, 1, &key, &back, &slot->kr.version, &code);
+    if (rc != 0) {
+        MC_WARN("store: put of %s: its holder did not answer and the master cannot say what "
+                "became of it: %s",
+                key, mc_store_strerror(rc));
+        return rc;
+    }
+    if (code != MC_ERR_OBJECT_NOT_FOUND)
+        return 1;
+    return mc__put_slot_became(s, key, total, slot) ? 0 : 1;
+}
+
+/* The one piece of a put of nparts parts that holds bytes, or NULL when several do. */
+static const mc_store_iov_t *mc__one_piece(const mc_store_iov_t *parts, size_t nparts) {
+    const mc_store_iov_t *one = NULL;
+    for (size_t i = 0; i < nparts; i++) {
+        if (!parts[i].len)
+            continue;
+        if (one)
+            return NULL;
+        one = &parts[i];
+    }
+    return one;
+}
+
+/* The put through a reserved slot (put_slots.h): the bytes into the slot, then one commit; or
+ * both in one message to the slot's holder, which forwards the commit (slot_forward.h).
  * Returns 1 when the put should take the start / write / end path instead (no slot, its bytes
  * did not land, or the master lost the slot: nothing of it is visible), else the put's code. */
 static int mc__put_by_slot(mc_store_t *s, const char *key, const mc_store_iov_t *parts,
                            size_t nparts, uint64_t total, const mc__replicate_config_t *wc) {
     mc__put_slot_t slot;
     uint8_t failed[MC_MP_MAX_REPLICA_NUM] = {0};
+    const mc_store_iov_t *one = mc__one_piece(parts, nparts);
     uint64_t back = 0;
     int32_t code = 0;
     int rc;
@@ -102,6 +161,24 @@ static int mc__put_by_slot(mc_store_t *s, const char *key, const mc_store_iov_t 
         return 1;
     /* the same stops as the start path's: a writer between its placement and its bytes ... */
     mc__failpoint("store_put_after_start");
+    if (one && mc__slot_forward_fits(s, key, &slot)) {
+        int how;
+        /* Here the bytes and the end travel together, so this stop comes before both; the
+         * holder's own stops (store_forward_*) come between them. */
+        mc__failpoint("store_put_before_end");
+        how = mc__slot_forward_put(s, key, one->base, total, &slot, &code);
+        if (how == MC__FWD_DONE) {
+            if (code == MC_ERR_OBJECT_NOT_FOUND) /* as mc__put_slots_commit does */
+                mc__put_slots_release(s, 1);
+            return mc__put_slot_answer(s, &slot, code);
+        }
+        if (how == MC__FWD_UNKNOWN) {
+            /* the pools may hold more slots of that holder, and it may be gone */
+            mc__put_slots_release(s, 1);
+            return mc__put_slot_settle(s, key, total, &slot);
+        }
+        /* MC__FWD_UNUSED: nothing written; the usual write and commit */
+    }
     rc = mc__store_move_each(s, MC_OPCODE_WRITE, parts, nparts, slot.kr.replicas,
                              slot.kr.n_replicas, failed);
     if (rc != 0) {
@@ -121,11 +198,7 @@ static int mc__put_by_slot(mc_store_t *s, const char *key, const mc_store_iov_t 
         MC_WARN("store: put commit of %s failed: %s", key, mc_store_strerror(rc));
         return rc;
     }
-    if (code == MC_ERR_OBJECT_ALREADY_EXISTS) {
-        mc__put_slot_keep(s, &slot); /* the first value stays; the slot is still ours */
-        return 0;
-    }
-    return code == MC_ERR_OBJECT_NOT_FOUND ? 1 : code;
+    return mc__put_slot_answer(s, &slot, code);
 }
 
 static int mc__put_parts_impl(mc_store_t *s, int upsert, const char *key,

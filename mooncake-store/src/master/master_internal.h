@@ -119,7 +119,8 @@ int32_t mc__insert_placed(mc__master_t *m, mc__shard_t *s, mc__object_t *o, mc__
 
 /* put_slots.c. PUT_RESERVE of one slot of len bytes for client (ops.c runs it with the put
  * starts): 0 with its replicas and version, or a code; the caller holds placement (read).
- * PUT_COMMIT answers a codes reply: 0, OBJECT_ALREADY_EXISTS with the slot still reserved,
+ * PUT_COMMIT (and PUT_COMMIT_FOR, each entry for the client it names) answers a codes reply: 0,
+ * OBJECT_ALREADY_EXISTS with the slot still reserved,
  * OBJECT_NOT_FOUND for a slot that is gone, INVALID_PARAMS for a value longer than its slot;
  * it takes placement (read) per slot. *puts gets the entries that were puts (not give-backs),
  * *ended those it finished. */

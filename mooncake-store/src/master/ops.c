@@ -375,13 +375,24 @@ static int mc__row_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
 
 /* A commit stands for the put start and the put end a put of the start path sends: the
  * reference's put_start / put_end families (and our op rows of them) count it so, so that
- * dashboards see every put whichever path it took; op="put_commit" counts the messages. */
+ * dashboards see every put whichever path it took; op="put_commit" and op="put_commit_for" (the
+ * commits a holder forwards for several clients) count the messages. A forwarded entry stands for
+ * a single put of its client, so it counts as one, not as an item of a batch. */
 static int mc__row_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
                               uint32_t *keys, uint32_t *errors) {
     uint64_t t0 = mc__now_ns();
     uint32_t puts = 0, ended = 0;
     int rc = mc__op_put_commit(m, r, out, errors, &puts, &ended);
     uint64_t took = mc__now_ns() - t0;
+    if (r->type == MC_MP_PUT_COMMIT_FOR) {
+        /* each entry is one client's single put, whichever others it travelled with */
+        for (uint32_t i = 0; i < puts; i++) {
+            mc__op_record(m, MC_MP_PUT_START, 1, i >= ended, took / puts);
+            if (i < ended)
+                mc__op_record(m, MC_MP_PUT_END, 1, 0, took / puts);
+        }
+        return rc;
+    }
     if (puts)
         mc__op_record(m, MC_MP_PUT_START, puts, puts - ended, took);
     if (ended)

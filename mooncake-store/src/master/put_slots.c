@@ -1,6 +1,7 @@
 /* Put slots: placements a client reserves ahead of its puts (PUT_RESERVE), and the commit that
- * turns one into a finished object under a key (PUT_COMMIT), so that a small put costs its write
- * and one round trip instead of three.
+ * turns one into a finished object under a key (PUT_COMMIT, or PUT_COMMIT_FOR when the slot's
+ * holder forwards the commits of several clients in one request), so that a small put costs its
+ * write and one round trip instead of three.
  *
  * A slot is an unfinished put like any other, under a key no client can send (MC__SLOT_PREFIX,
  * then the client id and the slot's version): it is placed, logged (its allocation is on disk
@@ -121,8 +122,11 @@ int mc__op_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
     if (!codes)
         return MC_ERR_MEMORY;
     for (uint32_t i = 0; i < r->n_keys; i++) {
+        /* PUT_COMMIT_FOR: a forwarder's entry commits the slot of the client it names, exactly
+         * as that client's own PUT_COMMIT would */
+        const uint8_t *client = r->key_clients ? r->key_clients[i] : r->client_id;
         pthread_rwlock_rdlock(&m->placement);
-        codes[i] = mc__commit_one(m, r->client_id, &r->keys[i], r->value_lens[i], r->slots[i], now);
+        codes[i] = mc__commit_one(m, client, &r->keys[i], r->value_lens[i], r->slots[i], now);
         pthread_rwlock_unlock(&m->placement);
         *errors += codes[i] != 0; /* as a put start counts an existing key */
         *puts += r->value_lens[i] != 0;

@@ -707,8 +707,13 @@ int mc__master_client_put_reserve(mc__master_client_t *c, uint32_t n, uint64_t l
     return mc__master_client_call(c, &r, mc__mc_list_reply, &a);
 }
 
-int mc__master_client_put_commit(mc__master_client_t *c, size_t n, const char *const *keys,
-                                 const uint64_t *lens, const uint64_t *slots, int32_t *codes) {
+/* PUT_COMMIT (clients NULL: this client's slots) or PUT_COMMIT_FOR (clients[i] names whose slot
+ * entry i commits), in chunks of MC_MP_MAX_BATCH. Sent as any call is (mc__mc_call: resent once
+ * over a new connection when the first broke): a resend of a commit the master already applied
+ * changes nothing, as the slot is gone by then; its entries answer OBJECT_NOT_FOUND instead. */
+static int mc__mc_commit(mc__master_client_t *c, size_t n,
+                         const uint8_t (*clients)[MC_MP_CLIENT_ID_LEN], const char *const *keys,
+                         const uint64_t *lens, const uint64_t *slots, int32_t *codes) {
     mc__mp_str_t *views = NULL;
     int rc = 0;
     if (n == 0)
@@ -726,16 +731,32 @@ int mc__master_client_put_commit(mc__master_client_t *c, size_t n, const char *c
         rc = mc__mc_key_views(k, keys + done, views);
         if (rc)
             break;
-        r.type = MC_MP_PUT_COMMIT;
+        r.type = clients ? MC_MP_PUT_COMMIT_FOR : MC_MP_PUT_COMMIT;
         r.n_keys = (uint32_t)k;
         r.keys = views;
         r.value_lens = (uint64_t *)(uintptr_t)(lens + done);
         r.slots = (uint64_t *)(uintptr_t)(slots + done);
+        if (clients) /* only read by the encoder */
+            r.key_clients = (uint8_t(*)[MC_MP_CLIENT_ID_LEN])(uintptr_t)(clients + done);
         rc = mc__master_client_call(c, &r, mc__mc_list_reply, &a);
         done += k;
     }
     mc__free(views);
     return rc;
+}
+
+int mc__master_client_put_commit(mc__master_client_t *c, size_t n, const char *const *keys,
+                                 const uint64_t *lens, const uint64_t *slots, int32_t *codes) {
+    return mc__mc_commit(c, n, NULL, keys, lens, slots, codes);
+}
+
+int mc__master_client_put_commit_for(mc__master_client_t *c, size_t n,
+                                     const uint8_t (*clients)[MC_MP_CLIENT_ID_LEN],
+                                     const char *const *keys, const uint64_t *lens,
+                                     const uint64_t *slots, int32_t *codes) {
+    if (n && !clients)
+        return MC_ERR_INVALID_PARAMS;
+    return mc__mc_commit(c, n, clients, keys, lens, slots, codes);
 }
 
 int mc__master_client_batch_put_start(mc__master_client_t *c, size_t n, const char *const *keys,

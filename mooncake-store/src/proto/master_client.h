@@ -100,6 +100,16 @@ int mc__master_client_put_reserve(mc__master_client_t *c, uint32_t n, uint64_t l
  * in chunks of MC_MP_MAX_BATCH; codes[i] per key. */
 int mc__master_client_put_commit(mc__master_client_t *c, size_t n, const char *const *keys,
                                  const uint64_t *lens, const uint64_t *slots, int32_t *codes);
+/* PUT_COMMIT_FOR: the same for other clients' slots, forwarded by their holder in one request:
+ * entry i commits keys[i] with lens[i] bytes into slot slots[i] of client clients[i] (lens[i] 0
+ * gives it back), exactly as that client's PUT_COMMIT would; codes[i] per entry. 0 when the
+ * master answered every chunk (codes filled), else the transport or master error (the codes of
+ * the chunks not answered are untouched). A call broken in transit is resent once, as every
+ * call is; an entry the first send applied then answers OBJECT_NOT_FOUND (its slot is gone). */
+int mc__master_client_put_commit_for(mc__master_client_t *c, size_t n,
+                                     const uint8_t (*clients)[MC_MP_CLIENT_ID_LEN],
+                                     const char *const *keys, const uint64_t *lens,
+                                     const uint64_t *slots, int32_t *codes);
 int mc__master_client_batch_finish(mc__master_client_t *c, int upsert, int end, size_t n,
                                    const char *const *keys, const uint64_t *versions,
                                    int32_t *codes);

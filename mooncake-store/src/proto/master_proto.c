@@ -178,6 +178,8 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
         return MC_ERR_INVALID_PARAMS;
     if (mc__mp_has(r->type, MC_MP_B_KEY_SLOT) && r->n_keys && !r->slots)
         return MC_ERR_INVALID_PARAMS;
+    if (mc__mp_has(r->type, MC_MP_B_KEY_CLIENT) && r->n_keys && !r->key_clients)
+        return MC_ERR_INVALID_PARAMS;
     if (r->type == MC_MP_DISK_ANNOUNCE && (r->segment_name.len > MC_MP_MAX_SEGMENT_NAME ||
                                            (r->mount_flags & ~MC_DP_ANNOUNCE_FLAGS) != 0))
         return MC_ERR_INVALID_PARAMS;
@@ -240,6 +242,8 @@ int mc__mp_encode_request(mc_buf_t *b, const mc__mp_request_t *r) {
             mc__buf_u8(b, r->force ? 1 : 0);
         mc__buf_u32(b, r->n_keys);
         for (uint32_t i = 0; i < r->n_keys; i++) {
+            if (mc__mp_has(r->type, MC_MP_B_KEY_CLIENT))
+                mc__buf_put(b, r->key_clients[i], MC_MP_CLIENT_ID_LEN);
             mc__buf_bytes(b, r->keys[i].p, r->keys[i].len);
             if (mc__mp_has(r->type, MC_MP_B_KEY_U64))
                 mc__buf_u64(b, r->value_lens ? r->value_lens[i] : 0);
@@ -268,13 +272,15 @@ void mc__mp_request_free(mc__mp_request_t *r) {
     r->keys = NULL;
     r->value_lens = NULL;
     r->slots = NULL;
+    r->key_clients = NULL;
 }
 
 static int mc__mp_decode_keys(mc_cursor_t *cur, mc__mp_request_t *out) {
     int put = mc__mp_has(out->type, MC_MP_B_KEY_U64);
     int slot = mc__mp_has(out->type, MC_MP_B_KEY_SLOT);
-    size_t min_entry = MC_MP_MIN_KEY_ENTRY + (put ? 8u : 0u) + (slot ? 8u : 0u);
-    size_t item = sizeof(mc__mp_str_t) + (put ? sizeof(uint64_t) : 0u) + (slot ? 8u : 0u);
+    size_t id = mc__mp_has(out->type, MC_MP_B_KEY_CLIENT) ? MC_MP_CLIENT_ID_LEN : 0u;
+    size_t min_entry = MC_MP_MIN_KEY_ENTRY + (put ? 8u : 0u) + (slot ? 8u : 0u) + id;
+    size_t item = sizeof(mc__mp_str_t) + (put ? sizeof(uint64_t) : 0u) + (slot ? 8u : 0u) + id;
     uint8_t *mem = NULL;
     uint32_t n = 0;
     if (mc__cur_count(cur, MC_MP_MAX_BATCH, min_entry, &n))
@@ -292,9 +298,13 @@ static int mc__mp_decode_keys(mc_cursor_t *cur, mc__mp_request_t *out) {
         out->value_lens = (uint64_t *)(void *)(mem + (size_t)n * sizeof(mc__mp_str_t));
     if (slot)
         out->slots = out->value_lens + n;
+    /* copied, not borrowed: the ids lie apart in the body; bytes need no alignment, so last */
+    if (id)
+        out->key_clients = (uint8_t(*)[MC_MP_CLIENT_ID_LEN])(void *)(mem + (size_t)n * (item - id));
     for (uint32_t i = 0; i < n; i++) {
         mc__mp_str_t *k = &out->keys[i];
-        if (mc__cur_bytes(cur, UINT32_MAX, &k->p, &k->len))
+        if ((id && mc__mp_cur_id(cur, out->key_clients[i])) ||
+            mc__cur_bytes(cur, UINT32_MAX, &k->p, &k->len))
             return MC_ERR_INVALID_PARAMS;
         if (k->len == 0 || k->len > MC_MP_MAX_KEY)
             return MC_ERR_INVALID_KEY;

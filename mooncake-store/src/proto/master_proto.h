@@ -15,6 +15,9 @@
  *   PUT_COMMIT         u32 n, n x (str key, u64 value_len, u64 slot): each key becomes a finished
  *                      object in the slot its PUT_RESERVE gave (value_len <= slot_len); a
  *                      value_len of 0 gives the slot back unused (the key is then only a label)
+ *   PUT_COMMIT_FOR     u32 n, n x (client_id, str key, u64 value_len, u64 slot): PUT_COMMIT
+ *                      entries of other clients, each naming the client whose slot it commits,
+ *                      sent by a holder that forwards its writers' commits in one request
  *   GET_REPLICA_LIST / EXIST / SEGMENT_UNREACHABLE
  *                      u32 n, n x str key (segment names for SEGMENT_UNREACHABLE)
  *   REMOVE             u8 force, u32 n, n x str key
@@ -37,7 +40,8 @@
  *   MOUNT / UNMOUNT / UNREGISTER_CLIENT
  *                                   (empty)
  *   PUT_END / PUT_REVOKE / REMOVE / SEGMENT_UNREACHABLE / UPSERT_END / UPSERT_REVOKE /
- *   REPLICA_CLEAR / PUT_COMMIT      u32 n, n x i32 code
+ *   REPLICA_CLEAR / PUT_COMMIT / PUT_COMMIT_FOR
+ *                                   u32 n, n x i32 code
  *   EXIST                           u32 n, n x i32 (1 present, 0 absent, or a negative code)
  *   PUT_START / GET_REPLICA_LIST / UPSERT_START / PUT_RESERVE
  *                                   u32 n, n x key_replicas (PUT_RESERVE: n_slots of them)
@@ -64,6 +68,10 @@
  * and one round trip; the reserve's round trip is shared by the next puts. A slot is the
  * client's alone (its key names the client id), and a commit for a key that exists keeps the
  * first value and leaves the slot reserved (OBJECT_ALREADY_EXISTS), for the client to reuse.
+ * PUT_COMMIT_FOR carries the commits of several clients in one request (a holder forwarding the
+ * commits its writers sent with their bytes, so that they share the master's round trip): each
+ * entry is served exactly as a PUT_COMMIT entry from the client it names. The master trusts the
+ * forwarder as it trusts any client of the cluster; the slot's version is the only check.
  */
 #ifndef MC_STORE_PROTO_MASTER_PROTO_H
 #define MC_STORE_PROTO_MASTER_PROTO_H
@@ -116,6 +124,8 @@
 #define MC_MP_B_KEY_U64 0x2u  /* each key followed by a u64 (a value length or a version) */
 #define MC_MP_B_CONFIG 0x4u   /* the keys followed by a config */
 #define MC_MP_B_KEY_SLOT 0x8u /* each key's u64 followed by a second one (a slot) */
+/* each key preceded by a client id (MC_MP_CLIENT_ID_LEN bytes): whose slot the entry names */
+#define MC_MP_B_KEY_CLIENT 0x10u
 #define MC_MP_B_PUT (MC_MP_B_KEYS | MC_MP_B_KEY_U64 | MC_MP_B_CONFIG)
 #define MC_MP_B_VERSIONS (MC_MP_B_KEYS | MC_MP_B_KEY_U64)
 
@@ -149,7 +159,11 @@
     /* Put slots (see the top): placements reserved ahead, then one commit per put or batch. */    \
     X(PUT_RESERVE, put_reserve, 24, 0, put_start, "", "")                                          \
     X(PUT_COMMIT, put_commit, 25, MC_MP_B_KEYS | MC_MP_B_KEY_U64 | MC_MP_B_KEY_SLOT, put_commit,   \
-      "", "")
+      "", "")                                                                                      \
+    /* PUT_COMMIT entries of several clients, forwarded in one request by the holder of their      \
+     * slots: each entry names its client (the request's client id is the forwarder's). */         \
+    X(PUT_COMMIT_FOR, put_commit_for, 27,                                                          \
+      MC_MP_B_KEYS | MC_MP_B_KEY_CLIENT | MC_MP_B_KEY_U64 | MC_MP_B_KEY_SLOT, put_commit, "", "")
 
 /* Master-driven replica tasks (task_proto.h): any client creates and queries them; the client
  * that owns the source replica fetches its tasks with its heartbeats, moves the bytes and
@@ -235,9 +249,11 @@ typedef struct mc__mp_request {
     uint8_t client_id[MC_MP_CLIENT_ID_LEN];
     uint32_t n_keys;
     mc__mp_str_t *keys;
-    uint64_t *value_lens; /* PUT_START / UPSERT_START / PUT_COMMIT: lengths; ENDs / REVOKEs:
+    /* PUT_COMMIT_FOR: the client whose slot each key goes into */
+    uint8_t (*key_clients)[MC_MP_CLIENT_ID_LEN];
+    uint64_t *value_lens; /* PUT_START / UPSERT_START / PUT_COMMIT(_FOR): lengths; ENDs / REVOKEs:
                              versions */
-    uint64_t *slots;      /* PUT_COMMIT: the slot (its version) each key goes into */
+    uint64_t *slots;      /* PUT_COMMIT(_FOR): the slot (its version) each key goes into */
     uint32_t n_slots;     /* PUT_RESERVE: slots asked for; r->size is their length */
     mc__replicate_config_t config; /* PUT_START / UPSERT_START / PUT_RESERVE only */
     uint8_t force;                 /* REMOVE, REMOVE_ALL */

@@ -1,6 +1,7 @@
 /* The C client against a real mooncake_master process: data verified by checksum, batches,
- * zero copy, leases, bad input, a master that is down, a writer that dies mid-put, and batch
- * reads whose keys' owner died. */
+ * zero copy, small puts forwarded by the node from several threads, leases, bad input, a master
+ * that is down, a writer that dies mid-put, and batch reads whose keys' owner died. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -110,6 +111,68 @@ static void test_roundtrip_sizes(void **state) {
         free(v);
         free(out);
     }
+}
+
+/* Small puts from several threads of a pure client: each value's bytes and commit go to the
+ * node in one write-ask, and the node forwards the commits (PUT_COMMIT_FOR), several threads'
+ * in one request when they meet. Every put reads back, each counts as one single put end, and
+ * the commits went through the node. */
+#define FWD_THREADS 6
+#define FWD_PUTS 150
+
+typedef struct fwd_arg {
+    mc_store_t *s;
+    int t;
+    int failed;
+} fwd_arg_t;
+
+static void *fwd_putter(void *p) {
+    fwd_arg_t *a = p;
+    for (int i = 0; i < FWD_PUTS && !a->failed; i++) {
+        char key[32];
+        size_t n = i % 3 == 0 ? 16384 : 4096;
+        uint8_t *v = pattern(n, (unsigned)(a->t * FWD_PUTS + i));
+        snprintf(key, sizeof(key), "fwd-%d-%d", a->t, i);
+        a->failed = mc_store_put(a->s, key, v, n, NULL) != 0;
+        free(v);
+    }
+    return NULL;
+}
+
+static void test_forwarded_puts_from_threads(void **state) {
+    fixture_t *f = *state;
+    pthread_t th[FWD_THREADS];
+    fwd_arg_t args[FWD_THREADS];
+    double forwards = 0, ends0 = 0, ends = 0;
+    uint8_t *out = malloc(16384);
+    assert_int_equal(mc_test_metric(f->m.metrics_port, "master_put_end_requests_total", &ends0), 0);
+    for (int t = 0; t < FWD_THREADS; t++) {
+        args[t] = (fwd_arg_t){f->pure, t, 0};
+        assert_int_equal(pthread_create(&th[t], NULL, fwd_putter, &args[t]), 0);
+    }
+    for (int t = 0; t < FWD_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        assert_false(args[t].failed);
+    }
+    for (int t = 0; t < FWD_THREADS; t++) {
+        for (int i = 0; i < FWD_PUTS; i++) {
+            char key[32];
+            size_t n = i % 3 == 0 ? 16384 : 4096;
+            uint8_t *v = pattern(n, (unsigned)(t * FWD_PUTS + i));
+            snprintf(key, sizeof(key), "fwd-%d-%d", t, i);
+            assert_int_equal(mc_store_get_into(f->node, key, out, 16384), (int64_t)n);
+            assert_true(XXH64(out, n, 0) == XXH64(v, n, 0));
+            free(v);
+        }
+    }
+    assert_int_equal(mc_test_metric(f->m.metrics_port,
+                                    "mooncake_master_requests_total{op=\"put_commit_for\"}",
+                                    &forwards),
+                     0);
+    assert_int_equal(mc_test_metric(f->m.metrics_port, "master_put_end_requests_total", &ends), 0);
+    assert_true(ends - ends0 == FWD_THREADS * FWD_PUTS);
+    assert_true(forwards >= 1 && forwards <= FWD_THREADS * FWD_PUTS);
+    free(out);
 }
 
 static void test_parts_batches_zero_copy(void **state) {
@@ -685,6 +748,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_roundtrip_sizes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parts_batches_zero_copy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forwarded_puts_from_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leases_and_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_memory_checks, setup, teardown),

@@ -365,6 +365,135 @@ static void test_put_slots(void **state) {
     assert_int_equal(mc__master_client_remove(f->a, k2, 0), 0);
 }
 
+/* A labelled counter of the master's /metrics, as a number (the test fails when it is absent). */
+static double metric(const fixture_t *f, const char *name) {
+    double v = -1;
+    assert_int_equal(mc_test_metric(f->m.metrics_port, name, &v), 0);
+    return v;
+}
+
+/* PUT_COMMIT_FOR: a third process (the holder of the slots' bytes) commits the slots of two
+ * clients in one request; each entry is served as its client's own PUT_COMMIT entry would be. */
+static void test_put_commit_for(void **state) {
+    enum { N = 7 };
+    fixture_t *f = *state;
+    mc__master_client_t *fw = NULL;
+    mc__key_replicas_t sa[3], sb[2], r;
+    mc__replicate_config_t cfg;
+    uint8_t ids[N][MC_MP_CLIENT_ID_LEN];
+    const uint8_t *ida = mc__master_client_id(f->a), *idb = mc__master_client_id(f->b);
+    const char *keys[N] = {"fwd-a", "fwd-b", "fwd-taken", "fwd-gone", "fwd-long", "-", "fwd-wrong"};
+    uint64_t lens[N] = {4000, 2048, 10, 10, 4097, 0, 10}, slots[N];
+    int32_t codes[N], code = 1;
+    const int32_t want[N] = {0,
+                             0,
+                             MC_ERR_OBJECT_ALREADY_EXISTS,
+                             MC_ERR_OBJECT_NOT_FOUND,
+                             MC_ERR_INVALID_PARAMS,
+                             0,
+                             MC_ERR_OBJECT_NOT_FOUND};
+    const char *later = "fwd-later", *later2 = "fwd-later2";
+    uint64_t len = 0;
+    double reqs, starts, ends, ops, errs, single_ends;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.replica_num = 1;
+    assert_int_equal(mc__master_client_connect(f->m.addr, CALL_MS, NULL, &fw), 0);
+    assert_int_equal(mc__master_client_put_reserve(f->a, 3, 4096, &cfg, sa), 0);
+    assert_int_equal(mc__master_client_put_reserve(f->b, 2, 4096, &cfg, sb), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(sa[i].code, 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(sb[i].code, 0);
+    assert_int_equal(mc__master_client_put_start(f->b, "fwd-taken", 100, NULL, &r), 0);
+    assert_int_equal(mc__master_client_put_end(f->b, "fwd-taken", r.version), 0);
+    /* Entry by entry: a's, b's, a's on a taken key, b's on a slot that never was, a's too long
+     * for its slot, b's give-back, and one naming b for a's slot. */
+    memcpy(ids[0], ida, MC_MP_CLIENT_ID_LEN);
+    slots[0] = sa[0].version;
+    memcpy(ids[1], idb, MC_MP_CLIENT_ID_LEN);
+    slots[1] = sb[0].version;
+    memcpy(ids[2], ida, MC_MP_CLIENT_ID_LEN);
+    slots[2] = sa[1].version;
+    memcpy(ids[3], idb, MC_MP_CLIENT_ID_LEN);
+    slots[3] = UINT64_MAX;
+    memcpy(ids[4], ida, MC_MP_CLIENT_ID_LEN);
+    slots[4] = sa[2].version;
+    memcpy(ids[5], idb, MC_MP_CLIENT_ID_LEN);
+    slots[5] = sb[1].version;
+    memcpy(ids[6], idb, MC_MP_CLIENT_ID_LEN);
+    slots[6] = sa[2].version;
+    reqs = metric(f, "mooncake_master_requests_total{op=\"put_commit_for\"}");
+    ops = metric(f, "mooncake_master_ops_total{op=\"put_commit_for\"}");
+    errs = metric(f, "mooncake_master_errors_total{op=\"put_commit_for\"}");
+    starts = metric(f, "mooncake_master_ops_total{op=\"put_start\"}");
+    ends = metric(f, "mooncake_master_ops_total{op=\"put_end\"}");
+    single_ends = metric(f, "master_put_end_requests_total");
+    assert_int_equal(mc__master_client_put_commit_for(fw, N,
+                                                      (const uint8_t(*)[MC_MP_CLIENT_ID_LEN])ids,
+                                                      keys, lens, slots, codes),
+                     0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(codes[i], want[i]);
+    /* The committed objects, in their clients' slots, with their lengths; the taken key kept
+     * its first value. */
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(mc__master_client_get_replica_list(fw, "fwd-a", &r), 0);
+    assert_int_equal(r.size, 4000);
+    assert_int_equal(r.replicas[0].addr, sa[0].replicas[0].addr);
+    assert_int_equal(r.replicas[0].status, MC_MP_REPLICA_COMPLETE);
+    assert_int_equal(mc__master_client_get_replica_list(f->a, "fwd-b", &r), 0);
+    assert_int_equal(r.size, 2048);
+    assert_int_equal(r.replicas[0].addr, sb[0].replicas[0].addr);
+    assert_int_equal(mc__master_client_get_replica_list(f->a, "fwd-taken", &r), 0);
+    assert_int_equal(r.size, 100);
+    for (int i = 3; i < N; i++)
+        if (strcmp(keys[i], "-") != 0)
+            assert_int_equal(mc__master_client_exist(fw, keys[i]), 0);
+    /* The kept slots are still theirs: a's own commit of the taken-key slot, and a forwarded
+     * one (a batch of one) of the slot that was too short and wrongly named. The given-back
+     * slot is gone. */
+    len = 100;
+    assert_int_equal(mc__master_client_put_commit(f->a, 1, &later, &len, &sa[1].version, &code), 0);
+    assert_int_equal(code, 0);
+    len = 4096;
+    code = 1;
+    assert_int_equal(mc__master_client_put_commit_for(fw, 1,
+                                                      (const uint8_t(*)[MC_MP_CLIENT_ID_LEN])ida,
+                                                      &later2, &len, &sa[2].version, &code),
+                     0);
+    assert_int_equal(code, 0);
+    assert_int_equal(mc__master_client_get_replica_list(f->b, later2, &r), 0);
+    assert_int_equal(r.size, 4096);
+    assert_int_equal(r.replicas[0].addr, sa[2].replicas[0].addr);
+    len = 0;
+    assert_int_equal(mc__master_client_put_commit(f->b, 1, &keys[5], &len, &sb[1].version, &code),
+                     0);
+    assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
+    /* Each entry counts as PUT_COMMIT's do: a put start per entry that was a put (6 + 1 here,
+     * the own commit is put_commit's), a put end per one finished (2 + 1); the messages and
+     * their entries under op="put_commit_for". */
+    assert_true(metric(f, "mooncake_master_requests_total{op=\"put_commit_for\"}") == reqs + 2);
+    assert_true(metric(f, "mooncake_master_ops_total{op=\"put_commit_for\"}") == ops + N + 1);
+    assert_true(metric(f, "mooncake_master_errors_total{op=\"put_commit_for\"}") == errs + 4);
+    assert_true(metric(f, "mooncake_master_ops_total{op=\"put_start\"}") == starts + 6 + 1 + 1);
+    assert_true(metric(f, "mooncake_master_ops_total{op=\"put_end\"}") == ends + 2 + 1 + 1);
+    /* each forwarded entry is its client's single put, not an item of a batch */
+    assert_true(metric(f, "master_put_end_requests_total") == single_ends + 2 + 1 + 1);
+    /* The client's checks: no ids, nothing sent; no entries, nothing to do. */
+    assert_int_equal(mc__master_client_put_commit_for(fw, 1, NULL, keys, lens, slots, codes),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc__master_client_put_commit_for(fw, 0, NULL, NULL, NULL, NULL, NULL), 0);
+    /* The master still serves. */
+    assert_int_equal(mc__master_client_heartbeat(fw, NULL), 0);
+    mc__master_client_close(fw);
+    wait_lease_end();
+    assert_int_equal(mc__master_client_remove(f->a, "fwd-a", 0), 0);
+    assert_int_equal(mc__master_client_remove(f->a, "fwd-b", 0), 0);
+    assert_int_equal(mc__master_client_remove(f->a, "fwd-taken", 0), 0);
+    assert_int_equal(mc__master_client_remove(f->a, later, 0), 0);
+    assert_int_equal(mc__master_client_remove(f->a, later2, 0), 0);
+}
+
 static int cmp_u64(const void *x, const void *y) {
     uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
     return a < b ? -1 : a > b;
@@ -764,6 +893,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_put_end_names_its_placement),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_put_slots),
+        cmocka_unit_test(test_put_commit_for),
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_replicas_distinct),
         cmocka_unit_test(test_revoke_frees_space),

@@ -381,6 +381,117 @@ static void test_put_slots(void **state) {
     mc__buf_free(&b);
 }
 
+/* PUT_COMMIT_FOR: PUT_COMMIT entries each preceded by the client id they are for. */
+static void test_put_commit_for(void **state) {
+    mc__mp_str_t keys[3] = {S("k1"), S("key-two"), S("k3")};
+    uint64_t lens[3] = {4096, 0, 1}, slots[3] = {7, 1ull << 40, 9};
+    uint8_t clients[3][MC_MP_CLIENT_ID_LEN];
+    mc__mp_request_t r, d;
+    mc_frame_header_t h = {MC_FRAME_MAGIC, MC_FRAME_VERSION, MC_MP_PUT_COMMIT_FOR, 0, 1, 0};
+    mc_buf_t b;
+    int64_t live = 0;
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        memset(clients[i], 0xa0 + i, MC_MP_CLIENT_ID_LEN);
+    mc__buf_init(&b);
+    memset(&r, 0, sizeof(r));
+    r.type = MC_MP_PUT_COMMIT_FOR;
+    memset(r.client_id, 0x55, MC_MP_CLIENT_ID_LEN); /* the forwarder's own */
+    r.n_keys = 3;
+    r.keys = keys;
+    r.value_lens = lens;
+    r.slots = slots;
+    r.key_clients = clients;
+    assert_int_equal(roundtrip(&r, &b, &d), 0);
+    /* The wire: the forwarder's id, the count, then the first entry's id before its key. */
+    assert_int_equal(b.data[MC_FRAME_HEADER_SIZE], 0x55);
+    assert_int_equal(b.data[MC_FRAME_HEADER_SIZE + MC_MP_CLIENT_ID_LEN + 4], 0xa0);
+    assert_memory_equal(d.client_id, r.client_id, MC_MP_CLIENT_ID_LEN);
+    assert_int_equal(d.n_keys, 3);
+    assert_non_null(d.key_clients);
+    for (int i = 0; i < 3; i++) {
+        assert_memory_equal(d.key_clients[i], clients[i], MC_MP_CLIENT_ID_LEN);
+        assert_int_equal(d.keys[i].len, keys[i].len);
+        assert_memory_equal(d.keys[i].p, keys[i].p, keys[i].len);
+        assert_int_equal(d.value_lens[i], lens[i]);
+        assert_int_equal(d.slots[i], slots[i]);
+    }
+    mc__mp_request_free(&d);
+    assert_null(d.key_clients);
+    /* Decoding fails cleanly when the entries' memory cannot be had. */
+    mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h);
+    live = mc__alloc_live_bytes();
+    mc__alloc_fail_after(1);
+    assert_int_equal(
+        mc__mp_decode_request(&h, b.data + MC_FRAME_HEADER_SIZE, b.len - MC_FRAME_HEADER_SIZE, &d),
+        MC_ERR_MEMORY);
+    mc__alloc_fail_after(0);
+    assert_int_equal(mc__alloc_live_bytes(), live);
+    assert_prefixes_refused(&b); /* every prefix, and a trailing byte */
+    /* A PUT_COMMIT never carries (nor decodes) ids: its entries are the sender's. */
+    mc__buf_reset(&b);
+    r.type = MC_MP_PUT_COMMIT;
+    assert_int_equal(roundtrip(&r, &b, &d), 0);
+    assert_null(d.key_clients);
+    mc__mp_request_free(&d);
+    r.type = MC_MP_PUT_COMMIT_FOR;
+    /* Without the ids, or without the slots, nothing is written. */
+    mc__buf_reset(&b);
+    r.key_clients = NULL;
+    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_PARAMS);
+    r.key_clients = clients;
+    r.slots = NULL;
+    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(b.len, 0);
+    r.slots = slots;
+    /* The batch limit of PUT_COMMIT holds, on both sides. */
+    r.n_keys = MC_MP_MAX_BATCH + 1;
+    assert_int_equal(mc__mp_encode_request(&b, &r), MC_ERR_INVALID_PARAMS);
+    h.type = MC_MP_PUT_COMMIT_FOR;
+    mc__buf_reset(&b);
+    mc__buf_put(&b, "0123456789abcdef", 16);
+    mc__buf_u32(&b, MC_MP_MAX_BATCH + 1);
+    assert_int_equal(mc__mp_decode_request(&h, b.data, b.len, &d), MC_ERR_INVALID_PARAMS);
+    /* A count larger than the entries that follow (an id, a key and two u64 each: a PUT_COMMIT
+     * entry's bytes are not enough); an empty key after its id. */
+    for (int bad = 0; bad < 3; bad++) {
+        mc__buf_reset(&b);
+        mc__buf_put(&b, "0123456789abcdef", 16);
+        mc__buf_u32(&b, bad == 1 ? 1 : 2);
+        if (bad != 2)
+            mc__buf_put(&b, "ABCDEFGHIJKLMNOP", 16);
+        mc__buf_bytes(&b, "k", bad == 1 ? 0 : 1);
+        mc__buf_u64(&b, 1);
+        mc__buf_u64(&b, 1);
+        if (bad == 2) { /* two PUT_COMMIT entries: bytes enough for one forwarded one, barely */
+            mc__buf_bytes(&b, "k", 1);
+            mc__buf_u64(&b, 1);
+            mc__buf_u64(&b, 1);
+        }
+        assert_int_not_equal(mc__mp_decode_request(&h, b.data, b.len, &d), 0);
+    }
+    mc__buf_reset(&b);
+    mc__buf_put(&b, "0123456789abcdef", 16);
+    mc__buf_u32(&b, 1);
+    mc__buf_put(&b, "ABCDEFGHIJKLMNOP", 16);
+    mc__buf_bytes(&b, "", 0);
+    mc__buf_u64(&b, 1);
+    mc__buf_u64(&b, 1);
+    assert_int_equal(mc__mp_decode_request(&h, b.data, b.len, &d), MC_ERR_INVALID_KEY);
+    /* Its reply is PUT_COMMIT's: one code per entry. */
+    {
+        int32_t codes[3] = {0, MC_ERR_OBJECT_ALREADY_EXISTS, MC_ERR_OBJECT_NOT_FOUND}, got[3];
+        mc__buf_reset(&b);
+        assert_int_equal(mc__mp_encode_codes_reply(&b, MC_MP_PUT_COMMIT_FOR, 3, 3, codes), 0);
+        mc__frame_header_decode(b.data, b.len, MC_MP_MAX_BODY, &h);
+        assert_int_equal(mc__mp_decode_codes_reply(&h, b.data + MC_FRAME_HEADER_SIZE,
+                                                   b.len - MC_FRAME_HEADER_SIZE, 3, got),
+                         0);
+        assert_memory_equal(got, codes, sizeof(codes));
+    }
+    mc__buf_free(&b);
+}
+
 static void test_replies(void **state) {
     mc__key_replicas_t in[2], out[2];
     int32_t codes[3] = {0, -704, 1}, got[3];
@@ -505,9 +616,10 @@ static void test_type_map(void **state) {
         {24, "put_reserve", NULL, NULL},
         {25, "put_commit", NULL, NULL},
         {26, "storage_config", NULL, NULL},
+        {27, "put_commit_for", NULL, NULL},
     };
     (void)state;
-    assert_int_equal(MC_MP_TYPE_MAX_, 27);
+    assert_int_equal(MC_MP_TYPE_MAX_, 28);
     assert_int_equal(MC_MP_PUT_START, 3);
     assert_int_equal(MC_MP_TASK_CREATE, 17);
     assert_int_equal(MC_MP_DISK_DONE, 23);
@@ -539,6 +651,7 @@ int main(void) {
         cmocka_unit_test(test_encoder_limits),
         cmocka_unit_test(test_decoder_rejects),
         cmocka_unit_test(test_put_slots),
+        cmocka_unit_test(test_put_commit_for),
         cmocka_unit_test(test_replies),
         cmocka_unit_test(test_decode_fails_cleanly_without_memory),
         cmocka_unit_test(test_type_map),

@@ -263,7 +263,8 @@ static void test_a_new_owner_of_a_name_retires_the_old_incarnations(void **state
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
 }
 
-/* Put slots across a kill -9: a commit that was acknowledged is restored, in the slot's bytes; a
+/* Put slots across a kill -9: a commit that was acknowledged is restored, in the slot's bytes
+ * (also one that a holder forwarded for the slot's client, PUT_COMMIT_FOR); a
  * slot reserved but not committed is gone (its commit is told OBJECT_NOT_FOUND, so the client
  * places the put again) and its space is not handed to anyone (the late writer's bytes land on
  * nothing anyone reads). */
@@ -274,8 +275,8 @@ static void test_committed_slots_survive_a_restart(void **state) {
     mc__master_client_t *owner = NULL, *user = NULL;
     mc__key_replicas_t sl[4], r;
     mc__replicate_config_t cfg = {.replica_num = 1};
-    const char *keys[2] = {"slot-c0", "slot-c1"}, *late = "slot-late";
-    uint64_t lens[2] = {OBJ / 4, 100}, vers[2], len = 10;
+    const char *keys[2] = {"slot-c0", "slot-c1"}, *late = "slot-late", *fwd = "slot-fwd";
+    uint64_t lens[2] = {OBJ / 4, 100}, vers[2], len = 10, fwd_len = 200;
     int32_t codes[2] = {1, 1}, code = 1;
     uint16_t port;
     char cmd[128];
@@ -297,6 +298,13 @@ static void test_committed_slots_survive_a_restart(void **state) {
     assert_int_equal(mc__master_client_put_commit(user, 2, keys, lens, vers, codes), 0);
     assert_int_equal(codes[0], 0);
     assert_int_equal(codes[1], 0);
+    /* the owner (the slot's holder) forwards a commit of the user's slot */
+    assert_int_equal(mc__master_client_put_commit_for(
+                         owner, 1,
+                         (const uint8_t(*)[MC_MP_CLIENT_ID_LEN])mc__master_client_id(user), &fwd,
+                         &fwd_len, &sl[3].version, &code),
+                     0);
+    assert_int_equal(code, 0);
 
     assert_int_not_equal(mc_test_master_stop(&m, 1), 0);
     assert_int_equal(mc_test_master_start(g_bin, port, extra, &m), 0);
@@ -307,6 +315,10 @@ static void test_committed_slots_survive_a_restart(void **state) {
         assert_int_equal(r.size, lens[i]);
         assert_int_equal(r.replicas[0].addr, sl[i].replicas[0].addr);
     }
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(mc__master_client_get_replica_list(user, fwd, &r), 0);
+    assert_int_equal(r.size, fwd_len);
+    assert_int_equal(r.replicas[0].addr, sl[3].replicas[0].addr);
     assert_int_equal(mc__master_client_put_commit(user, 1, &late, &len, &sl[2].version, &code), 0);
     assert_int_equal(code, MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc__master_client_exist(user, late), 0);

@@ -300,6 +300,52 @@ MC_API int mc_engine_transfer_sync_notify(mc_engine_t *e, const mc_request_t *re
 MC_API int mc_engine_notifies_fetch(mc_engine_t *e, mc_notify_t **out, size_t *count);
 MC_API void mc_engine_notifies_free(mc_notify_t *arr, size_t count);
 
+/* Write-ask: one round trip that writes bytes into a peer's registered memory and hands a small
+ * message to the peer owner's code, which runs only once the bytes are in place and whose answer
+ * is the reply (a store's small put and its commit). The engine does not read the message. */
+#define MC_ASK_MAX_MSG 4096    /* a write-ask's message, at most */
+#define MC_ASK_MAX_ANSWER 4096 /* a handler's answer, at most (its cap) */
+/* Called on a connection thread of the engine's server after a write-ask's bytes are in place in
+ * registered memory. Writes its answer (at most cap bytes) to answer and its length to
+ * *answer_len and returns 0; a nonzero return is sent to the initiator as an error frame with
+ * that code (a positive one as MC_ERR_INVALID_ARGUMENT; MC_ERR_NOT_IMPLEMENTED and
+ * MC_ERR_ADDRESS_NOT_REGISTERED, which tell the initiator that nothing was written, as
+ * MC_ERR_CONTEXT). May block (it may ask a third process), holding that connection: keep it
+ * within the initiator's transfer timeout. It must not call mc_engine_set_ask_handler on its own
+ * engine. */
+typedef int (*mc_engine_ask_handler_t)(void *ctx, const void *msg, size_t msg_len, void *answer,
+                                       size_t cap, size_t *answer_len);
+/* Sets (fn NULL: removes) the engine's ask handler; any time after mc_engine_create, from any
+ * thread. Returns once no call of the handler it replaced (nor a write-ask that will call it) is
+ * in progress, so the old ctx may be freed then; write-asks arriving afterwards get the new one
+ * (none: MC_ERR_NOT_IMPLEMENTED, nothing written). MC_ERR_INVALID_ARGUMENT from inside a
+ * handler of this engine (it would wait for itself). */
+MC_API int mc_engine_set_ask_handler(mc_engine_t *e, mc_engine_ask_handler_t fn, void *ctx);
+/* Writes len bytes from source (host memory; need not be registered) to address target_offset
+ * of segment target (target_epoch as in mc_request_t) and hands msg (msg_len <= MC_ASK_MAX_MSG)
+ * to the target's ask handler, which runs after the bytes are in place; its answer is copied to
+ * answer (cap bytes) with its length in *answer_len. len 0 sends the message alone (the target
+ * address and epoch are then not checked). Uses one pooled connection to the peer and the
+ * engine's transfer timeout. Returns:
+ *   0: answered;
+ *   MC_ERR_NOT_IMPLEMENTED: nothing was written and no handler ran: the target has no handler,
+ *     is too old to know the request, is this engine itself, or source or target is device
+ *     memory;
+ *   MC_ERR_ADDRESS_NOT_REGISTERED: nothing was written and no handler ran (the range is not
+ *     registered there, or carries another epoch);
+ *   MC_ERR_INVALID_ARGUMENT before anything is sent for bad arguments (NULL engine, NULL source
+ *     with len > 0, NULL msg with msg_len > 0, msg_len > MC_ASK_MAX_MSG, NULL answer with
+ *     cap > 0, NULL answer_len, len over 64 MiB, an unknown segment);
+ *   any other code (and MC_ERR_INVALID_ARGUMENT for an answer longer than cap, with *answer_len
+ *     set to its length): the handler's own error, or an unknown outcome (socket, timeout,
+ *     peer gone): the bytes may or may not have landed and the handler may or may not have run.
+ * A caller that must know treats every code but 0, NOT_IMPLEMENTED and ADDRESS_NOT_REGISTERED as
+ * "may have happened". */
+MC_API int mc_engine_write_ask(mc_engine_t *e, mc_segment_id_t target, const void *source,
+                               uint64_t target_offset, size_t len, uint64_t target_epoch,
+                               const void *msg, size_t msg_len, void *answer, size_t cap,
+                               size_t *answer_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,256 @@
+/* A put that waits once: the client's write-ask carrying a slot's commit, and the holder that
+ * forwards such commits to the master (slot_forward.h).
+ *
+ * What a put's success means does not change (docs/perf/issue26-put.md): the holder forwards a
+ * commit only after the engine put its bytes in place, and answers only with the master's code,
+ * which the master gives after it recorded the object. When the answer does not come (the
+ * holder died, the master did not answer it), the client does not know whether the commit was
+ * recorded; store_put.c finds out by giving the slot back (mc__put_by_slot). */
+#include "client/slot_forward.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "client/store_internal.h"
+#include "mooncake/common/config.h"
+#include "mooncake/common/failpoint.h"
+#include "mooncake/common/frame.h"
+#include "mooncake/common/log.h"
+#include "mooncake/error.h"
+
+/* The message: u8 version | client id | u64 slot | u64 value_len | u16 key_len | key. The
+ * answer: u8 status | i32 code. */
+#define MC__FWD_VERSION 1u
+#define MC__FWD_HEAD (1u + MC_MP_CLIENT_ID_LEN + 8u + 8u + 2u)
+/* The engine's bound on a write-ask's message (proto.h, MC__TE_MAX_ASK_MSG): longer keys take
+ * the usual write and commit. */
+#define MC__FWD_MAX_MSG 4096u
+#define MC__FWD_MAX_KEY (MC__FWD_MAX_MSG - MC__FWD_HEAD)
+#define MC__FWD_ANSWER 5u
+/* Values up to this size are forwarded. Forwarding 64 KiB puts gained nothing with 8 clients
+ * on 2 cores and cost one client a tenth of its puts (docs/perf/issue26-forward/ab.md). */
+#define MC__FWD_MAX_VALUE (16u << 10)
+enum {
+    MC__FWD_ANSWERED = 0, /* the master's code follows */
+    MC__FWD_NOT_SENT = 1, /* the master did not answer the holder: the outcome is unknown */
+};
+/* Commits one forward takes at most (the master's batch bound is larger). */
+#define MC__FWD_MAX_BATCH 64
+
+/* One commit waiting at the holder, on the stack of the connection thread that received it. */
+typedef struct mc__fwd_entry {
+    uint8_t client[MC_MP_CLIENT_ID_LEN];
+    char key[MC__FWD_MAX_KEY + 1];
+    uint64_t len, slot;
+    int32_t code;
+    int status; /* MC__FWD_ANSWERED / MC__FWD_NOT_SENT, once done */
+    int done;
+    int lead;          /* it is this entry's thread's turn to forward what is queued */
+    pthread_cond_t cv; /* its thread waits on it for done or lead */
+    struct mc__fwd_entry *next;
+} mc__fwd_entry_t;
+
+void mc__forwarder_init(mc__forwarder_t *f) {
+    memset(f, 0, sizeof(*f));
+    pthread_mutex_init(&f->mu, NULL);
+    f->enabled = (int)mc__env_i64_in("MC_STORE_PUT_FORWARD", 1, 0, 1);
+}
+
+void mc__forwarder_fini(mc__forwarder_t *f) {
+    pthread_mutex_destroy(&f->mu);
+}
+
+/* ---- the holder's half ---- */
+
+/* Sends the commits of batch (n of them, linked) to the master in one request and fills in
+ * their codes. Without the lock. */
+static void mc__fwd_send(mc_store_t *s, mc__fwd_entry_t *batch, size_t n) {
+    uint8_t clients[MC__FWD_MAX_BATCH][MC_MP_CLIENT_ID_LEN];
+    const char *keys[MC__FWD_MAX_BATCH];
+    uint64_t lens[MC__FWD_MAX_BATCH], slots[MC__FWD_MAX_BATCH];
+    int32_t codes[MC__FWD_MAX_BATCH];
+    mc__fwd_entry_t *e = batch;
+    int rc;
+    for (size_t i = 0; i < n; i++, e = e->next) {
+        memcpy(clients[i], e->client, MC_MP_CLIENT_ID_LEN);
+        keys[i] = e->key;
+        lens[i] = e->len;
+        slots[i] = e->slot;
+    }
+    rc = mc__master_client_put_commit_for(
+        s->master, n, (const uint8_t(*)[MC_MP_CLIENT_ID_LEN])clients, keys, lens, slots, codes);
+    if (rc != 0)
+        MC_DEBUG("store: forwarding %zu put commits failed: %s", n, mc_store_strerror(rc));
+    /* the master recorded them (or not); a holder stopped here leaves its clients not knowing */
+    mc__failpoint("store_forward_after_commit");
+    e = batch;
+    for (size_t i = 0; i < n; i++, e = e->next) {
+        e->status = rc == 0 ? MC__FWD_ANSWERED : MC__FWD_NOT_SENT;
+        e->code = rc == 0 ? codes[i] : rc;
+    }
+}
+
+/* Queues me and waits for its code. The thread that finds nobody forwarding leads: it takes
+ * every queued commit (up to the bound) and sends them in one request; the others wait on their
+ * own entries. When the answer comes the leader wakes those whose codes came, each once, and
+ * makes the oldest still queued the next leader. No thread of its own: a lone put costs its own
+ * thread one master round trip, as a client's own commit would. */
+static void mc__fwd_commit(mc_store_t *s, mc__fwd_entry_t *me) {
+    mc__forwarder_t *f = &s->fwd;
+    mc__fwd_entry_t *batch, *e;
+    size_t n = 1;
+    pthread_cond_init(&me->cv, NULL);
+    pthread_mutex_lock(&f->mu);
+    if (f->tail)
+        f->tail->next = me;
+    else
+        f->head = me;
+    f->tail = me;
+    if (!f->busy)
+        f->busy = me->lead = 1; /* nobody leads, so nothing else is queued */
+    while (!me->done && !me->lead)
+        pthread_cond_wait(&me->cv, &f->mu);
+    if (me->done)
+        goto out;
+    /* Leading: me is the oldest queued. While puts come from several clients at once (the
+     * last forward carried more than one), the holder's other connection threads that are
+     * ready get the core first, so that their commits travel in this request rather than wait
+     * for the next. A lone client's puts never wait for that yield. */
+    if (f->head == f->tail && f->last_n > 1) {
+        pthread_mutex_unlock(&f->mu);
+        sched_yield();
+        pthread_mutex_lock(&f->mu);
+    }
+    batch = e = f->head;
+    while (n < MC__FWD_MAX_BATCH && e->next) {
+        e = e->next;
+        n++;
+    }
+    f->head = e->next;
+    if (!f->head)
+        f->tail = NULL;
+    e->next = NULL;
+    pthread_mutex_unlock(&f->mu);
+    mc__fwd_send(s, batch, n);
+    pthread_mutex_lock(&f->mu);
+    f->last_n = n;
+    for (e = batch; e; e = e->next) {
+        e->done = 1;
+        if (e != me)
+            pthread_cond_signal(&e->cv);
+    }
+    if (f->head) {
+        f->head->lead = 1;
+        pthread_cond_signal(&f->head->cv);
+    } else {
+        f->busy = 0;
+    }
+out:
+    pthread_mutex_unlock(&f->mu);
+    pthread_cond_destroy(&me->cv);
+}
+
+static int mc__fwd_decode(const uint8_t *msg, size_t n, mc__fwd_entry_t *e) {
+    uint32_t klen;
+    if (n < MC__FWD_HEAD || msg[0] != MC__FWD_VERSION)
+        return MC_ERR_INVALID_PARAMS;
+    memcpy(e->client, msg + 1, MC_MP_CLIENT_ID_LEN);
+    msg += 1 + MC_MP_CLIENT_ID_LEN;
+    e->slot = mc__le_get(msg, 8);
+    e->len = mc__le_get(msg + 8, 8);
+    klen = (uint32_t)mc__le_get(msg + 16, 2);
+    if (klen == 0 || klen > MC__FWD_MAX_KEY || n != MC__FWD_HEAD + klen || e->len == 0 ||
+        memchr(msg + 18, 0, klen))
+        return MC_ERR_INVALID_PARAMS;
+    memcpy(e->key, msg + 18, klen);
+    e->key[klen] = 0;
+    return 0;
+}
+
+/* The engine's ask handler: the bytes of the put are in place in our segment. */
+static int mc__fwd_handler(void *ctx, const void *msg, size_t msg_len, void *answer, size_t cap,
+                           size_t *answer_len) {
+    mc_store_t *s = ctx;
+    mc__fwd_entry_t e;
+    uint8_t *a = answer;
+    memset(&e, 0, sizeof(e));
+    if (cap < MC__FWD_ANSWER)
+        return MC_ERR_INVALID_PARAMS;
+    if (mc__fwd_decode(msg, msg_len, &e) != 0)
+        return MC_ERR_INVALID_PARAMS; /* a peer of another version, or a forged message */
+    /* the bytes are in place and the commit not yet sent (tests stop a holder here) */
+    mc__failpoint("store_forward_before_commit");
+    mc__fwd_commit(s, &e);
+    a[0] = (uint8_t)e.status;
+    mc__le_put(a + 1, (uint32_t)e.code, 4);
+    *answer_len = MC__FWD_ANSWER;
+    return 0;
+}
+
+void mc__forwarder_start(mc_store_t *s) {
+    /* a new engine numbers its segments anew */
+    for (int i = 0; i < 4; i++)
+        atomic_store(&s->fwd.no[i], 0);
+    if (!s->fwd.enabled || !s->own_engine || !s->segment)
+        return;
+    if (mc_engine_set_ask_handler(s->engine, mc__fwd_handler, s) == 0)
+        s->fwd.serving = 1;
+}
+
+void mc__forwarder_stop(mc_store_t *s) {
+    if (!s->fwd.serving)
+        return;
+    (void)mc_engine_set_ask_handler(s->engine, NULL, NULL);
+    s->fwd.serving = 0;
+}
+
+/* ---- the client's half ---- */
+
+static int mc__fwd_known_without(mc__forwarder_t *f, mc_segment_id_t id) {
+    if (id < 0 || id >= 256)
+        return 0;
+    return (atomic_load(&f->no[id / 64]) >> (id % 64)) & 1u;
+}
+
+static void mc__fwd_mark_without(mc__forwarder_t *f, mc_segment_id_t id) {
+    if (id >= 0 && id < 256)
+        atomic_fetch_or(&f->no[id / 64], 1ull << (id % 64));
+}
+
+int mc__slot_forward_fits(mc_store_t *s, const char *key, const mc__put_slot_t *slot) {
+    return s->fwd.enabled && slot->kr.n_replicas == 1 && slot->kr.size <= MC__FWD_MAX_VALUE &&
+           strlen(key) <= MC__FWD_MAX_KEY && !mc__store_replica_is_local(s, &slot->kr.replicas[0]);
+}
+
+int mc__slot_forward_put(mc_store_t *s, const char *key, const void *value, uint64_t len,
+                         const mc__put_slot_t *slot, int32_t *code) {
+    const mc__replica_desc_t *d = &slot->kr.replicas[0];
+    uint8_t msg[MC__FWD_MAX_MSG], answer[MC__FWD_ANSWER];
+    size_t klen = strlen(key), alen = 0;
+    mc_segment_id_t id;
+    int rc;
+    if (mc__store_segment_id(s, d->segment_name, &id) != 0 || mc__fwd_known_without(&s->fwd, id))
+        return MC__FWD_UNUSED;
+    msg[0] = MC__FWD_VERSION;
+    memcpy(msg + 1, mc__master_client_id(s->master), MC_MP_CLIENT_ID_LEN);
+    mc__le_put(msg + 1 + MC_MP_CLIENT_ID_LEN, slot->kr.version, 8);
+    mc__le_put(msg + 9 + MC_MP_CLIENT_ID_LEN, len, 8);
+    mc__le_put(msg + 17 + MC_MP_CLIENT_ID_LEN, klen, 2);
+    memcpy(msg + MC__FWD_HEAD, key, klen);
+    rc = mc_engine_write_ask(s->engine, id, value, d->addr, (size_t)len, d->epoch, msg,
+                             MC__FWD_HEAD + klen, answer, sizeof(answer), &alen);
+    if (rc == MC_ERR_NOT_IMPLEMENTED) {
+        /* an older holder, or one with forwarding off: nothing was written; not asked again
+         * (unless the value lay in registered memory, which may be a device's, refused here) */
+        if (!mc__store_is_registered(s, value, (size_t)len))
+            mc__fwd_mark_without(&s->fwd, id);
+        return MC__FWD_UNUSED;
+    }
+    if (rc == MC_ERR_ADDRESS_NOT_REGISTERED)
+        return MC__FWD_UNUSED; /* nothing written: the usual write meets and reports it */
+    if (rc != 0 || alen != MC__FWD_ANSWER || answer[0] != MC__FWD_ANSWERED)
+        return MC__FWD_UNKNOWN;
+    *code = (int32_t)(uint32_t)mc__le_get(answer + 1, 4);
+    return MC__FWD_DONE;
+}

@@ -1,0 +1,53 @@
+/* A put that waits once (docs/perf/issue26-put.md, "A put that waits once"): a client writes a
+ * small value into a slot it reserved (put_slots.h) with the engine's write-ask, whose message
+ * is the slot's commit; the holder whose memory the slot lies in forwards it to the master once
+ * the bytes are in place, together with the commits other clients sent it meanwhile
+ * (PUT_COMMIT_FOR), and answers with the master's code. The client waits for one answer
+ * instead of two; the master answers one request for several puts.
+ *
+ * Both halves live here: the holder's (the ask handler and the combining of commits) and the
+ * client's (the message and what each answer means). MC_STORE_PUT_FORWARD=0 turns both off. */
+#ifndef MC_STORE_CLIENT_SLOT_FORWARD_H
+#define MC_STORE_CLIENT_SLOT_FORWARD_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "client/put_slots.h"
+
+struct mc_store;
+struct mc__fwd_entry;
+
+/* The holder's half: the commits waiting to be forwarded, and whether one thread is forwarding
+ * (it takes all that wait; the others wait for their codes or their turn). */
+typedef struct mc__forwarder {
+    pthread_mutex_t mu;
+    struct mc__fwd_entry *head, *tail;
+    int busy;
+    size_t last_n; /* commits the last forward carried */
+    int serving;   /* the ask handler is registered with our engine */
+    int enabled;   /* MC_STORE_PUT_FORWARD (default 1) */
+    /* the client's half: segment ids (below 256) whose holder has no handler */
+    _Atomic uint64_t no[4];
+} mc__forwarder_t;
+
+void mc__forwarder_init(mc__forwarder_t *f);
+void mc__forwarder_fini(mc__forwarder_t *f);
+/* The holder's half starts serving commits (a store with its own engine and a segment);
+ * stop removes the handler and waits for calls in flight (before the master connection goes). */
+void mc__forwarder_start(struct mc_store *s);
+void mc__forwarder_stop(struct mc_store *s);
+
+/* The client's half: what became of a forwarded put. */
+enum {
+    MC__FWD_DONE = 0,    /* the master's code for the commit is in *code */
+    MC__FWD_UNUSED = 1,  /* nothing was written and nothing committed: write and commit as usual */
+    MC__FWD_UNKNOWN = 2, /* the bytes may have landed and the commit may have been recorded */
+};
+/* Writes value (len bytes, one piece of host memory) into slot, whose one replica lies in
+ * another process's segment, with its commit under key. */
+int mc__slot_forward_put(struct mc_store *s, const char *key, const void *value, uint64_t len,
+                         const mc__put_slot_t *slot, int32_t *code);
+/* Whether a put of one piece into slot may be forwarded at all (one replica, not ours). */
+int mc__slot_forward_fits(struct mc_store *s, const char *key, const mc__put_slot_t *slot);
+#endif
