@@ -201,6 +201,21 @@ static int mc__serve_write_dev(mc_engine_t *e, mc__srv_conn_t *c, uint64_t addr,
     return 0;
 }
 
+/* Receives a WRITE's payload into pinned host memory at addr: the buffered part is copied, the
+ * rest received in place (recorded for ThreadSanitizer as the top of this file says). */
+static int mc__srv_read_into(mc__srv_conn_t *c, uint64_t addr, uint64_t len, uint64_t deadline) {
+    int rc;
+#ifdef MC__TSAN
+    __tsan_ignore_thread_begin();
+#endif
+    rc = mc__srv_read(c, (void *)(uintptr_t)addr, len, deadline);
+#ifdef MC__TSAN
+    __tsan_ignore_thread_end();
+    __tsan_read_range((void *)(uintptr_t)addr, (unsigned long)len);
+#endif
+    return rc;
+}
+
 static int mc__serve_write(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_header_t *h,
                            uint64_t deadline) {
     uint64_t addr = 0, len = 0, epoch = 0;
@@ -223,15 +238,7 @@ static int mc__serve_write(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame_hea
         return mc__reply_raw(c, h->type, h->request_id, NULL, 0, 0, deadline);
     }
     if (pin.uid) {
-#ifdef MC__TSAN
-        __tsan_ignore_thread_begin();
-#endif
-        /* the buffered part is copied, the rest received in place */
-        rc = mc__srv_read(c, (void *)(uintptr_t)addr, len, deadline);
-#ifdef MC__TSAN
-        __tsan_ignore_thread_end();
-        __tsan_read_range((void *)(uintptr_t)addr, (unsigned long)len);
-#endif
+        rc = mc__srv_read_into(c, addr, len, deadline);
         /* before the reply: once the initiator hears success the bytes are in place and the
          * region may be given back */
         mc__reg_unpin(&e->reg, &pin);
@@ -291,14 +298,7 @@ static int mc__serve_write_ask(mc_engine_t *e, mc__srv_conn_t *c, const mc_frame
             return mc__ask_refuse(c, h, len, MC_ERR_NOT_IMPLEMENTED, "write-ask into device memory",
                                   deadline);
         }
-#ifdef MC__TSAN
-        __tsan_ignore_thread_begin();
-#endif
-        rc = mc__srv_read(c, (void *)(uintptr_t)addr, len, deadline);
-#ifdef MC__TSAN
-        __tsan_ignore_thread_end();
-        __tsan_read_range((void *)(uintptr_t)addr, (unsigned long)len);
-#endif
+        rc = mc__srv_read_into(c, addr, len, deadline);
         mc__reg_unpin(&e->reg, &pin);
         if (rc) {
             mc__ask_release(e, &ref);

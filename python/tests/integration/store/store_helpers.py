@@ -189,6 +189,22 @@ class Worker:
                 self.proc.wait()
 
 
+def put_many(worker, prefix, n, size):
+    """Puts n values of size bytes (pattern) under prefix0 .. prefix{n-1} in worker, each
+    asserted 0; returns each key's digest."""
+    return worker.run("out = {}\n"
+                      f"for i in range({n}):\n"
+                      f"    v = pattern({size}, '{prefix}%d' % i)\n"
+                      f"    assert store.put('{prefix}%d' % i, v) == 0\n"
+                      f"    out['{prefix}%d' % i] = sha(v)\n"
+                      "result = out")
+
+
+def digests(worker, keys):
+    """Each key's digest as worker reads it."""
+    return worker.run(f"result = {{k: sha(store.get(k)) for k in {list(keys)!r}}}")
+
+
 def local_store(master, segment=32 << 20, buffer=8 << 20):
     """A store client in this process (tcp, P2PHANDSHAKE) set up against master; close it."""
     from mooncake.store import MooncakeDistributedStore

@@ -9,25 +9,12 @@ themselves."""
 
 import signal
 
-from store_helpers import wait_for
+from store_helpers import digests, put_many, wait_for
 
 LEASE = "--default_kv_lease_ttl=200"
 COMMITS = 'mooncake_master_requests_total{op="put_commit"}'
 FORWARDS = 'mooncake_master_requests_total{op="put_commit_for"}'
 N = 64
-
-
-def _put_many(w, prefix, n, size):
-    return w.run("out = {}\n"
-                 f"for i in range({n}):\n"
-                 f"    v = pattern({size}, '{prefix}%d' % i)\n"
-                 f"    assert store.put('{prefix}%d' % i, v) == 0\n"
-                 f"    out['{prefix}%d' % i] = sha(v)\n"
-                 "result = out")
-
-
-def _digests(w, keys):
-    return w.run(f"result = {{k: sha(store.get(k)) for k in {list(keys)!r}}}")
 
 
 def test_forwarded_puts_are_recorded_and_survive_a_restart(make_master, make_worker, tmp_path):
@@ -36,8 +23,8 @@ def test_forwarded_puts_are_recorded_and_survive_a_restart(make_master, make_wor
     node, client = make_worker(), make_worker()
     node.setup(master, segment=64 << 20)
     client.setup(master, segment=0)
-    stored = _put_many(client, "small", N, 4096)
-    stored.update(_put_many(client, "mid", 8, 16384))  # the largest forwarded
+    stored = put_many(client, "small", N, 4096)
+    stored.update(put_many(client, "mid", 8, 16384))  # the largest forwarded
     # the commits went through the holder; the client's own are give-backs of unused slots
     assert master.metric(FORWARDS) >= 1
     assert master.metric(COMMITS) < N / 4
@@ -45,14 +32,14 @@ def test_forwarded_puts_are_recorded_and_survive_a_restart(make_master, make_wor
     assert master.metric("master_put_end_requests_total") == N + 8
     # an existing key keeps its first value, as any put does
     assert client.run("result = store.put('small0', b'x' * 4096)") == 0
-    assert _digests(client, stored) == stored
-    assert _digests(node, stored) == stored
+    assert digests(client, stored) == stored
+    assert digests(node, stored) == stored
 
     port = master.port
     master.stop(signal.SIGKILL)
     master = make_master(LEASE, f"--metadata_dir={d}", port=port)
     assert wait_for(lambda: node.run("result = store.is_exist('small0')") == 1, timeout=60)
-    assert _digests(client, stored) == stored
+    assert digests(client, stored) == stored
 
 
 def test_many_clients_share_forwards(make_master, make_worker):
@@ -77,7 +64,7 @@ def test_many_clients_share_forwards(make_master, make_worker):
     assert master.metric("master_put_end_requests_total") == 800
     # one forward may carry several clients' commits, never more requests than puts
     assert 1 <= master.metric(FORWARDS) <= 800
-    assert _digests(node, stored) == stored
+    assert digests(node, stored) == stored
 
 
 def test_a_holder_stopped_before_its_forward_across_a_restart(make_master, make_worker, tmp_path):
@@ -96,8 +83,8 @@ def test_a_holder_stopped_before_its_forward_across_a_restart(make_master, make_
     # the slot is gone with the restart: the forward says so and the put is placed again
     assert client.reply() == 0
     assert client.run("result = sha(store.get('late')) == sha(pattern(4096, 'late'))") is True
-    stored = _put_many(client, "after", 16, 4096)
-    assert _digests(node, stored) == stored
+    stored = put_many(client, "after", 16, 4096)
+    assert digests(node, stored) == stored
 
 
 def test_a_holder_killed_after_the_master_recorded(make_master, make_worker):
@@ -130,10 +117,10 @@ def test_a_holder_without_forwarding(make_master, make_worker):
     node.setup(master, segment=64 << 20)
     client = make_worker()
     client.setup(master, segment=0)
-    stored = _put_many(client, "plain", 32, 4096)
+    stored = put_many(client, "plain", 32, 4096)
     assert master.metric(FORWARDS) == 0
     assert master.metric(COMMITS) >= 32
-    assert _digests(client, stored) == stored
+    assert digests(client, stored) == stored
 
 
 def test_a_client_without_forwarding(make_master, make_worker):
@@ -142,7 +129,7 @@ def test_a_client_without_forwarding(make_master, make_worker):
     node.setup(master, segment=64 << 20)
     client = make_worker(env={"MC_STORE_PUT_FORWARD": "0"})
     client.setup(master, segment=0)
-    stored = _put_many(client, "plain", 32, 4096)
+    stored = put_many(client, "plain", 32, 4096)
     assert master.metric(FORWARDS) == 0
     assert master.metric(COMMITS) >= 32
-    assert _digests(client, stored) == stored
+    assert digests(client, stored) == stored

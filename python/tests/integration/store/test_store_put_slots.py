@@ -7,7 +7,7 @@ start / write / end path."""
 
 import signal
 
-from store_helpers import wait_for
+from store_helpers import digests, put_many, wait_for
 
 LEASE = "--default_kv_lease_ttl=200"
 COMMITS = 'mooncake_master_requests_total{op="put_commit"}'
@@ -17,26 +17,13 @@ STARTS = 'mooncake_master_requests_total{op="put_start"}'
 N = 64
 
 
-def _put_many(w, prefix, n, size):
-    return w.run("out = {}\n"
-                 f"for i in range({n}):\n"
-                 f"    v = pattern({size}, '{prefix}%d' % i)\n"
-                 f"    assert store.put('{prefix}%d' % i, v) == 0\n"
-                 f"    out['{prefix}%d' % i] = sha(v)\n"
-                 "result = out")
-
-
-def _digests(w, keys):
-    return w.run(f"result = {{k: sha(store.get(k)) for k in {list(keys)!r}}}")
-
-
 def test_small_puts_take_slots_and_survive_a_restart(make_master, make_worker, tmp_path):
     d = str(tmp_path / "meta")
     master = make_master(LEASE, f"--metadata_dir={d}")
     node, client = make_worker(), make_worker()
     node.setup(master, segment=64 << 20)
     client.setup(master, segment=0)
-    stored = _put_many(client, "small", N, 4096)
+    stored = put_many(client, "small", N, 4096)
     # one commit per put (sent by the client, or with its bytes and forwarded by the holder:
     # test_store_put_forward.py), a reserve per several; the reference's put_start family counts
     # each commit as the put start it stands for
@@ -54,13 +41,13 @@ def test_small_puts_take_slots_and_survive_a_restart(make_master, make_worker, t
                              " for i in range(16)}"))
     # an existing key keeps its first value, as a put of the start path does
     assert client.run("result = store.put('small0', b'x' * 4096)") == 0
-    assert _digests(client, stored) == stored
+    assert digests(client, stored) == stored
 
     port = master.port
     master.stop(signal.SIGKILL)
     master = make_master(LEASE, f"--metadata_dir={d}", port=port)
     assert wait_for(lambda: node.run("result = store.is_exist('small0')") == 1, timeout=60)
-    assert _digests(client, stored) == stored
+    assert digests(client, stored) == stored
 
 
 def test_a_slot_put_stopped_across_a_restart_is_placed_again(make_master, make_worker, tmp_path):
@@ -79,12 +66,12 @@ def test_a_slot_put_stopped_across_a_restart_is_placed_again(make_master, make_w
         port = master.port
         master.stop(signal.SIGKILL)
         master = make_master(LEASE, f"--metadata_dir={d}", port=port)
-        stored = _put_many(node, "fill", N, 4096)
+        stored = put_many(node, "fill", N, 4096)
         late.signal(signal.SIGCONT)
         # its slot is gone with the restart: the commit says so and the put is placed again
         assert late.reply() == 0
         assert late.run("result = sha(store.get('late')) == sha(pattern(4096, 'late'))") is True
-        assert _digests(node, stored) == stored
+        assert digests(node, stored) == stored
         master.stop()
 
 
@@ -93,8 +80,8 @@ def test_slots_off_takes_the_start_path(make_master, make_worker):
     node, client = make_worker(), make_worker(env={"MC_STORE_PUT_SLOTS": "0"})
     node.setup(master, segment=64 << 20)
     client.setup(master, segment=0)
-    stored = _put_many(client, "old", 8, 4096)
+    stored = put_many(client, "old", 8, 4096)
     assert master.metric(STARTS) >= 8
     assert master.metric(COMMITS) == 0
     assert master.metric(RESERVES) == 0
-    assert _digests(client, stored) == stored
+    assert digests(client, stored) == stored
