@@ -17,6 +17,7 @@
 #include "mooncake/common/failpoint.h"
 #include "mooncake/common/frame.h"
 #include "mooncake/common/log.h"
+#include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
 /* The message: u8 version | client id | u64 slot | u64 value_len | u16 key_len | key. The
@@ -190,8 +191,8 @@ static int mc__fwd_handler(void *ctx, const void *msg, size_t msg_len, void *ans
 
 void mc__forwarder_start(mc_store_t *s) {
     /* a new engine numbers its segments anew */
-    for (int i = 0; i < 4; i++)
-        atomic_store(&s->fwd.no[i], 0);
+    for (int i = 0; i < MC__FWD_IDS; i++)
+        atomic_store(&s->fwd.no_until[i], 0);
     if (!s->fwd.enabled || !s->own_engine || !s->segment)
         return;
     if (mc_engine_set_ask_handler(s->engine, mc__fwd_handler, s) == 0)
@@ -207,15 +208,19 @@ void mc__forwarder_stop(mc_store_t *s) {
 
 /* ---- the client's half ---- */
 
+/* A holder without the handler is asked again after this long: it may have been closing (its
+ * handler goes first), or been replaced by a build that has one. */
+#define MC__FWD_RETRY_MS 30000
+
 static int mc__fwd_known_without(mc__forwarder_t *f, mc_segment_id_t id) {
-    if (id < 0 || id >= 256)
+    if (id < 0 || id >= MC__FWD_IDS)
         return 0;
-    return (atomic_load(&f->no[id / 64]) >> (id % 64)) & 1u;
+    return mc__now_ms() < atomic_load(&f->no_until[id]);
 }
 
 static void mc__fwd_mark_without(mc__forwarder_t *f, mc_segment_id_t id) {
-    if (id >= 0 && id < 256)
-        atomic_fetch_or(&f->no[id / 64], 1ull << (id % 64));
+    if (id >= 0 && id < MC__FWD_IDS)
+        atomic_store(&f->no_until[id], mc__now_ms() + MC__FWD_RETRY_MS);
 }
 
 int mc__slot_forward_fits(mc_store_t *s, const char *key, const mc__put_slot_t *slot) {
@@ -241,8 +246,9 @@ int mc__slot_forward_put(mc_store_t *s, const char *key, const void *value, uint
     rc = mc_engine_write_ask(s->engine, id, value, d->addr, (size_t)len, d->epoch, msg,
                              MC__FWD_HEAD + klen, answer, sizeof(answer), &alen);
     if (rc == MC_ERR_NOT_IMPLEMENTED) {
-        /* an older holder, or one with forwarding off: nothing was written; not asked again
-         * (unless the value lay in registered memory, which may be a device's, refused here) */
+        /* an older holder, one with forwarding off or one closing: nothing was written; not
+         * asked again for a while (unless the value lay in registered memory, which may be a
+         * device's, refused here) */
         if (!mc__store_is_registered(s, value, (size_t)len))
             mc__fwd_mark_without(&s->fwd, id);
         return MC__FWD_UNUSED;

@@ -18,6 +18,8 @@
 struct mc_store;
 struct mc__fwd_entry;
 
+#define MC__FWD_IDS 256
+
 /* The holder's half: the commits waiting to be forwarded, and whether one thread is forwarding
  * (it takes all that wait; the others wait for their codes or their turn). */
 typedef struct mc__forwarder {
@@ -27,8 +29,9 @@ typedef struct mc__forwarder {
     size_t last_n; /* commits the last forward carried */
     int serving;   /* the ask handler is registered with our engine */
     int enabled;   /* MC_STORE_PUT_FORWARD (default 1) */
-    /* the client's half: segment ids (below 256) whose holder has no handler */
-    _Atomic uint64_t no[4];
+    /* the client's half: until when (ms) a segment's holder, by id (below MC__FWD_IDS), is not
+     * asked again after it answered that it has no handler */
+    _Atomic uint64_t no_until[MC__FWD_IDS];
 } mc__forwarder_t;
 
 void mc__forwarder_init(mc__forwarder_t *f);

@@ -175,6 +175,69 @@ static void test_forwarded_puts_from_threads(void **state) {
     free(out);
 }
 
+/* A forwarded commit as slot_forward.c writes it: u8 version | client id | u64 slot |
+ * u64 value_len | u16 key_len | key. Returns its length. */
+static size_t fwd_message(uint8_t *m, uint8_t version, const uint8_t *client, uint64_t slot,
+                          uint64_t len, uint16_t klen, const char *key, size_t key_bytes) {
+    size_t n = 0;
+    m[n++] = version;
+    memcpy(m + n, client, MC_MP_CLIENT_ID_LEN);
+    n += MC_MP_CLIENT_ID_LEN;
+    for (int i = 0; i < 8; i++)
+        m[n++] = (uint8_t)(slot >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        m[n++] = (uint8_t)(len >> (8 * i));
+    m[n++] = (uint8_t)klen;
+    m[n++] = (uint8_t)(klen >> 8);
+    memcpy(m + n, key, key_bytes);
+    return n + key_bytes;
+}
+
+/* What a peer may get wrong in a forwarded commit: the holder refuses each malformed message
+ * (INVALID_PARAMS, nothing forwarded), a well-formed one for a slot nobody reserved gets the
+ * master's OBJECT_NOT_FOUND, and the holder goes on serving puts. */
+static void test_forward_refuses_bad_messages(void **state) {
+    fixture_t *f = *state;
+    const uint8_t *me = mc__master_client_id(f->pure->master);
+    mc_engine_t *e = f->pure->engine;
+    uint8_t m[128], answer[16];
+    size_t alen = 0, n;
+    mc_segment_id_t id;
+    uint8_t *v = pattern(4096, 7), *out = malloc(4096);
+    assert_int_equal(mc_engine_open_segment(e, f->node->hostname, &id), 0);
+    /* too short, another version, a key length that disagrees, a NUL in the key, no value */
+    n = fwd_message(m, 1, me, 1, 4096, 3, "abc", 3);
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, 10, answer, 16, &alen),
+                     MC_ERR_INVALID_PARAMS);
+    m[0] = 2;
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, 16, &alen),
+                     MC_ERR_INVALID_PARAMS);
+    n = fwd_message(m, 1, me, 1, 4096, 5, "abc", 3);
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, 16, &alen),
+                     MC_ERR_INVALID_PARAMS);
+    n = fwd_message(m, 1, me, 1, 4096, 3, "a\0c", 3);
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, 16, &alen),
+                     MC_ERR_INVALID_PARAMS);
+    n = fwd_message(m, 1, me, 1, 0, 3, "abc", 3);
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, 16, &alen),
+                     MC_ERR_INVALID_PARAMS);
+    /* well formed, for a slot never reserved: forwarded, and the master's code comes back */
+    n = fwd_message(m, 1, me, 0x7fffffffffffull, 4096, 3, "abc", 3);
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, 16, &alen), 0);
+    assert_int_equal(alen, 5);
+    assert_int_equal(answer[0], 0);
+    assert_int_equal((int32_t)((uint32_t)answer[1] | (uint32_t)answer[2] << 8 |
+                               (uint32_t)answer[3] << 16 | (uint32_t)answer[4] << 24),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_store_is_exist(f->node, "abc"), 0);
+    /* the holder still serves */
+    assert_int_equal(mc_store_put(f->pure, "after-bad", v, 4096, NULL), 0);
+    assert_int_equal(mc_store_get_into(f->node, "after-bad", out, 4096), 4096);
+    assert_true(XXH64(out, 4096, 0) == XXH64(v, 4096, 0));
+    free(v);
+    free(out);
+}
+
 static void test_parts_batches_zero_copy(void **state) {
     fixture_t *f = *state;
     size_t n = 3 * MIB;
@@ -749,6 +812,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_roundtrip_sizes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parts_batches_zero_copy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forwarded_puts_from_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forward_refuses_bad_messages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leases_and_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_memory_checks, setup, teardown),
