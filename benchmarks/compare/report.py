@@ -392,8 +392,8 @@ def fair_markdown(doc):
              "also run as one `redis-benchmark -c 1` process per client, the same shape as ours, "
              "informative only); "
              "the reference is driven through its Python API. Gets: *get_cached* re-reads keys within "
-             "the replica-location cache window (no master call), *get_first* reads keys not read for "
-             "250 ms (every get asks the master).\n")
+             "the replica-location cache window (no master call), *get_first* reads keys whose location "
+             "the client's cache no longer holds (every get asks the master; docs/benchmarks.md).\n")
     if fair.get("missing"):
         L.append("Baselines not run: " + "; ".join(f"{m['what']}: {m['reason']}" for m in fair["missing"]) + "\n")
     errs = [r for r in fair.get("records", []) if "error" in r]
