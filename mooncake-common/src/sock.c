@@ -335,6 +335,16 @@ uint64_t mc__reply_spin_for(uint64_t bytes) {
     return base + bytes / 2; /* 2 bytes per ns */
 }
 
+uint64_t mc__wait_spin_for(uint64_t bytes) {
+    uint64_t want = mc__reply_spin_for(bytes);
+    return mc__reply_spin_fixed() ? want : mc__spin_allow(want);
+}
+
+void mc__wait_spin_ended(int answered) {
+    if (!mc__reply_spin_fixed())
+        mc__spin_result(answered);
+}
+
 /* Tries to receive without sleeping for up to spin_ns: the bytes' count, 0 on EOF, -1 with
  * errno (EAGAIN when nothing came in time). The core is offered to any other runnable thread
  * between polls: the spin keeps the core from going idle (on a VM an idle core halts, and waking

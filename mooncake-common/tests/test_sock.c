@@ -468,6 +468,41 @@ static void test_reply_spin_for(void **state) {
     assert_true(mc__reply_spin_for(256u << 10) == 0);
 }
 
+/* A wait that is not a receive (mc__wait_spin_for) spins as a reply wait does: with
+ * MC_TCP_REPLY_SPIN_US set, that spin every time; unset, while the thread's spins end with the
+ * answer, and after many that did not, only one wait in 16 (a probe). Run on a thread of its own,
+ * whose record is fresh. */
+static void *wait_spin_checks(void *arg) {
+    int fixed = getenv("MC_TCP_REPLY_SPIN_US") != NULL, spun = 0;
+    uint64_t want = mc__reply_spin_for(4096);
+    (void)arg;
+    if (mc__wait_spin_for(4096) != want)
+        return "a fresh thread does not spin the reply spin";
+    for (int i = 0; i < 64; i++)
+        mc__wait_spin_ended(0);
+    for (int i = 0; i < 16; i++)
+        spun += mc__wait_spin_for(4096) != 0;
+    if (want && spun != (fixed ? 16 : 1))
+        return "16 waits after 64 unanswered spins did not spin as the setting says";
+    if (!want && spun != 0)
+        return "a wait spun with the reply spin off";
+    for (int i = 0; i < 64; i++)
+        mc__wait_spin_ended(1);
+    if (mc__wait_spin_for(4096) != want)
+        return "answered spins did not bring the spin back";
+    return NULL;
+}
+
+static void test_wait_spin_for(void **state) {
+    pthread_t t;
+    void *why = NULL;
+    (void)state;
+    assert_int_equal(pthread_create(&t, NULL, wait_spin_checks, NULL), 0);
+    assert_int_equal(pthread_join(t, &why), 0);
+    if (why)
+        fail_msg("%s", (const char *)why);
+}
+
 /* What a test expects of one dead-peer setting: def when unset or not a number in lo..hi. */
 static int64_t expected_setting(const char *name, int64_t def, int64_t hi) {
     const char *v = getenv(name);
@@ -539,21 +574,14 @@ static void test_host_identity(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tcp_roundtrip),
-        cmocka_unit_test(test_deadlines),
-        cmocka_unit_test(test_recv_late_pieces),
-        cmocka_unit_test(test_connect_errors),
-        cmocka_unit_test(test_listen_range),
-        cmocka_unit_test(test_split_host_port),
-        cmocka_unit_test(test_unix_fd_passing),
-        cmocka_unit_test(test_unix_filesystem_path),
-        cmocka_unit_test(test_host_identity),
-        cmocka_unit_test(test_reply_spin_for),
-        cmocka_unit_test(test_recv_reply_deadline),
-        cmocka_unit_test(test_dead_peer_timeouts),
-        cmocka_unit_test(test_rbuf),
-        cmocka_unit_test(test_rbuf_top_up),
-        cmocka_unit_test(test_sendv),
+        cmocka_unit_test(test_tcp_roundtrip),      cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_recv_late_pieces),   cmocka_unit_test(test_connect_errors),
+        cmocka_unit_test(test_listen_range),       cmocka_unit_test(test_split_host_port),
+        cmocka_unit_test(test_unix_fd_passing),    cmocka_unit_test(test_unix_filesystem_path),
+        cmocka_unit_test(test_host_identity),      cmocka_unit_test(test_reply_spin_for),
+        cmocka_unit_test(test_wait_spin_for),      cmocka_unit_test(test_recv_reply_deadline),
+        cmocka_unit_test(test_dead_peer_timeouts), cmocka_unit_test(test_rbuf),
+        cmocka_unit_test(test_rbuf_top_up),        cmocka_unit_test(test_sendv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,14 +114,19 @@ static void mc__fwd_commit(mc_store_t *s, mc__fwd_entry_t *me) {
     /* A follower's code comes within one master round trip: it waits as a reply wait does,
      * yielding its core until then, and sleeps only past the reply spin. A sleep here cost a
      * wake-up per commit: 8 clients' single 4 KiB puts on 2 cores went from 52k-65k to 62k-72k
-     * op/s with this spin (docs/perf/issue26-spin-paid/ab.md). */
-    if (!me->done && !me->lead) {
-        uint64_t until = mc__now_ns() + mc__reply_spin_for(0);
+     * op/s with this spin (docs/perf/issue26-spin-paid/ab.md). Like a reply wait, it spins only
+     * while this thread's spins pay (mc__wait_spin_for): behind a master that answers slowly
+     * (--metadata_dir) the followers stop yielding through every commit: the holder spent a
+     * fifth less CPU for the same puts (docs/perf/issue26-follower-gov/ab.md). */
+    uint64_t spin = !me->done && !me->lead ? mc__wait_spin_for(0) : 0;
+    if (spin) {
+        uint64_t until = mc__now_ns() + spin;
         while (!me->done && !me->lead && mc__now_ns() < until) {
             pthread_mutex_unlock(&f->mu);
             sched_yield();
             pthread_mutex_lock(&f->mu);
         }
+        mc__wait_spin_ended(me->done || me->lead);
     }
     while (!me->done && !me->lead)
         pthread_cond_wait(&me->cv, &f->mu);

@@ -31,6 +31,13 @@ int mc__recv_all(int fd, void *p, size_t n, uint64_t deadline_ms); /* MC_ERR_SOC
  * (sleep at once) past MC__SPIN_BYTES_MAX, whose wait outlasts any spin (sock.c). */
 #define MC__SPIN_BYTES_MAX (128u << 10)
 uint64_t mc__reply_spin_for(uint64_t bytes);
+/* The same spin for a wait that is not a receive but also ends within one round trip (a thread
+ * waiting for another's request to answer for it): mc__reply_spin_for(bytes) while this thread's
+ * spins keep ending with the answer, as a reply wait's do, or always when MC_TCP_REPLY_SPIN_US
+ * is set; 0 when the caller should sleep at once. A caller that spun tells how the spin ended
+ * with mc__wait_spin_ended (answered: it ended with what it waited for). */
+uint64_t mc__wait_spin_for(uint64_t bytes);
+void mc__wait_spin_ended(int answered);
 /* mc__recv_all for the reply to a request just sent on fd: the first receive waits first and
  * spins up to spin_ns (mc__reply_spin_for) before it sleeps, as the reply waits of the buffered
  * readers do (mc__rbuf_t's wait_first). For a caller that reads straight from the socket. */
