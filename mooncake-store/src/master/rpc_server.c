@@ -81,9 +81,15 @@ static int mc__rpc_read_body(mc__rbuf_t *rb, uint8_t **buf, size_t *cap, size_t 
 }
 
 /* How long the wait for a client's next request may spin after the reply to req: a put's end
- * follows its start only after the client has moved the value to every replica. */
+ * follows its start only after the client has moved the value to every replica. After a lookup
+ * the client reads from a holder before it asks again, so the wait sleeps at once: that spin
+ * took cores the holder and the drivers needed, and without it 8 processes' single 4 KiB first
+ * gets on 2 cores rose from 43k to 47k op/s (medians) with no row lower beyond its spread
+ * (docs/perf/issue26-follower-gov/ab.md). */
 static uint64_t mc__rpc_next_spin(const mc__mp_request_t *req) {
     uint64_t bytes = 0;
+    if (req->type == MC_MP_GET_REPLICA_LIST)
+        return 0;
     if (mc__mp_is_put_start(req->type)) {
         uint64_t copies = req->config.replica_num ? req->config.replica_num : 1;
         for (uint32_t i = 0; i < req->n_keys && bytes <= MC__SPIN_BYTES_MAX; i++)
