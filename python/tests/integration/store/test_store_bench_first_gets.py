@@ -29,30 +29,31 @@ def _metrics(master):
     return out
 
 
-def _start_holder(bench, master):
-    """The bench's holder role: it serves its segment until its standard input closes."""
-    holder = subprocess.Popen([bench, "--role=holder", f"--master=127.0.0.1:{master.port}",
-                               f"--segment_size={64 << 20}"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+def _start_holder(bench, master, log):
+    """The bench's holder role: it serves its segment until its standard input closes. Its
+    stderr goes to a file (a pipe nobody reads could fill and stall it)."""
+    with open(log, "wb") as err:
+        holder = subprocess.Popen([bench, "--role=holder", f"--master=127.0.0.1:{master.port}",
+                                   f"--segment_size={64 << 20}"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=err, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         ready, _, _ = select.select([holder.stdout], [], [], deadline - time.monotonic())
         if ready:
             line = holder.stdout.readline()
-            assert line, f"holder exited: {holder.stderr.read()}"
+            assert line, f"holder exited: {log.read_text(errors='replace')}"
             if json.loads(line).get("ready"):
                 return holder
     holder.kill()
     raise AssertionError("holder not ready within 120 s")
 
 
-def test_every_first_get_asks_the_master():
+def test_every_first_get_asks_the_master(tmp_path):
     bench = binary_path("mc_store_bench")
     master = Master()
     holder = None
     try:
-        holder = _start_holder(bench, master)
+        holder = _start_holder(bench, master, tmp_path / "holder.log")
         before = _metrics(master)
         # 8 MiB over 2 processes: 1024 keys of 4 KiB each, four times what the cache keeps
         proc = subprocess.run([bench, f"--master=127.0.0.1:{master.port}", f"--procs={PROCS}",
