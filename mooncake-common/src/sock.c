@@ -335,14 +335,19 @@ uint64_t mc__reply_spin_for(uint64_t bytes) {
     return base + bytes / 2; /* 2 bytes per ns */
 }
 
-uint64_t mc__wait_spin_for(uint64_t bytes) {
-    uint64_t want = mc__reply_spin_for(bytes);
-    return mc__reply_spin_fixed() ? want : mc__spin_allow(want);
+/* The spin a wait that wants want_ns may take (sock.h: fixed, or this thread's record's say), and
+ * how it ended: the one gate of every reply-like wait, socket receives (mc__recv_some) or not. */
+static uint64_t mc__spin_gate(uint64_t want_ns) {
+    return want_ns && !mc__reply_spin_fixed() ? mc__spin_allow(want_ns) : want_ns;
 }
 
 void mc__wait_spin_ended(int answered) {
     if (!mc__reply_spin_fixed())
         mc__spin_result(answered);
+}
+
+uint64_t mc__wait_spin_for(uint64_t bytes) {
+    return mc__spin_gate(mc__reply_spin_for(bytes));
 }
 
 /* Tries to receive without sleeping for up to spin_ns: the bytes' count, 0 on EOF, -1 with
@@ -369,14 +374,10 @@ static ssize_t mc__recv_spin(int fd, void *c, size_t n, uint64_t spin_ns) {
 static ssize_t mc__recv_some(int fd, void *c, size_t n, uint64_t deadline_ms, int wait_first,
                              uint64_t wait_spin_ns, int timed) {
     uint64_t spin = mc__spin_ns();
-    uint64_t reply_spin = wait_first && !spin ? wait_spin_ns : 0;
-    int adapt = reply_spin && !mc__reply_spin_fixed();
-    if (adapt)
-        reply_spin = mc__spin_allow(reply_spin);
+    uint64_t reply_spin = wait_first && !spin ? mc__spin_gate(wait_spin_ns) : 0;
     if (reply_spin) {
         ssize_t r = mc__recv_spin(fd, c, n, reply_spin);
-        if (adapt)
-            mc__spin_result(r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK));
+        mc__wait_spin_ended(r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK));
         if (r > 0)
             return r;
         if (r == 0) {

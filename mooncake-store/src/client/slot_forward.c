@@ -47,8 +47,10 @@ typedef struct mc__fwd_entry {
     uint64_t len, slot;
     int32_t code;
     int status; /* MC__FWD_ANSWERED / MC__FWD_NOT_SENT, once done */
-    int done;
-    int lead;          /* it is this entry's thread's turn to forward what is queued */
+    /* Set under the forwarder's lock; atomic so that a spinning follower can poll them without
+     * taking that lock from the thread that is about to set them. */
+    _Atomic int done;
+    _Atomic int lead;  /* it is this entry's thread's turn to forward what is queued */
     pthread_cond_t cv; /* its thread waits on it for done or lead */
     struct mc__fwd_entry *next;
 } mc__fwd_entry_t;
@@ -121,11 +123,11 @@ static void mc__fwd_commit(mc_store_t *s, mc__fwd_entry_t *me) {
     uint64_t spin = !me->done && !me->lead ? mc__wait_spin_for(0) : 0;
     if (spin) {
         uint64_t until = mc__now_ns() + spin;
-        while (!me->done && !me->lead && mc__now_ns() < until) {
-            pthread_mutex_unlock(&f->mu);
+        pthread_mutex_unlock(&f->mu);
+        while (!atomic_load_explicit(&me->done, memory_order_relaxed) &&
+               !atomic_load_explicit(&me->lead, memory_order_relaxed) && mc__now_ns() < until)
             sched_yield();
-            pthread_mutex_lock(&f->mu);
-        }
+        pthread_mutex_lock(&f->mu); /* what the leader wrote before setting them is seen now */
         mc__wait_spin_ended(me->done || me->lead);
     }
     while (!me->done && !me->lead)

@@ -6,11 +6,9 @@ key's location has left the cache when the key comes round again and no read wai
 over loopback; the master's own counters say how many keys it was asked for."""
 
 import json
-import re
 import select
 import subprocess
 import time
-import urllib.request
 
 from mooncake.cli import binary_path
 from store_helpers import Master
@@ -18,22 +16,11 @@ from store_helpers import Master
 PROCS = 2
 
 
-def _metrics(master):
-    with urllib.request.urlopen(f"http://127.0.0.1:{master.metrics_port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"^([a-z_]+) (\d+)$", line)
-        if m:
-            out[m.group(1)] = int(m.group(2))
-    return out
-
-
 def _start_holder(bench, master, log):
     """The bench's holder role: it serves its segment until its standard input closes. Its
     stderr goes to a file (a pipe nobody reads could fill and stall it)."""
     with open(log, "wb") as err:
-        holder = subprocess.Popen([bench, "--role=holder", f"--master=127.0.0.1:{master.port}",
+        holder = subprocess.Popen([bench, "--role=holder", f"--master={master.addr}",
                                    f"--segment_size={64 << 20}"], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=err, text=True)
     deadline = time.monotonic() + 120
@@ -54,9 +41,11 @@ def test_every_first_get_asks_the_master(tmp_path):
     holder = None
     try:
         holder = _start_holder(bench, master, tmp_path / "holder.log")
-        before = _metrics(master)
+        counters = ("master_get_replica_list_requests_total",
+                    "master_batch_get_replica_list_items_total")
+        before = {k: master.metric(k) for k in counters}
         # 8 MiB over 2 processes: 1024 keys of 4 KiB each, four times what the cache keeps
-        proc = subprocess.run([bench, f"--master=127.0.0.1:{master.port}", f"--procs={PROCS}",
+        proc = subprocess.run([bench, f"--master={master.addr}", f"--procs={PROCS}",
                                "--duration=0.5", f"--pool_bytes={8 << 20}", "--json",
                                "--workloads=get_first:4k:1,get_first:4k:8"],
                               capture_output=True, text=True, timeout=300)
@@ -68,10 +57,7 @@ def test_every_first_get_asks_the_master(tmp_path):
             assert "error" not in r, (r, proc.stderr)
             assert r["waits"] == 0, (batch, r)  # no read waited for a gap: the cache forgot it
             assert r["ops"] >= 3 * batch * PROCS, r
-        after = _metrics(master)
-        asked = {k: after.get(k, 0) - before.get(k, 0) for k in
-                 ("master_get_replica_list_requests_total",
-                  "master_batch_get_replica_list_items_total")}
+        asked = {k: master.metric(k) - before[k] for k in counters}
         # single gets: each timed one, and each process's check read of each workload's pool
         assert asked["master_get_replica_list_requests_total"] == res[1]["ops"] + 2 * PROCS, asked
         assert asked["master_batch_get_replica_list_items_total"] == res[8]["ops"], asked
