@@ -6,33 +6,19 @@ key's location has left the cache when the key comes round again and no read wai
 over loopback; the master's own counters say how many keys it was asked for."""
 
 import json
-import select
+import os
 import subprocess
-import time
+import sys
+from pathlib import Path
 
 from mooncake.cli import binary_path
 from store_helpers import Master
 
+# the harness's process helpers (benchmarks/compare, at the repository's root)
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
+from benchmarks.compare.procs import Worker  # noqa: E402
+
 PROCS = 2
-
-
-def _start_holder(bench, master, log):
-    """The bench's holder role: it serves its segment until its standard input closes. Its
-    stderr goes to a file (a pipe nobody reads could fill and stall it)."""
-    with open(log, "wb") as err:
-        holder = subprocess.Popen([bench, "--role=holder", f"--master={master.addr}",
-                                   f"--segment_size={64 << 20}"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=err, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([holder.stdout], [], [], deadline - time.monotonic())
-        if ready:
-            line = holder.stdout.readline()
-            assert line, f"holder exited: {log.read_text(errors='replace')}"
-            if json.loads(line).get("ready"):
-                return holder
-    holder.kill()
-    raise AssertionError("holder not ready within 120 s")
 
 
 def test_every_first_get_asks_the_master(tmp_path):
@@ -40,7 +26,11 @@ def test_every_first_get_asks_the_master(tmp_path):
     master = Master()
     holder = None
     try:
-        holder = _start_holder(bench, master, tmp_path / "holder.log")
+        # the bench's holder role serves its segment until its standard input closes
+        holder = Worker([bench, "--role=holder", f"--master={master.addr}",
+                         f"--segment_size={64 << 20}"], tmp_path / "holder.log", os.environ.copy())
+        ready = holder.next(timeout=120)
+        assert ready and ready.get("ready"), f"holder not ready: {ready} {holder.tail()}"
         counters = ("master_get_replica_list_requests_total",
                     "master_batch_get_replica_list_items_total")
         before = {k: master.metric(k) for k in counters}
@@ -63,10 +53,5 @@ def test_every_first_get_asks_the_master(tmp_path):
         assert asked["master_batch_get_replica_list_items_total"] == res[8]["ops"], asked
     finally:
         if holder:
-            holder.stdin.close()
-            try:
-                holder.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                holder.kill()
-                holder.wait()
+            holder.stop(grace=30)
         master.stop()
