@@ -144,6 +144,14 @@ int mc_engine_is_registered(mc_engine_t *e, const void *addr, size_t len) {
     return rc;
 }
 
+int mc_engine_is_host_memory(mc_engine_t *e, const void *addr, size_t len) {
+    int rc, dev = -1;
+    if (!addr || !len)
+        return MC_ERR_INVALID_ARGUMENT;
+    MC__GATED(e, rc, mc__devmem_local(e, addr, len, 0, &dev) == 0 && dev < 0 ? 0 : 1);
+    return rc;
+}
+
 /* Memory the CPU cannot read may be a GPU's (not mapped into the host's address space): 0 when
  * the device-memory hook says it is, else MC_ERR_INVALID_ARGUMENT. */
 static int mc__unmapped_device(mc_engine_t *e, const void *addr, size_t len) {

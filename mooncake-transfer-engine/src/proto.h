@@ -44,13 +44,13 @@ enum mc__te_msg {
 #define MC__TE_MAX_NOTIFY_NAME 1024u
 #define MC__TE_MAX_NOTIFY_BODY (MC__TE_MAX_NOTIFY_MSG + 2 * MC__TE_MAX_NOTIFY_NAME + 12)
 #define MC__TE_MAX_ERROR_BODY 4096u
-/* WRITE_ASK: the 24 bytes of a WRITE, then u32 msg_len; the message and the answer are small
- * (a commit request and its verdict), so the server reads the message, and the initiator the
- * answer, into fixed buffers. */
+/* WRITE_ASK: the 24 bytes of a WRITE, then u32 msg_len; the message is small (a commit request,
+ * a key) and the answer at most a verdict with a 16 KiB value (a store's forwarded get), so the
+ * server reads the message and writes the answer into its connection's scratch. */
 #define MC__TE_ASK_BODY (MC__TE_RW_BODY + 4u)
 #define MC__TE_ASK_HEAD (MC_FRAME_HEADER_SIZE + MC__TE_ASK_BODY)
 #define MC__TE_MAX_ASK_MSG 4096u
-#define MC__TE_MAX_ASK_ANSWER 4096u
+#define MC__TE_MAX_ASK_ANSWER ((16u << 10) + 4096u)
 /* The largest body a request frame may announce (checked before anything is buffered): a
  * write-ask of a full slice. */
 #define MC__TE_MAX_REQUEST_BODY (MC__TE_MAX_SLICE + MC__TE_ASK_BODY + MC__TE_MAX_ASK_MSG)

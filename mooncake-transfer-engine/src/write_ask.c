@@ -48,18 +48,17 @@ static int mc__ask_send(int fd, struct iovec *iov, int cnt, uint64_t dl, int *se
 static int mc__ask_read_reply(int fd, uint64_t len, uint64_t dl, void *answer, size_t cap,
                               size_t *answer_len, int *remote_err) {
     uint8_t raw[MC_FRAME_HEADER_SIZE];
-    uint8_t body[MC__TE_MAX_ERROR_BODY > MC__TE_MAX_ASK_ANSWER ? MC__TE_MAX_ERROR_BODY
-                                                               : MC__TE_MAX_ASK_ANSWER];
+    uint8_t body[MC__TE_MAX_ERROR_BODY];
     mc_frame_header_t h;
+    uint64_t left;
     *remote_err = 0;
     if (mc__recv_reply(fd, raw, sizeof(raw), dl, mc__reply_spin_for(len)) ||
-        mc__frame_header_decode(raw, sizeof(raw), sizeof(body), &h))
+        mc__frame_header_decode(raw, sizeof(raw), MC__TE_MAX_ASK_ANSWER, &h))
         return MC_ERR_SOCKET;
-    if (!(h.flags & MC_FRAME_F_REPLY) || h.type != MC__TE_WRITE_ASK || h.request_id != 1 ||
-        h.body_len > sizeof(body))
+    if (!(h.flags & MC_FRAME_F_REPLY) || h.type != MC__TE_WRITE_ASK || h.request_id != 1)
         return MC_ERR_SOCKET;
     if (h.flags & MC_FRAME_F_ERROR) {
-        if (mc__recv_all(fd, body, h.body_len, dl) ||
+        if (h.body_len > sizeof(body) || mc__recv_all(fd, body, h.body_len, dl) ||
             mc__te_decode_error(body, h.body_len, remote_err, NULL, 0))
             return MC_ERR_SOCKET;
         return 0;
@@ -67,8 +66,13 @@ static int mc__ask_read_reply(int fd, uint64_t len, uint64_t dl, void *answer, s
     *answer_len = (size_t)h.body_len;
     if (h.body_len <= cap)
         return h.body_len ? mc__recv_all(fd, answer, h.body_len, dl) : 0;
-    if (mc__recv_all(fd, body, h.body_len, dl))
-        return MC_ERR_SOCKET;
+    /* read past, so that the connection stays usable */
+    for (left = h.body_len; left > 0;) {
+        size_t k = left < sizeof(body) ? (size_t)left : sizeof(body);
+        if (mc__recv_all(fd, body, k, dl))
+            return MC_ERR_SOCKET;
+        left -= k;
+    }
     *remote_err = MC_ERR_INVALID_ARGUMENT;
     return 0;
 }

@@ -1,5 +1,6 @@
 /* A put that waits once: the client's write-ask carrying a slot's commit, and the holder that
- * forwards such commits to the master (slot_forward.h).
+ * forwards such commits to the master (slot_forward.h); the same combining carries the lookups
+ * of gets that a holder answers (get_forward.c).
  *
  * What a put's success means does not change (docs/perf/issue26-put.md): the holder forwards a
  * commit only after the engine put its bytes in place, and answers only with the master's code,
@@ -12,7 +13,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "client/get_forward.h"
 #include "client/store_internal.h"
+#include "mooncake/common/alloc.h"
 #include "mooncake/common/config.h"
 #include "mooncake/common/failpoint.h"
 #include "mooncake/common/frame.h"
@@ -33,15 +36,13 @@
 /* Values up to this size are forwarded. Forwarding 64 KiB puts gained nothing with 8 clients
  * on 2 cores and cost one client a tenth of its puts (docs/perf/issue26-forward/ab.md). */
 #define MC__FWD_MAX_VALUE (16u << 10)
-enum {
-    MC__FWD_ANSWERED = 0, /* the master's code follows */
-    MC__FWD_NOT_SENT = 1, /* the master did not answer the holder: the outcome is unknown */
-};
 /* Commits one forward takes at most (the master's batch bound is larger). */
 #define MC__FWD_MAX_BATCH 64
 
-/* One commit waiting at the holder, on the stack of the connection thread that received it. */
+/* One commit or lookup waiting at the holder, on the stack of the connection thread that
+ * received it. */
 typedef struct mc__fwd_entry {
+    mc__key_replicas_t *kr; /* a lookup's result (NULL: a commit) */
     uint8_t client[MC_MP_CLIENT_ID_LEN];
     char key[MC__FWD_MAX_KEY + 1];
     uint64_t len, slot;
@@ -59,6 +60,8 @@ void mc__forwarder_init(mc__forwarder_t *f) {
     memset(f, 0, sizeof(*f));
     pthread_mutex_init(&f->mu, NULL);
     f->enabled = (int)mc__env_i64_in("MC_STORE_PUT_FORWARD", 1, 0, 1);
+    f->get_enabled = (int)mc__env_i64_in("MC_STORE_GET_FORWARD", 1, 0, 1);
+    atomic_store(&f->get_hint, -1);
 }
 
 void mc__forwarder_fini(mc__forwarder_t *f) {
@@ -67,32 +70,85 @@ void mc__forwarder_fini(mc__forwarder_t *f) {
 
 /* ---- the holder's half ---- */
 
-/* Sends the commits of batch (n of them, linked) to the master in one request and fills in
+/* Sends the commits of batch (n entries, linked) to the master in one request and fills in
  * their codes. Without the lock. */
-static void mc__fwd_send(mc_store_t *s, mc__fwd_entry_t *batch, size_t n) {
+static void mc__fwd_send_commits(mc_store_t *s, mc__fwd_entry_t *batch, size_t n) {
     uint8_t clients[MC__FWD_MAX_BATCH][MC_MP_CLIENT_ID_LEN];
     const char *keys[MC__FWD_MAX_BATCH];
     uint64_t lens[MC__FWD_MAX_BATCH], slots[MC__FWD_MAX_BATCH];
     int32_t codes[MC__FWD_MAX_BATCH];
-    mc__fwd_entry_t *e = batch;
+    mc__fwd_entry_t *e;
+    size_t k = 0;
     int rc;
-    for (size_t i = 0; i < n; i++, e = e->next) {
-        memcpy(clients[i], e->client, MC_MP_CLIENT_ID_LEN);
-        keys[i] = e->key;
-        lens[i] = e->len;
-        slots[i] = e->slot;
+    for (e = batch; e && k < n; e = e->next) {
+        if (e->kr)
+            continue;
+        memcpy(clients[k], e->client, MC_MP_CLIENT_ID_LEN);
+        keys[k] = e->key;
+        lens[k] = e->len;
+        slots[k++] = e->slot;
     }
+    if (k == 0)
+        return;
     rc = mc__master_client_put_commit_for(
-        s->master, n, (const uint8_t(*)[MC_MP_CLIENT_ID_LEN])clients, keys, lens, slots, codes);
+        s->master, k, (const uint8_t(*)[MC_MP_CLIENT_ID_LEN])clients, keys, lens, slots, codes);
     if (rc != 0)
-        MC_DEBUG("store: forwarding %zu put commits failed: %s", n, mc_store_strerror(rc));
+        MC_DEBUG("store: forwarding %zu put commits failed: %s", k, mc_store_strerror(rc));
     /* the master recorded them (or not); a holder stopped here leaves its clients not knowing */
     mc__failpoint("store_forward_after_commit");
-    e = batch;
-    for (size_t i = 0; i < n; i++, e = e->next) {
+    k = 0;
+    for (e = batch; e; e = e->next) {
+        if (e->kr)
+            continue;
         e->status = rc == 0 ? MC__FWD_ANSWERED : MC__FWD_NOT_SENT;
-        e->code = rc == 0 ? codes[i] : rc;
+        e->code = rc == 0 ? codes[k] : rc;
+        k++;
     }
+}
+
+/* Asks the master for the replica lists (leases) of the lookups of batch in one request. */
+static void mc__fwd_send_lookups(mc_store_t *s, mc__fwd_entry_t *batch, size_t n) {
+    const char *keys[MC__FWD_MAX_BATCH];
+    mc__key_replicas_t *out;
+    mc__fwd_entry_t *e;
+    size_t k = 0;
+    int rc;
+    for (e = batch; e && k < n; e = e->next)
+        if (e->kr)
+            keys[k++] = e->key;
+    if (k == 0)
+        return;
+    if (k == 1) {
+        for (e = batch; !e->kr; e = e->next)
+            ;
+        rc = mc__master_client_get_replica_list(s->master, e->key, e->kr);
+        /* a key's own verdict (not found) is an answer, not a failed call */
+        e->status = rc == 0 || rc == MC_ERR_OBJECT_NOT_FOUND ? MC__FWD_ANSWERED : MC__FWD_NOT_SENT;
+        e->code = rc;
+        e->kr->code = rc;
+        return;
+    }
+    out = mc__calloc(k, sizeof(*out));
+    rc = out ? mc__master_client_batch_get_replica_list(s->master, k, keys, out)
+             : MC_ERR_INTERNAL_ERROR;
+    if (rc != 0)
+        MC_DEBUG("store: forwarding %zu lookups failed: %s", k, mc_store_strerror(rc));
+    k = 0;
+    for (e = batch; e; e = e->next) {
+        if (!e->kr)
+            continue;
+        if (rc == 0)
+            *e->kr = out[k];
+        e->status = rc == 0 ? MC__FWD_ANSWERED : MC__FWD_NOT_SENT;
+        e->code = rc == 0 ? out[k].code : rc;
+        k++;
+    }
+    mc__free(out);
+}
+
+static void mc__fwd_send(mc_store_t *s, mc__fwd_entry_t *batch, size_t n) {
+    mc__fwd_send_commits(s, batch, n);
+    mc__fwd_send_lookups(s, batch, n);
 }
 
 /* Queues me and waits for its code. The thread that finds nobody forwarding leads: it takes
@@ -191,17 +247,39 @@ static int mc__fwd_decode(const uint8_t *msg, size_t n, mc__fwd_entry_t *e) {
     return 0;
 }
 
-/* The engine's ask handler: the bytes of the put are in place in our segment. */
+int mc__fwd_lookup(mc_store_t *s, const char *key, mc__key_replicas_t *kr) {
+    mc__fwd_entry_t e;
+    size_t klen = strlen(key);
+    if (klen == 0 || klen > MC__FWD_MAX_KEY)
+        return MC__FWD_NOT_SENT;
+    memset(&e, 0, sizeof(e));
+    memcpy(e.key, key, klen);
+    memset(kr, 0, sizeof(*kr));
+    e.kr = kr;
+    mc__fwd_commit(s, &e);
+    return e.status;
+}
+
+/* The engine's ask handler: a put's bytes are in place in our segment (the message is its
+ * commit), or a reader asks for a value by key (get_forward.c). */
 static int mc__fwd_handler(void *ctx, const void *msg, size_t msg_len, void *answer, size_t cap,
                            size_t *answer_len) {
     mc_store_t *s = ctx;
     mc__fwd_entry_t e;
     uint8_t *a = answer;
+    if (msg_len > 0 && ((const uint8_t *)msg)[0] == MC__GET_FWD_KIND)
+        return mc__get_forward_serve(s, msg, msg_len, answer, cap, answer_len);
     memset(&e, 0, sizeof(e));
     if (cap < MC__FWD_ANSWER)
         return MC_ERR_INVALID_PARAMS;
     if (mc__fwd_decode(msg, msg_len, &e) != 0)
         return MC_ERR_INVALID_PARAMS; /* a peer of another version, or a forged message */
+    if (!s->fwd.enabled) {            /* serving gets only: the client commits this put itself */
+        a[0] = MC__FWD_DECLINED;
+        mc__le_put(a + 1, 0, 4);
+        *answer_len = MC__FWD_ANSWER;
+        return 0;
+    }
     /* the bytes are in place and the commit not yet sent (tests stop a holder here) */
     mc__failpoint("store_forward_before_commit");
     mc__fwd_commit(s, &e);
@@ -215,7 +293,7 @@ void mc__forwarder_start(mc_store_t *s) {
     /* a new engine numbers its segments anew */
     for (int i = 0; i < MC__FWD_IDS; i++)
         atomic_store(&s->fwd.no_until[i], 0);
-    if (!s->fwd.enabled || !s->own_engine || !s->segment)
+    if ((!s->fwd.enabled && !s->fwd.get_enabled) || !s->own_engine || !s->segment)
         return;
     if (mc_engine_set_ask_handler(s->engine, mc__fwd_handler, s) == 0)
         s->fwd.serving = 1;
@@ -234,13 +312,13 @@ void mc__forwarder_stop(mc_store_t *s) {
  * handler goes first), or been replaced by a build that has one. */
 #define MC__FWD_RETRY_MS 30000
 
-static int mc__fwd_known_without(mc__forwarder_t *f, mc_segment_id_t id) {
+int mc__fwd_known_without(mc__forwarder_t *f, mc_segment_id_t id) {
     if (id < 0 || id >= MC__FWD_IDS)
         return 0;
     return mc__now_ms() < atomic_load(&f->no_until[id]);
 }
 
-static void mc__fwd_mark_without(mc__forwarder_t *f, mc_segment_id_t id) {
+void mc__fwd_mark_without(mc__forwarder_t *f, mc_segment_id_t id) {
     if (id >= 0 && id < MC__FWD_IDS)
         atomic_store(&f->no_until[id], mc__now_ms() + MC__FWD_RETRY_MS);
 }
@@ -277,6 +355,10 @@ int mc__slot_forward_put(mc_store_t *s, const char *key, const void *value, uint
     }
     if (rc == MC_ERR_ADDRESS_NOT_REGISTERED)
         return MC__FWD_UNUSED; /* nothing written: the usual write meets and reports it */
+    if (rc == 0 && alen == MC__FWD_ANSWER && answer[0] == MC__FWD_DECLINED) {
+        mc__fwd_mark_without(&s->fwd, id); /* a holder that forwards gets only */
+        return MC__FWD_UNUSED; /* the bytes landed in our slot; the usual write and commit */
+    }
     if (rc != 0 || alen != MC__FWD_ANSWER || answer[0] != MC__FWD_ANSWERED)
         return MC__FWD_UNKNOWN;
     *code = (int32_t)(uint32_t)mc__le_get(answer + 1, 4);

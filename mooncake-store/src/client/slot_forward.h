@@ -26,9 +26,14 @@ typedef struct mc__forwarder {
     pthread_mutex_t mu;
     struct mc__fwd_entry *head, *tail;
     int busy;
-    size_t last_n; /* commits the last forward carried */
-    int serving;   /* the ask handler is registered with our engine */
-    int enabled;   /* MC_STORE_PUT_FORWARD (default 1) */
+    size_t last_n;   /* commits the last forward carried */
+    int serving;     /* the ask handler is registered with our engine */
+    int enabled;     /* MC_STORE_PUT_FORWARD (default 1) */
+    int get_enabled; /* MC_STORE_GET_FORWARD (default 1): get_forward.c, both halves */
+    /* the client's half of get_forward.c: the segment (id) whose holder is asked for a value
+     * first, the last one a read through the master found it in; -1: none yet */
+    _Atomic int64_t get_hint;
+    _Atomic uint64_t gets_served; /* the holder's half: values it sent with an answer */
     /* the client's half: until when (ms) a segment's holder, by id (below MC__FWD_IDS), is not
      * asked again after it answered that it has no handler */
     _Atomic uint64_t no_until[MC__FWD_IDS];
@@ -53,4 +58,19 @@ int mc__slot_forward_put(struct mc_store *s, const char *key, const void *value,
                          const mc__put_slot_t *slot, int32_t *code);
 /* Whether a put of one piece into slot may be forwarded at all (one replica, not ours). */
 int mc__slot_forward_fits(struct mc_store *s, const char *key, const mc__put_slot_t *slot);
+
+/* The holder's half, for get_forward.c: the replica list of key from the master, asked for
+ * together with the commits and lookups that wait meanwhile. MC__FWD_ANSWERED with kr filled
+ * (kr->code 0, or OBJECT_NOT_FOUND, or another code of that key), or MC__FWD_NOT_SENT when the
+ * master did not answer. */
+enum {
+    MC__FWD_ANSWERED = 0, /* the master's code follows */
+    MC__FWD_NOT_SENT = 1, /* the master did not answer the holder: the outcome is unknown */
+    MC__FWD_DECLINED = 2, /* a commit to a holder that forwards gets only: nothing committed */
+};
+int mc__fwd_lookup(struct mc_store *s, const char *key, mc__key_replicas_t *kr);
+/* Whether the holder of segment id answered lately that it has no ask handler, and recording
+ * that it did (asked again after 30 s). */
+int mc__fwd_known_without(mc__forwarder_t *f, int64_t id);
+void mc__fwd_mark_without(mc__forwarder_t *f, int64_t id);
 #endif

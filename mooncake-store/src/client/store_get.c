@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "client/direct.h"
+#include "client/get_forward.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
 #include "mooncake/common/failpoint.h"
@@ -38,11 +39,16 @@ int mc__store_cached_read_ok(mc_store_t *s, const char *key, int64_t rc, uint64_
 static int64_t mc__read_key_master(mc_store_t *s, const char *key, const mc_store_iov_t *iov,
                                    size_t iovcnt) {
     mc__key_replicas_t *kr = NULL;
-    int64_t rc = mc__store_get_replicas(s, key, &kr);
+    int64_t rc;
+    if (mc__get_forward(s, key, iov, iovcnt, &rc))
+        return rc; /* a holder answered in one round trip (get_forward.h) */
+    rc = mc__store_get_replicas(s, key, &kr);
     if (rc == 0)
         rc = mc__store_read_replicas(s, kr, iov, iovcnt);
     if (rc < 0) /* a list whose read failed (another incarnation, a dead owner) is no use later */
         mc__replica_cache_drop(s->rcache, key);
+    else
+        mc__get_forward_learn(s, kr);
     mc__free(kr);
     return rc;
 }
@@ -261,14 +267,31 @@ static int mc__read_to_buffer(mc_store_t *s, const mc__key_replicas_t *kr,
     return n < 0 ? (int)n : 0;
 }
 
+/* A new buffer for kr's object from the bytes a holder sent (value), or read through kr. */
+static int mc__fill_buffer(mc_store_t *s, const mc__key_replicas_t *kr, const uint8_t *value,
+                           mc_store_buffer_t **out) {
+    int rc;
+    if (!value)
+        return mc__read_to_buffer(s, kr, out);
+    rc = mc__new_buffer(s, kr, out);
+    if (rc == 0 && kr->size > 0)
+        memcpy((*out)->data, value, (size_t)kr->size); /* staging or heap: host memory */
+    return rc;
+}
+
 /* The object of key into a new buffer, through a replica list the master grants now. */
 static int mc__get_buffer_master(mc_store_t *s, const char *key, mc_store_buffer_t **out) {
     mc__key_replicas_t *kr = NULL;
-    int rc = mc__store_get_replicas(s, key, &kr);
+    int rc;
+    if (mc__get_forward_buffer(s, key, mc__fill_buffer, out, &rc))
+        return rc; /* a holder answered in one round trip (get_forward.h) */
+    rc = mc__store_get_replicas(s, key, &kr);
     if (rc == 0)
         rc = mc__read_to_buffer(s, kr, out);
     if (rc < 0) /* see mc__read_key_master */
         mc__replica_cache_drop(s->rcache, key);
+    else
+        mc__get_forward_learn(s, kr);
     mc__free(kr);
     return rc;
 }

@@ -209,7 +209,7 @@ static void test_forward_refuses_bad_messages(void **state) {
     n = fwd_message(m, 1, me, 1, 4096, 3, "abc", 3);
     assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, 10, answer, 16, &alen),
                      MC_ERR_INVALID_PARAMS);
-    m[0] = 2;
+    m[0] = 3; /* 2 is a get's (get_forward.c) */
     assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, 16, &alen),
                      MC_ERR_INVALID_PARAMS);
     n = fwd_message(m, 1, me, 1, 4096, 5, "abc", 3);
@@ -236,6 +236,158 @@ static void test_forward_refuses_bad_messages(void **state) {
     assert_true(XXH64(out, 4096, 0) == XXH64(v, 4096, 0));
     free(v);
     free(out);
+}
+
+/* First gets answered by the node (get_forward.c): a reader without the key's location asks the
+ * node that held its last value, and the node asks the master for the list (one batch request
+ * for the lookups that meet) and answers with the value. Each get reads back, and every get
+ * after the reader's first went through the node; a value larger than the reader's 16 KiB
+ * bound is read as before, and a missing or removed key is not found. */
+static void test_first_gets_answered_by_the_node(void **state) {
+    fixture_t *f = *state;
+    enum { N = 48 };
+    mc_store_t *reader = make_store(f->m.addr, 0, 4 * MIB);
+    double singles0 = 0, singles = 0, items0 = 0, items = 0;
+    uint64_t served0 = atomic_load(&f->node->fwd.gets_served);
+    uint8_t *out = malloc(64 << 10);
+    mc_store_buffer_t *b = NULL;
+    for (int i = 0; i < N; i++) {
+        char key[32];
+        size_t n = i % 4 == 0 ? 16384 : i % 4 == 1 ? 1 : 4096;
+        uint8_t *v = pattern(n, (unsigned)(1000 + i));
+        snprintf(key, sizeof(key), "gf-%d", i);
+        assert_int_equal(mc_store_put(f->pure, key, v, n, NULL), 0);
+        free(v);
+    }
+    assert_int_equal(
+        mc_test_metric(f->m.metrics_port, "master_get_replica_list_requests_total", &singles0), 0);
+    assert_int_equal(
+        mc_test_metric(f->m.metrics_port, "master_batch_get_replica_list_items_total", &items0), 0);
+    for (int i = 0; i < N; i++) {
+        char key[32];
+        size_t n = i % 4 == 0 ? 16384 : i % 4 == 1 ? 1 : 4096;
+        uint8_t *v = pattern(n, (unsigned)(1000 + i));
+        snprintf(key, sizeof(key), "gf-%d", i);
+        if (i % 2 == 0) {
+            assert_int_equal(mc_store_get_into(reader, key, out, 16384), (int64_t)n);
+            assert_true(XXH64(out, n, 0) == XXH64(v, n, 0));
+        } else {
+            assert_int_equal(mc_store_get_buffer(reader, key, &b), 0);
+            assert_int_equal(mc_store_buffer_size(b), n);
+            assert_true(XXH64(mc_store_buffer_data(b), n, 0) == XXH64(v, n, 0));
+            mc_store_buffer_free(b);
+        }
+        free(v);
+    }
+    assert_int_equal(
+        mc_test_metric(f->m.metrics_port, "master_get_replica_list_requests_total", &singles), 0);
+    assert_int_equal(
+        mc_test_metric(f->m.metrics_port, "master_batch_get_replica_list_items_total", &items), 0);
+    /* the reader asked the master once itself (it knew no node yet); the node asked for the rest */
+    /* the master was asked once for each key: by the reader for its first (it knew no node
+     * yet), by the node for the rest, which it answered with their values */
+    assert_true(singles - singles0 + items - items0 == N);
+    assert_int_equal(atomic_load(&f->node->fwd.gets_served) - served0, N - 1);
+    assert_int_equal(atomic_load(&f->pure->fwd.gets_served), 0);
+    /* a buffer one byte short: as before, an error and not a truncated read */
+    assert_int_equal(mc_store_get_into(reader, "gf-2", out, 4095), MC_ERR_BUFFER_OVERFLOW);
+    /* missing: not found through the node, and through the master with forwarding left out */
+    assert_int_equal(mc_store_get_into(reader, "gf-none", out, 4096), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_store_get_buffer(reader, "gf-none", &b), MC_ERR_OBJECT_NOT_FOUND);
+    assert_null(b);
+    /* 64 KiB: into a 64 KiB buffer the reader reads it through the master, as before; into a
+     * new buffer (whose size it does not know ahead) through the list the node sends */
+    {
+        uint8_t *v = pattern(64 << 10, 77);
+        assert_int_equal(mc_store_put(f->pure, "gf-big", v, 64 << 10, NULL), 0);
+        assert_int_equal(mc_store_put(f->pure, "gf-big2", v, 64 << 10, NULL), 0);
+        assert_int_equal(mc_store_get_into(reader, "gf-big", out, 64 << 10), 64 << 10);
+        assert_memory_equal(out, v, 64 << 10);
+        assert_int_equal(mc_store_get_buffer(reader, "gf-big2", &b), 0);
+        assert_int_equal(mc_store_buffer_size(b), 64 << 10);
+        assert_memory_equal(mc_store_buffer_data(b), v, 64 << 10);
+        mc_store_buffer_free(b);
+        b = NULL;
+        free(v);
+    }
+    assert_int_equal(atomic_load(&f->node->fwd.gets_served) - served0, N - 1);
+    /* a removed key's get through the node finds it gone */
+    assert_int_equal(mc_store_put(f->pure, "gf-gone", out, 100, NULL), 0);
+    assert_int_equal(mc_store_remove(f->pure, "gf-gone", 0), 0);
+    assert_int_equal(mc_store_get_into(reader, "gf-gone", out, 4096), MC_ERR_OBJECT_NOT_FOUND);
+    mc_store_destroy(reader);
+    free(out);
+}
+
+/* A get's message as get_forward.c writes it: u8 kind (2) | u64 room | u16 key_len | key. */
+static size_t gf_message(uint8_t *m, uint8_t kind, uint64_t room, uint16_t klen, const char *key,
+                         size_t key_bytes) {
+    size_t n = 0;
+    m[n++] = kind;
+    for (int i = 0; i < 8; i++)
+        m[n++] = (uint8_t)(room >> (8 * i));
+    m[n++] = (uint8_t)klen;
+    m[n++] = (uint8_t)(klen >> 8);
+    memcpy(m + n, key, key_bytes);
+    return n + key_bytes;
+}
+
+/* What a peer may get wrong in a get's message: the node refuses each malformed one
+ * (INVALID_PARAMS), answers a well-formed one (the value only with room for it, never more than
+ * asked), and goes on serving. */
+static void test_get_forward_refuses_bad_messages(void **state) {
+    fixture_t *f = *state;
+    mc_engine_t *e = f->pure->engine;
+    static uint8_t answer[MC_ASK_MAX_ANSWER];
+    uint8_t m[64], *v = pattern(4096, 9);
+    size_t alen = 0, n;
+    mc_segment_id_t id;
+    assert_int_equal(mc_store_put(f->pure, "gfb", v, 4096, NULL), 0);
+    assert_int_equal(mc_engine_open_segment(e, f->node->hostname, &id), 0);
+    /* too short, no key, a key length that disagrees, a NUL in the key */
+    n = gf_message(m, 2, 4096, 3, "gfb", 3);
+    assert_int_equal(
+        mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, 10, answer, sizeof(answer), &alen),
+        MC_ERR_INVALID_PARAMS);
+    n = gf_message(m, 2, 4096, 0, "", 0);
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, sizeof(answer), &alen),
+                     MC_ERR_INVALID_PARAMS);
+    n = gf_message(m, 2, 4096, 4, "gfb", 3);
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, sizeof(answer), &alen),
+                     MC_ERR_INVALID_PARAMS);
+    n = gf_message(m, 2, 4096, 3, "g\0b", 3);
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, sizeof(answer), &alen),
+                     MC_ERR_INVALID_PARAMS);
+    /* an answer longer than the asker's room for it: refused, and the connection still serves */
+    n = gf_message(m, 2, 4096, 3, "gfb", 3);
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, 16, &alen),
+                     MC_ERR_INVALID_ARGUMENT);
+    /* well formed: the list and the value */
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, sizeof(answer), &alen),
+                     0);
+    assert_int_equal(answer[0], 0);
+    assert_int_equal(answer[5], 1);
+    assert_true(alen > 10 + 4096);
+    assert_memory_equal(answer + alen - 4096, v, 4096);
+    /* room for less than the value: the list alone */
+    n = gf_message(m, 2, 4095, 3, "gfb", 3);
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, sizeof(answer), &alen),
+                     0);
+    assert_int_equal(answer[0], 0);
+    assert_int_equal(answer[5], 0);
+    assert_true(alen < 4096);
+    /* a key nobody put: the master's code */
+    n = gf_message(m, 2, 4096, 3, "gfx", 3);
+    assert_int_equal(mc_engine_write_ask(e, id, NULL, 0, 0, 0, m, n, answer, sizeof(answer), &alen),
+                     0);
+    assert_int_equal(alen, 10);
+    assert_int_equal((int32_t)((uint32_t)answer[1] | (uint32_t)answer[2] << 8 |
+                               (uint32_t)answer[3] << 16 | (uint32_t)answer[4] << 24),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    /* the node still serves */
+    assert_int_equal(mc_store_get_into(f->pure, "gfb", answer, 4096), 4096);
+    assert_memory_equal(answer, v, 4096);
+    free(v);
 }
 
 static void test_parts_batches_zero_copy(void **state) {
@@ -813,6 +965,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_parts_batches_zero_copy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forwarded_puts_from_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forward_refuses_bad_messages, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_first_gets_answered_by_the_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_forward_refuses_bad_messages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leases_and_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_memory_checks, setup, teardown),

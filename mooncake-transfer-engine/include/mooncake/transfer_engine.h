@@ -146,6 +146,11 @@ MC_API int mc_engine_unregister_memory_batch(mc_engine_t *e, void *const *addrs,
  * length. The answer can change as soon as it is given (another thread may unregister); callers
  * use it to choose a path, and the transfer itself checks again. */
 MC_API int mc_engine_is_registered(mc_engine_t *e, const void *addr, size_t len);
+/* 0 when [addr, addr+len) is host memory the CPU may copy to with memcpy (registered as host
+ * memory, or not registered and not a device's as the device-memory hook tells), 1 when it is a
+ * device's; MC_ERR_INVALID_ARGUMENT for a NULL address or zero length. Whether the range is
+ * mapped is not checked (mc_engine_check_memory). */
+MC_API int mc_engine_is_host_memory(mc_engine_t *e, const void *addr, size_t len);
 /* For addresses the caller cannot vouch for (an integer from Python): 0 when [addr, addr+len)
  * may be read (writable = 0) or written (writable = 1) by this process. Inside one registered
  * buffer: 0 after one O(log n) lookup. Starting inside one and running past its end:
@@ -302,9 +307,10 @@ MC_API void mc_engine_notifies_free(mc_notify_t *arr, size_t count);
 
 /* Write-ask: one round trip that writes bytes into a peer's registered memory and hands a small
  * message to the peer owner's code, which runs only once the bytes are in place and whose answer
- * is the reply (a store's small put and its commit). The engine does not read the message. */
-#define MC_ASK_MAX_MSG 4096    /* a write-ask's message, at most */
-#define MC_ASK_MAX_ANSWER 4096 /* a handler's answer, at most (its cap) */
+ * is the reply (a store's small put and its commit; with no bytes, a store's get answered with
+ * the value). The engine reads neither the message nor the answer. */
+#define MC_ASK_MAX_MSG 4096                   /* a write-ask's message, at most */
+#define MC_ASK_MAX_ANSWER ((16 << 10) + 4096) /* a handler's answer, at most (its cap) */
 /* Called on a connection thread of the engine's server after a write-ask's bytes are in place in
  * registered memory. Writes its answer (at most cap bytes) to answer and its length to
  * *answer_len and returns 0; a nonzero return is sent to the initiator as an error frame with

@@ -3,7 +3,9 @@
 The bench's clients keep 256 replica locations and read a pool of more keys in order, so each
 key's location has left the cache when the key comes round again and no read waits
 (docs/benchmarks.md, "Gets, twice"). A real master, a real holder and two bench processes run
-over loopback; the master's own counters say how many keys it was asked for."""
+over loopback; the master's own counters say how many keys it was asked for, by the readers
+themselves or by the holder they asked (a first get of a small value goes to the holder, which
+asks the master for it: docs/store.md, "Gets answered by a holder")."""
 
 import json
 import os
@@ -48,9 +50,9 @@ def test_every_first_get_asks_the_master(tmp_path):
             assert r["waits"] == 0, (batch, r)  # no read waited for a gap: the cache forgot it
             assert r["ops"] >= 3 * batch * PROCS, r
         asked = {k: master.metric(k) - before[k] for k in counters}
-        # single gets: each timed one, and each process's check read of each workload's pool
-        assert asked["master_get_replica_list_requests_total"] == res[1]["ops"] + 2 * PROCS, asked
-        assert asked["master_batch_get_replica_list_items_total"] == res[8]["ops"], asked
+        # each timed get, and each process's check read of each workload's pool, asked for its
+        # key once; the holder's lookups for several readers travel as one batch
+        assert sum(asked.values()) == res[1]["ops"] + 2 * PROCS + res[8]["ops"], asked
     finally:
         if holder:
             holder.stop(grace=30)
