@@ -128,6 +128,10 @@ void mc__get_forward_learn(struct mc_store *s, const mc__key_replicas_t *kr) {
     }
 }
 
+void mc__get_forward_sized(struct mc_store *s, uint64_t size) {
+    atomic_store_explicit(&s->fwd.buffer_big, size > MC__GFWD_MAX_VALUE, memory_order_relaxed);
+}
+
 /* The answer's list into kr: 0, or -1 when it is not one well-formed list of one key. */
 static int mc__gfwd_list(const uint8_t *p, size_t len, mc__key_replicas_t *kr) {
     mc_frame_header_t h;
@@ -251,7 +255,10 @@ int mc__get_forward(struct mc_store *s, const char *key, const mc_store_iov_t *i
 int mc__get_forward_buffer(struct mc_store *s, const char *key, mc__gfwd_fill_fn fill,
                            mc_store_buffer_t **out, int *rc) {
     mc__gfwd_answer_t ans;
-    if (!s->fwd.get_enabled || atomic_load(&s->fwd.get_hint) < 0)
+    /* a reader whose last such value was larger than an answer holds would get a list, read
+     * through it, and have paid the holder's relay for nothing: it asks the master */
+    if (!s->fwd.get_enabled || atomic_load(&s->fwd.get_hint) < 0 ||
+        atomic_load_explicit(&s->fwd.buffer_big, memory_order_relaxed))
         return 0;
     if (!mc__gfwd_ask(s, key, MC__GFWD_MAX_VALUE, &ans))
         return 0;
@@ -259,6 +266,7 @@ int mc__get_forward_buffer(struct mc_store *s, const char *key, mc__gfwd_fill_fn
         *rc = ans.code;
         return 1;
     }
+    mc__get_forward_sized(s, ans.kr.size);
     *rc = fill(s, &ans.kr, ans.value, out);
     if (*rc < 0)
         mc__replica_cache_drop(s->rcache, key);

@@ -38,6 +38,9 @@ typedef int (*mc__gfwd_fill_fn)(struct mc_store *s, const mc__key_replicas_t *kr
                                 const uint8_t *value, mc_store_buffer_t **out);
 int mc__get_forward_buffer(struct mc_store *s, const char *key, mc__gfwd_fill_fn fill,
                            mc_store_buffer_t **out, int *rc);
+/* Records the size of a value a get into a new buffer found, which tells whether the next one
+ * is worth asking a holder for. */
+void mc__get_forward_sized(struct mc_store *s, uint64_t size);
 /* Records where a read through the master found key's value (kr), for the next first get. */
 void mc__get_forward_learn(struct mc_store *s, const mc__key_replicas_t *kr);
 #endif

@@ -34,6 +34,7 @@ typedef struct mc__forwarder {
      * first, the last one a read through the master found it in; -1: none yet */
     _Atomic int64_t get_hint;
     _Atomic uint64_t gets_served; /* the holder's half: values it sent with an answer */
+    _Atomic int buffer_big;       /* the reader's last get into a new buffer was over 16 KiB */
     /* the client's half: until when (ms) a segment's holder, by id (below MC__FWD_IDS), is not
      * asked again after it answered that it has no handler */
     _Atomic uint64_t no_until[MC__FWD_IDS];

@@ -286,8 +286,10 @@ static int mc__get_buffer_master(mc_store_t *s, const char *key, mc_store_buffer
     if (mc__get_forward_buffer(s, key, mc__fill_buffer, out, &rc))
         return rc; /* a holder answered in one round trip (get_forward.h) */
     rc = mc__store_get_replicas(s, key, &kr);
-    if (rc == 0)
+    if (rc == 0) {
+        mc__get_forward_sized(s, kr->size);
         rc = mc__read_to_buffer(s, kr, out);
+    }
     if (rc < 0) /* see mc__read_key_master */
         mc__replica_cache_drop(s->rcache, key);
     else

@@ -311,6 +311,17 @@ static void test_first_gets_answered_by_the_node(void **state) {
         free(v);
     }
     assert_int_equal(atomic_load(&f->node->fwd.gets_served) - served0, N - 1);
+    /* after a value larger than an answer holds, the next get into a new buffer asks the
+     * master; one of a small value makes the reader ask the node again */
+    assert_int_equal(mc_store_put(f->pure, "gf-s1", out, 100, NULL), 0);
+    assert_int_equal(mc_store_put(f->pure, "gf-s2", out, 100, NULL), 0);
+    assert_int_equal(mc_store_get_buffer(reader, "gf-s1", &b), 0);
+    mc_store_buffer_free(b);
+    assert_int_equal(atomic_load(&f->node->fwd.gets_served) - served0, N - 1);
+    assert_int_equal(mc_store_get_buffer(reader, "gf-s2", &b), 0);
+    mc_store_buffer_free(b);
+    b = NULL;
+    assert_int_equal(atomic_load(&f->node->fwd.gets_served) - served0, N);
     /* a removed key's get through the node finds it gone */
     assert_int_equal(mc_store_put(f->pure, "gf-gone", out, 100, NULL), 0);
     assert_int_equal(mc_store_remove(f->pure, "gf-gone", 0), 0);
