@@ -16,6 +16,17 @@ COMMITS = 'mooncake_master_requests_total{op="put_commit"}'
 STOP_AFTER_LOOKUP = {"MC_FAILPOINTS": "store_get_forward_after_lookup=stop"}
 
 
+def second_get_through(holder, reader, stored, first, second):
+    """The reader's first get asks the master itself and learns which holder to ask next; the
+    second goes to that holder, which stops after its lookup, holding the answer, and is let go.
+    """
+    assert reader.run(f"result = sha(store.get({first!r}))") == stored[first]
+    reader.send(f"result = sha(store.get({second!r}))")
+    assert wait_for(holder.stopped, timeout=30), "the get did not reach the holder"
+    holder.signal(signal.SIGCONT)
+    assert reader.reply() == stored[second]
+
+
 def test_a_first_get_goes_through_the_holder(make_master, make_worker):
     master = make_master(LEASE)
     node = make_worker(env=STOP_AFTER_LOOKUP)
@@ -26,13 +37,7 @@ def test_a_first_get_goes_through_the_holder(make_master, make_worker):
     stored = put_many(writer, "small", 16, 4096)
     stored.update(put_many(writer, "edge", 4, 16384))  # the largest sent with an answer
     stored.update(put_many(writer, "big", 4, 65536))  # read through the list the holder sends
-    # the reader's first get asks the master itself: it learns which holder to ask next
-    assert reader.run("result = sha(store.get('small0'))") == stored["small0"]
-    # the next one goes to the holder, which stops after its lookup, holding the answer
-    reader.send("result = sha(store.get('small1'))")
-    assert wait_for(node.stopped, timeout=30), "the get did not reach the holder"
-    node.signal(signal.SIGCONT)
-    assert reader.reply() == stored["small1"]
+    second_get_through(node, reader, stored, "small0", "small1")
     assert digests(reader, stored) == stored
     # into a buffer of the caller's (get_into): a value that fits comes with the answer
     assert reader.run(
@@ -95,11 +100,7 @@ def test_holders_that_forward_one_kind_only(make_master, make_worker):
     assert master.metric(COMMITS) - commits >= 16  # it declined the commits: the client's own
     reader2 = make_worker()
     reader2.setup(master, segment=0)
-    assert reader2.run("result = sha(store.get('b0'))") == more["b0"]
-    reader2.send("result = sha(store.get('b1'))")
-    assert wait_for(puts_off.stopped, timeout=30), "the get did not reach the holder"
-    puts_off.signal(signal.SIGCONT)
-    assert reader2.reply() == more["b1"]
+    second_get_through(puts_off, reader2, more, "b0", "b1")
     assert digests(reader2, more) == more
 
 
