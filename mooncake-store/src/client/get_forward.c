@@ -186,8 +186,11 @@ static int mc__gfwd_ask(struct mc_store *s, const char *key, uint64_t room,
     sent = mc__now_ms(); /* the lease counts from before the ask left (replica_cache.c) */
     r = mc_engine_write_ask(s->engine, id, NULL, 0, 0, 0, msg, MC__GFWD_HEAD + klen, a,
                             MC__GFWD_ANSWER_HEAD + MC__GFWD_MAX_LIST + (size_t)room, &alen);
-    if (r == MC_ERR_NOT_IMPLEMENTED || (r == 0 && alen >= 1 && a[0] == MC__FWD_DECLINED)) {
-        mc__fwd_mark_without(f, id); /* an older holder, or one with forwarded gets off */
+    /* a holder without the handler, one with forwarded gets off, or one of an older build,
+     * whose handler refuses the message as a malformed commit: not asked for a while */
+    if (r == MC_ERR_NOT_IMPLEMENTED || r == MC_ERR_INVALID_PARAMS ||
+        (r == 0 && alen >= 1 && a[0] == MC__FWD_DECLINED)) {
+        mc__fwd_mark_without(f, id);
         return 0;
     }
     if (r != 0) {

@@ -401,6 +401,30 @@ static void test_get_forward_refuses_bad_messages(void **state) {
     free(v);
 }
 
+static int refuse_every_ask(void *ctx, const void *msg, size_t msg_len, void *answer, size_t cap,
+                            size_t *answer_len) {
+    (void)ctx, (void)msg, (void)msg_len, (void)answer, (void)cap, (void)answer_len;
+    return MC_ERR_INVALID_PARAMS;
+}
+
+/* A holder of an older build refuses a get's message (its handler knows only commits): the
+ * reader reads through the master, and does not ask that holder again for a while. */
+static void test_get_forward_to_an_older_holder(void **state) {
+    fixture_t *f = *state;
+    mc_store_t *reader = make_store(f->m.addr, 0, 4 * MIB);
+    uint8_t *v = pattern(4096, 21), out[4096];
+    mc_segment_id_t id;
+    assert_int_equal(mc_store_put(f->pure, "old-1", v, 4096, NULL), 0);
+    assert_int_equal(mc_engine_set_ask_handler(f->node->engine, refuse_every_ask, NULL), 0);
+    assert_int_equal(mc_engine_open_segment(reader->engine, f->node->hostname, &id), 0);
+    atomic_store(&reader->fwd.get_hint, id);
+    assert_int_equal(mc_store_get_into(reader, "old-1", out, 4096), 4096);
+    assert_memory_equal(out, v, 4096);
+    assert_true(mc__fwd_known_without(&reader->fwd, id));
+    mc_store_destroy(reader);
+    free(v);
+}
+
 static void test_parts_batches_zero_copy(void **state) {
     fixture_t *f = *state;
     size_t n = 3 * MIB;
@@ -978,6 +1002,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_forward_refuses_bad_messages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_first_gets_answered_by_the_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_forward_refuses_bad_messages, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_forward_to_an_older_holder, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leases_and_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_memory_checks, setup, teardown),
