@@ -90,6 +90,7 @@ int mc__get_forward_serve(struct mc_store *s, const void *msg, size_t msg_len, v
         return 0;
     }
     mc__buf_init(&b);
+    (void)mc__buf_reserve(&b, MC__GFWD_MAX_LIST); /* one allocation (a failed one fails below) */
     if (mc__mp_encode_replicas_reply(&b, MC_MP_GET_REPLICA_LIST, 0, 1, &kr) != 0 ||
         b.len > MC__GFWD_MAX_LIST) {
         mc__buf_free(&b);
@@ -112,11 +113,11 @@ int mc__get_forward_serve(struct mc_store *s, const void *msg, size_t msg_len, v
 
 /* ---- the reader's half ---- */
 
-void mc__get_forward_learn(struct mc_store *s, const mc__key_replicas_t *kr) {
+/* Points the hint at the holder of kr's first complete replica that is neither ours nor
+ * suspect. */
+static void mc__gfwd_point_at(struct mc_store *s, const mc__key_replicas_t *kr) {
     uint32_t n = kr->n_replicas < MC_MP_MAX_REPLICA_NUM ? kr->n_replicas : MC_MP_MAX_REPLICA_NUM;
     mc_segment_id_t id;
-    if (!s->fwd.get_enabled)
-        return;
     for (uint32_t r = 0; r < n; r++) {
         const mc__replica_desc_t *d = &kr->replicas[r];
         if (d->status != MC_MP_REPLICA_COMPLETE || strcmp(d->segment_name, s->hostname) == 0 ||
@@ -126,6 +127,15 @@ void mc__get_forward_learn(struct mc_store *s, const mc__key_replicas_t *kr) {
             atomic_store(&s->fwd.get_hint, (int64_t)id);
         return;
     }
+}
+
+/* Only while no holder is hinted: a read through the master with a holder hinted is one the
+ * holder was not asked for (a larger value, one it refused lately), and looking its replicas up
+ * on every such read would cost each a lock and a segment lookup for nothing. The hint moves
+ * when a holder's answer says the value lies elsewhere (mc__get_forward). */
+void mc__get_forward_learn(struct mc_store *s, const mc__key_replicas_t *kr) {
+    if (s->fwd.get_enabled && atomic_load_explicit(&s->fwd.get_hint, memory_order_relaxed) < 0)
+        mc__gfwd_point_at(s, kr);
 }
 
 void mc__get_forward_sized(struct mc_store *s, uint64_t size) {
@@ -250,7 +260,7 @@ int mc__get_forward(struct mc_store *s, const char *key, const mc_store_iov_t *i
         if (*rc < 0)
             mc__replica_cache_drop(s->rcache, key);
         else
-            mc__get_forward_learn(s, &ans.kr);
+            mc__gfwd_point_at(s, &ans.kr);
     }
     return 1;
 }
@@ -274,6 +284,6 @@ int mc__get_forward_buffer(struct mc_store *s, const char *key, mc__gfwd_fill_fn
     if (*rc < 0)
         mc__replica_cache_drop(s->rcache, key);
     else if (!ans.value)
-        mc__get_forward_learn(s, &ans.kr);
+        mc__gfwd_point_at(s, &ans.kr);
     return 1;
 }

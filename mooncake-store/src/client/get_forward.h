@@ -5,9 +5,10 @@
  * the replicas lies in its own segment, the value's bytes. The reader waits for one answer
  * instead of two, and the master answers one request for several reads.
  *
- * Which holder: the one whose segment the reader's last read through the master found a value
- * in. An answer without the bytes (the value lies elsewhere, is larger than 64 KiB, or on disk)
- * still carries the list, and the reader reads through it as a read through the master does.
+ * Which holder: the one a read through the master found a value on while none was hinted, and
+ * after that the one a holder's answer names when the value lies elsewhere. An answer without the
+ * bytes (the value lies elsewhere, is larger than the reader's room, or on disk) still carries
+ * the list, and the reader reads through it as a read through the master does.
  * MC_STORE_GET_FORWARD=0 turns both halves off. */
 #ifndef MC_STORE_CLIENT_GET_FORWARD_H
 #define MC_STORE_CLIENT_GET_FORWARD_H

@@ -118,6 +118,8 @@ static void mc__fwd_send_lookups(mc_store_t *s, mc__fwd_entry_t *batch, size_t n
             keys[k++] = e->key;
     if (k == 0)
         return;
+    /* One lookup (every one, with one reader) goes straight into its entry's list: the batch
+     * call needs an array of lists allocated and copied out of. */
     if (k == 1) {
         for (e = batch; !e->kr; e = e->next)
             ;

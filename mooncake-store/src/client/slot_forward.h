@@ -31,7 +31,7 @@ typedef struct mc__forwarder {
     int enabled;     /* MC_STORE_PUT_FORWARD (default 1) */
     int get_enabled; /* MC_STORE_GET_FORWARD (default 1): get_forward.c, both halves */
     /* the client's half of get_forward.c: the segment (id) whose holder is asked for a value
-     * first, the last one a read through the master found it in; -1: none yet */
+     * first (get_forward.h, "Which holder"); -1: none yet, or the last one asked did not answer */
     _Atomic int64_t get_hint;
     _Atomic uint64_t gets_served; /* the holder's half: values it sent with an answer */
     _Atomic int buffer_big;       /* the reader's last get into a new buffer was over 16 KiB */
