@@ -1,14 +1,17 @@
 /* Spawns and stops real mooncake_master processes for the tests. */
 #include "master_proc.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -167,4 +170,18 @@ int mc_test_metric(uint16_t port, const char *name, double *v) {
 out:
     mc__free(body);
     return rc;
+}
+
+uint16_t mc_test_free_port(void) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    uint16_t p = 0;
+    if (fd < 0)
+        return 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &l) == 0)
+        p = ntohs(a.sin_port);
+    close(fd);
+    return p;
 }

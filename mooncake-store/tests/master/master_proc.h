@@ -21,6 +21,9 @@ int mc_test_master_start(const char *bin, uint16_t port, const char *const *extr
 int mc_test_master_stop(mc_test_master_t *m, int hard);
 /* Runs bin with args to completion; returns its exit code and captures stderr into err. */
 int mc_test_run_capture(const char *bin, const char *const *args, char *err, size_t cap);
+/* A loopback TCP port nobody listened on a moment ago (the kernel's pick), or 0. Another process
+ * may take it before the caller binds it: callers that can, try another. */
+uint16_t mc_test_free_port(void);
 /* Reads one line (without its newline) from fd before deadline (mc__now_ms); 0 or -1. */
 int mc_test_read_line(int fd, char *line, size_t cap, uint64_t deadline);
 /* GET http://127.0.0.1:port/path; returns the status, body into *body (mc__free it). */

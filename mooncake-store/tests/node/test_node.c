@@ -172,8 +172,18 @@ static int node_stop(node_proc_t *np, int sig) {
     return status;
 }
 
-static uint16_t test_port(void) {
-    return (uint16_t)(40000 + (getpid() % 20000));
+/* A node on a port the kernel just handed out. A port derived from the pid collided with a
+ * connection of a test running beside this one (ctest -j2 on a busy machine): the node could not
+ * listen and the fixture failed. Another process may still take the port first, so a node that
+ * does not come up is tried on another. Restarts reuse the node's port (the dummy dials it). */
+static int node_start_free(const char *master_addr, node_proc_t *np) {
+    for (int attempt = 0; attempt < 5; attempt++) {
+        uint16_t port = mc_test_free_port();
+        if (port && node_start(master_addr, port, np) == 0)
+            return 0;
+        node_stop(np, SIGKILL);
+    }
+    return -1;
 }
 
 static mc_store_t *make_dummy(fixture_t *f, uint64_t local_buffer) {
@@ -192,7 +202,7 @@ static int setup(void **state) {
     fixture_t *f = calloc(1, sizeof(*f));
     assert_non_null(f);
     assert_int_equal(mc_test_master_start(g_master_bin, 0, NULL, &f->m), 0);
-    assert_int_equal(node_start(f->m.addr, test_port(), &f->node), 0);
+    assert_int_equal(node_start_free(f->m.addr, &f->node), 0);
     assert_int_equal(mc_shm_pool_create(&f->pool), 0);
     f->dummy = make_dummy(f, 4u << 20);
     *state = f;
@@ -519,7 +529,7 @@ static void test_sigterm_unmounts(void **state) {
     /* the dummy now says the node is gone */
     assert_int_equal(mc_store_put(f->dummy, "after", "x", 1, NULL), MC_ERR_RPC_FAIL);
     /* a node back on the same port serves the dummy's very next call */
-    assert_int_equal(node_start(f->m.addr, test_port(), &f->node), 0);
+    assert_int_equal(node_start(f->m.addr, f->node.port, &f->node), 0);
     assert_int_equal(mc_store_put(f->dummy, "after", "x", 1, NULL), 0);
     assert_int_equal(mc_store_get_size(f->dummy, "after"), 1);
 }
@@ -533,7 +543,7 @@ static void test_node_restart_between_calls(void **state) {
     assert_int_equal(mc_store_put(f->dummy, "before", blk, 8192, NULL), 0);
     /* SIGTERM: the old segment is unmounted at once, so no put is placed in a dead one */
     node_stop(&f->node, SIGTERM);
-    assert_int_equal(node_start(f->m.addr, test_port(), &f->node), 0);
+    assert_int_equal(node_start(f->m.addr, f->node.port, &f->node), 0);
     /* its mappings start over: the pool block is handed over again */
     assert_int_equal(mc_store_put(f->dummy, "restarted", blk, 8192, NULL), 0);
     assert_int_equal(mc_store_get_into(f->dummy, "restarted", back, sizeof(back)), 8192);
