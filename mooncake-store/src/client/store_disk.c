@@ -723,7 +723,6 @@ static void mc__rd_serve(void *ctx, int fd) {
     mc__disk_tier_t *t = ctx;
     uint8_t body[MC_DP_MAX_READ_BODY];
     char key[MC_MP_MAX_KEY + 1];
-    int answered = 0; /* a reply went out since the connection's last wait */
     if (t->auth.enabled && mc__auth_server(&t->auth, fd, mc__now_ms() + MC__DT_IO_TIMEOUT_MS) != 0)
         return;
     for (;;) {
@@ -731,14 +730,14 @@ static void mc__rd_serve(void *ctx, int fd) {
         mc_frame_header_t h;
         uint64_t version = 0, cap = 0;
         mc__conn_idle(1);
-        /* After a reply the wait spins before it sleeps, as the engine's server does
+        /* The wait spins before it sleeps, as the engine's server does after a reply
          * (MC_TCP_REPLY_SPIN_US, sock.h): a reader going through objects in turn sends its next
          * read one master lookup later, and a read thread that slept for it paid a wake-up on
          * every get (one reader's 64 KiB gets on the 2-core AMD guest, p50 107-167 us against
-         * 82-159 us spinning; docs/perf/issue26-amd/ab.md, section 12). */
-        if (mc__recv_reply(fd, hdr, sizeof(hdr), 0, answered ? mc__reply_spin_for(0) : 0))
+         * 82-159 us spinning; docs/perf/issue26-amd/ab.md, section 12). A new connection's
+         * first read comes at once too. */
+        if (mc__recv_reply(fd, hdr, sizeof(hdr), 0, mc__reply_spin_for(0)))
             break;
-        answered = 1;
         mc__conn_idle(0);
         if (mc__frame_header_decode(hdr, sizeof(hdr), MC_DP_MAX_READ_BODY, &h) != 0 ||
             h.type != MC_DP_READ || (h.flags & MC_FRAME_F_REPLY))

@@ -18,6 +18,7 @@ import time
 import pytest
 from node_helpers import Node, run_client
 from store_helpers import wait_for
+from store_worker import sha
 
 MIB = 1 << 20
 OBJECT_NOT_FOUND = -704
@@ -355,28 +356,76 @@ def read_req(key, cap=1 << 30):
 
 
 def ask(host, port, raw):
-    """One raw request to a node's read server: (code, len, value bytes, verdict), the verdict
-    being the trailer's after a value (None without one); None when the node closed first."""
+    """One raw request to a node's read server on a connection of its own: (code, len, value
+    bytes, verdict), the verdict being the trailer's after a value (None without one); None when
+    the node closed first."""
     with socket.create_connection((host, port), timeout=5) as s:
         s.sendall(raw)
-        data = b""
-        while True:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                return None
-            data += chunk
-            if len(data) < 24 + 12:
-                continue
-            blen = struct.unpack_from("<IBBHQQ", data)[5]
-            code, vlen = struct.unpack_from("<iQ", data, 24)
-            if code != 0:
-                return code, vlen, data[24 + blen:], None
-            if len(data) >= 24 + blen + vlen + 8:
-                value = data[24 + blen:24 + blen + vlen]
-                magic, verdict = struct.unpack_from("<Ii", data, 24 + blen + vlen)
-                assert magic == TRAILER_MAGIC
-                assert len(data) == 24 + blen + vlen + 8  # nothing after the trailer
-                return code, vlen, value, verdict
+        return answer_on(s)
+
+
+def answer_on(s):
+    """The answer to the one request outstanding on connection s, as ask() gives it."""
+    data = b""
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            return None
+        data += chunk
+        if len(data) < 24 + 12:
+            continue
+        blen = struct.unpack_from("<IBBHQQ", data)[5]
+        code, vlen = struct.unpack_from("<iQ", data, 24)
+        if code != 0:
+            return code, vlen, data[24 + blen:], None
+        if len(data) >= 24 + blen + vlen + 8:
+            value = data[24 + blen:24 + blen + vlen]
+            magic, verdict = struct.unpack_from("<Ii", data, 24 + blen + vlen)
+            assert magic == TRAILER_MAGIC
+            assert len(data) == 24 + blen + vlen + 8  # nothing after the trailer
+            return code, vlen, value, verdict
+
+
+@pytest.mark.parametrize("spin_us", [None, "0", "1000"])
+def test_reads_on_one_kept_connection_whenever_they_come(make_master, make_worker, tmp_path,
+                                                         spin_us):
+    """The read server's thread waits for a connection's next read by spinning first, then
+    sleeping (MC_TCP_REPLY_SPIN_US: as the environment has it, by default adaptive; 0, off;
+    1000 µs, always). A read that comes at once, one that comes long after any spin ended, and
+    one whose frame arrives in two pieces on either side of a pause are all answered, in order,
+    on the same connection; a reader that goes away while the thread waits leaves the node
+    serving. (What the spin saves is a benchmark's to show: docs/perf/issue26-amd/ab.md.)"""
+    env = {"MC_TCP_REPLY_SPIN_US": spin_us} if spin_us is not None else None
+    master, node, pure = start(make_master, make_worker, str(tmp_path / "tier"), env=env)
+    try:
+        digests = put_many(pure, "kept", 3, size=4096)
+        assert wait_for(lambda: node_metric(node, "mooncake_disk_objects") >= 3, 10)
+        host, port = disk_endpoint(node)
+        with socket.create_connection((host, port), timeout=10) as s:
+            for i in range(20):  # back to back: each comes within the spin after its reply
+                s.sendall(read_req(f"kept{i % 3}"))
+                code, vlen, value, verdict = answer_on(s)
+                assert (code, vlen, verdict) == (0, 4096, 0)
+                assert sha(value) == digests[i % 3]
+            time.sleep(0.2)  # far past any spin (1000 us at most): the thread sleeps
+            s.sendall(read_req("kept1"))
+            assert answer_on(s)[:2] == (0, 4096)
+            raw = read_req("kept2")
+            s.sendall(raw[:10])  # part of the header, then the rest after the spin ended
+            time.sleep(0.05)
+            s.sendall(raw[10:])
+            code, vlen, value, verdict = answer_on(s)
+            assert (code, vlen, verdict) == (0, 4096, 0)
+            assert sha(value) == digests[2]
+            s.sendall(read_req("missing"))  # a code-only answer is followed by a wait as well
+            assert answer_on(s)[0] == OBJECT_NOT_FOUND
+            s.sendall(read_req("kept0"))
+            assert answer_on(s)[:2] == (0, 4096)
+        # the reader left while the thread waited; a new connection is served
+        assert ask(host, port, read_req("kept0"))[:2] == (0, 4096)
+        assert node_metric(node, "mooncake_disk_reads_total") >= 23
+    finally:
+        node.stop()
 
 
 def test_bad_requests_to_the_read_server(make_master, make_worker, tmp_path):
