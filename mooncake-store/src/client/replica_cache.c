@@ -38,6 +38,7 @@
  * off. */
 #include "client/replica_cache.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -45,6 +46,7 @@
 #include <xxhash.h>
 
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
 /* Clock-rate allowance: 1/64 of the lease (1.6%, far beyond any clock's rate error) plus 5 ms. */
@@ -57,7 +59,9 @@ typedef struct mc__rc_entry {
     struct mc__rc_entry *hnext;         /* hash chain */
     struct mc__rc_entry *older, *newer; /* age list: the oldest goes first when full */
     uint64_t hash;
-    uint64_t use_until, read_by;
+    uint64_t granted, use_until, read_by; /* granted: the sent_ms the lease counts from */
+    uint64_t seq;                         /* which grant this is (mc__replica_cache_renew) */
+    int hot;                              /* a get hit it since it was granted */
     uint64_t size;
     uint32_t key_len;
     uint32_t n_replicas;
@@ -72,6 +76,10 @@ struct mc__replica_cache {
     size_t count, capacity;
     mc__rc_entry_t *oldest, *newest;
     uint64_t hits, misses;
+    uint64_t next_seq;
+    size_t hot; /* entries with hot set: the renewer sleeps while there are none */
+    pthread_cond_t hot_cv;
+    int closing;
 };
 
 int mc__replica_cache_window(uint64_t sent_ms, uint64_t ttl_ms, uint64_t *use_until,
@@ -107,6 +115,13 @@ int mc__replica_cache_create(size_t capacity, mc__replica_cache_t **out) {
     c->mask = nb - 1;
     c->capacity = capacity;
     pthread_mutex_init(&c->mu, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* naps a wall-clock step cannot stretch */
+        pthread_cond_init(&c->hot_cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     *out = c;
     return 0;
 }
@@ -127,6 +142,8 @@ static void mc__rc_remove(mc__replica_cache_t *c, mc__rc_entry_t *e) {
     else
         c->newest = e->older;
     c->count--;
+    if (e->hot)
+        c->hot--;
     mc__free(e);
 }
 
@@ -143,6 +160,7 @@ void mc__replica_cache_destroy(mc__replica_cache_t *c) {
     if (!c)
         return;
     mc__replica_cache_clear(c);
+    pthread_cond_destroy(&c->hot_cv);
     pthread_mutex_destroy(&c->mu);
     mc__free(c->buckets);
     mc__free(c);
@@ -166,46 +184,46 @@ static int mc__rc_cacheable(const mc__key_replicas_t *kr) {
     return 1;
 }
 
-void mc__replica_cache_put(mc__replica_cache_t *c, const char *key, uint64_t sent_ms,
-                           const mc__key_replicas_t *kr) {
-    mc__rc_entry_t *e = NULL, *old = NULL;
-    uint64_t use_until, read_by, hash, ttl;
-    size_t len, reps_off, key_off;
-    if (!c || !key || !kr)
-        return;
-    len = strlen(key);
-    hash = XXH3_64bits(key, len);
+/* A new entry for key's list kr granted at sent_ms, or NULL when the cache cannot vouch for kr
+ * (mc__rc_cacheable, a lease too short to use) or memory ran out. */
+static mc__rc_entry_t *mc__rc_make(const char *key, size_t len, uint64_t hash, uint64_t sent_ms,
+                                   const mc__key_replicas_t *kr) {
+    mc__rc_entry_t *e;
+    uint64_t use_until, read_by, ttl;
+    size_t reps_off, key_off;
     /* Never longer than the master's forced removals wait for (MC_MP_CACHED_LEASE_MS). */
     ttl = kr->lease_ttl_ms < MC_MP_CACHED_LEASE_MS ? kr->lease_ttl_ms : MC_MP_CACHED_LEASE_MS;
-    if (!mc__rc_cacheable(kr) || !mc__replica_cache_window(sent_ms, ttl, &use_until, &read_by)) {
-        mc__replica_cache_drop(c, key);
-        return;
-    }
+    if (!mc__rc_cacheable(kr) || !mc__replica_cache_window(sent_ms, ttl, &use_until, &read_by))
+        return NULL;
     reps_off = (sizeof(*e) + 15u) & ~(size_t)15u;
     key_off = reps_off + (size_t)kr->n_replicas * sizeof(mc__replica_desc_t);
     e = mc__malloc(key_off + len + 1);
     if (!e)
-        return; /* a cache that cannot grow just misses */
+        return NULL; /* a cache that cannot grow just misses */
     memset(e, 0, sizeof(*e));
     e->reps = (mc__replica_desc_t *)((uint8_t *)e + reps_off);
     e->key = (char *)e + key_off;
     memcpy(e->reps, kr->replicas, (size_t)kr->n_replicas * sizeof(mc__replica_desc_t));
-    memcpy(e->key, key, len + 1);
+    memcpy(e->key, key, len);
+    e->key[len] = '\0';
     e->hash = hash;
     e->key_len = (uint32_t)len;
     e->n_replicas = kr->n_replicas;
     e->size = kr->size;
+    e->granted = sent_ms;
     e->use_until = use_until;
     e->read_by = read_by;
-    pthread_mutex_lock(&c->mu);
-    if ((old = mc__rc_find(c, hash, key, len)) != NULL)
-        mc__rc_remove(c, old);
-    /* Expired entries sit mostly at the old end (leases are granted for one TTL): drop those,
-     * and then the oldest live one if there is still no room. */
-    while (c->oldest && (c->oldest->use_until <= sent_ms || c->count >= c->capacity))
+    return e;
+}
+
+/* With mu held: e (no entry of its key in the cache) becomes the newest entry, after the
+ * expired ones at the old end go, and then the oldest live one if there is still no room. */
+static void mc__rc_insert(mc__replica_cache_t *c, mc__rc_entry_t *e) {
+    while (c->oldest && (c->oldest->use_until <= e->granted || c->count >= c->capacity))
         mc__rc_remove(c, c->oldest);
-    e->hnext = c->buckets[hash & c->mask];
-    c->buckets[hash & c->mask] = e;
+    e->seq = ++c->next_seq;
+    e->hnext = c->buckets[e->hash & c->mask];
+    c->buckets[e->hash & c->mask] = e;
     e->older = c->newest;
     if (c->newest)
         c->newest->newer = e;
@@ -213,6 +231,26 @@ void mc__replica_cache_put(mc__replica_cache_t *c, const char *key, uint64_t sen
         c->oldest = e;
     c->newest = e;
     c->count++;
+}
+
+void mc__replica_cache_put(mc__replica_cache_t *c, const char *key, uint64_t sent_ms,
+                           const mc__key_replicas_t *kr) {
+    mc__rc_entry_t *e, *old;
+    uint64_t hash;
+    size_t len;
+    if (!c || !key || !kr)
+        return;
+    len = strlen(key);
+    hash = XXH3_64bits(key, len);
+    e = mc__rc_make(key, len, hash, sent_ms, kr);
+    if (!e) {
+        mc__replica_cache_drop(c, key);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    if ((old = mc__rc_find(c, hash, key, len)) != NULL)
+        mc__rc_remove(c, old);
+    mc__rc_insert(c, e);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -242,6 +280,11 @@ int mc__replica_cache_get(mc__replica_cache_t *c, const char *key, uint64_t now_
         *read_by_ms = e->read_by;
         c->hits++;
         hit = 1;
+        if (!e->hot) {
+            e->hot = 1;
+            if (c->hot++ == 0)
+                pthread_cond_signal(&c->hot_cv); /* the renewer's nap ends */
+        }
     } else {
         c->misses++;
     }
@@ -280,5 +323,95 @@ void mc__replica_cache_stats(mc__replica_cache_t *c, uint64_t *hits, uint64_t *m
     pthread_mutex_lock(&c->mu);
     *hits = c->hits;
     *misses = c->misses;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- renewal (replica_refresh.c drives it) ---- */
+
+/* An entry is due for renewal past half its life: at most MC_MP_CACHED_LEASE_MS / 2 before its
+ * reads must stop, so a renewer that looks every MC__RC_RENEW_EVERY_MS (replica_cache.h) finds
+ * it with a quarter of its life still left for the round trip. */
+static int mc__rc_due(const mc__rc_entry_t *e, uint64_t now_ms) {
+    return now_ms >= e->granted + (e->use_until - e->granted) / 2u;
+}
+
+size_t mc__replica_cache_due(mc__replica_cache_t *c, uint64_t now_ms, mc__rc_due_t *out,
+                             size_t max) {
+    size_t n = 0;
+    mc__rc_entry_t *e, *next;
+    if (!c || max == 0)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    /* Entries are added at the new end with near-increasing grant times, so those due (and the
+     * expired, which go now) sit at the old end: the walk stops at the first that is not. */
+    for (e = c->oldest; e && n < max; e = next) {
+        next = e->newer;
+        if (e->use_until <= now_ms) {
+            mc__rc_remove(c, e);
+            continue;
+        }
+        if (!mc__rc_due(e, now_ms))
+            break;
+        if (!e->hot)
+            continue; /* not read since its grant: left to expire */
+        out[n].key = mc__malloc((size_t)e->key_len + 1);
+        if (!out[n].key)
+            break;
+        memcpy(out[n].key, e->key, (size_t)e->key_len + 1);
+        out[n].seq = e->seq;
+        n++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+void mc__replica_cache_renew(mc__replica_cache_t *c, const char *key, uint64_t seq,
+                             uint64_t sent_ms, const mc__key_replicas_t *kr) {
+    mc__rc_entry_t *e, *old;
+    uint64_t hash;
+    size_t len;
+    if (!c || !key || !kr)
+        return;
+    len = strlen(key);
+    hash = XXH3_64bits(key, len);
+    e = mc__rc_make(key, len, hash, sent_ms, kr);
+    pthread_mutex_lock(&c->mu);
+    old = mc__rc_find(c, hash, key, len);
+    /* Only the grant the renewer saw is replaced: once this client dropped or re-fetched the
+     * key meanwhile (its own put, upsert or remove; a failed read), that state is newer. */
+    if (old && old->seq == seq) {
+        mc__rc_remove(c, old);
+        if (e) {
+            mc__rc_insert(c, e);
+            e = NULL;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    mc__free(e);
+}
+
+int mc__replica_cache_nap(mc__replica_cache_t *c, uint64_t ms) {
+    int open;
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    while (!c->closing && c->hot == 0)
+        pthread_cond_wait(&c->hot_cv, &c->mu);
+    if (!c->closing) {
+        struct timespec ts = mc__clock_after_ms(CLOCK_MONOTONIC, ms);
+        while (!c->closing && pthread_cond_timedwait(&c->hot_cv, &c->mu, &ts) != ETIMEDOUT) {
+        }
+    }
+    open = !c->closing;
+    pthread_mutex_unlock(&c->mu);
+    return open;
+}
+
+void mc__replica_cache_wake_renewer(mc__replica_cache_t *c) {
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->closing = 1;
+    pthread_cond_broadcast(&c->hot_cv);
     pthread_mutex_unlock(&c->mu);
 }

@@ -41,6 +41,30 @@ void mc__replica_cache_clear(mc__replica_cache_t *c);
 size_t mc__replica_cache_count(mc__replica_cache_t *c);
 void mc__replica_cache_stats(mc__replica_cache_t *c, uint64_t *hits, uint64_t *misses);
 
+/* Renewal: a key read through its entry since the entry's grant is asked again before the entry
+ * runs out, so that a key read over and over never waits for the master (replica_refresh.c).
+ * The new grant is a GET_REPLICA_LIST like any get's, so the argument above holds for it. */
+typedef struct mc__rc_due {
+    char *key;    /* the caller frees it (mc__free) */
+    uint64_t seq; /* the grant seen */
+} mc__rc_due_t;
+/* How often the renewer looks for due entries: a fifth of MC_MP_CACHED_LEASE_MS, so an entry due
+ * at half its life is asked for with more than a quarter of its life left. */
+#define MC__RC_RENEW_EVERY_MS (MC_MP_CACHED_LEASE_MS / 5u)
+/* Up to max keys whose entries a get hit since their grant and which are past half their life,
+ * oldest first (expired entries met on the way go). */
+size_t mc__replica_cache_due(mc__replica_cache_t *c, uint64_t now_ms, mc__rc_due_t *out,
+                             size_t max);
+/* The answer to a renewal sent at sent_ms: replaces key's entry only while it is still the grant
+ * seq (else this client's own change or a newer grant came meanwhile and stays); a list the cache
+ * cannot vouch for (the key gone, moved to disk) drops that entry. */
+void mc__replica_cache_renew(mc__replica_cache_t *c, const char *key, uint64_t seq,
+                             uint64_t sent_ms, const mc__key_replicas_t *kr);
+/* The renewer's wait: until some entry was hit (no timer runs while none is), then ms more.
+ * 0 once mc__replica_cache_wake_renewer was called. */
+int mc__replica_cache_nap(mc__replica_cache_t *c, uint64_t ms);
+void mc__replica_cache_wake_renewer(mc__replica_cache_t *c);
+
 /* The two instants an entry granted at sent_ms with a lease of ttl_ms gets: reads may start
  * until *use_until and must end by *read_by. 0 when the lease is too short to cache. */
 int mc__replica_cache_window(uint64_t sent_ms, uint64_t ttl_ms, uint64_t *use_until,

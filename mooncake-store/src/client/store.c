@@ -9,6 +9,7 @@
 #include "client/backend.h"
 #include "client/direct.h"
 #include "client/dummy.h"
+#include "client/replica_renew.h"
 #include "client/store_disk.h"
 #include "client/store_internal.h"
 #include "mooncake/common/alloc.h"
@@ -273,6 +274,7 @@ static void mc__teardown(mc_store_t *s) {
         pthread_join(s->maint_thread, NULL);
         s->maint_started = 0;
     }
+    mc__replica_renew_stop(s); /* it works through the master connection and the cache */
     mc__put_sessions_revoke_all(s);
     mc__put_slots_release(s, 1);
     mc__store_extras_teardown(s);
@@ -441,6 +443,9 @@ int mc__store_setup(mc_store_t *s, const mc_store_config_t *cfg, const mc__store
         goto out;
     }
     s->maint_started = 1;
+    rc = mc__replica_renew_start(s);
+    if (rc != 0)
+        goto out;
     {
         char why[200] = "";
         rc = s->cfg.enable_ssd_offload ? mc__store_disk_start(s)

@@ -68,6 +68,8 @@ struct mc_store {
     int hb_started;
     pthread_t maint_thread; /* replica tasks and timed work (store.c), stopped by hb_stop too */
     int maint_started;
+    pthread_t renew_thread; /* renews hot cached replica lists (replica_renew.c) */
+    int renew_started;
     int master_known; /* the master answered us: a close must unregister */
     int hb_stop;
     pthread_mutex_t hb_mu;

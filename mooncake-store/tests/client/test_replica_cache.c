@@ -1,18 +1,22 @@
 /* The replica-location cache on its own: when entries stop serving (expiry counted from the
- * request's send time), what it refuses to hold, its bound, and that it frees what it takes. */
+ * request's send time), what it refuses to hold, its bound, that it frees what it takes, and its
+ * renewal: which entries are due, that an answer never overrides newer state, the renewer's naps. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "client/replica_cache.h"
 #include "mooncake/common/alloc.h"
+#include "mooncake/common/time.h"
 #include "mooncake/error.h"
 
 static void fill(mc__key_replicas_t *kr, uint64_t ttl, uint64_t epoch, uint64_t addr) {
@@ -243,6 +247,17 @@ static void *churn_main(void *arg) {
         case 0:
             mc__replica_cache_drop(ch->c, key);
             break;
+        case 7: { /* a renewal of whatever is due, answered with each key's own location */
+            mc__rc_due_t due[4];
+            size_t n = mc__replica_cache_due(ch->c, (uint64_t)i + 6000, due, 4);
+            for (size_t j = 0; j < n; j++) {
+                unsigned dk = (unsigned)atoi(due[j].key + 1);
+                fill(&kr, 10000, 1000 + dk, 0x1000 * dk);
+                mc__replica_cache_renew(ch->c, due[j].key, due[j].seq, (uint64_t)i, &kr);
+                mc__free(due[j].key);
+            }
+            break;
+        }
         case 1:
             if ((r >> 12) % 64 == 0)
                 mc__replica_cache_clear(ch->c);
@@ -283,6 +298,156 @@ static void test_threads(void **state) {
     assert_int_equal(mc__alloc_live_bytes(), live);
 }
 
+static uint64_t cached_addr(mc__replica_cache_t *c, const char *key, uint64_t now) {
+    mc__key_replicas_t got;
+    uint64_t read_by = 0;
+    return mc__replica_cache_get(c, key, now, &got, &read_by) ? got.replicas[0].addr : 0;
+}
+
+static void free_due(mc__rc_due_t *d, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        mc__free(d[i].key);
+}
+
+/* Renewal picks the entries read since their grant, once past half their life, and a renewed
+ * entry serves past the old one's end; entries nobody read are left to run out. */
+static void test_renew_due_hot_only(void **state) {
+    mc__replica_cache_t *c = NULL;
+    mc__key_replicas_t kr;
+    mc__rc_due_t due[4];
+    uint64_t use = 0, by = 0;
+    int64_t live = mc__alloc_live_bytes();
+    (void)state;
+    assert_int_equal(mc__replica_cache_create(16, &c), 0);
+    assert_int_equal(mc__replica_cache_window(1000, MC_MP_CACHED_LEASE_MS, &use, &by), 1);
+    fill(&kr, 10000, 5, 0x1000); /* a long lease: the cached window is MC_MP_CACHED_LEASE_MS */
+    mc__replica_cache_put(c, "hot", 1000, &kr);
+    mc__replica_cache_put(c, "cold", 1000, &kr);
+    assert_int_equal(mc__replica_cache_due(c, 1000, due, 4), 0);
+    assert_int_equal(cached_addr(c, "hot", 1010), 0x1000); /* read: hot */
+    /* before half its life nothing is due */
+    assert_int_equal(mc__replica_cache_due(c, 1000 + (use - 1000) / 2 - 1, due, 4), 0);
+    assert_int_equal(mc__replica_cache_due(c, 1000 + (use - 1000) / 2, due, 4), 1);
+    assert_string_equal(due[0].key, "hot");
+    /* the master's new grant, sent at 1100, with the value at a new address */
+    fill(&kr, 10000, 5, 0x2000);
+    mc__replica_cache_renew(c, due[0].key, due[0].seq, 1100, &kr);
+    free_due(due, 1);
+    assert_int_equal(cached_addr(c, "hot", use), 0x2000); /* past the first grant's end */
+    assert_int_equal(cached_addr(c, "cold", use), 0);     /* ran out */
+    assert_int_equal(mc__replica_cache_count(c), 1);
+    /* the renewed entry (read again above) is due at half its own life */
+    assert_int_equal(mc__replica_cache_due(c, 1100 + (use - 1000) / 2 - 1, due, 4), 0);
+    assert_int_equal(mc__replica_cache_due(c, 1100 + (use - 1000) / 2, due, 4), 1);
+    free_due(due, 1);
+    mc__replica_cache_put(c, "hot", 1100, &kr); /* a get's new grant: cold until read */
+    assert_int_equal(mc__replica_cache_due(c, 1100 + (use - 1000) / 2, due, 4), 0);
+    /* a full batch stops at max */
+    for (int i = 0; i < 6; i++) {
+        char key[8];
+        snprintf(key, sizeof(key), "b%d", i);
+        mc__replica_cache_put(c, key, 3000, &kr);
+        assert_int_equal(cached_addr(c, key, 3001), 0x2000);
+    }
+    assert_int_equal(mc__replica_cache_due(c, 3000 + (use - 1000) / 2, due, 4), 4);
+    assert_string_equal(due[0].key, "b0");
+    free_due(due, 4);
+    mc__replica_cache_destroy(c);
+    assert_int_equal(mc__alloc_live_bytes(), live);
+}
+
+/* A renewal's answer never overrides what this client did or learnt after it was sent, and an
+ * answer the cache cannot vouch for (the key gone) drops the entry it was for. */
+static void test_renew_keeps_newer_state(void **state) {
+    mc__replica_cache_t *c = NULL;
+    mc__key_replicas_t kr;
+    mc__rc_due_t due[4];
+    uint64_t half =
+        (MC_MP_CACHED_LEASE_MS - MC_MP_CACHED_LEASE_MS / 64u - 5u - MC_MP_CACHED_LEASE_MS / 8u) /
+        2u;
+    int64_t live = mc__alloc_live_bytes();
+    (void)state;
+    assert_int_equal(mc__replica_cache_create(16, &c), 0);
+    fill(&kr, 10000, 5, 0x1000);
+    /* dropped meanwhile (this client's own upsert, put or remove): stays dropped */
+    mc__replica_cache_put(c, "dropped", 1000, &kr);
+    assert_int_equal(cached_addr(c, "dropped", 1001), 0x1000);
+    assert_int_equal(mc__replica_cache_due(c, 1000 + half, due, 4), 1);
+    mc__replica_cache_drop(c, "dropped");
+    fill(&kr, 10000, 5, 0x2000);
+    mc__replica_cache_renew(c, due[0].key, due[0].seq, 1000 + half, &kr);
+    free_due(due, 1);
+    assert_int_equal(mc__replica_cache_count(c), 0);
+    /* granted anew meanwhile (a get that missed): the newer grant stays */
+    fill(&kr, 10000, 5, 0x1000);
+    mc__replica_cache_put(c, "regranted", 2000, &kr);
+    assert_int_equal(cached_addr(c, "regranted", 2001), 0x1000);
+    assert_int_equal(mc__replica_cache_due(c, 2000 + half, due, 4), 1);
+    fill(&kr, 10000, 5, 0x3000);
+    mc__replica_cache_put(c, "regranted", 2000 + half, &kr);
+    fill(&kr, 10000, 5, 0x2000);
+    mc__replica_cache_renew(c, due[0].key, due[0].seq, 2000 + half, &kr);
+    free_due(due, 1);
+    assert_int_equal(cached_addr(c, "regranted", 2000 + half + 1), 0x3000);
+    /* cleared meanwhile (remove_all): stays cleared */
+    assert_int_equal(mc__replica_cache_due(c, 2000 + 2 * half, due, 4), 1);
+    mc__replica_cache_clear(c);
+    mc__replica_cache_renew(c, due[0].key, due[0].seq, 2000 + 2 * half, &kr);
+    free_due(due, 1);
+    assert_int_equal(mc__replica_cache_count(c), 0);
+    /* the key went at the master: the entry goes */
+    fill(&kr, 10000, 5, 0x1000);
+    mc__replica_cache_put(c, "gone", 3000, &kr);
+    assert_int_equal(cached_addr(c, "gone", 3001), 0x1000);
+    assert_int_equal(mc__replica_cache_due(c, 3000 + half, due, 4), 1);
+    memset(&kr, 0, sizeof(kr));
+    kr.code = MC_ERR_OBJECT_NOT_FOUND;
+    mc__replica_cache_renew(c, due[0].key, due[0].seq, 3000 + half, &kr);
+    free_due(due, 1);
+    assert_int_equal(cached_addr(c, "gone", 3000 + half), 0);
+    mc__replica_cache_destroy(c);
+    assert_int_equal(mc__alloc_live_bytes(), live);
+}
+
+typedef struct {
+    mc__replica_cache_t *c;
+    _Atomic int naps;
+} napper_t;
+
+static void *napper_main(void *arg) {
+    napper_t *n = arg;
+    while (mc__replica_cache_nap(n->c, 1))
+        atomic_fetch_add(&n->naps, 1);
+    return NULL;
+}
+
+/* The renewer sleeps without a timer while no entry was read, naps while some were, and stops
+ * when woken for the close. */
+static void test_nap(void **state) {
+    mc__replica_cache_t *c = NULL;
+    mc__key_replicas_t kr;
+    napper_t n;
+    pthread_t th;
+    (void)state;
+    assert_int_equal(mc__replica_cache_create(16, &c), 0);
+    n.c = c;
+    atomic_init(&n.naps, 0);
+    assert_int_equal(pthread_create(&th, NULL, napper_main, &n), 0);
+    fill(&kr, 10000, 5, 0x1000);
+    mc__replica_cache_put(c, "k", mc__now_ms(), &kr); /* held, but not read: no nap ends */
+    usleep(50 * 1000);
+    assert_int_equal(atomic_load(&n.naps), 0);
+    assert_int_equal(cached_addr(c, "k", mc__now_ms()), 0x1000);
+    for (uint64_t until = mc__now_ms() + 60000; atomic_load(&n.naps) < 3 && mc__now_ms() < until;)
+        usleep(1000);
+    assert_true(atomic_load(&n.naps) >= 3);
+    mc__replica_cache_drop(c, "k"); /* nothing hot any more: the naps stop */
+    mc__replica_cache_wake_renewer(c);
+    pthread_join(th, NULL);
+    assert_int_equal(mc__replica_cache_nap(c, 1), 0); /* a closed cache's renewer does not wait */
+    mc__replica_cache_destroy(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window),
@@ -291,6 +456,9 @@ int main(void) {
         cmocka_unit_test(test_bound_drop_clear),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_renew_due_hot_only),
+        cmocka_unit_test(test_renew_keeps_newer_state),
+        cmocka_unit_test(test_nap),
     };
     return cmocka_run_group_tests_name("store_client_replica_cache", tests, NULL, NULL);
 }

@@ -281,6 +281,57 @@ result = out
 """) == [1, 2, 2, -706, -1, 3, True, -1]
 
 
+HOT_READER_CODE = r'''
+import time
+cv = ns["check_value"]
+keys = [f"hot{i}" for i in range(8)]
+versions = set()
+t0 = time.monotonic()
+for _ in range(ROUNDS):
+    for k in keys:
+        versions.add(cv(k, store.get(k)))
+    time.sleep(0.025)  # pacing: each key is read again every ~30 ms, well inside a window
+result = {"versions": sorted(versions), "seconds": time.monotonic() - t0}
+'''
+
+
+def test_hot_keys_stay_cached(make_master, make_worker):
+    """A key read over and over keeps its cached location: the client renews it in the
+    background (docs/store.md, "Replica-location cache"), so its reads stop asking the master
+    after the first, where without renewal each read after a window's end asks again. Values of
+    64 KiB, so that a read that misses asks the master itself (a single GET_REPLICA_LIST) and a
+    renewal shows as a batch. That renewed locations never return a value another client
+    replaced or removed is what test_cached_reads_race_remove_evict_upsert_reput checks, with
+    renewal on (the default) and readers that read their keys over and over."""
+    master = make_master("--default_kv_lease_ttl=10000")
+    node = make_worker()
+    node.setup(master, segment=16 << 20, buffer=0)
+    assert node.run(VALUE_CODE) == 0
+    assert node.run("result = [store.put(f'hot{i}', ns['make_value'](f'hot{i}', 1, 65536)) "
+                    "for i in range(8)]") == [0] * 8
+    readers = {"on": make_worker(), "off": make_worker(env={"MC_STORE_CACHE_RENEW": "0"}),
+               "bad value": make_worker(env={"MC_STORE_CACHE_RENEW": "sometimes"})}
+    asked, renewed = {}, {}
+    for name, r in readers.items():
+        r.setup(master, segment=0, buffer=8 << 20)
+        assert r.run(VALUE_CODE) == 0
+        single = master.metric("master_get_replica_list_requests_total")
+        batch = master.metric("master_batch_get_replica_list_items_total")
+        got = r.run(params(HOT_READER_CODE, ROUNDS=40))
+        assert got["versions"] == [1], (name, got)
+        asked[name] = master.metric("master_get_replica_list_requests_total") - single
+        renewed[name] = master.metric("master_batch_get_replica_list_items_total") - batch
+    # 40 rounds take at least a second, several windows: without renewal each key went back to
+    # the master about once a window; with it, each asked once and was renewed in batches.
+    # (renewed["off"] is not 0 on a busy machine: the reader before it renews its last reads once
+    # more, maybe late.)
+    assert asked["off"] >= 3 * 8, asked
+    assert asked["on"] <= asked["off"] // 2, asked
+    assert renewed["on"] >= 8, renewed
+    # an unusable value keeps the default (on), with a warning
+    assert asked["bad value"] <= asked["off"] // 2 and renewed["bad value"] >= 8, (asked, renewed)
+
+
 @pytest.mark.parametrize("fault", ["master_restart", "segment_expiry"])
 def test_cached_read_across_a_new_incarnation(make_master, make_worker, fault):
     """A reader stops between its cached lookup and its read (a failpoint); meanwhile the node's
