@@ -45,14 +45,22 @@ static void mc__renew_pass(mc_store_t *s, mc__rc_due_t *due, const char **keys,
 
 static void *mc__renew_main(void *arg) {
     mc_store_t *s = arg;
-    mc__rc_due_t *due = mc__calloc(MC__RENEW_BATCH, sizeof(*due));
-    const char **keys = mc__calloc(MC__RENEW_BATCH, sizeof(*keys));
-    mc__key_replicas_t *kr = mc__calloc(MC__RENEW_BATCH, sizeof(*kr));
-    if (!due || !keys || !kr)
-        MC_WARN("store: no memory for the replica cache's renewer; cached entries run out");
-    else
-        while (mc__replica_cache_nap(s->rcache, MC__RC_RENEW_EVERY_MS))
-            mc__renew_pass(s, due, keys, kr);
+    mc__rc_due_t *due = NULL;
+    const char **keys = NULL;
+    mc__key_replicas_t *kr = NULL; /* ~2.4 KiB a key: taken once a key is hot, not before */
+    while (mc__replica_cache_nap(s->rcache, MC__RC_RENEW_EVERY_MS)) {
+        if (!kr) {
+            due = mc__calloc(MC__RENEW_BATCH, sizeof(*due));
+            keys = mc__calloc(MC__RENEW_BATCH, sizeof(*keys));
+            kr = mc__calloc(MC__RENEW_BATCH, sizeof(*kr));
+            if (!due || !keys || !kr) {
+                MC_WARN("store: no memory for the replica cache's renewer; cached entries run "
+                        "out");
+                break;
+            }
+        }
+        mc__renew_pass(s, due, keys, kr);
+    }
     mc__free(kr);
     mc__free(keys);
     mc__free(due);
