@@ -326,7 +326,7 @@ void mc__replica_cache_stats(mc__replica_cache_t *c, uint64_t *hits, uint64_t *m
     pthread_mutex_unlock(&c->mu);
 }
 
-/* ---- renewal (replica_refresh.c drives it) ---- */
+/* ---- renewal (replica_renew.c drives it) ---- */
 
 /* An entry is due for renewal past half its life: at most MC_MP_CACHED_LEASE_MS / 2 before its
  * reads must stop, so a renewer that looks every MC__RC_RENEW_EVERY_MS (replica_cache.h) finds

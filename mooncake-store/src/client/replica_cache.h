@@ -42,7 +42,7 @@ size_t mc__replica_cache_count(mc__replica_cache_t *c);
 void mc__replica_cache_stats(mc__replica_cache_t *c, uint64_t *hits, uint64_t *misses);
 
 /* Renewal: a key read through its entry since the entry's grant is asked again before the entry
- * runs out, so that a key read over and over never waits for the master (replica_refresh.c).
+ * runs out, so that a key read over and over never waits for the master (replica_renew.c).
  * The new grant is a GET_REPLICA_LIST like any get's, so the argument above holds for it. */
 typedef struct mc__rc_due {
     char *key;    /* the caller frees it (mc__free) */
