@@ -1,6 +1,7 @@
 /* The replica-location cache on its own: when entries stop serving (expiry counted from the
  * request's send time), what it refuses to hold, its bound, that it frees what it takes, and its
- * renewal: which entries are due, that an answer never overrides newer state, the renewer's naps. */
+ * renewal: which entries are due, that an answer never overrides newer state, and the renewer's
+ * naps. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
