@@ -61,7 +61,8 @@ typedef struct mc__rc_entry {
     uint64_t hash;
     uint64_t granted, use_until, read_by; /* granted: the sent_ms the lease counts from */
     uint64_t seq;                         /* which grant this is (mc__replica_cache_renew) */
-    int hot;                              /* a get hit it since it was granted */
+    int renewable;                        /* its lease is MC__RC_RENEW_MIN_LEASE_MS or longer */
+    int hot;                              /* renewable, and a get hit it since it was granted */
     uint64_t size;
     uint32_t key_len;
     uint32_t n_replicas;
@@ -211,6 +212,7 @@ static mc__rc_entry_t *mc__rc_make(const char *key, size_t len, uint64_t hash, u
     e->n_replicas = kr->n_replicas;
     e->size = kr->size;
     e->granted = sent_ms;
+    e->renewable = kr->lease_ttl_ms >= MC__RC_RENEW_MIN_LEASE_MS;
     e->use_until = use_until;
     e->read_by = read_by;
     return e;
@@ -280,7 +282,7 @@ int mc__replica_cache_get(mc__replica_cache_t *c, const char *key, uint64_t now_
         *read_by_ms = e->read_by;
         c->hits++;
         hit = 1;
-        if (!e->hot) {
+        if (!e->hot && e->renewable) {
             e->hot = 1;
             if (c->hot++ == 0)
                 pthread_cond_signal(&c->hot_cv); /* the renewer's nap ends */
@@ -353,7 +355,7 @@ size_t mc__replica_cache_due(mc__replica_cache_t *c, uint64_t now_ms, mc__rc_due
         if (!mc__rc_due(e, now_ms))
             break;
         if (!e->hot)
-            continue; /* not read since its grant: left to expire */
+            continue; /* not read since its grant (or a short lease): left to expire */
         out[n].key = mc__malloc((size_t)e->key_len + 1);
         if (!out[n].key)
             break;

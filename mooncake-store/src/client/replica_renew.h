@@ -5,12 +5,12 @@
  * one read in 3 to 7 (docs/perf/issue26-renew/ab.md). With it, such keys are asked for together,
  * in one batch per MC__RC_RENEW_EVERY_MS, off the readers' path.
  *
- * What is renewed: an entry that a get read through since the master granted it, once it is past
- * half its life (replica_cache.h). A renewal is a BATCH_GET_REPLICA_LIST, a get at the master
- * like any other: it grants the same lease, and a key no longer read is renewed at most once
- * more. So the master sees about one lookup per hot key per 100 ms, off the readers' path,
- * instead of one per window on it. MC_STORE_CACHE_RENEW=0 turns it off (the cache then works as
- * before: entries run out). */
+ * What is renewed: an entry that a get read through since the master granted it (with a lease of
+ * MC__RC_RENEW_MIN_LEASE_MS or more), once it is past half its life (replica_cache.h). A renewal is
+ * a BATCH_GET_REPLICA_LIST, a get at the master like any other: it grants the same lease, and a key
+ * no longer read is renewed at most once more. So the master sees about one lookup per hot key per
+ * 100 ms, off the readers' path, instead of one per window on it. MC_STORE_CACHE_RENEW=0 turns it
+ * off (the cache then works as before: entries run out). */
 #ifndef MC_STORE_CLIENT_REPLICA_RENEW_H
 #define MC_STORE_CLIENT_REPLICA_RENEW_H
 

@@ -343,6 +343,13 @@ static void test_renew_due_hot_only(void **state) {
     free_due(due, 1);
     mc__replica_cache_put(c, "hot", 1100, &kr); /* a get's new grant: cold until read */
     assert_int_equal(mc__replica_cache_due(c, 1100 + (use - 1000) / 2, due, 4), 0);
+    /* an entry of a short lease is never renewed, however often it is read */
+    fill(&kr, MC__RC_RENEW_MIN_LEASE_MS - 1, 5, 0x4000);
+    mc__replica_cache_put(c, "short", 2000, &kr);
+    assert_int_equal(cached_addr(c, "short", 2001), 0x4000);
+    assert_int_equal(cached_addr(c, "short", 2002), 0x4000);
+    assert_int_equal(mc__replica_cache_due(c, 2000 + (use - 1000) / 2, due, 4), 0);
+    fill(&kr, MC__RC_RENEW_MIN_LEASE_MS, 5, 0x2000);
     /* a full batch stops at max */
     for (int i = 0; i < 6; i++) {
         char key[8];
