@@ -235,8 +235,10 @@ static void mc__rc_insert(mc__replica_cache_t *c, mc__rc_entry_t *e) {
     c->count++;
 }
 
-void mc__replica_cache_put(mc__replica_cache_t *c, const char *key, uint64_t sent_ms,
-                           const mc__key_replicas_t *kr) {
+/* key's entry becomes the list kr granted at sent_ms (or goes, when the cache cannot vouch for
+ * kr); with only_grant, only while the entry is still grant seq (mc__replica_cache_renew). */
+static void mc__rc_replace(mc__replica_cache_t *c, const char *key, uint64_t sent_ms,
+                           const mc__key_replicas_t *kr, int only_grant, uint64_t seq) {
     mc__rc_entry_t *e, *old;
     uint64_t hash;
     size_t len;
@@ -245,15 +247,23 @@ void mc__replica_cache_put(mc__replica_cache_t *c, const char *key, uint64_t sen
     len = strlen(key);
     hash = XXH3_64bits(key, len);
     e = mc__rc_make(key, len, hash, sent_ms, kr);
-    if (!e) {
-        mc__replica_cache_drop(c, key);
-        return;
-    }
     pthread_mutex_lock(&c->mu);
-    if ((old = mc__rc_find(c, hash, key, len)) != NULL)
-        mc__rc_remove(c, old);
-    mc__rc_insert(c, e);
+    old = mc__rc_find(c, hash, key, len);
+    if (!only_grant || (old && old->seq == seq)) {
+        if (old)
+            mc__rc_remove(c, old);
+        if (e) {
+            mc__rc_insert(c, e);
+            e = NULL;
+        }
+    }
     pthread_mutex_unlock(&c->mu);
+    mc__free(e);
+}
+
+void mc__replica_cache_put(mc__replica_cache_t *c, const char *key, uint64_t sent_ms,
+                           const mc__key_replicas_t *kr) {
+    mc__rc_replace(c, key, sent_ms, kr, 0, 0);
 }
 
 int mc__replica_cache_get(mc__replica_cache_t *c, const char *key, uint64_t now_ms,
@@ -369,27 +379,9 @@ size_t mc__replica_cache_due(mc__replica_cache_t *c, uint64_t now_ms, mc__rc_due
 
 void mc__replica_cache_renew(mc__replica_cache_t *c, const char *key, uint64_t seq,
                              uint64_t sent_ms, const mc__key_replicas_t *kr) {
-    mc__rc_entry_t *e, *old;
-    uint64_t hash;
-    size_t len;
-    if (!c || !key || !kr)
-        return;
-    len = strlen(key);
-    hash = XXH3_64bits(key, len);
-    e = mc__rc_make(key, len, hash, sent_ms, kr);
-    pthread_mutex_lock(&c->mu);
-    old = mc__rc_find(c, hash, key, len);
     /* Only the grant the renewer saw is replaced: once this client dropped or re-fetched the
      * key meanwhile (its own put, upsert or remove; a failed read), that state is newer. */
-    if (old && old->seq == seq) {
-        mc__rc_remove(c, old);
-        if (e) {
-            mc__rc_insert(c, e);
-            e = NULL;
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    mc__free(e);
+    mc__rc_replace(c, key, sent_ms, kr, 1, seq);
 }
 
 int mc__replica_cache_nap(mc__replica_cache_t *c, uint64_t ms) {
