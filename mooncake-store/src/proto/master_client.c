@@ -67,7 +67,22 @@ struct mc__master_client {
     /* the master's segment view version as the last heartbeat reply gave it: it changes when a
      * segment is mounted or dropped (mc__master_client_view_version) */
     _Atomic uint64_t view;
+    /* callers waiting for mu: a background caller lets them go first (mc__master_client_wanted) */
+    _Atomic int waiting;
 };
+
+/* Takes the client's lock, counted while it waits (mc__master_client_wanted). */
+static void mc__mc_lock(mc__master_client_t *c) {
+    if (pthread_mutex_trylock(&c->mu) == 0)
+        return;
+    atomic_fetch_add_explicit(&c->waiting, 1, memory_order_relaxed);
+    pthread_mutex_lock(&c->mu);
+    atomic_fetch_sub_explicit(&c->waiting, 1, memory_order_relaxed);
+}
+
+int mc__master_client_wanted(mc__master_client_t *c) {
+    return atomic_load_explicit(&c->waiting, memory_order_relaxed) > 0;
+}
 
 void mc__uuid_generate(uint8_t id[MC_MP_CLIENT_ID_LEN]) {
     mc__random_fill(id, MC_MP_CLIENT_ID_LEN);
@@ -433,7 +448,7 @@ const uint8_t *mc__master_client_id(const mc__master_client_t *c) {
 }
 
 void mc__master_client_set_timeout(mc__master_client_t *c, int timeout_ms) {
-    pthread_mutex_lock(&c->mu);
+    mc__mc_lock(c);
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
     pthread_mutex_unlock(&c->mu);
 }
@@ -451,7 +466,7 @@ static int mc__mc_fill_mount(mc__mount_t *m, const char *name, uint64_t base, ui
 }
 
 void mc__master_client_set_remount_hook(mc__master_client_t *c, mc__remount_fn fn, void *ctx) {
-    pthread_mutex_lock(&c->mu);
+    mc__mc_lock(c);
     c->remount = fn;
     c->remount_ctx = ctx;
     pthread_mutex_unlock(&c->mu);
@@ -468,7 +483,7 @@ int mc__master_client_mount_segment_epoch(mc__master_client_t *c, const char *se
     int rc = mc__mc_fill_mount(&m, segment_name, base, size, epoch);
     if (rc)
         return rc;
-    pthread_mutex_lock(&c->mu);
+    mc__mc_lock(c);
     rc = mc__mc_mount_rpc(c, &m, 1);
     if (rc == 0) {
         size_t i = 0;
@@ -496,7 +511,7 @@ int mc__master_client_unmount_segment(mc__master_client_t *c, const char *segmen
     int rc = mc__mc_fill_mount(&m, segment_name, base, 0, 0);
     if (rc)
         return rc;
-    pthread_mutex_lock(&c->mu);
+    mc__mc_lock(c);
     /* Forget it first: even if the RPC fails, a reconnect must not mount it again. */
     for (size_t i = 0; i < c->n_mounts; i++) {
         if (c->mounts[i].base == base && !strcmp(c->mounts[i].name, m.name)) {
@@ -515,7 +530,7 @@ int mc__master_client_unregister(mc__master_client_t *c) {
     int rc = 0;
     memset(&r, 0, sizeof(r));
     r.type = MC_MP_UNREGISTER_CLIENT;
-    pthread_mutex_lock(&c->mu);
+    mc__mc_lock(c);
     /* Nothing is ours at the master any more: a reconnect must not mount anything again. */
     c->n_mounts = 0;
     rc = mc__mc_call(c, &r, &h);
@@ -552,7 +567,7 @@ static int mc__mc_batch(mc__master_client_t *c, uint8_t type, size_t n, const ch
     views = mc__malloc(sizeof(*views) * (n < MC_MP_MAX_BATCH ? n : MC_MP_MAX_BATCH));
     if (!views)
         return MC_ERR_MEMORY;
-    pthread_mutex_lock(&c->mu);
+    mc__mc_lock(c);
     for (size_t done = 0; done < n;) {
         size_t k = n - done < MC_MP_MAX_BATCH ? n - done : MC_MP_MAX_BATCH;
         mc__mp_request_t r;
@@ -850,7 +865,7 @@ int64_t mc__master_client_remove_by_regex(mc__master_client_t *c, const char *re
         r.pattern.p = (const uint8_t *)regex;
         r.pattern.len = (uint32_t)n;
     }
-    pthread_mutex_lock(&c->mu);
+    mc__mc_lock(c);
     rc = mc__mc_call(c, &r, &h);
     if (rc == 0)
         rc = mc__mp_decode_remove_all_reply(&h, c->in, (size_t)h.body_len, &removed);
@@ -866,7 +881,7 @@ int mc__master_client_heartbeat(mc__master_client_t *c, uint8_t *status) {
     int rc = 0;
     memset(&r, 0, sizeof(r));
     r.type = MC_MP_HEARTBEAT;
-    pthread_mutex_lock(&c->mu);
+    mc__mc_lock(c);
     r.n_mounted = (uint32_t)c->n_mounts;
     rc = mc__mc_call(c, &r, &h);
     if (rc == 0)
@@ -987,7 +1002,7 @@ int mc__master_client_call(mc__master_client_t *c, mc__mp_request_t *r, mc__repl
                            void *ctx) {
     mc_frame_header_t h;
     int rc;
-    pthread_mutex_lock(&c->mu);
+    mc__mc_lock(c);
     rc = mc__mc_call(c, r, &h);
     if (rc == 0)
         rc = fn(ctx, &h, c->in, (size_t)h.body_len);

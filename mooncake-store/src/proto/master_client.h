@@ -50,6 +50,9 @@ int mc__master_client_connect_auth(const char *addr, int timeout_ms,
 void mc__master_client_close(mc__master_client_t *c);
 const uint8_t *mc__master_client_id(const mc__master_client_t *c);
 void mc__master_client_set_timeout(mc__master_client_t *c, int timeout_ms);
+/* Whether another thread waits to make a call on c: a background caller (the replica cache's
+ * renewer) lets it go first, so that a user's call does not wait behind its batches. */
+int mc__master_client_wanted(mc__master_client_t *c);
 
 /* Segments: a region [base, base+size) of memory that TE segment `segment_name` exposes; replicas
  * placed there are addressed by absolute addresses inside it. Mounting the same (name, base)

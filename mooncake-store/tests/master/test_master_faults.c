@@ -3,6 +3,7 @@
  * endpoints reflecting all of it. Each test runs its own mooncake_master process. */
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -769,6 +770,50 @@ static void test_concurrent_clients(void **state) {
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
 }
 
+typedef struct {
+    mc__master_client_t *c;
+    int rc;
+} lookup_arg_t;
+
+static void *lookup_main(void *p) {
+    lookup_arg_t *a = p;
+    mc__key_replicas_t kr;
+    a->rc = mc__master_client_get_replica_list(a->c, "nobody-put-this", &kr);
+    return NULL;
+}
+
+/* A caller that waits for the client's connection is seen (mc__master_client_wanted: the
+ * replica cache's renewer lets it go first). The master is stopped, so the first call holds
+ * the connection while it waits for its reply and the second waits for the first. */
+static void test_waiting_caller_is_seen(void **state) {
+    mc_test_master_t m;
+    mc__master_client_t *c = NULL;
+    pthread_t th[2];
+    lookup_arg_t args[2];
+    uint64_t deadline;
+    (void)state;
+    assert_int_equal(mc_test_master_start(g_bin, 0, NULL, &m), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 60000, NULL, &c), 0);
+    assert_false(mc__master_client_wanted(c));
+    assert_int_equal(kill(m.pid, SIGSTOP), 0);
+    for (int i = 0; i < 2; i++) {
+        args[i] = (lookup_arg_t){c, 1};
+        assert_int_equal(pthread_create(&th[i], NULL, lookup_main, &args[i]), 0);
+    }
+    deadline = mc__now_ms() + 30000;
+    while (!mc__master_client_wanted(c) && mc__now_ms() < deadline)
+        usleep(1000);
+    assert_true(mc__master_client_wanted(c));
+    assert_int_equal(kill(m.pid, SIGCONT), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(args[i].rc, MC_ERR_OBJECT_NOT_FOUND);
+    }
+    assert_false(mc__master_client_wanted(c));
+    mc__master_client_close(c);
+    assert_int_equal(mc_test_master_stop(&m, 0), 0);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_flags),
@@ -779,6 +824,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_restart_reconnects),
         cmocka_unit_test(test_admin_http),
         cmocka_unit_test(test_concurrent_clients),
+        cmocka_unit_test(test_waiting_caller_is_seen),
     };
     if (argc < 2) {
         fprintf(stderr, "usage: %s <path to mooncake_master>\n", argv[0]);
