@@ -13,10 +13,10 @@
 
 /* Keys in one renewal RPC: a pass takes as many RPCs as it needs. The renewal shares the
  * client's master connection, so a user's call that needs the master waits for the RPC in
- * flight: 64 keys keep that wait to tens of microseconds (with 256, and 3000 keys read in a loop
- * by one thread, another thread's first gets had a p99.9 of 2.1-2.5 ms against 0.9-1.8 ms with
- * renewal off; docs/perf/issue26-renew/ab.md). Each answer holds a replica list of
- * MC_MP_MAX_REPLICA_NUM descriptors, so this bounds the thread's buffers too. */
+ * flight: 64 keys keep that wait short (with 256, and 3000 keys read in a loop by one thread,
+ * another thread's first gets had a p99.9 of 2.1-2.5 ms against 0.9-1.8 ms with renewal off;
+ * docs/perf/issue26-renew/ab.md). Each answer holds a replica list of MC_MP_MAX_REPLICA_NUM
+ * descriptors, so this bounds the thread's buffers too. */
 #define MC__RENEW_BATCH 64u
 /* Before each RPC the renewer lets callers that wait for the connection go first, for at most
  * this long: a client whose threads call the master without a pause still renews. */
