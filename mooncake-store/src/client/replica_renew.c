@@ -40,14 +40,18 @@ static void mc__renew_step_aside(mc_store_t *s) {
 static void mc__renew_pass(mc_store_t *s, mc__rc_due_t *due, const char **keys,
                            mc__key_replicas_t *kr) {
     for (;;) {
-        uint64_t sent = mc__now_ms(); /* the leases count from before the request left */
-        size_t n = mc__replica_cache_due(s->rcache, sent, due, MC__RENEW_BATCH);
+        uint64_t sent;
+        size_t n;
         int rc = 0;
+        /* before the keys are picked and the clock read: the nap neither holds copies of keys
+         * nor shortens the leases granted, which count from sent */
+        mc__renew_step_aside(s);
+        sent = mc__now_ms(); /* the leases count from before the request left */
+        n = mc__replica_cache_due(s->rcache, sent, due, MC__RENEW_BATCH);
         if (n == 0)
             return;
         for (size_t i = 0; i < n; i++)
             keys[i] = due[i].key;
-        mc__renew_step_aside(s);
         if (atomic_load(&s->master_ok))
             rc = mc__master_client_batch_get_replica_list(s->master, n, keys, kr);
         else
