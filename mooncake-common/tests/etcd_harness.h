@@ -105,7 +105,7 @@ static int th_etcd_wait(const th_etcd_t *e, int ms) {
 }
 
 static void th_etcd_kill(th_etcd_t *e) {
-    char cmd[128];
+    char cmd[320]; /* room for any dir gcc -O3 can prove, not only the 64 bytes used */
     if (e->pid > 0) {
         kill(e->pid, SIGKILL);
         waitpid(e->pid, NULL, 0);
