@@ -6,7 +6,10 @@
  * every client count in --clients (each client a thread with its own connection, as separate
  * processes would have), and prints keys/s with per-RPC latency percentiles, and for each count
  * past the first its throughput as a ratio of the first's beside the CPUs this machine has (the
- * limit concurrency can scale to). */
+ * limit concurrency can scale to). Last, single puts as the store client makes small ones: each
+ * client reserves slots 64 at a time (PUT_RESERVE) and commits one new key per request
+ * (PUT_COMMIT), with the master's CPU per second beside it: the put path of a master that
+ * already holds --objects objects. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,11 +34,13 @@ typedef struct bench {
     int n_counts;
     int64_t kv_events; /* the master publishes KV events (kv_events.h) */
     char addr[64];
+    pid_t master; /* its CPU time is read around each op */
+    int64_t run;  /* ops run so far: each slot_put run names keys of its own */
 } bench_t;
 
 typedef struct worker {
     bench_t *b;
-    int op; /* MC_MP_EXIST or MC_MP_GET_REPLICA_LIST */
+    int op; /* MC_MP_EXIST, MC_MP_GET_REPLICA_LIST or MC_MP_PUT_COMMIT (single slot puts) */
     int id;
     uint64_t keys;
     uint64_t *lat_us;
@@ -60,6 +65,22 @@ static long rss_kib(pid_t pid) {
 
 static void key_name(char *out, int64_t i) {
     snprintf(out, 24, "key-%012lld", (long long)i);
+}
+
+/* The CPU time (user + system) pid has used, in ms. */
+static double cpu_ms(pid_t pid) {
+    char path[64];
+    unsigned long long ut = 0, st = 0;
+    FILE *fp;
+    int n;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fp = fopen(path, "r");
+    if (!fp)
+        return -1;
+    /* fields 14 and 15; the name (field 2) holds no space here: "(mc_master_bench)" */
+    n = fscanf(fp, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st);
+    fclose(fp);
+    return n == 2 ? (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK) : -1;
 }
 
 /* Child: the master, until SIGTERM. */
@@ -98,6 +119,50 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* One client's single puts until end: one new key per PUT_COMMIT, into slots reserved 64 at a
+ * time; each commit's latency recorded (a reserve's is not). */
+static int slot_puts(worker_t *w, mc__master_client_t *c, uint64_t end) {
+    enum { REFILL = 64 };
+    mc__key_replicas_t sl[REFILL];
+    mc__replicate_config_t cfg;
+    int have = 0, next = 0, rc = 0;
+    uint64_t n = 0;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.replica_num = 1;
+    while (mc__now_ms() < end) {
+        char name[24];
+        const char *key = name;
+        uint64_t len = (uint64_t)w->b->value_size, slot, t0;
+        int32_t code = 0;
+        if (next == have) {
+            rc = mc__master_client_put_reserve(c, REFILL, len, &cfg, sl);
+            for (int i = 0; rc == 0 && i < REFILL; i++)
+                rc = sl[i].code;
+            if (rc)
+                return rc;
+            have = REFILL;
+            next = 0;
+        }
+        slot = sl[next++].version;
+        /* keys past the filled ones, distinct per client */
+        key_name(name, w->b->objects + w->b->run * 100000000000ll + (int64_t)w->id * 1000000000ll +
+                           (int64_t)n++);
+        t0 = mc__now_ns();
+        rc = mc__master_client_put_commit(c, 1, &key, &len, &slot, &code);
+        if (rc == 0)
+            rc = code;
+        if (rc)
+            return rc;
+        uint64_t *p = mc__array_grow(w->lat_us, w->n_lat, &w->cap_lat, sizeof(*p), 1024);
+        if (!p)
+            return MC_ERR_MEMORY;
+        w->lat_us = p;
+        w->lat_us[w->n_lat++] = (mc__now_ns() - t0) / 1000u;
+        w->keys++;
+    }
+    return 0;
+}
+
 static void *worker_main(void *arg) {
     worker_t *w = arg;
     bench_t *b = w->b;
@@ -113,6 +178,10 @@ static void *worker_main(void *arg) {
     if (w->rc)
         goto out;
     end = mc__now_ms() + (uint64_t)b->seconds * 1000u;
+    if (w->op == MC_MP_PUT_COMMIT) {
+        w->rc = slot_puts(w, c, end);
+        goto out;
+    }
     while (mc__now_ms() < end) {
         uint64_t t0;
         for (int64_t i = 0; i < b->batch; i++) {
@@ -149,6 +218,8 @@ static int run_op(bench_t *b, int op, const char *label, double *keys_per_s) {
     uint64_t keys = 0, t0, *all = NULL;
     size_t n = 0;
     int rc = 0;
+    double cpu0 = cpu_ms(b->master), secs;
+    b->run++;
     t0 = mc__now_ns();
     for (int i = 0; i < b->threads; i++) {
         w[i].b = b;
@@ -170,11 +241,15 @@ static int run_op(bench_t *b, int op, const char *label, double *keys_per_s) {
         mc__free(w[i].lat_us);
     }
     qsort(all, n, sizeof(*all), cmp_u64);
-    *keys_per_s = (double)keys * 1e9 / (double)(mc__now_ns() - t0);
+    secs = (double)(mc__now_ns() - t0) / 1e9;
+    *keys_per_s = (double)keys / secs;
     if (rc == 0 && n)
-        printf("%-22s %10.0f keys/s  batch=%lld clients=%lld  rpc p50=%lluus p99=%lluus\n", label,
-               *keys_per_s, (long long)b->batch, (long long)b->threads,
-               (unsigned long long)all[n / 2], (unsigned long long)all[n * 99 / 100]);
+        printf("%-22s %10.0f keys/s  batch=%lld clients=%lld  rpc p50=%lluus p99=%lluus "
+               "p99.9=%lluus  master CPU %.0f ms/s\n",
+               label, *keys_per_s, op == MC_MP_PUT_COMMIT ? 1ll : (long long)b->batch,
+               (long long)b->threads, (unsigned long long)all[n / 2],
+               (unsigned long long)all[n * 99 / 100], (unsigned long long)all[n * 999 / 1000],
+               (cpu_ms(b->master) - cpu0) / secs);
     else
         printf("%-22s failed: %s\n", label, mc_store_strerror(rc));
     free(all);
@@ -237,15 +312,18 @@ static int run_all(bench_t *b) {
     static const struct {
         int op;
         const char *label;
-    } ops[] = {{MC_MP_EXIST, "batch_exist"}, {MC_MP_GET_REPLICA_LIST, "batch_get_replica_list"}};
-    double kps[2][MC__MAX_COUNTS] = {{0}};
+    } ops[] = {{MC_MP_EXIST, "batch_exist"},
+               {MC_MP_GET_REPLICA_LIST, "batch_get_replica_list"},
+               {MC_MP_PUT_COMMIT, "slot_put"}};
+    enum { N_OPS = sizeof(ops) / sizeof(ops[0]) };
+    double kps[N_OPS][MC__MAX_COUNTS] = {{0}};
     int rc = 0;
-    for (int o = 0; o < 2 && rc == 0; o++)
+    for (int o = 0; o < N_OPS && rc == 0; o++)
         for (int i = 0; i < b->n_counts && rc == 0; i++) {
             b->threads = b->counts[i];
             rc = run_op(b, ops[o].op, ops[o].label, &kps[o][i]);
         }
-    for (int o = 0; o < 2 && rc == 0; o++)
+    for (int o = 0; o < N_OPS && rc == 0; o++)
         for (int i = 1; i < b->n_counts; i++)
             printf("%-22s %lld clients: %.2fx the throughput of %lld (this machine: %ld CPUs)\n",
                    ops[o].label, (long long)b->counts[i], kps[o][i] / kps[o][0],
@@ -254,7 +332,7 @@ static int run_all(bench_t *b) {
 }
 
 int main(int argc, char **argv) {
-    bench_t b = {1000000, 1000, 4096, 3, 0, {0}, 0, 0, ""};
+    bench_t b = {1000000, 1000, 4096, 3, 0, {0}, 0, 0, "", 0, 0};
     const char *clients = NULL;
     mc_flag_t flags[] = {
         {"objects", MC_FLAG_INT, &b.objects, "objects to store"},
@@ -308,6 +386,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     close(pfd[0]);
+    b.master = pid;
     snprintf(b.addr, sizeof(b.addr), "127.0.0.1:%u", (unsigned)port);
     rc = mc__master_client_connect(b.addr, 30000, NULL, &c);
     if (rc)
@@ -315,8 +394,9 @@ int main(int argc, char **argv) {
     /* Fake address ranges: the master never touches segment memory. */
     for (int i = 0; i < 8 && rc == 0; i++) {
         char name[32];
+        /* room for the fill and for the single puts' new keys (slot_put) */
         uint64_t seg =
-            ((uint64_t)b.objects * (uint64_t)((b.value_size + 63) / 64 * 64)) / 8 + (64ull << 20);
+            ((uint64_t)b.objects * (uint64_t)((b.value_size + 63) / 64 * 64)) / 8 + (4ull << 30);
         snprintf(name, sizeof(name), "bench-node-%d:1", i);
         rc = mc__master_client_mount_segment(c, name, (uint64_t)(i + 1) << 44, seg);
     }

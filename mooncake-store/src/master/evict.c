@@ -336,10 +336,12 @@ void mc__discard_stale_puts(mc__master_t *m, uint64_t now) {
             pthread_mutex_unlock(&s->mu);
             continue; /* none can be due yet */
         }
+        uint64_t walked = 0;
         for (uint32_t b = 0; s->incomplete && b <= s->mask; b++) {
             mc__object_t *o = s->buckets[b];
             while (o) {
                 mc__object_t *next = o->next;
+                walked++;
                 if (!mc__maybe_discard(m, s, o, now) && !(o->flags & MC__OBJ_COMPLETE) &&
                     o->access_ms < oldest)
                     oldest = o->access_ms;
@@ -348,6 +350,7 @@ void mc__discard_stale_puts(mc__master_t *m, uint64_t now) {
         }
         s->incomplete_since = oldest;
         pthread_mutex_unlock(&s->mu);
+        atomic_fetch_add(&m->stale_put_sweep_objects, walked);
     }
 }
 

@@ -175,6 +175,7 @@ struct mc__master {
     _Atomic uint64_t discarded_puts, expired_clients, left_clients;
     _Atomic uint64_t eviction_successes;            /* passes that evicted something */
     _Atomic uint64_t released_puts;                 /* discarded puts whose space was given back */
+    _Atomic uint64_t stale_put_sweep_objects;       /* objects the sweep for stale puts walked */
     _Atomic uint64_t put_alloc_failures;            /* keys a put or upsert found no space for */
     _Atomic uint64_t put_partial_allocs;            /* keys placed with fewer replicas than asked */
     _Atomic uint64_t gets, get_hits, get_hit_bytes; /* GET_REPLICA_LIST keys, found, bytes */

@@ -350,6 +350,9 @@ static void mc__own_metrics(mc__master_t *m, mc_buf_t *b) {
             MC__U(m->eviction_runs));
     mc__one(b, "mooncake_master_discarded_puts_total", "counter",
             "unfinished puts discarded after the discard timeout", MC__U(m->discarded_puts));
+    mc__one(b, "mooncake_master_stale_put_sweep_objects_total", "counter",
+            "objects walked by the sweep for unfinished puts past the discard timeout",
+            MC__U(m->stale_put_sweep_objects));
     mc__one(b, "mooncake_master_expired_clients_total", "counter",
             "clients expired after client_ttl without heartbeat", MC__U(m->expired_clients));
     mc__one(b, "mooncake_master_left_clients_total", "counter",

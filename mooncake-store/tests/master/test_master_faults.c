@@ -467,6 +467,77 @@ static void test_discard_abandoned_put(void **state) {
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
 }
 
+/* The sweep for stale unfinished puts walks a shard only once one of its unfinished puts may be
+ * due. Committing a slot and ending an upsert both add a finished object; each used to be added
+ * with no put start, which told the sweep that its shard held a put due at once, so the next pass
+ * walked the shard whole: under steady small puts, the whole table every 100 ms (shard locks
+ * held throughout). Here 128 slots stay unfinished until the discard timeout while 128 others
+ * are committed and 16 keys upserted: the sweep then walks each shard once, when the slots are
+ * due, so it walks at most every object once (256: the slots left and the keys). */
+static void test_sweep_walks_only_due_shards(void **state) {
+    enum { SLOTS = 256, COMMITS = 128, UPSERTS = 16 };
+    static const char *const extra[] = {
+        "--put_start_discard_timeout_sec=1", "--put_start_release_timeout_sec=10",
+        "--eviction_high_watermark_ratio=1.0", "--client_ttl=3600" /* it never heartbeats */, NULL};
+    mc_test_master_t m;
+    mc__master_client_t *c = NULL;
+    mc__replicate_config_t cfg;
+    mc__key_replicas_t *sl = calloc(SLOTS, sizeof(*sl));
+    char names[COMMITS][16];
+    const char *keys[COMMITS];
+    uint64_t lens[COMMITS], slots[COMMITS], versions[UPSERTS];
+    int32_t codes[COMMITS];
+    double walked = -1, discarded = 0;
+    uint64_t t0;
+    (void)state;
+    assert_non_null(sl);
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.replica_num = 1;
+    assert_int_equal(mc_test_master_start(g_bin, 0, extra, &m), 0);
+    assert_int_equal(mc__master_client_connect(m.addr, 15000, NULL, &c), 0);
+    assert_int_equal(mc__master_client_mount_segment(c, "s:1", 0x1000000, 4u << 20), 0);
+    t0 = mc__now_ms();
+    assert_int_equal(mc__master_client_put_reserve(c, SLOTS, 4096, &cfg, sl), 0);
+    for (int i = 0; i < SLOTS; i++)
+        assert_int_equal(sl[i].code, 0);
+    for (int i = 0; i < COMMITS; i++) {
+        snprintf(names[i], sizeof(names[i]), "sweep-%d", i);
+        keys[i] = names[i];
+        lens[i] = 4096;
+        slots[i] = sl[i].version;
+    }
+    assert_int_equal(mc__master_client_put_commit(c, COMMITS, keys, lens, slots, codes), 0);
+    for (int i = 0; i < COMMITS; i++)
+        assert_int_equal(codes[i], 0);
+    assert_int_equal(mc__master_client_batch_start(c, 1, UPSERTS, keys, lens, &cfg, sl), 0);
+    for (int i = 0; i < UPSERTS; i++) {
+        assert_int_equal(sl[i].code, 0);
+        versions[i] = sl[i].version;
+    }
+    assert_int_equal(mc__master_client_batch_finish(c, 1, 1, UPSERTS, keys, versions, codes), 0);
+    for (int i = 0; i < UPSERTS; i++)
+        assert_int_equal(codes[i], 0);
+    /* The slots not committed are discarded a timeout after their reserve, by one pass. */
+    do {
+        usleep(50 * 1000);
+        assert_int_equal(
+            mc_test_metric(m.metrics_port, "mooncake_master_discarded_puts_total", &discarded), 0);
+    } while (discarded < SLOTS - COMMITS && mc__now_ms() - t0 < 30000);
+    assert_int_equal(discarded, SLOTS - COMMITS);
+    assert_true(mc__now_ms() - t0 >= 1000);
+    assert_int_equal(
+        mc_test_metric(m.metrics_port, "mooncake_master_stale_put_sweep_objects_total", &walked),
+        0);
+    assert_true(walked >= SLOTS - COMMITS); /* the pass that discarded them walked them */
+    assert_true(walked <= SLOTS);
+    /* The sweep took no finished object. */
+    for (int i = 0; i < COMMITS; i++)
+        assert_int_equal(mc__master_client_exist(c, keys[i]), 1);
+    mc__master_client_close(c);
+    assert_int_equal(mc_test_master_stop(&m, 0), 0);
+    free(sl);
+}
+
 static void test_restart_reconnects(void **state) {
     mc_test_master_t m;
     mc__master_client_t *c = NULL;
@@ -821,6 +892,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_client_expiry),
         cmocka_unit_test(test_unregister_is_not_expiry),
         cmocka_unit_test(test_discard_abandoned_put),
+        cmocka_unit_test(test_sweep_walks_only_due_shards),
         cmocka_unit_test(test_restart_reconnects),
         cmocka_unit_test(test_admin_http),
         cmocka_unit_test(test_concurrent_clients),
