@@ -167,7 +167,11 @@ static int mc__evict_visit(mc__master_t *m, mc__object_t *o, void *arg) {
 /* One tier: find the access time below which enough bytes are, then evict up to it. The two
  * passes see slightly different states (the shards are not frozen): that is the approximation. */
 static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, const mc__frozen_t *frozen,
-                                   const mc__room_t *room, uint64_t target, uint64_t *count) {
+                                   const mc__room_t *room, uint64_t target, int background,
+                                   uint64_t *count) {
+    /* A background pass yields to requests until a put waits for it; a pass that a put asked
+     * for (blocking) does not yield at all. */
+    const _Atomic int *urgent = background ? &m->evict_waiting : NULL;
     mc__collect_t c;
     mc__evict_pass_t p;
     memset(&c, 0, sizeof(c));
@@ -176,7 +180,7 @@ static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, const mc__frozen_t
     c.soft = soft;
     c.frozen = frozen;
     c.room = room;
-    mc__objects_sweep(m, mc__collect_visit, &c);
+    mc__objects_sweep_yielding(m, mc__collect_visit, &c, urgent);
     if (c.n == 0)
         goto out;
     p.threshold = mc__evict_threshold(c.v, c.n, target);
@@ -185,7 +189,7 @@ static uint64_t mc__evict_tier_run(mc__master_t *m, int soft, const mc__frozen_t
     p.frozen = frozen;
     p.room = room;
     p.target = target;
-    mc__objects_sweep(m, mc__evict_visit, &p);
+    mc__objects_sweep_yielding(m, mc__evict_visit, &p, urgent);
     *count += p.count;
 out:
     mc__free(c.v);
@@ -296,7 +300,9 @@ uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking) {
     mc__frozen_t frozen = {NULL, 0};
     const mc__room_t *filter = NULL;
     if (blocking) {
+        atomic_fetch_add(&m->evict_waiting, 1);
         pthread_mutex_lock(&m->evict_mu);
+        atomic_fetch_sub(&m->evict_waiting, 1);
     } else if (pthread_mutex_trylock(&m->evict_mu) != 0) {
         return 0;
     }
@@ -312,9 +318,9 @@ uint64_t mc__evict(mc__master_t *m, uint64_t need, uint64_t fit, int blocking) {
             goto out;
         filter = &room;
     }
-    freed = mc__evict_tier_run(m, 0, &frozen, filter, target, &count);
+    freed = mc__evict_tier_run(m, 0, &frozen, filter, target, !blocking, &count);
     if (freed < target && m->cfg.allow_evict_soft_pinned_objects)
-        freed += mc__evict_tier_run(m, 1, &frozen, filter, target - freed, &count);
+        freed += mc__evict_tier_run(m, 1, &frozen, filter, target - freed, !blocking, &count);
     mc__gauge_eviction(m, count, freed);
     if (count)
         MC_INFO("evicted %llu objects, %llu bytes", (unsigned long long)count,

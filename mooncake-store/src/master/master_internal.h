@@ -69,6 +69,13 @@ void mc__object_retire(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_
 enum { MC__SWEEP_KEEP = 0, MC__SWEEP_DESTROY = 1, MC__SWEEP_RETIRE = 2 };
 typedef int (*mc__obj_visit_fn)(mc__master_t *m, mc__object_t *o, void *arg);
 void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg);
+/* The same, letting each shard's lock go and yielding the core every few hundred buckets while
+ * *urgent is 0 (NULL: never), so that requests neither wait for the whole shard's walk nor for
+ * a core the walk holds: for the monitor's background work. What changes meanwhile may or may
+ * not be seen, and when the table grows meanwhile, objects of buckets already walked can be
+ * visited again: for scans whose answer is an estimate (background eviction's). */
+void mc__objects_sweep_yielding(mc__master_t *m, mc__obj_visit_fn fn, void *arg,
+                                const _Atomic int *urgent);
 /* The graveyard: objects no reader can find whose space waits for writers and leases. */
 /* With the shard locked: an unfinished put older than the discard timeout gives up its key.
  * Its space stays reserved until the release timeout, because the slow writer may still be

@@ -157,6 +157,9 @@ struct mc__master {
     void (*slot_dropped)(struct mc__master *m, uint32_t slot);
 
     pthread_mutex_t evict_mu;
+    /* puts waiting for evict_mu to make room for themselves: while any does, a background
+     * pass that holds it stops yielding its core to requests (evict.c) */
+    _Atomic int evict_waiting;
 
     /* Replica copy / move tasks (tasks.c). */
     pthread_mutex_t tasks_mu;

@@ -1,6 +1,7 @@
 /* Object table: 64 shards, each a chained hash table whose bucket array doubles with its load.
  * Records are single allocations with the key inline, so 1M objects cost ~100 bytes each plus
  * the key (see docs/master.md for the measured figure). */
+#include <sched.h>
 #include <string.h>
 
 #define XXH_INLINE_ALL
@@ -176,11 +177,28 @@ void mc__object_destroy(mc__master_t *m, mc__object_t *o) {
     mc__free(o);
 }
 
-void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg) {
+/* Buckets a yielding sweep walks between yields: about as many objects, some tens of
+ * microseconds of cache misses, where a whole shard of a master with a million objects (about
+ * 16k each) held its lock, and the walk of all of them a core, for milliseconds. */
+#define MC__SWEEP_CHUNK 512u
+
+/* urgent NULL: no yields; else a yield at each chunk's end while *urgent is 0. */
+static void mc__sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg, const _Atomic int *urgent) {
     for (int si = 0; si < MC__SHARDS; si++) {
         mc__shard_t *s = &m->shards[si];
         pthread_mutex_lock(&s->mu);
         for (uint32_t b = 0; b <= s->mask; b++) {
+            if (urgent && b && b % MC__SWEEP_CHUNK == 0 && !atomic_load(urgent)) {
+                /* Between buckets no pointer into the shard is held, so the lock can go. The
+                 * yield is what lets the requests in: without it this thread takes the lock
+                 * back before a woken waiter runs, and a request thread that shares its core
+                 * waits for the scheduler's slice (milliseconds) behind a walk of the table. A
+                 * bucket index stays valid across a growth of the table (a bucket's objects go
+                 * to it or to a bucket past the old end). */
+                pthread_mutex_unlock(&s->mu);
+                sched_yield();
+                pthread_mutex_lock(&s->mu);
+            }
             mc__object_t **pp = &s->buckets[b];
             while (*pp) {
                 mc__object_t *o = *pp;
@@ -202,6 +220,15 @@ void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg) {
         }
         pthread_mutex_unlock(&s->mu);
     }
+}
+
+void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg) {
+    mc__sweep(m, fn, arg, NULL);
+}
+
+void mc__objects_sweep_yielding(mc__master_t *m, mc__obj_visit_fn fn, void *arg,
+                                const _Atomic int *urgent) {
+    mc__sweep(m, fn, arg, urgent);
 }
 
 /* When the request this thread is handling may answer (0: at once; see mc__reply_hold_take).
