@@ -349,9 +349,9 @@ int main(int argc, char **argv) {
          "1: the master publishes KV events (no subscriber: the put path's cost and the "
          "publisher thread's CPU; run with 0 and 1 alternately to compare)"},
         {"full", MC_FLAG_INT, &b.full,
-         "1: the segments hold the fill at 92% and the master keeps its default eviction "
-         "watermark (90%), so every op runs beside background eviction and slot_put's new keys "
-         "evict old ones"},
+         "1: the fill takes 92% of the segments and the master keeps its default eviction "
+         "watermark (90%): background eviction takes it under the watermark, and slot_put's new "
+         "keys keep it evicting"},
     };
     mc__master_client_t *c = NULL;
     int pfd[2];
