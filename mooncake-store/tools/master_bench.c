@@ -121,13 +121,25 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Records one call's latency (it started at t0, in ns) and the keys it served; 0, or
+ * MC_ERR_MEMORY. */
+static int record_call(worker_t *w, uint64_t t0, uint64_t keys) {
+    uint64_t *p = mc__array_grow(w->lat_us, w->n_lat, &w->cap_lat, sizeof(*p), 1024);
+    if (!p)
+        return MC_ERR_MEMORY;
+    w->lat_us = p;
+    w->lat_us[w->n_lat++] = (mc__now_ns() - t0) / 1000u;
+    w->keys += keys;
+    return 0;
+}
+
 /* One client's single puts until end: one new key per PUT_COMMIT, into slots reserved 64 at a
  * time; each commit's latency recorded (a reserve's is not). */
 static int slot_puts(worker_t *w, mc__master_client_t *c, uint64_t end) {
     enum { REFILL = 64 };
     mc__key_replicas_t sl[REFILL];
     mc__replicate_config_t cfg;
-    int have = 0, next = 0, rc = 0;
+    int next = REFILL, rc = 0; /* the slot to use next; REFILL: none left */
     uint64_t n = 0;
     memset(&cfg, 0, sizeof(cfg));
     cfg.replica_num = 1;
@@ -136,13 +148,12 @@ static int slot_puts(worker_t *w, mc__master_client_t *c, uint64_t end) {
         const char *key = name;
         uint64_t len = (uint64_t)w->b->value_size, slot, t0;
         int32_t code = 0;
-        if (next == have) {
+        if (next == REFILL) {
             rc = mc__master_client_put_reserve(c, REFILL, len, &cfg, sl);
             for (int i = 0; rc == 0 && i < REFILL; i++)
                 rc = sl[i].code;
             if (rc)
                 return rc;
-            have = REFILL;
             next = 0;
         }
         slot = sl[next++].version;
@@ -153,14 +164,10 @@ static int slot_puts(worker_t *w, mc__master_client_t *c, uint64_t end) {
         rc = mc__master_client_put_commit(c, 1, &key, &len, &slot, &code);
         if (rc == 0)
             rc = code;
+        if (rc == 0)
+            rc = record_call(w, t0, 1);
         if (rc)
             return rc;
-        uint64_t *p = mc__array_grow(w->lat_us, w->n_lat, &w->cap_lat, sizeof(*p), 1024);
-        if (!p)
-            return MC_ERR_MEMORY;
-        w->lat_us = p;
-        w->lat_us[w->n_lat++] = (mc__now_ns() - t0) / 1000u;
-        w->keys++;
     }
     return 0;
 }
@@ -195,14 +202,8 @@ static void *worker_main(void *arg) {
         w->rc = w->op == MC_MP_EXIST
                     ? mc__master_client_batch_exist(c, (size_t)b->batch, keys, codes)
                     : mc__master_client_batch_get_replica_list(c, (size_t)b->batch, keys, reps);
-        if (w->rc)
+        if (w->rc || (w->rc = record_call(w, t0, (uint64_t)b->batch)) != 0)
             goto out;
-        uint64_t *p = mc__array_grow(w->lat_us, w->n_lat, &w->cap_lat, sizeof(*p), 1024);
-        if (!p)
-            goto out;
-        w->lat_us = p;
-        w->lat_us[w->n_lat++] = (mc__now_ns() - t0) / 1000u;
-        w->keys += (uint64_t)b->batch;
     }
 out:
     mc__master_client_close(c);

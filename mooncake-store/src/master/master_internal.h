@@ -113,6 +113,9 @@ int32_t mc__place_object(mc__master_t *m, const uint8_t *key, uint32_t key_len, 
                          mc__object_t **out);
 /* With the shard locked: the put of o is finished; readers see it from now on. */
 void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
+/* With the shard locked: o, a record made finished (a slot's commit, an upsert's end), goes in
+ * and is complete at once. */
+void mc__object_publish(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now);
 /* PUT_START of one key: places it and inserts its incomplete record; the caller holds placement
  * (read). 0 with the replicas and the version its end must name, or a code. */
 int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,

@@ -89,6 +89,14 @@ void mc__object_complete(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint6
     mc__disk_on_complete(m, o);
 }
 
+void mc__object_publish(mc__master_t *m, mc__shard_t *s, mc__object_t *o, uint64_t now) {
+    /* Its put start for the moment it is unfinished in the shard: left 0, the insert would mark
+     * the shard as holding a put due for discarding, and the next sweep would walk all of it. */
+    o->access_ms = now;
+    mc__shard_insert(s, o);
+    mc__object_complete(m, s, o, now);
+}
+
 int32_t mc__put_start_one(mc__master_t *m, const mc__mp_str_t *key, uint64_t len,
                           const mc__replicate_config_t *cfg, uint64_t now, mc__replica_t *reps,
                           uint8_t *n_out, uint64_t *version) {

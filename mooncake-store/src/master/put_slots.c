@@ -98,12 +98,8 @@ static int32_t mc__commit_one(mc__master_t *m, const uint8_t *client, const mc__
         o->flags = sl->flags;
         o->soft_pin_until = sl->soft_pin_until; /* a TTL until the object completes */
         o->version = sl->version;
-        /* Its put start, for the moment it is unfinished: left 0, the insert would mark the shard
-         * as holding a put due for discarding, and the next sweep would walk all of it. */
-        o->access_ms = now;
         memcpy(mc__obj_reps(o), mc__obj_reps(sl), (size_t)sl->n_replicas * sizeof(mc__replica_t));
-        mc__shard_insert(sk, o);
-        mc__object_complete(m, sk, o, now); /* recorded before the reply, as a put end is */
+        mc__object_publish(m, sk, o, now); /* recorded before the reply, as a put end is */
     }
     pthread_mutex_unlock(&sk->mu);
     if (o) {

@@ -96,15 +96,13 @@ static int32_t mc__shadow_publish(mc__master_t *m, mc__shard_t *s, mc__object_t 
         o->soft_pin_until = cur->soft_pin_until > now ? cur->soft_pin_until - now : 0;
     }
     o->version = sh->version;
-    o->access_ms = now; /* as put_slots.c's commit: a 0 would have the sweep walk the shard */
     memcpy(mc__obj_reps(o), mc__obj_reps(sh), (size_t)sh->n_replicas * sizeof(mc__replica_t));
     /* The replicas now belong to o: drop the shadow's record only. */
     mc__shard_unlink(s, sh);
     mc__free(sh);
     if (cur)
         mc__object_retire(m, s, cur, now);
-    mc__shard_insert(s, o);
-    mc__object_complete(m, s, o, now);
+    mc__object_publish(m, s, o, now);
     return 0;
 }
 

@@ -400,15 +400,38 @@ static void test_unregister_is_not_expiry(void **state) {
     assert_int_equal(mc_test_master_stop(&m, 0), 0);
 }
 
-static void test_discard_abandoned_put(void **state) {
-    /* The release timeout is well above the discard timeout so the "space still held" window
-     * stays observable on a loaded machine; both checks poll with deadlines instead of sleeping
-     * a fixed time, because the master sweeps periodically. The one object fills the segment:
-     * background eviction (above the high watermark) must not take it between its put end and
-     * the check that it is there. */
+/* A master that discards an unfinished put after 1 s, and a client of it with a segment of
+ * seg_size bytes. The release timeout is well above the discard timeout, so the "space still
+ * held" window stays observable on a loaded machine; no background eviction (a test's objects
+ * may fill the segment); the client never heartbeats. */
+static void start_discarding_master(mc_test_master_t *m, mc__master_client_t **c,
+                                    uint64_t seg_size) {
     static const char *const extra[] = {
         "--put_start_discard_timeout_sec=1", "--put_start_release_timeout_sec=10",
-        "--eviction_high_watermark_ratio=1.0", "--client_ttl=3600" /* it never heartbeats */, NULL};
+        "--eviction_high_watermark_ratio=1.0", "--client_ttl=3600", NULL};
+    assert_int_equal(mc_test_master_start(g_bin, 0, extra, m), 0);
+    assert_int_equal(mc__master_client_connect(m->addr, 15000, NULL, c), 0);
+    assert_int_equal(mc__master_client_mount_segment(*c, "s:1", 0x1000000, seg_size), 0);
+}
+
+/* The master's count of discarded puts once it reaches n, or when deadline_ms have passed since
+ * t0 (the master sweeps periodically, so the count is polled, not slept for). */
+static double wait_discarded(const mc_test_master_t *m, double n, uint64_t t0,
+                             uint64_t deadline_ms) {
+    double v = 0;
+    do {
+        usleep(50 * 1000);
+        v = 0;
+        assert_int_equal(
+            mc_test_metric(m->metrics_port, "mooncake_master_discarded_puts_total", &v), 0);
+    } while (v < n && mc__now_ms() - t0 < deadline_ms);
+    return v;
+}
+
+static void test_discard_abandoned_put(void **state) {
+    /* Both checks poll with deadlines instead of sleeping a fixed time. The one object fills the
+     * segment: background eviction (above the high watermark) must not take it between its put
+     * end and the check that it is there. */
     mc_test_master_t m;
     mc__master_client_t *c = NULL;
     mc__key_replicas_t r;
@@ -416,9 +439,7 @@ static void test_discard_abandoned_put(void **state) {
     uint64_t t0;
     int rc;
     (void)state;
-    assert_int_equal(mc_test_master_start(g_bin, 0, extra, &m), 0);
-    assert_int_equal(mc__master_client_connect(m.addr, 15000, NULL, &c), 0);
-    assert_int_equal(mc__master_client_mount_segment(c, "s:1", 0x1000000, 8192), 0);
+    start_discarding_master(&m, &c, 8192);
     t0 = mc__now_ms();
     assert_int_equal(mc__master_client_put_start(c, "abandoned", 8192, NULL, &r), 0);
     /* An unfinished put is neither visible nor evictable. */
@@ -426,12 +447,7 @@ static void test_discard_abandoned_put(void **state) {
                      MC_ERR_NO_AVAILABLE_HANDLE);
     assert_int_equal(mc__master_client_exist(c, "abandoned"), 0);
     /* After the discard timeout the key is free again ... */
-    do {
-        usleep(50 * 1000);
-        v = 0;
-        assert_int_equal(mc_test_metric(m.metrics_port, "mooncake_master_discarded_puts_total", &v),
-                         0);
-    } while (v < 1 && mc__now_ms() - t0 < 9000);
+    v = wait_discarded(&m, 1, t0, 9000);
     assert_int_equal(v, 1);
     assert_true(mc__now_ms() - t0 >= 1000);
     /* the reference's names for the same: discarded, its bytes still held, not yet released */
@@ -476,9 +492,6 @@ static void test_discard_abandoned_put(void **state) {
  * due, so it walks at most every object once (256: the slots left and the keys). */
 static void test_sweep_walks_only_due_shards(void **state) {
     enum { SLOTS = 256, COMMITS = 128, UPSERTS = 16 };
-    static const char *const extra[] = {
-        "--put_start_discard_timeout_sec=1", "--put_start_release_timeout_sec=10",
-        "--eviction_high_watermark_ratio=1.0", "--client_ttl=3600" /* it never heartbeats */, NULL};
     mc_test_master_t m;
     mc__master_client_t *c = NULL;
     mc__replicate_config_t cfg;
@@ -493,9 +506,7 @@ static void test_sweep_walks_only_due_shards(void **state) {
     assert_non_null(sl);
     memset(&cfg, 0, sizeof(cfg));
     cfg.replica_num = 1;
-    assert_int_equal(mc_test_master_start(g_bin, 0, extra, &m), 0);
-    assert_int_equal(mc__master_client_connect(m.addr, 15000, NULL, &c), 0);
-    assert_int_equal(mc__master_client_mount_segment(c, "s:1", 0x1000000, 4u << 20), 0);
+    start_discarding_master(&m, &c, 4u << 20);
     t0 = mc__now_ms();
     assert_int_equal(mc__master_client_put_reserve(c, SLOTS, 4096, &cfg, sl), 0);
     for (int i = 0; i < SLOTS; i++)
@@ -518,11 +529,7 @@ static void test_sweep_walks_only_due_shards(void **state) {
     for (int i = 0; i < UPSERTS; i++)
         assert_int_equal(codes[i], 0);
     /* The slots not committed are discarded a timeout after their reserve, by one pass. */
-    do {
-        usleep(50 * 1000);
-        assert_int_equal(
-            mc_test_metric(m.metrics_port, "mooncake_master_discarded_puts_total", &discarded), 0);
-    } while (discarded < SLOTS - COMMITS && mc__now_ms() - t0 < 30000);
+    discarded = wait_discarded(&m, SLOTS - COMMITS, t0, 30000);
     assert_int_equal(discarded, SLOTS - COMMITS);
     assert_true(mc__now_ms() - t0 >= 1000);
     assert_int_equal(
