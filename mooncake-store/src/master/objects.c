@@ -182,8 +182,8 @@ void mc__object_destroy(mc__master_t *m, mc__object_t *o) {
  * 16k each) held its lock, and the walk of all of them a core, for milliseconds. */
 #define MC__SWEEP_CHUNK 512u
 
-/* urgent NULL: no yields; else a yield at each chunk's end while *urgent is 0. */
-static void mc__sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg, const _Atomic int *urgent) {
+void mc__objects_sweep_yielding(mc__master_t *m, mc__obj_visit_fn fn, void *arg,
+                                const _Atomic int *urgent) {
     for (int si = 0; si < MC__SHARDS; si++) {
         mc__shard_t *s = &m->shards[si];
         pthread_mutex_lock(&s->mu);
@@ -223,12 +223,7 @@ static void mc__sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg, const _At
 }
 
 void mc__objects_sweep(mc__master_t *m, mc__obj_visit_fn fn, void *arg) {
-    mc__sweep(m, fn, arg, NULL);
-}
-
-void mc__objects_sweep_yielding(mc__master_t *m, mc__obj_visit_fn fn, void *arg,
-                                const _Atomic int *urgent) {
-    mc__sweep(m, fn, arg, urgent);
+    mc__objects_sweep_yielding(m, fn, arg, NULL);
 }
 
 /* When the request this thread is handling may answer (0: at once; see mc__reply_hold_take).
