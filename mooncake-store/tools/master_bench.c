@@ -9,7 +9,8 @@
  * limit concurrency can scale to). Last, single puts as the store client makes small ones: each
  * client reserves slots 64 at a time (PUT_RESERVE) and commits one new key per request
  * (PUT_COMMIT), with the master's CPU per second beside it: the put path of a master that
- * already holds --objects objects. */
+ * already holds --objects objects. Then the store client's batched small puts the same way
+ * (slot_batch_put): --slot_batch new keys per PUT_COMMIT. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,8 +33,9 @@ typedef struct bench {
     int64_t objects, batch, value_size, seconds, threads;
     int64_t counts[MC__MAX_COUNTS]; /* client counts to run each op with (--clients) */
     int n_counts;
-    int64_t kv_events; /* the master publishes KV events (kv_events.h) */
-    int64_t full;      /* the fill leaves the master just past its eviction watermark */
+    int64_t kv_events;  /* the master publishes KV events (kv_events.h) */
+    int64_t full;       /* the fill leaves the master just past its eviction watermark */
+    int64_t slot_batch; /* keys per PUT_COMMIT of slot_batch_put */
     char addr[64];
     pid_t master; /* its CPU time is read around each op */
     int64_t run;  /* ops run so far: each slot_put run names keys of its own */
@@ -41,7 +43,9 @@ typedef struct bench {
 
 typedef struct worker {
     bench_t *b;
-    int op; /* MC_MP_EXIST, MC_MP_GET_REPLICA_LIST or MC_MP_PUT_COMMIT (single slot puts) */
+    /* MC_MP_EXIST, MC_MP_GET_REPLICA_LIST, MC_MP_PUT_COMMIT (single slot puts) or
+     * MC_MP_PUT_RESERVE (batched slot puts, committed b->slot_batch at a time) */
+    int op;
     int id;
     uint64_t keys;
     uint64_t *lat_us;
@@ -133,39 +137,48 @@ static int record_call(worker_t *w, uint64_t t0, uint64_t keys) {
     return 0;
 }
 
-/* One client's single puts until end: one new key per PUT_COMMIT, into slots reserved 64 at a
- * time; each commit's latency recorded (a reserve's is not). */
-static int slot_puts(worker_t *w, mc__master_client_t *c, uint64_t end) {
-    enum { REFILL = 64 };
-    mc__key_replicas_t sl[REFILL];
+enum { SLOT_REFILL = 64 };
+
+/* One client's puts until end: per (1, or up to SLOT_REFILL) new keys per PUT_COMMIT, into slots
+ * reserved SLOT_REFILL at a time; each commit's latency recorded (a reserve's is not). */
+static int slot_puts(worker_t *w, mc__master_client_t *c, uint64_t end, int per) {
+    mc__key_replicas_t sl[SLOT_REFILL];
     mc__replicate_config_t cfg;
-    int next = REFILL, rc = 0; /* the slot to use next; REFILL: none left */
+    char names[SLOT_REFILL][24];
+    const char *keys[SLOT_REFILL];
+    uint64_t lens[SLOT_REFILL], slots[SLOT_REFILL];
+    int32_t codes[SLOT_REFILL];
+    int left = 0, rc = 0; /* slots not used yet: sl[SLOT_REFILL - left ...] */
     uint64_t n = 0;
     memset(&cfg, 0, sizeof(cfg));
     cfg.replica_num = 1;
     while (mc__now_ms() < end) {
-        char name[24];
-        const char *key = name;
-        uint64_t len = (uint64_t)w->b->value_size, slot, t0;
-        int32_t code = 0;
-        if (next == REFILL) {
-            rc = mc__master_client_put_reserve(c, REFILL, len, &cfg, sl);
-            for (int i = 0; rc == 0 && i < REFILL; i++)
+        uint64_t t0;
+        int k;
+        if (left == 0) {
+            rc =
+                mc__master_client_put_reserve(c, SLOT_REFILL, (uint64_t)w->b->value_size, &cfg, sl);
+            for (int i = 0; rc == 0 && i < SLOT_REFILL; i++)
                 rc = sl[i].code;
             if (rc)
                 return rc;
-            next = 0;
+            left = SLOT_REFILL;
         }
-        slot = sl[next++].version;
-        /* keys past the filled ones, distinct per client */
-        key_name(name, w->b->objects + w->b->run * 100000000000ll + (int64_t)w->id * 1000000000ll +
-                           (int64_t)n++);
+        k = per < left ? per : left;
+        for (int i = 0; i < k; i++) {
+            slots[i] = sl[SLOT_REFILL - left--].version;
+            lens[i] = (uint64_t)w->b->value_size;
+            /* keys past the filled ones, distinct per client */
+            key_name(names[i], w->b->objects + w->b->run * 100000000000ll +
+                                   (int64_t)w->id * 1000000000ll + (int64_t)n++);
+            keys[i] = names[i];
+        }
         t0 = mc__now_ns();
-        rc = mc__master_client_put_commit(c, 1, &key, &len, &slot, &code);
+        rc = mc__master_client_put_commit(c, (size_t)k, keys, lens, slots, codes);
+        for (int i = 0; rc == 0 && i < k; i++)
+            rc = codes[i];
         if (rc == 0)
-            rc = code;
-        if (rc == 0)
-            rc = record_call(w, t0, 1);
+            rc = record_call(w, t0, (uint64_t)k);
         if (rc)
             return rc;
     }
@@ -187,8 +200,8 @@ static void *worker_main(void *arg) {
     if (w->rc)
         goto out;
     end = mc__now_ms() + (uint64_t)b->seconds * 1000u;
-    if (w->op == MC_MP_PUT_COMMIT) {
-        w->rc = slot_puts(w, c, end);
+    if (w->op == MC_MP_PUT_COMMIT || w->op == MC_MP_PUT_RESERVE) {
+        w->rc = slot_puts(w, c, end, w->op == MC_MP_PUT_COMMIT ? 1 : (int)b->slot_batch);
         goto out;
     }
     while (mc__now_ms() < end) {
@@ -249,7 +262,10 @@ static int run_op(bench_t *b, int op, const char *label, double *keys_per_s) {
     if (rc == 0 && n)
         printf("%-22s %10.0f keys/s  batch=%lld clients=%lld  rpc p50=%lluus p99=%lluus "
                "p99.9=%lluus max=%lluus  master CPU %.0f ms/s\n",
-               label, *keys_per_s, op == MC_MP_PUT_COMMIT ? 1ll : (long long)b->batch,
+               label, *keys_per_s,
+               op == MC_MP_PUT_COMMIT    ? 1ll
+               : op == MC_MP_PUT_RESERVE ? (long long)b->slot_batch
+                                         : (long long)b->batch,
                (long long)b->threads, (unsigned long long)all[n / 2],
                (unsigned long long)all[n * 99 / 100], (unsigned long long)all[n * 999 / 1000],
                (unsigned long long)all[n - 1], (cpu_ms(b->master) - cpu0) / secs);
@@ -317,7 +333,8 @@ static int run_all(bench_t *b) {
         const char *label;
     } ops[] = {{MC_MP_EXIST, "batch_exist"},
                {MC_MP_GET_REPLICA_LIST, "batch_get_replica_list"},
-               {MC_MP_PUT_COMMIT, "slot_put"}};
+               {MC_MP_PUT_COMMIT, "slot_put"},
+               {MC_MP_PUT_RESERVE, "slot_batch_put"}};
     enum { N_OPS = sizeof(ops) / sizeof(ops[0]) };
     double kps[N_OPS][MC__MAX_COUNTS] = {{0}};
     int rc = 0;
@@ -335,7 +352,8 @@ static int run_all(bench_t *b) {
 }
 
 int main(int argc, char **argv) {
-    bench_t b = {1000000, 1000, 4096, 3, 0, {0}, 0, 0, 0, "", 0, 0};
+    bench_t b = {
+        .objects = 1000000, .batch = 1000, .value_size = 4096, .seconds = 3, .slot_batch = 32};
     const char *clients = NULL;
     mc_flag_t flags[] = {
         {"objects", MC_FLAG_INT, &b.objects, "objects to store"},
@@ -349,6 +367,9 @@ int main(int argc, char **argv) {
         {"kv_events", MC_FLAG_INT, &b.kv_events,
          "1: the master publishes KV events (no subscriber: the put path's cost and the "
          "publisher thread's CPU; run with 0 and 1 alternately to compare)"},
+        {"slot_batch", MC_FLAG_INT, &b.slot_batch,
+         "keys per PUT_COMMIT of slot_batch_put (1..64; the store client commits a batch of "
+         "small puts in one)"},
         {"full", MC_FLAG_INT, &b.full,
          "1: the fill takes 92% of the segments and the master keeps its default eviction "
          "watermark (90%): background eviction takes it under the watermark, and slot_put's new "
@@ -376,7 +397,8 @@ int main(int argc, char **argv) {
         b.n_counts = 1;
     }
     if (b.objects < 1 || b.batch < 1 || b.batch > (int64_t)MC_MP_MAX_BATCH || b.value_size < 1 ||
-        b.seconds < 1 || b.counts[0] < 1 || b.counts[0] > MC__MAX_CLIENTS) {
+        b.seconds < 1 || b.slot_batch < 1 || b.slot_batch > SLOT_REFILL || b.counts[0] < 1 ||
+        b.counts[0] > MC__MAX_CLIENTS) {
         fprintf(stderr, "mc_master_bench: flag out of range\n");
         return 2;
     }

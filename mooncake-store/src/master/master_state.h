@@ -58,6 +58,10 @@ typedef struct mc__object {
 typedef struct mc__shard {
     pthread_mutex_t mu;
     mc__object_t **buckets;
+    /* The bucket arrays growth replaced, chained through their first slot: a prefetch reads
+     * buckets without the lock and may still be reading one, and a freed array can be unmapped
+     * (a fault), so they go only with the shard. Together smaller than buckets. */
+    mc__object_t **retired;
     uint32_t mask;       /* buckets - 1 */
     uint64_t count;      /* objects, complete or not */
     uint64_t incomplete; /* unfinished puts, so the monitor can skip idle shards */
@@ -69,7 +73,7 @@ typedef struct mc__shard {
     uint64_t incomplete_since;
     /* Keeps neighbouring shards' locks off one cache line without demanding an alignment that
      * the heap would not give the master struct. */
-    char pad_[48];
+    char pad_[40];
 } mc__shard_t;
 
 typedef struct mc__segment {

@@ -3,6 +3,8 @@
  * the key (see docs/master.md for the measured figure). */
 #include <sched.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -48,6 +50,11 @@ void mc__shard_destroy(mc__master_t *m, mc__shard_t *s) {
     }
     mc__free(s->buckets);
     __atomic_store_n(&s->buckets, NULL, __ATOMIC_RELAXED);
+    while (s->retired) {
+        mc__object_t **next = (mc__object_t **)(void *)s->retired[0];
+        mc__free(s->retired);
+        s->retired = next;
+    }
     pthread_mutex_destroy(&s->mu);
 }
 
@@ -60,15 +67,19 @@ mc__object_t *mc__shard_find(mc__shard_t *s, uint32_t hash, const uint8_t *key, 
 
 /* Prefetching reads the table without the shard's lock: only as a hint, so a table that grows
  * or a chain that changes meanwhile leaves a stale address, which a prefetch tolerates (it never
- * faults). The fields it reads (the bucket array, its mask, the bucket slots) are therefore read
- * as atomics here and written as atomics wherever they change (mc__slot_set). */
+ * faults). The loads that get that address must not fault either: a bucket array stays mapped
+ * after a growth replaced it (mc__retire_buckets). The fields it reads (the bucket array, its
+ * mask, the bucket slots) are therefore read as atomics here and written as atomics wherever they
+ * change (mc__slot_set). */
 static inline void mc__slot_set(mc__object_t **slot, mc__object_t *o) {
     __atomic_store_n(slot, o, __ATOMIC_RELAXED);
 }
 
+/* The mask first: a growth stores the new array before the new mask, so a reader that sees the
+ * new mask sees the new array, and one that sees the old mask indexes either array within it. */
 static mc__object_t **mc__bucket_hint(const mc__shard_t *s, uint32_t hash) {
-    mc__object_t **b = __atomic_load_n(&s->buckets, __ATOMIC_RELAXED);
-    uint32_t mask = __atomic_load_n(&s->mask, __ATOMIC_RELAXED);
+    uint32_t mask = __atomic_load_n(&s->mask, __ATOMIC_ACQUIRE);
+    mc__object_t **b = __atomic_load_n(&s->buckets, __ATOMIC_ACQUIRE);
     return b ? &b[hash & mask] : NULL;
 }
 
@@ -85,9 +96,23 @@ void mc__shard_prefetch_object(const mc__shard_t *s, uint32_t hash) {
         __builtin_prefetch(&o->hash); /* the line a look-up compares first */
 }
 
+/* Not freed: see retired (master_state.h). Its first slot links the retired arrays (a prefetch
+ * that reads it there prefetches an array, which is harmless); its whole pages past that slot go
+ * back to the system but stay mapped, so a late reader finds empty buckets there. Kept whole, a
+ * million objects' retired arrays cost 8 more bytes of resident memory per object. */
+static void mc__retire_buckets(mc__shard_t *s, mc__object_t **old, size_t n) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)&old[1] + page - 1) & ~(page - 1);
+    uintptr_t hi = (uintptr_t)&old[n] & ~(page - 1);
+    mc__slot_set(&old[0], (mc__object_t *)(void *)s->retired);
+    s->retired = old;
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 static void mc__shard_grow(mc__shard_t *s) {
     uint32_t n = (s->mask + 1) * 2;
-    mc__object_t **nb = NULL;
+    mc__object_t **nb = NULL, **old = s->buckets;
     if (n == 0)
         return;
     nb = mc__calloc(n, sizeof(*nb));
@@ -102,9 +127,9 @@ static void mc__shard_grow(mc__shard_t *s) {
             o = next;
         }
     }
-    mc__free(s->buckets);
-    __atomic_store_n(&s->buckets, nb, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->mask, n - 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->buckets, nb, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->mask, n - 1, __ATOMIC_RELEASE);
+    mc__retire_buckets(s, old, n / 2);
 }
 
 void mc__shard_insert(mc__shard_t *s, mc__object_t *o) {

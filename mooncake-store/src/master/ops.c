@@ -80,6 +80,9 @@ static void mc__op_put_start(mc__master_t *m, const mc__mp_request_t *r, mc_buf_
         uint8_t n = 0;
         uint64_t version = 0, len = reserve ? r->size : r->value_lens[i];
         int32_t code = MC_ERR_INVALID_PARAMS;
+        /* a put start looks its key up as a get does (slots have no key yet) */
+        if (!reserve)
+            mc__shard_prefetch_keys(m, r->keys, r->n_keys, i);
         /* Held until the reply names the replicas' segments, so an unmount cannot free (and a
          * mount reuse) a slot in between. */
         pthread_rwlock_rdlock(&m->placement);

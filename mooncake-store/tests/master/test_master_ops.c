@@ -1,6 +1,8 @@
 /* Every master operation through master_client against a real mooncake_master process. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -885,6 +887,104 @@ static void test_eviction_lru_skips_leased(void **state) {
     assert_int_equal(mc__master_client_exist(f->a, "pinned"), 1);
 }
 
+/* Batched look-ups prefetch the table without its shards' locks (objects.c), while puts grow it:
+ * a reader that loaded a bucket array just before a growth replaced it must find it still there.
+ * The master of this test grows each shard's table from 64 buckets to 2048 while one client
+ * looks up keys in batches, and must answer every batch and end with every key. */
+#define GROW_KEYS 100000
+#define GROW_BATCH 500
+
+static int setup_growth(void **state) {
+    static const char *const extra[] = {NO_EXPIRY, "--eviction_high_watermark_ratio=1.0", NULL};
+    return setup_with(state, extra, 1ull << 32); /* room for every key (the bytes are not used) */
+}
+
+typedef struct reader {
+    mc__master_client_t *c;
+    _Atomic int stop;
+    int rc;
+} reader_t;
+
+static void grow_key(char *out, size_t cap, long i) {
+    snprintf(out, cap, "grow-%ld", i);
+}
+
+static void *grow_reader(void *arg) {
+    reader_t *r = arg;
+    char names[GROW_BATCH][24];
+    const char *keys[GROW_BATCH];
+    int32_t codes[GROW_BATCH];
+    uint64_t seed = 12345;
+    do { /* at least once, however late this thread gets a core */
+        for (int i = 0; i < GROW_BATCH; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            grow_key(names[i], sizeof(names[i]), (long)((seed >> 20) % GROW_KEYS));
+            keys[i] = names[i];
+        }
+        r->rc = mc__master_client_batch_exist(r->c, GROW_BATCH, keys, codes);
+        for (int i = 0; r->rc == 0 && i < GROW_BATCH; i++)
+            if (codes[i] != 0 && codes[i] != 1)
+                r->rc = codes[i];
+    } while (!atomic_load(&r->stop) && r->rc == 0);
+    return NULL;
+}
+
+static void test_lookups_while_table_grows(void **state) {
+    fixture_t *f = *state;
+    char names[GROW_BATCH][24];
+    const char *keys[GROW_BATCH];
+    uint64_t lens[GROW_BATCH], vers[GROW_BATCH];
+    int32_t codes[GROW_BATCH];
+    mc__key_replicas_t *reps = calloc(GROW_BATCH, sizeof(*reps));
+    reader_t rd = {.c = f->b};
+    pthread_t t;
+    assert_non_null(reps);
+    assert_int_equal(pthread_create(&t, NULL, grow_reader, &rd), 0);
+    /* Half the keys through put_start / put_end, half through put slots and their commits: the
+     * two put paths that prefetch. */
+    for (long done = 0; done < GROW_KEYS; done += GROW_BATCH) {
+        int slots = done >= GROW_KEYS / 2;
+        mc__replicate_config_t cfg = {.replica_num = 1};
+        for (int i = 0; i < GROW_BATCH; i++) {
+            grow_key(names[i], sizeof(names[i]), done + i);
+            keys[i] = names[i];
+            lens[i] = 64;
+        }
+        if (slots) {
+            for (int i = 0; i < GROW_BATCH; i += 50)
+                assert_int_equal(mc__master_client_put_reserve(f->a, 50, 64, &cfg, reps + i), 0);
+        } else {
+            assert_int_equal(
+                mc__master_client_batch_put_start(f->a, GROW_BATCH, keys, lens, NULL, reps), 0);
+        }
+        for (int i = 0; i < GROW_BATCH; i++) {
+            assert_int_equal(reps[i].code, 0);
+            vers[i] = reps[i].version;
+        }
+        if (slots)
+            assert_int_equal(
+                mc__master_client_put_commit(f->a, GROW_BATCH, keys, lens, vers, codes), 0);
+        else
+            assert_int_equal(
+                mc__master_client_batch_finish(f->a, 0, 1, GROW_BATCH, keys, vers, codes), 0);
+        for (int i = 0; i < GROW_BATCH; i++)
+            assert_int_equal(codes[i], 0);
+    }
+    atomic_store(&rd.stop, 1);
+    pthread_join(t, NULL);
+    assert_int_equal(rd.rc, 0);
+    for (long done = 0; done < GROW_KEYS; done += GROW_BATCH) {
+        for (int i = 0; i < GROW_BATCH; i++) {
+            grow_key(names[i], sizeof(names[i]), done + i);
+            keys[i] = names[i];
+        }
+        assert_int_equal(mc__master_client_batch_exist(f->b, GROW_BATCH, keys, codes), 0);
+        for (int i = 0; i < GROW_BATCH; i++)
+            assert_int_equal(codes[i], 1);
+    }
+    free(reps);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest ops[] = {
         cmocka_unit_test(test_two_phase_put_visibility),
@@ -906,6 +1006,9 @@ int main(int argc, char **argv) {
     const struct CMUnitTest evict[] = {
         cmocka_unit_test_setup_teardown(test_eviction_lru_skips_leased, setup_evict, teardown),
     };
+    const struct CMUnitTest growth[] = {
+        cmocka_unit_test_setup_teardown(test_lookups_while_table_grows, setup_growth, teardown),
+    };
     int failed = 0;
     if (argc < 2) {
         fprintf(stderr, "usage: %s <path to mooncake_master>\n", argv[0]);
@@ -914,5 +1017,6 @@ int main(int argc, char **argv) {
     g_bin = argv[1];
     failed += cmocka_run_group_tests_name("store_master_ops", ops, setup, teardown);
     failed += cmocka_run_group_tests_name("store_master_evict", evict, NULL, NULL);
+    failed += cmocka_run_group_tests_name("store_master_growth", growth, NULL, NULL);
     return failed;
 }
