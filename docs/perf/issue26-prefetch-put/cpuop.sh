@@ -1,6 +1,6 @@
 #!/bin/bash
 # cpuop.sh BUILD PROCS WORKLOAD: total CPU µs per op (master+holder+drivers over 1 s, ops = drivers' sendmsg), with context switches per op
-./pstat3.sh $1 $2 $3 >/dev/null 2>&1
+"$(dirname "$0")"/pstat3.sh "$1" "$2" "$3" >/dev/null 2>&1
 python3 - <<'P'
 import re
 t=0;cs=0;ops=0;y=0;rv=0
