@@ -13,9 +13,10 @@ mc__shard_t *mc__shard_of(mc__master_t *m, uint32_t hash);
 int mc__shard_init(mc__shard_t *s);
 void mc__shard_destroy(mc__master_t *m, mc__shard_t *s);
 /* Start loading, without the shard's lock, the bucket where key would sit, and then the first
- * object in it: a batch asks for the bucket MC__PREFETCH_AHEAD keys ahead and for the object half
- * as far ahead, so that its look-ups overlap their cache misses instead of taking them one after
- * the other (a million objects fit in no cache). mc__shard_prefetch_keys does both for key i. */
+ * object in it: a batch asks for the bucket MC__PREFETCH_AHEAD entries ahead and for the object
+ * half as far ahead, so that its look-ups overlap their cache misses instead of taking them one
+ * after the other (a million objects fit in no cache). mc__prefetch_ahead is that schedule;
+ * mc__shard_prefetch_keys applies it to a batch of keys. */
 #define MC__PREFETCH_AHEAD 8
 void mc__shard_prefetch(const mc__shard_t *s, uint32_t hash);
 void mc__shard_prefetch_object(const mc__shard_t *s, uint32_t hash);
@@ -27,15 +28,27 @@ static inline void mc__prefetch_key(mc__master_t *m, const mc__mp_str_t *k, int 
     else
         mc__shard_prefetch(mc__shard_of(m, hash), hash);
 }
-static inline void mc__shard_prefetch_keys(mc__master_t *m, const mc__mp_str_t *keys, uint32_t n,
-                                           uint32_t i) {
+/* What a batch's entry j looks up, started loading: its buckets (object: their first objects). */
+typedef void (*mc__prefetch_fn)(mc__master_t *m, const void *batch, uint32_t j, int object);
+/* Called before entry i of n is looked up. One entry has nothing to overlap with. */
+static inline void mc__prefetch_ahead(mc__master_t *m, uint32_t n, uint32_t i, mc__prefetch_fn fn,
+                                      const void *batch) {
+    if (n < 2)
+        return;
     if (i == 0)
         for (uint32_t j = 0; j < n && j < MC__PREFETCH_AHEAD; j++)
-            mc__prefetch_key(m, &keys[j], 0);
+            fn(m, batch, j, 0);
     if (i + MC__PREFETCH_AHEAD < n)
-        mc__prefetch_key(m, &keys[i + MC__PREFETCH_AHEAD], 0);
+        fn(m, batch, i + MC__PREFETCH_AHEAD, 0);
     if (i + MC__PREFETCH_AHEAD / 2 < n)
-        mc__prefetch_key(m, &keys[i + MC__PREFETCH_AHEAD / 2], 1);
+        fn(m, batch, i + MC__PREFETCH_AHEAD / 2, 1);
+}
+static inline void mc__prefetch_key_at(mc__master_t *m, const void *keys, uint32_t j, int object) {
+    mc__prefetch_key(m, &((const mc__mp_str_t *)keys)[j], object);
+}
+static inline void mc__shard_prefetch_keys(mc__master_t *m, const mc__mp_str_t *keys, uint32_t n,
+                                           uint32_t i) {
+    mc__prefetch_ahead(m, n, i, mc__prefetch_key_at, keys);
 }
 /* With the shard locked: the object or NULL. */
 mc__object_t *mc__shard_find(mc__shard_t *s, uint32_t hash, const uint8_t *key, uint32_t len);

@@ -112,31 +112,20 @@ static int32_t mc__commit_one(mc__master_t *m, const uint8_t *client, const mc__
     return code;
 }
 
-/* Entry i's slot record: its bucket (object: the first object in it) starts loading. */
-static void mc__slot_prefetch(mc__master_t *m, const mc__mp_request_t *r, uint32_t i, int object) {
+/* A commit entry looks up two records, each a cache miss or two in a big table: its slot and its
+ * key (mc__prefetch_ahead's fn for a PUT_COMMIT request). */
+static void mc__commit_entry_prefetch(mc__master_t *m, const void *request, uint32_t j,
+                                      int object) {
+    const mc__mp_request_t *r = request;
     uint8_t skey[MC__SLOT_KEY_LEN];
     uint32_t shash;
-    mc__slot_key(r->key_clients ? r->key_clients[i] : r->client_id, r->slots[i], skey);
+    mc__slot_key(r->key_clients ? r->key_clients[j] : r->client_id, r->slots[j], skey);
     shash = mc__key_hash(skey, MC__SLOT_KEY_LEN);
     if (object)
         mc__shard_prefetch_object(mc__shard_of(m, shash), shash);
     else
         mc__shard_prefetch(mc__shard_of(m, shash), shash);
-}
-
-/* A commit looks up two records, its slot and its key, each a cache miss or two in a big table:
- * both are asked for ahead, as mc__shard_prefetch_keys does for a batch's keys. */
-static void mc__commit_prefetch(mc__master_t *m, const mc__mp_request_t *r, uint32_t i) {
-    if (r->n_keys == 1)
-        return; /* nothing to overlap with: a single put's commit */
-    if (i == 0)
-        for (uint32_t j = 0; j < r->n_keys && j < MC__PREFETCH_AHEAD; j++)
-            mc__slot_prefetch(m, r, j, 0);
-    if (i + MC__PREFETCH_AHEAD < r->n_keys)
-        mc__slot_prefetch(m, r, i + MC__PREFETCH_AHEAD, 0);
-    if (i + MC__PREFETCH_AHEAD / 2 < r->n_keys)
-        mc__slot_prefetch(m, r, i + MC__PREFETCH_AHEAD / 2, 1);
-    mc__shard_prefetch_keys(m, r->keys, r->n_keys, i);
+    mc__prefetch_key(m, &r->keys[j], object);
 }
 
 int mc__op_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out, uint32_t *errors,
@@ -151,7 +140,7 @@ int mc__op_put_commit(mc__master_t *m, const mc__mp_request_t *r, mc_buf_t *out,
         /* PUT_COMMIT_FOR: a forwarder's entry commits the slot of the client it names, exactly
          * as that client's own PUT_COMMIT would */
         const uint8_t *client = r->key_clients ? r->key_clients[i] : r->client_id;
-        mc__commit_prefetch(m, r, i);
+        mc__prefetch_ahead(m, r->n_keys, i, mc__commit_entry_prefetch, r);
         pthread_rwlock_rdlock(&m->placement);
         codes[i] = mc__commit_one(m, client, &r->keys[i], r->value_lens[i], r->slots[i], now);
         pthread_rwlock_unlock(&m->placement);
